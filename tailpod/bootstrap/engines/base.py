@@ -1,0 +1,84 @@
+"""The shape every serving-engine adapter shares: a launch plan from a config, facts from a log."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class SpecArm:
+    """The speculative-decoding arm. k == 0 is plain decode and ignores the rest."""
+
+    k: int = 0
+    method: str | None = None  # engine-neutral: "mtp", "ngram", "draft_model", "eagle", "eagle3"
+    draft_model: str | None = None
+
+    @property
+    def plain(self) -> bool:
+        return self.k == 0
+
+    def label(self) -> str:
+        if self.plain:
+            return "plain"
+        return f"{self.method or 'spec'}-k{self.k}"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    engine: str
+    model: str
+    served_name: str = "tailpod"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    tensor_parallel: int = 1
+    context_length: int | None = None
+    mem_fraction: float | None = None
+    max_running_requests: int | None = None
+    spec: SpecArm = field(default_factory=SpecArm)
+    version: str | None = None  # engine version the flags are spelled for; None = current
+    extra_args: tuple[str, ...] = ()
+    enforce_eager: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EngineConfig:
+        data = dict(data)
+        data["spec"] = SpecArm(**(data.get("spec") or {}))
+        data["extra_args"] = tuple(data.get("extra_args") or ())
+        return cls(**data)
+
+
+@dataclass
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    health_path: str = "/health"
+
+
+@dataclass
+class StartupFacts:
+    """Facts read from an engine's startup log. A fact the log does not state is None, never guessed."""
+
+    engine: str
+    facts: dict[str, Any]
+    lines: list[str]  # the raw lines the facts came from, kept verbatim
+
+    def to_json(self) -> dict[str, Any]:
+        return {"engine": self.engine, "facts": self.facts, "lines": self.lines}
+
+
+class EngineAdapter(abc.ABC):
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def launch_plan(self, cfg: EngineConfig, python: str = "python3") -> LaunchPlan:
+        """argv and environment that start the server for this config."""
+
+    @abc.abstractmethod
+    def parse_startup(self, text: str) -> StartupFacts:
+        """Facts from a startup log. Must not raise on any input."""

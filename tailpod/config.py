@@ -1,0 +1,170 @@
+"""One settings object: CLI flags > process environment > .env > defaults.
+
+Every field knows its environment variable. Secret fields are wrapped in `Secret` the moment they
+are read, so a settings object can be printed, logged or dumped without leaking a key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from dotenv.parser import parse_stream
+
+from tailpod.errors import ConfigError
+from tailpod.secrets import Secret
+
+
+def default_home() -> Path:
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "tailpod"
+
+
+def _meta(env: str, secret: bool = False, kind: str = "str") -> dict[str, Any]:
+    return {"env": env, "secret": secret, "kind": kind}
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path = field(default_factory=default_home, metadata=_meta("TAILPOD_HOME", kind="path"))
+    provider: str = field(default="local", metadata=_meta("TAILPOD_PROVIDER"))
+    engine: str = field(default="vllm", metadata=_meta("TAILPOD_ENGINE"))
+    model: str = field(default="", metadata=_meta("TAILPOD_MODEL"))
+    served_name: str = field(default="tailpod", metadata=_meta("TAILPOD_SERVED_NAME"))
+    port: int = field(default=8000, metadata=_meta("TAILPOD_PORT", kind="int"))
+    image: str = field(default="", metadata=_meta("TAILPOD_IMAGE"))
+    gpus: tuple[str, ...] = field(default=(), metadata=_meta("TAILPOD_GPUS", kind="list"))
+    gpu_count: int = field(default=1, metadata=_meta("TAILPOD_GPU_COUNT", kind="int"))
+    max_price: float | None = field(default=None, metadata=_meta("TAILPOD_MAX_PRICE", kind="float"))
+    ttl_hours: float = field(default=4.0, metadata=_meta("TAILPOD_TTL_HOURS", kind="float"))
+    disk_gb: int = field(default=80, metadata=_meta("TAILPOD_DISK_GB", kind="int"))
+    startup_timeout_s: float = field(
+        default=600.0, metadata=_meta("TAILPOD_STARTUP_TIMEOUT", kind="float")
+    )
+    ssh_key: Path | None = field(default=None, metadata=_meta("TAILPOD_SSH_KEY", kind="path"))
+    runpod_api_key: Secret | None = field(default=None, metadata=_meta("RUNPOD_API_KEY", True))
+    vast_api_key: Secret | None = field(default=None, metadata=_meta("VAST_API_KEY", True))
+    hf_token: Secret | None = field(default=None, metadata=_meta("HF_TOKEN", True))
+    tailscale_api_key: Secret | None = field(
+        default=None, metadata=_meta("TAILSCALE_API_KEY", True)
+    )
+    tailscale_auth_key: Secret | None = field(
+        default=None, metadata=_meta("TAILSCALE_AUTH_KEY", True)
+    )
+    tailscale_tailnet: str = field(default="-", metadata=_meta("TAILSCALE_TAILNET"))
+    tailscale_tags: tuple[str, ...] = field(
+        default=("tag:tailpod",), metadata=_meta("TAILPOD_TAILSCALE_TAGS", kind="list")
+    )
+    runpod_url: str = field(default="https://api.runpod.io", metadata=_meta("TAILPOD_RUNPOD_URL"))
+    vast_url: str = field(default="https://console.vast.ai", metadata=_meta("TAILPOD_VAST_URL"))
+    tailscale_url: str = field(
+        default="https://api.tailscale.com", metadata=_meta("TAILPOD_TAILSCALE_URL")
+    )
+    registry_url: str = field(
+        default="https://registry-1.docker.io", metadata=_meta("TAILPOD_REGISTRY_URL")
+    )
+    registry_auth_url: str = field(
+        default="https://auth.docker.io", metadata=_meta("TAILPOD_REGISTRY_AUTH_URL")
+    )
+    hf_url: str = field(default="https://huggingface.co", metadata=_meta("TAILPOD_HF_URL"))
+
+    @property
+    def state_dir(self) -> Path:
+        return self.home
+
+    @property
+    def results_dir(self) -> Path:
+        return self.home / "results"
+
+    def public_view(self) -> dict[str, Any]:
+        """Settings as a dict safe to print: secrets show only whether they are set."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.metadata["secret"]:
+                out[f.name] = "set" if value else "unset"
+            elif isinstance(value, Path):
+                out[f.name] = str(value)
+            else:
+                out[f.name] = value
+        return out
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """Parse a .env file strictly: a line python-dotenv cannot parse is an error, not a warning."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc.__class__.__name__}") from None
+    values: dict[str, str] = {}
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            line = binding.original.line
+            raise ConfigError(
+                f"{path}: line {line} is not KEY=VALUE",
+                hint="fix or remove that line; see .env.example",
+            )
+        if binding.key is not None and binding.value is not None:
+            values[binding.key] = binding.value
+    return values
+
+
+def _convert(name: str, kind: str, secret: bool, raw: Any, source: str) -> Any:
+    if raw is None:
+        return None
+    if secret:
+        if isinstance(raw, Secret):
+            return raw if raw else None
+        text = str(raw).strip()
+        return Secret(text) if text else None
+    if kind == "str":
+        return str(raw)
+    if kind == "path":
+        return Path(str(raw)).expanduser() if str(raw) else None
+    if kind == "list":
+        if isinstance(raw, (list, tuple)):
+            return tuple(str(x).strip() for x in raw if str(x).strip())
+        return tuple(x.strip() for x in str(raw).split(",") if x.strip())
+    try:
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw) if str(raw) != "" else None
+    except ValueError:
+        raise ConfigError(f"{name} from {source} must be a number, got {raw!r}") from None
+    raise AssertionError(kind)
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    dotenv_path: Path | None = None,
+) -> Settings:
+    """Build settings with the documented precedence. `overrides` come from CLI flags (None = unset)."""
+    env = os.environ if env is None else env
+    if dotenv_path is None:
+        dotenv_path = Path(env.get("TAILPOD_ENV_FILE", ".env"))
+    dotenv = read_dotenv(dotenv_path)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(Settings):
+        meta = f.metadata
+        if f.name in overrides:
+            raw, source = overrides[f.name], "the command line"
+        elif meta["env"] in env:
+            raw, source = env[meta["env"]], f"environment variable {meta['env']}"
+        elif meta["env"] in dotenv:
+            raw, source = dotenv[meta["env"]], f"{dotenv_path} ({meta['env']})"
+        else:
+            continue
+        value = _convert(f.name, meta["kind"], meta["secret"], raw, source)
+        if value is not None or meta["secret"]:
+            kwargs[f.name] = value
+    return Settings(**kwargs)

@@ -1,0 +1,41 @@
+"""Errors the CLI turns into one clear line and a non-zero exit code."""
+
+from __future__ import annotations
+
+
+class TailpodError(Exception):
+    """A failure the user can act on. `hint` says how to fix it; never put a secret in either."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+
+class ConfigError(TailpodError):
+    """Bad settings, a malformed .env, an unknown provider or engine."""
+
+    exit_code = 2
+
+
+class ProviderError(TailpodError):
+    """A provider API refused or failed a call."""
+
+
+class AuthError(ProviderError):
+    """The API key was rejected (401/403)."""
+
+
+class CapacityError(ProviderError):
+    """No GPU of the requested kind is available right now."""
+
+
+class BillingNotProven(TailpodError):
+    """`down` could not prove that billing stopped; the message names what still bills."""
+
+    exit_code = 3

@@ -1,0 +1,1 @@
+"""Provider adapters (local, runpod, vastai), the tailnet, SSH and the sandbox cloud."""

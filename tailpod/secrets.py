@@ -1,0 +1,72 @@
+"""Secret values that cannot be printed by accident, and a scrubber for text that might hold one."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_known: set[str] = set()
+_lock = threading.Lock()
+_MASK = "***"
+
+
+class Secret:
+    """A string that masks itself in str(), repr(), f-strings and JSON-ish dumps.
+
+    Call `reveal()` only at the point where the value leaves the process for its rightful
+    destination (an HTTP header, a pod's environment).
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        if not isinstance(value, str):
+            raise TypeError("Secret takes a str")
+        self._value = value
+        if len(value) >= 6:
+            with _lock:
+                _known.add(value)
+
+    def reveal(self) -> str:
+        return self._value
+
+    def hint(self) -> str:
+        """A non-secret fingerprint (key type prefix and length) for messages."""
+        prefix = self._value.split("-")[0] if "-" in self._value[:12] else ""
+        return f"{prefix + '-' if prefix else ''}{_MASK}({len(self._value)} chars)"
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(("Secret", self._value))
+
+    def __str__(self) -> str:
+        return _MASK
+
+    def __repr__(self) -> str:
+        return f"Secret({_MASK})"
+
+    def __format__(self, spec: str) -> str:
+        return _MASK
+
+    def __reduce__(self) -> Any:
+        raise TypeError("Secret values are not picklable")
+
+
+def redact(text: str) -> str:
+    """Replace every known secret value in `text` with a mask."""
+    with _lock:
+        values = sorted(_known, key=len, reverse=True)
+    for value in values:
+        if value in text:
+            text = text.replace(value, _MASK)
+    return text
+
+
+def reveal_env(env: dict[str, str | Secret]) -> dict[str, str]:
+    """Materialise an environment mapping for a child process or provider API call."""
+    return {k: v.reveal() if isinstance(v, Secret) else v for k, v in env.items()}
