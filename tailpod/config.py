@@ -46,7 +46,14 @@ class Settings:
     startup_timeout_s: float = field(
         default=600.0, metadata=_meta("TAILPOD_STARTUP_TIMEOUT", kind="float")
     )
+    results_dir: Path = field(
+        default=Path("results"), metadata=_meta("TAILPOD_RESULTS_DIR", kind="path")
+    )
+    engine_python: str = field(default="", metadata=_meta("TAILPOD_ENGINE_PYTHON"))
     ssh_key: Path | None = field(default=None, metadata=_meta("TAILPOD_SSH_KEY", kind="path"))
+    ssh_key_passphrase: Secret | None = field(
+        default=None, metadata=_meta("TAILPOD_SSH_KEY_PASSPHRASE", True)
+    )
     runpod_api_key: Secret | None = field(default=None, metadata=_meta("RUNPOD_API_KEY", True))
     vast_api_key: Secret | None = field(default=None, metadata=_meta("VAST_API_KEY", True))
     hf_token: Secret | None = field(default=None, metadata=_meta("HF_TOKEN", True))
@@ -77,9 +84,6 @@ class Settings:
     def state_dir(self) -> Path:
         return self.home
 
-    @property
-    def results_dir(self) -> Path:
-        return self.home / "results"
 
     def public_view(self) -> dict[str, Any]:
         """Settings as a dict safe to print: secrets show only whether they are set."""

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""The on-pod runner: start, watch, relaunch and stop the serving engine. Standard library only.
+
+This one file is copied to pods whose Python has nothing else, and the local provider imports it
+directly, so the same code starts the engine on a laptop and on a rented GPU.
+
+    python3 onpod.py launch --plan plan.json --state-dir DIR [--timeout S]
+    python3 onpod.py stop --state-dir DIR
+    python3 onpod.py status --state-dir DIR
+
+A launch plan is JSON: {"argv": [...], "env": {...}, "host": "127.0.0.1", "port": 8000,
+"health_path": "/health", "label": "plain"}. Secrets travel in the process environment of this
+runner (the provider's env mechanism), never in the plan or on a command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+STATE_FILE = "engine.json"
+
+
+class EngineStartError(RuntimeError):
+    """The engine exited or never became healthy; `tail` holds the last lines of its log."""
+
+    def __init__(self, message: str, tail: List[str]) -> None:
+        super().__init__(message)
+        self.tail = tail
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def log_tail(path: Path, lines: int = 20) -> List[str]:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    return text.splitlines()[-lines:]
+
+
+def process_start_time(pid: int) -> Optional[str]:
+    """Kernel start time of a pid (field 22 of /proc/pid/stat), to tell a reused pid apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def launch(plan: Dict[str, Any], state_dir: Path) -> Dict[str, Any]:
+    """Start the engine in its own process group with its own log; return the recorded state."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    host, port = plan.get("host", "127.0.0.1"), int(plan["port"])
+    if port_open(host, port):
+        raise EngineStartError(f"port {port} on {host} is already in use", [])
+    label = plan.get("label", "engine")
+    log_path = state_dir / f"engine-{label}.log"
+    log_offset = log_path.stat().st_size if log_path.exists() else 0
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in plan.get("env", {}).items()})
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            plan["argv"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own session and process group: stop kills all of it
+            close_fds=True,
+        )
+    state = {
+        "pid": proc.pid,
+        "pgid": proc.pid,
+        "start_time": process_start_time(proc.pid),
+        "started_at": time.time(),
+        "log": str(log_path),
+        "log_offset": log_offset,
+        "host": host,
+        "port": port,
+        "label": label,
+        "health_path": plan.get("health_path", "/health"),
+    }
+    _write_state(state_dir, state)
+    return state
+
+
+def _write_state(state_dir: Path, state: Dict[str, Any]) -> None:
+    tmp = state_dir / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=1))
+    os.replace(tmp, state_dir / STATE_FILE)
+
+
+def read_state(state_dir: Path) -> Optional[Dict[str, Any]]:
+    try:
+        return json.loads((state_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_running(state: Dict[str, Any]) -> bool:
+    if not group_alive(int(state["pgid"])):
+        return False
+    recorded = state.get("start_time")
+    return recorded is None or process_start_time(int(state["pid"])) in (recorded, None)
+
+
+def healthy(host: str, port: int, path: str = "/health", timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=timeout) as resp:
+            return 200 <= resp.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_healthy(
+    state: Dict[str, Any],
+    timeout: float,
+    progress: Optional[Callable[[float, str], None]] = None,
+    poll: float = 1.0,
+) -> float:
+    """Block until the engine answers its health check; return the seconds it took."""
+    t0 = float(state["started_at"])
+    deadline = time.time() + timeout
+    pid = int(state["pid"])
+    while True:
+        try:
+            # Reap our own child if it exited, so a dead engine is noticed at once.
+            done_pid, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done_pid, status = 0, 0
+        if done_pid == pid or not is_running(state):
+            code = os.waitstatus_to_exitcode(status) if done_pid == pid else None
+            raise EngineStartError(
+                f"the engine exited during start-up (exit code {code})", log_tail(Path(state["log"]))
+            )
+        if healthy(state["host"], int(state["port"]), state.get("health_path", "/health")):
+            return time.time() - t0
+        if time.time() > deadline:
+            raise EngineStartError(
+                f"the engine was not healthy after {timeout:.0f} s", log_tail(Path(state["log"]))
+            )
+        if progress:
+            last = log_tail(Path(state["log"]), 1)
+            progress(time.time() - t0, last[0] if last else "")
+        time.sleep(poll)
+
+
+def stop(state: Dict[str, Any], grace: float = 20.0) -> bool:
+    """Stop the recorded process group (never by name). Returns True once it and its port are gone."""
+    pgid = int(state["pgid"])
+    if is_running(state):
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.time() + wait
+            while time.time() < deadline and group_alive(pgid):
+                try:
+                    os.waitpid(int(state["pid"]), os.WNOHANG)
+                except ChildProcessError:
+                    pass
+                time.sleep(0.2)
+            if not group_alive(pgid):
+                break
+    deadline = time.time() + 10.0
+    while port_open(state["host"], int(state["port"])) and time.time() < deadline:
+        time.sleep(0.2)
+    return not group_alive(pgid) and not port_open(state["host"], int(state["port"]))
+
+
+def _main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="onpod", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_launch = sub.add_parser("launch", help="start the engine and wait until it is healthy")
+    p_launch.add_argument("--plan", required=True, type=Path)
+    p_launch.add_argument("--state-dir", required=True, type=Path)
+    p_launch.add_argument("--timeout", type=float, default=1800.0)
+    for name in ("stop", "status"):
+        sub.add_parser(name).add_argument("--state-dir", required=True, type=Path)
+    args = parser.parse_args(argv)
+
+    if args.cmd == "launch":
+        plan = json.loads(args.plan.read_text())
+        previous = read_state(args.state_dir)
+        if previous and is_running(previous):
+            stop(previous)
+        try:
+            state = launch(plan, args.state_dir)
+            took = wait_healthy(
+                state, args.timeout, lambda t, line: print(f"[{t:5.0f}s] {line}", file=sys.stderr)
+            )
+        except EngineStartError as exc:
+            print(json.dumps({"ok": False, "error": str(exc), "tail": exc.tail}))
+            return 1
+        state["startup_s"] = took
+        _write_state(args.state_dir, state)
+        print(json.dumps({"ok": True, **state}))
+        return 0
+    state = read_state(args.state_dir)
+    if args.cmd == "stop":
+        ok = stop(state) if state else True
+        print(json.dumps({"ok": ok}))
+        return 0 if ok else 1
+    running = bool(state and is_running(state))
+    ok = bool(state and running and healthy(state["host"], int(state["port"]), state["health_path"]))
+    print(json.dumps({"running": running, "healthy": ok, "state": state}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,255 @@
+"""`tailpod up`, `status` and `down`."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tailpod.bootstrap import onpod
+from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
+from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
+from tailpod.config import Settings
+from tailpod.errors import BillingNotProven, ConfigError
+from tailpod.ledger import PodRecord
+from tailpod.provision.base import BillingEvidence
+from tailpod.provision.local.lifecycle import down_local, up_local
+from tailpod.secrets import redact
+
+PROVIDERS = ("local", "runpod", "vastai")
+SPEC_METHODS = ("mtp", "ngram", "draft_model", "eagle", "eagle3")
+
+
+@contextmanager
+def startup_progress(what: str) -> Iterator[Any]:
+    """A spinner with elapsed time and the engine's latest log line."""
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[line]}", style="dim"),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(what, line="")
+
+        def update(elapsed: float, line: str) -> None:
+            progress.update(task, line=redact(line)[-90:])
+
+        yield update
+
+
+def engine_config(
+    settings: Settings,
+    spec_k: int,
+    spec_method: str | None,
+    draft_model: str | None,
+    context_length: int | None,
+    max_running_requests: int | None,
+    enforce_eager: bool,
+) -> EngineConfig:
+    if spec_k < 0:
+        raise ConfigError("--spec-k must be 0 (plain decode) or more")
+    if spec_method and spec_method not in SPEC_METHODS:
+        raise ConfigError(f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS))
+    if spec_k and spec_method == "draft_model" and not draft_model:
+        raise ConfigError("--spec-method draft_model needs --draft-model DIR")
+    method = spec_method or ("draft_model" if draft_model else "mtp")
+    return EngineConfig(
+        engine=settings.engine,
+        model=settings.model,
+        served_name=settings.served_name,
+        port=settings.port,
+        context_length=context_length,
+        max_running_requests=max_running_requests,
+        spec=SpecArm(k=spec_k, method=method if spec_k else None, draft_model=draft_model),
+        enforce_eager=enforce_eager,
+    )
+
+
+def check_provider(name: str) -> None:
+    if name not in PROVIDERS:
+        raise ConfigError(f"unknown provider {name!r}", hint=f"choose one of: {', '.join(PROVIDERS)}")
+
+
+def evidence_table(evidence: BillingEvidence, title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail")
+    for check in evidence.checks:
+        table.add_row(check.name, "[green]pass[/]" if check.passed else "[red]FAIL[/]", check.detail)
+    return table
+
+
+def write_proof(settings: Settings, record: PodRecord, evidence: BillingEvidence) -> Path:
+    run_dir = settings.results_dir / record.run_tag
+    run_dir.mkdir(parents=True, exist_ok=True)
+    proof = {
+        "run_tag": record.run_tag,
+        "provider": record.provider,
+        "pod_id": record.pod_id,
+        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "proven": evidence.proven,
+        "checks": [c.__dict__ for c in evidence.checks],
+        "still_billing": evidence.still_billing,
+    }
+    path = run_dir / "billing-proof.json"
+    path.write_text(redact(json.dumps(proof, indent=2)))
+    return path
+
+
+def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
+    state = None
+    healthy = False
+    if record.provider == "local":
+        from tailpod.provision.local.provider import LocalProvider
+
+        state = LocalProvider(settings.home).engine_state(record.run_tag)
+        if state and onpod.is_running(state):
+            healthy = onpod.healthy(state["host"], int(state["port"]), state["health_path"])
+    engine = record.engine or {}
+    uptime = time.time() - record.created_at
+    spend = (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
+    return {
+        "run_tag": record.run_tag,
+        "provider": record.provider,
+        "status": record.status,
+        "engine": engine.get("engine"),
+        "model": engine.get("model"),
+        "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,
+        "endpoint": record.endpoint,
+        "gpu": record.gpu,
+        "price_per_hr": record.price_per_hr,
+        "uptime_s": round(uptime, 1),
+        "spend_usd": None if spend is None else round(spend, 4),
+        "healthy": healthy,
+        "ttl_expired": bool(record.ttl_expires_at and time.time() > record.ttl_expires_at),
+    }
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @handle_errors
+    def up(
+        provider: str = typer.Option(None, help="local, runpod or vastai [env TAILPOD_PROVIDER]."),
+        engine: str = typer.Option(None, help="vllm or sglang [env TAILPOD_ENGINE]."),
+        model: str = typer.Option(None, help="Checkpoint directory or Hub id [env TAILPOD_MODEL]."),
+        port: int = typer.Option(None, help="Engine port on the pod [env TAILPOD_PORT]."),
+        spec_k: int = typer.Option(0, "--spec-k", help="Draft tokens per step; 0 = plain decode."),
+        spec_method: str = typer.Option(
+            None, help="Speculation: mtp (the checkpoint's own head), ngram, draft_model."
+        ),
+        draft_model: str = typer.Option(None, help="Draft checkpoint for draft_model speculation."),
+        context_length: int = typer.Option(None, help="Maximum context length."),
+        max_running_requests: int = typer.Option(
+            None, help="Pin the engine's request slots (same in every arm)."
+        ),
+        enforce_eager: bool = typer.Option(
+            None, help="Skip graph compilation (faster start); default on for the local CPU engine."
+        ),
+        json_out: bool = typer.Option(False, "--json", help="Print the ledger record as JSON."),
+    ) -> None:
+        """Start a pod and its serving engine, and record it in the ledger."""
+        settings = settings_from(provider=provider, engine=engine, model=model, port=port)
+        check_provider(settings.provider)
+        if settings.provider != "local":
+            raise ConfigError(f"provider {settings.provider!r} is not wired into `up` yet")
+        cfg = engine_config(
+            settings,
+            spec_k,
+            spec_method,
+            draft_model,
+            context_length or 1024,
+            max_running_requests,
+            True if enforce_eager is None else enforce_eager,
+        )
+        ledger = ledger_for(settings)
+        with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
+            record = up_local(settings, cfg, ledger, update)
+        if json_out:
+            print_json(record.to_json())
+            return
+        facts = record.extra.get("startup", {}).get("facts", {})
+        console.print(
+            f"[green]up[/] {record.run_tag}: {cfg.engine} serving {cfg.model} "
+            f"({cfg.spec.label()}) at {record.endpoint} "
+            f"in {record.extra.get('startup_s', 0):.0f} s"
+        )
+        console.print(
+            f"  KV cache: {facts.get('kv_tokens')} tokens; "
+            f"max concurrency: {facts.get('max_concurrency')}"
+        )
+        console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
+
+    @app.command()
+    @handle_errors
+    def status(
+        run_tag: str = typer.Argument(None, help="One run tag; default: every active pod."),
+        json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+        all_records: bool = typer.Option(False, "--all", help="Include terminated pods."),
+    ) -> None:
+        """What is running: provider, engine, model, endpoint, GPU, $/hr, uptime, spend, health."""
+        settings = settings_from()
+        ledger = ledger_for(settings)
+        if run_tag:
+            records = [ledger.resolve(run_tag)]
+        else:
+            records = ledger.all() if all_records else ledger.active()
+        rows = [pod_status(settings, r) for r in records]
+        if json_out:
+            print_json({"pods": rows})
+            return
+        if not rows:
+            console.print("nothing is running")
+            return
+        table = Table(title="tailpod pods")
+        for col in ("run tag", "provider", "status", "engine", "arm", "endpoint", "GPU", "$/hr",
+                    "uptime", "spent", "health"):
+            table.add_column(col)
+        for row in rows:
+            table.add_row(
+                row["run_tag"], row["provider"], row["status"], row["engine"] or "-",
+                row["arm"] or "-", row["endpoint"] or "-", row["gpu"] or "-",
+                "-" if row["price_per_hr"] is None else f"{row['price_per_hr']:.3f}",
+                f"{row['uptime_s'] / 60:.1f} min",
+                "-" if row["spend_usd"] is None else f"${row['spend_usd']:.4f}",
+                "[green]healthy[/]" if row["healthy"] else "[red]down[/]",
+            )
+        console.print(table)
+
+    @app.command()
+    @handle_errors
+    def down(
+        run_tag: str = typer.Argument(None, help="Run tag; default: the only active pod."),
+        json_out: bool = typer.Option(False, "--json", help="Print the proof as JSON."),
+    ) -> None:
+        """Terminate the pod, then prove that it is gone and nothing bills."""
+        settings = settings_from()
+        ledger = ledger_for(settings)
+        record = ledger.resolve(run_tag)
+        if record.status == "terminated":
+            console.print(f"{record.run_tag} is already terminated")
+            return
+        if record.provider != "local":
+            raise ConfigError(f"provider {record.provider!r} is not wired into `down` yet")
+        evidence = down_local(settings, record, ledger)
+        proof_path = write_proof(settings, record, evidence)
+        if json_out:
+            print_json(json.loads(proof_path.read_text()))
+        else:
+            console.print(evidence_table(evidence, f"down {record.run_tag}"))
+            console.print(f"proof: {proof_path}")
+        if not evidence.proven:
+            raise BillingNotProven(
+                f"{record.run_tag} may still run: " + "; ".join(evidence.still_billing)
+            )
+        if not json_out:
+            console.print(f"[green]down[/] {record.run_tag}: engine stopped, port closed.")

