@@ -1,0 +1,101 @@
+"""The on-pod runner with stand-in engines (a plain HTTP server); the real engine is in tests/e2e."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tailpod.bootstrap import onpod
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_server_plan(port: int, extra_child: bool = False) -> dict:
+    code = (
+        "import http.server,subprocess,sys\n"
+        + ("subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)'])\n" if extra_child else "")
+        + "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200); self.end_headers(); self.wfile.write(b'ok')\n"
+        "    def log_message(self,*a): pass\n"
+        "print('serving', flush=True)\n"
+        f"http.server.HTTPServer(('127.0.0.1',{port}),H).serve_forever()\n"
+    )
+    return {"argv": [sys.executable, "-c", code], "port": port, "label": "fake"}
+
+
+def test_launch_health_and_stop_kill_the_whole_group(tmp_path: Path) -> None:
+    port = free_port()
+    state = onpod.launch(http_server_plan(port, extra_child=True), tmp_path)
+    took = onpod.wait_healthy(state, timeout=30, poll=0.1)
+    assert took >= 0
+    assert onpod.is_running(state)
+    assert onpod.read_state(tmp_path)["pgid"] == state["pgid"]
+    assert onpod.stop(state, grace=5)
+    assert not onpod.group_alive(state["pgid"])  # the grandchild went too
+    assert not onpod.port_open("127.0.0.1", port)
+
+
+def test_engine_exiting_during_startup_reports_log_tail(tmp_path: Path) -> None:
+    plan = {
+        "argv": [sys.executable, "-c", "print('loading weights'); print('ValueError: bad checkpoint'); raise SystemExit(3)"],
+        "port": free_port(),
+        "label": "dies",
+    }
+    state = onpod.launch(plan, tmp_path)
+    with pytest.raises(onpod.EngineStartError) as info:
+        onpod.wait_healthy(state, timeout=30, poll=0.1)
+    assert "exit code 3" in str(info.value)
+    assert any("bad checkpoint" in line for line in info.value.tail)
+
+
+def test_busy_port_is_refused(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(onpod.EngineStartError, match="already in use"):
+            onpod.launch(http_server_plan(port), tmp_path)
+
+
+def test_timeout_names_the_wait(tmp_path: Path) -> None:
+    plan = {"argv": [sys.executable, "-c", "import time; time.sleep(30)"], "port": free_port()}
+    state = onpod.launch(plan, tmp_path)
+    t0 = time.time()
+    with pytest.raises(onpod.EngineStartError, match="not healthy after"):
+        onpod.wait_healthy(state, timeout=1.5, poll=0.1)
+    assert time.time() - t0 < 10
+    assert onpod.stop(state, grace=2)
+
+
+def test_cli_launch_status_stop(tmp_path: Path) -> None:
+    import json
+    import subprocess
+
+    port = free_port()
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(http_server_plan(port)))
+    script = Path(onpod.__file__)
+    state_dir = tmp_path / "state"
+    out = subprocess.run(
+        [sys.executable, str(script), "launch", "--plan", str(plan_file), "--state-dir", str(state_dir), "--timeout", "30"],
+        capture_output=True, text=True, timeout=60,
+    )
+    # The runner must stand alone: it is copied to pods without tailpod installed.
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["ok"] is True
+    status = json.loads(subprocess.run(
+        [sys.executable, str(script), "status", "--state-dir", str(state_dir)], capture_output=True, text=True
+    ).stdout)
+    assert status["healthy"] is True
+    stop = subprocess.run([sys.executable, str(script), "stop", "--state-dir", str(state_dir)], capture_output=True, text=True)
+    assert json.loads(stop.stdout)["ok"] is True
+    assert not onpod.port_open("127.0.0.1", port)
