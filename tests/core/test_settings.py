@@ -62,3 +62,14 @@ def test_secret_cannot_be_pickled() -> None:
 def test_empty_secret_is_unset(tmp_path: Path) -> None:
     s = load_settings(env={"HF_TOKEN": "  "}, dotenv_path=tmp_path / "none")
     assert s.hf_token is None
+
+
+def test_env_example_parses_and_documents_every_setting() -> None:
+    import dataclasses
+
+    example = Path(__file__).resolve().parents[2] / ".env.example"
+    s = load_settings(env={}, dotenv_path=example)
+    assert s.provider == "local" and s.runpod_api_key is None
+    text = example.read_text()
+    for f in dataclasses.fields(Settings):
+        assert f.metadata["env"] in text, f"{f.metadata['env']} is not documented in .env.example"
