@@ -121,8 +121,8 @@ def read_dotenv(path: Path) -> dict[str, str]:
 
 
 def _convert(name: str, kind: str, secret: bool, raw: Any, source: str) -> Any:
-    if raw is None:
-        return None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None  # an empty value in .env or the environment means "not set"
     if secret:
         if isinstance(raw, Secret):
             return raw if raw else None
@@ -140,7 +140,7 @@ def _convert(name: str, kind: str, secret: bool, raw: Any, source: str) -> Any:
         if kind == "int":
             return int(raw)
         if kind == "float":
-            return float(raw) if str(raw) != "" else None
+            return float(raw)
     except ValueError:
         raise ConfigError(f"{name} from {source} must be a number, got {raw!r}") from None
     raise AssertionError(kind)
