@@ -7,13 +7,22 @@ from tailpod.errors import ConfigError
 
 
 def _adapters() -> dict[str, type[EngineAdapter]]:
+    from tailpod.bootstrap.engines.llamacpp import LlamaCppAdapter
+    from tailpod.bootstrap.engines.sglang import SglangAdapter
     from tailpod.bootstrap.engines.vllm import VllmAdapter
 
-    return {"vllm": VllmAdapter}
+    return {"vllm": VllmAdapter, "sglang": SglangAdapter, "llamacpp": LlamaCppAdapter}
+
+
+def engine_names() -> list[str]:
+    return list(_adapters())
 
 
 def get_adapter(name: str) -> EngineAdapter:
     adapters = _adapters()
-    if name not in adapters:
-        raise ConfigError(f"unknown engine {name!r}", hint=f"choose one of: {', '.join(adapters)}")
-    return adapters[name]()
+    # "llama.cpp", "llama-cpp" and "llama_cpp" all name the llamacpp adapter.
+    key = (name or "").strip().lower().replace(".", "").replace("-", "").replace("_", "")
+    if key not in adapters:
+        known = ", ".join(adapters)
+        raise ConfigError(f"unknown engine {name!r} (known: {known})", hint=f"choose one of: {known}")
+    return adapters[key]()
