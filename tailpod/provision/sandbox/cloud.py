@@ -1,0 +1,247 @@
+"""The sandbox cloud's shared state: accounts, catalogs, pods, the meter and the fault plan.
+
+Both emulators (RunPod, vast.ai) are thin HTTP front-ends over this object; it owns every state
+change so the meter can never disagree with what the APIs report.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tailpod.provision.sandbox.faults import FaultPlan
+from tailpod.provision.sandbox.meter import BillingMeter
+from tailpod.provision.sandbox.model import (
+    Account,
+    RunPodGpuType,
+    SandboxPod,
+    VastOffer,
+    default_runpod_catalog,
+    default_vast_offers,
+)
+from tailpod.provision.sandbox.podhost import PodHost, ProcessPodHost
+
+DEFAULT_RUNPOD_KEY = "rp_sandbox_key_0001"
+DEFAULT_VAST_KEY = "vast_sandbox_key_0001"
+
+
+class AuthFailure(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class SandboxCloud:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        start_delay_s: float = 0.3,
+        pod_host: PodHost | None = None,
+        run_commands: bool = True,
+    ) -> None:
+        self.lock = threading.RLock()
+        self.meter = BillingMeter()
+        self.faults = FaultPlan()
+        self.workdir = Path(workdir)
+        self.start_delay_s = start_delay_s
+        self.host: PodHost = pod_host or ProcessPodHost(self.workdir, run_commands=run_commands)
+        self.accounts: dict[tuple[str, str], Account] = {}
+        self.runpod_catalog: dict[str, RunPodGpuType] = {
+            g.gpu_id: g for g in default_runpod_catalog()
+        }
+        self.vast_offers: dict[int, VastOffer] = {o.offer_id: o for o in default_vast_offers()}
+        self.pods: dict[str, SandboxPod] = {}  # key "provider:id"
+        self._timers: dict[str, threading.Timer] = {}
+        self._next_vast_id = 31000001
+        self.closed = False
+
+    # -- accounts ---------------------------------------------------------------------------------
+    def set_account(
+        self, provider: str, key: str, balance: float = 100.0, restricted: bool = False,
+        name: str | None = None,
+    ) -> Account:
+        if provider not in ("runpod", "vast"):
+            raise ValueError("provider must be runpod or vast")
+        if len(key) < 8:
+            raise ValueError("sandbox API keys must be at least 8 characters")
+        with self.lock:
+            existing = self.accounts.get((provider, key))
+            account = Account(
+                provider, key, name or (existing.name if existing else f"{provider}-acct-"
+                                        f"{len(self.accounts) + 1}"), balance, restricted
+            )
+            self.accounts[(provider, key)] = account
+            return account
+
+    def remove_account(self, provider: str, key: str) -> None:
+        with self.lock:
+            self.accounts.pop((provider, key), None)
+
+    def authenticate(self, provider: str, key: str | None) -> Account:
+        if not key:
+            raise AuthFailure(401)
+        with self.lock:
+            account = self.accounts.get((provider, key))
+        if account is None:
+            raise AuthFailure(401)
+        if account.restricted:
+            raise AuthFailure(403)
+        return account
+
+    def balance(self, account: Account) -> float:
+        return account.balance - self.meter.accrued(provider=account.provider, account=account.name)
+
+    def spend_rate(self, account: Account) -> float:
+        return self.meter.spend_rate(account.provider, account.name)
+
+    # -- pods -------------------------------------------------------------------------------------
+    def new_vast_id(self) -> int:
+        with self.lock:
+            self._next_vast_id += 7
+            return self._next_vast_id
+
+    def add_pod(self, pod: SandboxPod) -> SandboxPod:
+        """Register a new pod: billing starts now, the container comes up after the start delay."""
+        slow = self.faults.peek("slow_start", pod.provider, "create")
+        delay = slow.seconds if slow else self.start_delay_s
+        now = time.time()
+        pod.created_at = now
+        pod.ready_at = now + delay
+        with self.lock:
+            pod.port_map = self.host.allocate_ports(pod)
+            self.pods[pod.key] = pod
+            if pod.provider == "runpod":
+                self.meter.open(pod.provider, pod.pod_id, pod.name, pod.account,
+                                pod.running_rate(), "gpu+disk")
+            else:
+                # vast bills storage from creation; the GPU only once the instance is running.
+                self.meter.open(pod.provider, pod.pod_id, pod.name, pod.account,
+                                pod.disk_rate(), "disk (loading)")
+            timer = threading.Timer(delay, self._bring_up, args=(pod.key,))
+            timer.daemon = True
+            self._timers[pod.key] = timer
+            timer.start()
+        return pod
+
+    def _bring_up(self, key: str) -> None:
+        with self.lock:
+            pod = self.pods.get(key)
+            self._timers.pop(key, None)
+            if pod is None or pod.status != "running" or self.closed:
+                return
+            pod.started_at = time.time()
+            if pod.provider == "vast":
+                self.meter.set_rate(pod.provider, pod.pod_id, pod.running_rate(), "gpu+disk")
+        self.host.start(pod)
+        if pod.status != "running":  # terminated or stopped while the container was starting
+            self.host.stop(pod)
+
+    def find(self, provider: str, pod_id: str, account: Account | None = None,
+             include_gone: bool = False) -> SandboxPod | None:
+        with self.lock:
+            pod = self.pods.get(f"{provider}:{pod_id}")
+        if pod is None or (account is not None and pod.account != account.name):
+            return None
+        if pod.status == "terminated" and not include_gone and not self.stale_visible(pod):
+            return None
+        return pod
+
+    def stale_visible(self, pod: SandboxPod) -> bool:
+        return pod.visible_until is not None and time.time() < pod.visible_until
+
+    def pods_of(self, provider: str, account: Account) -> list[SandboxPod]:
+        with self.lock:
+            pods = [p for p in self.pods.values() if p.provider == provider
+                    and p.account == account.name]
+        return [p for p in pods if p.status != "terminated" or self.stale_visible(p)]
+
+    def terminate(self, pod: SandboxPod) -> None:
+        with self.lock:
+            if pod.status == "terminated":
+                return
+            stale = self.faults.take("stale_list", pod.provider, "terminate")
+            pod.status = "terminated"
+            pod.terminated_at = time.time()
+            if stale:
+                pod.visible_until = pod.terminated_at + stale.seconds
+            timer = self._timers.pop(pod.key, None)
+            if timer:
+                timer.cancel()
+            self.meter.close(pod.provider, pod.pod_id)
+            if pod.offer_id is not None and pod.offer_id in self.vast_offers:
+                self.vast_offers[pod.offer_id].rented = False
+        self.host.stop(pod)
+
+    def stop(self, pod: SandboxPod) -> None:
+        with self.lock:
+            if pod.status != "running":
+                return
+            pod.status = "stopped"
+            timer = self._timers.pop(pod.key, None)
+            if timer:
+                timer.cancel()
+            self.meter.set_rate(pod.provider, pod.pod_id, pod.stopped_rate(), "disk (stopped)")
+        self.host.stop(pod)
+
+    def start(self, pod: SandboxPod) -> None:
+        with self.lock:
+            if pod.status != "stopped":
+                return
+            pod.status = "running"
+            pod.ready_at = time.time() + self.start_delay_s
+            pod.started_at = None
+            rate, what = (
+                (pod.running_rate(), "gpu+disk") if pod.provider == "runpod"
+                else (pod.disk_rate(), "disk (loading)")
+            )
+            self.meter.set_rate(pod.provider, pod.pod_id, rate, what)
+            timer = threading.Timer(self.start_delay_s, self._bring_up, args=(pod.key,))
+            timer.daemon = True
+            self._timers[pod.key] = timer
+            timer.start()
+
+    def reset(self) -> None:
+        """Destroy every pod (their meters close) and clear faults: a clean cloud."""
+        with self.lock:
+            pods = [p for p in self.pods.values() if p.status != "terminated"]
+        for pod in pods:
+            self.terminate(pod)
+        with self.lock:
+            for pod in self.pods.values():
+                pod.visible_until = None
+        self.faults.clear()
+
+    def shutdown(self) -> None:
+        self.closed = True
+        with self.lock:
+            timers = list(self._timers.values())
+            self._timers.clear()
+            pods = list(self.pods.values())
+        for timer in timers:
+            timer.cancel()
+        for pod in pods:
+            self.host.stop(pod)
+
+    def pods_public(self) -> list[dict[str, Any]]:
+        with self.lock:
+            pods = list(self.pods.values())
+        return [
+            {
+                "provider": p.provider,
+                "id": p.pod_id,
+                "name": p.name,
+                "status": p.status,
+                "gpu": p.gpu_type,
+                "gpu_count": p.gpu_count,
+                "rate_per_hr": round(self.meter.rate(p.provider, p.pod_id), 6),
+                "ready": p.is_ready(time.time()),
+                "port_map": {str(k): v for k, v in p.port_map.items()},
+                "pid": p.pid,
+                "command": p.command,
+                "container_error": p.container_error,
+            }
+            for p in pods
+        ]

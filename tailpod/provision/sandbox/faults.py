@@ -1,0 +1,115 @@
+"""Fault injection for the sandbox cloud: each fault is a small rule the emulators consult.
+
+A fault names a provider ("runpod", "vast" or "*"), an operation ("create", "terminate", "list",
+"get", "search", "catalog", "user", "graphql" or "any") and how many times it fires (None = until
+cleared). The kinds mirror what users hit on the real services (docs/sandbox.md lists them).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FAULT_KINDS = {
+    # create on this GPU type answers the provider's capacity error
+    "capacity": "create for `gpu` fails with the provider's no-capacity error",
+    # 429 with Retry-After
+    "rate_limit": "the operation answers 429 with Retry-After `retry_after` seconds",
+    # 5xx without side effects
+    "server_error": "the operation answers `status` (5xx) without doing anything",
+    # the pod is created (and bills) but the API answers an error
+    "error_after_create": "create makes the pod, then answers an error (vast: `carry_id` keeps "
+    "new_contract in the error body)",
+    # the create answer is delayed after the pod exists (client-side timeout)
+    "slow_create": "create makes the pod, then waits `seconds` before answering",
+    # terminate answers 5xx and leaves the pod billing
+    "terminate_fail": "terminate answers `status` (5xx) and the pod keeps billing",
+    # terminate answers success but nothing happens: the case that only a proof catches
+    "terminate_noop": "terminate answers success but the pod keeps running and billing",
+    # pods need `seconds` before their runtime / SSH endpoint appear
+    "slow_start": "new pods take `seconds` before the container is up",
+    # destroyed pods keep showing in list/get for `seconds` (eventual consistency)
+    "stale_list": "terminated pods stay visible in listings for `seconds`",
+}
+
+OPERATIONS = {"create", "terminate", "list", "get", "search", "catalog", "user", "graphql", "any"}
+
+
+@dataclass
+class Fault:
+    kind: str
+    provider: str = "*"
+    op: str = "any"
+    times: int | None = None
+    gpu: str | None = None
+    status: int = 500
+    retry_after: float = 1.0
+    seconds: float = 0.0
+    carry_id: bool = True
+    fired: int = field(default=0)
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; known: {sorted(FAULT_KINDS)}")
+        if self.op not in OPERATIONS:
+            raise ValueError(f"unknown operation {self.op!r}; known: {sorted(OPERATIONS)}")
+        if self.provider not in ("runpod", "vast", "*"):
+            raise ValueError("provider must be runpod, vast or *")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Fault:
+        allowed = {
+            "kind", "provider", "op", "times", "gpu", "status", "retry_after", "seconds", "carry_id"
+        }
+        unknown = set(data) - allowed
+        if unknown:
+            raise ValueError(f"unknown fault fields: {sorted(unknown)}")
+        return cls(**data)
+
+    def matches(self, kind: str, provider: str, op: str, gpu: str | None) -> bool:
+        if self.kind != kind or self.provider not in ("*", provider):
+            return False
+        if self.op != "any" and self.op != op:
+            return False
+        if self.gpu is not None and (gpu is None or self.gpu.lower() != gpu.lower()):
+            return False
+        return self.times is None or self.fired < self.times
+
+
+class FaultPlan:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+
+    def add(self, fault: Fault | dict[str, Any]) -> Fault:
+        if isinstance(fault, dict):
+            fault = Fault.from_json(fault)
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [asdict(f) for f in self._faults]
+
+    def take(self, kind: str, provider: str, op: str, gpu: str | None = None) -> Fault | None:
+        """The first live fault of this kind for the call, counted as fired."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(kind, provider, op, gpu):
+                    fault.fired += 1
+                    return fault
+        return None
+
+    def peek(self, kind: str, provider: str, op: str = "any") -> Fault | None:
+        """A live fault of this kind, not counted (standing conditions like slow_start)."""
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(kind, provider, op, None):
+                    return fault
+        return None

@@ -1,0 +1,123 @@
+"""What a sandbox pod *is* on this machine: its start command run as a local process.
+
+The default host runs the pod's start command in its own process group (so terminate can kill the
+whole tree) and gives each requested TCP port a loopback public port, passed to the process as
+`RUNPOD_TCP_PORT_<n>` / `VAST_TCP_PORT_<n>`. Nothing listens on those ports unless the command
+does, or unless a richer host (the SSH helper's sshd-per-pod) is plugged in through `PodHost`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Protocol
+
+from tailpod.provision.sandbox.model import SandboxPod
+
+
+class PodHost(Protocol):
+    """Hook points for making sandbox pods real hosts (sshd, tailscaled, an engine)."""
+
+    def allocate_ports(self, pod: SandboxPod) -> dict[int, int]:
+        """Public loopback port for each private TCP port the pod publishes."""
+        ...
+
+    def start(self, pod: SandboxPod) -> None:
+        """Bring the pod's container up (called when the pod becomes ready)."""
+        ...
+
+    def stop(self, pod: SandboxPod) -> None:
+        """Tear everything of the pod down; must be idempotent."""
+        ...
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class ProcessPodHost:
+    """Runs the start command as a subprocess; `run_commands=False` keeps pods as pure records."""
+
+    def __init__(self, workdir: Path, run_commands: bool = True, kill_grace_s: float = 2.0) -> None:
+        self.workdir = Path(workdir)
+        self.run_commands = run_commands
+        self.kill_grace_s = kill_grace_s
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
+
+    def allocate_ports(self, pod: SandboxPod) -> dict[int, int]:
+        return {private: free_port() for private in pod.tcp_ports()}
+
+    def _env(self, pod: SandboxPod) -> dict[str, str]:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.pod_dir(pod)),
+            "LANG": "C.UTF-8",
+            "TAILPOD_SANDBOX": "1",
+        }
+        prefix = "RUNPOD_TCP_PORT_" if pod.provider == "runpod" else "VAST_TCP_PORT_"
+        for private, public in pod.port_map.items():
+            env[f"{prefix}{private}"] = str(public)
+        if pod.provider == "runpod":
+            env["RUNPOD_POD_ID"] = pod.pod_id
+            env["RUNPOD_PUBLIC_IP"] = "127.0.0.1"
+        else:
+            env["CONTAINER_ID"] = pod.pod_id
+            env["PUBLIC_IPADDR"] = "127.0.0.1"
+        env.update(pod.env)
+        return env
+
+    def pod_dir(self, pod: SandboxPod) -> Path:
+        return self.workdir / "pods" / f"{pod.provider}-{pod.pod_id}"
+
+    def start(self, pod: SandboxPod) -> None:
+        if not self.run_commands or not pod.command:
+            return
+        pod_dir = self.pod_dir(pod)
+        pod_dir.mkdir(parents=True, exist_ok=True)
+        argv = pod.command if isinstance(pod.command, list) else ["/bin/sh", "-c", pod.command]
+        log = open(pod_dir / "container.log", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=pod_dir,
+                env=self._env(pod),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: terminate kills the whole tree
+            )
+        except OSError as exc:
+            pod.container_error = f"start command failed: {exc.__class__.__name__}"
+            return
+        finally:
+            log.close()
+        pod.pid = proc.pid
+        with self._lock:
+            self._procs[pod.key] = proc
+
+    def stop(self, pod: SandboxPod) -> None:
+        with self._lock:
+            proc = self._procs.pop(pod.key, None)
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=self.kill_grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=self.kill_grace_s)
+
+    def running_pids(self) -> list[int]:
+        with self._lock:
+            return [p.pid for p in self._procs.values() if p.poll() is None]

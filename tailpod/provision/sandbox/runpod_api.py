@@ -1,0 +1,703 @@
+"""RunPod emulator: REST v2 (`/v2/...`) plus the GraphQL queries tailpod and `runpod` send.
+
+Field names, status life cycle, error bodies and quirks follow providers.md §1: RFC 9457 errors,
+`status: RUNNING` right after create while `runtime` and `ssh.direct` are still null, `cost` 0.0
+once EXITED, 204 on delete, GraphQL answering 200 with `errors` for business failures and a
+graphql-core schema (so string-literal documents and variables both parse like the real thing).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from graphql import (
+    GraphQLError,
+    build_schema,
+    execute_sync,
+    parse,
+    validate,
+)
+from graphql.language import FieldNode, OperationDefinitionNode
+
+from tailpod.provision.sandbox.cloud import AuthFailure, SandboxCloud
+from tailpod.provision.sandbox.http import Request, Response, Router
+from tailpod.provision.sandbox.model import (
+    RUNPOD_DISK_RUNNING_GB_MONTH,
+    Account,
+    RunPodGpuType,
+    SandboxPod,
+    new_runpod_id,
+)
+
+CAPACITY_DETAIL = (
+    "There are no longer any instances available with the requested specifications. "
+    "Please refresh and try again."
+)
+GENERIC_GRAPHQL_ERROR = "Something went wrong. Please try again later or contact support."
+
+CREATE_KEYS = {
+    "name", "image", "args", "disk", "env", "ports", "registry", "cloud", "cpu", "dataCenterIds",
+    "globalNetworking", "gpu", "mounts", "startJupyter", "startSsh", "templateId",
+}
+GPU_KEYS = {"id", "count", "allowedCudaVersions", "minCudaVersion"}
+PORT_RE = re.compile(r"^\d{1,5}/(tcp|http)$")
+TITLES = {
+    400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 403: "Forbidden",
+    404: "Not Found", 409: "Conflict", 422: "Unprocessable Entity", 429: "Too Many Requests",
+    500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+RATE_HEADERS = {"RateLimit-Policy": "120;w=10"}
+
+
+def problem(status: int, detail: str, errors: list[str] | None = None,
+            headers: dict[str, str] | None = None) -> Response:
+    body: dict[str, Any] = {"title": TITLES.get(status, "Error"), "status": status,
+                            "detail": detail}
+    if errors:
+        body["errors"] = errors
+    return Response(status, body, {**RATE_HEADERS, **(headers or {})},
+                    content_type="application/problem+json")
+
+
+def rfc3339(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def go_time(t: float | None) -> str | None:
+    """RunPod's GraphQL/v1 timestamps use Go's default format, not ISO-8601 (providers.md §1.2)."""
+    if t is None:
+        return None
+    dt = datetime.fromtimestamp(t, timezone.utc)
+    return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{dt.microsecond // 1000:03d} +0000 UTC"
+
+
+SCHEMA_SDL = """
+scalar Void
+enum CloudTypeEnum { ALL SECURE COMMUNITY }
+input EnvironmentVariableInput { key: String! value: String! }
+input PodFindAndDeployOnDemandInput {
+  name: String imageName: String gpuTypeId: String gpuTypeIdList: [String] gpuCount: Int
+  cloudType: CloudTypeEnum dataCenterId: String countryCode: String containerDiskInGb: Int
+  volumeInGb: Int volumeMountPath: String minVcpuCount: Int minMemoryInGb: Int dockerArgs: String
+  ports: String env: [EnvironmentVariableInput] startSsh: Boolean startJupyter: Boolean
+  supportPublicIp: Boolean templateId: String networkVolumeId: String allowedCudaVersions: [String]
+  minCudaVersion: String cudaVersion: String containerRegistryAuthId: String minDownload: Int
+  minUpload: Int deployCost: Float stopAfter: String terminateAfter: String
+}
+input PodFilter { podId: String! }
+input PodStopInput { podId: String! }
+input PodTerminateInput { podId: String! }
+input PodResumeInput { podId: String! gpuCount: Int }
+input GpuTypeFilter { id: String }
+input GpuLowestPriceInput {
+  gpuCount: Int secureCloud: Boolean minDisk: Int minMemoryInGb: Int minVcpuCount: Int
+  dataCenterId: String
+}
+type GpuLowestPrice {
+  minimumBidPrice: Float uninterruptablePrice: Float stockStatus: String
+  availableGpuCounts: [Int] maxUnreservedGpuCount: Int
+}
+type GpuType {
+  id: String displayName: String manufacturer: String memoryInGb: Int cudaCores: Int
+  maxGpuCount: Int secureCloud: Boolean communityCloud: Boolean securePrice: Float
+  communityPrice: Float oneMonthPrice: Float threeMonthPrice: Float oneWeekPrice: Float
+  communitySpotPrice: Float secureSpotPrice: Float
+  lowestPrice(input: GpuLowestPriceInput): GpuLowestPrice
+}
+type PodRuntimePort { ip: String isIpPublic: Boolean privatePort: Int publicPort: Int type: String }
+type PodRuntimeGpu { id: String gpuUtilPercent: Float memoryUtilPercent: Float }
+type PodRuntime { uptimeInSeconds: Int ports: [PodRuntimePort] gpus: [PodRuntimeGpu] }
+type Machine {
+  podHostId: String gpuDisplayName: String gpuTypeId: String dataCenterId: String location: String
+}
+type Pod {
+  id: String name: String imageName: String env: [String] machineId: String machine: Machine
+  desiredStatus: String costPerHr: Float adjustedCostPerHr: Float containerDiskInGb: Int
+  volumeInGb: Int volumeMountPath: String dockerArgs: String dockerId: String gpuCount: Int
+  lastStatusChange: String memoryInGb: Float podType: String port: Int ports: String
+  uptimeSeconds: Int vcpuCount: Float runtime: PodRuntime createdAt: String lastStartedAt: String
+  locked: Boolean
+}
+type NetworkVolume { id: String name: String size: Int dataCenterId: String }
+type User {
+  id: String email: String pubKey: String clientBalance: Float currentSpendPerHr: Float
+  spendLimit: Float networkVolumes: [NetworkVolume] pods: [Pod]
+}
+type Query { myself: User pod(input: PodFilter!): Pod gpuTypes(input: GpuTypeFilter): [GpuType] }
+type Mutation {
+  podFindAndDeployOnDemand(input: PodFindAndDeployOnDemandInput!): Pod
+  podStop(input: PodStopInput!): Pod
+  podResume(input: PodResumeInput!): Pod
+  podTerminate(input: PodTerminateInput!): Void
+}
+"""
+
+GRAPHQL_OPS = {
+    "podFindAndDeployOnDemand": "create",
+    "podTerminate": "terminate",
+    "pod": "get",
+    "myself": "list",
+    "gpuTypes": "catalog",
+}
+
+
+class RunPodEmulator:
+    def __init__(self, cloud: SandboxCloud) -> None:
+        self.cloud = cloud
+        self.schema = build_schema(SCHEMA_SDL)
+        self.router = Router()
+        r = self.router
+        r.add("GET", "/v2/pods", self.list_pods)
+        r.add("POST", "/v2/pods", self.create_pod)
+        r.add("GET", "/v2/pods/{pod_id}", self.get_pod)
+        r.add("DELETE", "/v2/pods/{pod_id}", self.delete_pod)
+        r.add("POST", "/v2/pods/{pod_id}/action", self.pod_action)
+        r.add("GET", "/v2/catalog/gpus", self.catalog)
+        r.add("GET", "/v2/catalog/gpus/{gpu_id}", self.catalog_one)
+        r.add("GET", "/v2/billing/pods", self.billing)
+        r.add("POST", "/graphql", self.graphql)
+
+    # -- shared gates -----------------------------------------------------------------------------
+    def _auth(self, req: Request) -> Account | Response:
+        try:
+            return self.cloud.authenticate("runpod", req.bearer())
+        except AuthFailure as exc:
+            if exc.status == 403:
+                return problem(403, "access denied")
+            detail = "missing bearer token" if not req.bearer() else "invalid bearer token"
+            return problem(401, detail)
+
+    def _injected(self, op: str) -> Response | None:
+        faults = self.cloud.faults
+        fault = faults.take("rate_limit", "runpod", op)
+        if fault:
+            return problem(429, "rate limit exceeded",
+                           headers={"Retry-After": str(max(0, math.ceil(fault.retry_after)))})
+        fault = faults.take("server_error", "runpod", op)
+        if fault:
+            return problem(fault.status, "upstream failure")
+        return None
+
+    def _gate(self, req: Request, op: str) -> Account | Response:
+        account = self._auth(req)
+        if isinstance(account, Response):
+            return account
+        injected = self._injected(op)
+        return injected if injected else account
+
+    # -- REST v2 ----------------------------------------------------------------------------------
+    def pod_json(self, pod: SandboxPod) -> dict[str, Any]:
+        now = time.time()
+        gone = pod.status == "terminated" and not self.cloud.stale_visible(pod)
+        status = {"running": "RUNNING", "stopped": "EXITED"}.get(pod.status, "RUNNING")
+        if gone:
+            status = "TERMINATED"
+        actions = {
+            "RUNNING": ["stop", "restart", "terminate"],
+            "EXITED": ["start", "terminate"],
+            "TERMINATED": [],
+        }[status]
+        ready = pod.is_ready(now) or (pod.status == "terminated" and not gone)
+        runtime = None
+        ssh: dict[str, Any] = {"proxy": None, "direct": None}
+        if ready:
+            ports = []
+            for spec in pod.ports:
+                private, _, proto = spec.partition("/")
+                public = pod.port_map.get(int(private)) if proto == "tcp" else None
+                ports.append({"private": int(private), "public": public, "type": proto,
+                              "ip": "127.0.0.1" if public else None})
+            runtime = {
+                "uptime": int(now - (pod.started_at or now)),
+                "gpus": [{"id": f"GPU-{i}", "utilization": 0, "memoryUtilization": 0}
+                         for i in range(pod.gpu_count)],
+                "ports": ports,
+            }
+            ssh_port = pod.port_map.get(22)
+            ssh["proxy"] = {
+                "host": "127.0.0.1", "port": ssh_port or 22, "username": f"{pod.pod_id}-sbx",
+                "command": f"ssh {pod.pod_id}-sbx@127.0.0.1 -p {ssh_port or 22}",
+            }
+            if ssh_port:
+                ssh["direct"] = {"host": "127.0.0.1", "port": ssh_port, "username": "root",
+                                 "command": f"ssh root@127.0.0.1 -p {ssh_port}"}
+        body: dict[str, Any] = {
+            "id": pod.pod_id,
+            "name": pod.name,
+            "image": pod.image,
+            "args": pod.command if isinstance(pod.command, str) else "",
+            "disk": pod.disk_gb,
+            "ports": list(pod.ports),
+            "env": dict(pod.env),
+            "registry": None,
+            "status": status,
+            "actions": actions,
+            "mounts": {"persistent": {"size": pod.volume_gb, "path": "/workspace"}}
+            if pod.volume_gb else {},
+            "gpu": {"id": pod.gpu_type, "count": pod.gpu_count},
+            "cloud": pod.cloud,
+            "dataCenterId": pod.data_center,
+            "cudaVersion": pod.cuda,
+            "ssh": ssh,
+            "template": None,
+            "cost": round(pod.compute_rate, 4) if status == "RUNNING" else 0.0,
+            "locked": False,
+            "globalNetworking": False,
+            "runtime": runtime,
+            "createdAt": rfc3339(pod.created_at),
+            "startedAt": rfc3339(pod.started_at),
+        }
+        return body
+
+    def list_pods(self, req: Request) -> Response:
+        account = self._gate(req, "list")
+        if isinstance(account, Response):
+            return account
+        pods = self.cloud.pods_of("runpod", account)
+        return Response(200, {"pods": [self.pod_json(p) for p in pods]}, dict(RATE_HEADERS))
+
+    def get_pod(self, req: Request) -> Response:
+        account = self._gate(req, "get")
+        if isinstance(account, Response):
+            return account
+        pod = self.cloud.find("runpod", req.params["pod_id"], account)
+        if pod is None:
+            return problem(404, "pod not found")
+        return Response(200, self.pod_json(pod), dict(RATE_HEADERS))
+
+    def _terminate(self, pod: SandboxPod) -> Response:
+        fault = self.cloud.faults.take("terminate_fail", "runpod", "terminate")
+        if fault:
+            return problem(fault.status if fault.status >= 500 else 500, "upstream failure")
+        if self.cloud.faults.take("terminate_noop", "runpod", "terminate"):
+            return Response(204, None, dict(RATE_HEADERS))
+        self.cloud.terminate(pod)
+        return Response(204, None, dict(RATE_HEADERS))
+
+    def delete_pod(self, req: Request) -> Response:
+        account = self._gate(req, "terminate")
+        if isinstance(account, Response):
+            return account
+        pod = self.cloud.find("runpod", req.params["pod_id"], account)
+        if pod is None or pod.status == "terminated":
+            return problem(404, "pod not found")
+        return self._terminate(pod)
+
+    def pod_action(self, req: Request) -> Response:
+        try:
+            body = req.json()
+        except ValueError:
+            return problem(400, "request body is not valid JSON")
+        action = body.get("action") if isinstance(body, dict) else None
+        op = "terminate" if action == "terminate" else "get"
+        account = self._gate(req, op)
+        if isinstance(account, Response):
+            return account
+        valid = ("start", "stop", "restart", "terminate")
+        if not isinstance(body, dict) or set(body) != {"action"} or action not in valid:
+            return problem(422, "Request validation failed.",
+                           ["$.action: value must be one of 'start', 'stop', 'restart', "
+                            "'terminate'"])
+        pod = self.cloud.find("runpod", req.params["pod_id"], account)
+        if pod is None or pod.status == "terminated":
+            return problem(404, "pod not found")
+        allowed = {"running": {"stop", "restart", "terminate"}, "stopped": {"start", "terminate"}}
+        if action not in allowed.get(pod.status, set()):
+            return problem(409, f"action {action} is not valid for a pod in status "
+                                f"{self.pod_json(pod)['status']}")
+        if action == "terminate":
+            return self._terminate(pod)
+        if action == "stop":
+            self.cloud.stop(pod)
+        elif action == "start":
+            self.cloud.start(pod)
+        return Response(200, self.pod_json(pod), dict(RATE_HEADERS))
+
+    def _validate_create(self, body: Any) -> tuple[Response | None, dict[str, Any]]:
+        if not isinstance(body, dict):
+            return problem(422, "Request validation failed.", ["$: value must be an object"]), {}
+        errors = [f"$: additional properties '{k}' not allowed" for k in sorted(set(body) -
+                                                                                 CREATE_KEYS)]
+        name = body.get("name")
+        if not isinstance(name, str) or not name:
+            errors.append("$.name: value must be a non-empty string")
+        gpu = body.get("gpu")
+        if gpu is not None:
+            if not isinstance(gpu, dict) or not isinstance(gpu.get("id"), str):
+                errors.append("$.gpu.id: value must be a string")
+            else:
+                errors += [f"$.gpu: additional properties '{k}' not allowed"
+                           for k in sorted(set(gpu) - GPU_KEYS)]
+                count = gpu.get("count", 1)
+                if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                    errors.append("$.gpu.count: value must be an integer >= 1")
+        ports = body.get("ports", [])
+        if not isinstance(ports, list) or not all(isinstance(p, str) and PORT_RE.match(p)
+                                                  for p in ports):
+            errors.append("$.ports: items must look like '8888/http' or '22/tcp'")
+        env = body.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            errors.append("$.env: value must be an object of strings")
+        if "args" in body and not isinstance(body["args"], str):
+            errors.append("$.args: value must be a string")
+        disk = body.get("disk", 50)
+        if not isinstance(disk, int) or isinstance(disk, bool) or disk < 1:
+            errors.append("$.disk: value must be an integer >= 1")
+        cloud = body.get("cloud", "SECURE")
+        if cloud not in ("SECURE", "COMMUNITY"):
+            errors.append("$.cloud: value must be one of 'SECURE', 'COMMUNITY'")
+        if errors:
+            return problem(422, "Request validation failed.", errors), {}
+        if (gpu is None) == (body.get("cpu") is None):
+            return problem(400, "exactly one of gpu or cpu must be set"), {}
+        if body.get("cpu") is not None:
+            return problem(400, "CPU pods are not offered by the sandbox"), {}
+        if not body.get("image") and not body.get("templateId"):
+            return problem(400, "image is required unless templateId is set"), {}
+        volume = 0
+        mounts = body.get("mounts") or {}
+        if isinstance(mounts, dict) and isinstance(mounts.get("persistent"), dict):
+            volume = int(mounts["persistent"].get("size") or 0)
+        return None, {
+            "name": name, "gpu": gpu["id"] if gpu else "", "count": (gpu or {}).get("count", 1),
+            "image": body.get("image"),
+            "args": body.get("args") or None, "env": env, "ports": ports, "disk": disk,
+            "cloud": cloud, "volume": volume,
+        }
+
+    def create_pod(self, req: Request) -> Response:
+        account = self._gate(req, "create")
+        if isinstance(account, Response):
+            return account
+        try:
+            body = req.json()
+        except ValueError:
+            return problem(400, "request body is not valid JSON")
+        error, spec = self._validate_create(body)
+        if error is not None:
+            return error
+        gpu_type = self.cloud.runpod_catalog.get(spec["gpu"])
+        if gpu_type is None:
+            return problem(404, f"gpu type not found: {spec['gpu']}")
+        if spec["count"] > gpu_type.max_count:
+            return problem(400, f"gpu.count {spec['count']} exceeds the largest machine "
+                                f"({gpu_type.max_count}) for {gpu_type.gpu_id}")
+        unit = gpu_type.secure_price if spec["cloud"] == "SECURE" else gpu_type.community_price
+        rate = round(unit * spec["count"], 4)
+        if self.cloud.balance(account) < rate:
+            return problem(402, "insufficient balance: at least one hour of credit is required "
+                                "to deploy this pod")
+        if gpu_type.stock == "NONE" or self.cloud.faults.take(
+            "capacity", "runpod", "create", gpu=gpu_type.gpu_id
+        ):
+            return problem(400, CAPACITY_DETAIL)
+        pod = self._new_pod(account, gpu_type, spec["count"], rate, spec["name"], spec["image"],
+                            spec["args"], spec["env"], spec["ports"], spec["disk"], spec["cloud"],
+                            spec["volume"])
+        return self._created(pod, Response(201, None, dict(RATE_HEADERS)))
+
+    def _created(self, pod: SandboxPod, ok: Response) -> Response:
+        faults = self.cloud.faults
+        fault = faults.take("error_after_create", "runpod", "create")
+        if fault:
+            return problem(fault.status if fault.status >= 500 else 500,
+                           "create pod: failed to read back the created pod")
+        slow = faults.take("slow_create", "runpod", "create")
+        ok.body = self.pod_json(pod)
+        if slow:
+            ok.delay_s = slow.seconds
+        return ok
+
+    def _new_pod(self, account: Account, gpu_type: RunPodGpuType, count: int, rate: float,
+                 name: str, image: str | None, command: str | None, env: dict[str, str],
+                 ports: list[str], disk: int, cloud: str, volume: int) -> SandboxPod:
+        pod = SandboxPod(
+            provider="runpod", pod_id=new_runpod_id(), name=name, account=account.name,
+            gpu_type=gpu_type.gpu_id, gpu_count=count, compute_rate=rate, disk_gb=disk,
+            image=image or "", command=command, env=dict(env), ports=list(ports), cloud=cloud,
+            cuda=gpu_type.cuda, volume_gb=volume,
+            storage_cost_gb_month=RUNPOD_DISK_RUNNING_GB_MONTH,
+        )
+        return self.cloud.add_pod(pod)
+
+    def _gpu_json(self, g: RunPodGpuType, include: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "id": g.gpu_id, "name": g.name, "pool": None, "manufacturer": "NVIDIA",
+            "memory": g.memory_gb, "secure": True, "community": True,
+            "price": {"secure": g.secure_price, "community": g.community_price},
+            "maxCount": {"secure": g.max_count, "community": min(g.max_count, 4)},
+        }
+        if include:
+            body["availability"] = g.stock
+            if g.stock != "NONE":
+                body["cudaVersions"] = [{"version": g.cuda, "availability": g.stock}]
+        return body
+
+    def _catalog_include(self, req: Request) -> bool | Response:
+        include = (req.q("include") or "").upper()
+        product = req.q("product")
+        if include and include != "AVAILABILITY":
+            return problem(422, "Request validation failed.",
+                           ["include: value must be one of 'AVAILABILITY'"])
+        if bool(include) != bool(product):
+            return problem(400, "product is required with include=AVAILABILITY and valid "
+                                "only with it")
+        return bool(include)
+
+    def catalog(self, req: Request) -> Response:
+        account = self._gate(req, "catalog")
+        if isinstance(account, Response):
+            return account
+        include = self._catalog_include(req)
+        if isinstance(include, Response):
+            return include
+        gpus = [self._gpu_json(g, include) for g in self.cloud.runpod_catalog.values()]
+        return Response(200, {"gpus": gpus}, dict(RATE_HEADERS))
+
+    def catalog_one(self, req: Request) -> Response:
+        account = self._gate(req, "catalog")
+        if isinstance(account, Response):
+            return account
+        include = self._catalog_include(req)
+        if isinstance(include, Response):
+            return include
+        g = self.cloud.runpod_catalog.get(req.params["gpu_id"])
+        if g is None:
+            return problem(404, "gpu type not found")
+        return Response(200, self._gpu_json(g, include), dict(RATE_HEADERS))
+
+    def billing(self, req: Request) -> Response:
+        account = self._gate(req, "list")
+        if isinstance(account, Response):
+            return account
+        pod_id = req.q("podId")
+        now = time.time()
+        with self.cloud.lock:
+            pods = [p for p in self.cloud.pods.values()
+                    if p.provider == "runpod" and p.account == account.name
+                    and (pod_id is None or p.pod_id == pod_id)]
+        records: list[dict[str, Any]] = []
+        for pod in pods:
+            total = self.cloud.meter.accrued("runpod", pod.pod_id)
+            share = pod.compute_rate / pod.running_rate() if pod.running_rate() else 0.0
+            start = pod.created_at - (pod.created_at % 3600)
+            records.append({
+                "startTime": rfc3339(start), "endTime": rfc3339(start + 3600 * math.ceil(
+                    max(now - start, 1) / 3600)),
+                "podId": pod.pod_id, "totalAmount": round(total, 8),
+                "gpuAmount": round(total * share, 8), "cpuAmount": 0.0,
+                "diskAmount": round(total * (1 - share), 8),
+            })
+        totals = {k: round(sum(r[k] for r in records), 8)
+                  for k in ("totalAmount", "gpuAmount", "cpuAmount", "diskAmount")}
+        metadata = {
+            "query": {"startTime": records[0]["startTime"] if records else rfc3339(now),
+                      "endTime": rfc3339(now), "bucketSize": req.q("bucketSize") or "hour",
+                      "podId": pod_id},
+            "recordCount": len(records), "uniquePodCount": len(records), "totals": totals,
+        }
+        return Response(200, {"records": records, "metadata": metadata}, dict(RATE_HEADERS))
+
+    # -- GraphQL ----------------------------------------------------------------------------------
+    def graphql(self, req: Request) -> Response:
+        account = self._auth(req)
+        if isinstance(account, Response):
+            # runpod-python turns 401 into AuthenticationError before reading the body.
+            message = "Unauthorized" if account.status == 401 else "Forbidden"
+            return Response(account.status, {"errors": [{"message": message}]})
+        try:
+            body = req.json()
+            source = body["query"]
+            variables = body.get("variables") or {}
+            if not isinstance(source, str) or not isinstance(variables, dict):
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            return Response(400, {"errors": [{"message": "POST body must be JSON with a "
+                                                         "'query' string"}]})
+        try:
+            document = parse(source)
+        except GraphQLError as exc:
+            return Response(400, {"errors": [exc.formatted]})
+        problems = validate(self.schema, document)
+        if problems:
+            return Response(400, {"errors": [e.formatted for e in problems]})
+        for op in {"graphql", *self._root_ops(document)}:
+            injected = self._injected(op)
+            if injected is not None:
+                # GraphQL errors keep the GraphQL shape; status codes stay those of the gateway.
+                retry = injected.headers.get("Retry-After")
+                headers = {"Retry-After": retry} if retry else {}
+                return Response(injected.status, {"errors": [{"message": injected.body["detail"]}]},
+                                headers)
+        result = execute_sync(self.schema, document, root_value=_GraphQLRoot(self, account),
+                              variable_values=variables)
+        payload: dict[str, Any] = {"data": result.data}
+        if result.errors:
+            payload["errors"] = [
+                {**e.formatted, "extensions": {"code": "RUNPOD", **(e.extensions or {})}}
+                for e in result.errors
+            ]
+        return Response(200, payload)
+
+    @staticmethod
+    def _root_ops(document: Any) -> list[str]:
+        ops = []
+        for definition in document.definitions:
+            if isinstance(definition, OperationDefinitionNode):
+                for selection in definition.selection_set.selections:
+                    if isinstance(selection, FieldNode) and selection.name.value in GRAPHQL_OPS:
+                        ops.append(GRAPHQL_OPS[selection.name.value])
+        return ops
+
+    def gql_pod(self, pod: SandboxPod) -> dict[str, Any]:
+        now = time.time()
+        g = self.cloud.runpod_catalog.get(pod.gpu_type)
+        runtime = None
+        if pod.is_ready(now):
+            runtime = {
+                "uptimeInSeconds": int(now - (pod.started_at or now)),
+                "ports": [
+                    {"ip": "127.0.0.1", "isIpPublic": True, "privatePort": private,
+                     "publicPort": public, "type": "tcp"}
+                    for private, public in pod.port_map.items()
+                ],
+                "gpus": [{"id": f"GPU-{i}", "gpuUtilPercent": 0.0, "memoryUtilPercent": 0.0}
+                         for i in range(pod.gpu_count)],
+            }
+        desired = {"running": "RUNNING", "stopped": "EXITED"}.get(pod.status, "TERMINATED")
+        return {
+            "id": pod.pod_id, "name": pod.name, "imageName": pod.image,
+            "env": [f"{k}={v}" for k, v in pod.env.items()],
+            "machineId": f"sbx{pod.pod_id[:8]}",
+            "machine": {"podHostId": f"{pod.pod_id}-sbx", "gpuDisplayName": g.name if g else None,
+                        "gpuTypeId": pod.gpu_type, "dataCenterId": pod.data_center,
+                        "location": "Sandbox"},
+            "desiredStatus": desired, "costPerHr": round(pod.compute_rate, 4),
+            "adjustedCostPerHr": round(pod.compute_rate, 4), "containerDiskInGb": pod.disk_gb,
+            "volumeInGb": pod.volume_gb, "volumeMountPath": pod.meta.get("volumeMountPath"),
+            "dockerArgs": pod.command if isinstance(pod.command, str) else "",
+            "dockerId": None, "gpuCount": pod.gpu_count,
+            "lastStatusChange": f"Rented by User: {go_time(pod.created_at)}",
+            "memoryInGb": 62.0, "podType": "RESERVED", "port": None,
+            "ports": ",".join(pod.ports), "uptimeSeconds": 0,  # the real field reads 0 forever
+            "vcpuCount": 8.0, "runtime": runtime, "createdAt": go_time(pod.created_at),
+            "lastStartedAt": go_time(pod.started_at), "locked": False,
+        }
+
+
+class _GraphQLRoot:
+    """Root resolvers: graphql-core calls these methods with (info, **arguments)."""
+
+    def __init__(self, emu: RunPodEmulator, account: Account) -> None:
+        self.emu = emu
+        self.cloud = emu.cloud
+        self.account = account
+
+    def myself(self, _info: Any) -> dict[str, Any]:
+        acct = self.account
+        return {
+            "id": acct.name, "email": f"{acct.name}@sandbox.invalid", "pubKey": "",
+            "clientBalance": round(self.cloud.balance(acct), 6),
+            "currentSpendPerHr": round(self.cloud.spend_rate(acct), 6),
+            "spendLimit": 80.0, "networkVolumes": [],
+            "pods": [self.emu.gql_pod(p) for p in self.cloud.pods_of("runpod", acct)],
+        }
+
+    def pod(self, _info: Any, input: dict[str, Any]) -> dict[str, Any] | None:  # noqa: A002
+        pod = self.cloud.find("runpod", input["podId"], self.account)
+        return self.emu.gql_pod(pod) if pod else None
+
+    def gpuTypes(self, _info: Any, input: dict[str, Any] | None = None) -> list[dict[str, Any]]:  # noqa: A002, N802
+        wanted = (input or {}).get("id")
+        out = []
+        for g in self.cloud.runpod_catalog.values():
+            if wanted is not None and g.gpu_id != wanted:
+                continue
+
+            def lowest(_info: Any, input: dict[str, Any] | None = None,  # noqa: A002
+                       g: RunPodGpuType = g) -> dict[str, Any]:
+                count = (input or {}).get("gpuCount") or 1
+                return {"minimumBidPrice": round(g.community_price * 0.6 * count, 4),
+                        "uninterruptablePrice": round(g.secure_price * count, 4),
+                        "stockStatus": g.stock.title(), "availableGpuCounts": [1, 2, 4, 8],
+                        "maxUnreservedGpuCount": g.max_count}
+
+            out.append({
+                "id": g.gpu_id, "displayName": g.name, "manufacturer": "Nvidia",
+                "memoryInGb": g.memory_gb, "cudaCores": 0, "maxGpuCount": g.max_count,
+                "secureCloud": True, "communityCloud": True, "securePrice": g.secure_price,
+                "communityPrice": g.community_price, "oneMonthPrice": None,
+                "threeMonthPrice": None, "oneWeekPrice": None, "communitySpotPrice": None,
+                "secureSpotPrice": None, "lowestPrice": lowest,
+            })
+        return out
+
+    def podFindAndDeployOnDemand(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002, N802
+        candidates = list(input.get("gpuTypeIdList") or [])
+        if input.get("gpuTypeId"):
+            candidates.insert(0, input["gpuTypeId"])
+        if not candidates:
+            raise GraphQLError("gpuTypeId is required for a GPU pod")
+        count = input.get("gpuCount") or 1
+        cloud_type = input.get("cloudType") or "ALL"
+        placed: tuple[RunPodGpuType, float] | None = None
+        for gpu_id in candidates:
+            g = self.cloud.runpod_catalog.get(gpu_id)
+            if g is None:
+                raise GraphQLError(f"There is no GPU type with id {gpu_id}")
+            unit = g.community_price if cloud_type == "COMMUNITY" else g.secure_price
+            if g.stock == "NONE" or self.cloud.faults.take("capacity", "runpod", "create",
+                                                           gpu=g.gpu_id):
+                continue
+            placed = (g, round(unit * count, 4))
+            break
+        if placed is None:
+            raise GraphQLError(CAPACITY_DETAIL)
+        g, rate = placed
+        if self.cloud.balance(self.account) < rate:
+            raise GraphQLError("You do not have enough funds to deploy this pod: at least one "
+                               "hour of credit is required")
+        ports = [p.strip() for p in (input.get("ports") or "").split(",") if p.strip()]
+        env = {e["key"]: e["value"] for e in (input.get("env") or [])}
+        args = input.get("dockerArgs") or None
+        pod = self.emu._new_pod(
+            self.account, g, count, rate, input.get("name") or "", input.get("imageName"), args,
+            env, ports, input.get("containerDiskInGb") or 50,
+            "COMMUNITY" if cloud_type == "COMMUNITY" else "SECURE", input.get("volumeInGb") or 0,
+        )
+        pod.meta["volumeMountPath"] = input.get("volumeMountPath")
+        if self.cloud.faults.take("error_after_create", "runpod", "create"):
+            raise GraphQLError(GENERIC_GRAPHQL_ERROR)
+        return self.emu.gql_pod(pod)
+
+    def podTerminate(self, _info: Any, input: dict[str, Any]) -> None:  # noqa: A002, N802
+        pod = self.cloud.find("runpod", input["podId"], self.account)
+        if pod is None or pod.status == "terminated":
+            raise GraphQLError("pod not found to terminate")
+        if self.cloud.faults.take("terminate_fail", "runpod", "terminate"):
+            raise GraphQLError(GENERIC_GRAPHQL_ERROR)
+        if self.cloud.faults.take("terminate_noop", "runpod", "terminate"):
+            return None
+        self.cloud.terminate(pod)
+        return None
+
+    def podStop(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002, N802
+        pod = self.cloud.find("runpod", input["podId"], self.account)
+        if pod is None or pod.status == "terminated":
+            raise GraphQLError("pod not found")
+        self.cloud.stop(pod)
+        return self.emu.gql_pod(pod)
+
+    def podResume(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002, N802
+        pod = self.cloud.find("runpod", input["podId"], self.account)
+        if pod is None or pod.status == "terminated":
+            raise GraphQLError("pod not found")
+        self.cloud.start(pod)
+        return self.emu.gql_pod(pod)

@@ -1,0 +1,402 @@
+"""vast.ai emulator: offer search, rent (`PUT /asks/{id}/`), paginated v1 listing, show, destroy.
+
+Follows providers.md §2: `{"success": false, "error": code, "msg": text}` errors, 404/410
+`no_such_ask` when an offer is gone, `new_contract` surviving in some error bodies, instance rows
+with numeric `start_date`, `extra_env` as `[k, v]` pairs and a *string* `HostPort`, storage billed
+from creation and the GPU only while `running`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import time
+from typing import Any
+
+from tailpod.provision.sandbox.cloud import AuthFailure, SandboxCloud
+from tailpod.provision.sandbox.http import Request, Response, Router
+from tailpod.provision.sandbox.model import Account, SandboxPod, VastOffer
+
+ALIASES = {"dph": "dph_total", "cuda_vers": "cuda_max_good", "dlperf_usd": "dlperf_per_dphtotal"}
+COMPUTED_INSTANCE_COLS = {"dph_total", "num_gpus", "duration"}
+OPS = ("eq", "neq", "gt", "gte", "lt", "lte", "in", "notin")
+
+
+def vast_error(status: int, code: str, msg: str, **extra: Any) -> Response:
+    return Response(status, {"success": False, "error": code, "msg": msg, **extra})
+
+
+def _coerce(a: Any, b: Any) -> tuple[Any, Any]:
+    """The SDK's string parser leaves numbers as strings ("1", "2.5"): compare numerically."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return (str(a).lower(), str(b).lower())
+    try:
+        return float(a), float(b)
+    except (TypeError, ValueError):
+        return str(a).lower(), str(b).lower()
+
+
+def _match(value: Any, op: str, target: Any) -> bool:
+    if op in ("in", "notin"):
+        items = target if isinstance(target, list) else [target]
+        hit = any(_coerce(value, t)[0] == _coerce(value, t)[1] for t in items)
+        return hit if op == "in" else not hit
+    if value is None:
+        return op == "neq"
+    a, b = _coerce(value, target)
+    try:
+        return {
+            "eq": a == b, "neq": a != b, "gt": a > b, "gte": a >= b, "lt": a < b, "lte": a <= b,
+        }[op]
+    except TypeError:
+        return False
+
+
+def _sort_key(field: str) -> Any:
+    def key(row: dict[str, Any]) -> tuple[bool, Any]:
+        value = row.get(field)
+        return (value is None, value if isinstance(value, (int, float)) else 0)
+
+    return key
+
+
+class VastEmulator:
+    def __init__(self, cloud: SandboxCloud) -> None:
+        self.cloud = cloud
+        self.router = Router()
+        r = self.router
+        r.add("POST", "/api/v0/bundles", self.search)
+        r.add("PUT", "/api/v0/search/asks", self.search_new)
+        r.add("PUT", "/api/v0/asks/{offer_id}", self.create)
+        r.add("GET", "/api/v1/instances", self.list_v1)
+        r.add("GET", "/api/v0/instances", self.list_v0)
+        r.add("GET", "/api/v0/instances/{instance_id}", self.show)
+        r.add("PUT", "/api/v0/instances/{instance_id}", self.manage)
+        r.add("DELETE", "/api/v0/instances/{instance_id}", self.destroy)
+        r.add("GET", "/api/v0/users/current", self.user)
+
+    # -- gates ------------------------------------------------------------------------------------
+    def _gate(self, req: Request, op: str) -> Account | Response:
+        try:
+            account = self.cloud.authenticate("vast", req.bearer())
+        except AuthFailure as exc:
+            if exc.status == 403:
+                return vast_error(403, "forbidden", "This API key does not have permission for "
+                                                    "this action")
+            return vast_error(401, "auth_error", "Invalid user key")
+        fault = self.cloud.faults.take("rate_limit", "vast", op)
+        if fault:
+            body = ({"success": False, "error": "rate_limit_exceeded",
+                     "msg": "API requests too frequent"} if op == "terminate"
+                    else {"detail": "API requests too frequent endpoint threshold=4.5"})
+            return Response(429, body, {"Retry-After": str(max(0, math.ceil(fault.retry_after)))})
+        fault = self.cloud.faults.take("server_error", "vast", op)
+        if fault:
+            return vast_error(fault.status, "server_error", "Internal server error")
+        return account
+
+    # -- offers -----------------------------------------------------------------------------------
+    def offer_json(self, offer: VastOffer, storage_gb: float) -> dict[str, Any]:
+        storage_hr = offer.storage_cost * storage_gb / 720.0
+        return {
+            "id": offer.offer_id, "ask_contract_id": offer.offer_id, "bundle_id": offer.offer_id,
+            "machine_id": offer.machine_id, "host_id": offer.host_id,
+            "gpu_name": offer.gpu_name, "num_gpus": offer.num_gpus, "gpu_ram": offer.gpu_ram,
+            "gpu_total_ram": offer.gpu_ram * offer.num_gpus,
+            "dph_base": offer.dph_base, "dph_total": round(offer.dph_base + storage_hr, 6),
+            "min_bid": round(offer.dph_base * 0.5, 4), "storage_cost": offer.storage_cost,
+            "storage_total_cost": round(storage_hr, 6),
+            "reliability": offer.reliability, "reliability2": offer.reliability,
+            "cuda_max_good": offer.cuda_max_good, "driver_version": "570.86.10",
+            "inet_down": offer.inet_down, "inet_up": offer.inet_up,
+            "inet_down_cost": 0.0, "inet_up_cost": 0.0,
+            "disk_space": offer.disk_space, "disk_bw": 2000.0, "geolocation": offer.geolocation,
+            "public_ipaddr": "127.0.0.1", "verified": offer.verified, "verification": "verified",
+            "rentable": not offer.rented, "rented": offer.rented, "external": False,
+            "is_bid": False, "hosting_type": 1, "direct_port_count": 64, "static_ip": True,
+            "compute_cap": 890, "cpu_cores_effective": 16.0, "cpu_ram": 128000,
+            "score": round(100 * offer.reliability / max(offer.dph_base, 0.01), 3),
+            "search": {"gpuCostPerHour": offer.dph_base, "diskHour": round(storage_hr, 6),
+                       "totalHour": round(offer.dph_base + storage_hr, 6)},
+        }
+
+    def _search(self, query: Any) -> Response:
+        if not isinstance(query, dict):
+            return vast_error(400, "invalid_request", "query must be a JSON object")
+        query = dict(query)
+        order = query.pop("order", [["score", "desc"]])
+        query.pop("type", None)
+        limit = query.pop("limit", None)
+        storage = float(query.pop("allocated_storage", 5.0) or 5.0)
+        query.pop("disable_bundling", None)
+        with self.cloud.lock:
+            rows = [self.offer_json(o, storage) for o in self.cloud.vast_offers.values()]
+        for field, cond in query.items():
+            field = ALIASES.get(field, field)
+            if not isinstance(cond, dict):
+                continue
+            for op, target in cond.items():
+                if op not in OPS:
+                    return vast_error(400, "invalid_request", f"unknown operator {op!r}")
+                rows = [r for r in rows if field not in r or _match(r.get(field), op, target)]
+        for field, direction in reversed(order if isinstance(order, list) else []):
+            field = ALIASES.get(field, field)
+            rows.sort(key=_sort_key(field), reverse=direction == "desc")
+        if limit:
+            rows = rows[: int(limit)]
+        return Response(200, {"offers": rows})
+
+    def search(self, req: Request) -> Response:
+        account = self._gate(req, "search")
+        if isinstance(account, Response):
+            return account
+        try:
+            return self._search(req.json() or {})
+        except ValueError:
+            return vast_error(400, "invalid_request", "body is not JSON")
+
+    def search_new(self, req: Request) -> Response:
+        account = self._gate(req, "search")
+        if isinstance(account, Response):
+            return account
+        try:
+            body = req.json() or {}
+        except ValueError:
+            return vast_error(400, "invalid_request", "body is not JSON")
+        return self._search(body.get("q", {}) if isinstance(body, dict) else None)
+
+    # -- rent -------------------------------------------------------------------------------------
+    def create(self, req: Request) -> Response:
+        account = self._gate(req, "create")
+        if isinstance(account, Response):
+            return account
+        try:
+            body = req.json() or {}
+            offer_id = int(req.params["offer_id"])
+        except ValueError:
+            return vast_error(400, "invalid_args", "bad offer id or body")
+        if not isinstance(body, dict):
+            return vast_error(400, "invalid_args", "body must be an object")
+        with self.cloud.lock:
+            offer = self.cloud.vast_offers.get(offer_id)
+        if offer is None:
+            return vast_error(404, "no_such_ask", f"Instance type by id {offer_id} is not "
+                                                  "available.")
+        image = body.get("image")
+        if not image and not body.get("template_hash_id"):
+            return vast_error(400, "invalid_args", "image is required")
+        label = body.get("label") or ""
+        if len(label) > 256:
+            return vast_error(400, "invalid_args", "label is too long")
+        disk = body.get("disk", 10)
+        try:
+            disk = float(disk)
+        except (TypeError, ValueError):
+            return vast_error(400, "invalid_args", "disk must be a number")
+        if disk < 8:
+            return vast_error(400, "invalid_args", "disk must be at least 8 GB")
+        if body.get("price") is not None:
+            return vast_error(400, "invalid_price", "interruptible (bid) instances are not "
+                                                    "offered by the sandbox")
+        if offer.rented or self.cloud.faults.take("capacity", "vast", "create",
+                                                  gpu=offer.gpu_name):
+            return vast_error(410, "no_such_ask", f"Instance type by id {offer_id} is no longer "
+                                                  "available.")
+        if self.cloud.balance(account) < offer.dph_base:
+            return vast_error(400, "insufficient_credit", "Your account lacks credit to rent "
+                                                          "this instance")
+        env_in = body.get("env") or {}
+        if not isinstance(env_in, dict):
+            return vast_error(400, "invalid_args", "env must be an object")
+        env: dict[str, str] = {}
+        ports = ["22/tcp"] if "args" not in str(body.get("runtype") or "ssh") else []
+        for key, value in env_in.items():
+            if key.startswith("-p "):
+                container = key[3:].split(":")[-1].split("/")[0]
+                if container.isdigit() and f"{container}/tcp" not in ports:
+                    ports.append(f"{container}/tcp")
+            else:
+                env[str(key)] = str(value)
+        runtype = str(body.get("runtype") or ("args" if body.get("args") is not None else "ssh"))
+        command: list[str] | str | None
+        if runtype == "args":
+            command = [str(a) for a in body.get("args") or []] or None
+        else:
+            command = body.get("onstart") or None
+        pod = SandboxPod(
+            provider="vast", pod_id=str(self.cloud.new_vast_id()), name=label,
+            account=account.name, gpu_type=offer.gpu_name, gpu_count=offer.num_gpus,
+            compute_rate=offer.dph_base, disk_gb=int(math.ceil(disk)), image=image or "",
+            command=command, env=env, ports=ports, offer_id=offer.offer_id,
+            storage_cost_gb_month=offer.storage_cost, cuda=str(offer.cuda_max_good),
+            data_center=offer.geolocation,
+        )
+        pod.meta.update({"runtype": runtype, "onstart": body.get("onstart"),
+                         "args": body.get("args"), "machine_id": offer.machine_id,
+                         "host_id": offer.host_id, "reliability": offer.reliability,
+                         "gpu_ram": offer.gpu_ram, "geolocation": offer.geolocation})
+        with self.cloud.lock:
+            offer.rented = True
+        self.cloud.add_pod(pod)
+        fault = self.cloud.faults.take("error_after_create", "vast", "create")
+        if fault:
+            if fault.carry_id:
+                return vast_error(400, "invalid_args", "instance created but could not be "
+                                                       "scheduled", new_contract=int(pod.pod_id))
+            return vast_error(fault.status if fault.status >= 500 else 500, "server_error",
+                              "Internal server error")
+        ok = Response(200, {"success": True, "new_contract": int(pod.pod_id),
+                            "instance_api_key": "sbx-restricted-" + pod.pod_id})
+        slow = self.cloud.faults.take("slow_create", "vast", "create")
+        if slow:
+            ok.delay_s = slow.seconds
+        return ok
+
+    # -- instances --------------------------------------------------------------------------------
+    def instance_json(self, pod: SandboxPod) -> dict[str, Any]:
+        now = time.time()
+        stale = pod.status == "terminated"
+        ready = pod.is_ready(now) or stale
+        actual: str | None
+        if pod.status == "stopped":
+            actual, intended = "stopped", "stopped"
+        elif ready:
+            actual, intended = "running", "running"
+        else:
+            actual, intended = ("loading" if now - pod.created_at > 0.05 else None), "running"
+        ssh_port = pod.port_map.get(22)
+        ports: dict[str, Any] = {}
+        if actual == "running":
+            ports = {f"{private}/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(public)}]
+                     for private, public in pod.port_map.items()}
+        storage_hr = pod.disk_rate()
+        direct_start = min(pod.port_map.values()) if pod.port_map else None
+        return {
+            "id": int(pod.pod_id), "label": pod.name or None, "actual_status": actual,
+            "intended_status": intended, "cur_state": "stopped" if actual == "stopped" else
+            "running", "next_state": intended,
+            "status_msg": "success, running sbx/" + pod.image if actual == "running" else
+            "Pulling image" if actual == "loading" else None,
+            "image_uuid": pod.image, "image_runtype": pod.meta.get("runtype"),
+            "image_args": pod.meta.get("args") or [], "onstart": pod.meta.get("onstart"),
+            "extra_env": [[k, v] for k, v in pod.env.items()],
+            "start_date": pod.created_at, "end_date": None,
+            "public_ipaddr": "127.0.0.1", "local_ipaddrs": "127.0.0.1 ",
+            "ssh_host": "127.0.0.1", "ssh_port": ssh_port, "ssh_idx": "0",
+            "machine_dir_ssh_port": ssh_port, "ports": ports,
+            "direct_port_start": direct_start, "direct_port_end": direct_start,
+            "direct_port_count": len(pod.port_map),
+            "gpu_name": pod.gpu_type, "num_gpus": pod.gpu_count,
+            "gpu_ram": pod.meta.get("gpu_ram"), "gpu_util": 0.0 if actual == "running" else None,
+            "machine_id": pod.meta.get("machine_id"), "host_id": pod.meta.get("host_id"),
+            "geolocation": pod.meta.get("geolocation"),
+            "dph_base": pod.compute_rate, "dph_total": round(pod.compute_rate + storage_hr, 6),
+            "storage_cost": pod.storage_cost_gb_month, "storage_total_cost": round(storage_hr, 6),
+            "is_bid": False, "min_bid": round(pod.compute_rate * 0.5, 4),
+            "disk_space": pod.disk_gb, "reliability2": pod.meta.get("reliability"),
+            "verification": "verified", "cuda_max_good": float(pod.cuda),
+            "credit_balance": None, "time_remaining": "",
+        }
+
+    def _owned(self, req: Request, account: Account) -> SandboxPod | None:
+        return self.cloud.find("vast", req.params["instance_id"], account)
+
+    def list_v1(self, req: Request) -> Response:
+        account = self._gate(req, "list")
+        if isinstance(account, Response):
+            return account
+        try:
+            filters = json.loads(req.q("select_filters") or "{}")
+            limit = min(int(json.loads(req.q("limit") or "25")), 25)
+            after = req.q("after_token")
+            after_id = int(json.loads(base64.urlsafe_b64decode(after))["id"]) if after else 0
+        except (ValueError, KeyError, TypeError):
+            return vast_error(400, "invalid_request", "bad query parameters")
+        rows = sorted((self.instance_json(p) for p in self.cloud.pods_of("vast", account)),
+                      key=lambda r: r["id"])
+        all_rows = rows
+        for col, cond in (filters or {}).items():
+            if col in COMPUTED_INSTANCE_COLS:
+                return vast_error(400, "invalid_request", f"column {col} is not filterable")
+            if not isinstance(cond, dict):
+                return vast_error(400, "invalid_request", f"bad filter for {col}")
+            for op, target in cond.items():
+                rows = [r for r in rows if _match(r.get(col), op, target)]
+        page = [r for r in rows if r["id"] > after_id][:limit]
+        more = len([r for r in rows if r["id"] > after_id]) > len(page)
+        token = (base64.urlsafe_b64encode(json.dumps({"id": page[-1]["id"]}).encode()).decode()
+                 if more and page else None)
+        label_counts: dict[str, int] = {}
+        for r in all_rows:
+            label_counts[r["label"] or ""] = label_counts.get(r["label"] or "", 0) + 1
+        return Response(200, {"success": True, "instances_found": len(rows),
+                              "total_instances": len(all_rows), "label_counts": label_counts,
+                              "next_token": token, "instances": page})
+
+    def list_v0(self, req: Request) -> Response:
+        account = self._gate(req, "list")
+        if isinstance(account, Response):
+            return account
+        rows = [self.instance_json(p) for p in self.cloud.pods_of("vast", account)]
+        return Response(200, {"instances": rows})
+
+    def show(self, req: Request) -> Response:
+        account = self._gate(req, "get")
+        if isinstance(account, Response):
+            return account
+        pod = self._owned(req, account)
+        # A destroyed (or never-owned) instance answers `instances: null` (the SDK treats it as
+        # gone; providers.md §2.4).
+        return Response(200, {"instances": self.instance_json(pod) if pod else None})
+
+    def manage(self, req: Request) -> Response:
+        account = self._gate(req, "get")
+        if isinstance(account, Response):
+            return account
+        pod = self._owned(req, account)
+        if pod is None or pod.status == "terminated":
+            return vast_error(404, "no_such_instance", "Instance not found")
+        try:
+            body = req.json() or {}
+        except ValueError:
+            return vast_error(400, "invalid_args", "body is not JSON")
+        if "label" in body:
+            if len(str(body["label"])) > 256:
+                return vast_error(400, "label_too_long", "label is too long")
+            pod.name = str(body["label"])
+        state = body.get("state")
+        if state == "stopped":
+            self.cloud.stop(pod)
+        elif state == "running":
+            self.cloud.start(pod)
+        elif state is not None:
+            return vast_error(400, "invalid_args", "state must be running or stopped")
+        return Response(200, {"success": True})
+
+    def destroy(self, req: Request) -> Response:
+        account = self._gate(req, "terminate")
+        if isinstance(account, Response):
+            return account
+        pod = self._owned(req, account)
+        if pod is None or pod.status == "terminated":
+            return vast_error(404, "no_such_instance", "Instance not found")
+        fault = self.cloud.faults.take("terminate_fail", "vast", "terminate")
+        if fault:
+            return vast_error(fault.status if fault.status >= 500 else 500, "server_error",
+                              "Internal server error")
+        if self.cloud.faults.take("terminate_noop", "vast", "terminate"):
+            return Response(200, {"success": True})
+        self.cloud.terminate(pod)
+        return Response(200, {"success": True})
+
+    def user(self, req: Request) -> Response:
+        account = self._gate(req, "user")
+        if isinstance(account, Response):
+            return account
+        balance = round(self.cloud.balance(account), 8)
+        return Response(200, {
+            "id": abs(hash(account.name)) % 10**6, "username": account.name,
+            "email": f"{account.name}@sandbox.invalid", "balance": balance, "credit": balance,
+            "can_pay": True, "has_billing": True, "ssh_key": "",
+        })
