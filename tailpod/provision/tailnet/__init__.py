@@ -1,0 +1,51 @@
+"""The tailnet: a small Tailscale API client, the pod-side join step, and the sandbox stand-in."""
+
+from tailpod.provision.tailnet.api import TailnetError, TailnetNotFound, TailscaleAPI
+from tailpod.provision.tailnet.devices import (
+    TailnetDevice,
+    find_devices,
+    remove_devices,
+    tailnet_hostname,
+    wait_for_device,
+)
+from tailpod.provision.tailnet.join import AUTH_KEY_ENV, join_script, pod_env
+from tailpod.provision.tailnet.keys import AuthKeyCheck, auth_key_id, check_auth_key
+from tailpod.provision.tailnet.lifecycle import (
+    api_from_settings,
+    check_tailnet_requirements,
+    forget_pod_ssh,
+    tailnet_down_proof,
+    tailnet_ssh_target,
+    wait_for_pod_device,
+)
+from tailpod.provision.tailnet.standin import (
+    is_sandbox_url,
+    register_device_standin,
+    resolve_ssh_endpoint,
+)
+
+__all__ = [
+    "AUTH_KEY_ENV",
+    "AuthKeyCheck",
+    "TailnetDevice",
+    "TailnetError",
+    "TailnetNotFound",
+    "TailscaleAPI",
+    "api_from_settings",
+    "auth_key_id",
+    "check_auth_key",
+    "check_tailnet_requirements",
+    "find_devices",
+    "forget_pod_ssh",
+    "is_sandbox_url",
+    "join_script",
+    "pod_env",
+    "register_device_standin",
+    "remove_devices",
+    "resolve_ssh_endpoint",
+    "tailnet_down_proof",
+    "tailnet_hostname",
+    "tailnet_ssh_target",
+    "wait_for_device",
+    "wait_for_pod_device",
+]
