@@ -129,7 +129,9 @@ def parse_timings(payload: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in _TIMING_KEYS:
         value = timings.get(key)
-        out[key] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        out[key] = (
+            value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        )
     drafted, accepted = out["draft_n"], out["draft_n_accepted"]
     out["acceptance_rate"] = accepted / drafted if drafted and accepted is not None else None
     return out
@@ -161,7 +163,9 @@ _SLOTS = re.compile(r"initializing, n_slots = (\d+), n_ctx_slot = (\d+)")
 _ACCEPTANCE = re.compile(
     rf"draft acceptance = ({_NUM}) \( *(\d+) accepted / *(\d+) generated\), mean len = +({_NUM})"
 )
-_DRAFT_LOAD = re.compile(r"loading draft model|load_model: loading draft|speculative decoding", re.I)
+_DRAFT_LOAD = re.compile(
+    r"loading draft model|load_model: loading draft|speculative decoding", re.I
+)
 _READY = re.compile(r"model loaded|server is listening")
 _ERRORS = ("error:", "failed to load", "speculative decoding not supported")
 _MAX_LINES = 200

@@ -24,5 +24,7 @@ def get_adapter(name: str) -> EngineAdapter:
     key = (name or "").strip().lower().replace(".", "").replace("-", "").replace("_", "")
     if key not in adapters:
         known = ", ".join(adapters)
-        raise ConfigError(f"unknown engine {name!r} (known: {known})", hint=f"choose one of: {known}")
+        raise ConfigError(
+            f"unknown engine {name!r} (known: {known})", hint=f"choose one of: {known}"
+        )
     return adapters[key]()

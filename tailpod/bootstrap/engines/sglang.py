@@ -41,7 +41,14 @@ class SglangAdapter(EngineAdapter):
     def launch_plan(self, cfg: EngineConfig, python: str = "python3") -> LaunchPlan:
         version = parse_version(cfg.version, self.name)
         argv = [python, "-m", "sglang.launch_server", "--model-path", cfg.model]
-        argv += ["--served-model-name", cfg.served_name, "--host", cfg.host, "--port", str(cfg.port)]
+        argv += [
+            "--served-model-name",
+            cfg.served_name,
+            "--host",
+            cfg.host,
+            "--port",
+            str(cfg.port),
+        ]
         if cfg.tensor_parallel > 1:
             argv += ["--tp-size", str(cfg.tensor_parallel)]
         if cfg.context_length:
@@ -71,8 +78,8 @@ class SglangAdapter(EngineAdapter):
             if version.has("sglang_spec_overlap_default") is not True:
                 warnings.append(
                     "on SGLang releases before the overlap-capable speculative worker became the "
-                    "default (sglang#21062, 2026-04-30) speculation turns the overlap scheduler off, "
-                    "so this arm also differs from plain decode in scheduling"
+                    "default (sglang#21062, 2026-04-30), speculation turns the overlap scheduler "
+                    "off, so this arm also differs from plain decode in scheduling"
                 )
         argv += list(cfg.extra_args)
         warnings += version.warnings
@@ -180,7 +187,7 @@ _MAX_ERROR_LINES = 20
 
 @dataclass
 class _RankEvents:
-    """Per-rank sequences: with speculation the first event is the target's, the second the draft's."""
+    """Per-rank event lists; under speculation the first is the target's, the second the draft's."""
 
     kv: list[re.Match[str]] = field(default_factory=list)
     weights: list[str] = field(default_factory=list)
@@ -398,7 +405,9 @@ def _weights_facts(facts: dict[str, Any], events: list[str]) -> None:
         usage = _W_USAGE.search(rest)
         kind = _W_TYPE.search(rest)
         facts[f"weights_gb{suffix}"] = _float(usage.group(1)) if usage else None
-        facts["model_class" if index == 0 else "draft_model_class"] = kind.group(1) if kind else None
+        facts["model_class" if index == 0 else "draft_model_class"] = (
+            kind.group(1) if kind else None
+        )
         if index == 0:
             dtype = _W_DTYPE.search(rest)
             quant = _W_QUANT.search(rest)

@@ -45,7 +45,9 @@ GATES: dict[str, Gate] = {
         Gate("vllm", "vllm_spec_shorthand_flags", _d("2026-05-18"), None, "vllm#42476"),
         # SGLang: `--disable-cuda-graph` / `--cuda-graph-max-bs` became per-phase flags; the old
         # spellings stay as deprecated aliases. The snapshot just after v0.5.15 has the new ones.
-        Gate("sglang", "sglang_cuda_graph_phase_flags", _d("2026-06-09"), (0, 5, 15), "sglang#23906"),
+        Gate(
+            "sglang", "sglang_cuda_graph_phase_flags", _d("2026-06-09"), (0, 5, 15), "sglang#23906"
+        ),
         # SGLang: overlap-capable speculative worker became the default (before: overlap scheduling
         # was off whenever EAGLE/NEXTN was on).
         Gate("sglang", "sglang_spec_overlap_default", _d("2026-04-30"), None, "sglang#21062"),
@@ -60,7 +62,9 @@ GATES: dict[str, Gate] = {
     )
 }
 
-_RELEASE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.+\-]?(?:post|rc|dev|a|b)?\d*.*)?$")
+_RELEASE = re.compile(
+    r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:[.+\-]?(?:post|rc|dev|a|b)?\d*.*)?$"
+)
 _DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
 
 

@@ -65,7 +65,14 @@ class VllmAdapter(EngineAdapter):
         version = parse_version(cfg.version, self.name)
         warnings: list[str] = []
         argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", cfg.model]
-        argv += ["--served-model-name", cfg.served_name, "--host", cfg.host, "--port", str(cfg.port)]
+        argv += [
+            "--served-model-name",
+            cfg.served_name,
+            "--host",
+            cfg.host,
+            "--port",
+            str(cfg.port),
+        ]
         if cfg.tensor_parallel > 1:
             argv += ["--tensor-parallel-size", str(cfg.tensor_parallel)]
         if cfg.context_length:
