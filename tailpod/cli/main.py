@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "tailpod.cli.benchmark",
     "tailpod.cli.demo",
     "tailpod.cli.ssh",
+    "tailpod.cli.engine_tools",
 ]
 
 
