@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -86,6 +87,9 @@ class Provider(abc.ABC):
     name: ClassVar[str]
     # Resources the provider tags with the run tag are matched by this prefix for `down --all`.
     tag_prefix: ClassVar[str] = "tp-"
+    # Set by the lifecycle before create(): called with each provider id the moment an API answer
+    # names it, so the ledger holds the id even if create() is interrupted right afterwards.
+    on_created: Callable[[str], None] | None = None
 
     @abc.abstractmethod
     def offers(self, gpu_preference: list[str], gpu_count: int, max_price: float | None) -> list[Offer]:

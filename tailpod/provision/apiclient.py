@@ -1,0 +1,201 @@
+"""The HTTP plumbing both cloud adapters share: one JSON client, bounded retries, safe errors.
+
+Retries use tenacity and cover only what is safe to repeat: 429 (honouring Retry-After, capped)
+and 5xx / transport errors on idempotent calls. A create is never blindly retried here: the
+adapter looks the run tag up first, because a 5xx on create can mean the pod exists and bills.
+The API key travels only in the Authorization header; every message that leaves this module is
+passed through `redact`, so a key cannot reach an exception, a log line or a result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+)
+
+from tailpod.errors import AuthError, ProviderError
+from tailpod.secrets import Secret, redact
+
+
+@dataclass(frozen=True)
+class ApiTimings:
+    """Every wait an adapter makes, in one place so tests can shrink them."""
+
+    request_timeout_s: float = 30.0
+    attempts: int = 4  # per call, for 429 / 5xx / transport errors on idempotent calls
+    backoff_s: float = 1.0
+    backoff_max_s: float = 20.0
+    max_retry_after_s: float = 60.0
+    create_attempts: int = 3  # per GPU candidate, each after a look-up by run tag
+    readback_attempts: int = 5
+    readback_interval_s: float = 1.0
+    evidence_window_s: float = 5.0  # vast: watch the balance this long after destroy
+    max_offers_per_gpu: int = 3  # vast: offers tried per GPU type before the next type
+
+    @classmethod
+    def fast(cls) -> ApiTimings:
+        """Short waits for tests against the sandbox."""
+        return cls(request_timeout_s=5.0, attempts=4, backoff_s=0.05, backoff_max_s=0.2,
+                   max_retry_after_s=2.0, create_attempts=3, readback_attempts=10,
+                   readback_interval_s=0.05, evidence_window_s=0.3)
+
+
+class ApiError(ProviderError):
+    """An HTTP answer the adapter did not expect; carries status and the (redacted) body."""
+
+    def __init__(self, provider: str, what: str, status: int | None, body: Any,
+                 retry_after: float | None = None) -> None:
+        detail = summarize_body(body)
+        where = f"HTTP {status}" if status is not None else "no answer"
+        suffix = f": {detail}" if detail else ""
+        super().__init__(redact(f"{provider}: {what} failed ({where}{suffix})"))
+        self.provider = provider
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
+
+
+class TransientApiError(ApiError):
+    """429, 5xx or a transport failure: worth another attempt with backoff."""
+
+
+def summarize_body(body: Any, limit: int = 300) -> str:
+    if body is None:
+        return ""
+    if isinstance(body, dict):
+        for key in ("detail", "msg", "message", "error", "title"):
+            value = body.get(key)
+            if isinstance(value, str) and value:
+                text = value
+                if key == "msg" and isinstance(body.get("error"), str):
+                    text = f"{body['error']}: {value}"
+                break
+        else:
+            errors = body.get("errors")
+            text = str(errors[0].get("message", errors[0])) if isinstance(errors, list) and \
+                errors and isinstance(errors[0], dict) else str(body)
+    else:
+        text = str(body)
+    text = redact(" ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+class JsonApi:
+    def __init__(
+        self,
+        provider: str,
+        base_url: str,
+        api_key: Secret | None,
+        *,
+        timings: ApiTimings,
+        auth_env: str,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.provider = provider
+        self.base_url = base_url.rstrip("/")
+        self.timings = timings
+        self.auth_env = auth_env
+        self._sleep = sleep
+        self._key = api_key
+        self._client = httpx.Client(
+            base_url=self.base_url,
+            timeout=timings.request_timeout_s,
+            transport=transport,
+            headers={"User-Agent": "tailpod", "Accept": "application/json"},
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _headers(self) -> dict[str, str]:
+        if not self._key:
+            return {}
+        return {"Authorization": f"Bearer {self._key.reveal()}"}
+
+    def send(self, method: str, path: str, what: str, *, json: Any = None,
+             params: dict[str, Any] | None = None) -> httpx.Response:
+        """One HTTP exchange; transport failures become TransientApiError (never the raw text)."""
+        try:
+            return self._client.request(method, path, json=json, params=params,
+                                        headers=self._headers())
+        except httpx.TimeoutException:
+            raise TransientApiError(self.provider, what, None, "timed out") from None
+        except httpx.TransportError as exc:
+            raise TransientApiError(self.provider, what, None, exc.__class__.__name__) from None
+
+    @staticmethod
+    def body_of(response: httpx.Response) -> Any:
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            return response.text[:500]
+
+    def raise_for(self, response: httpx.Response, what: str) -> None:
+        """Map an unwanted status to the right error class (auth, transient, other)."""
+        status = response.status_code
+        body = self.body_of(response)
+        if status == 401:
+            raise AuthError(
+                f"{self.provider} rejected the API key (HTTP 401) during {what}",
+                hint=f"check {self.auth_env}",
+            )
+        if status == 403:
+            raise AuthError(
+                f"{self.provider} refused access (HTTP 403) during {what}: "
+                f"{summarize_body(body) or 'forbidden'}",
+                hint=f"the key in {self.auth_env} lacks a permission this needs",
+            )
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        if status == 429 or status >= 500:
+            raise TransientApiError(self.provider, what, status, body, retry_after)
+        raise ApiError(self.provider, what, status, body)
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        backoff = min(self.timings.backoff_max_s,
+                      self.timings.backoff_s * (2 ** (state.attempt_number - 1)))
+        if isinstance(exc, TransientApiError) and exc.retry_after is not None:
+            return min(exc.retry_after, self.timings.max_retry_after_s)
+        return backoff
+
+    def retrying(self, attempts: int | None = None) -> Retrying:
+        return Retrying(
+            stop=stop_after_attempt(attempts or self.timings.attempts),
+            wait=self._wait,
+            retry=retry_if_exception_type(TransientApiError),
+            sleep=self._sleep,
+            reraise=True,
+        )
+
+    def call(self, method: str, path: str, what: str, *, json: Any = None,
+             params: dict[str, Any] | None = None, ok: tuple[int, ...] = (200, 201, 204),
+             passthrough: tuple[int, ...] = ()) -> httpx.Response:
+        """An idempotent call with bounded retries; statuses in `passthrough` are returned."""
+        for attempt in self.retrying():
+            with attempt:
+                response = self.send(method, path, what, json=json, params=params)
+                if response.status_code in ok or response.status_code in passthrough:
+                    return response
+                self.raise_for(response, what)
+        raise AssertionError("unreachable: tenacity reraises")

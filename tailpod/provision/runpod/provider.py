@@ -1,0 +1,492 @@
+"""RunPod through REST v2 (`/v2/pods`, `/v2/catalog/gpus`) and GraphQL only for account spend.
+
+v2 places exactly one GPU type per create, so capacity fallback is a loop over the preference
+list that classifies each answer (providers.md §1.3): 422 is our bug and never retried; 400 means
+"this candidate cannot be placed" (no capacity, or a rule): next GPU; 402 stops everything; 403
+skips a pool we cannot use; 429 waits for Retry-After; 5xx retries the same GPU — but only after
+looking the run tag up, because a 5xx on create can leave a billing pod behind.
+
+Writes never go through the `runpod` package: it builds GraphQL documents by interpolating values
+unescaped (providers.md §1.5); tailpod sends JSON bodies and GraphQL variables instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from tailpod.config import Settings
+from tailpod.errors import AuthError, CapacityError, ConfigError, ProviderError
+from tailpod.provision.apiclient import (
+    ApiError,
+    ApiTimings,
+    JsonApi,
+    TransientApiError,
+    parse_retry_after,
+    summarize_body,
+)
+from tailpod.provision.base import (
+    BillingEvidence,
+    Offer,
+    PodInfo,
+    PodSpec,
+    PodState,
+    ProofCheck,
+    Provider,
+)
+from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
+from tailpod.secrets import reveal_env
+
+STATUS_MAP = {
+    "PROVISIONING": PodState.PENDING,
+    "STARTING": PodState.PENDING,
+    "RUNNING": PodState.RUNNING,
+    "EXITED": PodState.STOPPED,
+    "ERROR": PodState.ERROR,
+    "TERMINATED": PodState.TERMINATED,
+}
+CAPACITY_MARKERS = ("no longer any instances", "no instances currently available",
+                    "not enough free gpus", "no instances available")
+
+SPEND_QUERY = "query TailpodSpend { myself { currentSpendPerHr clientBalance } }"
+POD_QUERY = (
+    "query TailpodPod($podId: String!) { pod(input: {podId: $podId}) { id desiredStatus "
+    "costPerHr } }"
+)
+
+
+class RunPodProvider(Provider):
+    name = "runpod"
+    label = "RunPod"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        timings: ApiTimings | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        cloud: str = "SECURE",
+    ) -> None:
+        if not settings.runpod_api_key:
+            raise ConfigError(
+                "RUNPOD_API_KEY is not set",
+                hint="put it in .env or the environment (`tailpod sandbox serve` prints a key "
+                "for the local sandbox)",
+            )
+        self.timings = timings or ApiTimings()
+        self.base_url = settings.runpod_url.rstrip("/")
+        self.cloud = cloud
+        self._sleep = sleep
+        self.api = JsonApi("RunPod", self.base_url, settings.runpod_api_key,
+                           timings=self.timings, auth_env="RUNPOD_API_KEY", transport=transport,
+                           sleep=sleep)
+
+    # -- catalog ----------------------------------------------------------------------------------
+    def catalog(self, gpu_count: int = 1) -> dict[str, dict[str, Any]]:
+        response = self.api.call(
+            "GET", "/v2/catalog/gpus", "reading the GPU catalog",
+            params={"include": "AVAILABILITY", "product": "POD", "count": gpu_count,
+                    "cloud": self.cloud},
+        )
+        body = self.api.body_of(response)
+        gpus = body.get("gpus") if isinstance(body, dict) else None
+        if not isinstance(gpus, list):
+            raise ProviderError("RunPod: the GPU catalog answer has no `gpus` list")
+        return {str(g["id"]): g for g in gpus if isinstance(g, dict) and "id" in g}
+
+    @staticmethod
+    def resolve_gpu(wanted: str, catalog: dict[str, dict[str, Any]]) -> str | None:
+        """Catalog id for `wanted`, which may be the id ("NVIDIA A40") or the name ("A40")."""
+        wanted_l = wanted.strip().lower()
+        for gpu_id, g in catalog.items():
+            if wanted_l in (gpu_id.lower(), str(g.get("name", "")).lower()):
+                return gpu_id
+        return None
+
+    def _unit_price(self, g: dict[str, Any]) -> float | None:
+        price = g.get("price") or {}
+        value = price.get("secure" if self.cloud == "SECURE" else "community")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    def _resolve_all(self, prefs: list[str], catalog: dict[str, dict[str, Any]]) -> list[str]:
+        resolved, unknown = [], []
+        for pref in prefs:
+            gpu_id = self.resolve_gpu(pref, catalog)
+            if gpu_id is None:
+                unknown.append(pref)
+            elif gpu_id not in resolved:
+                resolved.append(gpu_id)
+        if unknown:
+            names = list(catalog) + [str(g.get("name")) for g in catalog.values()]
+            hints = sorted({m for u in unknown for m in difflib.get_close_matches(u, names, 3)})
+            raise ConfigError(
+                f"unknown RunPod GPU type(s): {', '.join(repr(u) for u in unknown)}",
+                hint=("did you mean " + ", ".join(repr(h) for h in hints)) if hints
+                else "use an id from RunPod's catalog, e.g. 'NVIDIA GeForce RTX 4090'",
+            )
+        return resolved
+
+    def offers(self, gpu_preference: list[str], gpu_count: int,
+               max_price: float | None) -> list[Offer]:
+        catalog = self.catalog(gpu_count)
+        out = []
+        for pref in gpu_preference:
+            gpu_id = self.resolve_gpu(pref, catalog)
+            if gpu_id is None:
+                out.append(Offer(self.name, pref, gpu_count, None, False,
+                                 detail={"error": "unknown GPU type"}))
+                continue
+            g = catalog[gpu_id]
+            unit = self._unit_price(g)
+            price = round(unit * gpu_count, 4) if unit is not None else None
+            stock = g.get("availability")
+            out.append(Offer(
+                self.name, gpu_id, gpu_count, price, stock != "NONE", offer_id=None,
+                gpu_memory_gb=g.get("memory"),
+                detail={"stock": stock, "cloud": self.cloud,
+                        "above_cap": bool(max_price is not None and price is not None
+                                          and price > max_price)},
+            ))
+        return out
+
+    # -- create -----------------------------------------------------------------------------------
+    def _create_body(self, spec: PodSpec, gpu_id: str) -> dict[str, Any]:
+        env = reveal_env(dict(spec.env))
+        if spec.ssh_public_key:
+            env.setdefault("PUBLIC_KEY", spec.ssh_public_key)
+        body: dict[str, Any] = {
+            "name": spec.run_tag,
+            "image": spec.image,
+            "gpu": {"id": gpu_id, "count": spec.gpu_count},
+            "cloud": self.cloud,
+            "disk": spec.disk_gb,
+            "ports": [f"{p}/tcp" for p in sorted(set(spec.ports))],
+            "env": env,
+            "startSsh": True,
+        }
+        if spec.start_command:
+            body["args"] = shlex.join(spec.start_command)
+        return body
+
+    def _notify(self, pod_id: str) -> None:
+        if self.on_created is not None:
+            self.on_created(pod_id)
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.timings.backoff_max_s, self.timings.backoff_s * (2 ** (attempt - 1)))
+
+    def _adopt_existing(self, run_tag: str) -> str | None:
+        existing = self.list_by_tag(run_tag)
+        if existing:
+            self._notify(existing[0].pod_id)
+            return existing[0].pod_id
+        return None
+
+    def _create_one(self, spec: PodSpec, gpu_id: str, reasons: list[str]) -> str | None:
+        """Try one GPU type; the pod id on success, None to move on to the next candidate."""
+        body = self._create_body(spec, gpu_id)
+        what = f"creating a pod on {gpu_id}"
+        last = "no answer"
+        attempts = max(1, self.timings.create_attempts)
+        attempt = 0
+        rate_limited = 0
+        while attempt < attempts:
+            attempt += 1
+            if attempt > 1:
+                # The previous try may have created the pod before failing: never create twice.
+                found = self._adopt_existing(spec.run_tag)
+                if found:
+                    reasons.append(f"{gpu_id}: created despite an error ({last})")
+                    return found
+            try:
+                response = self.api.send("POST", "/v2/pods", what, json=body)
+            except TransientApiError as exc:
+                last = str(exc)
+                self._sleep(self._backoff(attempt))
+                continue
+            status = response.status_code
+            answer = self.api.body_of(response)
+            if status in (200, 201) and isinstance(answer, dict) and answer.get("id"):
+                pod_id = str(answer["id"])
+                self._notify(pod_id)
+                return pod_id
+            detail = summarize_body(answer)
+            if status == 429:
+                rate_limited += 1
+                if rate_limited <= self.timings.attempts:
+                    attempt -= 1  # waiting for Retry-After is not a failed try
+                wait = parse_retry_after(response.headers.get("Retry-After"))
+                self._sleep(min(wait if wait is not None else self._backoff(rate_limited),
+                                self.timings.max_retry_after_s))
+                last = "HTTP 429"
+                continue
+            if status >= 500 or status in (200, 201):
+                last = f"HTTP {status}: {detail}"
+                self._sleep(self._backoff(attempt))
+                continue
+            if status == 400:
+                kind = "no capacity" if any(m in detail.lower() for m in CAPACITY_MARKERS) \
+                    else "refused"
+                reasons.append(f"{gpu_id}: {kind} ({detail})")
+                return None
+            if status == 402:
+                raise ProviderError("RunPod: insufficient balance (HTTP 402); nothing was created",
+                                    hint="add credit: RunPod needs at least one hour of the "
+                                         "pod's cost in the account")
+            if status == 403:
+                reasons.append(f"{gpu_id}: this account cannot use that pool (HTTP 403)")
+                return None
+            if status == 401:
+                raise AuthError("RunPod rejected the API key (HTTP 401) while creating a pod",
+                                hint="check RUNPOD_API_KEY")
+            if status == 422:
+                raise ProviderError(f"RunPod rejected tailpod's create request as malformed "
+                                    f"(HTTP 422): {detail}",
+                                    hint="this is a tailpod bug; please report it")
+            raise ApiError("RunPod", what, status, answer)
+        found = self._adopt_existing(spec.run_tag)
+        if found:
+            reasons.append(f"{gpu_id}: created despite errors ({last})")
+            return found
+        reasons.append(f"{gpu_id}: the API kept failing ({last})")
+        return None
+
+    def create(self, spec: PodSpec) -> PodInfo:
+        prefs = [p for p in spec.gpu_preference if p and p.strip()]
+        if not prefs:
+            raise ConfigError("the GPU preference list is empty; nothing was created",
+                              hint="name at least one GPU, e.g. --gpu 'NVIDIA GeForce RTX 4090'")
+        if spec.gpu_count < 1:
+            raise ConfigError("gpu_count must be at least 1")
+        catalog = self.catalog(spec.gpu_count)
+        resolved = self._resolve_all(prefs, catalog)
+        candidates: list[tuple[str, float | None]] = []
+        priced: list[tuple[float, str]] = []
+        for gpu_id in resolved:
+            unit = self._unit_price(catalog[gpu_id])
+            price = round(unit * spec.gpu_count, 4) if unit is not None else None
+            if price is not None:
+                priced.append((price, gpu_id))
+            if spec.max_price is not None and (price is None or price > spec.max_price):
+                continue
+            candidates.append((gpu_id, price))
+        if not candidates:
+            cheapest = min(priced) if priced else None
+            raise CapacityError(
+                f"the price cap ${spec.max_price:.2f}/h is below every RunPod offer in the "
+                "preference list; nothing was created"
+                + (f" (cheapest: {cheapest[1]} at ${cheapest[0]:.2f}/h)" if cheapest else ""),
+                hint="raise --max-price or add cheaper GPU types",
+            )
+        reasons: list[str] = [
+            f"{g}: ${p:.2f}/h is above the cap" for p, g in priced
+            if spec.max_price is not None and p > spec.max_price
+        ]
+        pod_id = None
+        for gpu_id, _price in candidates:
+            pod_id = self._create_one(spec, gpu_id, reasons)
+            if pod_id:
+                break
+        if not pod_id:
+            raise CapacityError(
+                f"RunPod could not place a pod on any of {len(resolved)} GPU type(s): "
+                + "; ".join(reasons),
+                hint="add GPU types to the preference list, raise the price cap, or retry later",
+            )
+        info = self._read_back(pod_id, spec.run_tag)
+        first = resolved[0]
+        info.detail["requested"] = first
+        if info.gpu_type and info.gpu_type != first:
+            info.detail["fallback_from"] = first
+            info.detail["fallback_reasons"] = reasons
+        if spec.max_price is not None and info.price_per_hr is not None \
+                and info.price_per_hr > spec.max_price + 1e-9:
+            self.terminate(pod_id)
+            raise CapacityError(
+                f"RunPod placed {pod_id} at ${info.price_per_hr:.2f}/h, above the cap "
+                f"${spec.max_price:.2f}/h; it was terminated at once",
+                hint="run `tailpod down` to prove billing stopped",
+            )
+        return info
+
+    def _read_back(self, pod_id: str, run_tag: str) -> PodInfo:
+        """The pod as RunPod reports it after create: the GPU really assigned and its cost."""
+        last_error: Exception | None = None
+        for attempt in range(max(1, self.timings.readback_attempts)):
+            try:
+                info = self.get(pod_id)
+                if info is not None:
+                    return info
+            except ProviderError as exc:
+                last_error = exc
+            self._sleep(self.timings.readback_interval_s if attempt else 0.0)
+        # The pod exists (create answered with its id) even though it cannot be read back yet.
+        return PodInfo(pod_id, run_tag, PodState.UNKNOWN,
+                       detail={"readback_error": str(last_error) if last_error else "not visible"})
+
+    # -- reads ------------------------------------------------------------------------------------
+    def to_info(self, pod: dict[str, Any]) -> PodInfo:
+        status = str(pod.get("status") or "")
+        state = STATUS_MAP.get(status, PodState.UNKNOWN)
+        gpu = pod.get("gpu") or {}
+        runtime = pod.get("runtime")
+        direct = (pod.get("ssh") or {}).get("direct") or None
+        host, port = (direct.get("host"), direct.get("port")) if direct else (None, None)
+        if not direct and isinstance(runtime, dict):
+            for p in runtime.get("ports") or []:
+                if p.get("private") == 22 and p.get("public") and p.get("ip"):
+                    host, port = p["ip"], p["public"]
+        cost = pod.get("cost")
+        name = pod.get("name")
+        return PodInfo(
+            pod_id=str(pod.get("id")),
+            run_tag=name if is_tailpod_tag(name) else None,
+            state=state,
+            gpu_type=gpu.get("id"),
+            gpu_count=gpu.get("count"),
+            # v2 reports cost 0.0 once EXITED although storage still bills: keep that unknown.
+            price_per_hr=float(cost) if isinstance(cost, (int, float)) and state is
+            PodState.RUNNING else None,
+            ssh_host=host,
+            ssh_port=int(port) if port else None,
+            detail={
+                "status": status,
+                "name": name,
+                "data_center": pod.get("dataCenterId"),
+                "cuda": pod.get("cudaVersion"),
+                "container_up": runtime is not None,
+                "created_at": pod.get("createdAt"),
+            },
+        )
+
+    def get(self, pod_id: str) -> PodInfo | None:
+        response = self.api.call("GET", f"/v2/pods/{quote(pod_id, safe='')}",
+                                 f"reading pod {pod_id}", passthrough=(404,))
+        if response.status_code == 404:
+            return None
+        body = self.api.body_of(response)
+        if not isinstance(body, dict):
+            raise ProviderError(f"RunPod: unexpected answer reading pod {pod_id}")
+        info = self.to_info(body)
+        return None if info.state is PodState.TERMINATED else info
+
+    def list_all(self) -> list[PodInfo]:
+        response = self.api.call("GET", "/v2/pods", "listing pods")
+        body = self.api.body_of(response)
+        pods = body.get("pods") if isinstance(body, dict) else None
+        if not isinstance(pods, list):
+            raise ProviderError("RunPod: the pod list answer has no `pods` list")
+        infos = [self.to_info(p) for p in pods if isinstance(p, dict)]
+        return [i for i in infos if i.state is not PodState.TERMINATED]
+
+    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
+        pods = self.list_all()
+        if run_tag is None:
+            return [p for p in pods if p.run_tag is not None]
+        return [p for p in pods if p.detail.get("name") == run_tag]
+
+    # -- teardown ---------------------------------------------------------------------------------
+    def terminate(self, pod_id: str) -> None:
+        self.api.call("DELETE", f"/v2/pods/{quote(pod_id, safe='')}",
+                      f"terminating pod {pod_id}", ok=(200, 202, 204), passthrough=(404,))
+
+    def kill_command(self, info: PodInfo) -> str:
+        tail = (f"curl -X DELETE -H \"Authorization: Bearer $RUNPOD_API_KEY\" "
+                f"{self.base_url}/v2/pods/{info.pod_id}")
+        return (f"tailpod down {info.run_tag}  (or: {tail})" if info.run_tag else tail)
+
+    def graphql(self, query: str, variables: dict[str, Any], what: str) -> dict[str, Any]:
+        """GraphQL with variables: values never enter the query text (providers.md §1.5)."""
+        response = self.api.call("POST", "/graphql", what,
+                                 json={"query": query, "variables": variables})
+        body = self.api.body_of(response)
+        if not isinstance(body, dict):
+            raise ProviderError(f"RunPod: unexpected GraphQL answer during {what}")
+        if body.get("errors"):
+            raise ProviderError(f"RunPod: {what} failed: {summarize_body(body)}")
+        data = body.get("data")
+        return data if isinstance(data, dict) else {}
+
+    def account_spend(self) -> tuple[float | None, float | None]:
+        """(currentSpendPerHr, clientBalance) of the account."""
+        me = self.graphql(SPEND_QUERY, {}, "reading the account spend rate").get("myself") or {}
+        spend, balance = me.get("currentSpendPerHr"), me.get("clientBalance")
+        return (float(spend) if isinstance(spend, (int, float)) else None,
+                float(balance) if isinstance(balance, (int, float)) else None)
+
+    def billed_so_far(self, pod_id: str) -> float | None:
+        try:
+            response = self.api.call("GET", "/v2/billing/pods", "reading pod billing",
+                                     params={"podId": pod_id, "bucketSize": "hour"})
+        except ProviderError:
+            return None
+        body = self.api.body_of(response)
+        totals = ((body or {}).get("metadata") or {}).get("totals") or {} \
+            if isinstance(body, dict) else {}
+        value = totals.get("totalAmount")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
+                         *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
+        checks: list[ProofCheck] = []
+        still: list[str] = []
+        everything = self.list_all()
+        tagged = [p for p in everything if p.detail.get("name") == run_tag]
+        check, lines = listed_check(self.label, run_tag, tagged, self.kill_command)
+        checks.append(check)
+        still += lines
+
+        if pod_id:
+            rest_gone = self.get(pod_id) is None
+            gql = self.graphql(POD_QUERY, {"podId": pod_id}, "looking the pod up").get("pod")
+            gql_gone = gql is None or gql.get("desiredStatus") == "TERMINATED"
+            checks.append(ProofCheck(
+                "direct-lookup", rest_gone and gql_gone,
+                f"GET /v2/pods/{pod_id}: {'404 (gone)' if rest_gone else 'still there'}; "
+                f"GraphQL pod(podId): {'null (gone)' if gql_gone else 'still there'}",
+            ))
+            if not (rest_gone and gql_gone) and not tagged:
+                still.append(f"RunPod still answers for pod {pod_id} — kill: "
+                             + self.kill_command(PodInfo(pod_id, run_tag, PodState.UNKNOWN)))
+        else:
+            checks.append(ProofCheck("direct-lookup", True,
+                                     "no pod id was ever recorded; the tag listing is the proof"))
+
+        spend, _balance = self.account_spend()
+        others_rate = sum(p.price_per_hr or 0.0 for p in everything
+                          if p.detail.get("name") != run_tag)
+        rate = price_per_hr or 0.0
+        tolerance = max(0.5 * rate, 0.005)
+        if spend is None:
+            checks.append(ProofCheck("account-spend-rate", False,
+                                     "RunPod did not report currentSpendPerHr"))
+        else:
+            residual = spend - others_rate
+            billed = self.billed_so_far(pod_id) if pod_id else None
+            billed_note = (f"; billing history for the pod so far ${billed:.4f} (RunPod "
+                           "aggregates with up to ~1 h lag)") if billed is not None else ""
+            ok = residual <= tolerance
+            checks.append(ProofCheck(
+                "account-spend-rate", ok,
+                f"account spends ${spend:.4f}/h; other listed pods explain ${others_rate:.4f}/h; "
+                f"unexplained ${max(residual, 0):.4f}/h vs this pod's "
+                f"${rate:.4f}/h{billed_note}",
+            ))
+            if not ok and not tagged:
+                still.append(f"RunPod account spend still includes ~${residual:.3f}/h not "
+                             f"explained by any listed pod (was {run_tag} at ${rate:.3f}/h) — "
+                             "check https://www.runpod.io/console/pods")
+
+        others = [p for p in everything if p.run_tag and p.run_tag != run_tag]
+        check, lines = others_check(self.label, run_tag, others, known_active_tags,
+                                    self.kill_command)
+        checks.append(check)
+        still += lines
+        return BillingEvidence(checks=checks, still_billing=still)

@@ -1,0 +1,508 @@
+"""vast.ai through its REST API, with httpx (docs/providers.md says why not the `vastai` SDK).
+
+Offers come from `POST /api/v0/bundles/` with filters; a rent is `PUT /api/v0/asks/{offer}/`
+labelled with the run tag and `cancel_unavail`, so a failed schedule does not leave a stopped,
+disk-billing instance. An error body that still names `new_contract` means an instance exists:
+it is destroyed before the next offer is tried. Listing pages through `GET /api/v1/instances/`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from tailpod.config import Settings
+from tailpod.errors import AuthError, CapacityError, ConfigError, ProviderError
+from tailpod.provision.apiclient import (
+    ApiError,
+    ApiTimings,
+    JsonApi,
+    TransientApiError,
+    parse_retry_after,
+    summarize_body,
+)
+from tailpod.provision.base import (
+    BillingEvidence,
+    Offer,
+    PodInfo,
+    PodSpec,
+    PodState,
+    ProofCheck,
+    Provider,
+)
+from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
+from tailpod.secrets import reveal_env
+
+# providers.md §2.4 and anchors A.4: unknown states must not crash and never read as "gone".
+STATUS_MAP = {
+    None: PodState.PENDING,
+    "created": PodState.PENDING,
+    "loading": PodState.PENDING,
+    "scheduling": PodState.PENDING,
+    "rebooting": PodState.PENDING,
+    "running": PodState.RUNNING,
+    "stopped": PodState.STOPPED,
+    "exited": PodState.STOPPED,
+    "frozen": PodState.STOPPED,
+    "unknown": PodState.UNKNOWN,
+    "offline": PodState.UNKNOWN,
+}
+STOP_ERRORS = ("insufficient_credit", "missing_billing", "credit")
+MAX_PAGES = 400
+
+
+def normalise_gpu_name(name: str) -> str:
+    """The vast CLI writes `RTX_4090`; offers say `RTX 4090`."""
+    return " ".join(name.replace("_", " ").split())
+
+
+class VastProvider(Provider):
+    name = "vastai"
+    label = "vast.ai"
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        timings: ApiTimings | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        min_reliability: float = 0.95,
+        min_inet_down_mbps: float = 100.0,
+        min_cuda: float | None = None,
+    ) -> None:
+        if not settings.vast_api_key:
+            raise ConfigError(
+                "VAST_API_KEY is not set",
+                hint="put it in .env or the environment (`tailpod sandbox serve` prints a key "
+                "for the local sandbox)",
+            )
+        self.timings = timings or ApiTimings()
+        self.base_url = settings.vast_url.rstrip("/")
+        self._sleep = sleep
+        self.min_reliability = min_reliability
+        self.min_inet_down_mbps = min_inet_down_mbps
+        self.min_cuda = min_cuda
+        self.api = JsonApi("vast.ai", self.base_url, settings.vast_api_key,
+                           timings=self.timings, auth_env="VAST_API_KEY", transport=transport,
+                           sleep=sleep)
+
+    # -- offers -----------------------------------------------------------------------------------
+    def search(self, gpu_names: list[str], gpu_count: int, disk_gb: int) -> list[dict[str, Any]]:
+        query: dict[str, Any] = {
+            "verified": {"eq": True},
+            "external": {"eq": False},
+            "rentable": {"eq": True},
+            "rented": {"eq": False},
+            "gpu_name": {"in": gpu_names},
+            "num_gpus": {"eq": gpu_count},
+            "reliability": {"gte": self.min_reliability},
+            "disk_space": {"gte": disk_gb},
+            "inet_down": {"gte": self.min_inet_down_mbps},
+            "order": [["dph_total", "asc"]],
+            "type": "on-demand",
+            "allocated_storage": disk_gb,
+            "limit": 64,
+        }
+        if self.min_cuda is not None:
+            query["cuda_max_good"] = {"gte": self.min_cuda}
+        # The price cap is applied here, not in the query, so "too expensive" and "no such GPU"
+        # stay distinguishable in the error.
+        response = self.api.call("POST", "/api/v0/bundles/", "searching offers", json=query)
+        body = self.api.body_of(response)
+        offers = body.get("offers") if isinstance(body, dict) else None
+        if not isinstance(offers, list):
+            raise ProviderError("vast.ai: the offer search answer has no `offers` list")
+        return [o for o in offers if isinstance(o, dict) and "id" in o]
+
+    @staticmethod
+    def _price(offer: dict[str, Any]) -> float:
+        value = offer.get("dph_total", offer.get("dph_base"))
+        return float(value) if isinstance(value, (int, float)) else float("inf")
+
+    def _by_preference(self, prefs: list[str], offers: list[dict[str, Any]]
+                       ) -> dict[str, list[dict[str, Any]]]:
+        grouped: dict[str, list[dict[str, Any]]] = {p: [] for p in prefs}
+        for offer in offers:
+            name = str(offer.get("gpu_name", "")).lower()
+            for pref in prefs:
+                if name == pref.lower():
+                    grouped[pref].append(offer)
+        for pref in grouped:
+            grouped[pref].sort(key=self._price)
+        return grouped
+
+    def offers(self, gpu_preference: list[str], gpu_count: int,
+               max_price: float | None) -> list[Offer]:
+        prefs = [normalise_gpu_name(p) for p in gpu_preference if p.strip()]
+        grouped = self._by_preference(prefs, self.search(prefs, gpu_count, 8))
+        out = []
+        for pref in prefs:
+            best = grouped[pref][0] if grouped[pref] else None
+            if best is None:
+                out.append(Offer(self.name, pref, gpu_count, None, False,
+                                 detail={"error": "no matching offer"}))
+                continue
+            price = round(self._price(best), 4)
+            out.append(Offer(
+                self.name, pref, gpu_count, price, True, offer_id=str(best["id"]),
+                gpu_memory_gb=round(float(best.get("gpu_ram") or 0) / 1024, 1) or None,
+                detail={"offers": len(grouped[pref]), "reliability": best.get("reliability"),
+                        "above_cap": bool(max_price is not None and price > max_price)},
+            ))
+        return out
+
+    # -- create -----------------------------------------------------------------------------------
+    def _notify(self, pod_id: str) -> None:
+        if self.on_created is not None:
+            self.on_created(pod_id)
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.timings.backoff_max_s, self.timings.backoff_s * (2 ** (attempt - 1)))
+
+    def _rent_body(self, spec: PodSpec) -> dict[str, Any]:
+        env: dict[str, str] = reveal_env(dict(spec.env))
+        if spec.ssh_public_key:
+            env.setdefault("PUBLIC_KEY", spec.ssh_public_key)
+        for port in sorted(set(spec.ports)):
+            if port != 22:  # ssh runtypes publish 22 themselves
+                env[f"-p {port}:{port}"] = "1"
+        body: dict[str, Any] = {
+            "client_id": "me",
+            "image": spec.image,
+            "disk": spec.disk_gb,
+            "label": spec.run_tag,
+            "env": env,
+            "runtype": "ssh_direct",
+            "cancel_unavail": True,
+        }
+        if spec.start_command:
+            body["onstart"] = shlex.join(spec.start_command)
+        return body
+
+    def _adopt_existing(self, run_tag: str) -> str | None:
+        existing = self.list_by_tag(run_tag)
+        if existing:
+            self._notify(existing[0].pod_id)
+            return existing[0].pod_id
+        return None
+
+    def _rent(self, spec: PodSpec, offer: dict[str, Any], reasons: list[str]) -> str | None:
+        offer_id = str(offer["id"])
+        what = f"renting offer {offer_id} ({offer.get('gpu_name')})"
+        body = self._rent_body(spec)
+        last = "no answer"
+        attempt = 0
+        rate_limited = 0
+        attempts = max(1, self.timings.create_attempts)
+        while attempt < attempts:
+            attempt += 1
+            if attempt > 1:
+                found = self._adopt_existing(spec.run_tag)
+                if found:
+                    reasons.append(f"offer {offer_id}: created despite an error ({last})")
+                    return found
+            try:
+                response = self.api.send("PUT", f"/api/v0/asks/{quote(offer_id, safe='')}/",
+                                         what, json=body)
+            except TransientApiError as exc:
+                last = str(exc)
+                self._sleep(self._backoff(attempt))
+                continue
+            status = response.status_code
+            answer = self.api.body_of(response)
+            contract = answer.get("new_contract") if isinstance(answer, dict) else None
+            success = isinstance(answer, dict) and answer.get("success", True) is not False
+            if status == 200 and success and contract:
+                pod_id = str(contract)
+                self._notify(pod_id)
+                return pod_id
+            detail = summarize_body(answer)
+            if contract:
+                # An error that names a contract: the instance exists and bills. Destroy it.
+                stray = str(contract)
+                self._notify(stray)
+                self.terminate(stray)
+                reasons.append(f"offer {offer_id}: error after creating instance {stray} "
+                               f"(HTTP {status}: {detail}); destroyed it")
+                return None
+            if status == 429:
+                rate_limited += 1
+                if rate_limited <= self.timings.attempts:
+                    attempt -= 1
+                wait = parse_retry_after(response.headers.get("Retry-After"))
+                self._sleep(min(wait if wait is not None else self._backoff(rate_limited),
+                                self.timings.max_retry_after_s))
+                last = "HTTP 429"
+                continue
+            if status >= 500 or status == 200:
+                last = f"HTTP {status}: {detail}"
+                self._sleep(self._backoff(attempt))
+                continue
+            if status in (404, 410):
+                reasons.append(f"offer {offer_id} ({offer.get('gpu_name')}): no longer "
+                               f"available ({detail})")
+                return None
+            if status in (401, 403):
+                raise AuthError(f"vast.ai refused the API key (HTTP {status}) while renting",
+                                hint="check VAST_API_KEY")
+            code = str(answer.get("error", "")) if isinstance(answer, dict) else ""
+            if any(marker in code for marker in STOP_ERRORS):
+                raise ProviderError(f"vast.ai: the account cannot pay for an instance "
+                                    f"({detail}); nothing was created",
+                                    hint="add credit at vast.ai")
+            raise ApiError("vast.ai", what, status, answer)
+        found = self._adopt_existing(spec.run_tag)
+        if found:
+            reasons.append(f"offer {offer_id}: created despite errors ({last})")
+            return found
+        reasons.append(f"offer {offer_id}: the API kept failing ({last})")
+        return None
+
+    def create(self, spec: PodSpec) -> PodInfo:
+        prefs: list[str] = []
+        for p in spec.gpu_preference:
+            if p and p.strip() and normalise_gpu_name(p).lower() not in (x.lower() for x in prefs):
+                prefs.append(normalise_gpu_name(p))
+        if not prefs:
+            raise ConfigError("the GPU preference list is empty; nothing was created",
+                              hint="name at least one GPU, e.g. --gpu 'RTX 4090'")
+        if spec.gpu_count < 1:
+            raise ConfigError("gpu_count must be at least 1")
+        grouped = self._by_preference(prefs, self.search(prefs, spec.gpu_count, spec.disk_gb))
+        if not any(grouped.values()):
+            raise CapacityError(
+                f"no vast.ai offer matches {', '.join(repr(p) for p in prefs)} with "
+                f"{spec.gpu_count} GPU(s), reliability >= {self.min_reliability}, disk >= "
+                f"{spec.disk_gb} GB; nothing was created",
+                hint="vast.ai names GPUs like 'RTX 4090', 'A100 SXM4', 'H100 SXM'",
+            )
+        cap = spec.max_price
+        affordable = {p: [o for o in offers if cap is None or self._price(o) <= cap]
+                      for p, offers in grouped.items()}
+        if not any(affordable.values()):
+            cheapest = min((o for offers in grouped.values() for o in offers), key=self._price)
+            raise CapacityError(
+                f"the price cap ${cap:.2f}/h is below every matching vast.ai offer; nothing was "
+                f"created (cheapest: {cheapest.get('gpu_name')} at "
+                f"${self._price(cheapest):.2f}/h)",
+                hint="raise --max-price or add cheaper GPU types",
+            )
+        reasons = [f"{p}: no matching offer" for p, offers in grouped.items() if not offers]
+        reasons += [f"{p}: every offer is above the cap" for p in prefs
+                    if grouped[p] and not affordable[p]]
+        pod_id = None
+        for pref in prefs:
+            for offer in affordable[pref][: max(1, self.timings.max_offers_per_gpu)]:
+                pod_id = self._rent(spec, offer, reasons)
+                if pod_id:
+                    break
+            if pod_id:
+                break
+        if not pod_id:
+            raise CapacityError(
+                "vast.ai could not rent any offer: " + "; ".join(reasons),
+                hint="add GPU types, raise the price cap, or retry later",
+            )
+        info = self._read_back(pod_id, spec.run_tag)
+        first = prefs[0]
+        info.detail["requested"] = first
+        if info.gpu_type and info.gpu_type.lower() != first.lower():
+            info.detail["fallback_from"] = first
+            info.detail["fallback_reasons"] = reasons
+        if cap is not None and info.price_per_hr is not None and info.price_per_hr > cap + 1e-9:
+            self.terminate(pod_id)
+            raise CapacityError(
+                f"vast.ai rented {pod_id} at ${info.price_per_hr:.2f}/h, above the cap "
+                f"${cap:.2f}/h; it was destroyed at once",
+                hint="run `tailpod down` to prove billing stopped",
+            )
+        return info
+
+    def _read_back(self, pod_id: str, run_tag: str) -> PodInfo:
+        last_error: Exception | None = None
+        for attempt in range(max(1, self.timings.readback_attempts)):
+            try:
+                info = self.get(pod_id)
+                if info is not None:
+                    return info
+            except ProviderError as exc:
+                last_error = exc
+            self._sleep(self.timings.readback_interval_s if attempt else 0.0)
+        return PodInfo(pod_id, run_tag, PodState.UNKNOWN,
+                       detail={"readback_error": str(last_error) if last_error else "not visible"})
+
+    # -- reads ------------------------------------------------------------------------------------
+    def to_info(self, row: dict[str, Any]) -> PodInfo:
+        status = row.get("actual_status")
+        state = STATUS_MAP.get(status, PodState.UNKNOWN)
+        label = row.get("label")
+        host, port = row.get("ssh_host"), row.get("ssh_port")
+        if not host or not port:
+            mapping = (row.get("ports") or {}).get("22/tcp") or []
+            if mapping and isinstance(mapping[0], dict) and mapping[0].get("HostPort"):
+                host = str(row.get("public_ipaddr") or "").strip() or None
+                port = mapping[0]["HostPort"]  # a string in the real API
+        price = row.get("dph_total")
+        try:
+            ssh_port = int(port) if port else None
+        except (TypeError, ValueError):
+            ssh_port = None
+        return PodInfo(
+            pod_id=str(row.get("id")),
+            run_tag=label if is_tailpod_tag(label) else None,
+            state=state,
+            gpu_type=row.get("gpu_name"),
+            gpu_count=row.get("num_gpus"),
+            price_per_hr=float(price) if isinstance(price, (int, float)) else None,
+            ssh_host=str(host).strip() if host else None,
+            ssh_port=ssh_port,
+            detail={
+                "status": status,
+                "label": label,
+                "intended_status": row.get("intended_status"),
+                "status_msg": row.get("status_msg"),
+                "storage_per_hr": row.get("storage_total_cost"),
+                "container_up": status == "running",
+                "created_at": row.get("start_date"),
+            },
+        )
+
+    def get(self, pod_id: str) -> PodInfo | None:
+        response = self.api.call("GET", f"/api/v0/instances/{quote(pod_id, safe='')}/",
+                                 f"reading instance {pod_id}", params={"owner": "me"},
+                                 passthrough=(404,))
+        if response.status_code == 404:
+            return None
+        body = self.api.body_of(response)
+        if not isinstance(body, dict):
+            raise ProviderError(f"vast.ai: unexpected answer reading instance {pod_id}")
+        row = body.get("instances")
+        if isinstance(row, list):
+            row = row[0] if row else None
+        return self.to_info(row) if isinstance(row, dict) else None
+
+    def list_all(self) -> list[PodInfo]:
+        rows: list[dict[str, Any]] = []
+        params: dict[str, Any] = {
+            "limit": "25",
+            "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
+        }
+        for _page in range(MAX_PAGES):
+            response = self.api.call("GET", "/api/v1/instances/", "listing instances",
+                                     params=params)
+            body = self.api.body_of(response)
+            page = body.get("instances") if isinstance(body, dict) else None
+            if not isinstance(page, list):
+                raise ProviderError("vast.ai: the instance list answer has no `instances` list")
+            rows += [r for r in page if isinstance(r, dict)]
+            token = body.get("next_token")
+            if not token:
+                return [self.to_info(r) for r in rows]
+            params["after_token"] = token
+        raise ProviderError("vast.ai: instance listing did not end after "
+                            f"{MAX_PAGES} pages")
+
+    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
+        pods = self.list_all()
+        if run_tag is None:
+            return [p for p in pods if p.run_tag is not None]
+        return [p for p in pods if p.detail.get("label") == run_tag]
+
+    # -- teardown ---------------------------------------------------------------------------------
+    def terminate(self, pod_id: str) -> None:
+        response = self.api.call("DELETE", f"/api/v0/instances/{quote(pod_id, safe='')}/",
+                                 f"destroying instance {pod_id}", json={}, passthrough=(404,))
+        if response.status_code == 404:
+            return
+        body = self.api.body_of(response)
+        if isinstance(body, dict) and body.get("success") is False:
+            if body.get("error") in ("no_such_instance", "not_found"):
+                return
+            raise ProviderError(f"vast.ai refused to destroy {pod_id}: {summarize_body(body)}")
+
+    def kill_command(self, info: PodInfo) -> str:
+        tail = f"vastai destroy instance {info.pod_id}"
+        return f"tailpod down {info.run_tag}  (or: {tail})" if info.run_tag else tail
+
+    def balance(self) -> float | None:
+        response = self.api.call("GET", "/api/v0/users/current/", "reading the account balance")
+        body = self.api.body_of(response)
+        if not isinstance(body, dict):
+            return None
+        for key in ("balance", "credit"):  # providers.md §2.1: which one is current is unclear
+            value = body.get(key)
+            if isinstance(value, (int, float)):
+                return float(value)
+        return None
+
+    def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
+                         *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
+        checks: list[ProofCheck] = []
+        still: list[str] = []
+        everything = self.list_all()
+        tagged = [p for p in everything if p.detail.get("label") == run_tag]
+        check, lines = listed_check(self.label, run_tag, tagged, self.kill_command)
+        checks.append(check)
+        still += lines
+
+        if pod_id:
+            gone = self.get(pod_id) is None
+            checks.append(ProofCheck(
+                "direct-lookup", gone,
+                f"GET /api/v0/instances/{pod_id}/: "
+                f"{'instances: null (gone)' if gone else 'still there'}",
+            ))
+            if not gone and not tagged:
+                still.append(f"vast.ai still answers for instance {pod_id} — kill: "
+                             + self.kill_command(PodInfo(pod_id, run_tag, PodState.UNKNOWN)))
+        else:
+            checks.append(ProofCheck("direct-lookup", True,
+                                     "no instance id was ever recorded; the label listing is "
+                                     "the proof"))
+
+        # vast has no spend-rate field: watch the balance for a short window and compare its
+        # movement with what the remaining listed instances explain.
+        window = self.timings.evidence_window_s
+        b1 = self.balance()
+        t1 = time.monotonic()
+        self._sleep(window)
+        b2 = self.balance()
+        elapsed = max(time.monotonic() - t1, 1e-3)
+        remaining = self.list_all()
+        others_rate = sum(p.price_per_hr or 0.0 for p in remaining
+                          if p.detail.get("label") != run_tag and p.state is PodState.RUNNING)
+        others_rate += sum(float(p.detail.get("storage_per_hr") or 0.0) for p in remaining
+                           if p.detail.get("label") != run_tag and p.state is not PodState.RUNNING)
+        if b1 is None or b2 is None:
+            checks.append(ProofCheck("charges-stopped", False,
+                                     "vast.ai did not report an account balance"))
+        else:
+            drop_per_hr = (b1 - b2) / elapsed * 3600.0
+            rate = price_per_hr or 0.0
+            tolerance = max(0.5 * rate, 0.01)
+            ok = drop_per_hr - others_rate <= tolerance
+            checks.append(ProofCheck(
+                "charges-stopped", ok,
+                f"balance moved ${b1 - b2:.6f} over {elapsed:.1f}s (≈${drop_per_hr:.4f}/h); "
+                f"other instances explain ≈${others_rate:.4f}/h; this instance was "
+                f"${rate:.4f}/h (vast updates balances in coarse steps: a short window proves "
+                "little on its own)",
+            ))
+            if not ok and not tagged:
+                still.append(f"vast.ai charges still move by ≈${drop_per_hr - others_rate:.3f}/h "
+                             f"beyond the listed instances after destroying {run_tag} — check "
+                             "https://cloud.vast.ai/instances/")
+
+        others = [p for p in remaining if p.run_tag and p.run_tag != run_tag]
+        check, lines = others_check(self.label, run_tag, others, known_active_tags,
+                                    self.kill_command)
+        checks.append(check)
+        still += lines
+        return BillingEvidence(checks=checks, still_billing=still)
