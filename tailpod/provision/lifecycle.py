@@ -1,0 +1,585 @@
+"""Money-safe orchestration of remote pods: what `up`, `down` and `status` call.
+
+The rules, each learned from a public incident (anchors.md §A.4-A.5):
+- intent is in the ledger before any provider call, and every provider id is written the moment
+  an API answer names it, so a crash or Ctrl-C can never leave a pod nobody knows about;
+- after any error, timeout or interrupt during create, the run tag is looked up at the provider
+  and whatever carries it is destroyed (or stays in the ledger as still billing);
+- teardown is terminate (never stop), a bounded wait until the provider no longer lists the pod,
+  then a billing proof written next to the run's results; `down` succeeds only when it is proven;
+- every pod carries a TTL in the ledger that `status` flags and `down --expired` enforces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tailpod.errors import BillingNotProven, ConfigError, ProviderError, TailpodError
+from tailpod.ledger import Ledger, PodRecord
+from tailpod.provision.base import (
+    BillingEvidence,
+    PodInfo,
+    PodSpec,
+    PodState,
+    ProofCheck,
+    Provider,
+)
+from tailpod.secrets import redact
+
+PROOF_FILE = "billing-proof.json"
+PROOF_SCHEMA = "tailpod.billing-proof/1"
+
+
+@dataclass(frozen=True)
+class LifecyclePolicy:
+    """Bounded waits and retries of the orchestration (providers keep their own HTTP retries)."""
+
+    terminate_attempts: int = 5
+    terminate_retry_s: float = 5.0
+    gone_timeout_s: float = 180.0
+    poll_interval_s: float = 3.0
+    reterminate_every: int = 3  # polls between re-sending terminate while a pod is still listed
+    sweep_timeout_s: float = 60.0
+
+    @classmethod
+    def fast(cls) -> LifecyclePolicy:
+        return cls(terminate_attempts=4, terminate_retry_s=0.05, gone_timeout_s=3.0,
+                   poll_interval_s=0.05, reterminate_every=2, sweep_timeout_s=3.0)
+
+
+class UnprovenTeardown(BillingNotProven):
+    """`down` could not prove billing stopped; carries the evidence and the proof file path."""
+
+    def __init__(self, message: str, hint: str | None, evidence: BillingEvidence,
+                 proof_path: Path | None) -> None:
+        super().__init__(message, hint)
+        self.evidence = evidence
+        self.proof_path = proof_path
+
+
+def _now_iso(t: float | None = None) -> str:
+    return datetime.fromtimestamp(t if t is not None else time.time(), timezone.utc).isoformat(
+        timespec="seconds")
+
+
+def _provider_ids(record: PodRecord) -> list[str]:
+    ids = [str(i) for i in record.extra.get("provider_ids", [])]
+    if record.pod_id and record.pod_id not in ids:
+        ids.insert(0, record.pod_id)
+    return ids
+
+
+def _record_provider_id(ledger: Ledger, run_tag: str, pod_id: str) -> None:
+    with ledger.transaction() as pods:
+        record = pods[run_tag]
+        ids = record.extra.setdefault("provider_ids", [])
+        if pod_id not in ids:
+            ids.append(pod_id)
+        if record.pod_id is None:
+            record.pod_id = pod_id
+        record.status = "creating"
+        record.updated_at = time.time()
+        record.note("provider-id", pod_id=pod_id)
+
+
+# -- create ---------------------------------------------------------------------------------------
+def create_pod_safely(
+    provider: Provider,
+    spec: PodSpec,
+    ledger: Ledger,
+    record: PodRecord,
+    *,
+    ttl_hours: float | None = None,
+    policy: LifecyclePolicy | None = None,
+    clock: Callable[[], float] = time.time,
+) -> PodInfo:
+    """Create one pod with the ledger written first and strays destroyed on any failure.
+
+    On success the record holds the pod id, the GPU really assigned, its $/h and the TTL; when a
+    capacity fallback changed the card, `info.detail["fallback_from"]` names the card asked for.
+    """
+    policy = policy or LifecyclePolicy()
+    if not [g for g in spec.gpu_preference if g and g.strip()]:
+        raise ConfigError("the GPU preference list is empty; nothing was created",
+                          hint="name at least one GPU (--gpu or TAILPOD_GPUS)")
+    if spec.max_price is not None and spec.max_price <= 0:
+        raise ConfigError(f"the price cap must be positive, got {spec.max_price}")
+    if record.run_tag != spec.run_tag:
+        raise ConfigError("the ledger record and the pod spec name different run tags")
+    now = clock()
+    record.provider = provider.name
+    record.status = "intent"
+    record.gpu_count = spec.gpu_count
+    record.image = spec.image
+    if ttl_hours is not None and ttl_hours > 0:
+        record.ttl_expires_at = now + ttl_hours * 3600.0
+    record.extra.update({"gpu_preference": list(spec.gpu_preference),
+                         "max_price": spec.max_price})
+    record.note("intent", gpus=list(spec.gpu_preference), max_price=spec.max_price)
+    ledger.put(record)
+
+    provider.on_created = lambda pod_id: _record_provider_id(ledger, spec.run_tag, pod_id)
+    try:
+        ledger.update(spec.run_tag, event="creating", status="creating")
+        info = provider.create(spec)
+    except BaseException as exc:
+        provider.on_created = None
+        remaining = _sweep_failed_create(provider, ledger, spec.run_tag, policy, exc)
+        if remaining and not isinstance(exc, KeyboardInterrupt):
+            raise ProviderError(
+                f"creating {spec.run_tag} failed ({redact(str(exc)) or exc.__class__.__name__}) "
+                f"and resources may still bill: {', '.join(remaining)}",
+                hint=f"run `tailpod down {spec.run_tag}`",
+            ) from exc
+        raise
+    finally:
+        provider.on_created = None
+
+    with ledger.transaction() as pods:
+        rec = pods[spec.run_tag]
+        rec.pod_id = info.pod_id
+        ids = rec.extra.setdefault("provider_ids", [])
+        if info.pod_id not in ids:
+            ids.append(info.pod_id)
+        rec.gpu = info.gpu_type
+        rec.gpu_count = info.gpu_count or spec.gpu_count
+        rec.price_per_hr = info.price_per_hr
+        rec.status = "running" if info.state is PodState.RUNNING else "creating"
+        if info.ssh_host and info.ssh_port:
+            rec.ssh.update({"host": info.ssh_host, "port": info.ssh_port})
+        if "fallback_from" in info.detail:
+            rec.extra["fallback_from"] = info.detail["fallback_from"]
+            rec.extra["fallback_reasons"] = list(info.detail.get("fallback_reasons", []))
+        rec.updated_at = time.time()
+        rec.note("created", pod_id=info.pod_id, gpu=info.gpu_type, price_per_hr=info.price_per_hr,
+                 fallback_from=info.detail.get("fallback_from"))
+    return info
+
+
+def _sweep_failed_create(provider: Provider, ledger: Ledger, run_tag: str,
+                         policy: LifecyclePolicy, exc: BaseException) -> list[str]:
+    """Destroy whatever the failed create left; the ids that may still bill (empty = clean)."""
+    record = ledger.get(run_tag)
+    ids = set(_provider_ids(record)) if record else set()
+    listing_ok = True
+    try:
+        ids |= {p.pod_id for p in provider.list_by_tag(run_tag)}
+    except TailpodError:
+        listing_ok = False
+    failed: list[str] = []
+    for pod_id in sorted(ids):
+        try:
+            _terminate_with_retries(provider, pod_id, policy)
+        except TailpodError:
+            failed.append(pod_id)
+    gone, still = _wait_gone(provider, run_tag, ids, policy, policy.sweep_timeout_s)
+    remaining = sorted(set(failed) | set(still))
+    if not listing_ok:
+        remaining.append(f"(the {provider.name} listing failed: strays cannot be ruled out)")
+    reason = redact(str(exc)) or exc.__class__.__name__
+    if gone and not remaining:
+        ledger.update(run_tag, event="create-failed-clean", status="terminated")
+        _note(ledger, run_tag, "create-failed", reason=reason, destroyed=sorted(ids))
+    else:
+        ledger.update(run_tag, event="create-failed-strays", status="failed")
+        _note(ledger, run_tag, "create-failed", reason=reason, may_bill=remaining)
+    return remaining
+
+
+def _note(ledger: Ledger, run_tag: str, event: str, **data: Any) -> None:
+    with ledger.transaction() as pods:
+        if run_tag in pods:
+            pods[run_tag].note(event, **data)
+
+
+# -- teardown -------------------------------------------------------------------------------------
+def _terminate_with_retries(provider: Provider, pod_id: str, policy: LifecyclePolicy) -> None:
+    last: TailpodError | None = None
+    for attempt in range(max(1, policy.terminate_attempts)):
+        try:
+            provider.terminate(pod_id)
+            return
+        except TailpodError as exc:
+            last = exc
+            time.sleep(policy.terminate_retry_s * (attempt + 1))
+    assert last is not None
+    raise last
+
+
+def _still_there(provider: Provider, run_tag: str, ids: Iterable[str]) -> list[str]:
+    listed = {p.pod_id for p in provider.list_by_tag(run_tag)}
+    for pod_id in ids:
+        if pod_id not in listed and provider.get(pod_id) is not None:
+            listed.add(pod_id)
+    return sorted(listed)
+
+
+def _wait_gone(provider: Provider, run_tag: str, ids: Iterable[str], policy: LifecyclePolicy,
+               timeout_s: float) -> tuple[bool, list[str]]:
+    """Poll until nothing tagged or named is visible; re-send terminate now and then."""
+    ids = set(ids)
+    deadline = time.monotonic() + timeout_s
+    polls = 0
+    still: list[str] = sorted(ids)
+    while True:
+        try:
+            still = _still_there(provider, run_tag, ids)
+            if not still:
+                return True, []
+        except TailpodError:
+            pass  # an unreachable API proves nothing: keep waiting
+        if time.monotonic() >= deadline:
+            return False, still
+        polls += 1
+        if polls % max(1, policy.reterminate_every) == 0:
+            for pod_id in still:
+                with contextlib.suppress(TailpodError):
+                    provider.terminate(pod_id)
+        time.sleep(policy.poll_interval_s)
+
+
+def _evidence(provider: Provider, run_tag: str, pod_id: str | None, price: float | None,
+              known_active: set[str]) -> BillingEvidence:
+    params = inspect.signature(provider.billing_evidence).parameters
+    if "known_active_tags" in params:
+        return provider.billing_evidence(run_tag, pod_id, price,  # type: ignore[call-arg]
+                                         known_active_tags=known_active)
+    return provider.billing_evidence(run_tag, pod_id, price)
+
+
+def proof_payload(record: PodRecord, provider: Provider, ids: list[str],
+                  evidence: BillingEvidence) -> dict[str, Any]:
+    return {
+        "schema": PROOF_SCHEMA,
+        "run_tag": record.run_tag,
+        "provider": provider.name,
+        "pod_ids": ids,
+        "gpu": record.gpu,
+        "price_per_hr": record.price_per_hr,
+        "created_at": _now_iso(record.created_at),
+        "checked_at": _now_iso(),
+        "proven": evidence.proven,
+        "checks": [asdict(c) for c in evidence.checks],
+        "still_billing": list(evidence.still_billing),
+    }
+
+
+def write_proof(run_dir: Path, payload: dict[str, Any]) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / PROOF_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(redact(json.dumps(payload, indent=2, sort_keys=True)) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def teardown(
+    provider: Provider,
+    ledger: Ledger,
+    record: PodRecord,
+    run_dir: Path,
+    *,
+    policy: LifecyclePolicy | None = None,
+    known_active_tags: Iterable[str] | None = None,
+) -> BillingEvidence:
+    """Terminate everything of `record.run_tag`, wait until gone, prove billing stopped.
+
+    Writes `run_dir/billing-proof.json` either way. Returns the evidence when proven; raises
+    `UnprovenTeardown` (a BillingNotProven, exit code 3) naming what still bills and how to kill
+    it otherwise. Idempotent: a second call re-checks and re-proves.
+    """
+    policy = policy or LifecyclePolicy()
+    tag = record.run_tag
+    if ledger.get(tag) is None:
+        ledger.put(record)
+    ledger.update(tag, event="down", status="terminating")
+    record = ledger.get(tag) or record
+    ids = _provider_ids(record)
+    extra_checks: list[ProofCheck] = []
+    still: list[str] = []
+    try:
+        for p in provider.list_by_tag(tag):
+            if p.pod_id not in ids:
+                ids.append(p.pod_id)
+    except TailpodError as exc:
+        extra_checks.append(ProofCheck("pre-listing", False, f"listing failed: {exc}"))
+    for pod_id in ids:
+        try:
+            _terminate_with_retries(provider, pod_id, policy)
+        except TailpodError as exc:
+            extra_checks.append(ProofCheck(f"terminate {pod_id}", False, str(exc)))
+    gone, remaining = _wait_gone(provider, tag, ids, policy, policy.gone_timeout_s)
+    extra_checks.append(ProofCheck(
+        "gone-from-provider", gone,
+        "the provider no longer lists or answers for "
+        + (", ".join(ids) if ids else f"anything tagged {tag}") if gone else
+        f"still visible after {policy.gone_timeout_s:.0f}s: {', '.join(remaining)}",
+    ))
+    if known_active_tags is None:
+        known = {r.run_tag for r in ledger.active()
+                 if r.run_tag != tag and r.provider == provider.name}
+    else:
+        known = set(known_active_tags) - {tag}
+    try:
+        evidence = _evidence(provider, tag, record.pod_id or (ids[0] if ids else None),
+                             record.price_per_hr, known)
+    except TailpodError as exc:
+        evidence = BillingEvidence(
+            checks=[ProofCheck("provider-evidence", False, f"could not read evidence: {exc}")],
+            still_billing=[f"{provider.name}: cannot verify {tag} ({exc}) — retry: "
+                           f"tailpod down {tag}"],
+        )
+    # Our own checks first, then the provider's; a failed terminate with nothing else listed
+    # still makes the proof fail.
+    evidence = BillingEvidence(checks=extra_checks + evidence.checks,
+                               still_billing=evidence.still_billing + still)
+    if not evidence.proven and not evidence.still_billing:
+        evidence.still_billing.append(
+            f"{provider.name}: {tag} ({', '.join(ids) or 'no id'}) is not proven gone — retry: "
+            f"tailpod down {tag}")
+    proof_path = write_proof(run_dir, proof_payload(record, provider, ids, evidence))
+    if evidence.proven:
+        ledger.update(tag, event="billing-proven", status="terminated")
+        _note(ledger, tag, "proof", path=str(proof_path))
+        return evidence
+    ledger.update(tag, event="billing-not-proven", status="terminating")
+    _note(ledger, tag, "proof", path=str(proof_path), still_billing=evidence.still_billing)
+    raise UnprovenTeardown(
+        redact(f"billing is NOT proven stopped for {tag}: " + " | ".join(evidence.still_billing)),
+        redact(f"kill it with `tailpod down {tag}` (proof: {proof_path})"),
+        evidence,
+        proof_path,
+    )
+
+
+@dataclass
+class TeardownOutcome:
+    run_tag: str
+    provider: str
+    evidence: BillingEvidence | None
+    error: str | None = None
+    proof_path: str | None = None
+
+    @property
+    def proven(self) -> bool:
+        return self.evidence is not None and self.evidence.proven and self.error is None
+
+
+def teardown_many(
+    providers: Mapping[str, Provider],
+    ledger: Ledger,
+    run_dir_for: Callable[[str], Path],
+    *,
+    select: Callable[[PodRecord | None, PodInfo | None], bool],
+    policy: LifecyclePolicy | None = None,
+) -> list[TeardownOutcome]:
+    """Tear down every run tag `select` picks among ledger records and provider-tagged pods.
+
+    All selected pods are terminated first, then each tag is proven, with the batch's other tags
+    counted as known so one slow disappearance does not fail its neighbours' proofs.
+    """
+    policy = policy or LifecyclePolicy()
+    batch: dict[str, tuple[Provider, PodRecord]] = {}
+    errors: list[TeardownOutcome] = []
+    records = {r.run_tag: r for r in ledger.all()}
+    for name, provider in providers.items():
+        try:
+            tagged = provider.list_by_tag(None)
+        except TailpodError as exc:
+            errors.append(TeardownOutcome("*", name, None, f"listing failed: {exc}"))
+            tagged = []
+        for info in tagged:
+            tag = info.run_tag or ""
+            if not tag:
+                continue
+            rec = records.get(tag)
+            if select(rec, info) and tag not in batch:
+                if rec is None:
+                    rec = PodRecord(run_tag=tag, provider=name, status="terminating",
+                                    pod_id=info.pod_id, gpu=info.gpu_type,
+                                    price_per_hr=info.price_per_hr)
+                    rec.note("orphan-adopted", pod_id=info.pod_id)
+                    ledger.put(rec)
+                batch[tag] = (provider, rec)
+        for rec in records.values():
+            if rec.provider == name and rec.active and rec.run_tag not in batch \
+                    and select(rec, None):
+                batch[rec.run_tag] = (provider, rec)
+    for _tag, (provider, rec) in batch.items():
+        for pod_id in _provider_ids(rec):
+            with contextlib.suppress(TailpodError):  # teardown() retries and reports it
+                provider.terminate(pod_id)
+    outcomes = list(errors)
+    tags = set(batch)
+    for tag, (provider, rec) in batch.items():
+        try:
+            evidence = teardown(provider, ledger, rec, run_dir_for(tag), policy=policy,
+                                known_active_tags=tags - {tag})
+            outcomes.append(TeardownOutcome(tag, provider.name, evidence,
+                                            proof_path=str(run_dir_for(tag) / PROOF_FILE)))
+        except UnprovenTeardown as exc:
+            outcomes.append(TeardownOutcome(tag, provider.name, exc.evidence, exc.message,
+                                            str(exc.proof_path) if exc.proof_path else None))
+        except TailpodError as exc:
+            outcomes.append(TeardownOutcome(tag, provider.name, None, exc.message))
+    return outcomes
+
+
+def teardown_all(providers: Mapping[str, Provider], ledger: Ledger,
+                 run_dir_for: Callable[[str], Path], *,
+                 policy: LifecyclePolicy | None = None) -> list[TeardownOutcome]:
+    """`down --all`: every tailpod-tagged resource of the accounts, tracked or not."""
+    return teardown_many(providers, ledger, run_dir_for, select=lambda _r, _i: True,
+                         policy=policy)
+
+
+def teardown_expired(providers: Mapping[str, Provider], ledger: Ledger,
+                     run_dir_for: Callable[[str], Path], *, now: float | None = None,
+                     policy: LifecyclePolicy | None = None) -> list[TeardownOutcome]:
+    """`down --expired`: every ledger record whose TTL has passed."""
+    t = time.time() if now is None else now
+
+    def expired(record: PodRecord | None, _info: PodInfo | None) -> bool:
+        return bool(record and record.ttl_expires_at is not None and record.ttl_expires_at <= t)
+
+    return teardown_many(providers, ledger, run_dir_for, select=expired, policy=policy)
+
+
+def raise_if_unproven(outcomes: list[TeardownOutcome]) -> None:
+    bad = [o for o in outcomes if not o.proven]
+    if not bad:
+        return
+    lines = []
+    for o in bad:
+        if o.evidence and o.evidence.still_billing:
+            lines += o.evidence.still_billing
+        else:
+            lines.append(f"{o.provider} {o.run_tag}: {o.error}")
+    raise BillingNotProven(redact("billing is NOT proven stopped: " + " | ".join(lines)),
+                           hint="run `tailpod down --all` again, or kill them with the "
+                                "commands above")
+
+
+# -- status ---------------------------------------------------------------------------------------
+@dataclass
+class StatusRow:
+    run_tag: str
+    provider: str
+    pod_id: str | None
+    ledger_status: str | None  # None: not in the ledger (an orphan)
+    provider_state: str | None  # None: not at the provider (a ghost) or not checked
+    gpu: str | None
+    gpu_count: int | None
+    price_per_hr: float | None
+    uptime_s: float | None
+    spend_usd: float | None
+    ttl_expires_at: float | None
+    fallback_from: str | None = None
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StatusReport:
+    rows: list[StatusRow]
+    errors: list[str]
+    checked_at: float
+
+    @property
+    def orphans(self) -> list[StatusRow]:
+        return [r for r in self.rows if "orphan" in r.flags]
+
+    @property
+    def ghosts(self) -> list[StatusRow]:
+        return [r for r in self.rows if "ghost" in r.flags]
+
+    @property
+    def expired(self) -> list[StatusRow]:
+        return [r for r in self.rows if "expired" in r.flags]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checked_at": _now_iso(self.checked_at), "rows": [asdict(r) for r in self.rows],
+                "errors": list(self.errors),
+                "rate_per_hr_now": round(sum(r.price_per_hr or 0.0 for r in self.rows
+                                             if r.provider_state == "running"), 6)}
+
+
+def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
+              now: float | None = None) -> StatusReport:
+    """Join the ledger with what each provider reports; flag orphans, ghosts and expired TTLs."""
+    t = time.time() if now is None else now
+    errors: list[str] = []
+    listed: dict[str, list[PodInfo] | None] = {}
+    for name, provider in providers.items():
+        try:
+            listed[name] = provider.list_by_tag(None)
+        except TailpodError as exc:
+            listed[name] = None
+            errors.append(f"{name}: {exc}")
+    rows: list[StatusRow] = []
+    records = ledger.all()
+    by_tag = {r.run_tag: r for r in records}
+    for rec in records:
+        if not rec.active:
+            continue
+        flags: list[str] = []
+        state: str | None = None
+        info: PodInfo | None = None
+        pods = listed.get(rec.provider)
+        if rec.provider not in listed:
+            flags.append("provider not checked")
+        elif pods is None:
+            flags.append("provider unreachable")
+        else:
+            matches = [p for p in pods if p.run_tag == rec.run_tag]
+            if matches:
+                info = matches[0]
+            elif rec.pod_id and rec.provider in providers:
+                try:
+                    info = providers[rec.provider].get(rec.pod_id)
+                except TailpodError as exc:
+                    flags.append(f"lookup failed: {exc}")
+            if info is None and not any("lookup failed" in f for f in flags):
+                flags.append("ghost")
+        if info is not None:
+            state = info.state.value
+        if rec.ttl_expires_at is not None and rec.ttl_expires_at <= t:
+            flags.append("expired")
+        price = (info.price_per_hr if info and info.price_per_hr is not None
+                 else rec.price_per_hr)
+        uptime = max(0.0, t - rec.created_at)
+        rows.append(StatusRow(
+            run_tag=rec.run_tag, provider=rec.provider, pod_id=rec.pod_id or
+            (info.pod_id if info else None), ledger_status=rec.status, provider_state=state,
+            gpu=(info.gpu_type if info and info.gpu_type else rec.gpu),
+            gpu_count=(info.gpu_count if info and info.gpu_count else rec.gpu_count),
+            price_per_hr=price, uptime_s=uptime,
+            spend_usd=round(price * uptime / 3600.0, 4) if price is not None else None,
+            ttl_expires_at=rec.ttl_expires_at, fallback_from=rec.extra.get("fallback_from"),
+            flags=flags,
+        ))
+    for name, pods in listed.items():
+        for info in pods or []:
+            known = by_tag.get(info.run_tag or "")
+            if known is not None and known.active:
+                continue
+            flags = ["orphan"] if known is None else ["orphan", "ledger says terminated"]
+            created = info.detail.get("created_at")
+            up: float | None = t - float(created) if isinstance(created, (int, float)) else None
+            rows.append(StatusRow(
+                run_tag=info.run_tag or "?", provider=name, pod_id=info.pod_id,
+                ledger_status=known.status if known else None, provider_state=info.state.value,
+                gpu=info.gpu_type, gpu_count=info.gpu_count, price_per_hr=info.price_per_hr,
+                uptime_s=up,
+                spend_usd=round(info.price_per_hr * up / 3600.0, 4)
+                if info.price_per_hr is not None and up is not None else None,
+                ttl_expires_at=None, flags=flags,
+            ))
+    return StatusReport(rows=rows, errors=errors, checked_at=t)
