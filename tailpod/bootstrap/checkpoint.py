@@ -276,8 +276,9 @@ class HubSource:
         try:
             yield
         except hf_errors.GatedRepoError:
+            problem = "the Hugging Face token was refused" if self._token else "HF_TOKEN is not set"
             raise AuthError(
-                f"{self.repo_id} on {where} is gated and the Hugging Face token was refused",
+                f"{self.repo_id} on {where} is gated and {problem}",
                 hint="set HF_TOKEN to a token whose account has accepted the model's terms",
             ) from None
         except hf_errors.RepositoryNotFoundError:
@@ -617,8 +618,8 @@ def fix_mtp_ignore_list(ckpt_dir: str | Path, out_dir: str | Path) -> list[str]:
         added_all += [a for a in additions if a not in added_all]
     target.mkdir(parents=True, exist_ok=True)
     for entry in sorted(source.iterdir()):
-        if entry.name in patched:
-            continue
+        if entry.name in patched or entry.name == PATCH_RECORD:
+            continue  # written below; a symlink there would write through into the source
         (target / entry.name).symlink_to(entry)
     for name, document in patched.items():
         (target / name).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
