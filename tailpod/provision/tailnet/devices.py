@@ -25,7 +25,7 @@ PROOF_NAME = "tailnet device removed"
 
 def tailnet_hostname(run_tag: str) -> str:
     """`tailpod-<run tag>` as a valid DNS label (lowercase, [a-z0-9-], at most 63 chars)."""
-    label = re.sub(r"[^a-z0-9-]+", "-", f"tailpod-{run_tag}".lower()).strip("-")
+    label = re.sub(r"[^a-z0-9]+", "-", f"tailpod-{run_tag}".lower()).strip("-")
     return label[:63].rstrip("-")
 
 

@@ -1,0 +1,118 @@
+"""A sandbox pod end to end: real sshd, stand-in tailnet join, SSH by tailnet name, `tailpod ssh`,
+and the tailnet part of `down`."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tailpod.config import load_settings
+from tailpod.ledger import Ledger, PodRecord
+from tailpod.provision.sandbox.model import SandboxPod
+from tailpod.provision.sandbox.sshd import SshdPodHost
+from tailpod.provision.ssh import KnownHosts, open_ssh
+from tailpod.provision.tailnet import (
+    check_tailnet_requirements,
+    forget_pod_ssh,
+    tailnet_down_proof,
+    tailnet_ssh_target,
+    wait_for_pod_device,
+)
+
+pytestmark = pytest.mark.sshd
+RUN_TAG = "tp-20260101-120000-e2e001"
+
+
+def _pod(env: dict[str, str]) -> SandboxPod:
+    return SandboxPod(
+        provider="runpod", pod_id="sbxpod1", name=RUN_TAG, account="acct", gpu_type="H100",
+        gpu_count=1, compute_rate=2.0, disk_gb=20, image="img@sha256:0", command=None,
+        env=env, ports=["8000/http"],  # no 22/tcp: SSH only over the tailnet
+    )  # fmt: skip
+
+
+def test_sandbox_pod_over_the_tailnet(
+    need_sshd: None,
+    tailscale: tuple[Any, str],
+    user_key: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    emulator, url = tailscale
+    auth_key = emulator.create_auth_key(tags=["tag:tailpod"])[1]
+    env = {
+        "TAILPOD_HOME": str(tmp_path / "home"),
+        "TAILPOD_SSH_KEY": str(user_key),
+        "TAILPOD_TAILSCALE_URL": url,
+        "TAILSCALE_API_KEY": emulator.api_token,
+        "TAILSCALE_AUTH_KEY": auth_key,
+    }
+    settings = load_settings(env=env, dotenv_path=tmp_path / "absent.env")
+    assert check_tailnet_requirements(settings).ephemeral
+
+    pub = (tmp_path / "id_user.pub").read_text()
+    host = SshdPodHost(tmp_path / "cloud", tailscale_url=url, run_commands=False)
+    pod = _pod({"PUBLIC_KEY": pub, "TS_AUTHKEY": auth_key})
+    pod.port_map = host.allocate_ports(pod)
+    host.start(pod)
+    try:
+        assert pod.container_error is None
+        device = wait_for_pod_device(settings, RUN_TAG, timeout_s=10, poll_s=0.2)
+        target = tailnet_ssh_target(settings, device.to_record(), user=host.sshd[pod.key].user)
+        assert target.name == device.name and target.host == "127.0.0.1"
+        with open_ssh(settings, target, wait_s=10) as session:
+            assert session.run("echo over-the-tailnet").tail == ["over-the-tailnet"]
+        pins = KnownHosts(settings.home / "known_hosts")
+        assert pins.lookup(target.known_hosts_entry)
+        assert device.name in target.known_hosts_entry
+
+        # `tailpod ssh --print` builds a command the system ssh accepts against that pin
+        Ledger(settings.home).put(
+            PodRecord(run_tag=RUN_TAG, provider="runpod", status="running",
+                      ssh={"user": target.user}, tailnet=device.to_record())
+        )  # fmt: skip
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
+        from tailpod.cli import ssh as ssh_cli
+
+        app = typer.Typer()
+        ssh_cli.register(app)
+        app.command("noop")(lambda: None)  # keep `ssh` a subcommand
+        printed = CliRunner().invoke(app, ["ssh", "--print"])
+        assert printed.exit_code == 0, printed.output
+        argv = shlex.split(printed.output.strip())
+        assert f"HostKeyAlias={target.known_hosts_entry}" in argv
+        assert "StrictHostKeyChecking=yes" in argv
+        argv[1:1] = ["-o", "BatchMode=yes", "-F", "/dev/null"]
+        ran = subprocess.run([*argv, "echo", "via-cli"], capture_output=True, timeout=30)
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.strip() == b"via-cli"
+
+        configured = CliRunner().invoke(app, ["ssh", RUN_TAG, "--config"])
+        assert configured.exit_code == 0, configured.output
+        assert "Include" in configured.output and f"tailpod-{RUN_TAG}" in configured.output
+    finally:
+        host.stop(pod)
+
+    # the pod is gone; its device lingers (disconnected) until down deletes it
+    listed = [d for d in emulator.devices() if d["hostname"] == f"tailpod-{RUN_TAG}"]
+    assert listed and not listed[0]["connectedToControl"]
+    proof = tailnet_down_proof(settings, RUN_TAG)
+    assert proof.passed, proof.detail
+    assert emulator.devices() == []
+    forget_pod_ssh(settings, RUN_TAG, target.to_record())
+    assert not KnownHosts(settings.home / "known_hosts").lookup(target.known_hosts_entry)
+    assert f"tailpod-{RUN_TAG}" not in (settings.home / "ssh_config").read_text()
+
+
+def test_down_proof_without_an_api_token_is_not_a_pass(tmp_path: Path) -> None:
+    settings = load_settings(env={"TAILPOD_HOME": str(tmp_path)}, dotenv_path=tmp_path / "x.env")
+    proof = tailnet_down_proof(settings, RUN_TAG)
+    assert not proof.passed and "TAILSCALE_API_KEY is unset" in proof.detail
