@@ -92,7 +92,7 @@ def register(app: typer.Typer) -> None:
     @app.command("inspect")
     @handle_errors
     def inspect(
-        model: str = typer.Argument(..., help="Local checkpoint directory or Hub repo id (org/name)."),
+        model: str = typer.Argument(..., help="Local checkpoint dir or Hub repo id (org/name)."),
         as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
         revision: str | None = typer.Option(None, help="Hub revision (branch, tag or commit)."),
         hf_url: str | None = typer.Option(None, help="Hub endpoint (default: TAILPOD_HF_URL)."),
