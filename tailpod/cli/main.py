@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "tailpod.cli.demo",
     "tailpod.cli.ssh",
     "tailpod.cli.engine_tools",
+    "tailpod.cli.sandbox",
 ]
 
 

@@ -135,7 +135,8 @@ def serve_router(
 
     server = ThreadingHTTPServer((host, port), _Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name=f"sandbox-{name}", daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              name=f"sandbox-{name}", daemon=True)
     thread.start()
     bound_port = server.server_address[1]
     url_host = f"[{host}]" if ":" in host else host

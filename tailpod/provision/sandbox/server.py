@@ -12,7 +12,9 @@ import importlib
 import json
 import shutil
 import tempfile
+import threading
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,11 +90,13 @@ class Sandbox:
             return
         self.closed = True
         self.cloud.shutdown()
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                server.shutdown()
-            with contextlib.suppress(Exception):
-                server.server_close()
+        # shutdown() waits for each server's poll loop: stop them side by side.
+        stoppers = [threading.Thread(target=_stop_server, args=(s,), daemon=True)
+                    for s in self._servers]
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join(timeout=5.0)
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
 
@@ -101,6 +105,13 @@ class Sandbox:
 
     def __exit__(self, *_exc: Any) -> None:
         self.close()
+
+
+def _stop_server(server: Any) -> None:
+    with contextlib.suppress(Exception):
+        server.shutdown()
+    with contextlib.suppress(Exception):
+        server.server_close()
 
 
 def _mount_stand_ins(host: str, config: dict[str, dict[str, Any]], servers: list[Any],
@@ -138,11 +149,15 @@ def start_sandbox(
     run_commands: bool = True,
     stand_ins: bool = True,
     stand_in_config: dict[str, dict[str, Any]] | None = None,
+    pod_host_factory: Callable[[Path, dict[str, str]], PodHost] | None = None,
+    sshd: bool = False,
 ) -> Sandbox:
     """Start the sandbox cloud on loopback ports (0 = pick free ones) and return its handle.
 
     `runpod_keys` / `vast_keys` map accepted API keys to starting balances; by default one key
     each (`DEFAULT_RUNPOD_KEY`, `DEFAULT_VAST_KEY`) with $100.
+    `pod_host_factory(workdir, urls)` builds the PodHost once the stand-ins' URLs are known (how
+    pods become real hosts); `sshd=True` uses the SSH layer's sshd-per-pod host when installed.
     """
     tmpdir = None
     if workdir is None:
@@ -168,6 +183,10 @@ def start_sandbox(
         skipped: dict[str, str] = {}
         if stand_ins:
             _mount_stand_ins(host, stand_in_config or {}, servers, extra, skipped)
+        if sshd and pod_host_factory is None:
+            pod_host_factory = _sshd_factory(run_commands)
+        if pod_host_factory is not None:
+            cloud.host = pod_host_factory(workdir, {**urls, **extra})
         admin = AdminApi(cloud, urls)
         ad_server, admin_url = serve_router(admin.router, host, admin_port, "admin")
         servers.append(ad_server)
@@ -187,6 +206,20 @@ def start_sandbox(
         extra_urls=extra, runpod_key=next(iter(rp_keys), DEFAULT_RUNPOD_KEY),
         vast_key=next(iter(va_keys), DEFAULT_VAST_KEY), _servers=servers, _tmpdir=tmpdir,
     )
+
+
+def _sshd_factory(run_commands: bool) -> Callable[[Path, dict[str, str]], PodHost]:
+    try:
+        module = importlib.import_module("tailpod.provision.sandbox.sshd")
+    except ModuleNotFoundError as exc:
+        raise RuntimeError("sshd pod hosts need tailpod.provision.sandbox.sshd") from exc
+
+    def factory(workdir: Path, urls: dict[str, str]) -> PodHost:
+        host: PodHost = module.SshdPodHost(workdir, tailscale_url=urls.get("tailscale"),
+                                           run_commands=run_commands)
+        return host
+
+    return factory
 
 
 def admin_call(admin_url: str, method: str, path: str, body: Any = None,
