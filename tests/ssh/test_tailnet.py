@@ -94,7 +94,7 @@ def test_check_auth_key_accepts_a_good_key_and_refuses_risky_ones(
         assert any("single-use" in w for w in good.warnings)
         assert check_auth_key(api, Secret(DEFAULT_AUTH_KEY), ["tag:tailpod"]).reusable
 
-        cases = [
+        cases: list[tuple[dict[str, Any], str]] = [
             (dict(ephemeral=False, reusable=True), "reusable and not ephemeral"),
             (dict(ephemeral=False), "not ephemeral"),
             (dict(preauthorized=False), "not pre-approved"),
