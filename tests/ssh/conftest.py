@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,6 +12,8 @@ from tailpod.provision.sandbox.tailscale import serve
 
 
 def make_key(path: Path, passphrase: str = "", kind: str = "ed25519") -> Path:
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("ssh-keygen (OpenSSH client) is not installed")
     subprocess.run(
         ["ssh-keygen", "-q", "-t", kind, "-N", passphrase, "-C", "test", "-f", str(path)],
         check=True,
