@@ -1,0 +1,356 @@
+"""`tailpod report`, `compare`, `cost` and `export`: read run directories, never a pod."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from tailpod.cli.common import console, err_console, handle_errors, print_json, settings_from
+from tailpod.errors import ConfigError, TailpodError
+
+
+def resolve_run(ref: str) -> Path:
+    """A run directory by path, or by run id under the results directory."""
+    path = Path(ref).expanduser()
+    if path.exists():
+        return path
+    candidate = settings_from().results_dir / ref
+    if candidate.exists():
+        return candidate
+    raise TailpodError(
+        f"no run directory {ref!r}", hint="pass a path or a run id under the results dir"
+    )
+
+
+def _settings(
+    interpolation: str,
+    knee_gain: float,
+    knee_latency: float,
+    knee_metric: str,
+    prompt_class: str | None,
+) -> Any:
+    from tailpod.results.analysis import LATENCY_METRICS, AnalysisSettings
+
+    if interpolation not in ("log2", "linear"):
+        raise ConfigError("--interpolation must be log2 or linear")
+    if knee_metric not in LATENCY_METRICS:
+        raise ConfigError(f"--knee-metric must be one of {', '.join(LATENCY_METRICS)}")
+    return AnalysisSettings(
+        interpolation=interpolation,  # type: ignore[arg-type]
+        knee_throughput_gain=knee_gain,
+        knee_latency_growth=knee_latency,
+        knee_latency_metric=knee_metric,
+        prompt_class=prompt_class,
+    )
+
+
+def _fmt_s(v: float | None) -> str:
+    return "—" if v is None else f"{v:.1f} s"
+
+
+def _print_cost(res: dict[str, Any]) -> None:
+    d = res["duty"]
+    g = d["gap_stats"]
+    bill = res["serverless_billing"]
+    lines = [
+        f"requests           {d['requests']}",
+        f"span               {d['span_s'] / 3600:.3f} h ({d['span_s']:.0f} s)",
+        f"busy               {d['busy_s']:.0f} s  → duty cycle {d['duty']:.1%}",
+        f"gaps               n={g['n']} min {_fmt_s(g['min'])} p50 {_fmt_s(g['p50'])} "
+        f"mean {_fmt_s(g['mean'])} p90 {_fmt_s(g['p90'])} max {_fmt_s(g['max'])}",
+        f"rates              pod ${res['pod_usd_hr']:g}/hr, "
+        f"serverless ${res['serverless_usd_hr']:g}/hr, "
+        f"cold start {res['cold_start_s']:g} s, idle timeout "
+        + (
+            f"{res['idle_timeout_s']:g} s"
+            if res["idle_timeout_s"] is not None
+            else "not given (best case)"
+        ),
+        f"break-even duty    {res['break_even_duty']:.1%} (serverless cheaper below it, naively)",
+        f"pod cost           ${res['pod_cost_usd']:.4f}",
+        f"serverless naive   ${res['serverless_naive_cost_usd']:.4f} (busy time only) "
+        f"→ {res['naive_verdict']}",
+        f"serverless billed  ${res['serverless_cost_usd']:.4f} ({bill['billed_s']:.0f} s = "
+        f"{res['effective_serverless_duty']:.1%} of span; {bill['cold_starts']} cold starts, "
+        f"{bill['gaps_kept_warm']} gaps kept warm)",
+        f"VERDICT            {res['verdict'].upper()}: {res['reason']}",
+    ]
+    for line in lines:
+        console.print(line, markup=False)
+    proj = res.get("concurrency_projection")
+    if proj:
+        console.print("")
+        if proj["status"] != "ok":
+            console.print(f"raising client concurrency: {proj['reason']}", markup=False)
+        else:
+            console.print(
+                "raising client concurrency "
+                f"(log: mean {proj['mean_in_flight'] or 0:.2f} in flight, "
+                f"{proj['tok_s_while_busy'] or 0:.1f} tok/s while busy; {proj['assumes']}):",
+                markup=False,
+            )
+            for r in proj["rows"]:
+                console.print(
+                    f"  c={r['concurrency']:<4} {r['tok_s']:>9.1f} tok/s  "
+                    f"busy {r['busy_s'] / 3600:.3f} h  "
+                    f"pod ${r['pod_cost_usd']:.4f} (${r['usd_per_1m']:.3f}/Mtok)  "
+                    f"saves ${r['saving_vs_current_usd']:.4f} vs the current pod",
+                    markup=False,
+                )
+    if res.get("stamp"):
+        console.print(f"{res['stamp']}: throughput curve measured off-pod", markup=False)
+
+
+def _print_own(res: dict[str, Any]) -> None:
+    console.print("assumption                      value", markup=False)
+    for a in res["assumptions"]:
+        console.print(f"  {a['name']:<28} {a['value']:g} {a['unit']}", markup=False)
+    console.print(
+        f"depreciation  ${res['capex_usd_hr']:.4f}/hr → ${res['usd_per_mtok_capex']:.4f}/Mtok",
+        markup=False,
+    )
+    console.print(
+        f"power         ${res['power_usd_hr']:.4f}/hr → ${res['usd_per_mtok_power']:.4f}/Mtok",
+        markup=False,
+    )
+    console.print(
+        f"OWNED         ${res['usd_per_mtok']:.4f}/Mtok (from the assumptions above)", markup=False
+    )
+    if res["rent_usd_per_mtok"] is not None:
+        console.print(
+            f"RENTED        ${res['rent_usd_per_mtok']:.4f}/Mtok at ${res['rent_usd_hr']:g}/hr, "
+            "billed only while busy",
+            markup=False,
+        )
+        console.print(f"VERDICT       {res['verdict']}", markup=False)
+    if res.get("stamp"):
+        console.print(f"{res['stamp']}: tok/s measured off-pod", markup=False)
+
+
+def _curve_from_run(
+    run_dir: Path, arm: str | None
+) -> tuple[dict[int, float], str, str | None, Any]:
+    from tailpod.results.analysis import analyze
+    from tailpod.results.io import load_run
+
+    an = analyze(load_run(run_dir))
+    usable = [a["label"] for a in an["arms"] if not a["void"]]
+    chosen = arm or ("plain" if "plain" in usable else (usable[0] if usable else None))
+    if chosen is None or chosen not in usable:
+        raise ConfigError(
+            f"arm {chosen!r} is not a usable (non-void) arm of {an['run_id']}",
+            hint=f"choose one of {usable}",
+        )
+    curve = {
+        c["concurrency"]: c["output_tok_s"]["median"]
+        for c in an["cells"]
+        if c["arm"] == chosen and c["output_tok_s"]
+    }
+    return curve, chosen, an.get("stamp"), an
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    @handle_errors
+    def report(
+        runs: list[str] = typer.Argument(
+            ..., help="Run directories (or run ids under the results dir)."
+        ),
+        as_json: bool = typer.Option(
+            False, "--json", help="Print the analysis as JSON; write nothing."
+        ),
+        out: Path | None = typer.Option(None, "--out", help="Where a multi-run comparison goes."),
+        interpolation: str = typer.Option("log2", help="Crossover interpolation: log2 or linear."),
+        knee_gain: float = typer.Option(
+            0.10, help="Knee: a step that adds less throughput than this."
+        ),
+        knee_latency: float = typer.Option(
+            0.25, help="Knee: ... while p50 latency grows more than this."
+        ),
+        knee_metric: str = typer.Option("e2e_p50_s", help="Latency metric the knee watches."),
+        prompt_class: str | None = typer.Option(
+            None, help="Analyse one prompt class (default: pool all)."
+        ),
+    ) -> None:
+        """Analyse runs; write report.md and PNG plots into each run directory."""
+        from tailpod.results.analysis import analyze
+        from tailpod.results.compare import compare_analyses
+        from tailpod.results.io import load_run
+        from tailpod.results.report import write_report
+
+        st = _settings(interpolation, knee_gain, knee_latency, knee_metric, prompt_class)
+        dirs = [resolve_run(r) for r in runs]
+        if as_json:
+            analyses = [analyze(load_run(d), st) for d in dirs]
+            if len(analyses) == 1:
+                print_json(analyses[0])
+            else:
+                print_json({"runs": analyses, "compare": compare_analyses(analyses)})
+            return
+        path = write_report(dirs, st, out)
+        console.print(f"report: {path}", markup=False)
+
+    @app.command("compare")
+    @handle_errors
+    def compare(
+        runs: list[str] = typer.Argument(
+            ..., help="Two or more run directories; ratios are to the first."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    ) -> None:
+        """Compare runs side by side (ratios to the first run, provenance warnings)."""
+        from tailpod.results.analysis import analyze
+        from tailpod.results.compare import compare_analyses
+        from tailpod.results.io import load_run
+        from tailpod.results.report import render_compare_markdown
+
+        if len(runs) < 2:
+            raise ConfigError("compare needs at least two runs")
+        cmp = compare_analyses([analyze(load_run(resolve_run(r))) for r in runs])
+        if as_json:
+            print_json(cmp)
+        else:
+            typer.echo(render_compare_markdown(cmp))
+        for w in cmp["warnings"]:
+            err_console.print(f"warning: {w}", markup=False)
+
+    @app.command("cost")
+    @handle_errors
+    def cost(
+        log: Path | None = typer.Option(
+            None, "--log", help="Request log (JSON Lines) or a run dir."
+        ),
+        pod_usd_hr: float | None = typer.Option(None, help="Pod price, USD per hour."),
+        serverless_usd_hr: float | None = typer.Option(
+            None, help="Serverless worker price, USD/hr."
+        ),
+        cold_start_s: float | None = typer.Option(None, help="Serverless cold start, seconds."),
+        idle_timeout_s: float | None = typer.Option(None, help="Serverless idle timeout, seconds."),
+        run: str | None = typer.Option(
+            None, "--run", help="Run dir for a measured throughput curve."
+        ),
+        arm: str | None = typer.Option(None, help="Arm of --run to use (default plain)."),
+        concurrency: int | None = typer.Option(None, help="--own: concurrency of --run to use."),
+        own: bool = typer.Option(False, "--own", help="Buy vs rent for an owned box."),
+        purchase_usd: float | None = typer.Option(None, help="--own: purchase price, USD."),
+        resale_fraction: float = typer.Option(
+            0.3, help="--own: resale value as a fraction of price."
+        ),
+        years: float = typer.Option(3.0, help="--own: years until resale."),
+        power_w: float | None = typer.Option(None, help="--own: power draw while busy, W."),
+        idle_power_w: float = typer.Option(0.0, help="--own: power draw while idle, W."),
+        usd_per_kwh: float | None = typer.Option(None, help="--own: electricity, USD per kWh."),
+        utilization: float | None = typer.Option(None, help="--own: fraction of hours busy (0-1]."),
+        tok_s: float | None = typer.Option(None, help="--own: throughput while busy, tok/s."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Pod vs serverless on a request log, or (--own) buy vs rent for an owned box."""
+        from tailpod.results.cost import (
+            concurrency_projection,
+            cost_verdict,
+            load_request_log,
+            own_box_cost,
+        )
+
+        if own:
+            missing = [
+                n
+                for n, v in (
+                    ("--purchase-usd", purchase_usd),
+                    ("--power-w", power_w),
+                    ("--usd-per-kwh", usd_per_kwh),
+                    ("--utilization", utilization),
+                )
+                if v is None
+            ]
+            if missing:
+                raise ConfigError(f"--own needs {', '.join(missing)}")
+            source, stamp = "given", None
+            rent = pod_usd_hr
+            if tok_s is None:
+                if run is None:
+                    raise ConfigError("--own needs --tok-s or --run")
+                an = _curve_from_run(resolve_run(run), arm)[3]
+                usable = [
+                    c
+                    for c in an["cells"]
+                    if c["output_tok_s"]
+                    and not next(a for a in an["arms"] if a["label"] == c["arm"])["void"]
+                    and (arm is None or c["arm"] == arm)
+                    and (concurrency is None or c["concurrency"] == concurrency)
+                ]
+                if not usable:
+                    raise ConfigError("no usable cell in --run for that --arm/--concurrency")
+                best = max(usable, key=lambda c: c["output_tok_s"]["median"])
+                tok_s = best["output_tok_s"]["median"]
+                source = f"{an['run_id']} {best['arm']} c={best['concurrency']} median"
+                stamp = an.get("stamp")
+                rent = rent if rent is not None else an.get("price_per_hr")
+            assert purchase_usd is not None and power_w is not None
+            assert usd_per_kwh is not None and utilization is not None
+            res = own_box_cost(
+                purchase_usd,
+                resale_fraction,
+                years,
+                power_w,
+                usd_per_kwh,
+                utilization,
+                tok_s,
+                idle_power_w,
+                rent,
+                source,
+            )
+            res["stamp"] = stamp
+            print_json(res) if as_json else _print_own(res)
+            return
+
+        missing = [
+            n
+            for n, v in (
+                ("--log", log),
+                ("--pod-usd-hr", pod_usd_hr),
+                ("--serverless-usd-hr", serverless_usd_hr),
+                ("--cold-start-s", cold_start_s),
+            )
+            if v is None
+        ]
+        if missing:
+            raise ConfigError(f"cost needs {', '.join(missing)}", hint="or --own for buy vs rent")
+        assert log is not None and pod_usd_hr is not None
+        assert serverless_usd_hr is not None and cold_start_s is not None
+        reqs = load_request_log(log)
+        res = cost_verdict(reqs, pod_usd_hr, serverless_usd_hr, cold_start_s, idle_timeout_s)
+        run_dir = resolve_run(run) if run else (log if log.is_dir() else None)
+        if run_dir is not None:
+            curve, chosen, stamp, _ = _curve_from_run(run_dir, arm)
+            res["concurrency_projection"] = concurrency_projection(
+                res["duty"], curve, pod_usd_hr, serverless_usd_hr
+            ) | {"arm": chosen}
+            res["stamp"] = stamp
+        else:
+            res["concurrency_projection"] = concurrency_projection(res["duty"], {}, pod_usd_hr)
+        if as_json:
+            res["duty"] = {k: v for k, v in res["duty"].items() if k != "gaps"}
+            print_json(res)
+        else:
+            _print_cost(res)
+
+    @app.command("export")
+    @handle_errors
+    def export(
+        run: str = typer.Argument(..., help="Run directory (or run id)."),
+        fmt: str = typer.Option("csv", "--format", help="csv, jsonl, or parquet (needs pyarrow)."),
+        table: str = typer.Option("cells", "--table", help="cells or requests."),
+        out: Path | None = typer.Option(
+            None, "--out", help="Output file (default RUN/<table>.<format>)."
+        ),
+    ) -> None:
+        """Write a flat table of a run that pandas reads without tailpod."""
+        from tailpod.results.io import export_table, load_run
+
+        run_dir = resolve_run(run)
+        target = out or run_dir / f"{table}.{fmt}"
+        path = export_table(load_run(run_dir), fmt, target, table)
+        console.print(str(path), markup=False)
