@@ -1,0 +1,309 @@
+"""Read and write run directories, and flatten them into a table any tool can read.
+
+A run directory holds `run.json` and `rows.jsonl` (format: docs/results.md). `load_run` migrates
+older schema versions on the fly; it never rewrites the files it read.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tailpod.errors import TailpodError
+from tailpod.results.migrate import migrate_row, migrate_run_json, version_of
+from tailpod.results.schema import ROW_ADAPTER, CellRow, RequestRow, RunMeta
+
+RUN_FILE = "run.json"
+ROWS_FILE = "rows.jsonl"
+STAMP = "DO NOT QUOTE AGGREGATE"
+
+
+@dataclass
+class Run:
+    meta: RunMeta
+    cells: list[CellRow] = field(default_factory=list)
+    requests: list[RequestRow] = field(default_factory=list)
+    path: Path | None = None
+    migrated_from: int | None = None
+    load_warnings: list[str] = field(default_factory=list)
+
+    @property
+    def off_pod(self) -> bool:
+        return self.meta.measured_from == "off-pod" or any(
+            r.measured_from == "off-pod" for r in self.cells
+        )
+
+    @property
+    def stamp(self) -> str | None:
+        return STAMP if self.off_pod else None
+
+
+def _short(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" + (
+        f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    )
+
+
+def parse_rows(lines: Iterable[str], source: str = ROWS_FILE) -> tuple[list[Any], list[str]]:
+    """Parse rows.jsonl text. A torn last line (writer died mid-line) is skipped with a warning."""
+    rows: list[Any] = []
+    warnings: list[str] = []
+    numbered = [(i, line) for i, line in enumerate(lines, 1) if line.strip()]
+    for pos, (lineno, line) in enumerate(numbered):
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            if pos == len(numbered) - 1:
+                warnings.append(f"{source}:{lineno}: torn last line skipped")
+                continue
+            raise TailpodError(f"{source}:{lineno}: not valid JSON") from None
+        try:
+            rows.append(ROW_ADAPTER.validate_python(migrate_row(data)))
+        except ValidationError as exc:
+            raise TailpodError(f"{source}:{lineno}: {_short(exc)}") from None
+        except KeyError as exc:
+            raise TailpodError(f"{source}:{lineno}: missing field {exc}") from None
+    return rows, warnings
+
+
+def load_run(path: str | os.PathLike[str]) -> Run:
+    """Load a run directory (or its run.json), migrating older schema versions in memory."""
+    path = Path(path)
+    run_dir = path.parent if path.is_file() else path
+    run_file = run_dir / RUN_FILE
+    if not run_file.is_file():
+        raise TailpodError(f"no {RUN_FILE} in {run_dir}", hint="pass a run directory")
+    try:
+        raw = json.loads(run_file.read_text())
+    except json.JSONDecodeError as exc:
+        raise TailpodError(f"{run_file}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    original = version_of(raw)
+    try:
+        meta = RunMeta.model_validate(migrate_run_json(raw))
+    except ValidationError as exc:
+        raise TailpodError(f"{run_file}: {_short(exc)}") from None
+    except KeyError as exc:
+        raise TailpodError(f"{run_file}: missing field {exc}") from None
+    rows: list[Any] = []
+    warnings: list[str] = []
+    rows_file = run_dir / ROWS_FILE
+    if rows_file.is_file():
+        with rows_file.open() as fh:
+            rows, warnings = parse_rows(fh, str(rows_file))
+    else:
+        warnings.append(f"no {ROWS_FILE} in {run_dir}")
+    return Run(
+        meta=meta,
+        cells=[r for r in rows if isinstance(r, CellRow)],
+        requests=[r for r in rows if isinstance(r, RequestRow)],
+        path=run_dir,
+        migrated_from=original if original != meta.schema_version else None,
+        load_warnings=warnings,
+    )
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_run(run: Run, run_dir: str | os.PathLike[str]) -> Path:
+    """Write run.json and rows.jsonl in the current schema version (used by tests and migration)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _atomic_write(run_dir / RUN_FILE, run.meta.model_dump_json(indent=2) + "\n")
+    rows = [*run.requests, *run.cells]
+    _atomic_write(run_dir / ROWS_FILE, "".join(r.model_dump_json() + "\n" for r in rows))
+    return run_dir
+
+
+# --- flat table export -------------------------------------------------------------------------
+
+RUN_COLUMNS = [
+    "run_id",
+    "model",
+    "engine",
+    "engine_version",
+    "provider",
+    "gpu",
+    "gpu_count",
+    "price_per_hr",
+    "measured_from",
+    "image_digest",
+    "stamp",
+]
+ARM_COLUMNS = ["arm", "k", "method", "checkpoint", "arm_void", "void_reason"]
+CELL_COLUMNS = [
+    "concurrency",
+    "rep",
+    "prompt_class",
+    "cell",
+    "requests",
+    "failed",
+    "wall_s",
+    "output_tokens",
+    "output_tok_s",
+    "ttft_p50_s",
+    "ttft_p90_s",
+    "ttft_p99_s",
+    "e2e_p50_s",
+    "e2e_p90_s",
+    "e2e_p99_s",
+    "decode_tok_s_p50",
+    "tpot_p50_s",
+    "client_cpu_s",
+    "loop_lag_max_s",
+    "client_bound",
+    "acc_drafts",
+    "acc_draft_tokens",
+    "acc_accepted",
+    "acceptance_length",
+    "acceptance_rate",
+    "acceptance_source",
+    "flags",
+    "void",
+]
+REQUEST_COLUMNS = [
+    "concurrency",
+    "rep",
+    "prompt_class",
+    "cell",
+    "index",
+    "ok",
+    "error",
+    "cache",
+    "prompt_tokens",
+    "completion_tokens",
+    "ttft_s",
+    "e2e_s",
+    "decode_tok_s",
+    "tpot_s",
+    "chunks",
+    "chunk_gap_p50_s",
+    "chunk_gap_max_s",
+    "t_start",
+]
+
+
+def table_columns(kind: str) -> list[str]:
+    return RUN_COLUMNS + ARM_COLUMNS + (CELL_COLUMNS if kind == "cells" else REQUEST_COLUMNS)
+
+
+def _run_part(run: Run) -> dict[str, Any]:
+    m = run.meta
+    return {
+        "run_id": m.run_id,
+        "model": m.model,
+        "engine": m.engine.name,
+        "engine_version": m.engine.version,
+        "provider": m.provider,
+        "gpu": m.pod.gpu,
+        "gpu_count": m.pod.gpu_count,
+        "price_per_hr": m.pod.price_per_hr,
+        "measured_from": m.measured_from,
+        "image_digest": m.image.digest,
+        "stamp": run.stamp or "",
+    }
+
+
+def _arm_part(run: Run, label: str) -> dict[str, Any]:
+    arm = run.meta.arm(label)
+    if arm is None:
+        return {
+            "arm": label,
+            "k": None,
+            "method": None,
+            "checkpoint": None,
+            "arm_void": None,
+            "void_reason": None,
+        }
+    return {
+        "arm": label,
+        "k": arm.k,
+        "method": arm.method,
+        "checkpoint": arm.checkpoint,
+        "arm_void": arm.is_void,
+        "void_reason": arm.void_text() if arm.is_void else None,
+    }
+
+
+def flat_rows(run: Run, kind: str = "cells") -> list[dict[str, Any]]:
+    """One flat dict per cell (or request) with the run and arm context repeated on every row."""
+    if kind not in ("cells", "requests"):
+        raise TailpodError(f"unknown table {kind!r}", hint="use cells or requests")
+    base = _run_part(run)
+    out: list[dict[str, Any]] = []
+    if kind == "cells":
+        for c in run.cells:
+            acc = c.acceptance
+            row = (
+                base
+                | _arm_part(run, c.arm)
+                | {
+                    col: getattr(c, col)
+                    for col in CELL_COLUMNS
+                    if col not in ("flags",) and not col.startswith("acc")
+                }
+            )
+            row |= {
+                "acc_drafts": acc.drafts if acc else None,
+                "acc_draft_tokens": acc.draft_tokens if acc else None,
+                "acc_accepted": acc.accepted if acc else None,
+                "acceptance_length": acc.acceptance_length if acc else None,
+                "acceptance_rate": acc.acceptance_rate if acc else None,
+                "acceptance_source": acc.source if acc else None,
+                "flags": ";".join(c.flags),
+            }
+            out.append({col: row[col] for col in table_columns(kind)})
+    else:
+        for r in run.requests:
+            row = base | _arm_part(run, r.arm) | {col: getattr(r, col) for col in REQUEST_COLUMNS}
+            out.append({col: row[col] for col in table_columns(kind)})
+    return out
+
+
+def export_table(run: Run, fmt: str, out: str | os.PathLike[str], kind: str = "cells") -> Path:
+    """Write the flat table as csv, jsonl or parquet (parquet only when pyarrow is installed)."""
+    out = Path(out)
+    rows = flat_rows(run, kind)
+    cols = table_columns(kind)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            # Empty cell for null, so pandas reads NaN; booleans as True/False, which it parses.
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        _atomic_write(out, buf.getvalue())
+    elif fmt == "jsonl":
+        _atomic_write(out, "".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise TailpodError(
+                "parquet export needs pyarrow, which is not installed",
+                hint="use --format csv or jsonl, or install pyarrow yourself",
+            ) from None
+        pq.write_table(pa.Table.from_pylist(rows), out)
+    else:
+        raise TailpodError(f"unknown format {fmt!r}", hint="use csv, jsonl or parquet")
+    return out

@@ -1,0 +1,249 @@
+"""The versioned results format: `run.json` and the two kinds of `rows.jsonl` line.
+
+Mirrors the format agreed in rows-format.md (v1). Models allow extra fields so a writer can add a
+field without breaking older readers; a renamed or removed field needs a new schema version and a
+migration in `tailpod.results.migrate`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic.json_schema import models_json_schema
+
+SCHEMA_VERSION: Literal[1] = 1
+
+MeasuredFrom = Literal["pod", "off-pod"]
+
+
+class _Model(BaseModel):
+    # extra="allow": additive fields from newer writers survive a load/save round trip.
+    model_config = ConfigDict(extra="allow")
+
+
+class PodDescription(_Model):
+    gpu: str | None = None
+    gpu_count: int | None = None
+    price_per_hr: float | None = Field(
+        default=None, description="What the pod costs in USD per hour; null when unknown."
+    )
+    machine: dict[str, Any] = Field(default_factory=dict)
+
+
+class ImageRef(_Model):
+    ref: str | None = None
+    digest: str | None = None
+
+
+class EngineRef(_Model):
+    name: str = Field(description='"vllm" or "sglang"')
+    version: str | None = None
+
+
+class Plan(_Model):
+    arms: list[str] = Field(default_factory=list)
+    concurrency: list[int] = Field(default_factory=list)
+    reps: int = 1
+    max_tokens: int | None = None
+    prompt_classes: list[str] = Field(default_factory=list)
+    interleave_arms: bool = False
+
+
+class Startup(_Model):
+    engine: str | None = None
+    facts: dict[str, Any] = Field(default_factory=dict)
+    lines: list[str] = Field(default_factory=list, description="Raw startup lines, verbatim.")
+
+
+class FirstMismatch(_Model):
+    prompt: int
+    position: int
+
+
+class Gate(_Model):
+    status: Literal["pass", "fail", "skipped"]
+    method: Literal["token_ids", "text"] | None = None
+    first_mismatch: FirstMismatch | None = None
+    prompts: int | None = None
+
+
+_LABEL_K = re.compile(r"-k(\d+)$")
+
+
+class ArmRecord(_Model):
+    label: str
+    engine_config: dict[str, Any] = Field(default_factory=dict)
+    argv: list[str] = Field(default_factory=list)
+    startup: Startup | None = None
+    gate: Gate | None = None
+    void: bool = False
+    void_reason: str | None = None
+    restart_s: float | None = None
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        spec = self.engine_config.get("spec")
+        return spec if isinstance(spec, dict) else {}
+
+    @property
+    def k(self) -> int:
+        """Draft tokens per step; 0 is plain decode. Falls back to a `<method>-k<N>` label."""
+        if "k" in self.spec:
+            return int(self.spec["k"] or 0)
+        if self.label == "plain":
+            return 0
+        match = _LABEL_K.search(self.label)
+        return int(match.group(1)) if match else 0
+
+    @property
+    def method(self) -> str | None:
+        if self.k == 0:
+            return None
+        method = self.spec.get("method")
+        if method:
+            return str(method)
+        return _LABEL_K.sub("", self.label) or "spec"
+
+    @property
+    def checkpoint(self) -> str | None:
+        model = self.engine_config.get("model")
+        return str(model) if model else None
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        return self.startup.facts if self.startup else {}
+
+    @property
+    def is_void(self) -> bool:
+        return self.void or (self.gate is not None and self.gate.status == "fail")
+
+    def void_text(self) -> str:
+        """Why the arm is void, in words; the gate's mismatch when no reason was recorded."""
+        if self.void_reason:
+            return self.void_reason
+        if self.gate is not None and self.gate.status == "fail":
+            mm = self.gate.first_mismatch
+            where = f" (prompt {mm.prompt}, position {mm.position})" if mm else ""
+            return f"token-identity gate failed{where}"
+        return "marked void"
+
+
+class RunMeta(_Model):
+    """`run.json`: one object per run directory."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    tailpod_version: str | None = None
+    created_at: str = Field(description="ISO 8601")
+    finished_at: str | None = None
+    provider: str
+    pod: PodDescription = Field(default_factory=PodDescription)
+    measured_from: MeasuredFrom
+    image: ImageRef = Field(default_factory=ImageRef)
+    model: str
+    engine: EngineRef
+    plan: Plan = Field(default_factory=Plan)
+    arms: list[ArmRecord] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    @field_validator("created_at", "finished_at")
+    @classmethod
+    def _iso8601(cls, value: str | None) -> str | None:
+        # Kept as the writer's string (exact round trip) but it must parse.
+        if value is not None:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return value
+
+    def arm(self, label: str) -> ArmRecord | None:
+        return next((a for a in self.arms if a.label == label), None)
+
+
+class Acceptance(_Model):
+    drafts: int
+    draft_tokens: int
+    accepted: int
+    acceptance_length: float = Field(description="1 + accepted/drafts (bonus token included)")
+    acceptance_rate: float = Field(description="accepted/draft_tokens")
+    per_position: list[float] = Field(default_factory=list)
+    source: str | None = None
+
+
+class _RowBase(_Model):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    arm: str
+    concurrency: int
+    rep: int
+    prompt_class: str
+    cell: str
+    measured_from: MeasuredFrom = "pod"
+
+
+class RequestRow(_RowBase):
+    kind: Literal["request"] = "request"
+    index: int
+    ok: bool
+    error: str | None = None
+    cache: Literal["cold", "warm"] = "cold"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = Field(default=None, description="Server usage only.")
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    decode_tok_s: float | None = None
+    tpot_s: float | None = None
+    chunks: int = 0
+    chunk_gap_p50_s: float | None = None
+    chunk_gap_max_s: float | None = None
+    t_start: float
+
+
+class CellRow(_RowBase):
+    kind: Literal["cell"] = "cell"
+    requests: int
+    failed: int = 0
+    wall_s: float
+    output_tokens: int
+    output_tok_s: float = Field(description="Aggregate: output_tokens / wall_s")
+    ttft_p50_s: float | None = None
+    ttft_p90_s: float | None = None
+    ttft_p99_s: float | None = None
+    e2e_p50_s: float | None = None
+    e2e_p90_s: float | None = None
+    e2e_p99_s: float | None = None
+    decode_tok_s_p50: float | None = None
+    tpot_p50_s: float | None = None
+    client_cpu_s: float | None = None
+    loop_lag_max_s: float | None = None
+    client_bound: bool = False
+    acceptance: Acceptance | None = None
+    flags: list[str] = Field(default_factory=list)
+    void: bool = False
+
+
+Row = Annotated[RequestRow | CellRow, Field(discriminator="kind")]
+ROW_ADAPTER: TypeAdapter[RequestRow | CellRow] = TypeAdapter(Row)
+
+
+def export_json_schema() -> dict[str, Any]:
+    """The JSON Schema of run.json and both row kinds, as written to docs/results-schema.json."""
+    _, top = models_json_schema(
+        [(RunMeta, "validation"), (RequestRow, "validation"), (CellRow, "validation")],
+        title=f"tailpod results format v{SCHEMA_VERSION}",
+    )
+    top["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    top["description"] = (
+        "run.json is a RunMeta object; every line of rows.jsonl is a RequestRow (kind=request) "
+        "or a CellRow (kind=cell). Extra fields are allowed. See docs/results.md."
+    )
+    top["x-tailpod-schema-version"] = SCHEMA_VERSION
+    return top
+
+
+if __name__ == "__main__":  # python -m tailpod.results.schema > docs/results-schema.json
+    import json
+    import sys
+
+    sys.stdout.write(json.dumps(export_json_schema(), indent=2, sort_keys=True) + "\n")
