@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -81,10 +80,12 @@ def test_key_path_defaults_to_ssh_dir(tmp_path: Path, new_key: Callable[..., Pat
     assert resolve_key_path(tmp_path / "mine", tmp_path) == tmp_path / "mine"
 
 
-def test_known_hosts_pin_refuse_and_forget(tmp_path: Path) -> None:
+def test_known_hosts_pin_refuse_and_forget(
+    tmp_path: Path, new_key: Callable[..., Path]
+) -> None:
     pins = KnownHosts(tmp_path / "known_hosts")
-    key_a = _fresh_key(tmp_path, "a")
-    key_b = _fresh_key(tmp_path, "b")
+    key_a = paramiko.PKey.from_path(str(new_key(tmp_path / "host_a")), None)
+    key_b = paramiko.PKey.from_path(str(new_key(tmp_path / "host_b")), None)
     entry = host_key_entry("tailpod-tp-1.example.ts.net", 22)
     assert entry == "tailpod-tp-1.example.ts.net"
     assert host_key_entry("127.0.0.1", 2222) == "[127.0.0.1]:2222"
@@ -99,14 +100,6 @@ def test_known_hosts_pin_refuse_and_forget(tmp_path: Path) -> None:
     assert pins.lookup(entry) == {}
     assert pins.lookup("[127.0.0.1]:2222")  # the other pin is untouched
     assert pins.pin(entry, key_b) is True
-
-
-def _fresh_key(tmp_path: Path, name: str) -> paramiko.PKey:
-    path = tmp_path / f"hostkey_{name}"
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True, timeout=30
-    )
-    return paramiko.PKey.from_path(str(path), None)
 
 
 def test_ssh_config_entries_live_in_tailpods_own_file(
