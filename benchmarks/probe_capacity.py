@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""How fast can one probe process measure before it becomes the bottleneck?
+
+Starts benchmarks/synthetic_server.py in its own process (a server of known emission rate),
+then for each concurrency c runs, one after another against the same server:
+  - the probe (`probe.py run`) with its asyncio transport,
+  - the probe with its http.client-threads transport,
+  - the client of `vllm bench serve` (the peer), when vLLM is importable,
+and prints a table: what each client reported against what the server emitted, and the
+client's CPU per 1k tokens. The server's own record (/_stats) is the truth: tokens emitted,
+the window from first request to last stream end, per-stream decode rate at the server, and
+how far the server ran behind its schedule (if it lags, the row measures the server).
+
+A client "holds" at a level when its aggregate tok/s and its p50 decode rate are both within
+1% of the server's. CPU is read from /proc/<pid>/stat over the server's window, the same way
+for every client (the probe's self-reported process_time is shown beside it).
+
+Usage: .venv/bin/python benchmarks/probe_capacity.py [--levels 1,4,16,64,128,256]
+       [--rate 200] [--tokens 128] [--waves 3] [--no-peer] [--no-pin] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PROBE = REPO / "tailpod" / "probes" / "probe.py"
+SERVER = REPO / "benchmarks" / "synthetic_server.py"
+TOLERANCE = 0.01
+
+
+# ---- process CPU over a window ---------------------------------------------------------------
+
+
+class CpuSampler:
+    """Cumulative user+system CPU of a process (all threads) sampled every 10 ms."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> float | None:
+        try:
+            with open("/proc/%d/stat" % self.pid) as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            cpu = self._read()
+            if cpu is None:
+                return
+            self.samples.append((time.monotonic(), cpu))
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def at(self, t: float) -> float | None:
+        s = self.samples
+        if not s or t < s[0][0]:
+            return None
+        for (t0, c0), (t1, c1) in zip(s, s[1:]):
+            if t0 <= t <= t1:
+                return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
+        return s[-1][1]
+
+    def over(self, start: float | None, end: float | None) -> float | None:
+        if start is None or end is None:
+            return None
+        a, b = self.at(start), self.at(end)
+        return None if a is None or b is None else b - a
+
+
+# ---- the synthetic server ---------------------------------------------------------------------
+
+
+class Server:
+    """`workers` synthetic-server processes sharing one port (SO_REUSEPORT), each pinned to
+    its own CPU when `cpus` is given; their records are merged into one truth."""
+
+    def __init__(self, rate: float, ttft: float, workers: int, cpus: list[int] | None) -> None:
+        self.procs: list[subprocess.Popen[str]] = []
+        self.controls: list[str] = []
+        port = 0
+        for i in range(workers):
+            cmd = [sys.executable, str(SERVER), "--port", str(port), "--rate", str(rate),
+                   "--ttft", str(ttft), "--metrics", "vllm", "--reuse-port", "--control"]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                                    preexec_fn=_pinner(cpus[i] if cpus else None))
+            self.procs.append(proc)
+            assert proc.stdout is not None
+            line = proc.stdout.readline().split()
+            if len(line) != 4 or line[0] != "PORT":
+                self.close()
+                raise RuntimeError("synthetic server did not start: %r" % line)
+            port = int(line[1])
+            self.controls.append("http://127.0.0.1:%s" % line[3])
+        self.url = "http://127.0.0.1:%d" % port
+
+    @staticmethod
+    def _call(base: str, method: str, path: str) -> dict[str, Any]:
+        req = urllib.request.Request(base + path, method=method,
+                                     data=b"{}" if method == "POST" else None)
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read() or b"{}")
+
+    def reset(self) -> None:
+        for base in self.controls:
+            self._call(base, "POST", "/_reset")
+
+    def stats(self) -> dict[str, Any]:
+        parts = [self._call(base, "GET", "/_stats/raw") for base in self.controls]
+        firsts = [p["first_arrival"] for p in parts if p["first_arrival"] is not None]
+        ends = [p["last_end"] for p in parts if p["last_end"] is not None]
+        ttft = sorted(x for p in parts for x in p["ttft_list"])
+        decode = sorted(x for p in parts for x in p["decode_list"])
+        return {
+            "tokens": sum(p["tokens"] for p in parts),
+            "first_arrival": min(firsts) if firsts else None,
+            "last_end": max(ends) if ends else None,
+            "max_lag_s": max(p["max_lag_s"] for p in parts),
+            "ttft_p50_s": _median(ttft),
+            "decode_tok_s_p50": _median(decode),
+        }
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            proc.wait(10)
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def _pinner(cpu: int | None) -> Any:
+    if cpu is None:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+# ---- clients ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    client: str
+    c: int
+    ok: bool
+    agg_tok_s: float | None = None
+    decode_p50: float | None = None
+    ttft_p50_s: float | None = None
+    self_cpu_s: float | None = None
+    window_cpu_s: float | None = None
+    note: str = ""
+
+
+def run_probe(transport: str, server: Server, c: int, n_requests: int, tokens: int,
+              cpu: int | None, workdir: Path) -> tuple[Outcome, CpuSampler]:
+    out = workdir / ("probe-%s-c%d.jsonl" % (transport, c))
+    cmd = [sys.executable, str(PROBE), "run", "--base-url", server.url, "--arm", "cap",
+           "--transport", transport, "--concurrency", str(c), "--requests-per-cell",
+           str(n_requests), "--max-tokens", str(tokens), "--prompt-classes", "prose",
+           "--warmup", "0", "--engine", "none", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, preexec_fn=_pinner(cpu))
+    sampler = CpuSampler(proc.pid)
+    _, err = proc.communicate(timeout=600)
+    sampler.stop()
+    cell = None
+    if out.exists():
+        for line in out.read_text().splitlines():
+            row = json.loads(line)
+            if row["kind"] == "cell":
+                cell = row
+    if proc.returncode != 0 or cell is None:
+        return Outcome("probe-" + transport, c, False, note=err.strip()[-200:]), sampler
+    return Outcome(
+        "probe-" + transport, c, cell["failed"] == 0, cell["output_tok_s"],
+        cell["decode_tok_s_p50"], cell["ttft_p50_s"], cell["client_cpu_s"],
+        note=",".join(cell["flags"]),
+    ), sampler
+
+
+PEER_WORKER = r"""
+import argparse, contextlib, io, json, sys
+from vllm.benchmarks import serve
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+serve.add_cli_args(parser)
+print("READY", flush=True)
+for line in sys.stdin:
+    argv = json.loads(line)
+    args = parser.parse_args(argv)
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf):
+            result = serve.main(args)
+        keep = {k: result.get(k) for k in ("completed", "failed", "total_output_tokens",
+                "output_throughput", "median_ttft_ms", "median_tpot_ms", "duration")}
+        print(json.dumps({"ok": True, "result": keep}), flush=True)
+    except Exception as exc:
+        print(json.dumps({"ok": False, "error": repr(exc)[-500:]}), flush=True)
+"""
+
+
+class Peer:
+    """One long-lived process with vllm.benchmarks.serve imported, so its import cost (tens
+    of seconds on small machines) is paid once and never lands in a measured window."""
+
+    def __init__(self, tokenizer_dir: Path, cpu: int | None) -> None:
+        self.tokenizer_dir = tokenizer_dir
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", PEER_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, preexec_fn=_pinner(cpu),
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("READY"):
+            raise RuntimeError("vllm bench peer did not start")
+
+    def run(self, server: Server, c: int, n_requests: int, tokens: int) -> tuple[Outcome, CpuSampler]:
+        argv = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+                "--base-url", server.url, "--model", "synthetic", "--tokenizer",
+                str(self.tokenizer_dir), "--dataset-name", "random", "--random-input-len", "32",
+                "--random-output-len", str(tokens), "--num-prompts", str(n_requests),
+                "--max-concurrency", str(c), "--request-rate", "inf", "--ignore-eos",
+                "--temperature", "0", "--num-warmups", "0", "--disable-tqdm"]
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        sampler = CpuSampler(self.proc.pid)
+        self.proc.stdin.write(json.dumps(argv) + "\n")
+        self.proc.stdin.flush()
+        line = ""
+        while not line.startswith("{"):
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+        sampler.stop()
+        reply = json.loads(line) if line.startswith("{") else {"ok": False, "error": "no reply"}
+        if not reply.get("ok"):
+            return Outcome("vllm-bench", c, False, note=str(reply.get("error"))[:200]), sampler
+        r = reply["result"]
+        tpot = r.get("median_tpot_ms")
+        return Outcome(
+            "vllm-bench", c, not r.get("failed"), r.get("output_throughput"),
+            1000.0 / tpot if tpot else None,
+            (r.get("median_ttft_ms") or 0) / 1000.0 if r.get("median_ttft_ms") else None,
+        ), sampler
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+def start_peer(workdir: Path, cpu: int | None) -> tuple[Peer | None, str]:
+    try:
+        import vllm.benchmarks.serve  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - any import failure means no peer
+        return None, "vllm.benchmarks.serve not importable: %r" % exc
+    try:
+        sys.path.insert(0, str(REPO))
+        from tailpod.bootstrap.tiny_checkpoint import build_tokenizer
+
+        tok = workdir / "tokenizer"
+        tok.mkdir()
+        build_tokenizer(tok)
+    except Exception as exc:  # noqa: BLE001
+        return None, "could not build a local tokenizer for the peer: %r" % exc
+    try:
+        return Peer(tok, cpu), ""
+    except Exception as exc:  # noqa: BLE001
+        return None, "peer failed to start: %r" % exc
+
+
+# ---- the sweep --------------------------------------------------------------------------------
+
+
+def _rel(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b - 1.0
+
+
+def measure(client: str, run: Any, server: Server) -> dict[str, Any]:
+    server.reset()
+    outcome, sampler = run()
+    st = server.stats()
+    window = (st["last_end"] - st["first_arrival"]) if st["first_arrival"] else None
+    server_agg = st["tokens"] / window if window else None
+    outcome.window_cpu_s = sampler.over(st["first_arrival"], st["last_end"])
+    agg_err = _rel(outcome.agg_tok_s, server_agg)
+    dec_err = _rel(outcome.decode_p50, st["decode_tok_s_p50"])
+    holds = (outcome.ok and agg_err is not None and dec_err is not None
+             and abs(agg_err) <= TOLERANCE and abs(dec_err) <= TOLERANCE)
+    cpu = outcome.window_cpu_s
+    return {
+        "client": client,
+        "c": outcome.c,
+        "server_tok_s": server_agg,
+        "server_lag_ms": 1000 * st["max_lag_s"],
+        "client_tok_s": outcome.agg_tok_s,
+        "agg_err": agg_err,
+        "decode_err": dec_err,
+        "ttft_over_ms": (1000 * (outcome.ttft_p50_s - st["ttft_p50_s"])
+                         if outcome.ttft_p50_s is not None and st["ttft_p50_s"] is not None
+                         else None),
+        "cpu_per_1k_tok_ms": 1e6 * cpu / st["tokens"] if cpu is not None and st["tokens"] else None,
+        "cpu_frac": cpu / window if cpu is not None and window else None,
+        "self_cpu_s": outcome.self_cpu_s,
+        "holds": holds,
+        "note": outcome.note,
+    }
+
+
+def _f(v: Any, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    head = ("client", "c", "server tok/s", "client tok/s", "agg err", "decode err",
+            "ttft +ms", "cpu ms/1k tok", "cpu/wall", "srv lag ms", "holds", "note")
+    fmt = "%-14s %4s %13s %13s %8s %10s %8s %13s %8s %10s %5s  %s"
+    print(fmt % head)
+    for r in rows:
+        print(fmt % (
+            r["client"], r["c"], _f(r["server_tok_s"], ",.0f"), _f(r["client_tok_s"], ",.0f"),
+            _f(None if r["agg_err"] is None else 100 * r["agg_err"], "+.2f") + "%",
+            _f(None if r["decode_err"] is None else 100 * r["decode_err"], "+.2f") + "%",
+            _f(r["ttft_over_ms"], ".2f"), _f(r["cpu_per_1k_tok_ms"], ".1f"),
+            _f(r["cpu_frac"], ".2f"), _f(r["server_lag_ms"], ".1f"),
+            "yes" if r["holds"] else "NO", r["note"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    ap.add_argument("--levels", default="1,4,16,64,128,256", help="concurrency levels")
+    ap.add_argument("--rate", type=float, default=200.0, help="tokens/s per stream at the server")
+    ap.add_argument("--tokens", type=int, default=128, help="completion tokens per request")
+    ap.add_argument("--ttft", type=float, default=0.02)
+    ap.add_argument("--waves", type=int, default=3, help="requests per worker")
+    ap.add_argument("--clients", default="probe-asyncio,probe-threads,vllm-bench")
+    ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to CPUs")
+    ap.add_argument("--server-workers", type=int, default=0,
+                    help="synthetic server processes [1 on <8 CPUs, else 4]")
+    ap.add_argument("--json", default=None, help="also write the rows here")
+    args = ap.parse_args(argv)
+
+    levels = [int(x) for x in args.levels.split(",")]
+    clients = [c for c in args.clients.split(",") if c]
+    if args.no_peer and "vllm-bench" in clients:
+        clients.remove("vllm-bench")
+    ncpu = os.cpu_count() or 1
+    workers = args.server_workers or (1 if ncpu < 8 else 4)
+    pin = not args.no_pin and ncpu > workers and hasattr(os, "sched_setaffinity")
+    server_cpus, client_cpu = (list(range(workers)), workers) if pin else (None, None)
+    workdir = Path(tempfile.mkdtemp(prefix="probe-capacity-"))
+    print("synthetic server: %.0f tok/s per stream, %d tokens/request, ttft %.0f ms; "
+          "%d requests per worker; %d server process(es); pinned: %s; cpus: %d" % (
+              args.rate, args.tokens, 1000 * args.ttft, args.waves, workers,
+              "server cpu0-%d, client cpu%d" % (workers - 1, workers) if pin else "no", ncpu))
+    server = Server(args.rate, args.ttft, workers, server_cpus)
+    peer, why = None, ""
+    if "vllm-bench" in clients:
+        t0 = time.time()
+        peer, why = start_peer(workdir, client_cpu)
+        if peer is None:
+            clients.remove("vllm-bench")
+            print("peer (vllm bench serve) NOT run: " + why)
+        else:
+            print("peer: vllm.benchmarks.serve imported in a worker (%.0f s, not measured)"
+                  % (time.time() - t0))
+    rows: list[dict[str, Any]] = []
+    started = time.time()
+    try:
+        for c in levels:
+            n = c * args.waves
+            for client in clients:
+                if client == "vllm-bench":
+                    assert peer is not None
+                    run = lambda: peer.run(server, c, n, args.tokens)  # noqa: E731
+                else:
+                    transport = client.split("-", 1)[1]
+                    run = lambda: run_probe(transport, server, c, n, args.tokens,  # noqa: E731
+                                            client_cpu, workdir)
+                row = measure(client, run, server)
+                rows.append(row)
+                sys.stderr.write("  %s c=%d: client %s tok/s, server %s tok/s, cpu/wall %s\n" % (
+                    client, c, _f(row["client_tok_s"], ",.0f"), _f(row["server_tok_s"], ",.0f"),
+                    _f(row["cpu_frac"], ".2f")))
+    finally:
+        server.close()
+        if peer is not None:
+            peer.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    print()
+    print_table(rows)
+    print()
+    for client in clients:
+        held = [r for r in rows if r["client"] == client and r["holds"]]
+        best = max(held, key=lambda r: r["server_tok_s"] or 0) if held else None
+        print("%-14s highest aggregate measured within 1%%: %s" % (
+            client, "none" if best is None else "%s tok/s (c=%d)" % (
+                format(best["server_tok_s"], ",.0f"), best["c"])))
+    print("elapsed %.0f s" % (time.time() - started))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,605 @@
+#!/usr/bin/env python3
+"""A synthetic OpenAI-compatible streaming server with exactly known behaviour (stdlib only).
+
+Used by the probe's tests and by benchmarks/probe_capacity.py. Every stream emits a known
+number of tokens on an absolute schedule: the first chunk (one token, "prefill") at
+arrival + ttft, then the chunk ending with token j at t_first + j / rate, so a correct client
+measures decode rate (n - 1) / (t_last - t_first) == rate exactly. It also offers:
+
+- several tokens per chunk (`tokens_per_chunk`, cycled), as under speculative decoding;
+- `return_token_ids` (per-chunk `token_ids`), logprobs `token_id:N`, SGLang `/generate`;
+- a usage chunk with `"choices": []`, or none (`usage=False`, or `[[NOUSAGE]]` in a prompt);
+- `/metrics` in vLLM or SGLang style whose spec-decode counters it advances per chunk: a chunk
+  of m tokens after the first is one verify step with m - 1 accepted drafts of `spec_k`;
+- failures triggered by markers in the prompt text: `[[FAIL500]]` (HTTP 500),
+  `[[DROP:N]]` (connection dropped after N chunks), `[[NOUSAGE]]`;
+- a planted greedy divergence (`diverge_position`, optionally only for prompts containing
+  `diverge_marker`) for the token-identity gate;
+- `/_stats` (JSON) with what it actually emitted and how late it ran behind its schedule.
+
+Run alone: `python benchmarks/synthetic_server.py --port 8000 --rate 200`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+_DROP_RE = re.compile(r"\[\[DROP:(\d+)\]\]")
+
+
+@dataclass
+class SyntheticConfig:
+    model: str = "synthetic"
+    rate: float = 1000.0  # tokens per second per stream
+    ttft_s: float = 0.005
+    tokens_per_chunk: tuple[int, ...] = (1,)  # cycled over chunks after the first
+    fixed_tokens: int | None = None  # completion length; None = the request's max_tokens
+    usage: bool = True
+    token_ids: bool = True  # honour return_token_ids
+    logprobs_token_ids: bool = True  # honour logprobs + return_tokens_as_token_ids
+    generate_endpoint: bool = True  # serve SGLang's /generate (vLLM answers 404)
+    metrics: str = "vllm"  # vllm | sglang | none
+    spec_k: int = 0  # draft tokens per verify step; 0 = plain decode, no spec counters
+    engines: int = 2  # vLLM-style counters are split over this many `engine` labels
+    diverge_position: int | None = None
+    diverge_marker: str | None = None
+    record_bodies: bool = True
+    vocab: int = 32000
+
+
+@dataclass
+class Counters:
+    requests: int = 0
+    generation_tokens: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    per_pos: list[int] = field(default_factory=list)
+    verify_calls: int = 0
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    streams_finished: int = 0
+    tokens: int = 0
+    chunks: int = 0
+    first_arrival: float | None = None
+    last_end: float | None = None
+    max_lag_s: float = 0.0
+    ttft_s: list[float] = field(default_factory=list)  # first write - arrival
+    decode_tok_s: list[float] = field(default_factory=list)  # (n-1)/(last write - first write)
+    salts: list[str | None] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    xs = sorted(values)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def _prompt_of(body: dict[str, Any]) -> str:
+    if "messages" in body:
+        return "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
+    if "text" in body:
+        return str(body.get("text"))
+    return str(body.get("prompt", ""))
+
+
+class SyntheticServer:
+    def __init__(self, config: SyntheticConfig | None = None, host: str = "127.0.0.1",
+                 port: int = 0) -> None:
+        self.config = config or SyntheticConfig()
+        self.host = host
+        self.port = port
+        self.stats = Stats()
+        self._lock = threading.Lock()
+        self._engine_counters = [Counters() for _ in range(max(1, self.config.engines))]
+        self._created = time.time()
+        self._model_b = self.config.model.encode()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self.control_port: int | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return "http://%s:%d" % (self.host, self.port)
+
+    async def serve(self, reuse_port: bool = False, control: bool = False) -> None:
+        """Serve until cancelled. With `reuse_port`, several processes share one port (the
+        kernel spreads connections); `control` adds a private port for /_stats and /_reset
+        so a benchmark can read every process's own record."""
+        self._loop = asyncio.get_running_loop()
+        self._server = await asyncio.start_server(
+            self._handle, self.host, self.port, reuse_port=reuse_port or None
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        if control:
+            ctl = await asyncio.start_server(self._handle, self.host, 0)
+            self.control_port = ctl.sockets[0].getsockname()[1]
+        self._ready.set()
+        async with self._server:
+            await self._server.serve_forever()
+
+    def start(self) -> SyntheticServer:
+        """Serve from a background thread (tests); returns once the port is bound."""
+
+        def runner() -> None:
+            try:
+                asyncio.run(self.serve())
+            except asyncio.CancelledError:
+                pass
+
+        self._thread = threading.Thread(target=runner, name="synthetic-server", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("synthetic server did not start")
+        return self
+
+    def stop(self) -> None:
+        loop = self._loop
+        if loop is not None and self._server is not None:
+            server = self._server
+
+            def shutdown() -> None:
+                server.close()
+                for task in asyncio.all_tasks():
+                    task.cancel()
+
+            try:
+                loop.call_soon_threadsafe(shutdown)
+            except RuntimeError:
+                pass  # the loop already ended
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> SyntheticServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self.stats = Stats()
+
+    def counters(self) -> Counters:
+        """Counters summed over the engine labels (what a correct scraper should see)."""
+        total = Counters(per_pos=[0] * self.config.spec_k)
+        for c in self._engine_counters:
+            total.requests += c.requests
+            total.generation_tokens += c.generation_tokens
+            total.drafts += c.drafts
+            total.draft_tokens += c.draft_tokens
+            total.accepted += c.accepted
+            total.verify_calls += c.verify_calls
+            for i, v in enumerate(c.per_pos):
+                total.per_pos[i] += v
+        return total
+
+    # ---- HTTP ------------------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                method, path = lines[0].split(" ")[:2]
+                headers = {}
+                for line in lines[1:]:
+                    k, _, v = line.partition(":")
+                    headers[k.strip().lower()] = v.strip()
+                length = int(headers.get("content-length") or 0)
+                raw = await reader.readexactly(length) if length else b""
+                keep = await self._dispatch(method, path.split("?")[0], raw, writer)
+                if not keep or headers.get("connection", "").lower() == "close":
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            writer.close()
+
+    @staticmethod
+    def _respond(writer: asyncio.StreamWriter, status: int, body: bytes,
+                 ctype: str = "application/json") -> None:
+        reason = {200: "OK", 404: "Not Found", 400: "Bad Request", 500: "Internal Server Error"}
+        writer.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n\r\n"
+            % (status, reason.get(status, "X").encode(), ctype.encode(), len(body))
+            + body
+        )
+
+    async def _dispatch(self, method: str, path: str, raw: bytes,
+                        writer: asyncio.StreamWriter) -> bool:
+        if method == "GET" and path == "/health":
+            self._respond(writer, 200, b"")
+        elif method == "GET" and path == "/v1/models":
+            data = {"object": "list", "data": [{"id": self.config.model, "object": "model"}]}
+            self._respond(writer, 200, json.dumps(data).encode())
+        elif method == "GET" and path == "/metrics":
+            if self.config.metrics == "none":
+                self._respond(writer, 404, b'{"detail":"Not Found"}')
+            else:
+                self._respond(writer, 200, self.metrics_text().encode(), "text/plain")
+        elif method == "GET" and path in ("/_stats", "/_stats/raw"):
+            data = self.stats_json(raw=path.endswith("/raw"))
+            self._respond(writer, 200, json.dumps(data).encode())
+        elif method == "POST" and path == "/_reset":
+            self.reset_stats()
+            self._respond(writer, 200, b"{}")
+        elif method == "POST" and path == "/generate" and not self.config.generate_endpoint:
+            self._respond(writer, 404, b'{"detail":"Not Found"}')
+        elif method == "POST" and path in ("/v1/chat/completions", "/v1/completions", "/generate"):
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                self._respond(writer, 400, b'{"error":"bad json"}')
+                return True
+            return await self._generate(path, body, writer)
+        else:
+            self._respond(writer, 404, b'{"detail":"Not Found"}')
+        return True
+
+    # ---- generation ------------------------------------------------------------------------
+
+    def token_sequence(self, prompt: str, n: int) -> list[int]:
+        seed = zlib.crc32(prompt.encode())
+        ids = [(seed + 7919 * i) % self.config.vocab for i in range(n)]
+        pos = self.config.diverge_position
+        marker = self.config.diverge_marker
+        if pos is not None and (marker is None or marker in prompt):
+            ids = ids[:pos] + [(t + 1) % self.config.vocab for t in ids[pos:]]
+        return ids
+
+    def _chunk_bounds(self, n: int) -> list[tuple[int, int]]:
+        bounds = [(0, min(1, n))] if n > 0 else []
+        pattern = self.config.tokens_per_chunk or (1,)
+        a, j = 1, 0
+        while a < n:
+            b = min(n, a + max(1, pattern[j % len(pattern)]))
+            bounds.append((a, b))
+            a, j = b, j + 1
+        return bounds
+
+    def _record_arrival(self, body: dict[str, Any], now: float) -> int:
+        with self._lock:
+            st = self.stats
+            ordinal = st.requests
+            st.requests += 1
+            if st.first_arrival is None:
+                st.first_arrival = now
+            st.salts.append(body.get("cache_salt") or body.get("extra_key"))
+            if self.config.record_bodies:
+                st.bodies.append(body)
+        return ordinal
+
+    def _count_chunk(self, engine: int, chunk_index: int, size: int) -> None:
+        c = self._engine_counters[engine]
+        c.generation_tokens += size
+        k = self.config.spec_k
+        if k > 0 and chunk_index > 0:
+            acc = min(size - 1, k)
+            c.drafts += 1
+            c.draft_tokens += k
+            c.accepted += acc
+            if len(c.per_pos) < k:
+                c.per_pos.extend([0] * (k - len(c.per_pos)))
+            for p in range(acc):
+                c.per_pos[p] += 1
+            c.verify_calls += 1
+
+    async def _generate(self, path: str, body: dict[str, Any],
+                        writer: asyncio.StreamWriter) -> bool:
+        loop = asyncio.get_running_loop()
+        arrival = loop.time()
+        ordinal = self._record_arrival(body, arrival)
+        engine = ordinal % len(self._engine_counters)
+        prompt = _prompt_of(body)
+        if "[[FAIL500]]" in prompt:
+            self._respond(writer, 500, b'{"object":"error","message":"synthetic failure"}')
+            return True
+        api = "generate" if path == "/generate" else ("chat" if "chat" in path else "completions")
+        sampling = body.get("sampling_params") or {}
+        n = self.config.fixed_tokens
+        if n is None:
+            n = int(body.get("max_tokens") or body.get("max_completion_tokens")
+                    or sampling.get("max_new_tokens") or 16)
+        ids = self.token_sequence(prompt, n)
+        usage = self.config.usage and "[[NOUSAGE]]" not in prompt
+        drop = _DROP_RE.search(prompt)
+        if not body.get("stream"):
+            self._respond(writer, 200, json.dumps(self._full_response(api, body, prompt, ids)).encode())
+            self._finish_counts(engine, ids, loop.time())
+            return True
+        return await self._stream(api, body, prompt, ids, usage,
+                                  int(drop.group(1)) if drop else None, engine, arrival, writer)
+
+    def _finish_counts(self, engine: int, ids: list[int], now: float) -> None:
+        bounds = self._chunk_bounds(len(ids))
+        with self._lock:
+            for j, (a, b) in enumerate(bounds):
+                self._count_chunk(engine, j, b - a)
+            c = self._engine_counters[engine]
+            c.requests += 1
+            self.stats.tokens += len(ids)
+            self.stats.streams_finished += 1
+            self.stats.last_end = now
+
+    def _full_response(self, api: str, body: dict[str, Any], prompt: str,
+                       ids: list[int]) -> dict[str, Any]:
+        text = "".join(" w%d" % t for t in ids)
+        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(ids),
+                 "total_tokens": len(prompt.split()) + len(ids)}
+        if api == "generate":
+            return {"text": text, "output_ids": ids,
+                    "meta_info": {"id": "gen", "finish_reason": {"type": "length", "length": len(ids)},
+                                  "prompt_tokens": usage["prompt_tokens"],
+                                  "completion_tokens": len(ids)}}
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
+        if api == "chat":
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        if body.get("return_token_ids") and self.config.token_ids:
+            choice["token_ids"] = ids
+        if body.get("logprobs") and body.get("return_tokens_as_token_ids") \
+                and self.config.logprobs_token_ids:
+            choice["logprobs"] = {"content": [{"token": "token_id:%d" % t, "logprob": 0.0}
+                                              for t in ids]}
+        return {"id": "cmpl-synthetic", "object": "chat.completion", "model": self.config.model,
+                "choices": [choice], "usage": usage}
+
+    def _event(self, api: str, body: dict[str, Any], prompt: str, ids: list[int],
+               a: int, b: int, last: bool) -> bytes:
+        piece = ids[a:b]
+        text = "".join(" w%d" % t for t in piece)
+        if api == "generate":
+            meta: dict[str, Any] = {"id": "gen", "finish_reason": None,
+                                    "prompt_tokens": len(prompt.split()),
+                                    "completion_tokens": b}
+            if last:
+                meta["finish_reason"] = {"type": "length", "length": b}
+                verifies = len(self._chunk_bounds(len(ids))) - 1
+                if self.config.spec_k > 0 and verifies > 0:
+                    meta["spec_verify_ct"] = verifies
+            obj = {"text": "".join(" w%d" % t for t in ids[:b]), "output_ids": ids[:b],
+                   "meta_info": meta}
+            return b"data: " + json.dumps(obj).encode() + b"\n\n"
+        # Hand-formatted (the text needs no escaping): json.dumps per chunk would make the
+        # server, not the client, the bottleneck of the capacity benchmark.
+        key = b'"delta":{"content":"' if api == "chat" else b'"text":"'
+        close = b'"}' if api == "chat" else b'"'
+        ids_part = b""
+        if body.get("return_token_ids") and self.config.token_ids:
+            ids_part = b',"token_ids":[' + ",".join(map(str, piece)).encode() + b"]"
+        return b"".join((
+            b'data: {"id":"chatcmpl-synthetic","object":"chat.completion.chunk","created":0,'
+            b'"model":"', self._model_b, b'","choices":[{"index":0,', key, text.encode(), close,
+            b',"logprobs":null,"finish_reason":', b'"length"' if last else b"null", ids_part,
+            b"}]}\n\n",
+        ))
+
+    async def _stream(self, api: str, body: dict[str, Any], prompt: str, ids: list[int],
+                      usage: bool, drop_after: int | None, engine: int, arrival: float,
+                      writer: asyncio.StreamWriter) -> bool:
+        """Emit on the absolute schedule from timer callbacks (cheaper than a sleeping
+        coroutine per chunk); every chunk already due when a callback runs goes in one write."""
+        loop = asyncio.get_running_loop()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"transfer-encoding: chunked\r\n\r\n")
+        bounds = self._chunk_bounds(len(ids))
+        rate = self.config.rate
+        t_first = arrival + self.config.ttft_s
+        sched = [t_first + (b - 1) / rate for (_, b) in bounds]
+        transport = writer.transport
+        finished: asyncio.Future[bool] = loop.create_future()
+        state = {"idx": 0, "max_lag": 0.0, "t_first_write": None, "t_last_write": arrival}
+
+        def emit() -> None:
+            if finished.done():
+                return
+            if transport.is_closing():
+                finished.set_result(False)
+                return
+            now = loop.time()
+            idx = state["idx"]
+            parts = []
+            if idx == 0 and api == "chat":
+                parts.append(b'data: {"id":"chatcmpl-synthetic","object":"chat.completion.chunk",'
+                             b'"created":0,"model":"' + self._model_b + b'","choices":[{"index":0,'
+                             b'"delta":{"role":"assistant","content":""},"logprobs":null,'
+                             b'"finish_reason":null}]}\n\n')
+            while idx < len(bounds) and sched[idx] <= now:
+                a, b = bounds[idx]
+                state["max_lag"] = max(state["max_lag"], now - sched[idx])
+                parts.append(self._event(api, body, prompt, ids, a, b, idx == len(bounds) - 1))
+                self._count_chunk(engine, idx, b - a)
+                idx += 1
+                if drop_after is not None and idx >= drop_after:
+                    break
+            state["idx"] = idx
+            if parts:
+                data = b"".join(parts)
+                transport.write(b"%x\r\n%s\r\n" % (len(data), data))
+                state["t_last_write"] = loop.time()
+                if state["t_first_write"] is None:
+                    state["t_first_write"] = state["t_last_write"]
+            if drop_after is not None and idx >= drop_after:
+                finished.set_result(False)
+            elif idx >= len(bounds):
+                finished.set_result(True)
+            else:
+                loop.call_at(sched[idx], emit)
+
+        if bounds:
+            loop.call_at(sched[0], emit)
+        else:
+            finished.set_result(True)
+        try:
+            complete = await finished
+        except asyncio.CancelledError:
+            transport.abort()
+            raise
+        if not complete:
+            # a planted drop: let what was sent reach the client, then cut mid-stream
+            await writer.drain()
+            await asyncio.sleep(0.02)
+            transport.abort()
+            return False
+        tail = b""
+        if usage and api != "generate":
+            p = len(prompt.split())
+            obj = {"id": "chatcmpl-synthetic", "object": "chat.completion.chunk", "created": 0,
+                   "model": self.config.model, "choices": [],
+                   "usage": {"prompt_tokens": p, "completion_tokens": len(ids),
+                             "total_tokens": p + len(ids)}}
+            tail = b"data: " + json.dumps(obj).encode() + b"\n\n"
+        tail += b"data: [DONE]\n\n"
+        transport.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
+        end = loop.time()
+        t_first_write = state["t_first_write"]
+        t_last_write = state["t_last_write"]
+        with self._lock:
+            self._engine_counters[engine].requests += 1
+            st = self.stats
+            st.tokens += len(ids)
+            st.chunks += len(bounds)
+            st.streams_finished += 1
+            st.last_end = end
+            st.max_lag_s = max(st.max_lag_s, state["max_lag"])
+            if t_first_write is not None:
+                st.ttft_s.append(t_first_write - arrival)
+                if len(ids) > 1 and t_last_write > t_first_write:
+                    st.decode_tok_s.append((len(ids) - 1) / (t_last_write - t_first_write))
+        await writer.drain()
+        return True
+
+    # ---- observability ---------------------------------------------------------------------
+
+    def stats_json(self, raw: bool = False) -> dict[str, Any]:
+        with self._lock:
+            st = self.stats
+            extra = {"ttft_list": list(st.ttft_s), "decode_list": list(st.decode_tok_s)}
+            return {
+                **(extra if raw else {}),
+                "requests": st.requests,
+                "streams_finished": st.streams_finished,
+                "tokens": st.tokens,
+                "chunks": st.chunks,
+                "first_arrival": st.first_arrival,
+                "last_end": st.last_end,
+                "max_lag_s": st.max_lag_s,
+                "ttft_p50_s": _median(st.ttft_s),
+                "decode_tok_s_p50": _median(st.decode_tok_s),
+                "clock": "time.monotonic",
+            }
+
+    def metrics_text(self) -> str:
+        style = self.config.metrics
+        model = self.config.model
+        out = []
+        if style == "vllm":
+            def counter(name: str, attr: str, help_text: str) -> None:
+                out.append("# HELP vllm:%s %s" % (name, help_text))
+                out.append("# TYPE vllm:%s counter" % name)
+                for e, c in enumerate(self._engine_counters):
+                    lbl = 'engine="%d",model_name="%s"' % (e, model)
+                    out.append("vllm:%s_total{%s} %s" % (name, lbl, float(getattr(c, attr))))
+                    out.append("vllm:%s_created{%s} %s" % (name, lbl, self._created))
+
+            counter("generation_tokens", "generation_tokens", "Number of generation tokens.")
+            counter("request_success", "requests", "Count of successfully processed requests.")
+            if self.config.spec_k > 0:
+                counter("spec_decode_num_drafts", "drafts", "Number of spec decoding drafts.")
+                counter("spec_decode_num_draft_tokens", "draft_tokens", "Number of draft tokens.")
+                counter("spec_decode_num_accepted_tokens", "accepted",
+                        "Number of accepted tokens.")
+                out.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
+                for e, c in enumerate(self._engine_counters):
+                    for p in range(self.config.spec_k):
+                        v = c.per_pos[p] if p < len(c.per_pos) else 0
+                        out.append('vllm:spec_decode_num_accepted_tokens_per_pos_total{'
+                                   'engine="%d",model_name="%s",position="%d"} %s'
+                                   % (e, model, p, float(v)))
+            out.append("# TYPE vllm:kv_cache_usage_perc gauge")
+            out.append('vllm:kv_cache_usage_perc{engine="0",model_name="%s"} NaN' % model)
+            out.append('vllm:cache_config_info{block_size="16",note="a \\"quoted\\" \\\\ value"} 1.0')
+        elif style == "sglang":
+            tot = self.counters()
+            lbl = 'model_name="%s",engine_type="unified",tp_rank="0"' % model
+            out.append("# TYPE sglang:generation_tokens_total counter")
+            out.append("sglang:generation_tokens_total{%s} %s" % (lbl, float(tot.generation_tokens)))
+            out.append("sglang:num_requests_total{%s} %s" % (lbl, float(tot.requests)))
+            if self.config.spec_k > 0:
+                out.append("sglang:spec_verify_calls_total{%s} %s" % (lbl, float(tot.verify_calls)))
+                out.append("sglang:spec_num_draft_tokens{%s} %s" % (lbl, float(self.config.spec_k + 1)))
+                out.append("sglang:spec_accept_length{%s} +Inf" % lbl)
+        return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--rate", type=float, default=1000.0, help="tokens/s per stream")
+    ap.add_argument("--ttft", type=float, default=0.005)
+    ap.add_argument("--tokens-per-chunk", default="1", help="comma list, cycled")
+    ap.add_argument("--fixed-tokens", type=int, default=None)
+    ap.add_argument("--metrics", choices=["vllm", "sglang", "none"], default="vllm")
+    ap.add_argument("--spec-k", type=int, default=0)
+    ap.add_argument("--no-usage", action="store_true")
+    ap.add_argument("--model", default="synthetic")
+    ap.add_argument("--reuse-port", action="store_true",
+                    help="share the port with other server processes (SO_REUSEPORT)")
+    ap.add_argument("--control", action="store_true",
+                    help="also serve /_stats and /_reset on a private port (printed)")
+    args = ap.parse_args(argv)
+    cfg = SyntheticConfig(
+        model=args.model, rate=args.rate, ttft_s=args.ttft,
+        tokens_per_chunk=tuple(int(x) for x in args.tokens_per_chunk.split(",")),
+        fixed_tokens=args.fixed_tokens, usage=not args.no_usage, metrics=args.metrics,
+        spec_k=args.spec_k, record_bodies=False,
+    )
+    server = SyntheticServer(cfg, args.host, args.port)
+
+    async def announce() -> None:
+        task = asyncio.ensure_future(server.serve(args.reuse_port, args.control))
+        while not server._ready.is_set():
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        line = "PORT %d" % server.port
+        if server.control_port is not None:
+            line += " CONTROL %d" % server.control_port
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+        await task
+
+    try:
+        asyncio.run(announce())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""`probe.py run` end to end against the synthetic server: counting, failures, cache, stamps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from benchmarks.synthetic_server import SyntheticServer
+from tailpod.probes import probe
+
+REQUEST_KEYS = {
+    "kind", "schema_version", "run_id", "arm", "concurrency", "rep", "prompt_class", "cell",
+    "index", "ok", "error", "cache", "prompt_tokens", "completion_tokens", "ttft_s", "e2e_s",
+    "decode_tok_s", "tpot_s", "chunks", "chunk_gap_p50_s", "chunk_gap_max_s", "t_start",
+    "measured_from",
+}
+CELL_KEYS = {
+    "kind", "schema_version", "run_id", "arm", "concurrency", "rep", "prompt_class", "cell",
+    "requests", "failed", "wall_s", "output_tokens", "output_tok_s", "ttft_p50_s", "ttft_p90_s",
+    "ttft_p99_s", "e2e_p50_s", "e2e_p90_s", "e2e_p99_s", "decode_tok_s_p50", "tpot_p50_s",
+    "client_cpu_s", "loop_lag_max_s", "client_bound", "acceptance", "flags", "void",
+    "measured_from",
+}
+# Additive keys beyond results format v1 (documented in docs/probe.md).
+EXTRA_REQUEST_KEYS = {"flags"}
+EXTRA_CELL_KEYS = {"cache"}
+
+
+def run(server: SyntheticServer, out: Path, *extra: str) -> list[dict]:
+    args = ["run", "--base-url", server.base_url, "--arm", "plain", "--run-id", "rid",
+            "--out", str(out), *extra]
+    assert probe.main(args) == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("transport", ["asyncio", "threads"])
+def test_rows_follow_the_format_and_count_from_usage(
+    synthetic: Callable[..., SyntheticServer], tmp_path: Path, transport: str
+) -> None:
+    rate = 1000.0
+    server = synthetic(rate=rate, ttft_s=0.005, tokens_per_chunk=(4,))
+    rows = run(server, tmp_path / "rows.jsonl", "--transport", transport, "--concurrency", "1,3",
+               "--requests-per-cell", "6", "--max-tokens", "49", "--prompt-classes",
+               "prose,code")
+    cells = [r for r in rows if r["kind"] == "cell"]
+    reqs = [r for r in rows if r["kind"] == "request"]
+    assert [c["cell"] for c in cells] == ["plain|c1|r0|prose", "plain|c1|r0|code",
+                                         "plain|c3|r0|prose", "plain|c3|r0|code"]
+    assert len(reqs) == 24
+    for r in reqs:
+        assert set(r) == REQUEST_KEYS | EXTRA_REQUEST_KEYS
+        assert r["ok"] and r["completion_tokens"] == 49  # usage, although chunks carry 4
+        assert r["chunks"] == 13  # 1 prefill chunk + 12 chunks of 4 tokens
+        assert r["measured_from"] == "pod" and r["run_id"] == "rid"
+        assert r["tpot_s"] == pytest.approx((r["e2e_s"] - r["ttft_s"]) / 48)
+    # decode rate (n - 1) / (t_last - t_first) agrees with what the server itself timed
+    truth = probe.percentile(server.stats.decode_tok_s, 50)
+    measured = probe.percentile([r["decode_tok_s"] for r in reqs], 50)
+    assert measured == pytest.approx(truth, rel=0.05)
+    assert truth == pytest.approx(rate, rel=0.25)  # and the server roughly kept its pace
+    for c in cells:
+        assert set(c) == CELL_KEYS | EXTRA_CELL_KEYS
+        assert c["output_tokens"] == 6 * 49 and c["failed"] == 0
+        assert c["output_tok_s"] == pytest.approx(c["output_tokens"] / c["wall_s"])
+        assert c["client_cpu_s"] >= 0 and c["loop_lag_max_s"] is not None
+        assert c["flags"] == [] and c["void"] is False
+
+
+def test_failures_are_counted_flagged_and_kept_out_of_latency(
+    synthetic: Callable[..., SyntheticServer], tmp_path: Path,
+    prompt_dir: Callable[..., Path],
+) -> None:
+    server = synthetic()
+    prompts = prompt_dir("fine", "boom [[FAIL500]]", "cut [[DROP:3]]", "also fine")
+    rows = run(server, tmp_path / "rows.jsonl", "--prompts-dir", str(prompts),
+               "--concurrency", "2", "--requests-per-cell", "8", "--warmup", "0")
+    reqs = [r for r in rows if r["kind"] == "request"]
+    cell = rows[-1]
+    failed = [r for r in reqs if not r["ok"]]
+    assert len(failed) == 4 and cell["failed"] == 4 and cell["requests"] == 8
+    assert "failures" in cell["flags"]
+    assert {r["error"].split(":")[0] for r in failed} == {"HTTP 500", "ConnectionResetError"}
+    assert all(r["completion_tokens"] is None for r in failed)
+    ok = [r for r in reqs if r["ok"]]
+    assert cell["ttft_p50_s"] == pytest.approx(probe.percentile([r["ttft_s"] for r in ok], 50))
+    assert cell["output_tokens"] == sum(r["completion_tokens"] for r in ok)
+
+
+def test_missing_usage_is_null_and_flagged_never_estimated(
+    synthetic: Callable[..., SyntheticServer], tmp_path: Path
+) -> None:
+    server = synthetic(usage=False, tokens_per_chunk=(3,))
+    rows = run(server, tmp_path / "rows.jsonl", "--requests-per-cell", "3",
+               "--prompt-classes", "prose")
+    for r in rows[:-1]:
+        assert r["ok"] and r["completion_tokens"] is None and r["flags"] == ["no_usage"]
+        assert r["decode_tok_s"] is None and r["tpot_s"] is None and r["chunks"] > 0
+        assert r["ttft_s"] is not None
+    assert "no_usage" in rows[-1]["flags"] and rows[-1]["output_tokens"] == 0
+
+
+def test_cold_requests_carry_distinct_salts_and_warm_ones_none(
+    synthetic: Callable[..., SyntheticServer], tmp_path: Path
+) -> None:
+    server = synthetic()
+    rows = run(server, tmp_path / "rows.jsonl", "--cache", "both", "--requests-per-cell", "6",
+               "--prompt-classes", "code", "--warmup", "1", "--concurrency", "2")
+    bodies = server.stats.bodies
+    cold, warm = bodies[:7], bodies[7:]  # 1 warm-up + 6 cold, then 4 priming + 6 warm
+    salts = [b.get("cache_salt") for b in cold]
+    assert all(salts) and len(set(salts)) == len(salts)
+    assert len(warm) == 4 + 6 and all("cache_salt" not in b for b in warm)
+    for b in bodies:
+        assert b["stream"] is True and b["stream_options"] == {"include_usage": True}
+        assert b["temperature"] == 0 and b["ignore_eos"] is True
+    cells = [r for r in rows if r["kind"] == "cell"]
+    assert [c["cell"] for c in cells] == ["plain|c2|r0|code", "plain|c2|r0|code|warm"]
+    assert [c["cache"] for c in cells] == ["cold", "warm"]
+    assert {r["cache"] for r in rows if r["cell"].endswith("warm")} == {"warm"}
+
+
+def test_structured_class_sends_its_json_schema(
+    synthetic: Callable[..., SyntheticServer], tmp_path: Path
+) -> None:
+    server = synthetic()
+    run(server, tmp_path / "rows.jsonl", "--prompt-classes", "structured",
+        "--requests-per-cell", "2", "--warmup", "0")
+    for body in server.stats.bodies:
+        assert body["response_format"]["type"] == "json_schema"
+        assert body["ignore_eos"] is False  # a finished grammar must be allowed to stop
+
+
+def test_off_pod_rows_are_stamped(
+    synthetic: Callable[..., SyntheticServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = synthetic()
+    monkeypatch.setattr(probe, "is_loopback_host", lambda host: False)
+    rows = run(server, tmp_path / "rows.jsonl", "--requests-per-cell", "2",
+               "--prompt-classes", "prose")
+    assert {r["measured_from"] for r in rows} == {"off-pod"}
+    assert probe.OFF_POD_FLAG in rows[-1]["flags"]
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.3.4.5", True), ("::1", True), ("[::1]", True),
+     ("localhost", True), ("LOCALHOST", True), ("10.0.0.7", False), ("100.64.1.2", False),
+     ("fd7a:115c:a1e0::1", False), ("pod.invalid", False)],
+)
+def test_loopback_detection(host: str, loopback: bool) -> None:
+    assert probe.is_loopback_host(host) is loopback
+
+
+def test_measured_from_reads_the_url() -> None:
+    assert probe.measured_from("http://127.0.0.1:8000") == "pod"
+    assert probe.measured_from("http://[::1]:8000/") == "pod"
+    assert probe.measured_from("http://100.101.102.103:8000") == "off-pod"
+
+
+def test_config_file_then_flags(
+    synthetic: Callable[..., SyntheticServer], tmp_path: Path
+) -> None:
+    server = synthetic()
+    cfg = tmp_path / "probe.json"
+    cfg.write_text(json.dumps({"base_url": server.base_url, "arm": "from-config",
+                               "concurrency": [2], "requests-per-cell": 2, "max_tokens": 8,
+                               "prompt_classes": ["prose"], "out": str(tmp_path / "x.jsonl")}))
+    out = tmp_path / "rows.jsonl"
+    assert probe.main(["run", "--config", str(cfg), "--max-tokens", "5", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[-1]["cell"] == "from-config|c2|r0|prose"
+    assert all(r["completion_tokens"] == 5 for r in rows[:-1])  # the flag won
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"concurency": [2]}))
+    assert probe.main(["run", "--config", str(bad)]) == 2  # a typo is an error, not ignored
+
+
+def test_unreachable_server_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc = probe.main(["run", "--base-url", "http://127.0.0.1:9", "--out", str(tmp_path / "r")])
+    assert rc == 2
+    assert "cannot reach" in capsys.readouterr().err
+
+
+def test_api_key_is_sent_but_never_written(
+    synthetic: Callable[..., SyntheticServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture, prompt_dir: Callable[..., Path],
+) -> None:
+    secret = "sk-test-" + "9" * 24
+    monkeypatch.setenv(probe.API_KEY_ENV, secret)
+    server = synthetic()
+    prompts = prompt_dir("fine", "boom [[FAIL500]]")
+    out = tmp_path / "rows.jsonl"
+    rows = run(server, out, "--prompts-dir", str(prompts), "--requests-per-cell", "2")
+    assert rows[-1]["failed"] == 1
+    assert secret not in out.read_text()
+    captured = capsys.readouterr()
+    assert secret not in captured.err and secret not in captured.out
