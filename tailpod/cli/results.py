@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from tailpod.cli.common import console, err_console, handle_errors, print_json, settings_from
+from tailpod.cli.common import err_console, handle_errors, print_json, settings_from
 from tailpod.errors import ConfigError, TailpodError
 
 
@@ -30,11 +30,14 @@ def _settings(
     knee_latency: float,
     knee_metric: str,
     prompt_class: str | None,
+    cache: str = "cold",
 ) -> Any:
     from tailpod.results.analysis import LATENCY_METRICS, AnalysisSettings
 
     if interpolation not in ("log2", "linear"):
         raise ConfigError("--interpolation must be log2 or linear")
+    if cache not in ("cold", "warm", "all"):
+        raise ConfigError("--cache must be cold, warm or all")
     if knee_metric not in LATENCY_METRICS:
         raise ConfigError(f"--knee-metric must be one of {', '.join(LATENCY_METRICS)}")
     return AnalysisSettings(
@@ -43,11 +46,17 @@ def _settings(
         knee_latency_growth=knee_latency,
         knee_latency_metric=knee_metric,
         prompt_class=prompt_class,
+        cache=None if cache == "all" else cache,
     )
 
 
 def _fmt_s(v: float | None) -> str:
     return "—" if v is None else f"{v:.1f} s"
+
+
+def _out(text: str) -> None:
+    # Plain echo, not rich: these lines must not be re-wrapped at the terminal width.
+    typer.echo(text)
 
 
 def _print_cost(res: dict[str, Any]) -> None:
@@ -73,60 +82,49 @@ def _print_cost(res: dict[str, Any]) -> None:
         f"serverless naive   ${res['serverless_naive_cost_usd']:.4f} (busy time only) "
         f"→ {res['naive_verdict']}",
         f"serverless billed  ${res['serverless_cost_usd']:.4f} ({bill['billed_s']:.0f} s = "
-        f"{res['effective_serverless_duty']:.1%} of span; {bill['cold_starts']} cold starts, "
+        f"{res['effective_serverless_duty']:.1%} of span; {bill['cold_starts']} cold start(s), "
         f"{bill['gaps_kept_warm']} gaps kept warm)",
         f"VERDICT            {res['verdict'].upper()}: {res['reason']}",
     ]
     for line in lines:
-        console.print(line, markup=False)
+        _out(line)
     proj = res.get("concurrency_projection")
     if proj:
-        console.print("")
+        _out("")
         if proj["status"] != "ok":
-            console.print(f"raising client concurrency: {proj['reason']}", markup=False)
+            _out(f"raising client concurrency: {proj['reason']}")
         else:
-            console.print(
+            _out(
                 "raising client concurrency "
                 f"(log: mean {proj['mean_in_flight'] or 0:.2f} in flight, "
-                f"{proj['tok_s_while_busy'] or 0:.1f} tok/s while busy; {proj['assumes']}):",
-                markup=False,
+                f"{proj['tok_s_while_busy'] or 0:.1f} tok/s while busy; {proj['assumes']}):"
             )
             for r in proj["rows"]:
-                console.print(
+                _out(
                     f"  c={r['concurrency']:<4} {r['tok_s']:>9.1f} tok/s  "
                     f"busy {r['busy_s'] / 3600:.3f} h  "
                     f"pod ${r['pod_cost_usd']:.4f} (${r['usd_per_1m']:.3f}/Mtok)  "
-                    f"saves ${r['saving_vs_current_usd']:.4f} vs the current pod",
-                    markup=False,
+                    f"saves ${r['saving_vs_current_usd']:.4f} vs the current pod"
                 )
     if res.get("stamp"):
-        console.print(f"{res['stamp']}: throughput curve measured off-pod", markup=False)
+        _out(f"{res['stamp']}: throughput curve measured off-pod")
 
 
 def _print_own(res: dict[str, Any]) -> None:
-    console.print("assumption                      value", markup=False)
+    _out("assumption                      value")
     for a in res["assumptions"]:
-        console.print(f"  {a['name']:<28} {a['value']:g} {a['unit']}", markup=False)
-    console.print(
-        f"depreciation  ${res['capex_usd_hr']:.4f}/hr → ${res['usd_per_mtok_capex']:.4f}/Mtok",
-        markup=False,
-    )
-    console.print(
-        f"power         ${res['power_usd_hr']:.4f}/hr → ${res['usd_per_mtok_power']:.4f}/Mtok",
-        markup=False,
-    )
-    console.print(
-        f"OWNED         ${res['usd_per_mtok']:.4f}/Mtok (from the assumptions above)", markup=False
-    )
+        _out(f"  {a['name']:<28} {a['value']:g} {a['unit']}")
+    _out(f"depreciation  ${res['capex_usd_hr']:.4f}/hr → ${res['usd_per_mtok_capex']:.4f}/Mtok")
+    _out(f"power         ${res['power_usd_hr']:.4f}/hr → ${res['usd_per_mtok_power']:.4f}/Mtok")
+    _out(f"OWNED         ${res['usd_per_mtok']:.4f}/Mtok (from the assumptions above)")
     if res["rent_usd_per_mtok"] is not None:
-        console.print(
+        _out(
             f"RENTED        ${res['rent_usd_per_mtok']:.4f}/Mtok at ${res['rent_usd_hr']:g}/hr, "
-            "billed only while busy",
-            markup=False,
+            "billed only while busy"
         )
-        console.print(f"VERDICT       {res['verdict']}", markup=False)
+        _out(f"VERDICT       {res['verdict']}")
     if res.get("stamp"):
-        console.print(f"{res['stamp']}: tok/s measured off-pod", markup=False)
+        _out(f"{res['stamp']}: tok/s measured off-pod")
 
 
 def _curve_from_run(
@@ -173,6 +171,7 @@ def register(app: typer.Typer) -> None:
         prompt_class: str | None = typer.Option(
             None, help="Analyse one prompt class (default: pool all)."
         ),
+        cache: str = typer.Option("cold", help="Cells to analyse: cold, warm or all."),
     ) -> None:
         """Analyse runs; write report.md and PNG plots into each run directory."""
         from tailpod.results.analysis import analyze
@@ -180,7 +179,7 @@ def register(app: typer.Typer) -> None:
         from tailpod.results.io import load_run
         from tailpod.results.report import write_report
 
-        st = _settings(interpolation, knee_gain, knee_latency, knee_metric, prompt_class)
+        st = _settings(interpolation, knee_gain, knee_latency, knee_metric, prompt_class, cache)
         dirs = [resolve_run(r) for r in runs]
         if as_json:
             analyses = [analyze(load_run(d), st) for d in dirs]
@@ -190,7 +189,7 @@ def register(app: typer.Typer) -> None:
                 print_json({"runs": analyses, "compare": compare_analyses(analyses)})
             return
         path = write_report(dirs, st, out)
-        console.print(f"report: {path}", markup=False)
+        typer.echo(f"report: {path}")
 
     @app.command("compare")
     @handle_errors
@@ -353,4 +352,4 @@ def register(app: typer.Typer) -> None:
         run_dir = resolve_run(run)
         target = out or run_dir / f"{table}.{fmt}"
         path = export_table(load_run(run_dir), fmt, target, table)
-        console.print(str(path), markup=False)
+        typer.echo(str(path))

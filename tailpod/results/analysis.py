@@ -46,6 +46,7 @@ class AnalysisSettings:
     knee_latency_growth: float = 0.25
     knee_latency_metric: str = "e2e_p50_s"
     prompt_class: str | None = None  # None pools every class
+    cache: str | None = "cold"  # cells of this prefix-cache state; None pools cold and warm
 
 
 # --- small statistics ----------------------------------------------------------------------------
@@ -104,14 +105,28 @@ class Sample:
     pooled_latency: str = "cell"  # "cell", "requests" or "weighted_mean"
 
 
-def build_samples(run: Run, prompt_class: str | None = None) -> list[Sample]:
+def effective_cache(run: Run, cache: str | None) -> str | None:
+    """The cache state to analyse: the one asked for if the run has such cells, else all."""
+    return cache if cache is not None and any(c.cache == cache for c in run.cells) else None
+
+
+def build_samples(
+    run: Run, prompt_class: str | None = None, cache: str | None = "cold"
+) -> list[Sample]:
+    cache = effective_cache(run, cache)
     groups: dict[tuple[str, int, int], list[Any]] = defaultdict(list)
     for cell in run.cells:
-        if prompt_class is None or cell.prompt_class == prompt_class:
+        if (prompt_class is None or cell.prompt_class == prompt_class) and (
+            cache is None or cell.cache == cache
+        ):
             groups[(cell.arm, cell.concurrency, cell.rep)].append(cell)
     req_groups: dict[tuple[str, int, int], list[Any]] = defaultdict(list)
     for req in run.requests:
-        if req.ok and (prompt_class is None or req.prompt_class == prompt_class):
+        if (
+            req.ok
+            and (prompt_class is None or req.prompt_class == prompt_class)
+            and (cache is None or req.cache == cache)
+        ):
             req_groups[(req.arm, req.concurrency, req.rep)].append(req)
 
     samples = []
@@ -568,11 +583,15 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
     meta = run.meta
     arms = _arm_info(run)
     void = _void_reasons(run, arms)
-    samples = build_samples(run, st.prompt_class)
+    samples = build_samples(run, st.prompt_class, st.cache)
     cells = summarize(samples)
     cell_at = {(c["arm"], c["concurrency"]): c for c in cells}
     concurrencies = sorted({c["concurrency"] for c in cells})
     warnings = list(run.load_warnings)
+    if st.cache is not None and effective_cache(run, st.cache) is None and run.cells:
+        warnings.append(f"no {st.cache}-cache cells: throughput pools every cache state")
+    if st.cache is not None and any(c.cache != st.cache for c in run.cells):
+        warnings.append(f"throughput tables use {st.cache}-cache cells only")
     if run.off_pod:
         warnings.append(f"measured off-pod: {STAMP}")
     if run.migrated_from is not None:
@@ -915,7 +934,8 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
     }
     if meta.plan.prompt_classes and len(meta.plan.prompt_classes) > 1 and st.prompt_class is None:
         result["by_prompt_class"] = {
-            pc: summarize_throughput(build_samples(run, pc)) for pc in meta.plan.prompt_classes
+            pc: summarize_throughput(build_samples(run, pc, st.cache))
+            for pc in meta.plan.prompt_classes
         }
     return _stamp_all(result) if run.off_pod else result
 

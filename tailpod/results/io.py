@@ -155,6 +155,7 @@ CELL_COLUMNS = [
     "rep",
     "prompt_class",
     "cell",
+    "cache",
     "requests",
     "failed",
     "wall_s",

@@ -6,6 +6,7 @@ DO NOT QUOTE AGGREGATE stamp across every figure.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,8 @@ PLOT_FILES = {
 
 
 def _label(arm: str, void: dict[str, str]) -> str:
-    return f"{arm} — VOID: {void[arm]}" if arm in void else arm
+    # Wrapped so a long gate reason cannot push the legend off the figure.
+    return textwrap.fill(f"{arm} — VOID: {void[arm]}", 58) if arm in void else arm
 
 
 def _void_map(analysis: dict[str, Any]) -> dict[str, str]:

@@ -59,13 +59,13 @@ class Startup(_Model):
 
 
 class FirstMismatch(_Model):
-    prompt: int
-    position: int
+    prompt: int | None = None
+    position: int | None = None
 
 
 class Gate(_Model):
     status: Literal["pass", "fail", "skipped"]
-    method: Literal["token_ids", "text"] | None = None
+    method: str | None = Field(default=None, description='"token_ids" or "text"')
     first_mismatch: FirstMismatch | None = None
     prompts: int | None = None
 
@@ -202,6 +202,9 @@ class RequestRow(_RowBase):
 
 class CellRow(_RowBase):
     kind: Literal["cell"] = "cell"
+    cache: Literal["cold", "warm"] = Field(
+        default="cold", description="Optional (added by the probe): a warm-prefix-cache cell."
+    )
     requests: int
     failed: int = 0
     wall_s: float

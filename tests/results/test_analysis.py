@@ -436,3 +436,25 @@ def test_on_pod_run_has_no_stamp() -> None:
     an = analyze(build_run({"plain": {1: [100.0]}}))
     assert an["stamp"] is None and "stamp" not in an["cells"][0]
     assert math.isclose(an["cells"][0]["output_tok_s"]["median"], 100.0)
+
+
+def test_warm_cache_cells_are_kept_out_of_the_throughput_tables() -> None:
+    run = build_run({"plain": {1: [100.0]}})
+    run.cells.append(
+        run.cells[0].model_copy(
+            update={
+                "cache": "warm",
+                "cell": "plain|c1|r0|prose|warm",
+                "output_tok_s": 500.0,
+                "output_tokens": 50000,
+            }
+        )
+    )
+    an = analyze(run)
+    assert an["cells"][0]["output_tok_s"]["median"] == 100.0
+    assert "throughput tables use cold-cache cells only" in an["warnings"]
+    pooled = analyze(run, AnalysisSettings(cache=None))
+    assert pooled["cells"][0]["output_tok_s"]["median"] == pytest.approx(600 * 100 / 200)
+    only_warm = build_run({"plain": {1: [100.0]}})
+    only_warm.cells = [c.model_copy(update={"cache": "warm"}) for c in only_warm.cells]
+    assert analyze(only_warm)["cells"][0]["output_tok_s"]["median"] == 100.0

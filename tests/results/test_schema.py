@@ -313,3 +313,30 @@ def test_v0_run_dir_loads_and_analyses(tmp_path: Path) -> None:
     assert any("schema v0" in w for w in an["warnings"])
     assert an["stamp"] == "DO NOT QUOTE AGGREGATE"
     assert an["arms"][1]["void"] is True
+
+
+def test_probe_and_sweep_extras_load(tmp_path: Path) -> None:
+    """Fields the probe/sweep add beyond rows-format.md (run_tag, arm_configs, starts, gate detail,
+    request flags, cell cache) are accepted and kept."""
+    run = RUN_V1 | {"run_tag": "tp-1", "gate_reference": {"token_ids": [[1]]}}
+    run["plan"] = RUN_V1["plan"] | {"arm_configs": {}, "requests_per_cell": None, "extend_k": True}
+    run["arms"] = [
+        RUN_V1["arms"][0] | {"starts": [{"at": "x", "startup_s": 1.0}]},
+        RUN_V1["arms"][1]
+        | {
+            "gate": {
+                "status": "skipped",
+                "method": None,
+                "prompts": 0,
+                "first_mismatch": None,
+                "detail": "no plain arm",
+            }
+        },
+    ]
+    warm_cell = CELL_V1 | {"cache": "warm", "cell": "mtp-k2|c1|r0|prose|warm", "flags": ["off_pod"]}
+    loaded = load_run(
+        _write_dir(tmp_path / "p", run, [REQUEST_V1 | {"flags": ["no_usage"]}, CELL_V1, warm_cell])
+    )
+    assert [c.cache for c in loaded.cells] == ["cold", "warm"]
+    assert loaded.meta.arms[1].gate is not None and loaded.meta.arms[1].gate.status == "skipped"
+    assert loaded.meta.model_dump()["run_tag"] == "tp-1"
