@@ -22,6 +22,7 @@ Usage: .venv/bin/python benchmarks/probe_capacity.py [--levels 1,4,16,64,128,256
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +59,7 @@ class CpuSampler:
 
     def _read(self) -> float | None:
         try:
-            with open("/proc/%d/stat" % self.pid) as fh:
+            with open(f"/proc/{self.pid}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
         except OSError:
             return None
@@ -79,7 +81,7 @@ class CpuSampler:
         s = self.samples
         if not s or t < s[0][0]:
             return None
-        for (t0, c0), (t1, c1) in zip(s, s[1:]):
+        for (t0, c0), (t1, c1) in zip(s, s[1:], strict=False):
             if t0 <= t <= t1:
                 return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
         return s[-1][1]
@@ -112,10 +114,10 @@ class Server:
             line = proc.stdout.readline().split()
             if len(line) != 4 or line[0] != "PORT":
                 self.close()
-                raise RuntimeError("synthetic server did not start: %r" % line)
+                raise RuntimeError(f"synthetic server did not start: {line!r}")
             port = int(line[1])
-            self.controls.append("http://127.0.0.1:%s" % line[3])
-        self.url = "http://127.0.0.1:%d" % port
+            self.controls.append(f"http://127.0.0.1:{line[3]}")
+        self.url = f"http://127.0.0.1:{port}"
 
     @staticmethod
     def _call(base: str, method: str, path: str) -> dict[str, Any]:
@@ -181,7 +183,7 @@ class Outcome:
 
 def run_probe(transport: str, server: Server, c: int, n_requests: int, tokens: int,
               cpu: int | None, workdir: Path) -> tuple[Outcome, CpuSampler]:
-    out = workdir / ("probe-%s-c%d.jsonl" % (transport, c))
+    out = workdir / f"probe-{transport}-c{c}.jsonl"
     cmd = [sys.executable, str(PROBE), "run", "--base-url", server.url, "--arm", "cap",
            "--transport", transport, "--concurrency", str(c), "--requests-per-cell",
            str(n_requests), "--max-tokens", str(tokens), "--prompt-classes", "prose",
@@ -242,7 +244,9 @@ class Peer:
         if not line.startswith("READY"):
             raise RuntimeError("vllm bench peer did not start")
 
-    def run(self, server: Server, c: int, n_requests: int, tokens: int) -> tuple[Outcome, CpuSampler]:
+    def run(
+        self, server: Server, c: int, n_requests: int, tokens: int
+    ) -> tuple[Outcome, CpuSampler]:
         argv = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
                 "--base-url", server.url, "--model", "synthetic", "--tokenizer",
                 str(self.tokenizer_dir), "--dataset-name", "random", "--random-input-len", "32",
@@ -259,10 +263,12 @@ class Peer:
             if not line:
                 break
         sampler.stop()
-        reply = json.loads(line) if line.startswith("{") else {"ok": False, "error": "no reply"}
+        reply: dict[str, Any] = (
+            json.loads(line) if line.startswith("{") else {"ok": False, "error": "no reply"}
+        )
         if not reply.get("ok"):
             return Outcome("vllm-bench", c, False, note=str(reply.get("error"))[:200]), sampler
-        r = reply["result"]
+        r: dict[str, Any] = reply["result"]
         tpot = r.get("median_tpot_ms")
         return Outcome(
             "vllm-bench", c, not r.get("failed"), r.get("output_throughput"),
@@ -280,7 +286,7 @@ def start_peer(workdir: Path, cpu: int | None) -> tuple[Peer | None, str]:
     try:
         import vllm.benchmarks.serve  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any import failure means no peer
-        return None, "vllm.benchmarks.serve not importable: %r" % exc
+        return None, f"vllm.benchmarks.serve not importable: {exc!r}"
     try:
         sys.path.insert(0, str(REPO))
         from tailpod.bootstrap.tiny_checkpoint import build_tokenizer
@@ -289,11 +295,11 @@ def start_peer(workdir: Path, cpu: int | None) -> tuple[Peer | None, str]:
         tok.mkdir()
         build_tokenizer(tok)
     except Exception as exc:  # noqa: BLE001
-        return None, "could not build a local tokenizer for the peer: %r" % exc
+        return None, f"could not build a local tokenizer for the peer: {exc!r}"
     try:
         return Peer(tok, cpu), ""
     except Exception as exc:  # noqa: BLE001
-        return None, "peer failed to start: %r" % exc
+        return None, f"peer failed to start: {exc!r}"
 
 
 # ---- the sweep --------------------------------------------------------------------------------
@@ -379,10 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     pin = not args.no_pin and ncpu > workers and hasattr(os, "sched_setaffinity")
     server_cpus, client_cpu = (list(range(workers)), workers) if pin else (None, None)
     workdir = Path(tempfile.mkdtemp(prefix="probe-capacity-"))
-    print("synthetic server: %.0f tok/s per stream, %d tokens/request, ttft %.0f ms; "
-          "%d requests per worker; %d server process(es); pinned: %s; cpus: %d" % (
-              args.rate, args.tokens, 1000 * args.ttft, args.waves, workers,
-              "server cpu0-%d, client cpu%d" % (workers - 1, workers) if pin else "no", ncpu))
+    pinning = f"server cpu0-{workers - 1}, client cpu{workers}" if pin else "no"
+    print(f"synthetic server: {args.rate:.0f} tok/s per stream, {args.tokens} tokens/request, "
+          f"ttft {1000 * args.ttft:.0f} ms; {args.waves} requests per worker; {workers} server "
+          f"process(es); pinned: {pinning}; cpus: {ncpu}")
     server = Server(args.rate, args.ttft, workers, server_cpus)
     peer, why = None, ""
     if "vllm-bench" in clients:
@@ -400,18 +406,20 @@ def main(argv: list[str] | None = None) -> int:
         for c in levels:
             n = c * args.waves
             for client in clients:
+                run: Callable[[], tuple[Outcome, CpuSampler]]
                 if client == "vllm-bench":
                     assert peer is not None
-                    run = lambda: peer.run(server, c, n, args.tokens)  # noqa: E731
+                    run = functools.partial(peer.run, server, c, n, args.tokens)
                 else:
                     transport = client.split("-", 1)[1]
-                    run = lambda: run_probe(transport, server, c, n, args.tokens,  # noqa: E731
+                    run = functools.partial(run_probe, transport, server, c, n, args.tokens,
                                             client_cpu, workdir)
                 row = measure(client, run, server)
                 rows.append(row)
-                sys.stderr.write("  %s c=%d: client %s tok/s, server %s tok/s, cpu/wall %s\n" % (
-                    client, c, _f(row["client_tok_s"], ",.0f"), _f(row["server_tok_s"], ",.0f"),
-                    _f(row["cpu_frac"], ".2f")))
+                sys.stderr.write(
+                    f"  {client} c={c}: client {_f(row['client_tok_s'], ',.0f')} tok/s, "
+                    f"server {_f(row['server_tok_s'], ',.0f')} tok/s, "
+                    f"cpu/wall {_f(row['cpu_frac'], '.2f')}\n")
     finally:
         server.close()
         if peer is not None:
@@ -423,9 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     for client in clients:
         held = [r for r in rows if r["client"] == client and r["holds"]]
         best = max(held, key=lambda r: r["server_tok_s"] or 0) if held else None
-        print("%-14s highest aggregate measured within 1%%: %s" % (
-            client, "none" if best is None else "%s tok/s (c=%d)" % (
-                format(best["server_tok_s"], ",.0f"), best["c"])))
+        found = "none" if best is None else f"{best['server_tok_s']:,.0f} tok/s (c={best['c']})"
+        print(f"{client:<14} highest aggregate measured within 1%: {found}")
     print("elapsed %.0f s" % (time.time() - started))
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import sys
@@ -57,6 +58,14 @@ class SyntheticConfig:
 
 
 @dataclass
+class _StreamState:
+    idx: int = 0
+    max_lag: float = 0.0
+    t_first_write: float | None = None
+    t_last_write: float = 0.0
+
+
+@dataclass
 class Counters:
     requests: int = 0
     generation_tokens: int = 0
@@ -80,6 +89,10 @@ class Stats:
     decode_tok_s: list[float] = field(default_factory=list)  # (n-1)/(last write - first write)
     salts: list[str | None] = field(default_factory=list)
     bodies: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _text(ids: list[int]) -> str:
+    return "".join(f" w{t}" for t in ids)
 
 
 def _median(values: list[float]) -> float | None:
@@ -119,7 +132,7 @@ class SyntheticServer:
 
     @property
     def base_url(self) -> str:
-        return "http://%s:%d" % (self.host, self.port)
+        return f"http://{self.host}:{self.port}"
 
     async def serve(self, reuse_port: bool = False, control: bool = False) -> None:
         """Serve until cancelled. With `reuse_port`, several processes share one port (the
@@ -141,10 +154,8 @@ class SyntheticServer:
         """Serve from a background thread (tests); returns once the port is bound."""
 
         def runner() -> None:
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 asyncio.run(self.serve())
-            except asyncio.CancelledError:
-                pass
 
         self._thread = threading.Thread(target=runner, name="synthetic-server", daemon=True)
         self._thread.start()
@@ -162,10 +173,8 @@ class SyntheticServer:
                 for task in asyncio.all_tasks():
                     task.cancel()
 
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop may already have ended
                 loop.call_soon_threadsafe(shutdown)
-            except RuntimeError:
-                pass  # the loop already ended
         if self._thread is not None:
             self._thread.join(10)
 
@@ -327,7 +336,8 @@ class SyntheticServer:
         usage = self.config.usage and "[[NOUSAGE]]" not in prompt
         drop = _DROP_RE.search(prompt)
         if not body.get("stream"):
-            self._respond(writer, 200, json.dumps(self._full_response(api, body, prompt, ids)).encode())
+            full = self._full_response(api, body, prompt, ids)
+            self._respond(writer, 200, json.dumps(full).encode())
             self._finish_counts(engine, ids, loop.time())
             return True
         return await self._stream(api, body, prompt, ids, usage,
@@ -346,12 +356,13 @@ class SyntheticServer:
 
     def _full_response(self, api: str, body: dict[str, Any], prompt: str,
                        ids: list[int]) -> dict[str, Any]:
-        text = "".join(" w%d" % t for t in ids)
+        text = _text(ids)
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(ids),
                  "total_tokens": len(prompt.split()) + len(ids)}
         if api == "generate":
             return {"text": text, "output_ids": ids,
-                    "meta_info": {"id": "gen", "finish_reason": {"type": "length", "length": len(ids)},
+                    "meta_info": {"id": "gen",
+                                  "finish_reason": {"type": "length", "length": len(ids)},
                                   "prompt_tokens": usage["prompt_tokens"],
                                   "completion_tokens": len(ids)}}
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
@@ -363,7 +374,7 @@ class SyntheticServer:
             choice["token_ids"] = ids
         if body.get("logprobs") and body.get("return_tokens_as_token_ids") \
                 and self.config.logprobs_token_ids:
-            choice["logprobs"] = {"content": [{"token": "token_id:%d" % t, "logprob": 0.0}
+            choice["logprobs"] = {"content": [{"token": f"token_id:{t}", "logprob": 0.0}
                                               for t in ids]}
         return {"id": "cmpl-synthetic", "object": "chat.completion", "model": self.config.model,
                 "choices": [choice], "usage": usage}
@@ -371,7 +382,7 @@ class SyntheticServer:
     def _event(self, api: str, body: dict[str, Any], prompt: str, ids: list[int],
                a: int, b: int, last: bool) -> bytes:
         piece = ids[a:b]
-        text = "".join(" w%d" % t for t in piece)
+        text = _text(piece)
         if api == "generate":
             meta: dict[str, Any] = {"id": "gen", "finish_reason": None,
                                     "prompt_tokens": len(prompt.split()),
@@ -381,7 +392,7 @@ class SyntheticServer:
                 verifies = len(self._chunk_bounds(len(ids))) - 1
                 if self.config.spec_k > 0 and verifies > 0:
                     meta["spec_verify_ct"] = verifies
-            obj = {"text": "".join(" w%d" % t for t in ids[:b]), "output_ids": ids[:b],
+            obj = {"text": _text(ids[:b]), "output_ids": ids[:b],
                    "meta_info": meta}
             return b"data: " + json.dumps(obj).encode() + b"\n\n"
         # Hand-formatted (the text needs no escaping): json.dumps per chunk would make the
@@ -412,7 +423,7 @@ class SyntheticServer:
         sched = [t_first + (b - 1) / rate for (_, b) in bounds]
         transport = writer.transport
         finished: asyncio.Future[bool] = loop.create_future()
-        state = {"idx": 0, "max_lag": 0.0, "t_first_write": None, "t_last_write": arrival}
+        state = _StreamState(t_last_write=arrival)
 
         def emit() -> None:
             if finished.done():
@@ -421,7 +432,7 @@ class SyntheticServer:
                 finished.set_result(False)
                 return
             now = loop.time()
-            idx = state["idx"]
+            idx = state.idx
             parts = []
             if idx == 0 and api == "chat":
                 parts.append(b'data: {"id":"chatcmpl-synthetic","object":"chat.completion.chunk",'
@@ -430,19 +441,19 @@ class SyntheticServer:
                              b'"finish_reason":null}]}\n\n')
             while idx < len(bounds) and sched[idx] <= now:
                 a, b = bounds[idx]
-                state["max_lag"] = max(state["max_lag"], now - sched[idx])
+                state.max_lag = max(state.max_lag, now - sched[idx])
                 parts.append(self._event(api, body, prompt, ids, a, b, idx == len(bounds) - 1))
                 self._count_chunk(engine, idx, b - a)
                 idx += 1
                 if drop_after is not None and idx >= drop_after:
                     break
-            state["idx"] = idx
+            state.idx = idx
             if parts:
                 data = b"".join(parts)
                 transport.write(b"%x\r\n%s\r\n" % (len(data), data))
-                state["t_last_write"] = loop.time()
-                if state["t_first_write"] is None:
-                    state["t_first_write"] = state["t_last_write"]
+                state.t_last_write = loop.time()
+                if state.t_first_write is None:
+                    state.t_first_write = state.t_last_write
             if drop_after is not None and idx >= drop_after:
                 finished.set_result(False)
             elif idx >= len(bounds):
@@ -476,8 +487,8 @@ class SyntheticServer:
         tail += b"data: [DONE]\n\n"
         transport.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
         end = loop.time()
-        t_first_write = state["t_first_write"]
-        t_last_write = state["t_last_write"]
+        t_first_write = state.t_first_write
+        t_last_write = state.t_last_write
         with self._lock:
             self._engine_counters[engine].requests += 1
             st = self.stats
@@ -485,7 +496,7 @@ class SyntheticServer:
             st.chunks += len(bounds)
             st.streams_finished += 1
             st.last_end = end
-            st.max_lag_s = max(st.max_lag_s, state["max_lag"])
+            st.max_lag_s = max(st.max_lag_s, state.max_lag)
             if t_first_write is not None:
                 st.ttft_s.append(t_first_write - arrival)
                 if len(ids) > 1 and t_last_write > t_first_write:
@@ -519,12 +530,12 @@ class SyntheticServer:
         out = []
         if style == "vllm":
             def counter(name: str, attr: str, help_text: str) -> None:
-                out.append("# HELP vllm:%s %s" % (name, help_text))
-                out.append("# TYPE vllm:%s counter" % name)
+                out.append(f"# HELP vllm:{name} {help_text}")
+                out.append(f"# TYPE vllm:{name} counter")
                 for e, c in enumerate(self._engine_counters):
-                    lbl = 'engine="%d",model_name="%s"' % (e, model)
-                    out.append("vllm:%s_total{%s} %s" % (name, lbl, float(getattr(c, attr))))
-                    out.append("vllm:%s_created{%s} %s" % (name, lbl, self._created))
+                    lbl = f'engine="{e}",model_name="{model}"'
+                    out.append(f"vllm:{name}_total{{{lbl}}} {float(getattr(c, attr))}")
+                    out.append(f"vllm:{name}_created{{{lbl}}} {self._created}")
 
             counter("generation_tokens", "generation_tokens", "Number of generation tokens.")
             counter("request_success", "requests", "Count of successfully processed requests.")
@@ -538,21 +549,23 @@ class SyntheticServer:
                     for p in range(self.config.spec_k):
                         v = c.per_pos[p] if p < len(c.per_pos) else 0
                         out.append('vllm:spec_decode_num_accepted_tokens_per_pos_total{'
-                                   'engine="%d",model_name="%s",position="%d"} %s'
-                                   % (e, model, p, float(v)))
+                                   f'engine="{e}",model_name="{model}",position="{p}"}} '
+                                   f"{float(v)}")
             out.append("# TYPE vllm:kv_cache_usage_perc gauge")
-            out.append('vllm:kv_cache_usage_perc{engine="0",model_name="%s"} NaN' % model)
-            out.append('vllm:cache_config_info{block_size="16",note="a \\"quoted\\" \\\\ value"} 1.0')
+            out.append(f'vllm:kv_cache_usage_perc{{engine="0",model_name="{model}"}} NaN')
+            # a label value with escaped quotes and a backslash, as real exporters can emit
+            out.append('vllm:cache_config_info{block_size="16",'
+                       'note="a \\"quoted\\" \\\\ value"} 1.0')
         elif style == "sglang":
             tot = self.counters()
-            lbl = 'model_name="%s",engine_type="unified",tp_rank="0"' % model
+            lbl = f'model_name="{model}",engine_type="unified",tp_rank="0"'
             out.append("# TYPE sglang:generation_tokens_total counter")
-            out.append("sglang:generation_tokens_total{%s} %s" % (lbl, float(tot.generation_tokens)))
-            out.append("sglang:num_requests_total{%s} %s" % (lbl, float(tot.requests)))
+            out.append(f"sglang:generation_tokens_total{{{lbl}}} {float(tot.generation_tokens)}")
+            out.append(f"sglang:num_requests_total{{{lbl}}} {float(tot.requests)}")
             if self.config.spec_k > 0:
-                out.append("sglang:spec_verify_calls_total{%s} %s" % (lbl, float(tot.verify_calls)))
-                out.append("sglang:spec_num_draft_tokens{%s} %s" % (lbl, float(self.config.spec_k + 1)))
-                out.append("sglang:spec_accept_length{%s} +Inf" % lbl)
+                out.append(f"sglang:spec_verify_calls_total{{{lbl}}} {float(tot.verify_calls)}")
+                out.append(f"sglang:spec_num_draft_tokens{{{lbl}}} {float(self.config.spec_k + 1)}")
+                out.append(f"sglang:spec_accept_length{{{lbl}}} +Inf")
         return "\n".join(out) + "\n"
 
 
@@ -587,17 +600,15 @@ def main(argv: list[str] | None = None) -> int:
             if task.done():
                 task.result()
             await asyncio.sleep(0.01)
-        line = "PORT %d" % server.port
+        line = f"PORT {server.port}"
         if server.control_port is not None:
-            line += " CONTROL %d" % server.control_port
+            line += f" CONTROL {server.control_port}"
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
         await task
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(announce())
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import http.client
 import ipaddress
 import json
@@ -29,8 +30,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 SCHEMA_VERSION = 1
@@ -323,7 +325,8 @@ def acceptance_from_vllm(
         "num_accepted_tokens_per_pos": per_pos,
     }
     flags = [] if drafts > 0 else ["no_drafts"]
-    return normalise_acceptance(drafts, draft_tokens, accepted, per_pos, "vllm_metrics", native), flags
+    acc = normalise_acceptance(drafts, draft_tokens, accepted, per_pos, "vllm_metrics", native)
+    return acc, flags
 
 
 def acceptance_from_sglang_metrics(
@@ -501,7 +504,7 @@ class ChunkedDecoder:
                 try:
                     size = int(line.split(b";", 1)[0], 16)
                 except ValueError:
-                    raise ProtocolError("bad chunk size line %r" % line[:40]) from None
+                    raise ProtocolError(f"bad chunk size line {line[:40]!r}") from None
                 if size < 0:
                     raise ProtocolError("negative chunk size")
                 if size == 0:
@@ -571,11 +574,11 @@ class HTTPResponseParser:
         ).split("\n")
         parts = lines[0].split(None, 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/"):
-            raise ProtocolError("bad status line %r" % lines[0][:80])
+            raise ProtocolError(f"bad status line {lines[0][:80]!r}")
         try:
             self.status = int(parts[1])
         except ValueError:
-            raise ProtocolError("bad status code %r" % parts[1][:20]) from None
+            raise ProtocolError(f"bad status code {parts[1][:20]!r}") from None
         self.reason = parts[2] if len(parts) > 2 else ""
         headers: dict[str, str] = {}
         for line in lines[1:]:
@@ -765,7 +768,7 @@ class StreamRecorder:
         err = obj.get("error")
         if err and not obj.get("choices"):
             msg = err.get("message") if isinstance(err, dict) else err
-            self.error = "server error event: %s" % str(msg)[:300]
+            self.error = f"server error event: {str(msg)[:300]}"
             return
         usage = obj.get("usage")
         if isinstance(usage, dict):
@@ -791,7 +794,7 @@ class StreamRecorder:
 
     def _generate_event(self, obj: dict[str, Any], now: float) -> None:
         if "error" in obj and "meta_info" not in obj:
-            self.error = "server error event: %s" % str(obj.get("error"))[:300]
+            self.error = "server error event: {}".format(str(obj.get("error"))[:300])
             return
         meta = obj.get("meta_info")
         if not isinstance(meta, dict):
@@ -900,9 +903,9 @@ class Endpoint:
     def parse(cls, url: str) -> Endpoint:
         parts = urlsplit(url if "://" in url else "http://" + url)
         if parts.scheme not in ("http", "https"):
-            raise ProbeError("base URL must be http:// or https://, got %r" % url)
+            raise ProbeError(f"base URL must be http:// or https://, got {url!r}")
         if not parts.hostname:
-            raise ProbeError("base URL has no host: %r" % url)
+            raise ProbeError(f"base URL has no host: {url!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
         return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
 
@@ -913,8 +916,8 @@ class Endpoint:
         return ssl.create_default_context() if self.scheme == "https" else None
 
     def url(self) -> str:
-        host = "[%s]" % self.host if ":" in self.host else self.host
-        return "%s://%s:%d%s" % (self.scheme, host, self.port, self.base_path)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self.base_path}"
 
 
 def is_loopback_host(host: str) -> bool:
@@ -930,7 +933,7 @@ def is_loopback_host(host: str) -> bool:
         infos = socket.getaddrinfo(h, None)
     except OSError:
         return False
-    addrs = {info[4][0] for info in infos}
+    addrs = {str(info[4][0]) for info in infos}
     try:
         return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
     except ValueError:
@@ -959,11 +962,7 @@ def http_request(
     timeout: float = 30.0,
 ) -> tuple[int, bytes]:
     """A small synchronous request (metrics, model list, gate); returns (status, body)."""
-    conn: http.client.HTTPConnection
-    if ep.scheme == "https":
-        conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout, context=ep.ssl_context())
-    else:
-        conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+    conn = _new_connection(ep, timeout)
     headers = {"User-Agent": USER_AGENT, "Accept": "*/*"}
     headers.update(_auth_headers())
     payload = None
@@ -1004,13 +1003,13 @@ def discover_model(ep: Endpoint, timeout: float = 30.0) -> str:
     try:
         status, data = http_request(ep, "GET", "/v1/models", timeout=timeout)
     except (OSError, http.client.HTTPException) as exc:
-        raise ProbeError("cannot reach %s/v1/models: %s" % (ep.url(), exc)) from None
+        raise ProbeError(f"cannot reach {ep.url()}/v1/models: {exc}") from None
     if status != 200:
-        raise ProbeError("%s/v1/models answered HTTP %d; pass --model" % (ep.url(), status))
+        raise ProbeError(f"{ep.url()}/v1/models answered HTTP {status}; pass --model")
     try:
         return str(json.loads(data)["data"][0]["id"])
     except (ValueError, KeyError, IndexError, TypeError):
-        raise ProbeError("%s/v1/models lists no model; pass --model" % ep.url()) from None
+        raise ProbeError(f"{ep.url()}/v1/models lists no model; pass --model") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -1071,13 +1070,13 @@ class AsyncConnection:
         self.ep = ep
         self.proto: _ConnProtocol | None = None
         hdrs = {
-            "Host": "%s:%d" % (ep.host, ep.port),
+            "Host": f"{ep.host}:{ep.port}",
             "User-Agent": USER_AGENT,
             "Accept": "text/event-stream",
             "Content-Type": "application/json",
         }
         hdrs.update(extra_headers)
-        self._header_block = "".join("%s: %s\r\n" % kv for kv in hdrs.items())
+        self._header_block = "".join("{}: {}\r\n".format(*kv) for kv in hdrs.items())
 
     async def _connect(self) -> _ConnProtocol:
         loop = asyncio.get_running_loop()
@@ -1092,10 +1091,9 @@ class AsyncConnection:
         self.proto = None
 
     async def exchange(self, spec: RequestSpec, rec: StreamRecorder, timeout: float) -> None:
-        head = "POST %s HTTP/1.1\r\n%sContent-Length: %d\r\n\r\n" % (
-            spec.path,
-            self._header_block,
-            len(spec.body),
+        head = (
+            f"POST {spec.path} HTTP/1.1\r\n{self._header_block}"
+            f"Content-Length: {len(spec.body)}\r\n\r\n"
         )
         payload = head.encode("latin-1") + spec.body
         for attempt in (0, 1):
@@ -1129,7 +1127,7 @@ class AsyncConnection:
                 self.close()
             if not (200 <= parser.status < 300):
                 snippet = parser.error_body[:300].decode("utf-8", "replace")
-                rec.fail("HTTP %d: %s" % (parser.status, snippet.strip()))
+                rec.fail(f"HTTP {parser.status}: {snippet.strip()}")
             return
 
 
@@ -1184,9 +1182,9 @@ async def _run_async(
                 try:
                     await conn.exchange(spec, rec, timeout)
                 except asyncio.TimeoutError:
-                    rec.fail("timeout after %.0f s" % timeout)
+                    rec.fail(f"timeout after {timeout:.0f} s")
                 except (OSError, ProtocolError, ssl.SSLError) as exc:
-                    rec.fail(_scrub("%s: %s" % (type(exc).__name__, exc)))
+                    rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
                 rec.finish(time.perf_counter())
                 results[spec.index] = result_from_recorder(spec, rec)
         finally:
@@ -1199,10 +1197,8 @@ async def _run_async(
     t1, cpu1 = time.perf_counter(), time.process_time()
     monitor.stop()
     mon_task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await mon_task
-    except asyncio.CancelledError:
-        pass
     done = [r for r in results if r is not None]
     return LoopOutcome(done, t1 - t0, cpu1 - cpu0, monitor.max_lag)
 
@@ -1218,6 +1214,14 @@ def run_loop_asyncio(
 # --------------------------------------------------------------------------------------------
 
 
+def _new_connection(ep: Endpoint, timeout: float) -> http.client.HTTPConnection:
+    if ep.scheme == "https":
+        return http.client.HTTPSConnection(
+            ep.host, ep.port, timeout=timeout, context=ep.ssl_context()
+        )
+    return http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+
+
 def _thread_exchange(
     conn_box: list[http.client.HTTPConnection | None],
     ep: Endpoint,
@@ -1228,16 +1232,9 @@ def _thread_exchange(
 ) -> None:
     deadline = rec.t_send + timeout
     for attempt in (0, 1):
-        conn = conn_box[0]
-        reused = conn is not None
-        if conn is None:
-            if ep.scheme == "https":
-                conn = http.client.HTTPSConnection(
-                    ep.host, ep.port, timeout=timeout, context=ep.ssl_context()
-                )
-            else:
-                conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
-            conn_box[0] = conn
+        reused = conn_box[0] is not None
+        conn = conn_box[0] or _new_connection(ep, timeout)
+        conn_box[0] = conn
         try:
             if attempt == 1:
                 rec.start()
@@ -1252,7 +1249,8 @@ def _thread_exchange(
         break
     if resp.status < 200 or resp.status >= 300:
         body = resp.read(65536)
-        rec.fail("HTTP %d: %s" % (resp.status, body[:300].decode("utf-8", "replace").strip()))
+        snippet = body[:300].decode("utf-8", "replace").strip()
+        rec.fail(f"HTTP {resp.status}: {snippet}")
         conn.close()
         conn_box[0] = None
         return
@@ -1262,7 +1260,7 @@ def _thread_exchange(
             break
         rec.feed(data, time.perf_counter())
         if time.perf_counter() > deadline:
-            raise TimeoutError("timeout after %.0f s" % timeout)
+            raise TimeoutError(f"timeout after {timeout:.0f} s")
     if resp.will_close:
         conn.close()
         conn_box[0] = None
@@ -1292,7 +1290,7 @@ def run_loop_threads(
                 try:
                     _thread_exchange(box, ep, spec, rec, headers, timeout)
                 except (OSError, http.client.HTTPException, ProtocolError) as exc:
-                    rec.fail(_scrub("%s: %s" % (type(exc).__name__, exc)))
+                    rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
                     if box[0] is not None:
                         box[0].close()
                         box[0] = None
@@ -1413,7 +1411,9 @@ GATE_PROMPTS: list[dict[str, Any]] = [
 ]
 
 
-def load_prompt_classes(prompts_dir: str | None, names: list[str] | None) -> dict[str, dict[str, Any]]:
+def load_prompt_classes(
+    prompts_dir: str | None, names: list[str] | None
+) -> dict[str, dict[str, Any]]:
     """Prompt classes from `prompts_dir` (one JSON per class), else the built-in copies."""
     classes: dict[str, dict[str, Any]] = {}
     if prompts_dir and os.path.isdir(prompts_dir):
@@ -1423,17 +1423,17 @@ def load_prompt_classes(prompts_dir: str | None, names: list[str] | None) -> dic
             with open(os.path.join(prompts_dir, fname), encoding="utf-8") as fh:
                 data = json.load(fh)
             if not isinstance(data, dict) or not data.get("prompts"):
-                raise ProbeError("prompt file %s has no prompts" % fname)
+                raise ProbeError(f"prompt file {fname} has no prompts")
             classes[str(data.get("name") or fname[:-5])] = data
     elif prompts_dir:
-        raise ProbeError("prompts directory %s does not exist" % prompts_dir)
+        raise ProbeError(f"prompts directory {prompts_dir} does not exist")
     else:
         classes = json.loads(json.dumps(BUILTIN_PROMPT_CLASSES))
     if names:
         missing = [n for n in names if n not in classes]
         if missing:
             raise ProbeError(
-                "unknown prompt class %s (have: %s)" % (", ".join(missing), ", ".join(classes))
+                "unknown prompt class {} (have: {})".format(", ".join(missing), ", ".join(classes))
             )
         classes = {n: classes[n] for n in names}
     return classes
@@ -1478,7 +1478,7 @@ class RunOptions:
 
 
 def new_salt(run_id: str) -> str:
-    return "tailpod-%s-%s" % (run_id, uuid.uuid4().hex)
+    return f"tailpod-{run_id}-{uuid.uuid4().hex}"
 
 
 def build_body(
@@ -1539,7 +1539,7 @@ class CellPlan:
 
     @property
     def cell(self) -> str:
-        base = "%s|c%d|r%d|%s" % (self.arm, self.concurrency, self.rep, self.prompt_class)
+        base = f"{self.arm}|c{self.concurrency}|r{self.rep}|{self.prompt_class}"
         return base + ("|warm" if self.cache == "warm" else "")
 
 
@@ -1694,13 +1694,14 @@ def run_cell(
             warm_specs.append(RequestSpec(i, path, body, "warm", opts.api))
     else:
         for i in range(opts.warmup):
-            path, body = build_body(opts, model, pclass, prompts[i % len(prompts)], new_salt(run_id))
+            prompt = prompts[i % len(prompts)]
+            path, body = build_body(opts, model, pclass, prompt, new_salt(run_id))
             warm_specs.append(RequestSpec(i, path, body, "cold", opts.api))
     if warm_specs:
         warm = loop_fn(ep, warm_specs, 1, opts.request_timeout, opts.api)
         bad = [r for r in warm.results if not r.ok]
         if bad:
-            log("warning: %d warm-up request(s) failed in %s: %s" % (len(bad), plan.cell, bad[0].error))
+            log(f"warning: {len(bad)} warm-up request(s) failed in {plan.cell}: {bad[0].error}")
 
     specs: list[RequestSpec] = []
     for i in range(opts.requests_per_cell):
@@ -1743,7 +1744,7 @@ def default_run_id() -> str:
 
 def run_sweep(opts: RunOptions) -> int:
     if opts.transport not in TRANSPORTS:
-        raise ProbeError("unknown transport %r" % opts.transport)
+        raise ProbeError(f"unknown transport {opts.transport!r}")
     if opts.cache not in ("cold", "warm", "both"):
         raise ProbeError("--cache must be cold, warm or both")
     if opts.api not in ("chat", "completions", "generate"):
@@ -1759,19 +1760,19 @@ def run_sweep(opts: RunOptions) -> int:
     if engine == "auto":
         engine = detect_engine(scrape_metrics(ep))
     if where != "pod":
-        log("base URL is not loopback: rows are stamped off-pod / '%s'" % OFF_POD_FLAG)
+        log(f"base URL is not loopback: rows are stamped off-pod / '{OFF_POD_FLAG}'")
     caches = ["cold", "warm"] if opts.cache == "both" else [opts.cache]
     log(
-        "run %s arm=%s model=%s engine=%s transport=%s classes=%s c=%s reps=%d n=%d"
-        % (run_id, opts.arm, model, engine, opts.transport, ",".join(classes),
-           ",".join(map(str, opts.concurrency)), opts.reps, opts.requests_per_cell)
+        f"run {run_id} arm={opts.arm} model={model} engine={engine} "
+        f"transport={opts.transport} classes={','.join(classes)} "
+        f"c={','.join(map(str, opts.concurrency))} reps={opts.reps} n={opts.requests_per_cell}"
     )
     writer = RowWriter(opts.out)
     try:
         for rep in range(opts.reps):
             for c in opts.concurrency:
                 if opts.requests_per_cell < c:
-                    log("note: %d requests per cell < concurrency %d" % (opts.requests_per_cell, c))
+                    log(f"note: {opts.requests_per_cell} requests per cell < concurrency {c}")
                 for name, pclass in classes.items():
                     for cache in caches:
                         plan = CellPlan(opts.arm, c, rep, name, cache)
@@ -1791,16 +1792,14 @@ def _fmt(value: float | None, spec: str) -> str:
 
 def _progress_line(cell: dict[str, Any]) -> str:
     acc = cell.get("acceptance") or {}
-    return "%s: %d req, %d failed, %s tok/s, ttft p50 %ss, e2e p50 %ss, cpu %.0f%%, accept len %s%s" % (
-        cell["cell"],
-        cell["requests"],
-        cell["failed"],
-        _fmt(cell["output_tok_s"], ".1f"),
-        _fmt(cell["ttft_p50_s"], ".4f"),
-        _fmt(cell["e2e_p50_s"], ".3f"),
-        100.0 * cell["client_cpu_s"] / cell["wall_s"] if cell["wall_s"] else 0.0,
-        _fmt(acc.get("acceptance_length"), ".3f"),
-        (" [" + ", ".join(cell["flags"]) + "]") if cell["flags"] else "",
+    wall = cell["wall_s"]
+    flags = (" [" + ", ".join(cell["flags"]) + "]") if cell["flags"] else ""
+    return (
+        f"{cell['cell']}: {cell['requests']} req, {cell['failed']} failed, "
+        f"{_fmt(cell['output_tok_s'], '.1f')} tok/s, ttft p50 {_fmt(cell['ttft_p50_s'], '.4f')}s, "
+        f"e2e p50 {_fmt(cell['e2e_p50_s'], '.3f')}s, "
+        f"cpu {100.0 * cell['client_cpu_s'] / wall if wall else 0.0:.0f}%, "
+        f"accept len {_fmt(acc.get('acceptance_length'), '.3f')}{flags}"
     )
 
 
@@ -1845,17 +1844,17 @@ def _gate_request(
     try:
         status, data = http_request(ep, "POST", path, body, timeout=timeout)
     except (OSError, http.client.HTTPException) as exc:
-        raise GateError("%s%s: %s" % (ep.url(), path, exc)) from None
+        raise GateError(f"{ep.url()}{path}: {exc}") from None
     if status != 200:
         raise GateError(
-            "%s%s answered HTTP %d: %s"
-            % (ep.url(), path, status, data[:200].decode("utf-8", "replace")),
+            f"{ep.url()}{path} answered HTTP {status}: "
+            + data[:200].decode("utf-8", "replace"),
             status,
         )
     try:
         obj = json.loads(data)
     except ValueError:
-        raise GateError("%s%s returned non-JSON" % (ep.url(), path)) from None
+        raise GateError(f"{ep.url()}{path} returned non-JSON") from None
     return obj if isinstance(obj, dict) else {}
 
 
@@ -1945,7 +1944,7 @@ def run_gate(
             a = _extract(_gate_request(ref_ep, ref_model, prompt, max_tokens, seed, chosen, timeout), chosen)  # noqa: E501
             b = _extract(_gate_request(cand_ep, cand_model, prompt, max_tokens, seed, chosen, timeout), chosen)  # noqa: E501
         if a is None or b is None:
-            raise GateError("prompt %d: an endpoint stopped returning %s" % (i, chosen))
+            raise GateError(f"prompt {i}: an endpoint stopped returning {chosen}")
         pos = _first_difference(a, b)
         if pos is not None:
             first_mismatch = {
@@ -2011,7 +2010,7 @@ def _run_options(ns: argparse.Namespace) -> RunOptions:
     known = set(RunOptions.__dataclass_fields__)
     unknown = sorted(set(merged) - known)
     if unknown:
-        raise ProbeError("unknown option(s): %s" % ", ".join(unknown))
+        raise ProbeError("unknown option(s): {}".format(", ".join(unknown)))
     opts = RunOptions()
     for key, value in merged.items():
         setattr(opts, key, value)
@@ -2035,7 +2034,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="measure cells (arm x concurrency x rep x prompt class)")
     S = argparse.SUPPRESS  # noqa: N806 - unset flags must not override --config
     run.add_argument("--config", default=None, help="JSON file of options (keys = flag names)")
-    run.add_argument("--base-url", default=S, help="server base URL [%s]" % DEFAULT_BASE_URL)
+    run.add_argument("--base-url", default=S, help=f"server base URL [{DEFAULT_BASE_URL}]")
     run.add_argument("--model", default=S, help="served model name [first of /v1/models]")
     run.add_argument("--arm", default=S, help="arm label written into every row")
     run.add_argument("--run-id", default=S)
@@ -2056,7 +2055,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "per-request acceptance)")
     run.add_argument("--out", default=S, help="JSON Lines file, appended ('-' = stdout)")
     run.add_argument("--transport", choices=sorted(TRANSPORTS), default=S,
-                     help="[%s]" % DEFAULT_TRANSPORT)
+                     help=f"[{DEFAULT_TRANSPORT}]")
     run.add_argument("--request-timeout", type=float, default=S, help="seconds [600]")
     run.add_argument("--client-bound-threshold", type=float, default=S,
                      help="CPU/wall fraction that flags a cell client_bound [0.8]")
@@ -2101,7 +2100,7 @@ def cmd_metrics(ns: argparse.Namespace) -> int:
         ep = Endpoint.parse(ns.base_url)
         got = scrape_metrics(ep)
         if got is None:
-            log("no /metrics at %s" % ep.url())
+            log(f"no /metrics at {ep.url()}")
             return 2
         samples, source = got, ep.url() + "/metrics"
     chosen = [s for s in samples if s.name.startswith(ns.prefix)]

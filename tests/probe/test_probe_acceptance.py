@@ -40,7 +40,7 @@ def test_zero_drafts_is_not_a_measurement() -> None:
 
 def test_missing_counters_mean_no_acceptance() -> None:
     assert probe.acceptance_from_vllm({}, {}) == (None, [])
-    empty = {"drafts": None, "draft_tokens": None, "accepted": None, "per_pos": {}}
+    empty: dict = {"drafts": None, "draft_tokens": None, "accepted": None, "per_pos": {}}
     assert probe.acceptance_from_vllm(empty, empty) == (None, [])
 
 

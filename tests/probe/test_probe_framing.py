@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -74,7 +75,7 @@ def test_response_parser_collects_error_bodies_apart() -> None:
     assert got == []
 
 
-def _chunk(delta: dict | None = None, text: str | None = None, **extra: object) -> bytes:
+def _chunk(delta: dict | None = None, text: str | None = None, **extra: Any) -> bytes:
     choice: dict = {"index": 0, "logprobs": None, "finish_reason": None}
     if delta is not None:
         choice["delta"] = delta
@@ -93,9 +94,11 @@ content_text = st.lists(
 
 @settings(max_examples=400, deadline=None)
 @given(content_text, st.sampled_from(["content", "reasoning_content", "role"]),
-       st.booleans(), st.booleans())
-def test_fast_path_agrees_with_a_full_parse(text: str, key: str, ids: bool, compact: bool) -> None:
-    extra = {"token_ids": [1, 2]} if ids else {}
+       st.sampled_from([None, [], [1, 2]]), st.booleans())
+def test_fast_path_agrees_with_a_full_parse(
+    text: str, key: str, ids: list[int] | None, compact: bool
+) -> None:
+    extra: dict[str, Any] = {} if ids is None else {"token_ids": ids}
     payload = _chunk({key: text}, **extra)
     if compact:
         payload = json.dumps(json.loads(payload), separators=(",", ":")).encode()
@@ -139,7 +142,7 @@ def test_decode_rate_and_tpot_use_usage_tokens() -> None:
     rec.start()
     t0 = rec.t_send
     for i, t in enumerate((0.1, 0.3, 0.5)):
-        rec.feed(b"data: " + _chunk({"content": "x%d" % i}) + b"\n\n", t0 + t)
+        rec.feed(b"data: " + _chunk({"content": f"x{i}"}) + b"\n\n", t0 + t)
     rec.feed(b'data: {"choices":[],"usage":{"completion_tokens":9}}\n\ndata: [DONE]\n\n', t0 + 0.6)
     rec.finish(t0 + 0.6)
     r = probe.result_from_recorder(probe.RequestSpec(0, "/", b"", "cold", "chat"), rec)

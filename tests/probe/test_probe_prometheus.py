@@ -30,7 +30,7 @@ missing_value{a="b"}
 
 def test_parses_labels_values_and_escapes() -> None:
     samples = probe.parse_prometheus(EXPOSITION)
-    by_name = {}
+    by_name: dict[str, list[probe.Sample]] = {}
     for s in samples:
         by_name.setdefault(s.name, []).append(s)
     assert by_name["quoted"][0].labels == {"note": 'say "hi" \\ now\nnext', "other": "x"}
@@ -77,14 +77,14 @@ def test_never_raises_on_exposition_like_fragments(parts: list[str]) -> None:
     probe.parse_prometheus("".join(parts))
 
 
-label_values = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+label_values = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=20)
 
 
 @settings(max_examples=200, deadline=None)
 @given(label_values, st.floats(allow_nan=False))
 def test_escaped_label_values_round_trip(value: str, number: float) -> None:
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    line = 'm_total{a="%s",b="2"} %r\n' % (escaped, number)
+    line = f'm_total{{a="{escaped}",b="2"}} {number!r}\n'
     samples = probe.parse_prometheus(line)
     assert len(samples) == 1
     assert samples[0].labels == {"a": value, "b": "2"}
