@@ -44,9 +44,9 @@ class ApiTimings:
     @classmethod
     def fast(cls) -> ApiTimings:
         """Short waits for tests against the sandbox."""
-        return cls(request_timeout_s=5.0, attempts=4, backoff_s=0.05, backoff_max_s=0.2,
-                   max_retry_after_s=2.0, create_attempts=3, readback_attempts=10,
-                   readback_interval_s=0.05, evidence_window_s=0.3)
+        return cls(request_timeout_s=2.0, attempts=3, backoff_s=0.02, backoff_max_s=0.1,
+                   max_retry_after_s=1.0, create_attempts=3, readback_attempts=10,
+                   readback_interval_s=0.05, evidence_window_s=0.2)
 
 
 class ApiError(ProviderError):

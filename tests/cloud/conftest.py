@@ -1,0 +1,111 @@
+"""Fixtures for the cloud tests: a fresh sandbox cloud per test and fast provider adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tailpod.config import Settings, load_settings
+from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.provision.apiclient import ApiTimings
+from tailpod.provision.base import PodSpec, Provider
+from tailpod.provision.lifecycle import LifecyclePolicy
+from tailpod.provision.registry import get_provider
+from tailpod.provision.sandbox import Sandbox, start_sandbox
+from tailpod.secrets import Secret
+
+# Each provider's names for "a GPU that is rarely free" and "a common one" in the sandbox catalog.
+GPUS = {
+    "runpod": {"first": "NVIDIA H100 80GB HBM3", "second": "NVIDIA A40", "sandbox_name_first":
+               "NVIDIA H100 80GB HBM3", "sandbox_name_second": "NVIDIA A40"},
+    "vastai": {"first": "H100 SXM", "second": "RTX 4090", "sandbox_name_first": "H100 SXM",
+               "sandbox_name_second": "RTX 4090"},
+}
+SANDBOX_NAME = {"runpod": "runpod", "vastai": "vast"}
+HF_SECRET = "hf_TESTSECRETvalue0123456789abcdef"
+
+
+@pytest.fixture()
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
+    try:
+        yield sb
+    finally:
+        sb.close()
+
+
+def settings_for(sb: Sandbox, home: Path, **env: str) -> Settings:
+    base = {**sb.env(), "TAILPOD_HOME": str(home)}
+    base.update(env)
+    return load_settings(env=base, dotenv_path=home / "absent.env")
+
+
+@dataclass
+class Cloud:
+    """One provider of the sandbox, wired for a test: adapter, ledger, policy, helpers."""
+
+    kind: str  # "runpod" | "vastai"
+    sandbox: Sandbox
+    settings: Settings
+    provider: Provider
+    ledger: Ledger
+    policy: LifecyclePolicy
+    home: Path
+
+    @property
+    def sandbox_name(self) -> str:
+        return SANDBOX_NAME[self.kind]
+
+    def gpu(self, which: str) -> str:
+        return GPUS[self.kind][which]
+
+    def spec(self, gpus: list[str] | None = None, **kw: object) -> PodSpec:
+        tag = str(kw.pop("run_tag", new_run_tag()))
+        return PodSpec(
+            run_tag=tag,
+            gpu_preference=gpus if gpus is not None else [self.gpu("first"), self.gpu("second")],
+            image="sandbox/image:latest",
+            start_command=["sleep", "60"],
+            env={"HF_TOKEN": Secret(HF_SECRET), "TAILPOD_RUN_TAG": tag},
+            disk_gb=20,
+            ports=[22, 8000],
+            **kw,  # type: ignore[arg-type]
+        )
+
+    def record(self, spec: PodSpec) -> PodRecord:
+        return PodRecord(run_tag=spec.run_tag, provider=self.provider.name)
+
+    def fault(self, kind: str, **fields: object) -> None:
+        self.sandbox.add_fault(kind, provider=self.sandbox_name, **fields)
+
+    def billing(self) -> list[dict[str, object]]:
+        return [r for r in self.sandbox.billing_now()]
+
+    def run_dir(self, tag: str) -> Path:
+        return self.home / "results" / tag
+
+    def new_provider(self, **env: str) -> Provider:
+        return get_provider(self.kind, settings_for(self.sandbox, self.home, **env),
+                            timings=ApiTimings.fast())
+
+
+@pytest.fixture(params=["runpod", "vastai"])
+def cloud(request: pytest.FixtureRequest, sandbox: Sandbox, tailpod_home: Path) -> Cloud:
+    settings = settings_for(sandbox, tailpod_home)
+    provider = get_provider(request.param, settings, timings=ApiTimings.fast())
+    return Cloud(request.param, sandbox, settings, provider, Ledger(tailpod_home),
+                 LifecyclePolicy.fast(), tailpod_home)
+
+
+@pytest.fixture()
+def make_cloud(sandbox: Sandbox, tailpod_home: Path) -> Callable[[str], Cloud]:
+    def make(kind: str) -> Cloud:
+        settings = settings_for(sandbox, tailpod_home)
+        provider = get_provider(kind, settings, timings=ApiTimings.fast())
+        return Cloud(kind, sandbox, settings, provider, Ledger(tailpod_home),
+                     LifecyclePolicy.fast(), tailpod_home)
+
+    return make

@@ -1,0 +1,217 @@
+"""Fault scenarios: each ends with the sandbox meter at zero, or with `down` failing while naming
+exactly what still bills (and the command that kills it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tailpod.errors import BillingNotProven, CapacityError
+from tailpod.provision.base import PodInfo, PodSpec
+from tailpod.provision.lifecycle import (
+    UnprovenTeardown,
+    create_pod_safely,
+    teardown,
+)
+
+from .conftest import Cloud
+
+
+def up(cloud: Cloud, spec: PodSpec | None = None) -> tuple[PodSpec, PodInfo]:
+    spec = spec or cloud.spec()
+    info = create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec),
+                             ttl_hours=1.0, policy=cloud.policy)
+    return spec, info
+
+
+def down(cloud: Cloud, tag: str) -> None:
+    record = cloud.ledger.get(tag)
+    assert record is not None
+    evidence = teardown(cloud.provider, cloud.ledger, record, cloud.run_dir(tag),
+                        policy=cloud.policy)
+    assert evidence.proven
+    assert cloud.billing() == [], cloud.billing()
+
+
+def pods_named(cloud: Cloud, tag: str) -> list[dict[str, object]]:
+    return [p for p in cloud.sandbox.cloud.pods_public() if p["name"] == tag]
+
+
+def test_capacity_on_first_choice_falls_back_and_says_so(cloud: Cloud) -> None:
+    cloud.fault("capacity", gpu=cloud.gpu("sandbox_name_first"))
+    spec, info = up(cloud)
+    assert info.gpu_type and info.gpu_type.lower() == cloud.gpu("second").lower()
+    assert info.detail["fallback_from"].lower() == cloud.gpu("first").lower()
+    assert info.detail["fallback_reasons"]
+    record = cloud.ledger.get(spec.run_tag)
+    assert record and record.extra["fallback_from"] == info.detail["fallback_from"]
+    assert record.gpu == info.gpu_type and record.price_per_hr == info.price_per_hr
+    down(cloud, spec.run_tag)
+
+
+def test_capacity_everywhere_creates_nothing(cloud: Cloud) -> None:
+    for which in ("sandbox_name_first", "sandbox_name_second"):
+        cloud.fault("capacity", gpu=cloud.gpu(which))
+    spec = cloud.spec()
+    with pytest.raises(CapacityError) as err:
+        up(cloud, spec)
+    assert "capacity" in err.value.message.lower() or "no longer available" in err.value.message
+    assert cloud.billing() == [] and pods_named(cloud, spec.run_tag) == []
+    assert cloud.ledger.get(spec.run_tag).status == "terminated"  # type: ignore[union-attr]
+
+
+def test_rate_limited_create_honours_retry_after(cloud: Cloud) -> None:
+    cloud.fault("rate_limit", op="create", times=2, retry_after=0)
+    spec, info = up(cloud)
+    assert len(pods_named(cloud, spec.run_tag)) == 1
+    down(cloud, spec.run_tag)
+
+
+def test_5xx_burst_on_create_retries_without_duplicates(cloud: Cloud) -> None:
+    cloud.fault("server_error", op="create", times=2, status=503)
+    spec, info = up(cloud)
+    assert len(pods_named(cloud, spec.run_tag)) == 1
+    down(cloud, spec.run_tag)
+
+
+def test_create_that_errors_after_creating_is_adopted_not_duplicated(cloud: Cloud) -> None:
+    cloud.fault("error_after_create", times=1, carry_id=False)
+    spec, info = up(cloud)
+    assert len(pods_named(cloud, spec.run_tag)) == 1
+    assert len(cloud.billing()) == 1
+    assert info.detail.get("fallback_reasons") is None or all(
+        "created despite" in r for r in info.detail.get("fallback_reasons", []))
+    down(cloud, spec.run_tag)
+
+
+def test_vast_error_carrying_new_contract_destroys_that_instance(make_cloud) -> None:  # type: ignore[no-untyped-def]
+    cloud = make_cloud("vastai")
+    cloud.fault("error_after_create", times=1, carry_id=True)
+    spec, info = up(cloud)
+    pods = pods_named(cloud, spec.run_tag)
+    assert len(pods) == 2  # the stray from the failed rent, then the real one
+    assert [p["status"] for p in pods].count("terminated") == 1
+    assert len(cloud.billing()) == 1
+    record = cloud.ledger.get(spec.run_tag)
+    assert record and len(record.extra["provider_ids"]) == 2  # the stray was recorded too
+    down(cloud, spec.run_tag)
+
+
+def test_create_answer_slower_than_the_client_timeout(cloud: Cloud) -> None:
+    # The pod exists but the answer never arrives in time: the retry must find it by tag.
+    from dataclasses import replace
+
+    from tailpod.provision.apiclient import ApiTimings
+    from tailpod.provision.registry import get_provider
+
+    cloud.provider = get_provider(cloud.kind, cloud.settings,
+                                  timings=replace(ApiTimings.fast(), request_timeout_s=0.4))
+    cloud.fault("slow_create", times=1, seconds=1.0)
+    spec, info = up(cloud)
+    assert len(pods_named(cloud, spec.run_tag)) == 1
+    down(cloud, spec.run_tag)
+
+
+def test_terminate_failing_a_few_times_still_proves(cloud: Cloud) -> None:
+    spec, _info = up(cloud)
+    cloud.fault("terminate_fail", times=3, status=502)
+    down(cloud, spec.run_tag)
+
+
+def test_terminate_failing_forever_names_what_bills_then_down_again(cloud: Cloud) -> None:
+    spec, info = up(cloud)
+    cloud.fault("terminate_fail", status=500)
+    with pytest.raises(UnprovenTeardown) as err:
+        teardown(cloud.provider, cloud.ledger, cloud.ledger.get(spec.run_tag),  # type: ignore[arg-type]
+                 cloud.run_dir(spec.run_tag), policy=cloud.policy)
+    assert isinstance(err.value, BillingNotProven) and err.value.exit_code == 3
+    assert info.pod_id in err.value.message and f"tailpod down {spec.run_tag}" in err.value.message
+    assert [r["id"] for r in cloud.billing()] == [info.pod_id]
+    assert cloud.ledger.get(spec.run_tag).active  # type: ignore[union-attr]
+    assert (cloud.run_dir(spec.run_tag) / "billing-proof.json").exists()
+    cloud.sandbox.clear_faults()
+    down(cloud, spec.run_tag)
+
+
+def test_terminate_silently_ignored_once_is_caught_and_resent(cloud: Cloud) -> None:
+    spec, _info = up(cloud)
+    cloud.fault("terminate_noop", times=1)
+    down(cloud, spec.run_tag)
+
+
+def test_terminate_silently_ignored_forever_fails_the_proof(cloud: Cloud) -> None:
+    spec, info = up(cloud)
+    cloud.fault("terminate_noop")
+    with pytest.raises(UnprovenTeardown) as err:
+        teardown(cloud.provider, cloud.ledger, cloud.ledger.get(spec.run_tag),  # type: ignore[arg-type]
+                 cloud.run_dir(spec.run_tag), policy=cloud.policy)
+    assert info.pod_id in err.value.message
+    failed = {c.name for c in err.value.evidence.checks if not c.passed}
+    assert "tag-listing" in failed and "gone-from-provider" in failed
+    assert [r["id"] for r in cloud.billing()] == [info.pod_id]
+    cloud.sandbox.clear_faults()
+    down(cloud, spec.run_tag)
+
+
+def test_stale_listing_after_terminate_is_waited_out(cloud: Cloud) -> None:
+    spec, _info = up(cloud)
+    cloud.fault("stale_list", op="terminate", times=1, seconds=0.6)
+    down(cloud, spec.run_tag)
+
+
+def test_ctrl_c_during_create_leaves_nothing_billing(cloud: Cloud) -> None:
+    spec = cloud.spec()
+    original = cloud.provider._read_back  # type: ignore[attr-defined]
+
+    def interrupted(pod_id: str, run_tag: str) -> PodInfo:
+        raise KeyboardInterrupt
+
+    cloud.provider._read_back = interrupted  # type: ignore[attr-defined]
+    with pytest.raises(KeyboardInterrupt):
+        up(cloud, spec)
+    cloud.provider._read_back = original  # type: ignore[attr-defined]
+    assert cloud.billing() == []
+    record = cloud.ledger.get(spec.run_tag)
+    assert record is not None and record.pod_id  # the id was recorded before the interrupt
+    assert record.status == "terminated"
+    assert any(e["event"] == "create-failed" for e in record.events)
+
+
+def test_listing_errors_during_down_are_retried(cloud: Cloud) -> None:
+    spec, _info = up(cloud)
+    cloud.fault("server_error", op="list", times=3, status=500)
+    down(cloud, spec.run_tag)
+
+
+def test_rate_limited_terminate_is_retried(cloud: Cloud) -> None:
+    spec, _info = up(cloud)
+    cloud.fault("rate_limit", op="terminate", times=2, retry_after=0)
+    down(cloud, spec.run_tag)
+
+
+def test_down_before_the_container_is_up_kills_the_process_too(cloud: Cloud) -> None:
+    cloud.fault("slow_start", op="create", seconds=5.0)
+    spec, info = up(cloud)
+    assert info.ssh_port is None or info.detail.get("container_up") is False
+    down(cloud, spec.run_tag)
+    assert cloud.sandbox.cloud.host.running_pids() == []  # type: ignore[attr-defined]
+
+
+def test_a_pod_that_keeps_running_its_process_is_killed_on_down(cloud: Cloud) -> None:
+    spec, info = up(cloud)
+    import time
+
+    deadline = time.monotonic() + 3
+    while not cloud.sandbox.cloud.host.running_pids() and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.02)
+    assert cloud.sandbox.cloud.host.running_pids()  # type: ignore[attr-defined]
+    down(cloud, spec.run_tag)
+    assert cloud.sandbox.cloud.host.running_pids() == []  # type: ignore[attr-defined]
+
+
+def test_every_create_attempt_failing_leaves_nothing(cloud: Cloud) -> None:
+    cloud.fault("server_error", op="create", status=500)
+    spec = cloud.spec()
+    with pytest.raises(CapacityError) as err:
+        up(cloud, spec)
+    assert "kept failing" in err.value.message
+    assert cloud.billing() == [] and pods_named(cloud, spec.run_tag) == []
