@@ -254,3 +254,11 @@ def test_report_accepts_a_migrated_v0_run(tmp_path: Path, multi: bool) -> None:
     dirs = [old, sweep_run(tmp_path)] if multi else [old]
     assert write_report(dirs).is_file()
     assert STAMP in (old / "report.md").read_text()
+
+
+def test_a_run_without_cells_still_reports(tmp_path: Path) -> None:
+    run = build_run({"plain": {1: [1.0]}, "mtp-k2": {1: [2.0]}})
+    run.cells, run.requests = [], []
+    path = write_report([write_run(run, tmp_path / "empty")])
+    assert "arm plain: no cell rows" in path.read_text()
+    assert all((tmp_path / "empty" / name).is_file() for name in PLOT_FILES.values())
