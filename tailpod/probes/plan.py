@@ -143,17 +143,21 @@ def finished_cells(rows_path: Path) -> set[str]:
     return done
 
 
-def best_k_needs_extension(throughput_by_k: dict[int, float], max_k: int) -> int | None:
+def best_k_needs_extension(
+    throughput_by_k: dict[int, float], max_k: int, measured_ks: set[int] | None = None
+) -> int | None:
     """The next K to measure if the best K so far is the largest measured; None if it is shown to stop.
 
     `throughput_by_k` maps K (0 = plain) to a single-stream figure (median output tok/s at the lowest
-    concurrency). Plain is a baseline, not a candidate: a sweep whose only K is 0 needs no extension.
+    concurrency) for the arms whose numbers count. `measured_ks` are all K the sweep ran, void arms
+    included: a void K above the best one stops the extension too (it cannot be the optimum).
+    Plain is a baseline, not a candidate: a sweep whose only K is 0 needs no extension.
     """
     spec = {k: v for k, v in throughput_by_k.items() if k > 0}
     if not spec:
         return None
     best = max(spec, key=lambda k: (spec[k], -k))
-    largest = max(spec)
+    largest = max({k for k in (measured_ks or set()) if k > 0} | set(spec))
     if best < largest or largest >= max_k:
         return None
     return largest + 1

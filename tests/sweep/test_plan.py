@@ -72,3 +72,8 @@ def test_best_k_extension() -> None:
     assert best_k_needs_extension({0: 100, 1: 150, 2: 170}, max_k=2) is None  # bounded
     assert best_k_needs_extension({0: 100}, max_k=8) is None
     assert best_k_needs_extension({0: 100, 1: 90, 2: 90}, max_k=8) is None  # tie → smaller K wins
+
+
+def test_void_largest_k_stops_the_extension() -> None:
+    # K=2 ran but was void (absent from the throughput figures): K=1 is not "the largest measured".
+    assert best_k_needs_extension({0: 100, 1: 150}, max_k=8, measured_ks={0, 1, 2}) is None
