@@ -22,7 +22,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tailpod.errors import BillingNotProven, ConfigError, ProviderError, TailpodError
+from tailpod.errors import (
+    AuthError,
+    BillingNotProven,
+    ConfigError,
+    ProviderError,
+    TailpodError,
+)
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.provision.base import (
     BillingEvidence,
@@ -182,7 +188,10 @@ def _sweep_failed_create(provider: Provider, ledger: Ledger, run_tag: str,
             failed.append(pod_id)
     gone, still = _wait_gone(provider, run_tag, ids, policy, policy.sweep_timeout_s)
     remaining = sorted(set(failed) | set(still))
-    if not listing_ok:
+    # A rejected key or a refused configuration fails before any create call is sent; with no
+    # provider id recorded either, nothing can exist even if the key cannot list.
+    could_have_created = bool(ids) or not isinstance(exc, (AuthError, ConfigError))
+    if not listing_ok and could_have_created:
         remaining.append(f"(the {provider.name} listing failed: strays cannot be ruled out)")
     reason = redact(str(exc)) or exc.__class__.__name__
     if gone and not remaining:
@@ -421,7 +430,8 @@ def teardown_many(
             with contextlib.suppress(TailpodError):  # teardown() retries and reports it
                 provider.terminate(pod_id)
     outcomes = list(errors)
-    tags = set(batch)
+    # Known = this batch plus every other run the ledger tracks as live (those bill on purpose).
+    tags = set(batch) | {r.run_tag for r in ledger.active()}
     for tag, (provider, rec) in batch.items():
         try:
             evidence = teardown(provider, ledger, rec, run_dir_for(tag), policy=policy,

@@ -1,0 +1,120 @@
+"""status joins ledger and provider truth; down --all and down --expired act on it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tailpod.errors import BillingNotProven
+from tailpod.ledger import PodRecord
+from tailpod.provision.base import PodState
+from tailpod.provision.lifecycle import (
+    UnprovenTeardown,
+    create_pod_safely,
+    raise_if_unproven,
+    reconcile,
+    teardown,
+    teardown_all,
+    teardown_expired,
+)
+
+from .conftest import Cloud
+
+
+def test_orphans_ghosts_and_expired_are_flagged(cloud: Cloud) -> None:
+    providers = {cloud.provider.name: cloud.provider}
+    tracked = cloud.spec(gpus=[cloud.gpu("second")])
+    info = create_pod_safely(cloud.provider, tracked, cloud.ledger, cloud.record(tracked),
+                             ttl_hours=1.0, policy=cloud.policy)
+    orphan = cloud.provider.create(cloud.spec(gpus=[cloud.gpu("second")], run_tag="tp-orphan-1"))
+    ghost = PodRecord(run_tag="tp-ghost-1", provider=cloud.provider.name, status="running",
+                      pod_id="31999999" if cloud.kind == "vastai" else "ghostpod000001",
+                      price_per_hr=0.5)
+    cloud.ledger.put(ghost)
+    expired = PodRecord(run_tag="tp-expired-1", provider=cloud.provider.name, status="creating",
+                        ttl_expires_at=time.time() - 10)
+    cloud.ledger.put(expired)
+
+    report = reconcile(providers, cloud.ledger)
+    rows = {r.run_tag: r for r in report.rows}
+    assert rows[tracked.run_tag].flags == []
+    assert rows[tracked.run_tag].provider_state in ("pending", "running")
+    assert rows[tracked.run_tag].price_per_hr == info.price_per_hr
+    assert rows[tracked.run_tag].spend_usd is not None and rows[tracked.run_tag].uptime_s >= 0
+    assert "orphan" in rows["tp-orphan-1"].flags and rows["tp-orphan-1"].ledger_status is None
+    assert "ghost" in rows["tp-ghost-1"].flags
+    assert "expired" in rows["tp-expired-1"].flags
+    assert {r.run_tag for r in report.orphans} == {"tp-orphan-1"}
+    deadline = time.monotonic() + 3
+    while reconcile(providers, cloud.ledger).to_json()["rate_per_hr_now"] <= 0:
+        assert time.monotonic() < deadline, "the tracked pod never reported running"
+        time.sleep(0.05)
+
+    # down of the tracked run fails its proof: an untracked tailpod pod still bills
+    with pytest.raises(UnprovenTeardown) as err:
+        teardown(cloud.provider, cloud.ledger, cloud.ledger.get(tracked.run_tag),  # type: ignore[arg-type]
+                 cloud.run_dir(tracked.run_tag), policy=cloud.policy)
+    assert orphan.pod_id in err.value.message and "tp-orphan-1" in err.value.message
+
+    outcomes = teardown_all(providers, cloud.ledger, cloud.run_dir, policy=cloud.policy)
+    raise_if_unproven(outcomes)
+    assert {o.run_tag for o in outcomes} >= {tracked.run_tag, "tp-orphan-1", "tp-ghost-1"}
+    assert cloud.billing() == []
+    assert cloud.ledger.get("tp-orphan-1").status == "terminated"  # type: ignore[union-attr]
+    assert cloud.ledger.active() == []
+    again = reconcile(providers, cloud.ledger)
+    assert again.rows == []
+
+
+def test_down_expired_kills_only_expired_runs(cloud: Cloud) -> None:
+    providers = {cloud.provider.name: cloud.provider}
+    old = cloud.spec(gpus=[cloud.gpu("second")])
+    young = cloud.spec(gpus=[cloud.gpu("second")])
+    create_pod_safely(cloud.provider, old, cloud.ledger, cloud.record(old), ttl_hours=1.0,
+                      policy=cloud.policy)
+    create_pod_safely(cloud.provider, young, cloud.ledger, cloud.record(young), ttl_hours=5.0,
+                      policy=cloud.policy)
+    outcomes = teardown_expired(providers, cloud.ledger, cloud.run_dir,
+                                now=time.time() + 2 * 3600, policy=cloud.policy)
+    raise_if_unproven(outcomes)
+    assert [o.run_tag for o in outcomes] == [old.run_tag]
+    assert [r["name"] for r in cloud.billing()] == [young.run_tag]
+    assert cloud.ledger.get(old.run_tag).status == "terminated"  # type: ignore[union-attr]
+    teardown(cloud.provider, cloud.ledger, cloud.ledger.get(young.run_tag),  # type: ignore[arg-type]
+             cloud.run_dir(young.run_tag), policy=cloud.policy)
+    assert cloud.billing() == []
+
+
+def test_stopped_pod_still_bills_its_disk_and_says_so(make_cloud) -> None:  # type: ignore[no-untyped-def]
+    cloud = make_cloud("vastai")
+    spec = cloud.spec(gpus=[cloud.gpu("second")], run_tag="tp-stopped-1")
+    info = cloud.provider.create(spec)
+    import httpx
+
+    httpx.put(f"{cloud.sandbox.vast_url}/api/v0/instances/{info.pod_id}/",
+              json={"state": "stopped"},
+              headers={"Authorization": f"Bearer {cloud.sandbox.vast_key}"}).raise_for_status()
+    billing = cloud.billing()
+    assert len(billing) == 1 and billing[0]["billing_what"] == "disk (stopped)"
+    assert cloud.provider.get(info.pod_id).state is PodState.STOPPED  # type: ignore[union-attr]
+    other = cloud.spec(gpus=[cloud.gpu("second")])
+    create_pod_safely(cloud.provider, other, cloud.ledger, cloud.record(other),
+                      policy=cloud.policy)
+    with pytest.raises(BillingNotProven) as err:
+        teardown(cloud.provider, cloud.ledger, cloud.ledger.get(other.run_tag),  # type: ignore[arg-type]
+                 cloud.run_dir(other.run_tag), policy=cloud.policy)
+    assert "its disk still bills" in err.value.message and info.pod_id in err.value.message
+    raise_if_unproven(teardown_all({cloud.provider.name: cloud.provider}, cloud.ledger,
+                                   cloud.run_dir, policy=cloud.policy))
+    assert cloud.billing() == []
+
+
+def test_teardown_of_a_record_without_pod_id_sweeps_by_tag(cloud: Cloud) -> None:
+    spec = cloud.spec(gpus=[cloud.gpu("second")])
+    cloud.provider.create(spec)  # as if the process died before the id reached the ledger
+    record = PodRecord(run_tag=spec.run_tag, provider=cloud.provider.name, status="creating")
+    cloud.ledger.put(record)
+    evidence = teardown(cloud.provider, cloud.ledger, record, cloud.run_dir(spec.run_tag),
+                        policy=cloud.policy)
+    assert evidence.proven and cloud.billing() == []
