@@ -1,3 +1,3 @@
-"""tailpod: rent a GPU pod for LLM-serving experiments, measure it honestly, and prove billing stopped."""
+"""tailpod: rent GPU pods for LLM-serving experiments, measure honestly, prove billing stopped."""
 
 __version__ = "0.1.0"

@@ -9,9 +9,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from dotenv.parser import parse_stream
 
@@ -84,7 +85,6 @@ class Settings:
     def state_dir(self) -> Path:
         return self.home
 
-
     def public_view(self) -> dict[str, Any]:
         """Settings as a dict safe to print: secrets show only whether they are set."""
         out: dict[str, Any] = {}
@@ -151,7 +151,7 @@ def load_settings(
     env: Mapping[str, str] | None = None,
     dotenv_path: Path | None = None,
 ) -> Settings:
-    """Build settings with the documented precedence. `overrides` come from CLI flags (None = unset)."""
+    """Settings with the documented precedence; `overrides` are CLI flags (None = not given)."""
     env = os.environ if env is None else env
     if dotenv_path is None:
         dotenv_path = Path(env.get("TAILPOD_ENV_FILE", ".env"))

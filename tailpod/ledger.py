@@ -1,4 +1,4 @@
-"""The local ledger: every pod tailpod asked a provider for, written down before the request is sent.
+"""The local ledger: every pod tailpod asked a provider for, written down before the request.
 
 One JSON file under the state directory, rewritten atomically (temp file, fsync, rename) under an
 exclusive `flock`, so two tailpod processes cannot lose each other's writes and a crash at any point
@@ -15,9 +15,10 @@ import os
 import secrets
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tailpod.errors import TailpodError
 
@@ -162,7 +163,9 @@ class Ledger:
         if run_tag:
             record = self.get(run_tag)
             if record is None:
-                raise TailpodError(f"no pod with run tag {run_tag} in the ledger", hint="tailpod status")
+                raise TailpodError(
+                    f"no pod with run tag {run_tag} in the ledger", hint="tailpod status"
+                )
             return record
         active = self.active()
         if not active:

@@ -16,6 +16,7 @@ runner (the provider's env mechanism), never in the plan or on a command line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -25,8 +26,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 STATE_FILE = "engine.json"
 
@@ -34,7 +36,7 @@ STATE_FILE = "engine.json"
 class EngineStartError(RuntimeError):
     """The engine exited or never became healthy; `tail` holds the last lines of its log."""
 
-    def __init__(self, message: str, tail: List[str]) -> None:
+    def __init__(self, message: str, tail: list[str]) -> None:
         super().__init__(message)
         self.tail = tail
 
@@ -47,7 +49,7 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
-def log_tail(path: Path, lines: int = 20) -> List[str]:
+def log_tail(path: Path, lines: int = 20) -> list[str]:
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -59,7 +61,7 @@ def log_tail(path: Path, lines: int = 20) -> List[str]:
     return text.splitlines()[-lines:]
 
 
-def process_start_time(pid: int) -> Optional[str]:
+def process_start_time(pid: int) -> str | None:
     """Kernel start time of a pid (field 22 of /proc/pid/stat), to tell a reused pid apart."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -78,7 +80,7 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def launch(plan: Dict[str, Any], state_dir: Path) -> Dict[str, Any]:
+def launch(plan: dict[str, Any], state_dir: Path) -> dict[str, Any]:
     """Start the engine in its own process group with its own log; return the recorded state."""
     state_dir.mkdir(parents=True, exist_ok=True)
     host, port = plan.get("host", "127.0.0.1"), int(plan["port"])
@@ -115,20 +117,20 @@ def launch(plan: Dict[str, Any], state_dir: Path) -> Dict[str, Any]:
     return state
 
 
-def _write_state(state_dir: Path, state: Dict[str, Any]) -> None:
+def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
     tmp = state_dir / (STATE_FILE + ".tmp")
     tmp.write_text(json.dumps(state, indent=1))
     os.replace(tmp, state_dir / STATE_FILE)
 
 
-def read_state(state_dir: Path) -> Optional[Dict[str, Any]]:
+def read_state(state_dir: Path) -> dict[str, Any] | None:
     try:
         return json.loads((state_dir / STATE_FILE).read_text())
     except (OSError, ValueError):
         return None
 
 
-def is_running(state: Dict[str, Any]) -> bool:
+def is_running(state: dict[str, Any]) -> bool:
     if not group_alive(int(state["pgid"])):
         return False
     recorded = state.get("start_time")
@@ -144,9 +146,9 @@ def healthy(host: str, port: int, path: str = "/health", timeout: float = 2.0) -
 
 
 def wait_healthy(
-    state: Dict[str, Any],
+    state: dict[str, Any],
     timeout: float,
-    progress: Optional[Callable[[float, str], None]] = None,
+    progress: Callable[[float, str], None] | None = None,
     poll: float = 1.0,
 ) -> float:
     """Block until the engine answers its health check; return the seconds it took."""
@@ -162,7 +164,8 @@ def wait_healthy(
         if done_pid == pid or not is_running(state):
             code = os.waitstatus_to_exitcode(status) if done_pid == pid else None
             raise EngineStartError(
-                f"the engine exited during start-up (exit code {code})", log_tail(Path(state["log"]))
+                f"the engine exited during start-up (exit code {code})",
+                log_tail(Path(state["log"])),
             )
         if healthy(state["host"], int(state["port"]), state.get("health_path", "/health")):
             return time.time() - t0
@@ -176,8 +179,8 @@ def wait_healthy(
         time.sleep(poll)
 
 
-def stop(state: Dict[str, Any], grace: float = 20.0) -> bool:
-    """Stop the recorded process group (never by name). Returns True once it and its port are gone."""
+def stop(state: dict[str, Any], grace: float = 20.0) -> bool:
+    """Stop the recorded process group (never by name). True once it and its port are gone."""
     pgid = int(state["pgid"])
     if is_running(state):
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
@@ -187,10 +190,8 @@ def stop(state: Dict[str, Any], grace: float = 20.0) -> bool:
                 break
             deadline = time.time() + wait
             while time.time() < deadline and group_alive(pgid):
-                try:
+                with contextlib.suppress(ChildProcessError):
                     os.waitpid(int(state["pid"]), os.WNOHANG)
-                except ChildProcessError:
-                    pass
                 time.sleep(0.2)
             if not group_alive(pgid):
                 break
@@ -200,7 +201,7 @@ def stop(state: Dict[str, Any], grace: float = 20.0) -> bool:
     return not group_alive(pgid) and not port_open(state["host"], int(state["port"]))
 
 
-def _main(argv: Optional[List[str]] = None) -> int:
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="onpod", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_launch = sub.add_parser("launch", help="start the engine and wait until it is healthy")
@@ -228,13 +229,15 @@ def _main(argv: Optional[List[str]] = None) -> int:
         _write_state(args.state_dir, state)
         print(json.dumps({"ok": True, **state}))
         return 0
-    state = read_state(args.state_dir)
+    recorded = read_state(args.state_dir)
     if args.cmd == "stop":
-        ok = stop(state) if state else True
+        ok = stop(recorded) if recorded else True
         print(json.dumps({"ok": ok}))
         return 0 if ok else 1
     running = bool(state and is_running(state))
-    ok = bool(state and running and healthy(state["host"], int(state["port"]), state["health_path"]))
+    ok = bool(
+        state and running and healthy(state["host"], int(state["port"]), state["health_path"])
+    )
     print(json.dumps({"running": running, "healthy": ok, "state": state}))
     return 0
 

@@ -1,4 +1,4 @@
-"""Build a tiny, real checkpoint offline: a byte-level BPE tokenizer and a small model vLLM can serve.
+"""Build a tiny, real checkpoint offline: a byte-level BPE tokenizer and a small model vLLM serves.
 
 Nothing can be downloaded on the machines tailpod is tested on, so the demo and the tests make their
 own model. Everything is deterministic for a given Python version: the tokenizer is trained on the
@@ -203,7 +203,9 @@ def build_checkpoint(out_dir: Path, kind: str = "target", seed: int = 0, std: fl
     s = SHAPES[kind]
     rng = np.random.default_rng(seed)
     tensors: dict[str, np.ndarray] = {
-        "model.embed_tokens.weight": rng.normal(0.0, std, size=(vocab, s.hidden)).astype(np.float32),
+        "model.embed_tokens.weight": rng.normal(0.0, std, size=(vocab, s.hidden)).astype(
+            np.float32
+        ),
         "model.norm.weight": np.ones(s.hidden, np.float32),
     }
     for i in range(s.layers):

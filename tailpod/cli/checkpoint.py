@@ -11,7 +11,9 @@ from tailpod.errors import ConfigError
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="Make checkpoints offline (tokenizer + small model).", no_args_is_help=True)
+    group = typer.Typer(
+        help="Make checkpoints offline (tokenizer + small model).", no_args_is_help=True
+    )
     app.add_typer(group, name="checkpoint")
 
     @group.command("build")

@@ -76,7 +76,9 @@ def engine_config(
 
 def check_provider(name: str) -> None:
     if name not in PROVIDERS:
-        raise ConfigError(f"unknown provider {name!r}", hint=f"choose one of: {', '.join(PROVIDERS)}")
+        raise ConfigError(
+            f"unknown provider {name!r}", hint=f"choose one of: {', '.join(PROVIDERS)}"
+        )
 
 
 def evidence_table(evidence: BillingEvidence, title: str) -> Table:
@@ -85,7 +87,9 @@ def evidence_table(evidence: BillingEvidence, title: str) -> Table:
     table.add_column("result")
     table.add_column("detail")
     for check in evidence.checks:
-        table.add_row(check.name, "[green]pass[/]" if check.passed else "[red]FAIL[/]", check.detail)
+        table.add_row(
+            check.name, "[green]pass[/]" if check.passed else "[red]FAIL[/]", check.detail
+        )
     return table
 
 
@@ -117,7 +121,9 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
             healthy = onpod.healthy(state["host"], int(state["port"]), state["health_path"])
     engine = record.engine or {}
     uptime = time.time() - record.created_at
-    spend = (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
+    spend = (
+        (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
+    )
     return {
         "run_tag": record.run_tag,
         "provider": record.provider,
@@ -211,13 +217,29 @@ def register(app: typer.Typer) -> None:
             console.print("nothing is running")
             return
         table = Table(title="tailpod pods")
-        for col in ("run tag", "provider", "status", "engine", "arm", "endpoint", "GPU", "$/hr",
-                    "uptime", "spent", "health"):
+        for col in (
+            "run tag",
+            "provider",
+            "status",
+            "engine",
+            "arm",
+            "endpoint",
+            "GPU",
+            "$/hr",
+            "uptime",
+            "spent",
+            "health",
+        ):
             table.add_column(col)
         for row in rows:
             table.add_row(
-                row["run_tag"], row["provider"], row["status"], row["engine"] or "-",
-                row["arm"] or "-", row["endpoint"] or "-", row["gpu"] or "-",
+                row["run_tag"],
+                row["provider"],
+                row["status"],
+                row["engine"] or "-",
+                row["arm"] or "-",
+                row["endpoint"] or "-",
+                row["gpu"] or "-",
                 "-" if row["price_per_hr"] is None else f"{row['price_per_hr']:.3f}",
                 f"{row['uptime_s'] / 60:.1f} min",
                 "-" if row["spend_usd"] is None else f"${row['spend_usd']:.4f}",

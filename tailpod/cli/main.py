@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "tailpod.cli.lifecycle",
     "tailpod.cli.benchmark",
     "tailpod.cli.demo",
+    "tailpod.cli.checkpoint",
     "tailpod.cli.results",
     "tailpod.cli.ssh",
     "tailpod.cli.engine_tools",

@@ -85,7 +85,9 @@ def spec_arms(base: EngineConfig, ks: list[int], method: str, draft_model: str |
     """One arm per SPEC_K value; K = 0 is plain decode and always comes first."""
     arms = []
     for k in sorted(set(ks)):
-        spec = SpecArm(k=k, method=None if k == 0 else method, draft_model=draft_model if k else None)
+        spec = SpecArm(
+            k=k, method=None if k == 0 else method, draft_model=draft_model if k else None
+        )
         cfg = replace(base, spec=spec)
         arms.append(Arm(label=spec.label(), config=cfg))
     return arms
@@ -146,10 +148,10 @@ def finished_cells(rows_path: Path) -> set[str]:
 def best_k_needs_extension(
     throughput_by_k: dict[int, float], max_k: int, measured_ks: set[int] | None = None
 ) -> int | None:
-    """The next K to measure if the best K so far is the largest measured; None if it is shown to stop.
+    """The next K to measure if the best K is the largest measured; None once it is shown to stop.
 
-    `throughput_by_k` maps K (0 = plain) to a single-stream figure (median output tok/s at the lowest
-    concurrency) for the arms whose numbers count. `measured_ks` are all K the sweep ran, void arms
+    `throughput_by_k` maps K (0 = plain) to a single-stream figure (median output tok/s at the
+    lowest concurrency) for the arms whose numbers count. `measured_ks` are all K the sweep ran, void arms
     included: a void K above the best one stops the extension too (it cannot be the optimum).
     Plain is a baseline, not a candidate: a sweep whose only K is 0 needs no extension.
     """

@@ -1,4 +1,4 @@
-"""The sweep orchestrator: restart the engine per arm, gate each speculative arm, run the probe per cell.
+"""The sweep orchestrator: restart the engine per arm, gate speculative arms, run the probe per cell.
 
 Laptop side. Where the engine and the probe run is a `SweepHost`: the local machine, or a pod over
 SSH. Either way the probe measures against 127.0.0.1 on the machine that serves, and every row it
@@ -59,7 +59,9 @@ class SweepHost(Protocol):
 
     def restart(self, arm: Arm) -> ArmStart: ...
 
-    def run_cells(self, arm: Arm, cells: list[Cell], plan: SweepPlan, run_id: str) -> list[dict[str, Any]]:
+    def run_cells(
+        self, arm: Arm, cells: list[Cell], plan: SweepPlan, run_id: str
+    ) -> list[dict[str, Any]]:
         """Run the probe for these cells of the running arm; return its rows (requests and cells)."""
         ...
 
@@ -245,14 +247,20 @@ def run_sweep(
                 t0 = time.time()
                 start = host.restart(arm)
                 running = arm.label
-                entry.update(argv=start.argv, startup=start.startup, restart_s=round(time.time() - t0, 2))
+                entry.update(
+                    argv=start.argv, startup=start.startup, restart_s=round(time.time() - t0, 2)
+                )
                 entry["starts"].append({"at": _now(), "startup_s": start.startup_s})
                 if arm.config.spec.plain and reference is None:
                     reference = host.gate_reference(arm, plan)
                     run["gate_reference"] = reference
                 if not arm.config.spec.plain and entry["gate"] is None:
-                    gate = host.gate_compare(arm, reference or {}, plan) if reference else GateResult(
-                        "skipped", detail="no plain arm in this sweep to gate against"
+                    gate = (
+                        host.gate_compare(arm, reference or {}, plan)
+                        if reference
+                        else GateResult(
+                            "skipped", detail="no plain arm in this sweep to gate against"
+                        )
                     )
                     entry["gate"] = gate.to_json()
                     if gate.status == "fail":
@@ -287,7 +295,11 @@ def run_sweep(
         if next_k is None or any(a.spec_k == next_k for a in plan.arms):
             break
         template = max((a for a in plan.arms if a.spec_k > 0), key=lambda a: a.spec_k)
-        spec = SpecArm(k=next_k, method=template.config.spec.method, draft_model=template.config.spec.draft_model)
+        spec = SpecArm(
+            k=next_k,
+            method=template.config.spec.method,
+            draft_model=template.config.spec.draft_model,
+        )
         plan.arms.append(Arm(label=spec.label(), config=replace(template.config, spec=spec)))
         run["plan"] = plan.to_json()
         run["notes"].append(f"best K was the largest measured; extended the sweep to K={next_k}")
@@ -300,13 +312,20 @@ def run_sweep(
 
 
 def _start_and_reference(
-    plain: Arm, run: dict[str, Any], run_dir: RunDirectory, host: SweepHost, plan: SweepPlan, log: Any
+    plain: Arm,
+    run: dict[str, Any],
+    run_dir: RunDirectory,
+    host: SweepHost,
+    plan: SweepPlan,
+    log: Any,
 ) -> dict[str, Any]:
     log(f"starting arm {plain.label} for the gate reference")
     start = host.restart(plain)
     entry = _arm_entry(run, plain)
     entry.update(argv=start.argv, startup=start.startup)
-    entry["starts"].append({"at": _now(), "startup_s": start.startup_s, "purpose": "gate reference"})
+    entry["starts"].append(
+        {"at": _now(), "startup_s": start.startup_s, "purpose": "gate reference"}
+    )
     reference = host.gate_reference(plain, plan)
     run["gate_reference"] = reference
     run_dir.save(run)

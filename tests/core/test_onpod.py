@@ -1,4 +1,4 @@
-"""The on-pod runner with stand-in engines (a plain HTTP server); the real engine is in tests/e2e."""
+"""The on-pod runner with stand-in engines (plain HTTP servers); the real engine: tests/e2e."""
 
 from __future__ import annotations
 
@@ -21,7 +21,11 @@ def free_port() -> int:
 def http_server_plan(port: int, extra_child: bool = False) -> dict:
     code = (
         "import http.server,subprocess,sys\n"
-        + ("subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)'])\n" if extra_child else "")
+        + (
+            "subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)'])\n"
+            if extra_child
+            else ""
+        )
         + "class H(http.server.BaseHTTPRequestHandler):\n"
         "    def do_GET(self):\n"
         "        self.send_response(200); self.end_headers(); self.wfile.write(b'ok')\n"
@@ -46,7 +50,11 @@ def test_launch_health_and_stop_kill_the_whole_group(tmp_path: Path) -> None:
 
 def test_engine_exiting_during_startup_reports_log_tail(tmp_path: Path) -> None:
     plan = {
-        "argv": [sys.executable, "-c", "print('loading weights'); print('ValueError: bad checkpoint'); raise SystemExit(3)"],
+        "argv": [
+            sys.executable,
+            "-c",
+            "print('loading weights'); print('ValueError: bad checkpoint'); raise SystemExit(3)",
+        ],
         "port": free_port(),
         "label": "dies",
     }
@@ -86,16 +94,36 @@ def test_cli_launch_status_stop(tmp_path: Path) -> None:
     script = Path(onpod.__file__)
     state_dir = tmp_path / "state"
     out = subprocess.run(
-        [sys.executable, str(script), "launch", "--plan", str(plan_file), "--state-dir", str(state_dir), "--timeout", "30"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            str(script),
+            "launch",
+            "--plan",
+            str(plan_file),
+            "--state-dir",
+            str(state_dir),
+            "--timeout",
+            "30",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     # The runner must stand alone: it is copied to pods without tailpod installed.
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["ok"] is True
-    status = json.loads(subprocess.run(
-        [sys.executable, str(script), "status", "--state-dir", str(state_dir)], capture_output=True, text=True
-    ).stdout)
+    status = json.loads(
+        subprocess.run(
+            [sys.executable, str(script), "status", "--state-dir", str(state_dir)],
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     assert status["healthy"] is True
-    stop = subprocess.run([sys.executable, str(script), "stop", "--state-dir", str(state_dir)], capture_output=True, text=True)
+    stop = subprocess.run(
+        [sys.executable, str(script), "stop", "--state-dir", str(state_dir)],
+        capture_output=True,
+        text=True,
+    )
     assert json.loads(stop.stdout)["ok"] is True
     assert not onpod.port_open("127.0.0.1", port)

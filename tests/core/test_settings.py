@@ -22,7 +22,10 @@ def test_precedence_flags_over_env_over_dotenv_over_defaults(tmp_path: Path) -> 
 
 def test_lists_and_numbers_parse(tmp_path: Path) -> None:
     s = load_settings(
-        env={"TAILPOD_GPUS": "NVIDIA H100 80GB HBM3, NVIDIA A100 80GB PCIe", "TAILPOD_MAX_PRICE": "2.5"},
+        env={
+            "TAILPOD_GPUS": "NVIDIA H100 80GB HBM3, NVIDIA A100 80GB PCIe",
+            "TAILPOD_MAX_PRICE": "2.5",
+        },
         dotenv_path=tmp_path / "none",
     )
     assert s.gpus == ("NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe")

@@ -23,12 +23,17 @@ def test_build_is_deterministic_and_loadable(tmp_path: Path) -> None:
     from safetensors.numpy import load_file  # reads the header our writer produced
 
     with pytest.raises(TypeError):
-        load_file(str(a / "model.safetensors"))  # numpy has no bf16: the loader must refuse, not misread
+        load_file(
+            str(a / "model.safetensors")
+        )  # numpy has no bf16: the loader must refuse, not misread
     header_len = int.from_bytes((a / "model.safetensors").read_bytes()[:8], "little")
     header = json.loads((a / "model.safetensors").read_bytes()[8 : 8 + header_len])
     assert header["model.embed_tokens.weight"]["dtype"] == "BF16"
     config = json.loads((a / "config.json").read_text())
-    assert header["model.embed_tokens.weight"]["shape"] == [config["vocab_size"], config["hidden_size"]]
+    assert header["model.embed_tokens.weight"]["shape"] == [
+        config["vocab_size"],
+        config["hidden_size"],
+    ]
     assert "chat_template" in json.loads((a / "tokenizer_config.json").read_text())
 
 
@@ -37,7 +42,9 @@ def test_mimo_has_an_mtp_layer(tmp_path: Path) -> None:
     raw = (d / "model.safetensors").read_bytes()
     header = json.loads(raw[8 : 8 + int.from_bytes(raw[:8], "little")])
     config = json.loads((d / "config.json").read_text())
-    assert config["architectures"] == ["MiMoForCausalLM"] and config["num_nextn_predict_layers"] == 1
+    assert (
+        config["architectures"] == ["MiMoForCausalLM"] and config["num_nextn_predict_layers"] == 1
+    )
     assert "model.mtp_layers.0.input_proj.weight" in header
     assert header["model.mtp_layers.0.input_proj.weight"]["shape"] == [256, 512]
 

@@ -43,9 +43,15 @@ def test_default_order_restarts_once_per_arm_and_alternates_levels() -> None:
 def test_interleaved_order_rotates_arms_between_reps() -> None:
     restarts = [s.arm for s in schedule(plan(interleave=True, reps=3)) if isinstance(s, Restart)]
     assert restarts == [
-        "plain", "ngram-k1", "ngram-k2",
-        "ngram-k1", "ngram-k2", "plain",
-        "ngram-k2", "plain", "ngram-k1",
+        "plain",
+        "ngram-k1",
+        "ngram-k2",
+        "ngram-k1",
+        "ngram-k2",
+        "plain",
+        "ngram-k2",
+        "plain",
+        "ngram-k1",
     ]
 
 
@@ -68,7 +74,9 @@ def test_resume_skips_finished_cells_and_their_needless_restarts(tmp_path: Path)
 
 def test_best_k_extension() -> None:
     assert best_k_needs_extension({0: 100, 1: 150, 2: 170}, max_k=8) == 3  # peak at the edge
-    assert best_k_needs_extension({0: 100, 1: 150, 2: 170, 3: 160}, max_k=8) is None  # shown to stop
+    assert (
+        best_k_needs_extension({0: 100, 1: 150, 2: 170, 3: 160}, max_k=8) is None
+    )  # shown to stop
     assert best_k_needs_extension({0: 100, 1: 150, 2: 170}, max_k=2) is None  # bounded
     assert best_k_needs_extension({0: 100}, max_k=8) is None
     assert best_k_needs_extension({0: 100, 1: 90, 2: 90}, max_k=8) is None  # tie → smaller K wins

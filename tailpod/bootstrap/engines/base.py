@@ -62,7 +62,7 @@ class LaunchPlan:
 
 @dataclass
 class StartupFacts:
-    """Facts read from an engine's startup log. A fact the log does not state is None, never guessed."""
+    """Facts read from an engine's startup log. A fact the log does not state is None."""
 
     engine: str
     facts: dict[str, Any]

@@ -48,7 +48,9 @@ class LocalProvider(Provider):
             raise ProviderError(f"{pod_id!r} is not a local pod id")
         return pod_id.split(":", 1)[1]
 
-    def offers(self, gpu_preference: list[str], gpu_count: int, max_price: float | None) -> list[Offer]:
+    def offers(
+        self, gpu_preference: list[str], gpu_count: int, max_price: float | None
+    ) -> list[Offer]:
         return [Offer(self.name, _machine_name(), 1, 0.0, available=True, offer_id="local")]
 
     def create(self, spec: PodSpec) -> PodInfo:
@@ -115,14 +117,14 @@ class LocalProvider(Provider):
         self, run_tag: str, pod_id: str | None, price_per_hr: float | None
     ) -> BillingEvidence:
         state = self.engine_state(run_tag)
-        checks = [ProofCheck("nothing tagged listed", not self.list_by_tag(run_tag), "local runner")]
+        checks = [
+            ProofCheck("nothing tagged listed", not self.list_by_tag(run_tag), "local runner")
+        ]
         still = []
         if state is not None:
             alive = onpod.group_alive(int(state["pgid"]))
             port = onpod.port_open(state["host"], int(state["port"]))
-            checks.append(
-                ProofCheck("process group gone", not alive, f"pgid {state['pgid']}")
-            )
+            checks.append(ProofCheck("process group gone", not alive, f"pgid {state['pgid']}"))
             checks.append(ProofCheck("port closed", not port, f"{state['host']}:{state['port']}"))
             if alive:
                 still.append(f"process group {state['pgid']}: kill -9 -{state['pgid']}")

@@ -1,0 +1,164 @@
+"""`tailpod benchmark`: the sweep, run where the engine runs, against 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from tailpod.bootstrap.engines.base import EngineConfig
+from tailpod.cli.common import console, handle_errors, ledger_for, settings_from
+from tailpod.cli.lifecycle import SPEC_METHODS, startup_progress
+from tailpod.config import Settings
+from tailpod.errors import ConfigError
+from tailpod.ledger import Ledger, PodRecord
+from tailpod.probes.plan import SweepPlan, spec_arms
+from tailpod.probes.sweep import RunContext, RunDirectory, SweepHost, run_sweep
+
+DO_NOT_QUOTE = "DO NOT QUOTE AGGREGATE"
+
+
+def int_list(text: str, what: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ConfigError(f"{what} must be a comma list of integers, got {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise ConfigError(f"{what} must list non-negative integers")
+    return values
+
+
+def run_id_for(record: PodRecord, results_dir: Path) -> str:
+    """The first benchmark of a pod is named by its run tag; later ones get -2, -3, …"""
+    candidate, n = record.run_tag, 1
+    while (results_dir / candidate / "rows.jsonl").exists():
+        n += 1
+        candidate = f"{record.run_tag}-{n}"
+    return candidate
+
+
+def summary_table(run_dir: Path, title: str) -> Table:
+    from tailpod.results.analysis import analyze
+    from tailpod.results.io import load_run
+
+    run = load_run(run_dir)
+    analysis = analyze(run)
+    stamp = analysis.get("stamp")
+    table = Table(title=f"{title}{' — ' + stamp if stamp else ''}")
+    for col in ("arm", "c", "reps", "output tok/s (median)", "TTFT p50 ms", "accept len", "flags"):
+        table.add_column(col)
+    void = {a["label"]: a["void_reason"] for a in analysis["arms"] if a["void"]}
+
+    def med(cell: dict[str, Any], key: str, scale: float = 1.0, fmt: str = ".1f") -> str:
+        spread = cell.get(key)
+        return "-" if not spread else format(spread["median"] * scale, fmt)
+
+    for cell in sorted(analysis["cells"], key=lambda c: (c["arm"], c["concurrency"])):
+        label = cell["arm"] if cell["arm"] not in void else f"[strike]{cell['arm']}[/] VOID"
+        table.add_row(
+            label,
+            str(cell["concurrency"]),
+            str(cell["reps"]),
+            med(cell, "output_tok_s"),
+            med(cell, "ttft_p50_s", 1000.0, ".0f"),
+            med(cell, "acceptance_length", 1.0, ".2f"),
+            ",".join(cell["flags"]) or "",
+        )
+    return table
+
+
+def make_host(
+    settings: Settings, ledger: Ledger, record: PodRecord, progress: Any, cache: str
+) -> SweepHost:
+    if record.provider == "local":
+        from tailpod.probes.hosts import LocalSweepHost
+
+        return LocalSweepHost(settings, ledger, record, progress, cache)
+    raise ConfigError(f"provider {record.provider!r} is not wired into `benchmark` yet")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @handle_errors
+    def benchmark(
+        run_tag: str = typer.Argument(None, help="Pod to measure; default: the only active one."),
+        spec_k: str = typer.Option("0", help="SPEC_K values to sweep, e.g. 0,1,2,3 (0 = plain)."),
+        spec_method: str = typer.Option(
+            "mtp", help=f"Speculation method: {', '.join(SPEC_METHODS)}."
+        ),
+        draft_model: str = typer.Option(None, help="Draft checkpoint for draft_model arms."),
+        concurrency: str = typer.Option("1,2,4,8,16,32,64", help="Concurrency levels."),
+        reps: int = typer.Option(5, min=1, help="Repetitions of every cell (medians over these)."),
+        max_tokens: int = typer.Option(256, min=2, help="Output tokens per request."),
+        requests_per_cell: int = typer.Option(
+            None, help="Measured requests per cell (default: max(4, concurrency))."
+        ),
+        prompt_classes: str = typer.Option(
+            "prose", help="Prompt classes: prose, code, structured."
+        ),
+        cache: str = typer.Option("cold", help="TTFT cache state: cold, warm or both."),
+        interleave_arms: bool = typer.Option(
+            False, help="Cycle every arm inside every rep (a restart per arm per rep)."
+        ),
+        extend_k: bool = typer.Option(True, help="Extend K past the best until it stops paying."),
+        max_k: int = typer.Option(8, help="Upper bound for the K extension."),
+        run_id: str = typer.Option(None, help="Resume this run (skips finished cells)."),
+    ) -> None:
+        """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
+
+        Each speculative arm must first pass the token-identity gate against plain decode;
+        an arm that fails it is kept but marked VOID and never reported as a speedup.
+        """
+        if cache not in ("cold", "warm", "both"):
+            raise ConfigError("--cache must be cold, warm or both")
+        if spec_method not in SPEC_METHODS:
+            raise ConfigError(
+                f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS)
+            )
+        ks = int_list(spec_k, "--spec-k")
+        if any(ks) and spec_method == "draft_model" and not draft_model:
+            raise ConfigError("--spec-method draft_model needs --draft-model DIR")
+        settings = settings_from()
+        ledger = ledger_for(settings)
+        record = ledger.resolve(run_tag)
+        if record.status != "running":
+            raise ConfigError(
+                f"{record.run_tag} is {record.status}, not running", hint="tailpod up"
+            )
+        base = EngineConfig.from_json(record.engine)
+        plan = SweepPlan(
+            arms=spec_arms(base, ks, spec_method, draft_model),
+            concurrency=int_list(concurrency, "--concurrency"),
+            prompt_classes=[p for p in prompt_classes.split(",") if p],
+            reps=reps,
+            max_tokens=max_tokens,
+            requests_per_cell=requests_per_cell,
+            interleave_arms=interleave_arms,
+            extend_k=extend_k,
+            max_k=max_k,
+        )
+        rid = run_id or run_id_for(record, settings.results_dir)
+        run_dir = RunDirectory(settings.results_dir / rid)
+        ctx = RunContext(
+            run_id=rid,
+            run_tag=record.run_tag,
+            provider=record.provider,
+            model=base.model,
+            engine=base.engine,
+            gpu=record.gpu,
+            gpu_count=record.gpu_count,
+            price_per_hr=record.price_per_hr,
+            image_ref=record.image,
+            image_digest=(record.extra.get("image") or {}).get("digest"),
+        )
+        t0 = time.time()
+        with startup_progress("benchmark") as progress:
+            host = make_host(settings, ledger, record, progress, cache)
+            run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
+        console.print(summary_table(run_dir.path, f"benchmark {rid}"))
+        if host.measured_from != "pod":
+            console.print(f"[bold red]{DO_NOT_QUOTE}[/]: measured off the pod")
+        console.print(f"results: {run_dir.path} ({time.time() - t0:.0f} s)")
