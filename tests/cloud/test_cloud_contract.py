@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
 from tailpod.provision.base import PodState
 from tailpod.provision.lifecycle import PROOF_FILE, create_pod_safely, teardown
 
