@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tailpod.config import Settings
 from tailpod.errors import (
     AuthError,
     BillingNotProven,
@@ -596,3 +597,78 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
                 ttl_expires_at=None, flags=flags,
             ))
     return StatusReport(rows=rows, errors=errors, checked_at=t)
+
+
+# -- settings-level entry points (what the CLI calls) ---------------------------------------------
+def run_dir_for(settings: Settings, run_tag: str) -> Path:
+    """Where a run's results and its billing proof live."""
+    return Path(settings.results_dir) / run_tag
+
+
+def _providers_for(settings: Settings, names: Iterable[str], **options: Any) -> dict[str, Provider]:
+    from tailpod.provision.registry import get_provider, remote_providers
+
+    out = remote_providers(settings, **options)
+    for name in names:
+        if name not in out and name in ("runpod", "vastai"):
+            out[name] = get_provider(name, settings, **options)
+    return out
+
+
+def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
+              policy: LifecyclePolicy | None = None, **options: Any) -> tuple[PodRecord, PodInfo]:
+    """Rent one pod on `settings.provider` with the ledger, TTL and price cap rules applied."""
+    from tailpod.provision.registry import canonical_name, get_provider
+
+    name = canonical_name(settings.provider)
+    if name not in ("runpod", "vastai"):
+        raise ConfigError(f"{settings.provider!r} is not a cloud provider")
+    if spec.max_price is None:
+        spec.max_price = settings.max_price
+    provider = get_provider(name, settings, **options)
+    record = PodRecord(run_tag=spec.run_tag, provider=name)
+    info = create_pod_safely(provider, spec, ledger, record, ttl_hours=settings.ttl_hours,
+                             policy=policy)
+    return ledger.get(spec.run_tag) or record, info
+
+
+def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
+                policy: LifecyclePolicy | None = None, **options: Any) -> BillingEvidence:
+    """`down RUN_TAG` for a cloud pod; raises UnprovenTeardown (exit 3) when not proven."""
+    from tailpod.provision.registry import get_provider
+
+    provider = get_provider(record.provider, settings, **options)
+    return teardown(provider, ledger, record, run_dir_for(settings, record.run_tag),
+                    policy=policy)
+
+
+def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
+              policy: LifecyclePolicy | None = None, **options: Any) -> list[TeardownOutcome]:
+    """`down --all` (every tailpod-tagged resource of the accounts) or `down --expired`."""
+    names = {r.provider for r in ledger.active()}
+    providers = _providers_for(settings, names, **options)
+    if not providers:
+        raise ConfigError("no cloud provider is configured",
+                          hint="set RUNPOD_API_KEY and/or VAST_API_KEY")
+
+    def run_dir(tag: str) -> Path:
+        return run_dir_for(settings, tag)
+
+    if expired_only:
+        return teardown_expired(providers, ledger, run_dir, policy=policy)
+    return teardown_all(providers, ledger, run_dir, policy=policy)
+
+
+def status_remote(settings: Settings, ledger: Ledger, **options: Any) -> StatusReport:
+    """Ledger joined with every configured cloud provider's listing (orphans, ghosts, TTLs)."""
+    names = {r.provider for r in ledger.active()}
+    providers: dict[str, Provider] = {}
+    errors: list[str] = []
+    try:
+        providers = _providers_for(settings, names, **options)
+    except TailpodError as exc:
+        errors.append(str(exc))
+    report = reconcile(providers, ledger)
+    report.errors = errors + report.errors
+    report.rows = [r for r in report.rows if r.provider != "local"]  # the local CLI shows those
+    return report

@@ -118,3 +118,38 @@ def test_teardown_of_a_record_without_pod_id_sweeps_by_tag(cloud: Cloud) -> None
     evidence = teardown(cloud.provider, cloud.ledger, record, cloud.run_dir(spec.run_tag),
                         policy=cloud.policy)
     assert evidence.proven and cloud.billing() == []
+
+
+def test_settings_level_entry_points(sandbox, tailpod_home) -> None:  # type: ignore[no-untyped-def]
+    from tailpod.ledger import Ledger
+    from tailpod.provision.apiclient import ApiTimings
+    from tailpod.provision.base import PodSpec
+    from tailpod.provision.lifecycle import (
+        LifecyclePolicy,
+        down_many,
+        down_remote,
+        run_dir_for,
+        status_remote,
+        up_remote,
+    )
+
+    from .conftest import settings_for
+
+    settings = settings_for(sandbox, tailpod_home, TAILPOD_PROVIDER="vast",
+                            TAILPOD_MAX_PRICE="1.0", TAILPOD_TTL_HOURS="0.5",
+                            TAILPOD_RESULTS_DIR=str(tailpod_home / "results"))
+    ledger = Ledger(settings.state_dir)
+    opts = {"timings": ApiTimings.fast()}
+    policy = LifecyclePolicy.fast()
+    spec = PodSpec(run_tag="tp-entry-1", gpu_preference=["H100 SXM", "RTX 4090"], image="img",
+                   start_command=["sleep", "30"])
+    record, info = up_remote(settings, ledger, spec, policy=policy, **opts)
+    assert info.gpu_type == "RTX 4090"  # the H100 offers are above the $1/h cap
+    assert record.ttl_expires_at and record.provider == "vastai"
+    report = status_remote(settings, ledger, **opts)
+    assert [r.run_tag for r in report.rows] == ["tp-entry-1"] and report.errors == []
+    evidence = down_remote(settings, ledger, record, policy=policy, **opts)
+    assert evidence.proven
+    assert (run_dir_for(settings, "tp-entry-1") / "billing-proof.json").exists()
+    assert down_many(settings, ledger, policy=policy, **opts) == []
+    assert sandbox.meter()["billing_count"] == 0
