@@ -15,6 +15,7 @@ from rich.table import Table
 
 from tailpod.bootstrap import onpod
 from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
+from tailpod.cli import remote
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.config import Settings
 from tailpod.errors import BillingNotProven, ConfigError
@@ -210,9 +211,12 @@ def register(app: typer.Typer) -> None:
         else:
             records = ledger.all() if all_records else ledger.active()
         rows = [pod_status(settings, r) for r in records]
+        cloud = remote.remote_report(settings, ledger)
         if json_out:
-            print_json({"pods": rows})
+            print_json({"pods": rows, **({"cloud": cloud.to_json()} if cloud else {})})
             return
+        if cloud:
+            remote.print_remote(cloud)
         if not rows:
             console.print("nothing is running")
             return
@@ -252,16 +256,23 @@ def register(app: typer.Typer) -> None:
     def down(
         run_tag: str = typer.Argument(None, help="Run tag; default: the only active pod."),
         json_out: bool = typer.Option(False, "--json", help="Print the proof as JSON."),
+        all_tagged: bool = typer.Option(
+            False, "--all", help="Every tailpod-tagged resource of the cloud accounts."
+        ),
+        expired: bool = typer.Option(False, "--expired", help="Every pod past its TTL."),
     ) -> None:
         """Terminate the pod, then prove that it is gone and nothing bills."""
         settings = settings_from()
         ledger = ledger_for(settings)
+        if all_tagged or expired:
+            return remote.down_many_cli(settings, ledger, expired_only=not all_tagged,
+                                        json_out=json_out)
         record = ledger.resolve(run_tag)
         if record.status == "terminated":
             console.print(f"{record.run_tag} is already terminated")
             return
         if record.provider != "local":
-            raise ConfigError(f"provider {record.provider!r} is not wired into `down` yet")
+            return remote.down_remote_cli(settings, ledger, record, json_out)
         evidence = down_local(settings, record, ledger)
         proof_path = write_proof(settings, record, evidence)
         if json_out:

@@ -1,0 +1,136 @@
+"""Rendering for the cloud side of `up`, `status` and `down` (called from tailpod.cli.lifecycle)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from rich.table import Table
+
+from tailpod.cli.common import console, print_json
+from tailpod.config import Settings
+from tailpod.errors import TailpodError
+from tailpod.ledger import Ledger, PodRecord
+from tailpod.provision.base import BillingEvidence, PodInfo
+from tailpod.provision.lifecycle import (
+    PROOF_FILE,
+    StatusReport,
+    UnprovenTeardown,
+    down_many,
+    down_remote,
+    raise_if_unproven,
+    run_dir_for,
+    status_remote,
+)
+
+
+def evidence_table(evidence: BillingEvidence, title: str) -> Table:
+    table = Table(title=title)
+    for col in ("check", "result", "detail"):
+        table.add_column(col)
+    for check in evidence.checks:
+        table.add_row(check.name, "[green]pass[/]" if check.passed else "[red]FAIL[/]",
+                      check.detail)
+    return table
+
+
+def _print_unproven(evidence: BillingEvidence) -> None:
+    for line in evidence.still_billing:
+        console.print(f"[bold red]STILL BILLING[/] {line}")
+
+
+def down_remote_cli(settings: Settings, ledger: Ledger, record: PodRecord,
+                    json_out: bool) -> None:
+    """Terminate a cloud pod, print the proof table; exit 3 unless billing is proven stopped."""
+    proof = run_dir_for(settings, record.run_tag) / PROOF_FILE
+    try:
+        evidence = down_remote(settings, ledger, record)
+    except UnprovenTeardown as exc:
+        if json_out and exc.proof_path:
+            print_json(json.loads(exc.proof_path.read_text()))
+        else:
+            console.print(evidence_table(exc.evidence, f"down {record.run_tag}"))
+            _print_unproven(exc.evidence)
+        raise
+    if json_out:
+        print_json(json.loads(proof.read_text()))
+        return
+    console.print(evidence_table(evidence, f"down {record.run_tag}"))
+    console.print(f"proof: {proof}")
+    console.print(f"[green]down[/] {record.run_tag}: terminated, billing proven stopped.")
+
+
+def down_many_cli(settings: Settings, ledger: Ledger, *, expired_only: bool,
+                  json_out: bool) -> None:
+    """`down --all` / `down --expired` across every configured cloud account."""
+    outcomes = down_many(settings, ledger, expired_only=expired_only)
+    if json_out:
+        print_json([{"run_tag": o.run_tag, "provider": o.provider, "proven": o.proven,
+                     "error": o.error, "proof": o.proof_path,
+                     "still_billing": o.evidence.still_billing if o.evidence else []}
+                    for o in outcomes])
+    else:
+        if not outcomes:
+            console.print("nothing tailpod-tagged" + (" has expired" if expired_only else
+                                                      " is left at any provider"))
+        for o in outcomes:
+            if o.evidence is not None:
+                console.print(evidence_table(o.evidence, f"down {o.run_tag} ({o.provider})"))
+                _print_unproven(o.evidence)
+            elif o.error:
+                console.print(f"[red]{o.provider} {o.run_tag}:[/] {o.error}")
+    raise_if_unproven(outcomes)
+
+
+def remote_report(settings: Settings, ledger: Ledger) -> StatusReport | None:
+    """Provider truth for status; None when no cloud key is configured and nothing remote runs."""
+    if not (settings.runpod_api_key or settings.vast_api_key) and not any(
+        r.provider != "local" for r in ledger.active()
+    ):
+        return None
+    try:
+        return status_remote(settings, ledger)
+    except TailpodError as exc:
+        return StatusReport(rows=[], errors=[exc.message], checked_at=time.time())
+
+
+def remote_table(report: StatusReport) -> Table:
+    table = Table(title="cloud pods (provider truth)")
+    for col in ("run tag", "provider", "pod", "ledger", "provider says", "GPU", "$/hr",
+                "uptime", "spent", "flags"):
+        table.add_column(col)
+    for r in report.rows:
+        flags = ", ".join(r.flags)
+        if r.fallback_from:
+            flags = ", ".join(filter(None, [flags, f"fell back from {r.fallback_from}"]))
+        table.add_row(
+            r.run_tag, r.provider, r.pod_id or "-", r.ledger_status or "[red]not in ledger[/]",
+            r.provider_state or "-", r.gpu or "-",
+            "-" if r.price_per_hr is None else f"{r.price_per_hr:.3f}",
+            "-" if r.uptime_s is None else f"{r.uptime_s / 60:.1f} min",
+            "-" if r.spend_usd is None else f"${r.spend_usd:.4f}",
+            f"[red]{flags}[/]" if flags else "",
+        )
+    return table
+
+
+def print_remote(report: StatusReport) -> None:
+    if report.rows:
+        console.print(remote_table(report))
+    for error in report.errors:
+        console.print(f"[red]provider check failed:[/] {error}")
+    if report.orphans:
+        console.print("[bold red]orphans bill outside the ledger:[/] kill them with "
+                      "`tailpod down --all`")
+    if report.expired:
+        console.print("[bold red]TTL expired:[/] `tailpod down --expired`")
+
+
+def fallback_warning(info: PodInfo) -> str | None:
+    """The loud line `up` prints when capacity fallback rented a different card."""
+    wanted = info.detail.get("fallback_from")
+    if not wanted:
+        return None
+    price = f"${info.price_per_hr:.3f}/h" if info.price_per_hr is not None else "unknown $/h"
+    return (f"[bold yellow]NOTE: {wanted} was not available; rented {info.gpu_type} at "
+            f"{price} instead[/]")

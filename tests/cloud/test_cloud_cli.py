@@ -1,0 +1,55 @@
+"""The remote path of `tailpod status` and `tailpod down` (RunPod sandbox; default timings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tailpod.cli.main import app
+from tailpod.ledger import Ledger
+from tailpod.provision.apiclient import ApiTimings
+from tailpod.provision.base import PodSpec
+from tailpod.provision.lifecycle import LifecyclePolicy, up_remote
+from tailpod.provision.registry import get_provider
+from tailpod.provision.sandbox import Sandbox
+
+from .conftest import settings_for
+
+
+def test_status_and_down_for_cloud_pods(sandbox: Sandbox, tailpod_home: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod",
+           "TAILPOD_RESULTS_DIR": str(tailpod_home / "results")}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("VAST_API_KEY")
+    settings = settings_for(sandbox, tailpod_home, **env)
+    ledger = Ledger(settings.state_dir)
+    sandbox.add_fault("capacity", provider="runpod", gpu="NVIDIA H100 80GB HBM3")
+    spec = PodSpec(run_tag="tp-cli-1", gpu_preference=["H100 SXM", "A40"], image="img",
+                   start_command=["sleep", "30"])
+    up_remote(settings, ledger, spec, policy=LifecyclePolicy.fast(), timings=ApiTimings.fast())
+    get_provider("runpod", settings).create(
+        PodSpec(run_tag="tp-cli-orphan", gpu_preference=["A40"], image="img", start_command=[]))
+    runner = CliRunner()
+
+    status = runner.invoke(app, ["status", "--json"])
+    assert status.exit_code == 0, status.output
+    cloud = {r["run_tag"]: r for r in json.loads(status.output)["cloud"]["rows"]}
+    assert cloud["tp-cli-1"]["fallback_from"] == "NVIDIA H100 80GB HBM3"
+    assert cloud["tp-cli-1"]["gpu"] == "NVIDIA A40"
+    assert cloud["tp-cli-orphan"]["flags"] == ["orphan"]
+
+    down = runner.invoke(app, ["down", "tp-cli-1"])
+    # the orphan makes the proof fail: exit 3, and the orphan is named with its kill command
+    assert down.exit_code == 3, down.output
+    assert "tp-cli-orphan" in down.output and "STILL BILLING" in down.output
+
+    down_all = runner.invoke(app, ["down", "--all"])
+    assert down_all.exit_code == 0, down_all.output
+    assert sandbox.meter()["billing_count"] == 0
+    assert (tailpod_home / "results" / "tp-cli-orphan" / "billing-proof.json").exists()
+    assert sandbox.runpod_key not in down.output + down_all.output + status.output
