@@ -470,11 +470,13 @@ class VastProvider(Provider):
         # vast has no spend-rate field: watch the balance for a short window and compare its
         # movement with what the remaining listed instances explain.
         window = self.timings.evidence_window_s
+        t0 = time.monotonic()
         b1 = self.balance()
-        t1 = time.monotonic()
+        t1 = (t0 + time.monotonic()) / 2  # the balance was read somewhere inside the call
         self._sleep(window)
+        t2 = time.monotonic()
         b2 = self.balance()
-        elapsed = max(time.monotonic() - t1, 1e-3)
+        elapsed = max((t2 + time.monotonic()) / 2 - t1, 1e-3)
         remaining = self.list_all()
         others_rate = sum(p.price_per_hr or 0.0 for p in remaining
                           if p.detail.get("label") != run_tag and p.state is PodState.RUNNING)
