@@ -12,8 +12,9 @@ the window from first request to last stream end, per-stream decode rate at the 
 how far the server ran behind its schedule (if it lags, the row measures the server).
 
 A client "holds" at a level when its aggregate tok/s and its p50 decode rate are both within
-1% of the server's. CPU is read from /proc/<pid>/stat over the server's window, the same way
-for every client (the probe's self-reported process_time is shown beside it).
+1% of the server's and its CPU / wall stays under 0.8 (the probe's client_bound line). "drive"
+is the share of an ideal closed loop it achieved (no gap between requests). CPU is read from
+/proc/<pid>/stat over the server's window, the same way for every client.
 
 Usage: .venv/bin/python benchmarks/probe_capacity.py [--levels 1,4,16,64,128,256]
        [--rate 200] [--tokens 128] [--waves 3] [--no-peer] [--no-pin] [--json out.json]
@@ -41,6 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tailpod" / "probes" / "probe.py"
 SERVER = REPO / "benchmarks" / "synthetic_server.py"
 TOLERANCE = 0.01
+CLIENT_BOUND = 0.8  # the probe's own client_bound threshold (CPU / wall)
 
 
 # ---- process CPU over a window ---------------------------------------------------------------
@@ -81,7 +83,8 @@ class CpuSampler:
         s = self.samples
         if not s or t < s[0][0]:
             return None
-        for (t0, c0), (t1, c1) in zip(s, s[1:], strict=False):
+        for i in range(1, len(s)):
+            (t0, c0), (t1, c1) = s[i - 1], s[i]
             if t0 <= t <= t1:
                 return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
         return s[-1][1]
@@ -136,6 +139,7 @@ class Server:
         ends = [p["last_end"] for p in parts if p["last_end"] is not None]
         ttft = sorted(x for p in parts for x in p["ttft_list"])
         decode = sorted(x for p in parts for x in p["decode_list"])
+        durations = [x for p in parts for x in p["duration_list"]]
         return {
             "tokens": sum(p["tokens"] for p in parts),
             "first_arrival": min(firsts) if firsts else None,
@@ -143,6 +147,7 @@ class Server:
             "max_lag_s": max(p["max_lag_s"] for p in parts),
             "ttft_p50_s": _median(ttft),
             "decode_tok_s_p50": _median(decode),
+            "duration_mean_s": sum(durations) / len(durations) if durations else None,
         }
 
     def close(self) -> None:
@@ -311,7 +316,7 @@ def _rel(a: float | None, b: float | None) -> float | None:
     return a / b - 1.0
 
 
-def measure(client: str, run: Any, server: Server) -> dict[str, Any]:
+def measure(client: str, run: Any, server: Server, tokens: int) -> dict[str, Any]:
     server.reset()
     outcome, sampler = run()
     st = server.stats()
@@ -320,9 +325,19 @@ def measure(client: str, run: Any, server: Server) -> dict[str, Any]:
     outcome.window_cpu_s = sampler.over(st["first_arrival"], st["last_end"])
     agg_err = _rel(outcome.agg_tok_s, server_agg)
     dec_err = _rel(outcome.decode_p50, st["decode_tok_s_p50"])
-    holds = (outcome.ok and agg_err is not None and dec_err is not None
-             and abs(agg_err) <= TOLERANCE and abs(dec_err) <= TOLERANCE)
+    # Drive: the share of an ideal closed loop the client achieved, i.e. c streams back to
+    # back with no gap between one request's end and the next one's arrival, each lasting
+    # as long as the server actually took (so the server's own lateness is not counted).
+    ideal = None
+    if st["duration_mean_s"]:
+        ideal = outcome.c * tokens / st["duration_mean_s"]
+    drive = server_agg / ideal if server_agg and ideal else None
     cpu = outcome.window_cpu_s
+    cpu_frac = cpu / window if cpu is not None and window else None
+    # Holds = measures within 1% (aggregate and decode rate) without being client-bound.
+    holds = bool(outcome.ok and agg_err is not None and dec_err is not None
+                 and abs(agg_err) <= TOLERANCE and abs(dec_err) <= TOLERANCE
+                 and cpu_frac is not None and cpu_frac < CLIENT_BOUND)
     return {
         "client": client,
         "c": outcome.c,
@@ -330,12 +345,13 @@ def measure(client: str, run: Any, server: Server) -> dict[str, Any]:
         "server_lag_ms": 1000 * st["max_lag_s"],
         "client_tok_s": outcome.agg_tok_s,
         "agg_err": agg_err,
+        "drive": drive,
         "decode_err": dec_err,
         "ttft_over_ms": (1000 * (outcome.ttft_p50_s - st["ttft_p50_s"])
                          if outcome.ttft_p50_s is not None and st["ttft_p50_s"] is not None
                          else None),
         "cpu_per_1k_tok_ms": 1e6 * cpu / st["tokens"] if cpu is not None and st["tokens"] else None,
-        "cpu_frac": cpu / window if cpu is not None and window else None,
+        "cpu_frac": cpu_frac,
         "self_cpu_s": outcome.self_cpu_s,
         "holds": holds,
         "note": outcome.note,
@@ -347,18 +363,25 @@ def _f(v: Any, spec: str) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = ("client", "c", "server tok/s", "client tok/s", "agg err", "decode err",
+    head = ("client", "c", "server tok/s", "client tok/s", "agg err", "decode err", "drive",
             "ttft +ms", "cpu ms/1k tok", "cpu/wall", "srv lag ms", "holds", "note")
-    fmt = "%-14s %4s %13s %13s %8s %10s %8s %13s %8s %10s %5s  %s"
-    print(fmt % head)
+    widths = (-14, 4, 13, 13, 8, 10, 6, 8, 13, 8, 10, 5, -1)
+
+    def line(cells: tuple[Any, ...]) -> str:
+        return " ".join(f"{str(c):<{-w}}" if w < 0 else f"{str(c):>{w}}"
+                        for c, w in zip(cells, widths, strict=True))
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:+.2f}%"
+
+    print(line(head))
     for r in rows:
-        print(fmt % (
+        print(line((
             r["client"], r["c"], _f(r["server_tok_s"], ",.0f"), _f(r["client_tok_s"], ",.0f"),
-            _f(None if r["agg_err"] is None else 100 * r["agg_err"], "+.2f") + "%",
-            _f(None if r["decode_err"] is None else 100 * r["decode_err"], "+.2f") + "%",
+            pct(r["agg_err"]), pct(r["decode_err"]), _f(r["drive"], ".3f"),
             _f(r["ttft_over_ms"], ".2f"), _f(r["cpu_per_1k_tok_ms"], ".1f"),
             _f(r["cpu_frac"], ".2f"), _f(r["server_lag_ms"], ".1f"),
-            "yes" if r["holds"] else "NO", r["note"]))
+            "yes" if r["holds"] else "NO", r["note"])))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -414,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
                     transport = client.split("-", 1)[1]
                     run = functools.partial(run_probe, transport, server, c, n, args.tokens,
                                             client_cpu, workdir)
-                row = measure(client, run, server)
+                row = measure(client, run, server, args.tokens)
                 rows.append(row)
                 sys.stderr.write(
                     f"  {client} c={c}: client {_f(row['client_tok_s'], ',.0f')} tok/s, "

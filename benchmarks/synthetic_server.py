@@ -87,6 +87,7 @@ class Stats:
     max_lag_s: float = 0.0
     ttft_s: list[float] = field(default_factory=list)  # first write - arrival
     decode_tok_s: list[float] = field(default_factory=list)  # (n-1)/(last write - first write)
+    durations_s: list[float] = field(default_factory=list)  # last write - arrival
     salts: list[str | None] = field(default_factory=list)
     bodies: list[dict[str, Any]] = field(default_factory=list)
 
@@ -497,6 +498,7 @@ class SyntheticServer:
             st.streams_finished += 1
             st.last_end = end
             st.max_lag_s = max(st.max_lag_s, state.max_lag)
+            st.durations_s.append(t_last_write - arrival)
             if t_first_write is not None:
                 st.ttft_s.append(t_first_write - arrival)
                 if len(ids) > 1 and t_last_write > t_first_write:
@@ -509,7 +511,8 @@ class SyntheticServer:
     def stats_json(self, raw: bool = False) -> dict[str, Any]:
         with self._lock:
             st = self.stats
-            extra = {"ttft_list": list(st.ttft_s), "decode_list": list(st.decode_tok_s)}
+            extra = {"ttft_list": list(st.ttft_s), "decode_list": list(st.decode_tok_s),
+                     "duration_list": list(st.durations_s)}
             return {
                 **(extra if raw else {}),
                 "requests": st.requests,
