@@ -251,7 +251,8 @@ def run_sweep(
                     argv=start.argv, startup=start.startup, restart_s=round(time.time() - t0, 2)
                 )
                 entry["starts"].append({"at": _now(), "startup_s": start.startup_s})
-                if arm.config.spec.plain and reference is None:
+                gated = any(not a.config.spec.plain for a in plan.arms)
+                if arm.config.spec.plain and reference is None and gated:
                     reference = host.gate_reference(arm, plan)
                     run["gate_reference"] = reference
                 if not arm.config.spec.plain and entry["gate"] is None:
