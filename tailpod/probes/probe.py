@@ -1711,6 +1711,19 @@ def cell_row(
     }
 
 
+def _quiet_snapshot(ep: Endpoint, engine: str) -> dict[str, Any]:
+    """Scrape before a cell, once the counters stop moving (up to ~1 s): the warm-up's last
+    tokens may reach the engine's stat logger after its response did."""
+    snap = spec_snapshot(scrape_metrics(ep) or [], engine)
+    for _ in range(10):
+        time.sleep(0.1)
+        again = spec_snapshot(scrape_metrics(ep) or [], engine)
+        if again == snap:
+            break
+        snap = again
+    return snap
+
+
 def _settled_after(
     ep: Endpoint, engine: str, before: dict[str, Any], expected_tokens: int | None
 ) -> dict[str, Any]:
@@ -1766,7 +1779,7 @@ def run_cell(
 
     before: dict[str, Any] = {}
     if engine in ("vllm", "sglang"):
-        before = spec_snapshot(scrape_metrics(ep) or [], engine)
+        before = _quiet_snapshot(ep, engine)
     outcome = loop_fn(ep, specs, plan.concurrency, opts.request_timeout, opts.api)
 
     ok = [r for r in outcome.results if r.ok]
