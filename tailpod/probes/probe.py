@@ -1957,6 +1957,84 @@ def _extract(obj: dict[str, Any], method: str) -> list[Any] | str | None:
 
 
 GATE_METHODS = ("return_token_ids", "logprobs", "output_ids", "text")
+GATE_REFERENCE_SCHEMA = 1
+
+
+def _text_of(obj: dict[str, Any]) -> str | None:
+    if isinstance(obj.get("text"), str) and "choices" not in obj:
+        return str(obj["text"])  # SGLang /generate
+    text = _extract(obj, "text")
+    return text if isinstance(text, str) else None
+
+
+def _supports(
+    ep: Endpoint, model: str, prompt: dict[str, Any], max_tokens: int, seed: int, method: str,
+    timeout: float,
+) -> bool:
+    """Does this endpoint answer `method` (an HTTP 4xx means the option or path is absent)?"""
+    if method == "text":
+        return True
+    try:
+        obj = _gate_request(ep, model, prompt, max_tokens, seed, method, timeout)
+    except GateError as exc:
+        if exc.status is not None and 400 <= exc.status < 500:
+            return False
+        raise
+    return _extract(obj, method) is not None
+
+
+def collect_gate_outputs(
+    ep: Endpoint, model: str, prompts: list[dict[str, Any]], max_tokens: int, seed: int,
+    timeout: float, methods: tuple[str, ...],
+) -> dict[str, Any]:
+    """Greedy outputs of one endpoint for every gate prompt, by the first method it supports:
+    token ids (or None where the method is "text") and the text beside them."""
+    method = next(
+        (m for m in methods if _supports(ep, model, prompts[0], max_tokens, seed, m, timeout)),
+        None,
+    )
+    if method is None:
+        raise GateError(f"{ep.url()} supports none of the gate methods {', '.join(methods)}")
+    outputs: list[list[Any] | None] = []
+    texts: list[str | None] = []
+    for i, prompt in enumerate(prompts):
+        obj = _gate_request(ep, model, prompt, max_tokens, seed, method, timeout)
+        got = _extract(obj, method)
+        if got is None:
+            raise GateError(f"prompt {i}: {ep.url()} stopped returning {method}")
+        outputs.append(None if method == "text" else list(got))
+        texts.append(_text_of(obj))
+    return {"token_source": method, "outputs": outputs, "texts": texts}
+
+
+def _compare(
+    ref: list[Any | None], cand: list[Any | None]
+) -> dict[str, Any] | None:
+    for i, (a, b) in enumerate(zip(ref, cand)):  # noqa: B905 - lengths checked by callers
+        if a is None or b is None:
+            raise GateError(f"prompt {i}: no output to compare")
+        pos = _first_difference(a, b)
+        if pos is not None:
+            return {
+                "prompt": i,
+                "position": pos,
+                "reference_token": a[pos] if pos < len(a) else None,
+                "candidate_token": b[pos] if pos < len(b) else None,
+            }
+    return None
+
+
+def _gate_result(
+    first_mismatch: dict[str, Any] | None, source: str, prompts: int, max_tokens: int
+) -> dict[str, Any]:
+    return {
+        "status": "fail" if first_mismatch else "pass",
+        "method": "text" if source == "text" else "token_ids",
+        "token_source": source,
+        "prompts": prompts,
+        "max_tokens": max_tokens,
+        "first_mismatch": first_mismatch,
+    }
 
 
 def run_gate(
@@ -1970,7 +2048,7 @@ def run_gate(
     timeout: float = 300.0,
     methods: tuple[str, ...] = GATE_METHODS,
 ) -> dict[str, Any]:
-    """Greedy outputs of two endpoints compared token by token; the first mismatch wins.
+    """Greedy outputs of two live endpoints compared token by token; the first mismatch wins.
 
     The method is the strongest both endpoints support: vLLM `return_token_ids`, then
     logprobs with `return_tokens_as_token_ids`, then SGLang /generate `output_ids`, and only
@@ -1983,52 +2061,65 @@ def run_gate(
     need_model = any(m != "output_ids" for m in methods)
     ref_model = reference_model or (discover_model(ref_ep) if need_model else "")
     cand_model = candidate_model or (discover_model(cand_ep) if need_model else "")
-    chosen = None
-    first_pair: tuple[Any, Any] | None = None
-    for method in methods:
-        if method == "text":
-            chosen = "text"
-            break
-        try:
-            a = _extract(_gate_request(ref_ep, ref_model, prompts[0], max_tokens, seed, method, timeout), method)  # noqa: E501
-            if a is None:
-                continue
-            b = _extract(_gate_request(cand_ep, cand_model, prompts[0], max_tokens, seed, method, timeout), method)  # noqa: E501
-        except GateError as exc:
-            if exc.status is not None and 400 <= exc.status < 500 and method != "text":
-                continue  # this engine does not offer the endpoint or option: try the next
-            raise
-        if b is None:
-            continue
-        chosen, first_pair = method, (a, b)
-        break
-    assert chosen is not None
-    first_mismatch = None
-    for i, prompt in enumerate(prompts):
-        if i == 0 and first_pair is not None:
-            a, b = first_pair
-        else:
-            a = _extract(_gate_request(ref_ep, ref_model, prompt, max_tokens, seed, chosen, timeout), chosen)  # noqa: E501
-            b = _extract(_gate_request(cand_ep, cand_model, prompt, max_tokens, seed, chosen, timeout), chosen)  # noqa: E501
-        if a is None or b is None:
-            raise GateError(f"prompt {i}: an endpoint stopped returning {chosen}")
-        pos = _first_difference(a, b)
-        if pos is not None:
-            first_mismatch = {
-                "prompt": i,
-                "position": pos,
-                "reference_token": a[pos] if pos < len(a) else None,
-                "candidate_token": b[pos] if pos < len(b) else None,
-            }
-            break
-    return {
-        "status": "fail" if first_mismatch else "pass",
-        "method": "text" if chosen == "text" else "token_ids",
-        "token_source": chosen,
-        "prompts": len(prompts),
-        "max_tokens": max_tokens,
-        "first_mismatch": first_mismatch,
-    }
+    common = next(
+        m for m in (*methods, "text")
+        if _supports(ref_ep, ref_model, prompts[0], max_tokens, seed, m, timeout)
+        and _supports(cand_ep, cand_model, prompts[0], max_tokens, seed, m, timeout)
+    )
+    ref = collect_gate_outputs(ref_ep, ref_model, prompts, max_tokens, seed, timeout, (common,))
+    cand = collect_gate_outputs(cand_ep, cand_model, prompts, max_tokens, seed, timeout, (common,))
+    key = "texts" if common == "text" else "outputs"
+    return _gate_result(_compare(ref[key], cand[key]), common, len(prompts), max_tokens)
+
+
+def save_gate_reference(
+    endpoint: str,
+    path: str,
+    model: str | None = None,
+    prompts: list[dict[str, Any]] | None = None,
+    max_tokens: int = 64,
+    seed: int = 0,
+    timeout: float = 300.0,
+    methods: tuple[str, ...] = GATE_METHODS,
+) -> dict[str, Any]:
+    """Record one endpoint's greedy gate outputs, for arms that cannot run at the same time."""
+    prompts = prompts if prompts is not None else GATE_PROMPTS
+    if not prompts:
+        raise GateError("no gate prompts")
+    ep = Endpoint.parse(endpoint)
+    name = model or (discover_model(ep) if any(m != "output_ids" for m in methods) else "")
+    got = collect_gate_outputs(ep, name, prompts, max_tokens, seed, timeout, methods)
+    ref = {"schema_version": GATE_REFERENCE_SCHEMA, "kind": "gate_reference", "model": name,
+           "max_tokens": max_tokens, "seed": seed, "prompts": prompts, **got}
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(ref, fh)
+    return ref
+
+
+def run_gate_against_reference(
+    reference: dict[str, Any],
+    candidate: str,
+    candidate_model: str | None = None,
+    timeout: float = 300.0,
+) -> dict[str, Any]:
+    """Compare a live candidate with a saved reference, using the reference's prompts, length,
+    seed and method; text only when the candidate cannot give the reference's token ids."""
+    if reference.get("kind") != "gate_reference" or not reference.get("prompts"):
+        raise GateError("not a gate reference file (make one with --save-reference)")
+    prompts = reference["prompts"]
+    max_tokens, seed = int(reference["max_tokens"]), int(reference.get("seed", 0))
+    source = str(reference["token_source"])
+    ep = Endpoint.parse(candidate)
+    name = candidate_model or (discover_model(ep) if source != "output_ids" else "")
+    methods = (source,) if source == "text" else (source, "text")
+    cand = collect_gate_outputs(ep, name, prompts, max_tokens, seed, timeout, methods)
+    used = cand["token_source"]
+    if used != source:
+        log(f"candidate does not offer {source}: comparing text (method 'text')")
+    key = "texts" if used == "text" else "outputs"
+    if used == "text" and any(t is None for t in reference.get("texts") or [None]):
+        raise GateError("the reference holds no text to fall back on")
+    return _gate_result(_compare(reference[key], cand[key]), used, len(prompts), max_tokens)
 
 
 def _first_difference(a: list[Any] | str, b: list[Any] | str) -> int | None:
@@ -2128,8 +2219,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="CPU/wall fraction that flags a cell client_bound [0.8]")
 
     gate = sub.add_parser("gate", help="token-identity gate between two endpoints")
-    gate.add_argument("--reference", required=True, help="base URL of the reference server")
     gate.add_argument("--candidate", required=True, help="base URL of the candidate server")
+    ref = gate.add_mutually_exclusive_group(required=True)
+    ref.add_argument("--reference", help="base URL of a live reference server")
+    ref.add_argument("--reference-file", help="a reference saved with --save-reference")
+    ref.add_argument("--save-reference", metavar="FILE",
+                     help="record the candidate's outputs as a reference and exit")
     gate.add_argument("--model", default=None, help="model name for both [discovered]")
     gate.add_argument("--reference-model", default=None)
     gate.add_argument("--candidate-model", default=None)
@@ -2194,20 +2289,31 @@ def cmd_gate(ns: argparse.Namespace) -> int:
         with open(ns.prompts_file, encoding="utf-8") as fh:
             prompts = json.load(fh)
     methods = (ns.method,) if ns.method else GATE_METHODS
+    code = 0
     try:
-        result = run_gate(
-            ns.reference,
-            ns.candidate,
-            ns.reference_model or ns.model,
-            ns.candidate_model or ns.model,
-            prompts,
-            ns.max_tokens,
-            ns.seed,
-            ns.timeout,
-            methods,
-        )
-        code = 0 if result["status"] == "pass" else 1
-    except (GateError, ProbeError) as exc:
+        if ns.save_reference:
+            ref = save_gate_reference(ns.candidate, ns.save_reference, ns.candidate_model or
+                                      ns.model, prompts, ns.max_tokens, ns.seed, ns.timeout,
+                                      methods)
+            result: dict[str, Any] = {
+                "status": "saved", "path": ns.save_reference, "prompts": len(ref["prompts"]),
+                "token_source": ref["token_source"], "max_tokens": ref["max_tokens"],
+            }
+        elif ns.reference_file:
+            with open(ns.reference_file, encoding="utf-8") as fh:
+                reference = json.load(fh)
+            if ns.max_tokens != reference.get("max_tokens"):
+                log(f"using the reference's max_tokens {reference.get('max_tokens')}")
+            result = run_gate_against_reference(
+                reference, ns.candidate, ns.candidate_model or ns.model, ns.timeout
+            )
+        else:
+            result = run_gate(ns.reference, ns.candidate, ns.reference_model or ns.model,
+                              ns.candidate_model or ns.model, prompts, ns.max_tokens, ns.seed,
+                              ns.timeout, methods)
+        if result["status"] == "fail":
+            code = 1
+    except (GateError, ProbeError, OSError, ValueError, KeyError) as exc:
         result = {"status": "error", "error": _scrub(str(exc)), "method": None,
                   "prompts": len(prompts or GATE_PROMPTS), "first_mismatch": None}
         code = 2

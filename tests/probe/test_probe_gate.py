@@ -100,3 +100,46 @@ def test_prompts_file_overrides(
                                    {"messages": [{"role": "user", "content": "two"}]}]))
     rc, result = gate(synthetic(), synthetic(), tmp_path, "--prompts-file", str(prompts))
     assert rc == 0 and result["prompts"] == 2
+
+
+def test_saved_reference_then_compare(
+    synthetic: Callable[..., SyntheticServer], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Arms that cannot serve at the same time: record the plain arm, compare each spec arm."""
+    ref_file = tmp_path / "reference.json"
+    plain = synthetic()
+    assert probe.main(["gate", "--candidate", plain.base_url, "--save-reference", str(ref_file),
+                       "--max-tokens", "20"]) == 0
+    saved = json.loads(ref_file.read_text())
+    assert saved["kind"] == "gate_reference" and saved["token_source"] == "return_token_ids"
+    assert len(saved["outputs"]) == len(probe.GATE_PROMPTS) == len(saved["prompts"])
+    assert json.loads(capsys.readouterr().out)["status"] == "saved"
+
+    same = synthetic()
+    out = tmp_path / "gate.json"
+    assert probe.main(["gate", "--reference-file", str(ref_file), "--candidate", same.base_url,
+                       "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["status"] == "pass"
+    assert same.stats.bodies[0]["max_tokens"] == 20  # the reference's length, always
+
+    drifted = synthetic(diverge_position=11)
+    assert probe.main(["gate", "--reference-file", str(ref_file), "--candidate",
+                       drifted.base_url, "--out", str(out)]) == 1
+    result = json.loads(out.read_text())
+    assert result["first_mismatch"]["prompt"] == 0 and result["first_mismatch"]["position"] == 11
+
+    no_ids = synthetic(token_ids=False, logprobs_token_ids=False, generate_endpoint=False)
+    assert probe.main(["gate", "--reference-file", str(ref_file), "--candidate",
+                       no_ids.base_url, "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["method"] == "text"  # said plainly
+
+
+def test_bad_reference_file_is_an_error(
+    synthetic: Callable[..., SyntheticServer], tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"something": "else"}))
+    assert probe.main(["gate", "--reference-file", str(bad), "--candidate",
+                       synthetic().base_url]) == 2
+    with pytest.raises(SystemExit):  # one reference source is required
+        probe.main(["gate", "--candidate", "http://127.0.0.1:1"])
