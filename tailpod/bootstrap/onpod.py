@@ -80,7 +80,22 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def launch(plan: dict[str, Any], state_dir: Path) -> dict[str, Any]:
+def read_env_file(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines (as `env` prints them), e.g. the provider-injected environment the pod's
+    start script kept for SSH sessions, which do not inherit the container's environment."""
+    values: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return values
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key and key.replace("_", "").isalnum():
+            values[key] = value
+    return values
+
+
+def launch(plan: dict[str, Any], state_dir: Path, env_file: Path | None = None) -> dict[str, Any]:
     """Start the engine in its own process group with its own log; return the recorded state."""
     state_dir.mkdir(parents=True, exist_ok=True)
     host, port = plan.get("host", "127.0.0.1"), int(plan["port"])
@@ -90,6 +105,8 @@ def launch(plan: dict[str, Any], state_dir: Path) -> dict[str, Any]:
     log_path = state_dir / f"engine-{label}.log"
     log_offset = log_path.stat().st_size if log_path.exists() else 0
     env = dict(os.environ)
+    if env_file is not None:
+        env.update(read_env_file(env_file))
     env.update({k: str(v) for k, v in plan.get("env", {}).items()})
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
@@ -208,6 +225,7 @@ def _main(argv: list[str] | None = None) -> int:
     p_launch.add_argument("--plan", required=True, type=Path)
     p_launch.add_argument("--state-dir", required=True, type=Path)
     p_launch.add_argument("--timeout", type=float, default=1800.0)
+    p_launch.add_argument("--env-file", type=Path, default=None)
     for name in ("stop", "status"):
         sub.add_parser(name).add_argument("--state-dir", required=True, type=Path)
     args = parser.parse_args(argv)
@@ -218,7 +236,7 @@ def _main(argv: list[str] | None = None) -> int:
         if previous and is_running(previous):
             stop(previous)
         try:
-            state = launch(plan, args.state_dir)
+            state = launch(plan, args.state_dir, args.env_file)
             took = wait_healthy(
                 state, args.timeout, lambda t, line: print(f"[{t:5.0f}s] {line}", file=sys.stderr)
             )

@@ -7,9 +7,11 @@ stdlib only), exactly as it does on a rented pod, so the local numbers come from
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,16 +70,78 @@ def renumber(rows: list[dict[str, Any]], cell: Cell) -> list[dict[str, Any]]:
     return rows
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
+def parse_jsonl(text: str) -> list[dict[str, Any]]:
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if line:
             rows.append(json.loads(line))
     return rows
 
 
-class LocalSweepHost:
+class ProbeSweepHost:
+    """Runs `probe.py` where the engine runs; subclasses say how to run it and move its files."""
+
+    measured_from = "pod"
+    cache = "cold"
+
+    @property
+    def base_url(self) -> str:
+        raise NotImplementedError
+
+    def _probe(self, args: list[str], timeout: float = 3600) -> None:
+        raise NotImplementedError
+
+    def _path(self, name: str) -> str:
+        raise NotImplementedError
+
+    def _read(self, path: str) -> str:
+        raise NotImplementedError
+
+    def _write(self, path: str, text: str) -> None:
+        raise NotImplementedError
+
+    def run_cells(
+        self, arm: Arm, cells: list[Cell], plan: SweepPlan, run_id: str
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for cell in cells:
+            out = self._path(f"rows-{uuid.uuid4().hex}.jsonl")
+            self._probe(probe_run_args(self.base_url, arm, cell, plan, run_id, out, self.cache))
+            rows += renumber(parse_jsonl(self._read(out)), cell)
+        return rows
+
+    def gate_reference(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        out = self._path(f"gate-reference-{uuid.uuid4().hex}.json")
+        self._probe(
+            ["gate", "--candidate", self.base_url, "--save-reference", out,
+             "--model", arm.config.served_name, "--max-tokens", str(GATE_MAX_TOKENS)]
+        )  # fmt: skip
+        reference: dict[str, Any] = json.loads(self._read(out))
+        return reference
+
+    def gate_compare(self, arm: Arm, reference: dict[str, Any], plan: SweepPlan) -> GateResult:
+        ref_file = self._path(f"gate-reference-{uuid.uuid4().hex}.json")
+        out = self._path(f"gate-{uuid.uuid4().hex}.json")
+        self._write(ref_file, json.dumps(reference))
+        self._probe(
+            ["gate", "--reference-file", ref_file, "--candidate", self.base_url,
+             "--model", arm.config.served_name, "--max-tokens", str(GATE_MAX_TOKENS),
+             "--out", out]
+        )  # fmt: skip
+        result = json.loads(self._read(out))
+        return GateResult(
+            status=result["status"],
+            method=result.get("method"),
+            prompts=int(result.get("prompts", 0)),
+            first_mismatch=result.get("first_mismatch"),
+            detail=result.get("token_source"),
+        )
+
+
+class LocalSweepHost(ProbeSweepHost):
+    """The local provider: the engine is a child of this machine; so is the probe."""
+
     measured_from = "pod"  # the probe runs on the machine that serves, against 127.0.0.1
 
     def __init__(
@@ -93,12 +157,22 @@ class LocalSweepHost:
         self.record = record
         self.progress = progress
         self.cache = cache
+        self._tmp = tempfile.TemporaryDirectory(prefix="tailpod-probe-")
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.record.engine.get('port', self.settings.port)}"
 
-    def _probe(self, args: list[str], timeout: float = 3600) -> subprocess.CompletedProcess[str]:
+    def _path(self, name: str) -> str:
+        return str(Path(self._tmp.name) / name)
+
+    def _read(self, path: str) -> str:
+        return Path(path).read_text(encoding="utf-8")
+
+    def _write(self, path: str, text: str) -> None:
+        Path(path).write_text(text, encoding="utf-8")
+
+    def _probe(self, args: list[str], timeout: float = 3600) -> None:
         proc = subprocess.run(
             [sys.executable, str(PROBE_FILE), *args],
             capture_output=True,
@@ -108,7 +182,6 @@ class LocalSweepHost:
         if proc.returncode not in (0, 1):
             tail = "\n    ".join(proc.stderr.strip().splitlines()[-8:])
             raise TailpodError(f"the probe failed (exit {proc.returncode}):\n    {tail}")
-        return proc
 
     def restart(self, arm: Arm) -> ArmStart:
         from tailpod.bootstrap import onpod
@@ -129,67 +202,103 @@ class LocalSweepHost:
         updated = self.ledger.get(self.record.run_tag)
         assert updated is not None
         self.record = updated
-        started = updated.extra["arms"][arm.config.spec.label()]
+        started = updated.extra["arms"][label]
         return ArmStart(
             startup=started["startup"], argv=started["argv"], startup_s=started["startup_s"]
         )
 
-    def run_cells(
-        self, arm: Arm, cells: list[Cell], plan: SweepPlan, run_id: str
-    ) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
-        for cell in cells:
-            with tempfile.TemporaryDirectory(prefix="tailpod-probe-") as tmp:
-                out = Path(tmp) / "rows.jsonl"
-                self._probe(
-                    probe_run_args(self.base_url, arm, cell, plan, run_id, str(out), self.cache)
-                )
-                rows += renumber(read_jsonl(out), cell)
-        return rows
 
-    def gate_reference(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
-        with tempfile.TemporaryDirectory(prefix="tailpod-gate-") as tmp:
-            out = Path(tmp) / "reference.json"
-            self._probe(
-                [
-                    "gate",
-                    "--candidate",
-                    self.base_url,
-                    "--save-reference",
-                    str(out),
-                    "--model",
-                    arm.config.served_name,
-                    "--max-tokens",
-                    str(GATE_MAX_TOKENS),
-                ]
-            )
-            return json.loads(out.read_text())
+class RemoteSweepHost(ProbeSweepHost):
+    """A cloud pod over SSH: the probe is copied there and measures 127.0.0.1 on the pod.
 
-    def gate_compare(self, arm: Arm, reference: dict[str, Any], plan: SweepPlan) -> GateResult:
-        with tempfile.TemporaryDirectory(prefix="tailpod-gate-") as tmp:
-            ref_file = Path(tmp) / "reference.json"
-            ref_file.write_text(json.dumps(reference))
-            out = Path(tmp) / "gate.json"
-            self._probe(
-                [
-                    "gate",
-                    "--reference-file",
-                    str(ref_file),
-                    "--candidate",
-                    self.base_url,
-                    "--model",
-                    arm.config.served_name,
-                    "--max-tokens",
-                    str(GATE_MAX_TOKENS),
-                    "--out",
-                    str(out),
-                ]
+    With `from_here`, the probe runs on this machine against the pod's tailnet endpoint instead;
+    every row is then stamped off-pod / DO NOT QUOTE AGGREGATE by the probe itself.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: Ledger,
+        record: PodRecord,
+        progress: Callable[[float, str], None] | None = None,
+        cache: str = "cold",
+        from_here: bool = False,
+    ) -> None:
+        from tailpod.provision.cloud_up import PodShell
+        from tailpod.provision.ssh.client import SshTarget, open_ssh
+
+        self.settings = settings
+        self.ledger = ledger
+        self.record = record
+        self.progress = progress
+        self.cache = cache
+        self.from_here = from_here
+        self.measured_from = "off-pod" if from_here else "pod"
+        self.session = open_ssh(settings, SshTarget.from_record(record.ssh), wait_s=60)
+        self.shell = PodShell(self.session)
+        self.workdir = f"{self.shell.state_dir}/probe"
+        self.session.upload(PROBE_FILE, f"{self.workdir}/probe.py", mode=0o700)
+        if PROMPTS_DIR.is_dir():
+            self.session.upload(PROMPTS_DIR, f"{self.workdir}/prompts")
+        self._local = LocalSweepHost(settings, ledger, record, progress, cache)
+
+    def close(self) -> None:
+        self.session.close()
+
+    @property
+    def port(self) -> int:
+        return int(self.record.engine.get("port", self.settings.port))
+
+    @property
+    def base_url(self) -> str:
+        if self.from_here:
+            return str(self.record.endpoint)
+        return f"http://127.0.0.1:{self.port}"
+
+    def _path(self, name: str) -> str:
+        return self._local._path(name) if self.from_here else f"{self.workdir}/{name}"
+
+    def _read(self, path: str) -> str:
+        return self._local._read(path) if self.from_here else self.shell.read_text(path)
+
+    def _write(self, path: str, text: str) -> None:
+        if self.from_here:
+            self._local._write(path, text)
+            return
+        with self.session.sftp().open(path, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+
+    def _probe(self, args: list[str], timeout: float = 3600) -> None:
+        if self.from_here:
+            self._local._probe(args, timeout)
+            return
+        command = " ".join(shlex.quote(a) for a in ["python3", f"{self.workdir}/probe.py", *args])
+        result = self.session.run(command, timeout_s=timeout)
+        if result.exit_status not in (0, 1):
+            tail = "\n    ".join(result.tail[-8:])
+            raise TailpodError(
+                f"the probe failed on the pod (exit {result.exit_status}):\n    {tail}"
             )
-            result = json.loads(out.read_text())
-        return GateResult(
-            status=result["status"],
-            method=result.get("method"),
-            prompts=int(result.get("prompts", 0)),
-            first_mismatch=result.get("first_mismatch"),
-            detail=result.get("token_source"),
+
+    def restart(self, arm: Arm) -> ArmStart:
+        from tailpod.provision.cloud_up import relaunch_cloud
+
+        current = self.ledger.get(self.record.run_tag)
+        assert current is not None
+        label = arm.config.spec.label()
+        started = current.extra.get("arms", {}).get(label)
+        if not (EngineConfig.from_json(current.engine) == arm.config and started is not None):
+            progress = self.progress
+
+            def say(line: str) -> None:
+                if progress is not None:
+                    progress(0.0, line)
+
+            relaunch_cloud(self.settings, current, arm.config, self.ledger, say)
+        updated = self.ledger.get(self.record.run_tag)
+        assert updated is not None
+        self.record = updated
+        started = updated.extra["arms"][label]
+        return ArmStart(
+            startup=started["startup"], argv=started["argv"], startup_s=started["startup_s"] or 0.0
         )

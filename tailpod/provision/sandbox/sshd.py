@@ -90,6 +90,7 @@ def start_sshd_host(
     host: str = "127.0.0.1",
     host_key_type: str = "ed25519",
     ready_timeout_s: float = 10.0,
+    session_env: dict[str, str] | None = None,
 ) -> SshdHost:
     """Start sshd on `host:port` (a free port when None) letting in `authorized_public_key`.
 
@@ -119,10 +120,14 @@ def start_sshd_host(
         PRIVSEP_DIR.mkdir(mode=0o755, exist_ok=True)
     chosen_port = port or free_port(host)
     config = workdir / "sshd_config"
-    _write_config(config, workdir, key_path, authorized, host, chosen_port, penalties_off=True)
+    _write_config(
+        config, workdir, key_path, authorized, host, chosen_port, True, session_env or {}
+    )
     if not _config_ok(config):
         # sshd older than 9.8 does not know PerSourcePenalties; it also has no penalties to disable.
-        _write_config(config, workdir, key_path, authorized, host, chosen_port, penalties_off=False)
+        _write_config(
+            config, workdir, key_path, authorized, host, chosen_port, False, session_env or {}
+        )
 
     log = open(workdir / "sshd.log", "ab")  # noqa: SIM115 - the child keeps writing to it
     try:
@@ -153,6 +158,7 @@ def _write_config(
     host: str,
     port: int,
     penalties_off: bool,
+    session_env: dict[str, str],
 ) -> None:
     lines = [
         f"ListenAddress {host}:{port}",
@@ -172,6 +178,9 @@ def _write_config(
         "ClientAliveInterval 15",
         "LogLevel VERBOSE",
     ]
+    for key, value in sorted(session_env.items()):
+        # Like a container's environment, seen by every session of this pod (never secrets here).
+        lines.append(f"SetEnv {key}={value}")
     if penalties_off:
         # Tests connect with wrong keys on purpose; 9.8+ would then lock 127.0.0.1 out for a while.
         lines.append("PerSourcePenalties no")
@@ -251,7 +260,9 @@ class SshdPodHost:
             port = pod.port_map.get(22) or free_port()
             workdir = self.inner.pod_dir(pod) / "sshd"
             try:
-                self.sshd[pod.key] = start_sshd_host(workdir, keys, port=port)
+                self.sshd[pod.key] = start_sshd_host(
+                    workdir, keys, port=port, session_env=container_session_env(self, pod)
+                )
             except TailpodError as exc:
                 pod.container_error = f"sshd did not start: {exc.message}"
         self.inner.start(pod)
@@ -277,6 +288,9 @@ class SshdPodHost:
         if sshd is not None:
             sshd.stop()
         self.inner.stop(pod)
+        # A terminated container takes every process in it along, including what SSH sessions
+        # started (the engine): find them by the container marker in their environment.
+        kill_container_processes(pod.key)
         hostname = self.devices.pop(pod.key, None)
         if hostname and self.tailscale_url:
             with contextlib.suppress(Exception):
@@ -291,6 +305,37 @@ class SshdPodHost:
     def __getattr__(self, name: str) -> object:
         # anything else the sandbox cloud asks of its pod host (running_pids, pod_dir, ...)
         return getattr(self.inner, name)
+
+
+CONTAINER_MARKER = "TAILPOD_SANDBOX_POD"
+
+
+def container_session_env(host: SshdPodHost, pod: SandboxPod) -> dict[str, str]:
+    """What an SSH session on a sandbox pod sees, as on a real pod: the pod's home (where its start
+    script kept the environment) and a marker that ties every process it starts to the pod."""
+    return {
+        CONTAINER_MARKER: pod.key,
+        "TAILPOD_POD_HOME": str(host.inner.pod_dir(pod)),
+        "TAILPOD_SANDBOX": "1",
+    }
+
+
+def kill_container_processes(pod_key: str) -> list[int]:
+    """SIGKILL every process whose environment carries this pod's container marker."""
+    marker = f"{CONTAINER_MARKER}={pod_key}".encode()
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker in environ:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+    return killed
 
 
 def sandbox_pod_hostname(pod: SandboxPod) -> str:

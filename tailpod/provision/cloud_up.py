@@ -1,0 +1,303 @@
+"""`up` on a cloud provider: rent (ledger first), join the tailnet, SSH in, start the engine there.
+
+Steps, each recoverable by `status`/`down` because the ledger knows the pod from before the create
+request leaves:
+1. preflight that costs nothing: model, SSH key, image pinned to its digest, Tailscale auth key;
+2. rent through `up_remote` (capacity fallback, price cap, TTL, stray cleanup on any error);
+3. wait for the pod's tailnet device (or, with `--no-tailnet`, the provider's SSH endpoint);
+4. over SSH: upload the stdlib on-pod runner, start the engine with the chosen arm, read its
+   startup lines back; the engine listens on 127.0.0.1 only and is reached over the tailnet.
+Any failure after step 2 tears the pod down (unless asked to keep it) and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tailpod.bootstrap import onpod
+from tailpod.bootstrap.engines.base import EngineConfig, StartupFacts
+from tailpod.bootstrap.engines.registry import get_adapter
+from tailpod.bootstrap.pod_start import POD_STATE, start_command
+from tailpod.config import Settings
+from tailpod.errors import ConfigError, TailpodError
+from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.provision.base import PodInfo, PodSpec
+from tailpod.provision.ssh.client import SshSession, SshTarget, boot_wait_seconds, open_ssh
+from tailpod.secrets import Secret
+
+Say = Callable[[str], None]
+ONPOD = Path(onpod.__file__)
+
+
+def pod_python(settings: Settings) -> str:
+    """The Python that runs the engine on the pod: the image's own unless told otherwise."""
+    return settings.engine_python or "python3"
+
+
+def ssh_public_key(settings: Settings) -> str:
+    from tailpod.provision.ssh.keys import load_private_key, resolve_key_path
+
+    key = load_private_key(resolve_key_path(settings.ssh_key), settings.ssh_key_passphrase)
+    return f"{key.get_name()} {key.get_base64()} tailpod"
+
+
+def pinned_image(settings: Settings, allow_unpinned: bool) -> tuple[str, str | None]:
+    if not settings.image:
+        raise ConfigError("no engine image given", hint="pass --image or set TAILPOD_IMAGE")
+    from tailpod.bootstrap.image import pin_image
+
+    pinned = pin_image(settings.image, settings, allow_unpinned=allow_unpinned)
+    return pinned.pinned_ref, pinned.digest
+
+
+class PodShell:
+    """The engine's side of a pod, driven over one SSH session."""
+
+    def __init__(self, session: SshSession) -> None:
+        self.session = session
+        result = session.run(f'sh -c \'d={POD_STATE}; mkdir -p "$d"; printf %s "$d"\'')
+        result.check("finding the pod's state directory")
+        self.state_dir = result.tail[-1].strip() if result.tail else ""
+        if not self.state_dir.startswith("/"):
+            raise TailpodError(f"unexpected pod state directory {self.state_dir!r}")
+        session.upload(ONPOD, f"{self.state_dir}/onpod.py", mode=0o700)
+
+    def path(self, name: str) -> str:
+        return f"{self.state_dir}/{name}"
+
+    def run_json(self, command: str, say: Say | None = None, timeout_s: float | None = None) -> Any:
+        """Run a command whose last stdout line is JSON; stream the rest to `say`."""
+        lines: list[str] = []
+
+        def on_line(line: str) -> None:
+            lines.append(line)
+            if say and not line.startswith("{"):
+                say(line)
+
+        self.session.run(command, on_line, timeout_s=timeout_s, combine_stderr=True)
+        for line in reversed(lines):
+            if line.startswith("{"):
+                return json.loads(line)
+        raise TailpodError(f"no result from `{command.split()[1]}` on the pod: {lines[-3:]}")
+
+    def launch(
+        self, settings: Settings, cfg: EngineConfig, say: Say | None = None
+    ) -> tuple[dict[str, Any], StartupFacts, list[str]]:
+        adapter = get_adapter(cfg.engine)
+        plan = adapter.launch_plan(cfg, python=pod_python(settings))
+        label = cfg.spec.label()
+        payload = {
+            "argv": plan.argv,
+            "env": plan.env,
+            "host": "127.0.0.1",
+            "port": cfg.port,
+            "label": label,
+            "health_path": plan.health_path,
+        }
+        with tempfile.TemporaryDirectory(prefix="tailpod-plan-") as tmp:
+            local = Path(tmp) / "plan.json"
+            local.write_text(json.dumps(payload))
+            self.session.upload(local, self.path(f"plan-{label}.json"), mode=0o600)
+        command = " ".join(
+            shlex.quote(part)
+            for part in (
+                "python3", self.path("onpod.py"), "launch",
+                "--plan", self.path(f"plan-{label}.json"),
+                "--state-dir", self.state_dir,
+                "--env-file", self.path("pod.env"),
+                "--timeout", str(int(settings.startup_timeout_s)),
+            )
+        )  # fmt: skip
+        result = self.run_json(command, say, timeout_s=settings.startup_timeout_s + 120)
+        if not result.get("ok"):
+            tail = "\n    ".join(result.get("tail", [])[-12:])
+            raise TailpodError(
+                f"the engine did not start on the pod: {result.get('error')}\n    {tail}"
+            )
+        log_text = self.read_text(result["log"], int(result.get("log_offset", 0)))
+        return result, adapter.parse_startup(log_text), plan.argv
+
+    def read_text(self, remote: str, offset: int = 0) -> str:
+        with self.session.sftp().open(remote, "rb") as fh:
+            fh.seek(offset)
+            return fh.read().decode("utf-8", errors="replace")
+
+    def stop_engine(self) -> bool:
+        command = f"python3 {shlex.quote(self.path('onpod.py'))} stop --state-dir {shlex.quote(self.state_dir)}"
+        return bool(self.run_json(command, timeout_s=120).get("ok"))
+
+
+def _wait_ssh_endpoint(
+    settings: Settings, record: PodRecord, timeout_s: float, say: Say
+) -> SshTarget:
+    """The provider's SSH endpoint, once the pod publishes it (RUNNING alone does not mean ready)."""
+    from tailpod.provision.registry import get_provider
+
+    provider = get_provider(record.provider, settings)
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        info = provider.get(record.pod_id or "")
+        if info is None:
+            raise TailpodError(f"pod {record.pod_id} disappeared while booting")
+        if info.ssh_host and info.ssh_port:
+            return SshTarget(info.ssh_host, int(info.ssh_port), "root", name=record.run_tag)
+        say(f"waiting for {record.provider} to publish the SSH endpoint ({info.state.value})")
+        time.sleep(3)
+    raise TailpodError(f"no SSH endpoint after {timeout_s:.0f} s")
+
+
+def reach_pod(settings: Settings, record: PodRecord, say: Say, timeout_s: float) -> SshTarget:
+    if record.tailnet.get("enabled", True) and settings.tailscale_auth_key:
+        from tailpod.provision.tailnet.lifecycle import tailnet_ssh_target, wait_for_pod_device
+
+        device = wait_for_pod_device(settings, record.run_tag, timeout_s=timeout_s, on_event=say)
+        return tailnet_ssh_target(settings, device)
+    return _wait_ssh_endpoint(settings, record, timeout_s, say)
+
+
+def _spec(
+    settings: Settings, run_tag: str, image: str, use_tailnet: bool, engine_port: int
+) -> PodSpec:
+    from tailpod.provision.tailnet.join import pod_env
+
+    env: dict[str, str | Secret] = {
+        "TAILPOD_RUN_TAG": run_tag,
+        "TAILPOD_TAILSCALE_TAGS": ",".join(settings.tailscale_tags),
+        "TAILPOD_ENGINE_PORT": str(engine_port),
+        "PUBLIC_KEY": ssh_public_key(settings),
+    }
+    if settings.hf_token:
+        env["HF_TOKEN"] = settings.hf_token
+    if use_tailnet:
+        assert settings.tailscale_auth_key is not None
+        env.update(pod_env(settings.tailscale_auth_key))
+    if not settings.gpus:
+        raise ConfigError(
+            "no GPU preference list", hint="pass --gpu (repeatable) or set TAILPOD_GPUS"
+        )
+    return PodSpec(
+        run_tag=run_tag,
+        gpu_preference=list(settings.gpus),
+        image=image,
+        start_command=start_command(run_tag, settings.tailscale_tags),
+        gpu_count=settings.gpu_count,
+        max_price=settings.max_price,
+        env=env,
+        disk_gb=settings.disk_gb,
+        ports=[22],  # SSH only; the engine port is never published
+    )
+
+
+def up_cloud(
+    settings: Settings,
+    cfg: EngineConfig,
+    ledger: Ledger,
+    say: Say,
+    *,
+    allow_unpinned: bool = False,
+    allow_nonephemeral: bool = False,
+    use_tailnet: bool = True,
+    keep_on_failure: bool = False,
+    image_gb: float | None = None,
+) -> tuple[PodRecord, PodInfo]:
+    from tailpod.provision.lifecycle import down_remote, up_remote
+
+    if not cfg.model:
+        raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
+    if cfg.host != "127.0.0.1":
+        raise ConfigError("the engine must listen on 127.0.0.1 on a pod")
+    image, digest = pinned_image(settings, allow_unpinned)
+    if use_tailnet:
+        from tailpod.provision.tailnet.lifecycle import check_tailnet_requirements
+
+        check_tailnet_requirements(settings, allow_nonephemeral=allow_nonephemeral)
+    run_tag = new_run_tag()
+    spec = _spec(settings, run_tag, image, use_tailnet, cfg.port)
+    say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
+    record, info = up_remote(settings, ledger, spec)
+    ledger.update(
+        run_tag,
+        event="image-pinned",
+        image=image,
+        engine=cfg.to_json(),
+        tailnet={"enabled": use_tailnet},
+        extra={**record.extra, "image": {"ref": image, "digest": digest}},
+    )
+    try:
+        current = ledger.get(run_tag)
+        assert current is not None
+        target = reach_pod(settings, current, say, boot_wait_seconds(image_gb))
+        ledger.update(run_tag, event="reachable", ssh=target.to_record())
+        with open_ssh(settings, target, wait_s=boot_wait_seconds(image_gb), on_event=say) as ssh:
+            shell = PodShell(ssh)
+            result, facts, argv = shell.launch(settings, cfg, say)
+        name = target.pin_name
+        current = ledger.get(run_tag)
+        assert current is not None
+        arms = {
+            cfg.spec.label(): {
+                "startup": facts.to_json(),
+                "startup_s": result.get("startup_s"),
+                "argv": argv,
+            }
+        }
+        final = ledger.update(
+            run_tag,
+            event="engine-healthy",
+            status="running",
+            endpoint=f"http://{name}:{cfg.port}",
+            extra={**current.extra, "startup": facts.to_json(), "arms": arms,
+                   "startup_s": result.get("startup_s"), "pod_state_dir": shell.state_dir},
+        )  # fmt: skip
+        return final, info
+    except BaseException as exc:
+        if keep_on_failure:
+            raise TailpodError(
+                f"{run_tag} is up but not serving: {exc}",
+                hint=f"it still bills: inspect with `tailpod ssh {run_tag}`, "
+                f"stop it with `tailpod down {run_tag}`",
+            ) from None
+        say(f"bootstrap failed ({exc.__class__.__name__}); tearing {run_tag} down")
+        current = ledger.get(run_tag) or record
+        try:
+            down_remote(settings, ledger, current)
+        except TailpodError as down_exc:
+            raise TailpodError(
+                f"bootstrap failed ({exc}) and teardown is NOT proven: {down_exc}",
+                hint=f"run `tailpod down {run_tag}`",
+            ) from None
+        if isinstance(exc, TailpodError):
+            raise TailpodError(
+                f"{exc.message}; the pod was torn down, billing proven stopped", exc.hint
+            ) from None
+        raise
+
+
+def relaunch_cloud(
+    settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger, say: Say | None = None
+) -> tuple[StartupFacts, list[str], float]:
+    """Restart the pod's engine with another arm, over SSH."""
+    target = SshTarget.from_record(record.ssh)
+    with open_ssh(settings, target, wait_s=60) as ssh:
+        result, facts, argv = PodShell(ssh).launch(settings, cfg, say)
+    current = ledger.get(record.run_tag)
+    assert current is not None
+    arms = dict(current.extra.get("arms", {}))
+    arms[cfg.spec.label()] = {
+        "startup": facts.to_json(),
+        "startup_s": result.get("startup_s"),
+        "argv": argv,
+    }
+    ledger.update(
+        record.run_tag,
+        event="engine-relaunched",
+        engine=cfg.to_json(),
+        extra={**current.extra, "startup": facts.to_json(), "arms": arms},
+    )
+    return facts, argv, float(result.get("startup_s") or 0.0)
