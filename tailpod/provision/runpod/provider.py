@@ -55,6 +55,8 @@ CAPACITY_MARKERS = ("no longer any instances", "no instances currently available
                     "not enough free gpus", "no instances available")
 
 SPEND_QUERY = "query TailpodSpend { myself { currentSpendPerHr clientBalance } }"
+ACCOUNT_QUERY = ("query TailpodAccount { myself { clientBalance currentSpendPerHr "
+                 "spendLimit } }")
 POD_QUERY = (
     "query TailpodPod($podId: String!) { pod(input: {podId: $podId}) { id desiredStatus "
     "costPerHr } }"
@@ -420,6 +422,18 @@ class RunPodProvider(Provider):
         spend, balance = me.get("currentSpendPerHr"), me.get("clientBalance")
         return (float(spend) if isinstance(spend, (int, float)) else None,
                 float(balance) if isinstance(balance, (int, float)) else None)
+
+    def account(self) -> dict[str, float | None]:
+        """Read-only account facts for preflight: `balance`, `spend_per_hr` and `spend_limit`
+        (USD and USD/h; RunPod refuses a deploy that would push the spend rate over the limit)."""
+        me = self.graphql(ACCOUNT_QUERY, {}, "reading the account").get("myself") or {}
+
+        def number(key: str) -> float | None:
+            value = me.get(key)
+            return float(value) if isinstance(value, (int, float)) else None
+
+        return {"balance": number("clientBalance"), "spend_per_hr": number("currentSpendPerHr"),
+                "spend_limit": number("spendLimit")}
 
     def billed_so_far(self, pod_id: str) -> float | None:
         try:

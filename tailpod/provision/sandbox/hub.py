@@ -2,8 +2,9 @@
 
 Serves repositories from local directories: model info (`GET /api/models/<org>/<name>` and
 `.../revision/<rev>`), file download (`HEAD`/`GET /<org>/<name>/resolve/<rev>/<path>`) with HTTP
-range reads, and gated-repo refusals (401 without a token, 403 with a wrong one) using the
-`X-Error-Code` headers huggingface_hub turns into its typed errors. Loopback only; stdlib only.
+range reads, gated-repo refusals (401 without a token, 403 with a wrong one) using the
+`X-Error-Code` headers huggingface_hub turns into its typed errors, and `GET /api/whoami-v2` (the
+token check `HfApi.whoami` makes; `token_role` is the role it reports). Loopback only; stdlib only.
 
     server, url = serve(repos={"org/model": Path("ckpt")}, token="hf_x", gated={"org/model"})
     ... HfApi(endpoint=url, token="hf_x") ...
@@ -30,9 +31,11 @@ class HubState:
         repos: Mapping[str, Path],
         token: str | None,
         gated: Iterable[str],
+        token_role: str = "read",
     ) -> None:
         self.repos = {name: Path(path) for name, path in repos.items()}
         self.token = token
+        self.token_role = token_role
         self.gated = set(gated)
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, range) for tests
         self.lock = threading.Lock()
@@ -116,7 +119,9 @@ class _Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             self.state.requests.append((self.command, path, self.headers.get("Range")))
         parts = [p for p in path.split("/") if p]
-        if len(parts) >= 4 and parts[:2] == ["api", "models"]:
+        if parts == ["api", "whoami-v2"]:
+            self._whoami(head)
+        elif len(parts) >= 4 and parts[:2] == ["api", "models"]:
             repo = f"{parts[2]}/{parts[3]}"
             revision = parts[5] if len(parts) >= 6 and parts[4] == "revision" else "main"
             self._model_info(repo, revision, head)
@@ -125,6 +130,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._resolve(repo, parts[3], "/".join(parts[4:]), head)
         else:
             self._error(404, "NotFound", f"no route for {path}", head)
+
+    def _whoami(self, head: bool) -> None:
+        auth = self.headers.get("Authorization", "")
+        given = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        if not given or given != self.state.token:
+            self._send(401, json.dumps({"error": "Invalid credentials in Authorization header"})
+                       .encode(), head=head)
+            return
+        access = {"displayName": "hub-standin", "role": self.state.token_role}
+        info = {"type": "user", "name": "standin-user",
+                "auth": {"type": "access_token", "accessToken": access}}
+        self._send(200, json.dumps(info).encode(), head=head)
 
     def _known(self, repo: str, revision: str, head: bool) -> bool:
         if repo not in self.state.repos:
@@ -218,18 +235,20 @@ def serve(
     repos: Mapping[str, Path | str] | None = None,
     token: str | None = None,
     gated: Iterable[str] = (),
+    token_role: str = "read",
     **_ignored: Any,
 ) -> tuple[ThreadingHTTPServer, str]:
     """Start the stand-in in a daemon thread; returns (server, base URL for TAILPOD_HF_URL).
 
     `root`: every `<root>/<org>/<name>` directory becomes repo `org/name`; `repos` adds or
-    overrides explicit `repo id -> directory` entries. `gated` repos need `token`.
+    overrides explicit `repo id -> directory` entries. `gated` repos need `token`; `token_role`
+    is what whoami reports for it (read, write or fineGrained).
     """
     if host not in _LOOPBACK:
         raise ValueError(f"the hub stand-in binds loopback only, not {host}")
     table: dict[str, Path] = _repos_under(Path(root)) if root else {}
     table.update({name: Path(path) for name, path in (repos or {}).items()})
-    state = HubState(table, token, gated)
+    state = HubState(table, token, gated, token_role)
     handler = type("HubHandler", (_Handler,), {"state": state})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
