@@ -80,6 +80,37 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
+def machine_facts() -> dict[str, Any]:
+    """What the pod really is: GPUs from nvidia-smi when present (name, memory, driver), else the
+    CPU; plus free disk. Recorded with every launch so a result names the hardware it ran on."""
+    facts: dict[str, Any] = {"gpus": [], "cpu": None, "disk_free_gb": None}
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=False,
+        )  # fmt: skip
+        for line in out.stdout.splitlines():
+            parts = [x.strip() for x in line.split(",")]
+            if len(parts) == 3:
+                facts["gpus"].append({"name": parts[0], "memory": parts[1], "driver": parts[2]})
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                facts["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    facts["cpu_count"] = os.cpu_count()
+    try:
+        st = os.statvfs(str(Path.home()))
+        facts["disk_free_gb"] = round(st.f_bavail * st.f_frsize / 1e9, 1)
+    except OSError:
+        pass
+    return facts
+
+
 def read_env_file(path: Path) -> dict[str, str]:
     """KEY=VALUE lines (as `env` prints them), e.g. the provider-injected environment the pod's
     start script kept for SSH sessions, which do not inherit the container's environment."""
@@ -108,6 +139,11 @@ def launch(plan: dict[str, Any], state_dir: Path, env_file: Path | None = None) 
     if env_file is not None:
         env.update(read_env_file(env_file))
     env.update({k: str(v) for k, v in plan.get("env", {}).items()})
+    machine = machine_facts()
+    if not machine["gpus"]:
+        # No GPU: the CPU build of vLLM sizes its KV cache from this (GiB); without it the CPU
+        # backend reserves a fraction of all memory and fails on a shared machine.
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             plan["argv"],
@@ -129,6 +165,7 @@ def launch(plan: dict[str, Any], state_dir: Path, env_file: Path | None = None) 
         "port": port,
         "label": label,
         "health_path": plan.get("health_path", "/health"),
+        "machine": machine,
     }
     _write_state(state_dir, state)
     return state

@@ -71,13 +71,20 @@ def summary_table(run_dir: Path, title: str) -> Table:
 
 
 def make_host(
-    settings: Settings, ledger: Ledger, record: PodRecord, progress: Any, cache: str
+    settings: Settings,
+    ledger: Ledger,
+    record: PodRecord,
+    progress: Any,
+    cache: str,
+    from_here: bool,
 ) -> SweepHost:
     if record.provider == "local":
         from tailpod.probes.hosts import LocalSweepHost
 
         return LocalSweepHost(settings, ledger, record, progress, cache)
-    raise ConfigError(f"provider {record.provider!r} is not wired into `benchmark` yet")
+    from tailpod.probes.hosts import RemoteSweepHost
+
+    return RemoteSweepHost(settings, ledger, record, progress, cache, from_here=from_here)
 
 
 def register(app: typer.Typer) -> None:
@@ -106,6 +113,11 @@ def register(app: typer.Typer) -> None:
         extend_k: bool = typer.Option(True, help="Extend K past the best until it stops paying."),
         max_k: int = typer.Option(8, help="Upper bound for the K extension."),
         run_id: str = typer.Option(None, help="Resume this run (skips finished cells)."),
+        from_here: bool = typer.Option(
+            False,
+            help="Measure from this machine over the tailnet instead of on the pod "
+            "(every number is then stamped DO NOT QUOTE AGGREGATE).",
+        ),
     ) -> None:
         """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
 
@@ -156,8 +168,13 @@ def register(app: typer.Typer) -> None:
         )
         t0 = time.time()
         with startup_progress("benchmark") as progress:
-            host = make_host(settings, ledger, record, progress, cache)
-            run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
+            host = make_host(settings, ledger, record, progress, cache, from_here)
+            try:
+                run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
+            finally:
+                close = getattr(host, "close", None)
+                if close is not None:
+                    close()
         console.print(summary_table(run_dir.path, f"benchmark {rid}"))
         if host.measured_from != "pod":
             console.print(f"[bold red]{DO_NOT_QUOTE}[/]: measured off the pod")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import typer
@@ -18,10 +17,10 @@ from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.cli import remote
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.config import Settings
-from tailpod.errors import BillingNotProven, ConfigError
+from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.provision.base import BillingEvidence
-from tailpod.provision.local.lifecycle import down_local, up_local
+from tailpod.provision.local.lifecycle import up_local
 from tailpod.secrets import redact
 
 PROVIDERS = ("local", "runpod", "vastai")
@@ -94,21 +93,22 @@ def evidence_table(evidence: BillingEvidence, title: str) -> Table:
     return table
 
 
-def write_proof(settings: Settings, record: PodRecord, evidence: BillingEvidence) -> Path:
-    run_dir = settings.results_dir / record.run_tag
-    run_dir.mkdir(parents=True, exist_ok=True)
-    proof = {
-        "run_tag": record.run_tag,
-        "provider": record.provider,
-        "pod_id": record.pod_id,
-        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "proven": evidence.proven,
-        "checks": [c.__dict__ for c in evidence.checks],
-        "still_billing": evidence.still_billing,
-    }
-    path = run_dir / "billing-proof.json"
-    path.write_text(redact(json.dumps(proof, indent=2)))
-    return path
+def print_cloud_up(settings: Settings, record: PodRecord) -> None:
+    from tailpod.provision.ssh.client import SshTarget
+    from tailpod.provision.ssh.keys import resolve_key_path
+    from tailpod.provision.ssh.user_config import write_ssh_config_entry
+
+    target = SshTarget.from_record(record.ssh)
+    path, include = write_ssh_config_entry(
+        settings.home, record.run_tag, target.host, target.port, target.user, resolve_key_path(settings.ssh_key),
+        host_key_alias=target.pin_name,
+    )  # fmt: skip
+    console.print(
+        f"[green]up[/] {record.run_tag} on {record.provider}: {record.gpu} at "
+        f"${record.price_per_hr or 0:.3f}/hr, image {record.image}"
+    )
+    console.print(f"  ssh: tailpod ssh {record.run_tag}   (or add to ~/.ssh/config: {include})")
+    console.print(f"  ssh config entry written to {path}")
 
 
 def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
@@ -162,28 +162,75 @@ def register(app: typer.Typer) -> None:
         enforce_eager: bool = typer.Option(
             None, help="Skip graph compilation (faster start); default on for the local CPU engine."
         ),
+        gpu: list[str] = typer.Option(
+            None, "--gpu", help="GPU preference, repeatable; the order is the fallback order."
+        ),
+        gpu_count: int = typer.Option(None, help="GPUs per pod (tensor-parallel size)."),
+        max_price: float = typer.Option(None, help="Refuse offers above this $/hr."),
+        image: str = typer.Option(None, help="Engine image; pinned to its digest before renting."),
+        ttl_hours: float = typer.Option(None, help="The pod terminates itself after this."),
+        allow_unpinned: bool = typer.Option(False, help="Accept a mutable tag such as latest."),
+        allow_nonephemeral: bool = typer.Option(
+            False, help="Accept a reusable, non-ephemeral Tailscale auth key."
+        ),
+        tailnet: bool = typer.Option(
+            True, help="Join the pod to the tailnet (off: SSH to the provider's endpoint)."
+        ),
+        keep_on_failure: bool = typer.Option(
+            False, help="Keep (and keep paying for) a pod whose engine failed to start."
+        ),
         json_out: bool = typer.Option(False, "--json", help="Print the ledger record as JSON."),
     ) -> None:
         """Start a pod and its serving engine, and record it in the ledger."""
-        settings = settings_from(provider=provider, engine=engine, model=model, port=port)
+        settings = settings_from(
+            provider=provider,
+            engine=engine,
+            model=model,
+            port=port,
+            gpus=tuple(gpu) if gpu else None,
+            gpu_count=gpu_count,
+            max_price=max_price,
+            image=image,
+            ttl_hours=ttl_hours,
+        )
         check_provider(settings.provider)
-        if settings.provider != "local":
-            raise ConfigError(f"provider {settings.provider!r} is not wired into `up` yet")
+        local = settings.provider == "local"
         cfg = engine_config(
             settings,
             spec_k,
             spec_method,
             draft_model,
-            context_length or 1024,
+            context_length or (1024 if local else None),
             max_running_requests,
-            True if enforce_eager is None else enforce_eager,
+            (local if enforce_eager is None else enforce_eager),
         )
+        if not local:
+            cfg = replace(cfg, tensor_parallel=settings.gpu_count)
         ledger = ledger_for(settings)
         with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
-            record = up_local(settings, cfg, ledger, update)
+            if local:
+                record = up_local(settings, cfg, ledger, update)
+            else:
+                from tailpod.provision.cloud_up import up_cloud
+
+                record, info = up_cloud(
+                    settings,
+                    cfg,
+                    ledger,
+                    lambda line: update(0.0, line),
+                    allow_unpinned=allow_unpinned,
+                    allow_nonephemeral=allow_nonephemeral,
+                    use_tailnet=tailnet,
+                    keep_on_failure=keep_on_failure,
+                )
+                warning = remote.fallback_warning(info)
+                if warning:
+                    console.print(warning)
         if json_out:
             print_json(record.to_json())
             return
+        if not local:
+            print_cloud_up(settings, record)
         facts = record.extra.get("startup", {}).get("facts", {})
         console.print(
             f"[green]up[/] {record.run_tag}: {cfg.engine} serving {cfg.model} "
@@ -265,24 +312,12 @@ def register(app: typer.Typer) -> None:
         settings = settings_from()
         ledger = ledger_for(settings)
         if all_tagged or expired:
-            return remote.down_many_cli(settings, ledger, expired_only=not all_tagged,
-                                        json_out=json_out)
+            return remote.down_many_cli(
+                settings, ledger, expired_only=not all_tagged, json_out=json_out
+            )
         record = ledger.resolve(run_tag)
         if record.status == "terminated":
             console.print(f"{record.run_tag} is already terminated")
             return
-        if record.provider != "local":
-            return remote.down_remote_cli(settings, ledger, record, json_out)
-        evidence = down_local(settings, record, ledger)
-        proof_path = write_proof(settings, record, evidence)
-        if json_out:
-            print_json(json.loads(proof_path.read_text()))
-        else:
-            console.print(evidence_table(evidence, f"down {record.run_tag}"))
-            console.print(f"proof: {proof_path}")
-        if not evidence.proven:
-            raise BillingNotProven(
-                f"{record.run_tag} may still run: " + "; ".join(evidence.still_billing)
-            )
-        if not json_out:
-            console.print(f"[green]down[/] {record.run_tag}: engine stopped, port closed.")
+        # Every provider, local included, goes through the same proven teardown.
+        remote.down_remote_cli(settings, ledger, record, json_out)

@@ -299,8 +299,11 @@ def teardown(
     *,
     policy: LifecyclePolicy | None = None,
     known_active_tags: Iterable[str] | None = None,
+    extra_proofs: Callable[[], list[ProofCheck]] | None = None,
 ) -> BillingEvidence:
     """Terminate everything of `record.run_tag`, wait until gone, prove billing stopped.
+
+    `extra_proofs` adds checks that belong to the same teardown (the pod's tailnet device).
 
     Writes `run_dir/billing-proof.json` either way. Returns the evidence when proven; raises
     `UnprovenTeardown` (a BillingNotProven, exit code 3) naming what still bills and how to kill
@@ -336,6 +339,11 @@ def teardown(
     )
     extra_checks.append(ProofCheck("gone-from-provider", gone,
                                    "; ".join([gone_detail, *notes])))
+    if extra_proofs is not None:
+        try:
+            extra_checks += extra_proofs()
+        except TailpodError as exc:
+            extra_checks.append(ProofCheck("extra-proof", False, str(exc)))
     if known_active_tags is None:
         known = {r.run_tag for r in ledger.active()
                  if r.run_tag != tag and r.provider == provider.name}
@@ -638,8 +646,20 @@ def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
     from tailpod.provision.registry import get_provider
 
     provider = get_provider(record.provider, settings, **options)
-    return teardown(provider, ledger, record, run_dir_for(settings, record.run_tag),
-                    policy=policy)
+    extra = None
+    if record.tailnet.get("enabled"):
+        def extra() -> list[ProofCheck]:
+            # Ephemeral nodes vanish on no fixed schedule: delete the device, then list again.
+            from tailpod.provision.tailnet.lifecycle import tailnet_down_proof
+
+            return [tailnet_down_proof(settings, record.run_tag)]
+    evidence = teardown(provider, ledger, record, run_dir_for(settings, record.run_tag),
+                        policy=policy, extra_proofs=extra)
+    if record.ssh:
+        from tailpod.provision.tailnet.lifecycle import forget_pod_ssh
+
+        forget_pod_ssh(settings, record.run_tag, record.ssh)
+    return evidence
 
 
 def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,

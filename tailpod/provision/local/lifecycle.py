@@ -155,10 +155,8 @@ def relaunch_local(
 
 
 def down_local(settings: Settings, record: PodRecord, ledger: Ledger) -> BillingEvidence:
+    """The same proven teardown as a cloud pod: stop, wait until gone, write the proof."""
+    from tailpod.provision.lifecycle import run_dir_for, teardown
+
     provider = LocalProvider(settings.home)
-    ledger.update(record.run_tag, event="down", status="terminating")
-    provider.terminate(LocalProvider.pod_id_for(record.run_tag))
-    evidence = provider.billing_evidence(record.run_tag, record.pod_id, 0.0)
-    if evidence.proven:
-        ledger.update(record.run_tag, event="terminated", status="terminated")
-    return evidence
+    return teardown(provider, ledger, record, run_dir_for(settings, record.run_tag))

@@ -83,6 +83,9 @@ class Sandbox:
         for name, url in self.extra_urls.items():
             if name in names:
                 env[names[name]] = url
+        if "registry" in self.extra_urls:
+            # The stand-in registry issues its own tokens (Docker Hub uses auth.docker.io).
+            env["TAILPOD_REGISTRY_AUTH_URL"] = self.extra_urls["registry"]
         return env
 
     def close(self) -> None:
