@@ -19,6 +19,7 @@ app = typer.Typer(
 
 # Each module defines `register(app)`. Order is the order of `tailpod --help`.
 COMMAND_MODULES = [
+    "tailpod.cli.check",
     "tailpod.cli.lifecycle",
     "tailpod.cli.benchmark",
     "tailpod.cli.demo",

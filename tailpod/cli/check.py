@@ -1,0 +1,69 @@
+"""`tailpod check-requirements`: every check that can fail, run before anything bills."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from tailpod.cli.common import console, handle_errors, print_json
+from tailpod.errors import ConfigError
+
+STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("check-requirements")
+    @handle_errors
+    def check_requirements(
+        provider: str = typer.Option(
+            None, help="local, runpod or vastai (env TAILPOD_PROVIDER)."
+        ),
+        model: str = typer.Option(None, help="Hub repo id or checkpoint directory "
+                                             "(env TAILPOD_MODEL)."),
+        gpu: list[str] = typer.Option(None, "--gpu", help="GPU type, repeatable, in preference "
+                                                          "order (env TAILPOD_GPUS)."),
+        image: str = typer.Option(None, help="Engine image REPO:TAG (env TAILPOD_IMAGE)."),
+        max_price: float = typer.Option(None, help="Price cap in $/h (env TAILPOD_MAX_PRICE)."),
+        hours: float = typer.Option(None, help="Expected duration of the run in hours "
+                                               "(default: the TTL, TAILPOD_TTL_HOURS)."),
+        context_length: int = typer.Option(4096, help="Context length the KV cache must hold "
+                                                      "for one request."),
+        allow_unpinned: bool = typer.Option(
+            False, "--allow-unpinned", help="Accept an image tag that moves (latest, nightly, ...)."
+        ),
+        allow_nonephemeral: bool = typer.Option(
+            False, "--allow-nonephemeral", help="Accept a Tailscale auth key that is not ephemeral."
+        ),
+        json_out: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    ) -> None:
+        """Check keys, access, checkpoint, fit, image, tailnet, SSH, offers and cost. Creates
+        nothing; exits 1 when any check fails."""
+        from tailpod.provision.preflight import Plan, load_preflight_settings, run_preflight
+
+        if context_length <= 0:
+            raise ConfigError("--context-length must be positive")
+        overrides = {"provider": provider, "model": model, "image": image,
+                     "max_price": max_price, "gpus": tuple(gpu) if gpu else None}
+        settings, problems = load_preflight_settings(overrides)
+        plan = Plan(hours=hours, context_length=context_length, allow_unpinned=allow_unpinned,
+                    allow_nonephemeral=allow_nonephemeral)
+        report = run_preflight(settings, plan, settings_problems=problems)
+        if json_out:
+            print_json(report.to_json())
+        else:
+            table = Table(title=f"check-requirements ({settings.provider})", show_lines=True)
+            table.add_column("check", no_wrap=True)
+            table.add_column("status", no_wrap=True)
+            table.add_column("detail", overflow="fold")
+            table.add_column("how to fix", overflow="fold")
+            for r in report.results:
+                table.add_row(r.title, Text(r.status.value, style=STYLE[r.status.value]),
+                              Text(r.detail), Text(r.fix))
+            console.print(table)
+            counts = report.counts()
+            summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+            verdict = "[green]ready[/]" if report.ok else "[bold red]not ready[/]"
+            console.print(f"{verdict}: {summary} in {report.elapsed_s:.1f} s; nothing was created")
+        if not report.ok:
+            raise typer.Exit(code=1)

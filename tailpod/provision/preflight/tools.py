@@ -1,0 +1,37 @@
+"""Check 11: the local programs the chosen path needs.
+
+Cloud providers: the `ssh` client, which `tailpod ssh` runs (everything else speaks SSH through
+paramiko). Provider local: the engine's Python (TAILPOD_ENGINE_PYTHON) can find the engine module,
+asked with importlib.util.find_spec in a subprocess so the engine is never imported here.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from tailpod.errors import ConfigError
+from tailpod.provision.local.lifecycle import check_engine_installed, engine_python
+from tailpod.provision.preflight.base import CheckSkipped, Context, Findings, Outcome
+from tailpod.provision.registry import canonical_name
+
+
+def check_tools(ctx: Context) -> Outcome:
+    settings = ctx.settings
+    try:
+        provider = canonical_name(settings.provider)
+    except ConfigError:
+        raise CheckSkipped(f"unknown provider {settings.provider!r} (see env)") from None
+    found = Findings()
+    if provider == "local":
+        python = engine_python(settings)
+        check_engine_installed(python, settings.engine)
+        found.ok(f"{python} finds the {settings.engine} module")
+        return found.outcome({"engine_python": python, "engine": settings.engine})
+    ssh = shutil.which("ssh")
+    if ssh is None:
+        found.warn("no `ssh` client on PATH: `tailpod ssh` cannot open a shell on the pod "
+                   "(up, benchmark and down do not need it)",
+                   "install the OpenSSH client (apt-get install openssh-client)")
+    else:
+        found.ok(f"ssh client {ssh}")
+    return found.outcome({"ssh": ssh})
