@@ -43,6 +43,9 @@ class Settings:
     gpu_count: int = field(default=1, metadata=_meta("TAILPOD_GPU_COUNT", kind="int"))
     max_price: float | None = field(default=None, metadata=_meta("TAILPOD_MAX_PRICE", kind="float"))
     ttl_hours: float = field(default=4.0, metadata=_meta("TAILPOD_TTL_HOURS", kind="float"))
+    heartbeat_timeout_s: float = field(
+        default=1800.0, metadata=_meta("TAILPOD_HEARTBEAT_TIMEOUT", kind="float")
+    )
     disk_gb: int = field(default=80, metadata=_meta("TAILPOD_DISK_GB", kind="int"))
     startup_timeout_s: float = field(
         default=600.0, metadata=_meta("TAILPOD_STARTUP_TIMEOUT", kind="float")

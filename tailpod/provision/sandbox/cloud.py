@@ -6,6 +6,8 @@ change so the meter can never disagree with what the APIs report.
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -56,6 +58,8 @@ class SandboxCloud:
         self.pods: dict[str, SandboxPod] = {}  # key "provider:id"
         self._timers: dict[str, threading.Timer] = {}
         self._next_vast_id = 31000001
+        # (provider, pod-scoped key) -> pod id: the keys providers inject into their pods
+        self.pod_keys: dict[tuple[str, str], str] = {}
         self.closed = False
 
     # -- accounts ---------------------------------------------------------------------------------
@@ -85,11 +89,36 @@ class SandboxCloud:
             raise AuthFailure(401)
         with self.lock:
             account = self.accounts.get((provider, key))
+            if account is None and (provider, key) in self.pod_keys:
+                account = self._pod_scoped_view(provider, self.pod_keys[(provider, key)])
         if account is None:
             raise AuthFailure(401)
         if account.restricted:
             raise AuthFailure(403)
         return account
+
+    def _pod_scoped_view(self, provider: str, pod_id: str) -> Account | None:
+        """The owning account as a pod-scoped key sees it (caller holds the lock)."""
+        pod = self.pods.get(f"{provider}:{pod_id}")
+        if pod is None:
+            return None
+        owner = next((a for a in self.accounts.values()
+                      if a.provider == provider and a.name == pod.account), None)
+        return dataclasses.replace(owner, scope_pod=pod_id) if owner else None
+
+    def issue_pod_key(self, pod: SandboxPod) -> str:
+        """A key valid only for this pod, like the ones RunPod and vast inject into containers."""
+        prefix = "rpa_pod_" if pod.provider == "runpod" else "vast_inst_"
+        key = prefix + secrets.token_urlsafe(24)
+        with self.lock:
+            self.pod_keys[(pod.provider, key)] = pod.pod_id
+        pod.meta["pod_key"] = key
+        return key
+
+    @staticmethod
+    def scope_allows(account: Account, pod_id: str | None) -> bool:
+        """A pod-scoped key may touch its own pod only, and nothing account-wide."""
+        return account.scope_pod is None or (pod_id is not None and pod_id == account.scope_pod)
 
     def balance(self, account: Account) -> float:
         return account.balance - self.meter.accrued(provider=account.provider, account=account.name)
@@ -110,6 +139,8 @@ class SandboxCloud:
         now = time.time()
         pod.created_at = now
         pod.ready_at = now + delay
+        if "pod_key" not in pod.meta:
+            self.issue_pod_key(pod)
         with self.lock:
             pod.port_map = self.host.allocate_ports(pod)
             self.pods[pod.key] = pod

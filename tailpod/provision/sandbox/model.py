@@ -21,6 +21,9 @@ class Account:
     name: str
     balance: float = 100.0
     restricted: bool = False  # a valid key that lacks access: the API answers 403
+    # Set on the view of an account seen through a pod-scoped key (RunPod's injected
+    # RUNPOD_API_KEY, vast's CONTAINER_API_KEY): only that pod may be read or terminated.
+    scope_pod: str | None = None
 
     def public(self) -> dict[str, Any]:
         return {

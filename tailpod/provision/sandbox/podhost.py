@@ -65,12 +65,17 @@ class ProcessPodHost:
         prefix = "RUNPOD_TCP_PORT_" if pod.provider == "runpod" else "VAST_TCP_PORT_"
         for private, public in pod.port_map.items():
             env[f"{prefix}{private}"] = str(public)
+        pod_key = pod.meta.get("pod_key")
         if pod.provider == "runpod":
             env["RUNPOD_POD_ID"] = pod.pod_id
             env["RUNPOD_PUBLIC_IP"] = "127.0.0.1"
+            if pod_key:
+                env["RUNPOD_API_KEY"] = pod_key  # pod-scoped, as RunPod injects it
         else:
             env["CONTAINER_ID"] = pod.pod_id
             env["PUBLIC_IPADDR"] = "127.0.0.1"
+            if pod_key:
+                env["CONTAINER_API_KEY"] = pod_key  # the instance-restricted key
         env.update(pod.env)
         return env
 

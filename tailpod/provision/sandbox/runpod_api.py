@@ -189,6 +189,8 @@ class RunPodEmulator:
         account = self._auth(req)
         if isinstance(account, Response):
             return account
+        if not self.cloud.scope_allows(account, req.params.get("pod_id")):
+            return problem(403, "this API key is scoped to another pod")
         injected = self._injected(op)
         return injected if injected else account
 
@@ -600,7 +602,13 @@ class _GraphQLRoot:
         self.cloud = emu.cloud
         self.account = account
 
+    def _scoped(self, pod_id: str | None) -> None:
+        if not self.cloud.scope_allows(self.account, pod_id):
+            raise GraphQLError("this API key is scoped to another pod",
+                               extensions={"code": "FORBIDDEN"})
+
     def myself(self, _info: Any) -> dict[str, Any]:
+        self._scoped(None)
         acct = self.account
         return {
             "id": acct.name, "email": f"{acct.name}@sandbox.invalid", "pubKey": "",
@@ -611,10 +619,12 @@ class _GraphQLRoot:
         }
 
     def pod(self, _info: Any, input: dict[str, Any]) -> dict[str, Any] | None:  # noqa: A002
+        self._scoped(input["podId"])
         pod = self.cloud.find("runpod", input["podId"], self.account)
         return self.emu.gql_pod(pod) if pod else None
 
     def gpuTypes(self, _info: Any, input: dict[str, Any] | None = None) -> list[dict[str, Any]]:  # noqa: A002, N802
+        self._scoped(None)
         wanted = (input or {}).get("id")
         out = []
         for g in self.cloud.runpod_catalog.values():
@@ -640,6 +650,7 @@ class _GraphQLRoot:
         return out
 
     def podFindAndDeployOnDemand(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002, N802
+        self._scoped(None)
         candidates = list(input.get("gpuTypeIdList") or [])
         if input.get("gpuTypeId"):
             candidates.insert(0, input["gpuTypeId"])
@@ -678,6 +689,7 @@ class _GraphQLRoot:
         return self.emu.gql_pod(pod)
 
     def podTerminate(self, _info: Any, input: dict[str, Any]) -> None:  # noqa: A002, N802
+        self._scoped(input["podId"])
         pod = self.cloud.find("runpod", input["podId"], self.account)
         if pod is None or pod.status == "terminated":
             raise GraphQLError("pod not found to terminate")
@@ -689,6 +701,7 @@ class _GraphQLRoot:
         return None
 
     def podStop(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002, N802
+        self._scoped(input["podId"])
         pod = self.cloud.find("runpod", input["podId"], self.account)
         if pod is None or pod.status == "terminated":
             raise GraphQLError("pod not found")
@@ -696,6 +709,7 @@ class _GraphQLRoot:
         return self.emu.gql_pod(pod)
 
     def podResume(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002, N802
+        self._scoped(input["podId"])
         pod = self.cloud.find("runpod", input["podId"], self.account)
         if pod is None or pod.status == "terminated":
             raise GraphQLError("pod not found")

@@ -85,6 +85,9 @@ class VastEmulator:
                 return vast_error(403, "forbidden", "This API key does not have permission for "
                                                     "this action")
             return vast_error(401, "auth_error", "Invalid user key")
+        if not self.cloud.scope_allows(account, req.params.get("instance_id")):
+            # CONTAINER_API_KEY can only act on its own instance (providers.md §2.3).
+            return vast_error(403, "forbidden", "This API key is restricted to another instance")
         fault = self.cloud.faults.take("rate_limit", "vast", op)
         if fault:
             body = ({"success": False, "error": "rate_limit_exceeded",
@@ -247,7 +250,7 @@ class VastEmulator:
             return vast_error(fault.status if fault.status >= 500 else 500, "server_error",
                               "Internal server error")
         ok = Response(200, {"success": True, "new_contract": int(pod.pod_id),
-                            "instance_api_key": "sbx-restricted-" + pod.pod_id})
+                            "instance_api_key": pod.meta.get("pod_key", "")})
         slow = self.cloud.faults.take("slow_create", "vast", "create")
         if slow:
             ok.delay_s = slow.seconds

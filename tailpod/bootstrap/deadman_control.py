@@ -1,0 +1,220 @@
+"""Laptop side of the on-pod dead-man switch: the commands tailpod runs on a pod over SSH.
+
+The switch itself is `deadman.py` (standard library only), copied to `<remote_dir>/deadman.py`.
+`deadman_command` arms it (idempotently); `heartbeat_command` is the periodic "tailpod is still
+here" that `status` and `benchmark` also send. Both return argv lists: `shlex.join` them for SSH.
+No credential ever appears in these commands: the pod's provider injects them into its
+environment (RunPod `RUNPOD_POD_ID`/`RUNPOD_API_KEY`, vast.ai `CONTAINER_ID`/`CONTAINER_API_KEY`),
+and the switch reads them there, or from the container's `/proc/1/environ` when an SSH session
+does not inherit them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tailpod.config import Settings
+from tailpod.errors import ConfigError
+
+DEADMAN_SCRIPT = Path(__file__).with_name("deadman.py")
+DEFAULT_HEARTBEAT_TIMEOUT_S = 1800.0  # 30 min: several missed beats, yet cheap if the laptop died
+DEFAULT_POLL_S = 30.0
+DEFAULT_REMOTE_DIR = "/root/.tailpod"  # RunPod and vast.ai containers log SSH in as root
+DEFAULT_PYTHON = "python3"
+CONTAINER_ENVIRON = "/proc/1/environ"
+
+PROVIDER_NAMES = {"runpod": "runpod", "vastai": "vastai", "vast": "vastai"}
+CREDENTIAL_ENV = {
+    "runpod": ("RUNPOD_POD_ID", "RUNPOD_API_KEY"),
+    "vastai": ("CONTAINER_ID", "CONTAINER_API_KEY"),
+}
+
+
+@dataclass(frozen=True)
+class DeadmanLayout:
+    """Where the switch's files live on the pod (absolute paths, so any shell agrees)."""
+
+    remote_dir: str = DEFAULT_REMOTE_DIR
+
+    @property
+    def script(self) -> str:
+        return f"{self.remote_dir.rstrip('/')}/deadman.py"
+
+    @property
+    def heartbeat(self) -> str:
+        return f"{self.remote_dir.rstrip('/')}/heartbeat"
+
+    @property
+    def state(self) -> str:
+        return self.heartbeat + ".deadman.json"
+
+    @property
+    def log(self) -> str:
+        return f"{self.remote_dir.rstrip('/')}/deadman.log"
+
+
+@dataclass(frozen=True)
+class DeadmanStatus:
+    """What `beat` / `status` / `arm` printed on the pod, parsed."""
+
+    armed: bool
+    running: bool
+    state: str
+    pid: int | None = None
+    reason: str | None = None
+    heartbeat_age_s: float | None = None
+    ttl_left_s: float | None = None
+    preflight: str | None = None
+    raw: dict[str, Any] | None = None
+
+
+def provider_name(provider: str) -> str:
+    """The switch's provider name for tailpod's provider names ("vast" is accepted too)."""
+    name = PROVIDER_NAMES.get(provider.strip().lower())
+    if name is None:
+        raise ConfigError(f"the dead-man switch has no provider {provider!r}",
+                          hint="it runs on rented pods only: runpod or vastai")
+    return name
+
+
+def credential_env_names(provider: str) -> tuple[str, str]:
+    """(pod id variable, pod-scoped key variable) the provider injects into the pod."""
+    return CREDENTIAL_ENV[provider_name(provider)]
+
+
+def ttl_at_for(ttl_hours: float, created_at: float | None = None) -> float:
+    """Epoch seconds at which a pod created at `created_at` (default now) must be gone."""
+    if ttl_hours <= 0:
+        raise ConfigError("the TTL must be positive", hint="set TAILPOD_TTL_HOURS, e.g. 4")
+    return (time.time() if created_at is None else created_at) + ttl_hours * 3600.0
+
+
+def heartbeat_timeout_for(settings: Settings) -> float:
+    """`TAILPOD_HEARTBEAT_TIMEOUT` checked: 0 means TTL only, otherwise at least a minute."""
+    value = float(settings.heartbeat_timeout_s)
+    if 0 < value < 60:
+        raise ConfigError(
+            f"TAILPOD_HEARTBEAT_TIMEOUT={value:g} s is too short for a heartbeat sent over SSH",
+            hint="use at least 60 s (the default is 1800)",
+        )
+    return value
+
+
+def api_url_for(settings: Settings, provider: str) -> str:
+    """The provider API the pod should call: the one tailpod uses (the sandbox's in tests)."""
+    return settings.runpod_url if provider_name(provider) == "runpod" else settings.vast_url
+
+
+def deadman_command(
+    provider: str,
+    ttl_at: float,
+    heartbeat_timeout_s: float,
+    api_url: str | None = None,
+    *,
+    layout: DeadmanLayout | None = None,
+    python: str = DEFAULT_PYTHON,
+    poll_s: float = DEFAULT_POLL_S,
+    environ_from: str = CONTAINER_ENVIRON,
+    dry_run: bool = False,
+    extra: list[str] | None = None,
+) -> list[str]:
+    """argv that arms the switch on the pod; prints one JSON line (`parse_status` reads it).
+
+    Idempotent: re-running it with the same settings leaves the running daemon alone (and counts
+    as a heartbeat); other settings replace it; a switch that is already firing is never stopped.
+    """
+    layout = layout or DeadmanLayout()
+    if ttl_at <= 0 and heartbeat_timeout_s <= 0:
+        raise ConfigError("the dead-man switch needs a TTL or a heartbeat timeout")
+    argv = [
+        python, layout.script, "arm",
+        "--provider", provider_name(provider),
+        "--ttl-at", f"{ttl_at:.3f}",
+        "--heartbeat-file", layout.heartbeat,
+        "--heartbeat-timeout", f"{heartbeat_timeout_s:g}",
+        "--poll", f"{poll_s:g}",
+        "--log", layout.log,
+        "--environ-from", environ_from,
+        "--python", python,
+    ]
+    if api_url:
+        argv += ["--api-url", api_url]
+    if dry_run:
+        argv.append("--dry-run")
+    return argv + list(extra or [])
+
+
+def deadman_command_for(settings: Settings, provider: str, ttl_at: float,
+                        **kwargs: Any) -> list[str]:
+    """`deadman_command` with the heartbeat timeout and API URL taken from settings."""
+    return deadman_command(provider, ttl_at, heartbeat_timeout_for(settings),
+                           api_url_for(settings, provider), **kwargs)
+
+
+def heartbeat_command(layout: DeadmanLayout | None = None,
+                      python: str = DEFAULT_PYTHON) -> list[str]:
+    """argv that tells the switch tailpod is alive; prints the switch's status as JSON."""
+    layout = layout or DeadmanLayout()
+    return [python, layout.script, "beat", "--heartbeat-file", layout.heartbeat]
+
+
+def status_command(layout: DeadmanLayout | None = None,
+                   python: str = DEFAULT_PYTHON) -> list[str]:
+    """argv that prints the switch's status without counting as a heartbeat."""
+    layout = layout or DeadmanLayout()
+    return [python, layout.script, "status", "--heartbeat-file", layout.heartbeat]
+
+
+def disarm_command(layout: DeadmanLayout | None = None,
+                   python: str = DEFAULT_PYTHON) -> list[str]:
+    """argv that stops the switch (the pod keeps running and billing)."""
+    layout = layout or DeadmanLayout()
+    return [python, layout.script, "disarm", "--heartbeat-file", layout.heartbeat]
+
+
+def shell(argv: list[str]) -> str:
+    """One shell line for an SSH exec channel."""
+    return shlex.join(argv)
+
+
+def _number(data: dict[str, Any], key: str) -> float | None:
+    value = data.get(key)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def parse_status(output: str) -> DeadmanStatus:
+    """The last JSON object line of `arm`/`beat`/`status` output; 'unknown' when none."""
+    for line in reversed(output.strip().splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        pid = data.get("pid")
+        armed = bool(data.get("armed"))
+        return DeadmanStatus(
+            armed=armed,
+            running=bool(data.get("running", armed)),
+            state=str(data.get("state") or ("armed" if armed else "unknown")),
+            pid=pid if isinstance(pid, int) else None,
+            reason=data.get("reason") or data.get("error"),
+            heartbeat_age_s=_number(data, "heartbeat_age_s"),
+            ttl_left_s=_number(data, "ttl_left_s"),
+            preflight=data.get("preflight"),
+            raw=data,
+        )
+    return DeadmanStatus(armed=False, running=False, state="unknown")
+
+
+def deadman_source() -> bytes:
+    """The bytes to copy to `DeadmanLayout().script` on the pod."""
+    return DEADMAN_SCRIPT.read_bytes()

@@ -1,0 +1,117 @@
+"""The laptop-side commands: what tailpod runs on the pod over SSH, run here for real."""
+
+from __future__ import annotations
+
+import ast
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tailpod.bootstrap import deadman_control as dc
+from tailpod.config import load_settings
+from tailpod.errors import ConfigError
+from tailpod.provision.sandbox import Sandbox
+
+from .conftest import FAST, Daemons, clean_env, create_pod, wait_for
+
+
+def sh(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run a command the way SSH would: one shell line."""
+    return subprocess.run(["/bin/sh", "-c", dc.shell(argv)], env=env, capture_output=True,
+                          text=True, timeout=30)
+
+
+def test_the_lead_commands_arm_beat_and_let_the_pod_end_itself(
+    sandbox: Sandbox, daemons: Daemons, tmp_path: Path
+) -> None:
+    pod = create_pod(sandbox, "runpod")
+    layout = dc.DeadmanLayout(str(tmp_path / "pod-root" / ".tailpod"))
+    Path(layout.script).parent.mkdir(parents=True)
+    Path(layout.script).write_bytes(dc.deadman_source())  # what the SFTP copy does
+    daemons.track(Path(layout.heartbeat))
+    # An SSH session without the container's env: the switch reads the container's environ.
+    arm = dc.deadman_command("runpod", 0, 1.0, pod.api_url, layout=layout, python="python3",
+                             poll_s=0.1, environ_from=pod.environ_path, extra=FAST[2:])
+    assert pod.pod_key not in " ".join(arm)
+    armed = dc.parse_status(sh(arm, clean_env()).stdout)
+    assert armed.armed and armed.pid and armed.preflight == "ok"
+
+    for _ in range(8):  # 2 s of beats against a 1 s timeout
+        beat = dc.parse_status(sh(dc.heartbeat_command(layout), clean_env()).stdout)
+        assert beat.armed and beat.state == "armed" and beat.heartbeat_age_s is not None
+        time.sleep(0.25)
+    assert pod.billing(sandbox)
+
+    wait_for(lambda: not pod.billing(sandbox), 10)  # silence: the pod ends itself
+    final = wait_for(lambda: (s := dc.parse_status(
+        sh(dc.status_command(layout), clean_env()).stdout)).state == "terminated" and s, 10)
+    assert not final.armed and "heartbeat" in (final.reason or "")
+    assert sandbox.meter()["billing_count"] == 0
+    assert pod.pod_key not in Path(layout.log).read_text()
+
+
+def test_commands_are_plain_argv_without_secrets() -> None:
+    layout = dc.DeadmanLayout("/root/.tailpod")
+    arm = dc.deadman_command("vast", 1_800_000_000.5, 1800, "https://console.vast.ai",
+                             layout=layout)
+    assert arm[:3] == ["python3", "/root/.tailpod/deadman.py", "arm"]
+    assert shlex.split(dc.shell(arm)) == arm
+    flags = dict(zip(arm[3::2], arm[4::2], strict=False))
+    assert flags["--provider"] == "vastai" and flags["--ttl-at"] == "1800000000.500"
+    assert flags["--heartbeat-file"] == "/root/.tailpod/heartbeat"
+    assert flags["--heartbeat-timeout"] == "1800" and flags["--environ-from"] == "/proc/1/environ"
+    assert not any("KEY" in a or "key" in a.lower() for a in arm)
+    assert dc.heartbeat_command(layout) == [
+        "python3", "/root/.tailpod/deadman.py", "beat", "--heartbeat-file",
+        "/root/.tailpod/heartbeat"]
+    assert dc.disarm_command(layout)[2] == "disarm"
+    assert dc.credential_env_names("runpod") == ("RUNPOD_POD_ID", "RUNPOD_API_KEY")
+    assert dc.credential_env_names("vastai") == ("CONTAINER_ID", "CONTAINER_API_KEY")
+    with pytest.raises(ConfigError):
+        dc.provider_name("local")
+    with pytest.raises(ConfigError):
+        dc.deadman_command("runpod", 0, 0)
+
+
+def test_heartbeat_timeout_setting(tmp_path: Path) -> None:
+    def settings(**env: str):  # noqa: ANN202
+        return load_settings(env=env, dotenv_path=tmp_path / "absent.env")
+
+    assert settings().heartbeat_timeout_s == dc.DEFAULT_HEARTBEAT_TIMEOUT_S == 1800.0
+    s = settings(TAILPOD_HEARTBEAT_TIMEOUT="900", TAILPOD_RUNPOD_URL="http://127.0.0.1:9")
+    assert dc.heartbeat_timeout_for(s) == 900.0
+    arm = dc.deadman_command_for(s, "runpod", 1_800_000_000.0)
+    assert arm[arm.index("--heartbeat-timeout") + 1] == "900"
+    assert arm[arm.index("--api-url") + 1] == "http://127.0.0.1:9"
+    assert dc.heartbeat_timeout_for(settings(TAILPOD_HEARTBEAT_TIMEOUT="0")) == 0.0
+    with pytest.raises(ConfigError):
+        dc.heartbeat_timeout_for(settings(TAILPOD_HEARTBEAT_TIMEOUT="5"))
+    with pytest.raises(ConfigError):
+        settings(TAILPOD_HEARTBEAT_TIMEOUT="soon")
+
+
+def test_parse_status_and_ttl() -> None:
+    noisy = 'Welcome to the pod\n{"beat": true, "armed": true, "running": true, "pid": 7, ' \
+            '"state": "armed", "ttl_left_s": 12.5, "heartbeat_age_s": 0.1}\n'
+    status = dc.parse_status(noisy)
+    assert status.armed and status.pid == 7 and status.ttl_left_s == 12.5
+    assert dc.parse_status("python3: can't open file").state == "unknown"
+    assert dc.parse_status('{"armed": false, "error": "RUNPOD_POD_ID not set"}').reason \
+        == "RUNPOD_POD_ID not set"
+    assert dc.ttl_at_for(2, created_at=1000.0) == 1000.0 + 7200
+    with pytest.raises(ConfigError):
+        dc.ttl_at_for(0)
+
+
+def test_source_is_stdlib_only() -> None:
+    """deadman.py imports nothing outside the standard library, lazily or not."""
+    tree = ast.parse(dc.DEADMAN_SCRIPT.read_text())
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    names |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    outside = {n for n in names if n.split(".")[0] not in sys.stdlib_module_names}
+    assert "urllib.request" in names and outside == set()
