@@ -144,12 +144,11 @@ class Context:
         spec = self._facts[name]
         try:
             return self.fact(name)
-        except CheckSkipped as exc:
-            raise CheckSkipped(f"needs {spec.what}: {exc.reason}") from None
-        except Exception as exc:
-            raise CheckSkipped(
-                f"needs {spec.what}, which failed (see {spec.owner}): {short(exc)}"
-            ) from None
+        except CheckSkipped:
+            raise  # the root cause, not the chain of facts that led to it
+        except Exception:
+            # The owner's row carries the error itself; repeating it here would only add noise.
+            raise CheckSkipped(f"needs {spec.what}, which failed (see {spec.owner})") from None
 
     def optional(self, name: str) -> tuple[Any, str | None]:
         """(value, None) or (None, why it is missing) without raising."""

@@ -97,7 +97,9 @@ def _model_config(ctx: Context) -> dict[str, Any]:
 def _checkpoint(ctx: Context) -> CheckpointReport:
     model = model_ref(ctx)
     if not is_local_dir(model):
-        ctx.need("model_config")  # no access is reported once, by the Hugging Face check
+        # A rejected token or no access is reported once, by the Hugging Face check.
+        ctx.need("hf_user")
+        ctx.need("model_config")
     return inspect_checkpoint(model, ctx.settings)
 
 
