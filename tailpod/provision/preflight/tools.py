@@ -14,6 +14,9 @@ from tailpod.provision.local.lifecycle import check_engine_installed, engine_pyt
 from tailpod.provision.preflight.base import CheckSkipped, Context, Findings, Outcome
 from tailpod.provision.registry import canonical_name
 
+# engine name -> the Python module its local install provides
+ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
+
 
 def check_tools(ctx: Context) -> Outcome:
     settings = ctx.settings
@@ -24,8 +27,11 @@ def check_tools(ctx: Context) -> Outcome:
     found = Findings()
     if provider == "local":
         python = engine_python(settings)
-        check_engine_installed(python, settings.engine)
-        found.ok(f"{python} finds the {settings.engine} module")
+        module = ENGINE_MODULES.get(settings.engine)
+        if module is None:
+            raise CheckSkipped(f"no local install check for engine {settings.engine!r}")
+        check_engine_installed(python, module)
+        found.ok(f"{python} finds the {module} module")
         return found.outcome({"engine_python": python, "engine": settings.engine})
     ssh = shutil.which("ssh")
     if ssh is None:
