@@ -60,6 +60,7 @@ DEFAULT_ENVIRON_FROM = "/proc/1/environ"
 EXIT_GONE, EXIT_USAGE, EXIT_GAVE_UP, EXIT_SIGNAL = 0, 2, 3, 143
 LIVE_STATES = ("armed", "firing")
 MASK = "***"
+DISARMED_SUFFIX = ".disarmed"
 
 # GraphQL answers business errors with HTTP 200: these words mark a refused key.
 AUTH_WORDS = ("unauthorized", "forbidden", "permission", "not authorized", "access denied",
@@ -361,7 +362,12 @@ class RunPodApi:
             if status == "TERMINATED":
                 return Outcome(GONE, "status TERMINATED")
             return Outcome(PRESENT, f"status {status!r}")
-        return _generic(answer)
+        outcome = _generic(answer)
+        if outcome.kind == REFUSED:  # a key REST refuses may still read through GraphQL
+            gql = self._gql_probe()
+            if gql.kind != REFUSED:
+                return gql
+        return outcome
 
     def _gql(self, query: str) -> Answer:
         return http_call("POST", f"{self.base}/graphql", self.key,
@@ -397,7 +403,10 @@ class RunPodApi:
             return _generic(answer) if answer.status != 404 else Outcome(RETRY, answer.describe())
         body = answer.body
         data = body.get("data") if isinstance(body, dict) else None
-        if self._gql_errors(answer) is None and isinstance(data, dict) and "pod" in data:
+        error = self._gql_errors(answer)
+        if error is not None and any(word in error.lower() for word in AUTH_WORDS):
+            return Outcome(REFUSED, f"GraphQL error: {error}")
+        if error is None and isinstance(data, dict) and "pod" in data:
             pod = data["pod"]
             if pod is None:
                 return Outcome(GONE, "GraphQL pod is null")
@@ -647,6 +656,9 @@ def stop_daemon(heartbeat_file: str, timeout: float = 5.0) -> int | None:
 
 
 def cmd_disarm(args: argparse.Namespace) -> int:
+    # The marker also stands down the start command's stage-0 guard (deadman_control.py).
+    with contextlib.suppress(OSError):
+        touch(args.heartbeat_file + DISARMED_SUFFIX)
     pid = stop_daemon(args.heartbeat_file)
     print(json.dumps({"disarmed": pid is not None, "pid": pid}))
     return 0
@@ -704,8 +716,9 @@ def cmd_arm(args: argparse.Namespace) -> int:
                                                                                key)}))
         return 0
     replaced = stop_daemon(args.heartbeat_file)
-    with contextlib.suppress(OSError):
-        os.unlink(state_path_for(args.heartbeat_file))
+    for stale in (state_path_for(args.heartbeat_file), args.heartbeat_file + DISARMED_SUFFIX):
+        with contextlib.suppress(OSError):
+            os.unlink(stale)
     parent = os.path.dirname(args.heartbeat_file)
     if parent:
         os.makedirs(parent, mode=0o700, exist_ok=True)

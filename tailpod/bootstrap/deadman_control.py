@@ -215,6 +215,68 @@ def parse_status(output: str) -> DeadmanStatus:
     return DeadmanStatus(armed=False, running=False, state="unknown")
 
 
+# Stage 0, in the pod's start command: deadman.py is not on the pod until tailpod's SSH bootstrap
+# copies it, and the laptop may die before that. This guard (stdlib, argv: provider, ttl_at,
+# heartbeat timeout, heartbeat file, API base) fires on the same TTL and heartbeat file; it steps
+# aside once the full switch runs (its state file names a live deadman.py) or after `disarm`.
+# A gone pod answers its terminate call with 404; until then it retries with capped backoff.
+_GUARD = '''\
+import os,sys,time,json,urllib.request as u
+p,T,H,F,A=sys.argv[1:6];T=float(T);H=float(H);S=time.time()
+i,k=(os.environ.get(n,"") for n in (("RUNPOD_POD_ID","RUNPOD_API_KEY") if p=="runpod" else\
+ ("CONTAINER_ID","CONTAINER_API_KEY")))
+U=A.rstrip("/")+(("/v2/pods/%s" if p=="runpod" else "/api/v0/instances/%s/")%i)
+def full():
+ try:
+  q=json.load(open(F+".deadman.json"))["pid"];return b"deadman.py" in open("/proc/%d/cmdline"%q,"rb").read()
+ except Exception:return False
+while 1:
+ if os.path.exists(F+".disarmed") or full():sys.exit(0)
+ n=time.time()
+ try:m=os.stat(F).st_mtime
+ except OSError:m=0
+ if (T and n>=T) or (H and n-max(m,S)>=H):break
+ time.sleep(P)
+d=B
+while 1:
+ try:c=u.urlopen(u.Request(U,b"{}",{"Authorization":"Bearer "+k,"Content-Type":"application/json"},\
+method="DELETE"),timeout=30).status
+ except u.HTTPError as x:c=x.code
+ except Exception:c=0
+ if c==404:break
+ time.sleep(d);d=min(d*2,300)
+'''
+
+
+def start_guard(provider: str, ttl_at: float, heartbeat_timeout_s: float,
+                api_url: str | None = None, *, layout: DeadmanLayout | None = None,
+                python: str = DEFAULT_PYTHON, poll_s: float = DEFAULT_POLL_S,
+                retry_s: float = 5.0) -> str:
+    """A shell fragment for the pod's start command that arms the stage-0 guard in background.
+
+    Protects the window between create and the SSH bootstrap; ends with `;` so a command can
+    follow. Credentials come from the container's environment, never from this text.
+    """
+    layout = layout or DeadmanLayout()
+    name = provider_name(provider)
+    base = api_url or ("https://api.runpod.io" if name == "runpod" else "https://console.vast.ai")
+    code = _GUARD.replace("time.sleep(P)", f"time.sleep({poll_s:g})").replace(
+        "d=B", f"d={retry_s:g}")
+    argv = [python, "-c", code, name, f"{ttl_at:.3f}", f"{heartbeat_timeout_s:g}",
+            layout.heartbeat, base]
+    return (f"mkdir -p {shlex.quote(layout.remote_dir)}; "
+            f"nohup {shlex.join(argv)} </dev/null >/dev/null 2>&1 &")
+
+
+def guarded_start_command(start_command: list[str], provider: str, ttl_at: float,
+                          heartbeat_timeout_s: float, api_url: str | None = None,
+                          **kwargs: Any) -> list[str]:
+    """`start_command` preceded by the stage-0 guard, as one `sh -c` argv for PodSpec."""
+    guard = start_guard(provider, ttl_at, heartbeat_timeout_s, api_url, **kwargs)
+    rest = f" exec {shlex.join(start_command)}" if start_command else " exec sleep infinity"
+    return ["/bin/sh", "-c", guard + rest]
+
+
 def deadman_source() -> bytes:
     """The bytes to copy to `DeadmanLayout().script` on the pod."""
     return DEADMAN_SCRIPT.read_bytes()

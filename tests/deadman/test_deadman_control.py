@@ -34,16 +34,16 @@ def test_the_lead_commands_arm_beat_and_let_the_pod_end_itself(
     Path(layout.script).write_bytes(dc.deadman_source())  # what the SFTP copy does
     daemons.track(Path(layout.heartbeat))
     # An SSH session without the container's env: the switch reads the container's environ.
-    arm = dc.deadman_command("runpod", 0, 1.0, pod.api_url, layout=layout, python="python3",
+    arm = dc.deadman_command("runpod", 0, 2.0, pod.api_url, layout=layout, python="python3",
                              poll_s=0.1, environ_from=pod.environ_path, extra=FAST[2:])
     assert pod.pod_key not in " ".join(arm)
     armed = dc.parse_status(sh(arm, clean_env()).stdout)
     assert armed.armed and armed.pid and armed.preflight == "ok"
 
-    for _ in range(8):  # 2 s of beats against a 1 s timeout
+    for _ in range(10):  # >3 s of beats (each a process start, like SSH) against a 2 s timeout
         beat = dc.parse_status(sh(dc.heartbeat_command(layout), clean_env()).stdout)
         assert beat.armed and beat.state == "armed" and beat.heartbeat_age_s is not None
-        time.sleep(0.25)
+        time.sleep(0.2)
     assert pod.billing(sandbox)
 
     wait_for(lambda: not pod.billing(sandbox), 10)  # silence: the pod ends itself
@@ -115,3 +115,54 @@ def test_source_is_stdlib_only() -> None:
     names |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     outside = {n for n in names if n.split(".")[0] not in sys.stdlib_module_names}
     assert "urllib.request" in names and outside == set()
+
+
+# -- stage 0: the guard in the pod's start command ---------------------------------------------------
+def guarded(sb: Sandbox, provider: str, layout: dc.DeadmanLayout, ttl_at: float,
+            timeout: float) -> str:
+    url = sb.runpod_url if provider == "runpod" else sb.vast_url
+    argv = dc.guarded_start_command(["sleep", "120"], provider, ttl_at, timeout, url,
+                                    layout=layout, poll_s=0.1, retry_s=0.1)
+    return dc.shell(argv)
+
+
+@pytest.mark.parametrize("provider", ["runpod", "vastai"])
+def test_start_guard_ends_a_pod_that_never_got_its_ssh_bootstrap(
+    sandbox: Sandbox, tmp_path: Path, provider: str
+) -> None:
+    layout = dc.DeadmanLayout(str(tmp_path / "guard"))
+    ttl_at = time.time() + 1.5
+    pod = create_pod(sandbox, provider, command=guarded(sandbox, provider, layout, ttl_at, 0))
+    assert pod.billing(sandbox)
+    wait_for(lambda: not pod.billing(sandbox), 10)
+    assert time.time() >= ttl_at
+    assert pod.record.status == "terminated" and sandbox.meter()["billing_count"] == 0
+
+
+def test_start_guard_heartbeat_and_standing_down(sandbox: Sandbox, daemons: Daemons,
+                                                 tmp_path: Path) -> None:
+    # Pod A: heartbeats keep it; silence ends it.
+    layout_a = dc.DeadmanLayout(str(tmp_path / "a"))
+    a = create_pod(sandbox, "vastai", command=guarded(sandbox, "vastai", layout_a, 0, 1.0))
+    # Pod B: `disarm` stands the guard down. Pod C: the full switch, once armed, takes over.
+    layout_b = dc.DeadmanLayout(str(tmp_path / "b"))
+    b = create_pod(sandbox, "vastai", command=guarded(sandbox, "vastai", layout_b, 0, 1.0))
+    layout_c = dc.DeadmanLayout(str(tmp_path / "c"))
+    c = create_pod(sandbox, "runpod",
+                   command=guarded(sandbox, "runpod", layout_c, time.time() + 1.0, 0))
+    disarm = sh([sys.executable, str(dc.DEADMAN_SCRIPT), "disarm", "--heartbeat-file",
+                 layout_b.heartbeat], clean_env())
+    assert disarm.returncode == 0
+    daemons.track(Path(layout_c.heartbeat))
+    arm = dc.deadman_command("runpod", time.time() + 3600, 600, c.api_url, layout=layout_c,
+                             python=sys.executable, environ_from=c.environ_path,
+                             extra=FAST)
+    arm[1] = str(dc.DEADMAN_SCRIPT)
+    assert dc.parse_status(sh(arm, clean_env()).stdout).armed
+    until = time.monotonic() + 2.5
+    while time.monotonic() < until:
+        Path(layout_a.heartbeat).touch()
+        time.sleep(0.2)
+    assert a.billing(sandbox) and b.billing(sandbox) and c.billing(sandbox)
+    wait_for(lambda: not a.billing(sandbox), 10)
+    assert b.billing(sandbox) and c.billing(sandbox)

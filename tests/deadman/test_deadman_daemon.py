@@ -260,3 +260,24 @@ def fake_api(script: list[tuple[Any, ...]], name: str = "fake") -> _Ctx:
                      daemon=True).start()
     api.url = f"http://127.0.0.1:{server.server_address[1]}"
     return _Ctx(api, server)
+
+
+def test_runpod_falls_back_to_graphql_when_rest_refuses_the_pod_key(
+    daemons: Daemons, tmp_path: Path
+) -> None:
+    with fake_api([
+        (403, {"title": "Forbidden", "status": 403, "detail": "access denied"}),
+        (200, {"data": {"podTerminate": None}}),
+        (200, {"data": {"pod": None}}),
+    ]) as api:
+        env = {**clean_env(), "RUNPOD_POD_ID": "podgql", "RUNPOD_API_KEY": "rpa_pod_gql12345"}
+        heartbeat, log = daemons.paths("gql")
+        out = deadman("run", "--provider", "runpod", "--ttl-at", "1", "--heartbeat-file",
+                      str(heartbeat), "--heartbeat-timeout", "0", "--api-url", api.url,
+                      "--log", str(log), "--environ-from", "", *FAST, env=env)
+    assert out.returncode == 0, log.read_text()
+    assert [(r["method"], r["path"]) for r in api.requests] == [
+        ("DELETE", "/v2/pods/podgql"), ("POST", "/graphql"), ("POST", "/graphql")]
+    terminate = json.loads(api.requests[1]["body"])
+    assert "podTerminate" in terminate["query"]
+    assert terminate["variables"] == {"input": {"podId": "podgql"}}  # variables, no interpolation
