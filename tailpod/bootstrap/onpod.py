@@ -289,11 +289,13 @@ def _main(argv: list[str] | None = None) -> int:
         ok = stop(recorded) if recorded else True
         print(json.dumps({"ok": ok}))
         return 0 if ok else 1
-    running = bool(state and is_running(state))
+    running = bool(recorded and is_running(recorded))
     ok = bool(
-        state and running and healthy(state["host"], int(state["port"]), state["health_path"])
+        recorded
+        and running
+        and healthy(recorded["host"], int(recorded["port"]), recorded["health_path"])
     )
-    print(json.dumps({"running": running, "healthy": ok, "state": state}))
+    print(json.dumps({"running": running, "healthy": ok, "state": recorded}))
     return 0
 
 

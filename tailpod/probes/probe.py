@@ -1293,6 +1293,8 @@ def _thread_exchange(
                 continue
             raise
         break
+    else:  # pragma: no cover - the second attempt either breaks or raises
+        raise AssertionError("unreachable")
     if resp.status < 200 or resp.status >= 300:
         body = resp.read(65536)
         snippet = body[:300].decode("utf-8", "replace").strip()

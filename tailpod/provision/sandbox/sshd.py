@@ -178,9 +178,11 @@ def _write_config(
         "ClientAliveInterval 15",
         "LogLevel VERBOSE",
     ]
-    for key, value in sorted(session_env.items()):
+    if session_env:
         # Like a container's environment, seen by every session of this pod (never secrets here).
-        lines.append(f"SetEnv {key}={value}")
+        # sshd keeps only the first SetEnv line, so every assignment goes on that one line.
+        pairs = " ".join(f'"{k}={v}"' for k, v in sorted(session_env.items()))
+        lines.append(f"SetEnv {pairs}")
     if penalties_off:
         # Tests connect with wrong keys on purpose; 9.8+ would then lock 127.0.0.1 out for a while.
         lines.append("PerSourcePenalties no")

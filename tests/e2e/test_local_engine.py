@@ -1,0 +1,229 @@
+"""The walking skeleton on the real CPU vLLM engine: up → status → benchmark (gated arms) → down.
+
+One engine for the whole module: `up` starts it, the sweeps relaunch it per arm, `down` ends it.
+The tests run in file order and each builds on the pod the previous one left.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
+from tailpod.cli.main import app
+from tailpod.config import load_settings
+from tailpod.ledger import Ledger
+from tailpod.probes.hosts import LocalSweepHost
+from tailpod.probes.plan import Arm, SweepPlan
+from tailpod.probes.sweep import RunContext, RunDirectory, run_sweep
+
+pytestmark = pytest.mark.engine
+runner = CliRunner()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def invoke(*args: str) -> Any:
+    result = runner.invoke(app, list(args), catch_exceptions=False)
+    return result
+
+
+def rows(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def pod(engine_env: dict[str, str], tiny_models: dict[str, Path]) -> dict[str, Any]:
+    port = free_port()
+    result = invoke(
+        "up",
+        "--provider",
+        "local",
+        "--model",
+        str(tiny_models["target"]),
+        "--port",
+        str(port),
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    return {
+        "record": record,
+        "port": port,
+        "home": Path(engine_env["TAILPOD_HOME"]),
+        "results": Path(engine_env["TAILPOD_RESULTS_DIR"]),
+    }
+
+
+def test_up_records_a_serving_engine_and_its_startup_facts(pod: dict[str, Any]) -> None:
+    record = pod["record"]
+    assert record["status"] == "running" and record["provider"] == "local"
+    startup = record["extra"]["startup"]
+    assert startup["facts"]["kv_tokens"] > 0  # parsed from the real `CPU KV cache size: N tokens`
+    assert any("KV cache size" in line for line in startup["lines"])
+    with urllib.request.urlopen(f"http://127.0.0.1:{pod['port']}/v1/models", timeout=10) as resp:
+        assert json.load(resp)["data"][0]["id"] == "tailpod"
+
+
+def test_status_reports_health_and_endpoint(pod: dict[str, Any]) -> None:
+    result = invoke("status", "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.output)["pods"]
+    assert row["healthy"] is True
+    assert row["endpoint"] == f"http://127.0.0.1:{pod['port']}"
+    assert row["engine"] == "vllm" and row["arm"] == "plain"
+
+
+def test_a_second_up_on_the_same_port_is_refused(
+    pod: dict[str, Any], tiny_models: dict[str, Path]
+) -> None:
+    result = runner.invoke(
+        app, ["up", "--model", str(tiny_models["target"]), "--port", str(pod["port"])]
+    )
+    assert result.exit_code == 2
+    assert "already in use" in result.output
+    assert len(Ledger(pod["home"]).active()) == 1
+
+
+def test_benchmark_plain_vs_ngram_is_gated_and_counts_tokens_from_usage(
+    pod: dict[str, Any],
+) -> None:
+    result = invoke(
+        "benchmark", "--spec-k", "0,2", "--spec-method", "ngram", "--concurrency", "1,2",
+        "--reps", "1", "--max-tokens", "24", "--no-extend-k",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run_dir = pod["results"] / pod["record"]["run_tag"]
+    run = json.loads((run_dir / "run.json").read_text())
+    arms = {a["label"]: a for a in run["arms"]}
+    assert set(arms) == {"plain", "ngram-k2"}
+    assert arms["ngram-k2"]["gate"]["status"] == "pass"
+    assert arms["ngram-k2"]["gate"]["method"] == "token_ids"
+    assert not arms["ngram-k2"]["void"]
+    for arm in arms.values():
+        assert arm["startup"]["facts"]["kv_tokens"] > 0 and arm["startup"]["lines"]
+    spec_line = " ".join(arms["ngram-k2"]["argv"])
+    assert '"method":"ngram"' in spec_line and '"num_speculative_tokens":2' in spec_line
+    assert run["measured_from"] == "pod" and run["finished_at"]
+    all_rows = rows(run_dir)
+    requests = [r for r in all_rows if r["kind"] == "request"]
+    cells = [r for r in all_rows if r["kind"] == "cell"]
+    assert {(c["arm"], c["concurrency"]) for c in cells} == {
+        ("plain", 1),
+        ("plain", 2),
+        ("ngram-k2", 1),
+        ("ngram-k2", 2),
+    }
+    assert requests and all(r["ok"] and r["completion_tokens"] == 24 for r in requests)
+    assert all(c["failed"] == 0 and c["output_tok_s"] > 0 for c in cells)
+    for cell in cells:
+        if cell["arm"] == "plain":
+            assert cell["acceptance"] is None
+        else:
+            acc = cell["acceptance"]
+            assert acc["drafts"] > 0 and acc["accepted"] > 0
+            assert 1.0 <= acc["acceptance_length"] <= 3.0
+            assert 0.0 < acc["acceptance_rate"] <= 1.0
+    # The engine's own counters saw at least what the per-cell deltas add up to.
+    with urllib.request.urlopen(f"http://127.0.0.1:{pod['port']}/metrics", timeout=10) as resp:
+        metrics = resp.read().decode()
+    engine_accepted = sum(
+        float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+        if line.startswith("vllm:spec_decode_num_accepted_tokens_total")
+    )  # fmt: skip
+    ours = sum(c["acceptance"]["accepted"] for c in cells if c["acceptance"])
+    assert 0 < ours <= engine_accepted
+
+
+def test_draft_model_arm_passes_and_a_planted_divergence_is_void(
+    pod: dict[str, Any], tiny_models: dict[str, Path]
+) -> None:
+    settings = load_settings()
+    ledger = Ledger(settings.home)
+    record = ledger.resolve(None)
+    base = replace(EngineConfig.from_json(record.engine), spec=SpecArm())
+    draft = replace(
+        base, spec=SpecArm(k=2, method="draft_model", draft_model=str(tiny_models["draft"]))
+    )
+    # A different checkpoint posing as a speculative arm: its greedy tokens cannot match plain.
+    imposter = replace(base, model=str(tiny_models["draft"]), spec=SpecArm(k=1, method="ngram"))
+    plan = SweepPlan(
+        arms=[Arm("plain", base), Arm("draft_model-k2", draft), Arm("imposter-k1", imposter)],
+        concurrency=[1], reps=1, max_tokens=16, extend_k=False,
+    )  # fmt: skip
+    run_dir = RunDirectory(settings.results_dir / "divergence")
+    ctx = RunContext(run_id="divergence", provider="local", model=base.model, engine="vllm")
+    run = run_sweep(
+        plan, run_dir, LocalSweepHost(settings, ledger, record), ctx, log=lambda *_: None
+    )
+    arms = {a["label"]: a for a in run["arms"]}
+    assert arms["draft_model-k2"]["gate"]["status"] == "pass" and not arms["draft_model-k2"]["void"]
+    assert arms["imposter-k1"]["gate"]["status"] == "fail"
+    assert arms["imposter-k1"]["void"] and "token" in arms["imposter-k1"]["void_reason"]
+    assert arms["imposter-k1"]["gate"]["first_mismatch"]["position"] is not None
+    imposter_rows = [r for r in run_dir.read_rows() if r["arm"] == "imposter-k1"]
+    assert imposter_rows and all(r["void"] for r in imposter_rows)  # kept, and marked
+
+
+def test_mtp_head_of_a_mimo_checkpoint(pod: dict[str, Any], tiny_models: dict[str, Path]) -> None:
+    settings = load_settings()
+    ledger = Ledger(settings.home)
+    record = ledger.resolve(None)
+    base = replace(
+        EngineConfig.from_json(record.engine), model=str(tiny_models["mimo"]), spec=SpecArm()
+    )
+    mtp = replace(base, spec=SpecArm(k=1, method="mtp"))
+    plan = SweepPlan(arms=[Arm("plain", base), Arm("mtp-k1", mtp)], concurrency=[1], reps=1,
+                     max_tokens=16, extend_k=False)  # fmt: skip
+    run_dir = RunDirectory(settings.results_dir / "mtp")
+    ctx = RunContext(run_id="mtp", provider="local", model=base.model, engine="vllm")
+    run = run_sweep(
+        plan, run_dir, LocalSweepHost(settings, ledger, record), ctx, log=lambda *_: None
+    )
+    arms = {a["label"]: a for a in run["arms"]}
+    assert arms["mtp-k1"]["gate"]["status"] == "pass"
+    assert '"method":"mtp"' in " ".join(arms["mtp-k1"]["argv"])
+    (cell,) = [r for r in run_dir.read_rows() if r["kind"] == "cell" and r["arm"] == "mtp-k1"]
+    assert cell["acceptance"] is not None and cell["acceptance"]["drafts"] > 0
+    # Speculation shares the memory budget with the target: the pool is smaller, as on a GPU.
+    plain_kv = arms["plain"]["startup"]["facts"]["kv_tokens"]
+    assert 0 < arms["mtp-k1"]["startup"]["facts"]["kv_tokens"] < plain_kv
+
+
+def test_report_on_the_real_run(pod: dict[str, Any]) -> None:
+    run_dir = pod["results"] / pod["record"]["run_tag"]
+    result = invoke("report", str(run_dir))
+    assert result.exit_code == 0, result.output
+    report = (run_dir / "report.md").read_text()
+    assert "ngram-k2" in report and "plain" in report
+    assert list(run_dir.glob("*.png"))
+    analysis = json.loads(invoke("report", str(run_dir), "--json").output)
+    assert {a["label"] for a in analysis["arms"]} == {"plain", "ngram-k2"}
+
+
+def test_down_stops_everything_and_proves_it(
+    pod: dict[str, Any], tiny_models: dict[str, Path], leftover_processes: Any
+) -> None:
+    result = invoke("down", "--json")
+    assert result.exit_code == 0, result.output
+    proof = json.loads(result.output)
+    assert proof["proven"] is True
+    port = pod["port"]
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    for model in tiny_models.values():
+        assert leftover_processes(str(model)) == []
+    again = runner.invoke(app, ["down"])
+    assert again.exit_code != 0 and "nothing is running" in again.output
+    assert Ledger(pod["home"]).active() == []
