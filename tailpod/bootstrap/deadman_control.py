@@ -222,7 +222,7 @@ def parse_status(output: str) -> DeadmanStatus:
 # A gone pod answers its terminate call with 404; until then it retries with capped backoff.
 _GUARD = '''\
 import os,sys,time,json,urllib.request as u
-p,T,H,F,A=sys.argv[1:6];T=float(T);H=float(H);S=time.time()
+p,T,H,F,A=sys.argv[1:6];T=float(T);H=float(H);S=time.time();F=os.path.expanduser(F)
 i,k=(os.environ.get(n,"") for n in (("RUNPOD_POD_ID","RUNPOD_API_KEY") if p=="runpod" else\
  ("CONTAINER_ID","CONTAINER_API_KEY")))
 U=A.rstrip("/")+(("/v2/pods/%s" if p=="runpod" else "/api/v0/instances/%s/")%i)
@@ -264,7 +264,11 @@ def start_guard(provider: str, ttl_at: float, heartbeat_timeout_s: float,
         "d=B", f"d={retry_s:g}")
     argv = [python, "-c", code, name, f"{ttl_at:.3f}", f"{heartbeat_timeout_s:g}",
             layout.heartbeat, base]
-    return (f"mkdir -p {shlex.quote(layout.remote_dir)}; "
+    # A "~/" layout follows the container's $HOME (the sandbox's pods each have their own).
+    home_relative = layout.remote_dir.startswith("~/")
+    mkdir = (f'"$HOME"/{shlex.quote(layout.remote_dir[2:])}' if home_relative
+             else shlex.quote(layout.remote_dir))
+    return (f"mkdir -p {mkdir}; "
             f"nohup {shlex.join(argv)} </dev/null >/dev/null 2>&1 &")
 
 

@@ -123,6 +123,30 @@ class PodShell:
         log_text = self.read_text(result["log"], int(result.get("log_offset", 0)))
         return result, adapter.parse_startup(log_text), plan.argv
 
+    def arm_deadman(self, settings: Settings, provider: str, ttl_at: float) -> dict[str, Any]:
+        """Copy the dead-man switch to the pod and arm it (idempotent; also a heartbeat)."""
+        from tailpod.bootstrap import deadman_control as dm
+
+        layout = dm.DeadmanLayout(remote_dir=self.state_dir)
+        with tempfile.TemporaryDirectory(prefix="tailpod-deadman-") as tmp:
+            local = Path(tmp) / "deadman.py"
+            local.write_bytes(dm.deadman_source())
+            self.session.upload(local, layout.script, mode=0o700)
+        argv = dm.deadman_command_for(
+            settings, provider, ttl_at, layout=layout, environ_from=self.path("pod.env")
+        )
+        status: dict[str, Any] = self.run_json(dm.shell(argv), timeout_s=120)
+        if not status.get("armed"):
+            raise TailpodError(f"the dead-man switch did not arm on the pod: {status}")
+        return status
+
+    def heartbeat(self) -> dict[str, Any]:
+        from tailpod.bootstrap import deadman_control as dm
+
+        layout = dm.DeadmanLayout(remote_dir=self.state_dir)
+        beat: dict[str, Any] = self.run_json(dm.shell(dm.heartbeat_command(layout)), timeout_s=60)
+        return beat
+
     def read_text(self, remote: str, offset: int = 0) -> str:
         with self.session.sftp().open(remote, "rb") as fh:
             fh.seek(offset)
@@ -162,8 +186,14 @@ def reach_pod(settings: Settings, record: PodRecord, say: Say, timeout_s: float)
 
 
 def _spec(
-    settings: Settings, run_tag: str, image: str, use_tailnet: bool, engine_port: int
+    settings: Settings,
+    run_tag: str,
+    image: str,
+    use_tailnet: bool,
+    engine_port: int,
+    ttl_at: float,
 ) -> PodSpec:
+    from tailpod.bootstrap import deadman_control as dm
     from tailpod.provision.tailnet.join import pod_env
 
     env: dict[str, str | Secret] = {
@@ -185,7 +215,16 @@ def _spec(
         run_tag=run_tag,
         gpu_preference=list(settings.gpus),
         image=image,
-        start_command=start_command(run_tag, settings.tailscale_tags),
+        # The stage-0 dead-man guard runs from the first second: a laptop that dies before the
+        # SSH bootstrap still cannot leave this pod billing past its TTL or heartbeat timeout.
+        start_command=dm.guarded_start_command(
+            start_command(run_tag, settings.tailscale_tags),
+            settings.provider,
+            ttl_at,
+            dm.heartbeat_timeout_for(settings),
+            dm.api_url_for(settings, settings.provider),
+            layout=dm.DeadmanLayout(remote_dir="~/.tailpod"),
+        ),
         gpu_count=settings.gpu_count,
         max_price=settings.max_price,
         env=env,
@@ -218,7 +257,8 @@ def up_cloud(
 
         check_tailnet_requirements(settings, allow_nonephemeral=allow_nonephemeral)
     run_tag = new_run_tag()
-    spec = _spec(settings, run_tag, image, use_tailnet, cfg.port)
+    ttl_at = time.time() + settings.ttl_hours * 3600
+    spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at)
     say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
     record, info = up_remote(settings, ledger, spec)
     ledger.update(
@@ -236,6 +276,8 @@ def up_cloud(
         ledger.update(run_tag, event="reachable", ssh=target.to_record())
         with open_ssh(settings, target, wait_s=boot_wait_seconds(image_gb), on_event=say) as ssh:
             shell = PodShell(ssh)
+            deadman = shell.arm_deadman(settings, settings.provider, ttl_at)
+            say(f"dead-man switch armed (pid {deadman.get('pid')})")
             result, facts, argv = shell.launch(settings, cfg, say)
         name = target.pin_name
         current = ledger.get(run_tag)
@@ -253,7 +295,10 @@ def up_cloud(
             status="running",
             endpoint=f"http://{name}:{cfg.port}",
             extra={**current.extra, "startup": facts.to_json(), "arms": arms,
-                   "startup_s": result.get("startup_s"), "pod_state_dir": shell.state_dir},
+                   "startup_s": result.get("startup_s"), "pod_state_dir": shell.state_dir,
+                   "machine": result.get("machine"),
+                   "deadman": {"ttl_at": ttl_at, "pid": deadman.get("pid"),
+                               "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}},
         )  # fmt: skip
         return final, info
     except BaseException as exc:
