@@ -142,7 +142,7 @@ def sandbox_settings(settings: Settings) -> Iterator[tuple[Settings, Any]]:
                 "provider": "runpod",
                 "image": DEMO_IMAGE,
                 "gpus": DEMO_GPUS,
-                "max_price": 2.0,
+                "max_price": 3.5,
                 "ttl_hours": 1.0,
                 "port": settings.port,
                 "engine_python": settings.engine_python,

@@ -20,7 +20,7 @@ from tailpod.config import Settings
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.provision.base import BillingEvidence
-from tailpod.provision.local.lifecycle import up_local
+from tailpod.provision.local.lifecycle import relaunch_local, up_local
 from tailpod.secrets import redact
 
 PROVIDERS = ("local", "runpod", "vastai")
@@ -91,6 +91,49 @@ def evidence_table(evidence: BillingEvidence, title: str) -> Table:
             check.name, "[green]pass[/]" if check.passed else "[red]FAIL[/]", check.detail
         )
     return table
+
+
+def relaunch_arm(
+    run_tag: str,
+    model: str | None,
+    spec_k: int,
+    spec_method: str | None,
+    draft_model: str | None,
+    json_out: bool,
+) -> None:
+    """Restart a running pod's engine with another arm; its startup facts land in the ledger."""
+    settings = settings_from()
+    ledger = ledger_for(settings)
+    record = ledger.resolve(run_tag)
+    if record.status != "running":
+        raise ConfigError(f"{record.run_tag} is {record.status}, not running")
+    current = EngineConfig.from_json(record.engine)
+    wanted = engine_config(
+        replace(settings, model=model or current.model, engine=current.engine,
+                port=current.port, served_name=current.served_name),
+        spec_k, spec_method, draft_model, current.context_length,
+        current.max_running_requests, current.enforce_eager,
+    )  # fmt: skip
+    wanted = replace(wanted, tensor_parallel=current.tensor_parallel, extra_args=current.extra_args)
+    with startup_progress(f"relaunching {wanted.engine} ({wanted.spec.label()})") as update:
+        if record.provider == "local":
+            facts = relaunch_local(settings, record, wanted, ledger, update)
+        else:
+            from tailpod.provision.cloud_up import relaunch_cloud
+
+            facts, _, _ = relaunch_cloud(
+                settings, record, wanted, ledger, lambda line: update(0.0, line)
+            )
+    final = ledger.get(record.run_tag)
+    assert final is not None
+    if json_out:
+        print_json(final.to_json())
+        return
+    console.print(
+        f"[green]relaunched[/] {record.run_tag}: {wanted.spec.label()} on {wanted.model}; "
+        f"KV cache {facts.facts.get('kv_tokens')} tokens, "
+        f"max concurrency {facts.facts.get('max_concurrency')}"
+    )
 
 
 def print_cloud_up(settings: Settings, record: PodRecord) -> None:
@@ -179,9 +222,18 @@ def register(app: typer.Typer) -> None:
         keep_on_failure: bool = typer.Option(
             False, help="Keep (and keep paying for) a pod whose engine failed to start."
         ),
+        relaunch: str = typer.Option(
+            None,
+            "--relaunch",
+            help="RUN_TAG of a running pod: restart its engine with this arm (--spec-k, "
+            "--spec-method, --draft-model, --model) instead of renting a new pod.",
+        ),
         json_out: bool = typer.Option(False, "--json", help="Print the ledger record as JSON."),
     ) -> None:
         """Start a pod and its serving engine, and record it in the ledger."""
+        if relaunch:
+            relaunch_arm(relaunch, model, spec_k, spec_method, draft_model, json_out)
+            return
         settings = settings_from(
             provider=provider,
             engine=engine,

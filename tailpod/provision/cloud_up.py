@@ -233,6 +233,36 @@ def _spec(
     )
 
 
+def run_preflight_or_refuse(
+    settings: Settings,
+    cfg: EngineConfig,
+    allow_unpinned: bool,
+    allow_nonephemeral: bool,
+    use_tailnet: bool,
+    say: Say,
+) -> None:
+    """check-requirements, before anything bills; any failed check refuses the rent."""
+    from tailpod.provision.preflight.base import Plan, Status
+    from tailpod.provision.preflight.runner import run_preflight
+
+    plan = Plan(
+        context_length=cfg.context_length or 4096,
+        allow_unpinned=allow_unpinned,
+        allow_nonephemeral=allow_nonephemeral,
+    )
+    report = run_preflight(settings, plan)
+    failed = [r for r in report.results if r.status is Status.FAIL]
+    if not use_tailnet:
+        failed = [r for r in failed if r.name != "tailscale"]
+    if failed:
+        lines = "; ".join(f"{r.name}: {r.detail}" for r in failed)
+        raise ConfigError(
+            f"preflight failed, nothing was rented: {lines}",
+            hint="run `tailpod check-requirements` for the fixes",
+        )
+    say(f"preflight passed ({len(report.results)} checks)")
+
+
 def up_cloud(
     settings: Settings,
     cfg: EngineConfig,
@@ -244,6 +274,7 @@ def up_cloud(
     use_tailnet: bool = True,
     keep_on_failure: bool = False,
     image_gb: float | None = None,
+    preflight: bool = True,
 ) -> tuple[PodRecord, PodInfo]:
     from tailpod.provision.lifecycle import down_remote, up_remote
 
@@ -251,6 +282,8 @@ def up_cloud(
         raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
     if cfg.host != "127.0.0.1":
         raise ConfigError("the engine must listen on 127.0.0.1 on a pod")
+    if preflight:
+        run_preflight_or_refuse(settings, cfg, allow_unpinned, allow_nonephemeral, use_tailnet, say)
     image, digest = pinned_image(settings, allow_unpinned)
     if use_tailnet:
         from tailpod.provision.tailnet.lifecycle import check_tailnet_requirements

@@ -146,6 +146,19 @@ def test_benchmark_plain_vs_ngram_is_gated_and_counts_tokens_from_usage(
     assert 0 < ours <= engine_accepted
 
 
+def test_up_relaunch_switches_the_running_engine_to_another_arm(pod: dict[str, Any]) -> None:
+    tag = pod["record"]["run_tag"]
+    result = invoke("up", "--relaunch", tag, "--spec-k", "1", "--spec-method", "ngram", "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert record["run_tag"] == tag and record["engine"]["spec"]["k"] == 1
+    arm = record["extra"]["arms"]["ngram-k1"]
+    assert arm["startup"]["facts"]["kv_tokens"] > 0
+    assert '"method":"ngram"' in " ".join(arm["argv"])
+    status = json.loads(invoke("status", "--json").output)["pods"][0]
+    assert status["healthy"] and status["arm"] == "ngram-k1"
+
+
 def test_draft_model_arm_passes_and_a_planted_divergence_is_void(
     pod: dict[str, Any], tiny_models: dict[str, Path]
 ) -> None:

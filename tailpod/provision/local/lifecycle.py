@@ -61,6 +61,25 @@ def check_model(model: str) -> None:
         )
 
 
+def work_around_mtp_trap(
+    settings: Settings, cfg: EngineConfig, run_tag: str
+) -> tuple[EngineConfig, list[str]]:
+    """A quantized checkpoint whose MTP tensors are stored unquantized but missing from the
+    quantization ignore list makes the loader die; serve a patched copy of its config instead
+    (weights symlinked) and say what was added."""
+    import shutil
+    from dataclasses import replace
+
+    from tailpod.bootstrap.checkpoint import fix_mtp_ignore_list
+
+    patched = settings.home / "patched" / run_tag / cfg.spec.label()
+    shutil.rmtree(patched, ignore_errors=True)
+    added = fix_mtp_ignore_list(cfg.model, patched)
+    if not added:
+        return cfg, []
+    return replace(cfg, model=str(patched)), added
+
+
 def _start(
     settings: Settings,
     provider: LocalProvider,
@@ -69,6 +88,12 @@ def _start(
     cfg: EngineConfig,
     progress: Progress | None,
 ) -> StartupFacts:
+    cfg, patched = work_around_mtp_trap(settings, cfg, record.run_tag)
+    if patched:
+        ledger.update(record.run_tag, event="mtp-ignore-list-patched", extra={
+            **(ledger.get(record.run_tag) or record).extra,
+            "mtp_ignore_patch": {"served_from": cfg.model, "added": patched},
+        })  # fmt: skip
     adapter = get_adapter(cfg.engine)
     python = engine_python(settings)
     plan = adapter.launch_plan(cfg, python=python)
