@@ -154,6 +154,22 @@ def print_cloud_up(settings: Settings, record: PodRecord) -> None:
     console.print(f"  ssh config entry written to {path}")
 
 
+def heartbeat_pod(settings: Settings, record: PodRecord) -> dict[str, Any] | None:
+    """Beat the pod's dead-man switch and return its status; None when there is none to reach.
+    `status` is tailpod at work, so it counts as a heartbeat."""
+    if record.provider == "local" or record.status != "running" or not record.ssh:
+        return None
+    from tailpod.errors import TailpodError
+    from tailpod.provision.cloud_up import PodShell
+    from tailpod.provision.ssh.client import SshTarget, open_ssh
+
+    try:
+        with open_ssh(settings, SshTarget.from_record(record.ssh), wait_s=15) as ssh:
+            return PodShell(ssh).heartbeat()
+    except TailpodError as exc:
+        return {"error": exc.message}
+
+
 def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
     state = None
     healthy = False
@@ -301,6 +317,9 @@ def register(app: typer.Typer) -> None:
         run_tag: str = typer.Argument(None, help="One run tag; default: every active pod."),
         json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
         all_records: bool = typer.Option(False, "--all", help="Include terminated pods."),
+        beat: bool = typer.Option(
+            True, help="Send each cloud pod's dead-man switch a heartbeat (over SSH)."
+        ),
     ) -> None:
         """What is running: provider, engine, model, endpoint, GPU, $/hr, uptime, spend, health."""
         settings = settings_from()
@@ -310,6 +329,9 @@ def register(app: typer.Typer) -> None:
         else:
             records = ledger.all() if all_records else ledger.active()
         rows = [pod_status(settings, r) for r in records]
+        if beat:
+            for row, record in zip(rows, records, strict=True):
+                row["deadman"] = heartbeat_pod(settings, record)
         cloud = remote.remote_report(settings, ledger)
         if json_out:
             print_json({"pods": rows, **({"cloud": cloud.to_json()} if cloud else {})})
@@ -349,6 +371,16 @@ def register(app: typer.Typer) -> None:
                 "[green]healthy[/]" if row["healthy"] else "[red]down[/]",
             )
         console.print(table)
+        for row in rows:
+            deadman = row.get("deadman")
+            if deadman and "error" in deadman:
+                console.print(f"  {row['run_tag']}: dead-man heartbeat failed: {deadman['error']}")
+            elif deadman:
+                ttl = deadman.get("ttl_left_s")
+                console.print(
+                    f"  {row['run_tag']}: dead-man switch {deadman.get('state')}, heartbeat sent"
+                    + (f", TTL left {ttl / 3600:.1f} h" if isinstance(ttl, (int, float)) else "")
+                )
 
     @app.command()
     @handle_errors

@@ -1,0 +1,108 @@
+"""`tailpod up --provider vastai` → status → benchmark → down, through the CLI, on the sandbox cloud.
+
+Real sshd per pod, the Tailscale emulator standing in for tailscaled, the stand-in registry for the
+digest, and the real CPU engine started over SSH by the on-pod runner.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tailpod.cli.demo import demo_ssh_key
+from tailpod.cli.main import app
+from tailpod.provision.sandbox.server import Sandbox, start_sandbox
+from tailpod.provision.sandbox.sshd import sshd_available
+from tailpod.provision.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+
+pytestmark = [
+    pytest.mark.engine,
+    pytest.mark.skipif(not sshd_available(), reason="OpenSSH sshd is not installed"),
+]
+runner = CliRunner()
+IMAGE = "vllm/vllm-openai:v0.11.0"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cloud(engine_env: dict[str, str], tiny_models: dict[str, Path]) -> Iterator[dict[str, Any]]:
+    home = Path(engine_env["TAILPOD_HOME"])
+    sandbox = start_sandbox(
+        sshd=True,
+        workdir=home / "sandbox",
+        stand_in_config={
+            "registry": {"images": {"vllm/vllm-openai": {"v0.11.0": "sha256:" + "ab" * 32}}}
+        },
+    )
+    env = {
+        **sandbox.env(),
+        "TAILSCALE_API_KEY": DEFAULT_API_TOKEN,
+        "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
+        "TAILPOD_SSH_KEY": str(demo_ssh_key(home)),
+        "TAILPOD_PROVIDER": "vastai",
+        "TAILPOD_MODEL": str(tiny_models["target"]),
+        "TAILPOD_IMAGE": IMAGE,
+        "TAILPOD_GPUS": "RTX 4090",
+        "TAILPOD_MAX_PRICE": "1.0",
+        "TAILPOD_PORT": str(free_port()),
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        try:
+            yield {"sandbox": sandbox, "home": home, "env": env}
+        finally:
+            sandbox.close()
+
+
+def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_processes: Any) -> None:
+    sandbox: Sandbox = cloud["sandbox"]
+    up = runner.invoke(app, ["up", "--context-length", "1024", "--enforce-eager", "--json"])
+    assert up.exit_code == 0, up.output
+    record = json.loads(up.output)
+    tag = record["run_tag"]
+    assert record["provider"] == "vastai" and record["status"] == "running"
+    assert record["image"].startswith("vllm/vllm-openai@sha256:")
+    assert record["endpoint"].startswith(
+        "http://tailpod-" + tag
+    )  # the tailnet name, not a public port
+    assert record["extra"]["startup"]["facts"]["kv_tokens"] > 0
+    assert record["extra"]["deadman"]["pid"]
+    assert len(sandbox.billing_now()) == 1
+
+    status = runner.invoke(app, ["status", "--json"])
+    assert status.exit_code == 0, status.output
+    (row,) = json.loads(status.output)["pods"]
+    assert row["deadman"]["state"] == "armed" and row["price_per_hr"] > 0
+
+    bench = runner.invoke(
+        app,
+        ["benchmark", "--spec-k", "0", "--concurrency", "1", "--reps", "1", "--max-tokens", "16"],
+    )
+    assert bench.exit_code == 0, bench.output
+    results = cloud["home"] / "results" / tag
+    run = json.loads((results / "run.json").read_text())
+    assert run["measured_from"] == "pod" and run["provider"] == "vastai"
+    cells = [json.loads(line) for line in (results / "rows.jsonl").read_text().splitlines()]
+    assert any(c["kind"] == "cell" and c["output_tok_s"] > 0 for c in cells)
+
+    down = runner.invoke(app, ["down", tag, "--json"])
+    assert down.exit_code == 0, down.output
+    proof = json.loads(down.output)
+    assert proof["proven"] is True
+    assert {c["name"] for c in proof["checks"]} >= {"tailnet device removed", "gone-from-provider"}
+    assert sandbox.billing_now() == []
+    assert leftover_processes(cloud["env"]["TAILPOD_MODEL"]) == []
+    again = runner.invoke(app, ["down", tag])
+    assert again.exit_code == 0 and "already terminated" in again.output
