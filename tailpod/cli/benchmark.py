@@ -154,18 +154,7 @@ def register(app: typer.Typer) -> None:
         )
         rid = run_id or run_id_for(record, settings.results_dir)
         run_dir = RunDirectory(settings.results_dir / rid)
-        ctx = RunContext(
-            run_id=rid,
-            run_tag=record.run_tag,
-            provider=record.provider,
-            model=base.model,
-            engine=base.engine,
-            gpu=record.gpu,
-            gpu_count=record.gpu_count,
-            price_per_hr=record.price_per_hr,
-            image_ref=record.image,
-            image_digest=(record.extra.get("image") or {}).get("digest"),
-        )
+        ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
         with startup_progress("benchmark") as progress:
             host = make_host(settings, ledger, record, progress, cache, from_here)

@@ -77,18 +77,7 @@ def run_benchmark(
         extend_k=False,
     )
     run_dir = RunDirectory(settings.results_dir / record.run_tag)
-    ctx = RunContext(
-        run_id=record.run_tag,
-        run_tag=record.run_tag,
-        provider=record.provider,
-        model=cfg.model,
-        engine=cfg.engine,
-        gpu=record.gpu,
-        gpu_count=record.gpu_count,
-        price_per_hr=record.price_per_hr,
-        image_ref=record.image,
-        image_digest=(record.extra.get("image") or {}).get("digest"),
-    )
+    ctx = RunContext.for_pod(record, record.run_tag, cfg)
     run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
     console.print(summary_table(run_dir.path, "demo benchmark (tok/s from server usage)"))
     return run_dir.path

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tailpod import __version__
-from tailpod.bootstrap.engines.base import SpecArm
+from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
+from tailpod.ledger import PodRecord
 from tailpod.probes.plan import (
     Arm,
     Cell,
@@ -88,6 +89,23 @@ class RunContext:
     image_ref: str | None = None
     image_digest: str | None = None
     run_tag: str | None = None
+
+    @classmethod
+    def for_pod(cls, record: PodRecord, run_id: str, cfg: EngineConfig) -> RunContext:
+        """Provenance of a run on this pod: what the ledger knows about where it ran."""
+        return cls(
+            run_id=run_id,
+            run_tag=record.run_tag,
+            provider=record.provider,
+            model=cfg.model,
+            engine=cfg.engine,
+            gpu=record.gpu,
+            gpu_count=record.gpu_count,
+            price_per_hr=record.price_per_hr,
+            machine=record.extra.get("machine") or {},
+            image_ref=record.image,
+            image_digest=(record.extra.get("image") or {}).get("digest"),
+        )
 
 
 def _now() -> str:

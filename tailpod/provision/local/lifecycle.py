@@ -135,7 +135,13 @@ def _start(
         record.run_tag,
         event="engine-healthy",
         status="running",
-        extra={**current.extra, "startup": facts.to_json(), "startup_s": took, "arms": arms},
+        extra={
+            **current.extra,
+            "startup": facts.to_json(),
+            "startup_s": took,
+            "arms": arms,
+            "machine": state.get("machine"),
+        },
     )
     return facts
 
