@@ -199,6 +199,19 @@ def healthy(host: str, port: int, path: str = "/health", timeout: float = 2.0) -
         return False
 
 
+def engine_version(host: str, port: int, timeout: float = 5.0) -> str | None:
+    """The serving engine's own version: vLLM `/version`, SGLang `/get_server_info`."""
+    for path in ("/version", "/get_server_info"):
+        try:
+            with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=timeout) as resp:
+                data = json.loads(resp.read().decode("utf-8", errors="replace"))
+        except (urllib.error.URLError, OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("version"), str):
+            return str(data["version"])
+    return None
+
+
 def wait_healthy(
     state: dict[str, Any],
     timeout: float,
@@ -281,6 +294,7 @@ def _main(argv: list[str] | None = None) -> int:
             print(json.dumps({"ok": False, "error": str(exc), "tail": exc.tail}))
             return 1
         state["startup_s"] = took
+        state["engine_version"] = engine_version(state["host"], int(state["port"]))
         _write_state(args.state_dir, state)
         print(json.dumps({"ok": True, **state}))
         return 0

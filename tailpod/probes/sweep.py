@@ -99,6 +99,7 @@ class RunContext:
             provider=record.provider,
             model=cfg.model,
             engine=cfg.engine,
+            engine_version=record.extra.get("engine_version"),
             gpu=record.gpu,
             gpu_count=record.gpu_count,
             price_per_hr=record.price_per_hr,

@@ -330,6 +330,7 @@ def up_cloud(
             extra={**current.extra, "startup": facts.to_json(), "arms": arms,
                    "startup_s": result.get("startup_s"), "pod_state_dir": shell.state_dir,
                    "machine": result.get("machine"),
+                   "engine_version": result.get("engine_version"),
                    "deadman": {"ttl_at": ttl_at, "pid": deadman.get("pid"),
                                "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}},
         )  # fmt: skip

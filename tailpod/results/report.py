@@ -6,6 +6,7 @@ table can be checked against `tailpod report --json` mechanically.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from typing import Any
 from tailpod.results.analysis import AnalysisSettings, analyze
 from tailpod.results.compare import compare_analyses
 from tailpod.results.io import STAMP, load_run
+from tailpod.results.kl import KL_FILE
 from tailpod.results.plots import PLOT_FILES, plot_compare, write_plots
 from tailpod.secrets import redact
 
@@ -389,6 +391,94 @@ def render_run_markdown(an: dict[str, Any]) -> str:
     return redact("\n".join(L))
 
 
+def load_kl(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """kl.json of a run directory (written by `tailpod eval kl`), or None when it has none."""
+    path = Path(run_dir) / KL_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:.1%}"
+
+
+def render_kl_section(kl: dict[str, Any]) -> list[str]:
+    """The "KL vs reference" section: one row per candidate, then per prompt class."""
+    ref = kl.get("reference") or {}
+    cands = kl.get("candidates") or []
+    L = ["## KL vs reference", ""]
+    L += [
+        f"Reference `{ref.get('model')}`: greedy continuations of up to {kl.get('max_tokens')} "
+        f"tokens over {len(kl.get('prompts') or [])} prompts ({ref.get('positions')} positions); "
+        f"every candidate scored on the reference's tokens (teacher forcing, "
+        f"{kl.get('method') or 'method unknown'}), top-{kl.get('top_k')} logprobs.",
+        "",
+        f"Estimator: {kl.get('estimator')}.",
+        "",
+        f"Reference noise floor: its own scored top-1 is its greedy token at "
+        f"{_pct(ref.get('top1_is_greedy_token'))} of positions.",
+        "",
+    ]
+    if not cands:
+        return L + ["No candidate finished.", ""]
+    rows = []
+    for c in cands:
+        k = c["kl"]
+        inf = f" (+{k['infinite']} ∞)" if k.get("infinite") else ""
+        div = c.get("first_divergence_median")
+        rows.append([
+            c["label"], f"`{c.get('model')}`", fmt_num(k.get("mean")) + inf, fmt_num(k.get("p90")),
+            fmt_num(k.get("p99")), fmt_num(k.get("max")), _pct(c.get("top1_agreement")),
+            _pct((c.get("ref_mass_covered") or {}).get("mean")),
+            f"{c.get('diverged_prompts')}/{c.get('prompts')}"
+            + (f" (median at token {fmt_num(div)})" if div is not None else ""),
+        ])  # fmt: skip
+    L += _table(
+        ["candidate", "model", "KL mean (nats)", "p90", "p99", "max", "top-1 agreement",
+         "ref mass covered", "greedy diverges"],
+        rows, None,
+    )  # fmt: skip
+    by_class = [
+        [c["label"], cls, str(v.get("positions")), fmt_num(v.get("kl_mean")),
+         fmt_num(v.get("kl_p90")), _pct(v.get("top1_agreement"))]
+        for c in cands for cls, v in sorted((c.get("by_class") or {}).items())
+    ]  # fmt: skip
+    if by_class:
+        L += ["By prompt class.", ""]
+        L += _table(["candidate", "class", "positions", "KL mean", "KL p90", "top-1 agreement"],
+                    by_class, None)  # fmt: skip
+    skipped = [(c["label"], s) for c in cands for s in c.get("skipped_prompts") or []]
+    if skipped:
+        L += ["Skipped prompts:", ""]
+        L += [f"- {label}: {s.get('prompt')}: {s.get('reason')}" for label, s in skipped] + [""]
+    for note in kl.get("notes") or []:
+        L += [f"- {note}"]
+    return L + ["Raw logprobs: `logprobs-*.json`; every number above: `kl.json`.", ""]
+
+
+def render_kl_markdown(kl: dict[str, Any]) -> str:
+    """A report for a run directory that holds only a KL evaluation."""
+    engine = kl.get("engine") or {}
+    L = [f"# tailpod KL evaluation — {kl.get('run_id')}", ""]
+    L += _table(
+        ["field", "value"],
+        [
+            ["run tag", str(kl.get("run_tag") or "—")],
+            ["engine", f"{engine.get('name')} {engine.get('version') or '(version unknown)'}"],
+            ["provider / GPU", f"{kl.get('provider')} / {(kl.get('pod') or {}).get('gpu') or 'none'}"],
+            ["measured from", str(kl.get("measured_from"))],
+            ["created", f"{kl.get('created_at')} (finished {kl.get('finished_at') or 'no'})"],
+        ],
+        None,
+    )
+    return redact("\n".join(L + render_kl_section(kl)))
+
+
 def render_compare_markdown(cmp: dict[str, Any]) -> str:
     stamp = cmp.get("stamp")
     runs = cmp["runs"]
@@ -539,8 +629,15 @@ def write_report(
         run = load_run(d)
         an = analyze(run, settings)
         assert run.path is not None
-        write_plots(an, run.path)
-        (run.path / REPORT_FILE).write_text(render_run_markdown(an))
+        kl = load_kl(run.path)
+        if kl is not None and not run.cells:  # a KL evaluation only: no throughput to plot
+            (run.path / REPORT_FILE).write_text(render_kl_markdown(kl))
+        else:
+            write_plots(an, run.path)
+            text = render_run_markdown(an)
+            if kl is not None:
+                text += "\n" + redact("\n".join(render_kl_section(kl)))
+            (run.path / REPORT_FILE).write_text(text)
         analyses.append(an)
     first = Path(analyses[0]["run_dir"])
     if len(analyses) == 1:

@@ -141,6 +141,7 @@ def _start(
             "startup_s": took,
             "arms": arms,
             "machine": state.get("machine"),
+            "engine_version": onpod.engine_version(cfg.host, cfg.port),
         },
     )
     return facts

@@ -1,0 +1,245 @@
+"""`tailpod eval kl`: how faithful is a checkpoint to a reference, measured on the pod.
+
+KL(reference ‖ candidate) and top-1 agreement at every position of the reference's greedy
+continuations, several candidates served one after the other on one pod (docs/kl-eval.md).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from tailpod.bootstrap.engines.base import EngineConfig
+from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
+from tailpod.config import Settings
+from tailpod.errors import ConfigError
+from tailpod.ledger import Ledger, PodRecord
+from tailpod.probes.sweep import RunContext, RunDirectory
+
+eval_app = typer.Typer(
+    name="eval",
+    help="Evaluate checkpoints against a reference on the pod (KL divergence, top-1 agreement).",
+    no_args_is_help=True,
+)
+
+
+def _fmt(v: float | None, spec: str = ".4g") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def results_table(doc: dict[str, Any]) -> Table:
+    ref = doc.get("reference") or {}
+    table = Table(
+        title=f"KL vs reference {ref.get('model')} — top-{doc['top_k']}, "
+        f"{ref.get('positions')} positions (a lower bound: docs/kl-eval.md)"
+    )
+    for col in ("candidate", "KL mean", "p90", "p99", "max", "top-1 agree", "ref mass covered",
+                "greedy diverges"):  # fmt: skip
+        table.add_column(col)
+    for c in doc.get("candidates", []):
+        k = c["kl"]
+        inf = f" +{k['infinite']}∞" if k["infinite"] else ""
+        med = c.get("first_divergence_median")
+        table.add_row(
+            c["label"],
+            _fmt(k["mean"]) + inf,
+            _fmt(k["p90"]),
+            _fmt(k["p99"]),
+            _fmt(k["max"]),
+            _fmt(c["top1_agreement"], ".1%"),
+            _fmt((c.get("ref_mass_covered") or {}).get("mean"), ".1%"),
+            f"{c['diverged_prompts']}/{c['prompts']}"
+            + (f" (median @{med:g})" if med is not None else ""),
+        )
+    return table
+
+
+def _up_local(
+    settings: Settings, ledger: Ledger, model: str, context_length: int | None, top_k: int
+) -> PodRecord:
+    from tailpod.cli.lifecycle import engine_config, startup_progress
+    from tailpod.probes.kl_eval import with_max_logprobs
+    from tailpod.provision.local.lifecycle import up_local
+
+    cfg = engine_config(settings, 0, None, None, context_length or 1024, None, True)
+    cfg = with_max_logprobs(cfg, top_k)
+    with startup_progress(f"starting {cfg.engine} for the KL evaluation") as update:
+        return up_local(settings, cfg, ledger, update)
+
+
+def _down(settings: Settings, ledger: Ledger, run_tag: str) -> None:
+    from tailpod.provision.lifecycle import down_remote
+
+    record = ledger.get(run_tag)
+    if record is None or record.status == "terminated":
+        return
+    down_remote(settings, ledger, record)  # raises (exit 3) unless billing is proven stopped
+    console.print(f"[green]down[/] {run_tag}: the pod this evaluation started is gone (proven)")
+
+
+def _context(record: PodRecord, run_id: str, reference: str) -> RunContext:
+    base = EngineConfig.from_json(record.engine)
+    return RunContext(
+        run_id=run_id,
+        run_tag=record.run_tag,
+        provider=record.provider,
+        model=reference,
+        engine=base.engine,
+        engine_version=(record.extra.get("startup") or {}).get("facts", {}).get("engine_version"),
+        gpu=record.gpu,
+        gpu_count=record.gpu_count,
+        price_per_hr=record.price_per_hr,
+        image_ref=record.image,
+        image_digest=(record.extra.get("image") or {}).get("digest"),
+    )
+
+
+def register(app: typer.Typer) -> None:
+    @eval_app.command("kl")
+    @handle_errors
+    def kl(
+        reference: str = typer.Option(
+            None, help="Reference checkpoint (e.g. the BF16 one); default: what the pod serves."
+        ),
+        candidate: list[str] = typer.Option(
+            None, "--candidate", help="Candidate checkpoint, repeatable (FP8, NVFP4, …)."
+        ),
+        run_tag: str = typer.Option(None, help="Pod to use; default: the only active one."),
+        provider: str = typer.Option(
+            None, help="local: use the local engine, starting one (and stopping it after) if none runs."
+        ),
+        reference_url: str = typer.Option(None, help="A running reference endpoint instead of a pod."),
+        candidate_url: list[str] = typer.Option(
+            None, "--candidate-url", help="A running candidate endpoint, repeatable."
+        ),
+        engine: str = typer.Option("auto", help="With URLs: vllm, sglang or auto (from /metrics)."),
+        top_k: int = typer.Option(20, min=1, help="Logprobs per position (vLLM > 20 raises --max-logprobs)."),
+        max_tokens: int = typer.Option(128, min=1, help="Greedy continuation length per prompt."),
+        prompts: Path = typer.Option(None, help="Prompt set JSON (default: the shipped kl_prompts.json)."),
+        prompt_classes: str = typer.Option(None, help="Only these classes, e.g. prose,code."),
+        run_id: str = typer.Option(None, help="Run directory name (default: <run tag>-kl)."),
+        port: int = typer.Option(None, help="Engine port when this command starts the local engine."),
+        context_length: int = typer.Option(None, help="Context length of a local engine it starts."),
+        restore: bool = typer.Option(
+            True, help="Serve the pod's original model again afterwards (one more restart)."
+        ),
+        keep: bool = typer.Option(False, help="Keep a local engine this command started."),
+        json_out: bool = typer.Option(False, "--json", help="Print kl.json."),
+    ) -> None:
+        """KL(reference ‖ candidate) and top-1 agreement on the reference's greedy tokens.
+
+        Each arm is served on the same pod in turn; the probe collects top-k logprobs there with
+        teacher forcing, so every candidate is scored on exactly the reference's tokens.
+        """
+        from tailpod.probes.kl_eval import (
+            EndpointLogprobSource,
+            kl_run_id,
+            label_arms,
+            load_prompts,
+            run_kl_eval,
+        )
+
+        classes = [c for c in (prompt_classes or "").split(",") if c]
+        prompt_set = load_prompts(prompts, classes or None)
+        candidates = list(candidate or [])
+        say = (lambda msg: None) if json_out else (lambda msg: console.print(msg))
+        t0 = time.time()
+        if reference_url or candidate_url:
+            if not (reference_url and candidate_url):
+                raise ConfigError("give both --reference-url and at least one --candidate-url")
+            if candidates and len(candidates) != len(candidate_url):
+                raise ConfigError("give one --candidate name per --candidate-url, or none")
+            names = candidates or [f"candidate-{i + 1}" for i in range(len(candidate_url))]
+            arms = label_arms(reference or "reference", names, reference_url, candidate_url)
+            settings = settings_from()
+            rid = run_id or kl_run_id(settings.results_dir, time.strftime("urls-%Y%m%d-%H%M%S"))
+            ctx = RunContext(run_id=rid, provider="endpoints", model=arms[0].model, engine=engine)
+            doc = run_kl_eval(
+                EndpointLogprobSource(engine), arms, prompt_set,
+                RunDirectory(settings.results_dir / rid), ctx, top_k, max_tokens, say,
+            )  # fmt: skip
+        else:
+            if not candidates:
+                raise ConfigError("give at least one --candidate checkpoint")
+            settings = settings_from(provider=provider, port=port)
+            ledger = ledger_for(settings)
+            started_here = None
+            if run_tag:
+                record = ledger.resolve(run_tag)
+            elif provider == "local" and not [r for r in ledger.active() if r.provider == "local"]:
+                if not reference:
+                    raise ConfigError("--reference is needed to start a local engine")
+                record = _up_local(settings, ledger, reference, context_length, top_k)
+                started_here = record.run_tag
+                say(f"started a local engine for the evaluation: {record.run_tag}")
+            else:
+                record = ledger.resolve(None)
+            try:
+                doc = _run_on_pod(
+                    settings, ledger, record, reference, candidates, prompt_set, top_k,
+                    max_tokens, run_id, restore and started_here is None, say,
+                )  # fmt: skip
+            finally:
+                if started_here and not keep:
+                    _down(settings, ledger, started_here)
+        if json_out:
+            print_json(doc)
+            return
+        console.print(results_table(doc))
+        for note in doc.get("notes") or []:
+            console.print(f"note: {note}")
+        console.print(f"results: {settings.results_dir / doc['run_id']} ({time.time() - t0:.0f} s)")
+
+    app.add_typer(eval_app, name="eval")
+
+
+def _run_on_pod(
+    settings: Settings,
+    ledger: Ledger,
+    record: PodRecord,
+    reference: str | None,
+    candidates: list[str],
+    prompt_set: list[dict[str, Any]],
+    top_k: int,
+    max_tokens: int,
+    run_id: str | None,
+    restore: bool,
+    say: Any,
+) -> dict[str, Any]:
+    from tailpod.cli.benchmark import make_host
+    from tailpod.cli.lifecycle import startup_progress
+    from tailpod.probes.hosts import ProbeSweepHost
+    from tailpod.probes.kl_eval import PodLogprobSource, kl_run_id, label_arms, run_kl_eval
+    from tailpod.probes.plan import Arm
+
+    if record.status != "running":
+        raise ConfigError(f"{record.run_tag} is {record.status}, not running", hint="tailpod up")
+    original = EngineConfig.from_json(record.engine)
+    if original.engine not in ("vllm", "sglang"):
+        raise ConfigError(f"the KL evaluation needs vLLM or SGLang, not {original.engine}")
+    arms = label_arms(reference or original.model, candidates)
+    rid = run_id or kl_run_id(settings.results_dir, record.run_tag)
+    ctx = _context(record, rid, arms[0].model)
+    with startup_progress("KL evaluation") as progress:
+        host = make_host(settings, ledger, record, progress, "cold", False)
+        try:
+            assert isinstance(host, ProbeSweepHost)
+            source = PodLogprobSource(host, original, top_k)
+            doc = run_kl_eval(
+                source, arms, prompt_set, RunDirectory(settings.results_dir / rid), ctx, top_k,
+                max_tokens, say,
+            )  # fmt: skip
+            if restore and EngineConfig.from_json(
+                (ledger.get(record.run_tag) or record).engine
+            ) != original:
+                say(f"serving {original.model} again (--no-restore skips this)")
+                host.restart(Arm(original.spec.label(), original))
+        finally:
+            close = getattr(host, "close", None)
+            if close is not None:
+                close()
+    return doc
