@@ -116,6 +116,8 @@ def test_benchmark_plain_vs_ngram_is_gated_and_counts_tokens_from_usage(
     spec_line = " ".join(arms["ngram-k2"]["argv"])
     assert '"method":"ngram"' in spec_line and '"num_speculative_tokens":2' in spec_line
     assert run["measured_from"] == "pod" and run["finished_at"]
+    assert run["engine"]["version"] == "0.32.0"  # the engine's own /version, not a guess
+    assert run["pod"]["machine"]["cpu_count"] and run["pod"]["machine"]["gpus"] == []
     all_rows = rows(run_dir)
     requests = [r for r in all_rows if r["kind"] == "request"]
     cells = [r for r in all_rows if r["kind"] == "cell"]
