@@ -322,21 +322,38 @@ def container_session_env(host: SshdPodHost, pod: SandboxPod) -> dict[str, str]:
     }
 
 
+def _session_of(pid: str) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[4])  # field 6: the session id
+
+
 def kill_container_processes(pod_key: str) -> list[int]:
-    """SIGKILL every process whose environment carries this pod's container marker."""
+    """SIGKILL every process of this pod: those whose environment carries the container marker,
+    and everything in their sessions. The session matters because vLLM's EngineCore and workers
+    rename themselves (setproctitle), which overwrites the environment /proc shows."""
     marker = f"{CONTAINER_MARKER}={pod_key}".encode()
-    killed = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
+    me = os.getpid()
+    pids = [e.name for e in Path("/proc").iterdir() if e.name.isdigit() and int(e.name) != me]
+    sessions: set[int] = set()
+    for pid in pids:
         try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
         if marker in environ:
+            sid = _session_of(pid)
+            if sid is not None:
+                sessions.add(sid)
+    sessions.discard(_session_of(str(me)) or -1)  # never this process's own session
+    killed = []
+    for pid in pids:
+        if _session_of(pid) in sessions:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(entry.name), signal.SIGKILL)
-                killed.append(int(entry.name))
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
     return killed
 
 
