@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -57,21 +57,25 @@ def engine_env(
         yield env
 
 
-@pytest.fixture()
-def leftover_processes() -> object:
-    return processes_mentioning
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """PIDs whose command line contains `text` (an engine left behind would show up here)."""
-    found = []
+def engine_processes() -> set[int]:
+    """Live vLLM processes: the API server by its command line, EngineCore and workers by the
+    names they give themselves (their renaming hides the original command line)."""
+    found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if text in cmdline and int(entry.name) != os.getpid():
-            found.append(int(entry.name))
+        if state != "Z" and ("VLLM::" in cmdline or "vllm.entrypoints" in cmdline):
+            found.add(int(entry.name))
     return found
+
+
+@pytest.fixture(scope="module")
+def leftover_engines() -> Callable[[], set[int]]:
+    """Engine processes that appeared during this module and are still alive."""
+    before = engine_processes()
+    return lambda: engine_processes() - before

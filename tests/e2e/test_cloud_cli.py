@@ -66,7 +66,7 @@ def cloud(engine_env: dict[str, str], tiny_models: dict[str, Path]) -> Iterator[
             sandbox.close()
 
 
-def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_processes: Any) -> None:
+def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) -> None:
     sandbox: Sandbox = cloud["sandbox"]
     up = runner.invoke(app, ["up", "--context-length", "1024", "--enforce-eager", "--json"])
     assert up.exit_code == 0, up.output
@@ -103,6 +103,6 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_processes: Any
     assert proof["proven"] is True
     assert {c["name"] for c in proof["checks"]} >= {"tailnet device removed", "gone-from-provider"}
     assert sandbox.billing_now() == []
-    assert leftover_processes(cloud["env"]["TAILPOD_MODEL"]) == []
+    assert leftover_engines() == set()
     again = runner.invoke(app, ["down", tag])
     assert again.exit_code == 0 and "already terminated" in again.output

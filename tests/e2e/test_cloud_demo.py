@@ -26,7 +26,7 @@ def free_port() -> int:
 
 @pytest.mark.skipif(not sshd_available(), reason="OpenSSH sshd is not installed")
 def test_demo_runs_the_cloud_path_and_leaves_nothing(
-    engine_env: dict[str, str], leftover_processes: Any
+    engine_env: dict[str, str], leftover_engines: Any
 ) -> None:
     port = free_port()
     result = CliRunner().invoke(
@@ -66,6 +66,6 @@ def test_demo_runs_the_cloud_path_and_leaves_nothing(
         for secret in (DEFAULT_AUTH_KEY, DEFAULT_API_TOKEN, DEFAULT_RUNPOD_KEY):
             assert secret not in text, path
     # A terminated pod takes its SSH-started engine with it.
-    assert leftover_processes(str(home / "models" / "tiny-target")) == []
+    assert leftover_engines() == set()
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0
