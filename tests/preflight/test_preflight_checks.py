@@ -417,11 +417,15 @@ def test_tools_pass_ssh_client_for_cloud(world: World) -> None:
 
 
 def test_tools_pass_local_engine_python(world: World) -> None:
-    import importlib.util
+    import os
+    import subprocess
 
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("vllm is not installed in this environment")
-    result = one(world, "tools", TAILPOD_PROVIDER="local", TAILPOD_ENGINE_PYTHON=sys.executable)
+    # The engine has its own environment (`make engine`); the Makefile exports its Python.
+    python = os.environ.get("TAILPOD_ENGINE_PYTHON") or sys.executable
+    probe = "import importlib.util,sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+    if not Path(python).exists() or subprocess.run([python, "-c", probe]).returncode != 0:
+        pytest.skip("no Python with vllm here (run `make engine`)")
+    result = one(world, "tools", TAILPOD_PROVIDER="local", TAILPOD_ENGINE_PYTHON=python)
     assert result.status is Status.PASS, result.detail
 
 
