@@ -327,7 +327,7 @@ def _session_of(pid: str) -> int | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[4])  # field 6: the session id
+    return int(stat.rsplit(")", 1)[1].split()[3])  # field 6 of /proc/pid/stat: the session id
 
 
 def kill_container_processes(pod_key: str) -> list[int]:
