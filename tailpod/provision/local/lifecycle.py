@@ -25,10 +25,10 @@ def engine_python(settings: Settings) -> str:
     return settings.engine_python or sys.executable
 
 
-def cpu_engine_env(settings: Settings, label: str) -> dict[str, str]:
-    """Environment for the CPU vLLM build: a bounded KV cache, offline hub, cache under tailpod."""
+def local_engine_env(settings: Settings, label: str) -> dict[str, str]:
+    """The local checkpoint needs no Hub; the compile cache stays in tailpod's directory. (The
+    on-pod runner sizes the KV cache itself when the machine has no GPU.)"""
     return {
-        "VLLM_CPU_KVCACHE_SPACE": "1",
         "HF_HUB_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
@@ -102,7 +102,7 @@ def _start(
         gpu_preference=[],
         image="local",
         start_command=plan.argv,
-        env={**plan.env, **cpu_engine_env(settings, cfg.spec.label())},
+        env={**plan.env, **local_engine_env(settings, cfg.spec.label())},
         ports=[cfg.port],
     )
     info = provider.create(spec)
