@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
@@ -70,6 +71,31 @@ class StartupFacts:
 
     def to_json(self) -> dict[str, Any]:
         return {"engine": self.engine, "facts": self.facts, "lines": self.lines}
+
+
+LogParser = Callable[[str, dict[str, Any], list[str]], None]
+
+
+def parse_never_raising(engine: str, text: str, facts: dict[str, Any],
+                        parse_into: LogParser) -> StartupFacts:
+    """Run `parse_into(text, facts, kept)` so that a parser bug is named in the facts
+    (`parse_error`) instead of raised: `EngineAdapter.parse_startup` must not raise."""
+    kept: list[str] = []
+    try:
+        parse_into(str(text), facts, kept)
+    except Exception as exc:  # a parser bug must not take the caller down; say so instead
+        facts["parse_error"] = type(exc).__name__
+    return StartupFacts(engine=engine, facts=facts, lines=kept)
+
+
+def float_or_none(text: str | None) -> float | None:
+    """A number a log printed; None when it is absent or not a number."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 class EngineAdapter(abc.ABC):

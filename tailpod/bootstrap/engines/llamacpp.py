@@ -11,7 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tailpod.bootstrap.engines.base import EngineAdapter, EngineConfig, LaunchPlan, StartupFacts
+from tailpod.bootstrap.engines.base import (
+    EngineAdapter,
+    EngineConfig,
+    LaunchPlan,
+    StartupFacts,
+    parse_never_raising,
+)
 from tailpod.bootstrap.engines.versions import EngineVersion, parse_version
 from tailpod.errors import ConfigError
 
@@ -189,13 +195,7 @@ def _empty_facts() -> dict[str, Any]:
 
 def parse_llamacpp_log(text: str) -> StartupFacts:
     """Facts from a llama-server log. Never raises; a fact the log does not state stays None."""
-    facts = _empty_facts()
-    kept: list[str] = []
-    try:
-        _parse_into(str(text), facts, kept)
-    except Exception as exc:  # a parser bug must not take the caller down; say so instead
-        facts["parse_error"] = type(exc).__name__
-    return StartupFacts(engine="llamacpp", facts=facts, lines=kept)
+    return parse_never_raising("llamacpp", text, _empty_facts(), _parse_into)
 
 
 def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:

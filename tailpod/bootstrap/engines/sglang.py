@@ -11,7 +11,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tailpod.bootstrap.engines.base import EngineAdapter, EngineConfig, LaunchPlan, StartupFacts
+from tailpod.bootstrap.engines.base import (
+    EngineAdapter,
+    EngineConfig,
+    LaunchPlan,
+    StartupFacts,
+    float_or_none,
+    parse_never_raising,
+)
 from tailpod.bootstrap.engines.versions import parse_version
 from tailpod.errors import ConfigError
 
@@ -206,15 +213,6 @@ def _primary(ranks: dict[str, _RankEvents], attr: str) -> Any:
     return getattr(ranks[with_events[0]], attr)
 
 
-def _float(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
 def _empty_facts() -> dict[str, Any]:
     return {
         "kv_tokens": None,
@@ -266,13 +264,7 @@ def _empty_facts() -> dict[str, Any]:
 
 def parse_sglang_log(text: str) -> StartupFacts:
     """Facts from an SGLang log. Never raises; a fact the log does not state stays None."""
-    facts = _empty_facts()
-    kept: list[str] = []
-    try:
-        _parse_into(str(text), facts, kept)
-    except Exception as exc:  # a parser bug must not take the caller down; say so instead
-        facts["parse_error"] = type(exc).__name__
-    return StartupFacts(engine="sglang", facts=facts, lines=kept)
+    return parse_never_raising("sglang", text, _empty_facts(), _parse_into)
 
 
 def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
@@ -319,7 +311,7 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
             events.mamba.append(mamba)
         elif swa := _SWA.search(line):
             if facts["swa_kv_gb"] is None:
-                facts["swa_kv_gb"] = _float(swa.group(1))
+                facts["swa_kv_gb"] = float_or_none(swa.group(1))
                 facts["swa_tokens"] = int(swa.group(2))
                 facts["swa_full_tokens"] = int(swa.group(3))
         elif kv_dtype := _KV_DTYPE.search(line):
@@ -371,9 +363,9 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
     if mamba_events:
         first = mamba_events[0]
         facts["mamba_cache_size"] = int(first.group(1))
-        facts["mamba_conv_state_gb"] = _float(first.group(2))
-        facts["mamba_ssm_state_gb"] = _float(first.group(3))
-        facts["mamba_intermediate_ssm_state_gb"] = _float(first.group(4))
+        facts["mamba_conv_state_gb"] = float_or_none(first.group(2))
+        facts["mamba_ssm_state_gb"] = float_or_none(first.group(3))
+        facts["mamba_intermediate_ssm_state_gb"] = float_or_none(first.group(4))
     if facts["kv_tokens_draft"] is not None:
         note("second KV pool (draft)")
     if facts["draft_model_class"] is not None:
@@ -388,9 +380,9 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
 def _kv_facts(facts: dict[str, Any], events: list[re.Match[str]]) -> None:
     for index, match in enumerate(events[:2]):
         dtype, tokens, k_size, v_size, kv_size = match.groups()
-        size = _float(kv_size) if kv_size is not None else None
+        size = float_or_none(kv_size) if kv_size is not None else None
         if k_size is not None and v_size is not None:
-            k, v = _float(k_size), _float(v_size)
+            k, v = float_or_none(k_size), float_or_none(v_size)
             size = round(k + v, 4) if k is not None and v is not None else None
         suffix = "" if index == 0 else "_draft"
         facts[f"kv_tokens{suffix}"] = int(tokens)
@@ -404,7 +396,7 @@ def _weights_facts(facts: dict[str, Any], events: list[str]) -> None:
         suffix = "" if index == 0 else "_draft"
         usage = _W_USAGE.search(rest)
         kind = _W_TYPE.search(rest)
-        facts[f"weights_gb{suffix}"] = _float(usage.group(1)) if usage else None
+        facts[f"weights_gb{suffix}"] = float_or_none(usage.group(1)) if usage else None
         facts["model_class" if index == 0 else "draft_model_class"] = (
             kind.group(1) if kind else None
         )
@@ -426,7 +418,7 @@ def _capacity_facts(facts: dict[str, Any], events: list[str]) -> None:
         facts[key] = int(found.group(1)) if found else None
     avail = _AVAIL.search(line)
     if avail:
-        facts[f"available_{avail.group(1)}_mem_gb"] = _float(avail.group(2))
+        facts[f"available_{avail.group(1)}_mem_gb"] = float_or_none(avail.group(2))
 
 
 def _algorithm(from_args: str | None, facts: dict[str, Any]) -> str | None:

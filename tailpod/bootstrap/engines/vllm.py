@@ -11,7 +11,14 @@ import json
 import re
 from typing import Any
 
-from tailpod.bootstrap.engines.base import EngineAdapter, EngineConfig, LaunchPlan, StartupFacts
+from tailpod.bootstrap.engines.base import (
+    EngineAdapter,
+    EngineConfig,
+    LaunchPlan,
+    StartupFacts,
+    float_or_none,
+    parse_never_raising,
+)
 from tailpod.bootstrap.engines.versions import EngineVersion, parse_version
 from tailpod.errors import ConfigError
 
@@ -201,13 +208,6 @@ def _int(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None
-
-
 def _first(*groups: str | None) -> str | None:
     return next((g for g in groups if g is not None), None)
 
@@ -245,13 +245,7 @@ def _empty_facts() -> dict[str, Any]:
 
 def parse_vllm_log(text: str) -> StartupFacts:
     """Facts from a vLLM log. Never raises; a fact the log does not state stays None."""
-    facts = _empty_facts()
-    kept: list[str] = []
-    try:
-        _parse_into(str(text), facts, kept)
-    except Exception as exc:  # a parser bug must not take the caller down; say so instead
-        facts["parse_error"] = type(exc).__name__
-    return StartupFacts(engine="vllm", facts=facts, lines=kept)
+    return parse_never_raising("vllm", text, _empty_facts(), _parse_into)
 
 
 def _set_once(facts: dict[str, Any], key: str, value: Any) -> None:
@@ -297,10 +291,10 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
             _set_once(facts, "max_concurrency", float(found.group(2)))
             keep = True
         if found := _WEIGHTS.search(line):
-            _set_once(facts, "weights_gib", _float(_first(*found.groups())))
+            _set_once(facts, "weights_gib", float_or_none(_first(*found.groups())))
             keep = True
         if found := _KV_MEMORY.search(line):
-            _set_once(facts, "kv_memory_gib", _float(_first(*found.groups())))
+            _set_once(facts, "kv_memory_gib", float_or_none(_first(*found.groups())))
             keep = True
         if found := _AVAILABLE_BYTES.search(line):
             _set_once(facts, "available_memory_bytes", int(found.group(1)))
