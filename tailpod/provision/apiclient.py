@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 from tenacity import (
@@ -22,7 +22,8 @@ from tenacity import (
     stop_after_attempt,
 )
 
-from tailpod.errors import AuthError, ProviderError
+from tailpod.errors import AuthError, ConfigError, ProviderError
+from tailpod.provision.base import PodInfo, PodState, Provider
 from tailpod.secrets import Secret, redact
 
 
@@ -199,3 +200,126 @@ class JsonApi:
                     return response
                 self.raise_for(response, what)
         raise AssertionError("unreachable: tenacity reraises")
+
+
+class ApiProvider(Provider):
+    """What the RunPod and vast.ai adapters share around their APIs: the client, the
+    never-create-twice retry protocol of create, and the read-back after it."""
+
+    label: ClassVar[str]  # the provider as messages name it ("RunPod", "vast.ai")
+
+    def __init__(self, api_key: Secret | None, base_url: str, *, auth_env: str,
+                 timings: ApiTimings | None, transport: httpx.BaseTransport | None,
+                 sleep: Callable[[float], None]) -> None:
+        if not api_key:
+            raise ConfigError(
+                f"{auth_env} is not set",
+                hint="put it in .env or the environment (`tailpod sandbox serve` prints a key "
+                "for the local sandbox)",
+            )
+        self.timings = timings or ApiTimings()
+        self.base_url = base_url.rstrip("/")
+        self._sleep = sleep
+        self.api = JsonApi(self.label, self.base_url, api_key, timings=self.timings,
+                           auth_env=auth_env, transport=transport, sleep=sleep)
+
+    def _notify(self, pod_id: str) -> None:
+        if self.on_created is not None:
+            self.on_created(pod_id)
+
+    def _backoff(self, attempt: int) -> float:
+        return min(self.timings.backoff_max_s, self.timings.backoff_s * (2 ** (attempt - 1)))
+
+    def _adopt_existing(self, run_tag: str) -> str | None:
+        existing = self.list_by_tag(run_tag)
+        if existing:
+            self._notify(existing[0].pod_id)
+            return existing[0].pod_id
+        return None
+
+    def _create_candidate(
+        self,
+        run_tag: str,
+        candidate: str,
+        reasons: list[str],
+        *,
+        send: Callable[[], httpx.Response],
+        created: Callable[[int, Any], str | None],
+        refused: Callable[[int, Any, str], str],
+        retry_ok: tuple[int, ...],
+        left_behind: Callable[[int, Any, str], str | None] | None = None,
+    ) -> str | None:
+        """Try one candidate (a GPU type, an offer); the pod id, or None to move on to the next.
+
+        Each answer goes, in this order, to `created` (the new pod's id, if it names one), then
+        to `left_behind` (an error answer that still made a pod: deal with it and say why the
+        candidate is done), then the shared rules: 429 waits for Retry-After, a 5xx, a transport
+        error or a `retry_ok` status without a pod is tried again; the rest goes to `refused`,
+        which gives the reason to try the next candidate or raises. `candidate` starts each
+        reason appended to `reasons`.
+        """
+        last = "no answer"
+        attempts = max(1, self.timings.create_attempts)
+        attempt = 0
+        rate_limited = 0
+        while attempt < attempts:
+            attempt += 1
+            if attempt > 1:
+                # The previous try may have created the pod before failing: never create twice.
+                found = self._adopt_existing(run_tag)
+                if found:
+                    reasons.append(f"{candidate}: created despite an error ({last})")
+                    return found
+            try:
+                response = send()
+            except TransientApiError as exc:
+                last = str(exc)
+                self._sleep(self._backoff(attempt))
+                continue
+            status = response.status_code
+            answer = self.api.body_of(response)
+            pod_id = created(status, answer)
+            if pod_id is not None:
+                self._notify(pod_id)
+                return pod_id
+            detail = summarize_body(answer)
+            stray = left_behind(status, answer, detail) if left_behind else None
+            if stray is not None:
+                reasons.append(stray)
+                return None
+            if status == 429:
+                rate_limited += 1
+                if rate_limited <= self.timings.attempts:
+                    attempt -= 1  # waiting for Retry-After is not a failed try
+                wait = parse_retry_after(response.headers.get("Retry-After"))
+                self._sleep(min(wait if wait is not None else self._backoff(rate_limited),
+                                self.timings.max_retry_after_s))
+                last = "HTTP 429"
+                continue
+            if status >= 500 or status in retry_ok:
+                last = f"HTTP {status}: {detail}"
+                self._sleep(self._backoff(attempt))
+                continue
+            reasons.append(refused(status, answer, detail))
+            return None
+        found = self._adopt_existing(run_tag)
+        if found:
+            reasons.append(f"{candidate}: created despite errors ({last})")
+            return found
+        reasons.append(f"{candidate}: the API kept failing ({last})")
+        return None
+
+    def _read_back(self, pod_id: str, run_tag: str) -> PodInfo:
+        """The pod as the provider reports it after create: the GPU really assigned and its cost."""
+        last_error: Exception | None = None
+        for attempt in range(max(1, self.timings.readback_attempts)):
+            try:
+                info = self.get(pod_id)
+                if info is not None:
+                    return info
+            except ProviderError as exc:
+                last_error = exc
+            self._sleep(self.timings.readback_interval_s if attempt else 0.0)
+        # The pod exists (create answered with its id) even though it cannot be read back yet.
+        return PodInfo(pod_id, run_tag, PodState.UNKNOWN,
+                       detail={"readback_error": str(last_error) if last_error else "not visible"})

@@ -23,14 +23,7 @@ import httpx
 
 from tailpod.config import Settings
 from tailpod.errors import AuthError, CapacityError, ConfigError, ProviderError
-from tailpod.provision.apiclient import (
-    ApiError,
-    ApiTimings,
-    JsonApi,
-    TransientApiError,
-    parse_retry_after,
-    summarize_body,
-)
+from tailpod.provision.apiclient import ApiError, ApiProvider, ApiTimings, summarize_body
 from tailpod.provision.base import (
     BillingEvidence,
     Offer,
@@ -38,7 +31,6 @@ from tailpod.provision.base import (
     PodSpec,
     PodState,
     ProofCheck,
-    Provider,
 )
 from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
 from tailpod.secrets import reveal_env
@@ -63,7 +55,7 @@ POD_QUERY = (
 )
 
 
-class RunPodProvider(Provider):
+class RunPodProvider(ApiProvider):
     name = "runpod"
     label = "RunPod"
 
@@ -76,19 +68,9 @@ class RunPodProvider(Provider):
         sleep: Callable[[float], None] = time.sleep,
         cloud: str = "SECURE",
     ) -> None:
-        if not settings.runpod_api_key:
-            raise ConfigError(
-                "RUNPOD_API_KEY is not set",
-                hint="put it in .env or the environment (`tailpod sandbox serve` prints a key "
-                "for the local sandbox)",
-            )
-        self.timings = timings or ApiTimings()
-        self.base_url = settings.runpod_url.rstrip("/")
+        super().__init__(settings.runpod_api_key, settings.runpod_url, auth_env="RUNPOD_API_KEY",
+                         timings=timings, transport=transport, sleep=sleep)
         self.cloud = cloud
-        self._sleep = sleep
-        self.api = JsonApi("RunPod", self.base_url, settings.runpod_api_key,
-                           timings=self.timings, auth_env="RUNPOD_API_KEY", transport=transport,
-                           sleep=sleep)
 
     # -- catalog ----------------------------------------------------------------------------------
     def catalog(self, gpu_count: int = 1) -> dict[str, dict[str, Any]]:
@@ -177,74 +159,27 @@ class RunPodProvider(Provider):
             body["args"] = shlex.join(spec.start_command)
         return body
 
-    def _notify(self, pod_id: str) -> None:
-        if self.on_created is not None:
-            self.on_created(pod_id)
-
-    def _backoff(self, attempt: int) -> float:
-        return min(self.timings.backoff_max_s, self.timings.backoff_s * (2 ** (attempt - 1)))
-
-    def _adopt_existing(self, run_tag: str) -> str | None:
-        existing = self.list_by_tag(run_tag)
-        if existing:
-            self._notify(existing[0].pod_id)
-            return existing[0].pod_id
-        return None
-
     def _create_one(self, spec: PodSpec, gpu_id: str, reasons: list[str]) -> str | None:
         """Try one GPU type; the pod id on success, None to move on to the next candidate."""
         body = self._create_body(spec, gpu_id)
         what = f"creating a pod on {gpu_id}"
-        last = "no answer"
-        attempts = max(1, self.timings.create_attempts)
-        attempt = 0
-        rate_limited = 0
-        while attempt < attempts:
-            attempt += 1
-            if attempt > 1:
-                # The previous try may have created the pod before failing: never create twice.
-                found = self._adopt_existing(spec.run_tag)
-                if found:
-                    reasons.append(f"{gpu_id}: created despite an error ({last})")
-                    return found
-            try:
-                response = self.api.send("POST", "/v2/pods", what, json=body)
-            except TransientApiError as exc:
-                last = str(exc)
-                self._sleep(self._backoff(attempt))
-                continue
-            status = response.status_code
-            answer = self.api.body_of(response)
+
+        def created(status: int, answer: Any) -> str | None:
             if status in (200, 201) and isinstance(answer, dict) and answer.get("id"):
-                pod_id = str(answer["id"])
-                self._notify(pod_id)
-                return pod_id
-            detail = summarize_body(answer)
-            if status == 429:
-                rate_limited += 1
-                if rate_limited <= self.timings.attempts:
-                    attempt -= 1  # waiting for Retry-After is not a failed try
-                wait = parse_retry_after(response.headers.get("Retry-After"))
-                self._sleep(min(wait if wait is not None else self._backoff(rate_limited),
-                                self.timings.max_retry_after_s))
-                last = "HTTP 429"
-                continue
-            if status >= 500 or status in (200, 201):
-                last = f"HTTP {status}: {detail}"
-                self._sleep(self._backoff(attempt))
-                continue
+                return str(answer["id"])
+            return None
+
+        def refused(status: int, answer: Any, detail: str) -> str:
             if status == 400:
                 kind = "no capacity" if any(m in detail.lower() for m in CAPACITY_MARKERS) \
                     else "refused"
-                reasons.append(f"{gpu_id}: {kind} ({detail})")
-                return None
+                return f"{gpu_id}: {kind} ({detail})"
             if status == 402:
                 raise ProviderError("RunPod: insufficient balance (HTTP 402); nothing was created",
                                     hint="add credit: RunPod needs at least one hour of the "
                                          "pod's cost in the account")
             if status == 403:
-                reasons.append(f"{gpu_id}: this account cannot use that pool (HTTP 403)")
-                return None
+                return f"{gpu_id}: this account cannot use that pool (HTTP 403)"
             if status == 401:
                 raise AuthError("RunPod rejected the API key (HTTP 401) while creating a pod",
                                 hint="check RUNPOD_API_KEY")
@@ -253,12 +188,12 @@ class RunPodProvider(Provider):
                                     f"(HTTP 422): {detail}",
                                     hint="this is a tailpod bug; please report it")
             raise ApiError("RunPod", what, status, answer)
-        found = self._adopt_existing(spec.run_tag)
-        if found:
-            reasons.append(f"{gpu_id}: created despite errors ({last})")
-            return found
-        reasons.append(f"{gpu_id}: the API kept failing ({last})")
-        return None
+
+        return self._create_candidate(
+            spec.run_tag, gpu_id, reasons,
+            send=lambda: self.api.send("POST", "/v2/pods", what, json=body),
+            created=created, refused=refused, retry_ok=(200, 201),
+        )
 
     def create(self, spec: PodSpec) -> PodInfo:
         prefs = [p for p in spec.gpu_preference if p and p.strip()]
@@ -317,21 +252,6 @@ class RunPodProvider(Provider):
                 hint="run `tailpod down` to prove billing stopped",
             )
         return info
-
-    def _read_back(self, pod_id: str, run_tag: str) -> PodInfo:
-        """The pod as RunPod reports it after create: the GPU really assigned and its cost."""
-        last_error: Exception | None = None
-        for attempt in range(max(1, self.timings.readback_attempts)):
-            try:
-                info = self.get(pod_id)
-                if info is not None:
-                    return info
-            except ProviderError as exc:
-                last_error = exc
-            self._sleep(self.timings.readback_interval_s if attempt else 0.0)
-        # The pod exists (create answered with its id) even though it cannot be read back yet.
-        return PodInfo(pod_id, run_tag, PodState.UNKNOWN,
-                       detail={"readback_error": str(last_error) if last_error else "not visible"})
 
     # -- reads ------------------------------------------------------------------------------------
     def to_info(self, pod: dict[str, Any]) -> PodInfo:

@@ -19,14 +19,7 @@ import httpx
 
 from tailpod.config import Settings
 from tailpod.errors import AuthError, CapacityError, ConfigError, ProviderError
-from tailpod.provision.apiclient import (
-    ApiError,
-    ApiTimings,
-    JsonApi,
-    TransientApiError,
-    parse_retry_after,
-    summarize_body,
-)
+from tailpod.provision.apiclient import ApiError, ApiProvider, ApiTimings, summarize_body
 from tailpod.provision.base import (
     BillingEvidence,
     Offer,
@@ -34,7 +27,6 @@ from tailpod.provision.base import (
     PodSpec,
     PodState,
     ProofCheck,
-    Provider,
 )
 from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
 from tailpod.secrets import reveal_env
@@ -62,7 +54,7 @@ def normalise_gpu_name(name: str) -> str:
     return " ".join(name.replace("_", " ").split())
 
 
-class VastProvider(Provider):
+class VastProvider(ApiProvider):
     name = "vastai"
     label = "vast.ai"
 
@@ -77,21 +69,11 @@ class VastProvider(Provider):
         min_inet_down_mbps: float = 100.0,
         min_cuda: float | None = None,
     ) -> None:
-        if not settings.vast_api_key:
-            raise ConfigError(
-                "VAST_API_KEY is not set",
-                hint="put it in .env or the environment (`tailpod sandbox serve` prints a key "
-                "for the local sandbox)",
-            )
-        self.timings = timings or ApiTimings()
-        self.base_url = settings.vast_url.rstrip("/")
-        self._sleep = sleep
+        super().__init__(settings.vast_api_key, settings.vast_url, auth_env="VAST_API_KEY",
+                         timings=timings, transport=transport, sleep=sleep)
         self.min_reliability = min_reliability
         self.min_inet_down_mbps = min_inet_down_mbps
         self.min_cuda = min_cuda
-        self.api = JsonApi("vast.ai", self.base_url, settings.vast_api_key,
-                           timings=self.timings, auth_env="VAST_API_KEY", transport=transport,
-                           sleep=sleep)
 
     # -- offers -----------------------------------------------------------------------------------
     def search(self, gpu_names: list[str], gpu_count: int, disk_gb: int) -> list[dict[str, Any]]:
@@ -159,13 +141,6 @@ class VastProvider(Provider):
         return out
 
     # -- create -----------------------------------------------------------------------------------
-    def _notify(self, pod_id: str) -> None:
-        if self.on_created is not None:
-            self.on_created(pod_id)
-
-    def _backoff(self, attempt: int) -> float:
-        return min(self.timings.backoff_max_s, self.timings.backoff_s * (2 ** (attempt - 1)))
-
     def _rent_body(self, spec: PodSpec) -> dict[str, Any]:
         env: dict[str, str] = reveal_env(dict(spec.env))
         if spec.ssh_public_key:
@@ -186,69 +161,33 @@ class VastProvider(Provider):
             body["onstart"] = shlex.join(spec.start_command)
         return body
 
-    def _adopt_existing(self, run_tag: str) -> str | None:
-        existing = self.list_by_tag(run_tag)
-        if existing:
-            self._notify(existing[0].pod_id)
-            return existing[0].pod_id
-        return None
-
     def _rent(self, spec: PodSpec, offer: dict[str, Any], reasons: list[str]) -> str | None:
         offer_id = str(offer["id"])
         what = f"renting offer {offer_id} ({offer.get('gpu_name')})"
         body = self._rent_body(spec)
-        last = "no answer"
-        attempt = 0
-        rate_limited = 0
-        attempts = max(1, self.timings.create_attempts)
-        while attempt < attempts:
-            attempt += 1
-            if attempt > 1:
-                found = self._adopt_existing(spec.run_tag)
-                if found:
-                    reasons.append(f"offer {offer_id}: created despite an error ({last})")
-                    return found
-            try:
-                response = self.api.send("PUT", f"/api/v0/asks/{quote(offer_id, safe='')}/",
-                                         what, json=body)
-            except TransientApiError as exc:
-                last = str(exc)
-                self._sleep(self._backoff(attempt))
-                continue
-            status = response.status_code
-            answer = self.api.body_of(response)
-            contract = answer.get("new_contract") if isinstance(answer, dict) else None
+
+        def contract_of(answer: Any) -> Any:
+            return answer.get("new_contract") if isinstance(answer, dict) else None
+
+        def created(status: int, answer: Any) -> str | None:
+            contract = contract_of(answer)
             success = isinstance(answer, dict) and answer.get("success", True) is not False
-            if status == 200 and success and contract:
-                pod_id = str(contract)
-                self._notify(pod_id)
-                return pod_id
-            detail = summarize_body(answer)
-            if contract:
-                # An error that names a contract: the instance exists and bills. Destroy it.
-                stray = str(contract)
-                self._notify(stray)
-                self.terminate(stray)
-                reasons.append(f"offer {offer_id}: error after creating instance {stray} "
-                               f"(HTTP {status}: {detail}); destroyed it")
+            return str(contract) if status == 200 and success and contract else None
+
+        def left_behind(status: int, answer: Any, detail: str) -> str | None:
+            contract = contract_of(answer)
+            if not contract:
                 return None
-            if status == 429:
-                rate_limited += 1
-                if rate_limited <= self.timings.attempts:
-                    attempt -= 1
-                wait = parse_retry_after(response.headers.get("Retry-After"))
-                self._sleep(min(wait if wait is not None else self._backoff(rate_limited),
-                                self.timings.max_retry_after_s))
-                last = "HTTP 429"
-                continue
-            if status >= 500 or status == 200:
-                last = f"HTTP {status}: {detail}"
-                self._sleep(self._backoff(attempt))
-                continue
+            # An error that names a contract: the instance exists and bills. Destroy it.
+            stray = str(contract)
+            self._notify(stray)
+            self.terminate(stray)
+            return (f"offer {offer_id}: error after creating instance {stray} "
+                    f"(HTTP {status}: {detail}); destroyed it")
+
+        def refused(status: int, answer: Any, detail: str) -> str:
             if status in (404, 410):
-                reasons.append(f"offer {offer_id} ({offer.get('gpu_name')}): no longer "
-                               f"available ({detail})")
-                return None
+                return f"offer {offer_id} ({offer.get('gpu_name')}): no longer available ({detail})"
             if status in (401, 403):
                 raise AuthError(f"vast.ai refused the API key (HTTP {status}) while renting",
                                 hint="check VAST_API_KEY")
@@ -258,12 +197,13 @@ class VastProvider(Provider):
                                     f"({detail}); nothing was created",
                                     hint="add credit at vast.ai")
             raise ApiError("vast.ai", what, status, answer)
-        found = self._adopt_existing(spec.run_tag)
-        if found:
-            reasons.append(f"offer {offer_id}: created despite errors ({last})")
-            return found
-        reasons.append(f"offer {offer_id}: the API kept failing ({last})")
-        return None
+
+        return self._create_candidate(
+            spec.run_tag, f"offer {offer_id}", reasons,
+            send=lambda: self.api.send("PUT", f"/api/v0/asks/{quote(offer_id, safe='')}/",
+                                       what, json=body),
+            created=created, refused=refused, retry_ok=(200,), left_behind=left_behind,
+        )
 
     def create(self, spec: PodSpec) -> PodInfo:
         prefs: list[str] = []
@@ -324,19 +264,6 @@ class VastProvider(Provider):
                 hint="run `tailpod down` to prove billing stopped",
             )
         return info
-
-    def _read_back(self, pod_id: str, run_tag: str) -> PodInfo:
-        last_error: Exception | None = None
-        for attempt in range(max(1, self.timings.readback_attempts)):
-            try:
-                info = self.get(pod_id)
-                if info is not None:
-                    return info
-            except ProviderError as exc:
-                last_error = exc
-            self._sleep(self.timings.readback_interval_s if attempt else 0.0)
-        return PodInfo(pod_id, run_tag, PodState.UNKNOWN,
-                       detail={"readback_error": str(last_error) if last_error else "not visible"})
 
     # -- reads ------------------------------------------------------------------------------------
     def to_info(self, row: dict[str, Any]) -> PodInfo:
