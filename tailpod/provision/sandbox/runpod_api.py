@@ -443,6 +443,10 @@ class RunPodEmulator:
         return body
 
     def _catalog_include(self, req: Request) -> bool | Response:
+        """Whether a catalog answer carries availability, or the refusal (gate, bad query)."""
+        account = self._gate(req, "catalog")
+        if isinstance(account, Response):
+            return account
         include = (req.q("include") or "").upper()
         product = req.q("product")
         if include and include != "AVAILABILITY":
@@ -454,9 +458,6 @@ class RunPodEmulator:
         return bool(include)
 
     def catalog(self, req: Request) -> Response:
-        account = self._gate(req, "catalog")
-        if isinstance(account, Response):
-            return account
         include = self._catalog_include(req)
         if isinstance(include, Response):
             return include
@@ -464,9 +465,6 @@ class RunPodEmulator:
         return Response(200, {"gpus": gpus}, dict(RATE_HEADERS))
 
     def catalog_one(self, req: Request) -> Response:
-        account = self._gate(req, "catalog")
-        if isinstance(account, Response):
-            return account
         include = self._catalog_include(req)
         if isinstance(include, Response):
             return include
