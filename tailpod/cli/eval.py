@@ -7,6 +7,7 @@ continuations, several candidates served one after the other on one pod (docs/kl
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,20 +66,21 @@ def _up_local(
     from tailpod.probes.kl_eval import with_max_logprobs
     from tailpod.provision.local.lifecycle import up_local
 
-    cfg = engine_config(settings, 0, None, None, context_length or 1024, None, True)
+    cfg = engine_config(replace(settings, model=model), 0, None, None, context_length or 1024,
+                        None, True)  # fmt: skip
     cfg = with_max_logprobs(cfg, top_k)
     with startup_progress(f"starting {cfg.engine} for the KL evaluation") as update:
         return up_local(settings, cfg, ledger, update)
 
 
-def _down(settings: Settings, ledger: Ledger, run_tag: str) -> None:
+def _down(settings: Settings, ledger: Ledger, run_tag: str, say: Any) -> None:
     from tailpod.provision.lifecycle import down_remote
 
     record = ledger.get(run_tag)
     if record is None or record.status == "terminated":
         return
     down_remote(settings, ledger, record)  # raises (exit 3) unless billing is proven stopped
-    console.print(f"[green]down[/] {run_tag}: the pod this evaluation started is gone (proven)")
+    say(f"[green]down[/] {run_tag}: the engine this evaluation started is gone (proven)")
 
 
 def _context(record: PodRecord, run_id: str, reference: str) -> RunContext:
@@ -185,7 +187,7 @@ def register(app: typer.Typer) -> None:
                 )  # fmt: skip
             finally:
                 if started_here and not keep:
-                    _down(settings, ledger, started_here)
+                    _down(settings, ledger, started_here, say)
         if json_out:
             print_json(doc)
             return
