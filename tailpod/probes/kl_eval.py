@@ -356,7 +356,12 @@ def run_kl_eval(
         cand_doc = source.collect(arm, prompts, top_k, max_tokens, slim)
         file = f"logprobs-{arm.label}.json"
         save_json(run_dir.path / file, cand_doc)
-        result = {**_arm_summary(arm, served, cand_doc, file), **kl.compare(ref_doc, cand_doc)}
+        result = {
+            **_arm_summary(arm, served, cand_doc, file),
+            "top_k": top_k,
+            "estimate": "lower bound (top-k coarsened KL; docs/kl-eval.md)",
+            **kl.compare(ref_doc, cand_doc),
+        }
         if any(d.get("tokenizer_match") is False for d in result["first_divergence"]):
             doc["notes"].append(f"{arm.label}: its tokenizer splits some prompts differently")
         doc["candidates"].append(result)

@@ -85,6 +85,7 @@ def test_endpoints_kl_grows_with_the_perturbation(
     assert doc["method"] == "vllm:prompt_logprobs" and "lower bound" in doc["estimator"]
     by = {c["label"]: c for c in doc["candidates"]}
     assert by["copy"]["kl"]["max"] == 0.0 and by["copy"]["top1_agreement"] == 1.0
+    assert by["copy"]["top_k"] == 5 and by["copy"]["estimate"].startswith("lower bound")
     assert 0 < by["weak"]["kl"]["mean"] < by["strong"]["kl"]["mean"]
     assert by["strong"]["top1_agreement"] < 1.0
     assert by["strong"]["kl"]["p99"] <= by["strong"]["kl"]["max"]
