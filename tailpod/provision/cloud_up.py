@@ -12,6 +12,7 @@ Any failure after step 2 tears the pod down (unless asked to keep it) and says s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import tempfile
@@ -250,7 +251,8 @@ def run_preflight_or_refuse(
         allow_unpinned=allow_unpinned,
         allow_nonephemeral=allow_nonephemeral,
     )
-    report = run_preflight(settings, plan)
+    # The engine config is what will be served; the preflight checks that, not a default.
+    report = run_preflight(dataclasses.replace(settings, model=cfg.model), plan)
     failed = [r for r in report.results if r.status is Status.FAIL]
     if not use_tailnet:
         failed = [r for r in failed if r.name != "tailscale"]
