@@ -142,3 +142,21 @@ def serve_router(
     bound_port = server.server_address[1]
     url_host = f"[{host}]" if ":" in host else host
     return server, f"http://{url_host}:{bound_port}"
+
+
+def start_loopback_server(
+    handler: type[BaseHTTPRequestHandler], host: str, port: int, name: str
+) -> tuple[ThreadingHTTPServer, str]:
+    """Serve `handler` on a loopback address in a daemon thread; returns (server, base URL).
+    Every sandbox server goes through here, so none can bind a routable address."""
+    if host not in LOOPBACK_HOSTS:
+        raise ValueError(f"the {name} binds loopback addresses only, not {host!r}")
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
+    return server, f"http://{host}:{server.server_address[1]}"
+
+
+def stop_server(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()

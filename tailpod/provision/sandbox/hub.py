@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-_LOOPBACK = {"127.0.0.1", "localhost"}
+from tailpod.provision.sandbox.http import start_loopback_server, stop_server
 
 
 class HubState:
@@ -244,20 +244,13 @@ def serve(
     overrides explicit `repo id -> directory` entries. `gated` repos need `token`; `token_role`
     is what whoami reports for it (read, write or fineGrained).
     """
-    if host not in _LOOPBACK:
-        raise ValueError(f"the hub stand-in binds loopback only, not {host}")
     table: dict[str, Path] = _repos_under(Path(root)) if root else {}
     table.update({name: Path(path) for name, path in (repos or {}).items()})
     state = HubState(table, token, gated, token_role)
     handler = type("HubHandler", (_Handler,), {"state": state})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
+    server, url = start_loopback_server(handler, host, port, "hub stand-in")
     server.hub_state = state  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, name="hub-standin", daemon=True)
-    thread.start()
-    return server, f"http://{host}:{server.server_address[1]}"
+    return server, url
 
 
-def shutdown(server: ThreadingHTTPServer) -> None:
-    server.shutdown()
-    server.server_close()
+shutdown = stop_server

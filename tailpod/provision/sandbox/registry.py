@@ -20,10 +20,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tailpod.provision.sandbox.http import start_loopback_server, stop_server
+
 SERVICE = "registry.docker.io"
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 LIST_TYPE = "application/vnd.docker.distribution.manifest.list.v2+json"
-_LOOPBACK = {"127.0.0.1", "localhost"}
 
 
 class RegistryState:
@@ -143,18 +144,11 @@ def serve(
     `images` maps repository (`library/ubuntu`, `lmsysorg/sglang`) to `{tag: digest}`.
     `deny_tokens` makes the token endpoint refuse, to exercise auth failures.
     """
-    if host not in _LOOPBACK:
-        raise ValueError(f"the registry stand-in binds loopback only, not {host}")
     state = RegistryState(images or {}, deny_tokens)
     handler = type("RegistryHandler", (_Handler,), {"state": state})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
+    server, url = start_loopback_server(handler, host, port, "registry stand-in")
     server.registry_state = state  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, name="registry-standin", daemon=True)
-    thread.start()
-    return server, f"http://{host}:{server.server_address[1]}"
+    return server, url
 
 
-def shutdown(server: ThreadingHTTPServer) -> None:
-    server.shutdown()
-    server.server_close()
+shutdown = stop_server

@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tailpod.provision.sandbox.http import start_loopback_server
+
 STANDIN_PREFIX = "/sandbox/standin"
 DEFAULT_TAILNET = "sandbox.tailpod.test"
 DEFAULT_DNS_SUFFIX = "tailpod-sandbox.ts.net"
@@ -438,10 +440,6 @@ def serve(
     """Start the emulator in a daemon thread. `server.emulator` is the TailscaleEmulator;
     stop with `server.shutdown(); server.server_close()`. Config is TailscaleEmulator's kwargs."""
     emulator = TailscaleEmulator(**config)
-    server = ThreadingHTTPServer((host, port), make_handler(emulator))
-    server.daemon_threads = True
+    server, url = start_loopback_server(make_handler(emulator), host, port, "tailscale emulator")
     server.emulator = emulator  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, name="tailscale-emulator", daemon=True)
-    thread.start()
-    bound_host, bound_port = server.server_address[:2]
-    return server, f"http://{bound_host!s}:{bound_port}"
+    return server, url
