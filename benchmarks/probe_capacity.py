@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_peer import BenchServePeer
+
 REPO = Path(__file__).resolve().parent.parent
 PROBE = REPO / "tailpod" / "probes" / "probe.py"
 SERVER = REPO / "benchmarks" / "synthetic_server.py"
@@ -212,42 +214,13 @@ def run_probe(transport: str, server: Server, c: int, n_requests: int, tokens: i
     ), sampler
 
 
-PEER_WORKER = r"""
-import argparse, contextlib, io, json, sys
-from vllm.benchmarks import serve
-from vllm.utils.argparse_utils import FlexibleArgumentParser
-parser = FlexibleArgumentParser()
-serve.add_cli_args(parser)
-print("READY", flush=True)
-for line in sys.stdin:
-    argv = json.loads(line)
-    args = parser.parse_args(argv)
-    buf = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(buf):
-            result = serve.main(args)
-        keep = {k: result.get(k) for k in ("completed", "failed", "total_output_tokens",
-                "output_throughput", "median_ttft_ms", "median_tpot_ms", "duration")}
-        print(json.dumps({"ok": True, "result": keep}), flush=True)
-    except Exception as exc:
-        print(json.dumps({"ok": False, "error": repr(exc)[-500:]}), flush=True)
-"""
-
-
 class Peer:
-    """One long-lived process with vllm.benchmarks.serve imported, so its import cost (tens
-    of seconds on small machines) is paid once and never lands in a measured window."""
+    """`vllm bench serve`'s client in one long-lived worker (bench_peer.py), so its import cost
+    (tens of seconds on small machines) is paid once and never lands in a measured window."""
 
     def __init__(self, tokenizer_dir: Path, cpu: int | None) -> None:
         self.tokenizer_dir = tokenizer_dir
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", PEER_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, preexec_fn=_pinner(cpu),
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("READY"):
-            raise RuntimeError("vllm bench peer did not start")
+        self.worker = BenchServePeer(sys.executable, _pinner(cpu))
 
     def run(
         self, server: Server, c: int, n_requests: int, tokens: int
@@ -258,19 +231,9 @@ class Peer:
                 "--random-output-len", str(tokens), "--num-prompts", str(n_requests),
                 "--max-concurrency", str(c), "--request-rate", "inf", "--ignore-eos",
                 "--temperature", "0", "--num-warmups", "0", "--disable-tqdm"]
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        sampler = CpuSampler(self.proc.pid)
-        self.proc.stdin.write(json.dumps(argv) + "\n")
-        self.proc.stdin.flush()
-        line = ""
-        while not line.startswith("{"):
-            line = self.proc.stdout.readline()
-            if not line:
-                break
+        sampler = CpuSampler(self.worker.pid)
+        reply = self.worker.run(argv)
         sampler.stop()
-        reply: dict[str, Any] = (
-            json.loads(line) if line.startswith("{") else {"ok": False, "error": "no reply"}
-        )
         if not reply.get("ok"):
             return Outcome("vllm-bench", c, False, note=str(reply.get("error"))[:200]), sampler
         r: dict[str, Any] = reply["result"]
@@ -282,9 +245,7 @@ class Peer:
         ), sampler
 
     def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait(30)
+        self.worker.close()
 
 
 def start_peer(workdir: Path, cpu: int | None) -> tuple[Peer | None, str]:

