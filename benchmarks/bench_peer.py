@@ -22,7 +22,8 @@ parser = FlexibleArgumentParser()
 serve.add_cli_args(parser)
 print("READY", flush=True)
 KEEP = ("completed", "failed", "total_input_tokens", "total_output_tokens",
-        "output_throughput", "median_ttft_ms", "mean_ttft_ms", "median_tpot_ms", "duration")
+        "output_throughput", "median_ttft_ms", "mean_ttft_ms", "median_tpot_ms", "duration",
+        "ttfts")
 for line in sys.stdin:
     argv = json.loads(line)
     args = parser.parse_args(argv)
