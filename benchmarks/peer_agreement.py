@@ -22,8 +22,10 @@ alternates from rep to rep.
 Prints, per c, the median over reps of each client's output tok/s and median TTFT, and the
 relative difference (vllm-bench as the reference); the target is within 3%. Each client's own
 rep-to-rep spread is printed beside it: a difference smaller than the spread is noise. A second
-table sets each client's mean TTFT against vLLM's own (its TTFT histogram over the same run), to
-tell a client that measures wrong from a server that served that client differently. The engine
+table sets each client's mean TTFT against vLLM's own (its TTFT histogram over the same run) and
+gives the server's mean request latency and the client's drive (how much of c x window the server
+spent inside requests), to tell a client that measures wrong from a server that served that
+client differently. The engine
 is stopped through `down_local` (the proven teardown) at the end, also on error or Ctrl-C.
 
 Usage: .venv/bin/python benchmarks/peer_agreement.py [--levels 1,2,4] [--reps 3]
@@ -232,38 +234,58 @@ def run_peer(peer: BenchServePeer, argv: list[str]) -> dict[str, Any]:
 
 # ---- the server's own view -------------------------------------------------------------------
 
-TTFT_SUM, TTFT_COUNT = (
-    "vllm:time_to_first_token_seconds_sum",
-    "vllm:time_to_first_token_seconds_count",
-)
+HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds")
+Counters = dict[str, float]
 
 
-def server_ttft_counters(base_url: str) -> tuple[float, float] | None:
+def server_counters(base_url: str) -> Counters | None:
     try:
         with urllib.request.urlopen(base_url + "/metrics", timeout=10) as resp:
             samples = parse_prometheus(resp.read().decode("utf-8", "replace"))
     except OSError:
         return None
-    total, count = sum_metric(samples, TTFT_SUM), sum_metric(samples, TTFT_COUNT)
-    return None if total is None or count is None else (total, count)
+    found: Counters = {}
+    for name in HISTOGRAMS:
+        for part in ("_sum", "_count"):
+            value = sum_metric(samples, name + part)
+            if value is None:
+                return None
+            found[name + part] = value
+    return found
 
 
-def server_ttft_mean(
-    base_url: str, before: tuple[float, float] | None, expected: int
-) -> tuple[float | None, int | None]:
-    """vLLM's own mean TTFT over one client run (arrival at the API server to the first token
-    through its output processor), from the histogram's sum and count. The run's one unmeasured
-    request is inside the window. Re-scrapes for up to ~2 s while the count still trails."""
+def server_means(base_url: str, before: Counters | None, expected: int) -> dict[str, Any]:
+    """vLLM's own mean TTFT and mean request latency over one client run, from its histograms'
+    sums and counts. Its clock starts when a request enters the engine (after the API server
+    has parsed and tokenized it) and stops when the API server's output processor handles the
+    token, so it leaves out HTTP and the client. The run's one unmeasured request is inside the
+    window. Re-scrapes for up to ~2 s while the count still trails."""
     after = None
+    count = "vllm:e2e_request_latency_seconds_count"
     for _ in range(10):
-        after = server_ttft_counters(base_url)
-        if before is None or after is None or after[1] - before[1] >= expected:
+        after = server_counters(base_url)
+        if before is None or after is None or after[count] - before[count] >= expected:
             break
         time.sleep(0.2)
-    if before is None or after is None or after[1] <= before[1]:
-        return None, None
-    n = after[1] - before[1]
-    return (after[0] - before[0]) / n, int(n)
+    if before is None or after is None:
+        return {}
+    out: dict[str, Any] = {}
+    for name, key in zip(HISTOGRAMS, ("server_ttft_mean_s", "server_e2e_mean_s"), strict=True):
+        n = after[name + "_count"] - before[name + "_count"]
+        if n > 0:
+            out[key] = (after[name + "_sum"] - before[name + "_sum"]) / n
+    out["server_requests"] = int(after[count] - before[count])
+    return out
+
+
+def drive(row: dict[str, Any], c: int) -> float | None:
+    """The share of the run's c x wall that the server spent inside measured requests: 1.0 is
+    a closed loop with no gap between one request's end and the next one's start, as the
+    server sees them (its own per-request latency, from its histogram)."""
+    e2e, wall, n = row.get("server_e2e_mean_s"), row.get("wall_s"), row.get("requests")
+    if not e2e or not wall or not n:
+        return None
+    return float(n * e2e / (c * wall))
 
 
 # ---- summary ----------------------------------------------------------------------------------
@@ -317,6 +339,10 @@ def summarise(rows: list[dict[str, Any]], levels: list[int]) -> list[dict[str, A
                        _median([r.get("server_ttft_mean_s") for r in rs]))
                 for name, rs in (("probe", probe), ("vllm-bench", peer))
             },
+            "server_e2e": (_median([r.get("server_e2e_mean_s") for r in probe]),
+                           _median([r.get("server_e2e_mean_s") for r in peer])),
+            "drive": (_median([r.get("drive") for r in probe]),
+                      _median([r.get("drive") for r in peer])),
             "tok_s_spread": (_spread([r["tok_s"] for r in probe]),
                              _spread([r["tok_s"] for r in peer])),
             "ttft_spread": (_spread([r["ttft_s"] for r in probe]),
@@ -331,7 +357,8 @@ def print_runs(rows: list[dict[str, Any]]) -> None:
     print("each run (in the order run):")
     print(
         f"  {'rep':>3} {'c':>2} {'client':<10} {'req':>4} {'out tok':>7} {'prompt tok':>10} "
-        f"{'wall s':>7} {'tok/s':>8} {'TTFT p50 ms':>11} {'mean':>6} {'server':>6}  "
+        f"{'wall s':>7} {'tok/s':>8} {'TTFT p50 ms':>11} {'mean':>6} {'server':>6} "
+        f"{'srv lat ms':>10} {'drive':>5}  "
         "load 1/5/15  note"
     )
     for r in rows:
@@ -340,7 +367,8 @@ def print_runs(rows: list[dict[str, Any]]) -> None:
             f"{_f(r.get('output_tokens'), 'd'):>7} {_f(r.get('prompt_tokens_mean'), '.1f'):>10} "
             f"{_f(r.get('wall_s'), '.2f'):>7} {_f(r.get('tok_s'), '.1f'):>8} "
             f"{_ms(r.get('ttft_s')):>11} {_ms(r.get('ttft_mean_s')):>6} "
-            f"{_ms(r.get('server_ttft_mean_s')):>6}  "
+            f"{_ms(r.get('server_ttft_mean_s')):>6} {_ms(r.get('server_e2e_mean_s')):>10} "
+            f"{_f(r.get('drive'), '.3f'):>5}  "
             f"{r['load']:<12}  {r.get('note') or ''}"
         )
 
@@ -370,15 +398,21 @@ def print_summary(summary: list[dict[str, Any]], reps: int) -> None:
 
 def print_server_view(summary: list[dict[str, Any]]) -> None:
     print(
-        "\nmean TTFT, each client against vLLM's own figure for the same run "
-        "(vllm:time_to_first_token_seconds sum/count; median over reps):"
+        "\nagainst vLLM's own histograms for the same run (median over reps): mean TTFT as each "
+        "client saw it and as the server logged it; the server's mean request latency; drive = "
+        "requests x that latency / (c x client window)"
     )
-    print("| c | probe ms | server during probe ms | vllm-bench ms | server during vllm-bench ms |")
-    print("|---|---|---|---|---|")
+    print(
+        "| c | probe TTFT ms | server ms | vllm-bench TTFT ms | server ms "
+        "| server latency ms (probe, bench) | drive (probe, bench) |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for s in summary:
         (pc, ps), (bc, bs) = s["ttft_mean"]["probe"], s["ttft_mean"]["vllm-bench"]
-        cells = " | ".join(_f(v * 1000 if v is not None else None, ".1f") for v in (pc, ps, bc, bs))
-        print(f"| {s['c']} | {cells} |")
+        cells = " | ".join(_ms(v) for v in (pc, ps, bc, bs))
+        e2e = ", ".join(_ms(v) for v in s["server_e2e"])
+        drives = ", ".join(_f(v, ".3f") for v in s["drive"])
+        print(f"| {s['c']} | {cells} | {e2e} | {drives} |")
 
 
 def print_ttft_modes(rows: list[dict[str, Any]]) -> None:
@@ -533,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
                 order = ["probe", "vllm-bench"] if rep % 2 == 0 else ["vllm-bench", "probe"]
                 for client in order:
                     load = load_now()
-                    before = server_ttft_counters(base_url)
+                    before = server_counters(base_url)
                     if client == "probe":
                         result = run_probe(
                             base_url, arm, plan, c, rep, workdir, args.prompt_class, renice
@@ -543,9 +577,9 @@ def main(argv: list[str] | None = None) -> int:
                         result = run_peer(
                             peer, peer_argv(base_url, model, dataset, c, n, args.max_tokens)
                         )
-                    srv_ttft, srv_n = server_ttft_mean(base_url, before, n + 1)
                     row = {"rep": rep, "c": c, "client": client, "load": load, **result,
-                           "server_ttft_mean_s": srv_ttft, "server_requests": srv_n}  # fmt: skip
+                           **server_means(base_url, before, n + 1)}  # fmt: skip
+                    row["drive"] = drive(row, c)
                     rows.append(row)
                     sys.stderr.write(
                         f"  rep {rep} c={c} {client}: {_f(row.get('tok_s'), '.1f')} "
