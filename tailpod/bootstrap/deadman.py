@@ -657,7 +657,10 @@ def stop_daemon(heartbeat_file: str, timeout: float = 5.0) -> int | None:
 
 def cmd_disarm(args: argparse.Namespace) -> int:
     # The marker also stands down the start command's stage-0 guard (deadman_control.py).
+    # The marker may land before the guard has created its directory: create it, or the
+    # disarm would be lost and the guard would fire later.
     with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(os.path.abspath(args.heartbeat_file)), exist_ok=True)
         touch(args.heartbeat_file + DISARMED_SUFFIX)
     pid = stop_daemon(args.heartbeat_file)
     print(json.dumps({"disarmed": pid is not None, "pid": pid}))

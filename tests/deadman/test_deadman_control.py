@@ -145,11 +145,15 @@ def test_start_guard_heartbeat_and_standing_down(sandbox: Sandbox, daemons: Daem
     layout_a = dc.DeadmanLayout(str(tmp_path / "a"))
     a = create_pod(sandbox, "vastai", command=guarded(sandbox, "vastai", layout_a, 0, 1.0))
     # Pod B: `disarm` stands the guard down. Pod C: the full switch, once armed, takes over.
+    # B's timeout leaves room for `disarm` to land first even on a loaded machine; the test then
+    # waits past that timeout to show the disarmed guard stays down.
     layout_b = dc.DeadmanLayout(str(tmp_path / "b"))
-    b = create_pod(sandbox, "vastai", command=guarded(sandbox, "vastai", layout_b, 0, 1.0))
+    b_timeout = 6.0
+    b_created = time.monotonic()
+    b = create_pod(sandbox, "vastai", command=guarded(sandbox, "vastai", layout_b, 0, b_timeout))
     layout_c = dc.DeadmanLayout(str(tmp_path / "c"))
-    c = create_pod(sandbox, "runpod",
-                   command=guarded(sandbox, "runpod", layout_c, time.time() + 1.0, 0))
+    c_ttl = time.time() + 6.0  # room for the full switch to be armed first, even under load
+    c = create_pod(sandbox, "runpod", command=guarded(sandbox, "runpod", layout_c, c_ttl, 0))
     disarm = sh([sys.executable, str(dc.DEADMAN_SCRIPT), "disarm", "--heartbeat-file",
                  layout_b.heartbeat], clean_env())
     assert disarm.returncode == 0
@@ -165,4 +169,6 @@ def test_start_guard_heartbeat_and_standing_down(sandbox: Sandbox, daemons: Daem
         time.sleep(0.2)
     assert a.billing(sandbox) and b.billing(sandbox) and c.billing(sandbox)
     wait_for(lambda: not a.billing(sandbox), 10)
+    # Past B's heartbeat timeout and C's guard TTL: neither stood-down guard fired.
+    time.sleep(max(0.0, b_created + b_timeout + 1.0 - time.monotonic(), c_ttl + 1.0 - time.time()))
     assert b.billing(sandbox) and c.billing(sandbox)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,8 +26,28 @@ def engine_processes() -> set[int]:
     return found
 
 
+def _session_leader_cmdline(pid: int) -> str | None:
+    """The command line of the process's session leader; None when the leader is gone."""
+    try:
+        sid = os.getsid(pid)
+        return (Path(f"/proc/{sid}") / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return None
+
+
 @pytest.fixture(scope="module")
-def leftover_engines() -> Callable[[], set[int]]:
-    """Engine processes that appeared during this module and are still alive."""
+def leftover_engines() -> Callable[[str], set[int]]:
+    """Engine processes that appeared during this module and are still alive, leaving out those
+    whose live session leader serves a model outside `mine` (someone else's engine on this
+    machine). An orphan whose leader died counts: that is exactly what a leak looks like."""
     before = engine_processes()
-    return lambda: engine_processes() - before
+
+    def leftover(mine: str) -> set[int]:
+        found = set()
+        for pid in engine_processes() - before:
+            leader = _session_leader_cmdline(pid)
+            if leader is None or mine in leader:
+                found.add(pid)
+        return found
+
+    return leftover

@@ -103,6 +103,6 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) 
     assert proof["proven"] is True
     assert {c["name"] for c in proof["checks"]} >= {"tailnet device removed", "gone-from-provider"}
     assert sandbox.billing_now() == []
-    assert leftover_engines() == set()
+    assert leftover_engines(str(Path(cloud["env"]["TAILPOD_MODEL"]).parent)) == set()
     again = runner.invoke(app, ["down", tag])
     assert again.exit_code == 0 and "already terminated" in again.output

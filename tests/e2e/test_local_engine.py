@@ -240,7 +240,8 @@ def test_down_stops_everything_and_proves_it(
     port = pod["port"]
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0
-    assert leftover_engines() == set()  # API server, EngineCore and workers all gone
+    # API server, EngineCore and workers all gone
+    assert leftover_engines(str(tiny_models["target"].parent)) == set()
     again = runner.invoke(app, ["down"])
     assert again.exit_code != 0 and "nothing is running" in again.output
     assert Ledger(pod["home"]).active() == []
