@@ -205,10 +205,10 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @handle_errors
     def up(
-        provider: str = typer.Option(None, help="local, runpod or vastai [env TAILPOD_PROVIDER]."),
-        engine: str = typer.Option(None, help="vllm or sglang [env TAILPOD_ENGINE]."),
-        model: str = typer.Option(None, help="Checkpoint directory or Hub id [env TAILPOD_MODEL]."),
-        port: int = typer.Option(None, help="Engine port on the pod [env TAILPOD_PORT]."),
+        provider: str = typer.Option(None, help="local, runpod or vastai (env TAILPOD_PROVIDER)."),
+        engine: str = typer.Option(None, help="vllm or sglang (env TAILPOD_ENGINE)."),
+        model: str = typer.Option(None, help="Checkpoint directory or Hub id (env TAILPOD_MODEL)."),
+        port: int = typer.Option(None, help="Engine port on the pod (env TAILPOD_PORT)."),
         spec_k: int = typer.Option(0, "--spec-k", help="Draft tokens per step; 0 = plain decode."),
         spec_method: str = typer.Option(
             None, help="Speculation: mtp (the checkpoint's own head), ngram, draft_model."
