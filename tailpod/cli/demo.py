@@ -19,7 +19,8 @@ import typer
 
 from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.cli.common import console, handle_errors, ledger_for
-from tailpod.cli.lifecycle import evidence_table, startup_progress
+from tailpod.cli.lifecycle import startup_progress
+from tailpod.cli.remote import evidence_table
 from tailpod.config import Settings, load_settings
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.probes.plan import SweepPlan, spec_arms

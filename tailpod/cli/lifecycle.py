@@ -19,7 +19,6 @@ from tailpod.cli.common import console, handle_errors, ledger_for, print_json, s
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
-from tailpod.provision.base import BillingEvidence
 from tailpod.provision.local.lifecycle import relaunch_local, up_local
 from tailpod.secrets import redact
 
@@ -79,18 +78,6 @@ def check_provider(name: str) -> None:
         raise ConfigError(
             f"unknown provider {name!r}", hint=f"choose one of: {', '.join(PROVIDERS)}"
         )
-
-
-def evidence_table(evidence: BillingEvidence, title: str) -> Table:
-    table = Table(title=title)
-    table.add_column("check")
-    table.add_column("result")
-    table.add_column("detail")
-    for check in evidence.checks:
-        table.add_row(
-            check.name, "[green]pass[/]" if check.passed else "[red]FAIL[/]", check.detail
-        )
-    return table
 
 
 def relaunch_arm(
