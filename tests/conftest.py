@@ -10,20 +10,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _find_shared() -> Path | None:
-    for candidate in (REPO.parent / "shared", REPO / "shared"):
-        if (candidate / "reference").is_dir() or (candidate / "fixtures").is_dir():
-            return candidate
-    return None
-
-
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """The ../shared folder CI places beside the clone; tests that need it skip without it."""
-    found = _find_shared()
-    if found is None:
-        pytest.skip("../shared is not beside this checkout")
-    return found
+def engine_logs_dir() -> Path:
+    """Real engine startup logs, each with its public source in index.json (tests/fixtures/engine-logs)."""
+    return REPO / "tests" / "fixtures" / "engine-logs"
 
 
 @pytest.fixture()

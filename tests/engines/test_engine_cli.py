@@ -43,9 +43,9 @@ def _one_line_error(result: object) -> str:
 
 
 def test_logs_parse_prints_facts_json(
-    app: typer.Typer, runner: CliRunner, shared_dir: Path, tailpod_home: Path
+    app: typer.Typer, runner: CliRunner, engine_logs_dir: Path, tailpod_home: Path
 ) -> None:
-    log = shared_dir / "fixtures" / "engine-logs" / "sglang_eagle_llama2_docsci_2025-04.txt"
+    log = engine_logs_dir / "sglang_eagle_llama2_docsci_2025-04.txt"
     result = runner.invoke(app, ["logs", "parse", "--engine", "sglang", str(log)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)

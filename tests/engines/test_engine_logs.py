@@ -1,4 +1,4 @@
-"""Startup-log parsers against every shared fixture, plus the formats the fixtures do not cover."""
+"""Startup-log parsers against every engine-log fixture (tests/fixtures/engine-logs), plus the formats the fixtures do not cover."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ def _matches(expected: Any, got: Any) -> bool:
     return bool(got == expected) and type(got) is type(expected)
 
 
-def test_every_fixture_gives_every_expected_fact(shared_dir: Path) -> None:
-    folder = shared_dir / "fixtures" / "engine-logs"
+def test_every_fixture_gives_every_expected_fact(engine_logs_dir: Path) -> None:
+    folder = engine_logs_dir
     entries = json.loads((folder / "index.json").read_text())
     assert len(entries) >= 30
     mismatches = []
@@ -54,13 +54,13 @@ def test_every_fixture_gives_every_expected_fact(shared_dir: Path) -> None:
     assert mismatches == []
 
 
-def _load(shared_dir: Path, name: str) -> str:
-    return (shared_dir / "fixtures" / "engine-logs" / name).read_text(encoding="utf-8")
+def _load(engine_logs_dir: Path, name: str) -> str:
+    return (engine_logs_dir / name).read_text(encoding="utf-8")
 
 
-def test_sglang_target_and_draft_pools_are_told_apart_per_rank(shared_dir: Path) -> None:
+def test_sglang_target_and_draft_pools_are_told_apart_per_rank(engine_logs_dir: Path) -> None:
     facts = parse_sglang_log(
-        _load(shared_dir, "sglang_mtp_hybrid_qwen_nvfp4_2x5090_draftpool_2026-09.txt")
+        _load(engine_logs_dir, "sglang_mtp_hybrid_qwen_nvfp4_2x5090_draftpool_2026-09.txt")
     ).facts
     assert facts["kv_size_gb"] == pytest.approx(6.92)  # TP0 target pool, K+V
     assert facts["kv_size_gb_draft"] == pytest.approx(2.16)
@@ -68,8 +68,8 @@ def test_sglang_target_and_draft_pools_are_told_apart_per_rank(shared_dir: Path)
     assert facts["draft_attention_backend"] == "flashinfer"
 
 
-def test_sglang_mimo_records_draft_class_and_accept_lengths(shared_dir: Path) -> None:
-    facts = parse_sglang_log(_load(shared_dir, "sglang_mtp_mimo7b_docsci_2025-06.txt")).facts
+def test_sglang_mimo_records_draft_class_and_accept_lengths(engine_logs_dir: Path) -> None:
+    facts = parse_sglang_log(_load(engine_logs_dir, "sglang_mtp_mimo7b_docsci_2025-06.txt")).facts
     assert facts["draft_model_class"] == "MiMoMTP"
     assert facts["accept_len"] == [1.79, 1.73]
     assert facts["overlap_disabled_for_spec"] is True
@@ -151,9 +151,9 @@ def test_vllm_spec_config_echo_and_decided_flags() -> None:
     assert (unknown["spec"], unknown["spec_decided"]) == (False, False)
 
 
-def test_vllm_metrics_totals_sum_every_window(shared_dir: Path) -> None:
+def test_vllm_metrics_totals_sum_every_window(engine_logs_dir: Path) -> None:
     facts = parse_vllm_log(
-        _load(shared_dir, "vllm_v0230_mtp3_qwen36_27b_nvfp4_tp2_5060ti_2026-06.txt")
+        _load(engine_logs_dir, "vllm_v0230_mtp3_qwen36_27b_nvfp4_tp2_5060ti_2026-06.txt")
     ).facts
     assert (facts["accepted_total"], facts["drafted_total"]) == (493, 1365)
     assert facts["spec_decoding_metrics"][1]["per_position_acceptance_rate"] == [
@@ -166,9 +166,9 @@ def test_vllm_metrics_totals_sum_every_window(shared_dir: Path) -> None:
     assert facts["draft_architecture"] == "Qwen3_5MTP"
 
 
-def test_vllm_block_override_is_not_capacity(shared_dir: Path) -> None:
+def test_vllm_block_override_is_not_capacity(engine_logs_dir: Path) -> None:
     facts = parse_vllm_log(
-        _load(shared_dir, "vllm_v018_qwen35_gguf_blocks_override_2026-04.txt")
+        _load(engine_logs_dir, "vllm_v018_qwen35_gguf_blocks_override_2026-04.txt")
     ).facts
     assert facts["num_gpu_blocks_override"] == 512
     assert facts["kv_blocks"] is None
