@@ -1,4 +1,4 @@
-"""Startup-log parsers against every engine-log fixture (tests/fixtures/engine-logs), plus the formats the fixtures do not cover."""
+"""Startup-log parsers against every fixture in tests/fixtures/engine-logs, plus formats they do not cover."""
 
 from __future__ import annotations
 
