@@ -18,7 +18,8 @@ class TailpodError(Exception):
 
 
 class ConfigError(TailpodError):
-    """Bad settings, a malformed .env, an unknown provider or engine."""
+    """Bad usage: settings, a malformed .env, an unknown provider or engine, a run tag the ledger
+    does not know, or nothing to act on. Exit 2 (docs/exit-codes.md)."""
 
     exit_code = 2
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tailpod.errors import TailpodError
+from tailpod.errors import ConfigError, TailpodError
 
 LEDGER_VERSION = 1
 
@@ -163,14 +163,15 @@ class Ledger:
         if run_tag:
             record = self.get(run_tag)
             if record is None:
-                raise TailpodError(
+                raise ConfigError(
                     f"no pod with run tag {run_tag} in the ledger", hint="tailpod status"
                 )
             return record
         active = self.active()
         if not active:
-            raise TailpodError("nothing is running: the ledger has no active pod")
+            # A usage error (exit 2), like any other command line that names nothing to act on.
+            raise ConfigError("nothing is running: the ledger has no active pod")
         if len(active) > 1:
             tags = ", ".join(r.run_tag for r in active)
-            raise TailpodError(f"several pods are active ({tags})", hint="name one run tag")
+            raise ConfigError(f"several pods are active ({tags})", hint="name one run tag")
         return active[0]

@@ -26,7 +26,7 @@ from tailpod.bootstrap.engines.base import EngineConfig, StartupFacts
 from tailpod.bootstrap.engines.registry import get_adapter
 from tailpod.bootstrap.pod_start import POD_STATE, start_command
 from tailpod.config import Settings
-from tailpod.errors import ConfigError, TailpodError
+from tailpod.errors import BillingNotProven, ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.ssh.client import SshSession, SshTarget, boot_wait_seconds, open_ssh
@@ -349,7 +349,7 @@ def up_cloud(
         try:
             down_remote(settings, ledger, current)
         except TailpodError as down_exc:
-            raise TailpodError(
+            raise BillingNotProven(  # exit 3: it may still bill (docs/exit-codes.md)
                 f"bootstrap failed ({exc}) and teardown is NOT proven: {down_exc}",
                 hint=f"run `tailpod down {run_tag}`",
             ) from None

@@ -27,7 +27,6 @@ from tailpod.errors import (
     AuthError,
     BillingNotProven,
     ConfigError,
-    ProviderError,
     TailpodError,
 )
 from tailpod.ledger import Ledger, PodRecord
@@ -141,7 +140,8 @@ def create_pod_safely(
         provider.on_created = None
         remaining = _sweep_failed_create(provider, ledger, spec.run_tag, policy, exc)
         if remaining and not isinstance(exc, KeyboardInterrupt):
-            raise ProviderError(
+            # Exit 3, like every outcome where something may still bill (docs/exit-codes.md).
+            raise BillingNotProven(
                 f"creating {spec.run_tag} failed ({redact(str(exc)) or exc.__class__.__name__}) "
                 f"and resources may still bill: {', '.join(remaining)}",
                 hint=f"run `tailpod down {spec.run_tag}`",

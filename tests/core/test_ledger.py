@@ -58,8 +58,9 @@ def test_corrupt_ledger_is_refused_not_reset(tmp_path: Path) -> None:
 
 def test_resolve_rules(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path)
-    with pytest.raises(TailpodError, match="nothing is running"):
+    with pytest.raises(TailpodError, match="nothing is running") as nothing:
         ledger.resolve(None)
+    assert nothing.value.exit_code == 2  # a usage error, like the others (docs/exit-codes.md)
     ledger.put(PodRecord(run_tag="tp-a", provider="local", status="running"))
     assert ledger.resolve(None).run_tag == "tp-a"
     ledger.put(PodRecord(run_tag="tp-b", provider="local", status="running"))

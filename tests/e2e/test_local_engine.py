@@ -243,5 +243,5 @@ def test_down_stops_everything_and_proves_it(
     # API server, EngineCore and workers all gone
     assert leftover_engines(str(tiny_models["target"].parent)) == set()
     again = runner.invoke(app, ["down"])
-    assert again.exit_code != 0 and "nothing is running" in again.output
+    assert again.exit_code == 2 and "nothing is running" in again.output
     assert Ledger(pod["home"]).active() == []
