@@ -45,6 +45,22 @@ def startup_progress(what: str) -> Iterator[Any]:
         yield update
 
 
+@contextmanager
+def requirements_on_refusal(provider: str) -> Iterator[None]:
+    """When preflight refuses the rent, print the table `check-requirements` prints; the error
+    line (exit 2) follows."""
+    from tailpod.provision.cloud_up import PreflightRefused
+
+    try:
+        yield
+    except PreflightRefused as exc:
+        from tailpod.cli.check import print_requirements
+        from tailpod.cli.common import err_console
+
+        print_requirements(exc.report, provider, err_console)  # stderr: `--json` output stays JSON
+        raise
+
+
 def engine_config(
     settings: Settings,
     spec_k: int,
@@ -260,7 +276,7 @@ def register(app: typer.Typer) -> None:
             (local if enforce_eager is None else enforce_eager),
         )
         if not local:
-            cfg = replace(cfg, tensor_parallel=settings.gpu_count)
+            cfg = cfg.on_gpus(settings.gpu_count)
         ledger = ledger_for(settings)
         with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
             if local:
@@ -268,16 +284,17 @@ def register(app: typer.Typer) -> None:
             else:
                 from tailpod.provision.cloud_up import up_cloud
 
-                record, info = up_cloud(
-                    settings,
-                    cfg,
-                    ledger,
-                    lambda line: update(0.0, line),
-                    allow_unpinned=allow_unpinned,
-                    allow_nonephemeral=allow_nonephemeral,
-                    use_tailnet=tailnet,
-                    keep_on_failure=keep_on_failure,
-                )
+                with requirements_on_refusal(settings.provider):
+                    record, info = up_cloud(
+                        settings,
+                        cfg,
+                        ledger,
+                        lambda line: update(0.0, line),
+                        allow_unpinned=allow_unpinned,
+                        allow_nonephemeral=allow_nonephemeral,
+                        use_tailnet=tailnet,
+                        keep_on_failure=keep_on_failure,
+                    )
                 warning = remote.fallback_warning(info)
                 if warning:
                     console.print(warning)

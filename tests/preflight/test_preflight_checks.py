@@ -249,6 +249,20 @@ def test_fit_long_context_needs_kv_room(world: World) -> None:
     assert result.data["cannot_fit"] == ["NVIDIA A40", "NVIDIA GeForce RTX 4090"]
 
 
+def test_fit_counts_every_gpu_of_a_multi_gpu_pod(world: World) -> None:
+    # 40 GB of weights do not fit one 24 GB RTX 4090 (test above); two of them hold it.
+    result = one(world, "fit", TAILPOD_MODEL="org/big", TAILPOD_GPU_COUNT="2")
+    assert result.status is Status.PASS, result.detail
+    assert {card["count"] for card in result.data["cards"]} == {2}
+    assert "2x NVIDIA GeForce RTX 4090" in result.detail
+
+
+def test_fit_fails_a_gpu_count_the_attention_heads_cannot_split_over(world: World) -> None:
+    result = one(world, "fit", TAILPOD_GPU_COUNT="3")  # 32 heads
+    assert result.status is Status.FAIL
+    assert "32 attention heads do not split over 3 GPUs" in result.detail
+
+
 # -- 6. image -------------------------------------------------------------------------------------
 def test_image_pass_version_tag_resolves_to_digest(world: World) -> None:
     result = one(world, "image")

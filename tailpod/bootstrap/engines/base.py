@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 
@@ -44,6 +44,11 @@ class EngineConfig:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def on_gpus(self, gpu_count: int) -> EngineConfig:
+        """This config on a pod of `gpu_count` GPUs: one tensor-parallel rank per GPU, so every
+        GPU the pod bills for serves."""
+        return replace(self, tensor_parallel=gpu_count)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EngineConfig:

@@ -42,6 +42,17 @@ MRR_UNPINNED_WARNING = (
 )
 
 
+def tensor_parallel_args(size: int) -> list[str]:
+    """`--tp-size N` for N GPUs. One spelling in every release tailpod targets: the server_args
+    echo names the field `tp_size` in the 2024-12 to 2026-08 logs in tests/fixtures/engine-logs,
+    and SGLang's server-arguments page documents the flag (with `--tensor-parallel-size` as a later
+    alias and `--tp` as the argparse prefix; sgl-project/sglang docs/backend/server_arguments.md).
+    The oldest spelling is used, so no version gate."""
+    if size < 1:
+        raise ConfigError(f"tensor-parallel size must be at least 1, got {size}")
+    return ["--tp-size", str(size)] if size > 1 else []
+
+
 class SglangAdapter(EngineAdapter):
     name = "sglang"
 
@@ -56,8 +67,7 @@ class SglangAdapter(EngineAdapter):
             "--port",
             str(cfg.port),
         ]
-        if cfg.tensor_parallel > 1:
-            argv += ["--tp-size", str(cfg.tensor_parallel)]
+        argv += tensor_parallel_args(cfg.tensor_parallel)
         if cfg.context_length:
             argv += ["--context-length", str(cfg.context_length)]
         if cfg.mem_fraction:
@@ -172,6 +182,8 @@ _ARGS_INT = {
     "spec_eagle_topk": re.compile(r"speculative_eagle_topk=(\d+)"),
     "spec_num_draft_tokens": re.compile(r"speculative_num_draft_tokens=(\d+)"),
 }
+_ARGS_TP = re.compile(r"(?<![\w.])tp_size=(\d+)")
+_TP_TAG = re.compile(r"\bTP(\d+)\b")
 _ARGS_DRAFT = re.compile(r"speculative_draft_model_path='([^']*)'")
 _ARGS_ATTN = re.compile(r"(?<![\w.])attention_backend='(\w+)'")
 _DEFAULT_ATTN = re.compile(r"Attention backend not set\. Use (\w+) backend by default")
@@ -219,6 +231,11 @@ def _empty_facts() -> dict[str, Any]:
         "kv_tokens_draft": None,
         "kv_size_gb": None,
         "kv_size_gb_draft": None,
+        # The KV line is printed per rank and sizes that rank's shard: one GPU's pool under TP.
+        # SGLang labels it "GB" but divides by 2**30 (GB = 1 << 30 in sglang/srt/constants.py).
+        "kv_gib_per_gpu": None,
+        "tp_size": None,
+        "tp_ranks_logged": None,
         "kv_dtype": None,
         "max_total_num_tokens": None,
         "chunked_prefill_size": None,
@@ -298,6 +315,9 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
             draft = _ARGS_DRAFT.search(line)
             if draft:
                 facts["spec_draft_model_path"] = draft.group(1)
+            tp = _ARGS_TP.search(line)
+            if tp:
+                facts["tp_size"] = int(tp.group(1))
             attn = _ARGS_ATTN.search(line)
             if attn:
                 facts["attention_backend"] = attn.group(1)
@@ -357,6 +377,9 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
             kept.append(line)
 
     _kv_facts(facts, _primary(ranks, "kv"))
+    facts["kv_gib_per_gpu"] = facts["kv_size_gb"]
+    tp_ranks = {int(found.group(1)) for tag in ranks if (found := _TP_TAG.search(tag))}
+    facts["tp_ranks_logged"] = len(tp_ranks) or None
     _weights_facts(facts, _primary(ranks, "weights"))
     _capacity_facts(facts, _primary(ranks, "capacity"))
     mamba_events = _primary(ranks, "mamba")

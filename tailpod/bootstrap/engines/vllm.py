@@ -61,6 +61,16 @@ _GATED_EXTRA_FLAGS = {
 }
 
 
+def tensor_parallel_args(size: int) -> list[str]:
+    """`--tensor-parallel-size N` for N GPUs. One spelling in every release tailpod targets: the
+    engine echoes the field as `tensor_parallel_size` from the 2024-12 to the 2026-08 logs in
+    tests/fixtures/engine-logs, and vLLM derives the flag from that field name (vllm-project/vllm
+    vllm/engine/arg_utils.py @ 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b). So no version gate."""
+    if size < 1:
+        raise ConfigError(f"tensor-parallel size must be at least 1, got {size}")
+    return ["--tensor-parallel-size", str(size)] if size > 1 else []
+
+
 class VllmAdapter(EngineAdapter):
     name = "vllm"
 
@@ -80,8 +90,7 @@ class VllmAdapter(EngineAdapter):
             "--port",
             str(cfg.port),
         ]
-        if cfg.tensor_parallel > 1:
-            argv += ["--tensor-parallel-size", str(cfg.tensor_parallel)]
+        argv += tensor_parallel_args(cfg.tensor_parallel)
         if cfg.context_length:
             argv += ["--max-model-len", str(cfg.context_length)]
         if cfg.mem_fraction:
@@ -163,6 +172,10 @@ _KV_MEMORY = re.compile(
     rf"Available KV cache memory: ({_NUM}) GiB|kv_cache_size=({_NUM})GiB"
     rf"|set \(?({_NUM})(?:/{_NUM}\))? GiB for KV cache"
 )
+# The TP size the engine echoes (config line `tensor_parallel_size=N`, or the non-default args
+# dict); the worker tags `(Worker_TPn pid=...)` show how many ranks logged on this node.
+_TP_SIZE = re.compile(r"""\btensor_parallel_size['"]?[=:] *(\d+)""")
+_TP_RANK = re.compile(r"\bWorker_TP(\d+)\b")
 _AVAILABLE_BYTES = re.compile(r"Available memory: (\d+), total memory: (\d+)")
 _MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 _ARCH = re.compile(r"Resolved architecture: (\w+)")
@@ -222,6 +235,10 @@ def _empty_facts() -> dict[str, Any]:
         "kv_blocks": None,
         "num_gpu_blocks_override": None,
         "kv_memory_gib": None,
+        # "Available KV cache memory" is printed by each worker: it is one GPU's pool under TP.
+        "kv_gib_per_gpu": None,
+        "tp_size": None,
+        "tp_ranks_logged": None,
         "available_memory_bytes": None,
         "max_concurrency": None,
         "max_model_len_for_concurrency": None,
@@ -257,6 +274,7 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
     evidence: list[str] = facts["spec_evidence"]
     metrics: list[dict[str, Any]] = facts["spec_decoding_metrics"]
     v0_kv_tokens: int | None = None
+    tp_ranks: set[int] = set()
     # Seeing the launch arguments or the finished model load (which follows any drafter load)
     # decides the question even when no speculation shows up.
     negative_evidence = False
@@ -296,6 +314,11 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
         if found := _KV_MEMORY.search(line):
             _set_once(facts, "kv_memory_gib", float_or_none(_first(*found.groups())))
             keep = True
+        if found := _TP_SIZE.search(line):
+            _set_once(facts, "tp_size", int(found.group(1)))
+            keep = True
+        if found := _TP_RANK.search(line):
+            tp_ranks.add(int(found.group(1)))
         if found := _AVAILABLE_BYTES.search(line):
             _set_once(facts, "available_memory_bytes", int(found.group(1)))
             keep = True
@@ -331,6 +354,8 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
             kept.append(line)
 
     _set_once(facts, "kv_tokens", v0_kv_tokens)
+    facts["kv_gib_per_gpu"] = facts["kv_memory_gib"]
+    facts["tp_ranks_logged"] = len(tp_ranks) or None
     if metrics:
         last = metrics[-1]
         for key in ("accepted", "drafted", "mean_acceptance_length"):

@@ -105,6 +105,17 @@ def card_fit(offer: Offer, weight_bytes: int, kv_per_token: int | None,
                    weight_bytes + kv_min, tokens)
 
 
+def tensor_parallel_problem(config: dict[str, Any], gpu_count: int) -> str | None:
+    """Why `gpu_count`-way tensor parallelism cannot split this model, or None. vLLM refuses a
+    head count the TP size does not divide (ModelConfig.verify_with_parallel_config in
+    vllm-project/vllm vllm/config/model.py), before any weight loads."""
+    heads = _int(config, "num_attention_heads")
+    if gpu_count > 1 and heads and heads % gpu_count:
+        return (f"{heads} attention heads do not split over {gpu_count} GPUs: the engine "
+                "refuses to start with this tensor-parallel size")
+    return None
+
+
 def check_fit(ctx: Context) -> Outcome:
     remote_provider(ctx)  # the local CPU engine has no GPU memory to check
     report: CheckpointReport = ctx.need("checkpoint")
@@ -131,6 +142,9 @@ def check_fit(ctx: Context) -> Outcome:
     if kv_per_token is None:
         found.warn("config.json lacks the attention sizes, so only the weights were compared",
                    "check the KV cache size in the engine's startup log")
+    split_problem = tensor_parallel_problem(config, ctx.settings.gpu_count) if config else None
+    if split_problem:
+        found.fail(split_problem, "choose a GPU count that divides the attention heads")
     too_small = [f for f in fits if not f.fits]
     expected = summary.expected
     expected_fit = next((f for f in fits if expected is not None and f.gpu == expected.gpu_type),
