@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from tailpod.provision.base import PodSpec, Provider
 from tailpod.provision.lifecycle import LifecyclePolicy
 from tailpod.provision.registry import get_provider
 from tailpod.provision.sandbox import Sandbox, start_sandbox
+from tailpod.provision.sandbox.faults import Fault
 from tailpod.secrets import Secret
 
 # Each provider's names for "a GPU that is rarely free" and "a common one" in the sandbox catalog.
@@ -78,8 +80,9 @@ class Cloud:
     def record(self, spec: PodSpec) -> PodRecord:
         return PodRecord(run_tag=spec.run_tag, provider=self.provider.name)
 
-    def fault(self, kind: str, **fields: object) -> None:
-        self.sandbox.add_fault(kind, provider=self.sandbox_name, **fields)
+    def fault(self, kind: str, **fields: object) -> Fault:
+        """Add a fault for this provider; its `fired` counts the calls it changed."""
+        return self.sandbox.add_fault(kind, provider=self.sandbox_name, **fields)
 
     def billing(self) -> list[dict[str, object]]:
         return [r for r in self.sandbox.billing_now()]
@@ -90,6 +93,18 @@ class Cloud:
     def new_provider(self, **env: str) -> Provider:
         return get_provider(self.kind, settings_for(self.sandbox, self.home, **env),
                             timings=ApiTimings.fast())
+
+    def recording_sleeps(self, **timings: float) -> list[float]:
+        """Swap in an adapter whose waits really happen and are recorded, in order."""
+        slept: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            time.sleep(seconds)
+
+        self.provider = get_provider(self.kind, self.settings,
+                                     timings=replace(ApiTimings.fast(), **timings), sleep=sleep)
+        return slept
 
 
 @pytest.fixture(params=["runpod", "vastai"])

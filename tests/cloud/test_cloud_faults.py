@@ -3,6 +3,8 @@ exactly what still bills (and the command that kills it)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tailpod.errors import BillingNotProven, CapacityError
@@ -37,8 +39,9 @@ def pods_named(cloud: Cloud, tag: str) -> list[dict[str, object]]:
 
 
 def test_capacity_on_first_choice_falls_back_and_says_so(cloud: Cloud) -> None:
-    cloud.fault("capacity", gpu=cloud.gpu("sandbox_name_first"))
+    capacity = cloud.fault("capacity", gpu=cloud.gpu("sandbox_name_first"))
     spec, info = up(cloud)
+    assert capacity.fired >= 1
     assert info.gpu_type and info.gpu_type.lower() == cloud.gpu("second").lower()
     assert info.detail["fallback_from"].lower() == cloud.gpu("first").lower()
     assert info.detail["fallback_reasons"]
@@ -49,33 +52,49 @@ def test_capacity_on_first_choice_falls_back_and_says_so(cloud: Cloud) -> None:
 
 
 def test_capacity_everywhere_creates_nothing(cloud: Cloud) -> None:
-    for which in ("sandbox_name_first", "sandbox_name_second"):
-        cloud.fault("capacity", gpu=cloud.gpu(which))
+    faults = [cloud.fault("capacity", gpu=cloud.gpu(which))
+              for which in ("sandbox_name_first", "sandbox_name_second")]
     spec = cloud.spec()
     with pytest.raises(CapacityError) as err:
         up(cloud, spec)
+    assert all(f.fired >= 1 for f in faults), [f.fired for f in faults]
     assert "capacity" in err.value.message.lower() or "no longer available" in err.value.message
     assert cloud.billing() == [] and pods_named(cloud, spec.run_tag) == []
     assert cloud.ledger.get(spec.run_tag).status == "terminated"  # type: ignore[union-attr]
 
 
 def test_rate_limited_create_honours_retry_after(cloud: Cloud) -> None:
-    cloud.fault("rate_limit", op="create", times=2, retry_after=0)
+    slept = cloud.recording_sleeps(max_retry_after_s=5.0)
+    limit = cloud.fault("rate_limit", op="create", times=2, retry_after=1)
     spec, info = up(cloud)
+    assert limit.fired == 2
+    assert slept.count(1.0) == 2, slept  # the header's second, once per 429
+    assert len(pods_named(cloud, spec.run_tag)) == 1
+    down(cloud, spec.run_tag)
+
+
+def test_retry_after_longer_than_the_cap_waits_the_cap(cloud: Cloud) -> None:
+    slept = cloud.recording_sleeps(max_retry_after_s=0.3)
+    limit = cloud.fault("rate_limit", op="create", times=1, retry_after=3600)
+    spec, info = up(cloud)
+    assert limit.fired == 1
+    assert 0.3 in slept and max(slept) == 0.3, slept
     assert len(pods_named(cloud, spec.run_tag)) == 1
     down(cloud, spec.run_tag)
 
 
 def test_5xx_burst_on_create_retries_without_duplicates(cloud: Cloud) -> None:
-    cloud.fault("server_error", op="create", times=2, status=503)
+    burst = cloud.fault("server_error", op="create", times=2, status=503)
     spec, info = up(cloud)
+    assert burst.fired == 2
     assert len(pods_named(cloud, spec.run_tag)) == 1
     down(cloud, spec.run_tag)
 
 
 def test_create_that_errors_after_creating_is_adopted_not_duplicated(cloud: Cloud) -> None:
-    cloud.fault("error_after_create", times=1, carry_id=False)
+    fault = cloud.fault("error_after_create", times=1, carry_id=False)
     spec, info = up(cloud)
+    assert fault.fired == 1
     assert len(pods_named(cloud, spec.run_tag)) == 1
     assert len(cloud.billing()) == 1
     assert info.detail.get("fallback_reasons") is None or all(
@@ -85,8 +104,9 @@ def test_create_that_errors_after_creating_is_adopted_not_duplicated(cloud: Clou
 
 def test_vast_error_carrying_new_contract_destroys_that_instance(make_cloud) -> None:  # type: ignore[no-untyped-def]
     cloud = make_cloud("vastai")
-    cloud.fault("error_after_create", times=1, carry_id=True)
+    fault = cloud.fault("error_after_create", times=1, carry_id=True)
     spec, info = up(cloud)
+    assert fault.fired == 1
     pods = pods_named(cloud, spec.run_tag)
     assert len(pods) == 2  # the stray from the failed rent, then the real one
     assert [p["status"] for p in pods].count("terminated") == 1
@@ -105,24 +125,27 @@ def test_create_answer_slower_than_the_client_timeout(cloud: Cloud) -> None:
 
     cloud.provider = get_provider(cloud.kind, cloud.settings,
                                   timings=replace(ApiTimings.fast(), request_timeout_s=0.4))
-    cloud.fault("slow_create", times=1, seconds=1.0)
+    slow = cloud.fault("slow_create", times=1, seconds=1.0)
     spec, info = up(cloud)
+    assert slow.fired == 1
     assert len(pods_named(cloud, spec.run_tag)) == 1
     down(cloud, spec.run_tag)
 
 
 def test_terminate_failing_a_few_times_still_proves(cloud: Cloud) -> None:
     spec, _info = up(cloud)
-    cloud.fault("terminate_fail", times=3, status=502)
+    fail = cloud.fault("terminate_fail", times=3, status=502)
     down(cloud, spec.run_tag)
+    assert fail.fired == 3
 
 
 def test_terminate_failing_forever_names_what_bills_then_down_again(cloud: Cloud) -> None:
     spec, info = up(cloud)
-    cloud.fault("terminate_fail", status=500)
+    fail = cloud.fault("terminate_fail", status=500)
     with pytest.raises(UnprovenTeardown) as err:
         teardown(cloud.provider, cloud.ledger, cloud.ledger.get(spec.run_tag),  # type: ignore[arg-type]
                  cloud.run_dir(spec.run_tag), policy=cloud.policy)
+    assert fail.fired >= 1
     assert isinstance(err.value, BillingNotProven) and err.value.exit_code == 3
     assert info.pod_id in err.value.message and f"tailpod down {spec.run_tag}" in err.value.message
     assert [r["id"] for r in cloud.billing()] == [info.pod_id]
@@ -134,16 +157,18 @@ def test_terminate_failing_forever_names_what_bills_then_down_again(cloud: Cloud
 
 def test_terminate_silently_ignored_once_is_caught_and_resent(cloud: Cloud) -> None:
     spec, _info = up(cloud)
-    cloud.fault("terminate_noop", times=1)
+    noop = cloud.fault("terminate_noop", times=1)
     down(cloud, spec.run_tag)
+    assert noop.fired == 1
 
 
 def test_terminate_silently_ignored_forever_fails_the_proof(cloud: Cloud) -> None:
     spec, info = up(cloud)
-    cloud.fault("terminate_noop")
+    noop = cloud.fault("terminate_noop")
     with pytest.raises(UnprovenTeardown) as err:
         teardown(cloud.provider, cloud.ledger, cloud.ledger.get(spec.run_tag),  # type: ignore[arg-type]
                  cloud.run_dir(spec.run_tag), policy=cloud.policy)
+    assert noop.fired >= 1
     assert info.pod_id in err.value.message
     failed = {c.name for c in err.value.evidence.checks if not c.passed}
     assert "tag-listing" in failed and "gone-from-provider" in failed
@@ -154,8 +179,9 @@ def test_terminate_silently_ignored_forever_fails_the_proof(cloud: Cloud) -> Non
 
 def test_stale_listing_after_terminate_is_waited_out(cloud: Cloud) -> None:
     spec, _info = up(cloud)
-    cloud.fault("stale_list", op="terminate", times=1, seconds=0.6)
+    stale = cloud.fault("stale_list", op="terminate", times=1, seconds=0.6)
     down(cloud, spec.run_tag)
+    assert stale.fired == 1
 
 
 def test_ctrl_c_during_create_leaves_nothing_billing(cloud: Cloud) -> None:
@@ -178,19 +204,25 @@ def test_ctrl_c_during_create_leaves_nothing_billing(cloud: Cloud) -> None:
 
 def test_listing_errors_during_down_are_retried(cloud: Cloud) -> None:
     spec, _info = up(cloud)
-    cloud.fault("server_error", op="list", times=3, status=500)
+    errors = cloud.fault("server_error", op="list", times=3, status=500)
     down(cloud, spec.run_tag)
+    assert errors.fired == 3
 
 
 def test_rate_limited_terminate_is_retried(cloud: Cloud) -> None:
+    slept = cloud.recording_sleeps(max_retry_after_s=5.0)
     spec, _info = up(cloud)
-    cloud.fault("rate_limit", op="terminate", times=2, retry_after=0)
+    limit = cloud.fault("rate_limit", op="terminate", times=2, retry_after=1)
     down(cloud, spec.run_tag)
+    assert limit.fired == 2
+    assert slept.count(1.0) == 2, slept
 
 
 def test_down_before_the_container_is_up_kills_the_process_too(cloud: Cloud) -> None:
-    cloud.fault("slow_start", op="create", seconds=5.0)
+    slow = cloud.fault("slow_start", op="create", seconds=5.0)
     spec, info = up(cloud)
+    assert slow.fired == 0  # a standing condition: consulted, never counted
+    assert not cloud.sandbox.cloud.pods[f"{cloud.sandbox_name}:{info.pod_id}"].is_ready(time.time())
     assert info.ssh_port is None or info.detail.get("container_up") is False
     down(cloud, spec.run_tag)
     assert cloud.sandbox.cloud.host.running_pids() == []  # type: ignore[attr-defined]
@@ -198,8 +230,6 @@ def test_down_before_the_container_is_up_kills_the_process_too(cloud: Cloud) -> 
 
 def test_a_pod_that_keeps_running_its_process_is_killed_on_down(cloud: Cloud) -> None:
     spec, info = up(cloud)
-    import time
-
     deadline = time.monotonic() + 3
     while not cloud.sandbox.cloud.host.running_pids() and time.monotonic() < deadline:  # type: ignore[attr-defined]
         time.sleep(0.02)
@@ -209,9 +239,37 @@ def test_a_pod_that_keeps_running_its_process_is_killed_on_down(cloud: Cloud) ->
 
 
 def test_every_create_attempt_failing_leaves_nothing(cloud: Cloud) -> None:
-    cloud.fault("server_error", op="create", status=500)
+    errors = cloud.fault("server_error", op="create", status=500)
     spec = cloud.spec()
     with pytest.raises(CapacityError) as err:
         up(cloud, spec)
+    assert errors.fired >= 2  # every candidate, every attempt
     assert "kept failing" in err.value.message
     assert cloud.billing() == [] and pods_named(cloud, spec.run_tag) == []
+
+
+MONEY_CHECK = {"runpod": "account-spend-rate", "vastai": "charges-stopped"}
+
+
+def test_pod_billing_while_unlisted_fails_the_proof_by_the_money(cloud: Cloud) -> None:
+    # Terminate answers success and the pod leaves the listing and the lookup, but the meter
+    # runs on: only the money (RunPod's spend rate, vast's balance) can show it.
+    money_check = MONEY_CHECK[cloud.kind]
+    spec, info = up(cloud)
+    # vast bills only storage until the container is up: wait for the GPU to bill too.
+    deadline = time.monotonic() + 10
+    while cloud.billing()[0]["billing_what"] != "gpu+disk" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert cloud.billing()[0]["billing_what"] == "gpu+disk"
+    unlisted = cloud.fault("terminate_unlisted", times=1)
+    with pytest.raises(UnprovenTeardown) as err:
+        teardown(cloud.provider, cloud.ledger, cloud.ledger.get(spec.run_tag),  # type: ignore[arg-type]
+                 cloud.run_dir(spec.run_tag), policy=cloud.policy)
+    assert unlisted.fired == 1
+    assert isinstance(err.value, BillingNotProven) and err.value.exit_code == 3
+    failed = {c.name for c in err.value.evidence.checks if not c.passed}
+    assert failed == {money_check}, failed  # listing and lookup were fooled
+    assert spec.run_tag in err.value.message and "STILL" in err.value.message.upper()
+    assert pods_named(cloud, spec.run_tag)[0]["status"] == "terminated"
+    assert [r["id"] for r in cloud.billing()] == [info.pod_id]
+    assert cloud.ledger.get(spec.run_tag).active  # type: ignore[union-attr]

@@ -60,9 +60,6 @@ class SandboxCloud:
         self._next_vast_id = 31000001
         # (provider, pod-scoped key) -> pod id: the keys providers inject into their pods
         self.pod_keys: dict[tuple[str, str], str] = {}
-        # RunPod retires GraphQL in early 2027: when set, POST /graphql answers 404 as a removed
-        # route would, and only REST v2 is left (tailpod must still prove billing stopped).
-        self.graphql_retired = False
         self.closed = False
 
     # -- accounts ---------------------------------------------------------------------------------
@@ -137,6 +134,9 @@ class SandboxCloud:
 
     def add_pod(self, pod: SandboxPod) -> SandboxPod:
         """Register a new pod: billing starts now, the container comes up after the start delay."""
+        held = self.faults.take("hold_create", pod.provider, "create")
+        if held:
+            self.faults.hold(held)
         slow = self.faults.peek("slow_start", pod.provider, "create")
         delay = slow.seconds if slow else self.start_delay_s
         now = time.time()
@@ -192,7 +192,9 @@ class SandboxCloud:
                     and p.account == account.name]
         return [p for p in pods if p.status != "terminated" or self.stale_visible(p)]
 
-    def terminate(self, pod: SandboxPod) -> None:
+    def terminate(self, pod: SandboxPod, *, keep_billing: bool = False) -> None:
+        """End the pod; `keep_billing` (fault terminate_unlisted) hides it but leaves its meter
+        running, as a provider whose bookkeeping lost a pod would."""
         with self.lock:
             if pod.status == "terminated":
                 return
@@ -204,7 +206,8 @@ class SandboxCloud:
             timer = self._timers.pop(pod.key, None)
             if timer:
                 timer.cancel()
-            self.meter.close(pod.provider, pod.pod_id)
+            if not keep_billing:
+                self.meter.close(pod.provider, pod.pod_id)
             if pod.offer_id is not None and pod.offer_id in self.vast_offers:
                 self.vast_offers[pod.offer_id].rented = False
         self.host.stop(pod)

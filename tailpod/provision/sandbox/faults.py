@@ -31,7 +31,15 @@ FAULT_KINDS = {
     "slow_start": "new pods take `seconds` before the container is up",
     # destroyed pods keep showing in list/get for `seconds` (eventual consistency)
     "stale_list": "terminated pods stay visible in listings for `seconds`",
+    # the proof must read the money: a pod the API no longer shows that still bills
+    "terminate_unlisted": "terminate answers success and the pod leaves every listing and "
+    "lookup, but keeps billing",
+    # lets a test act (kill the client) while the provider holds an unanswered create
+    "hold_create": "create waits before doing anything until the test releases it (at most "
+    "`seconds`, default 60), then goes on",
 }
+
+HOLD_DEFAULT_S = 60.0
 
 OPERATIONS = {"create", "terminate", "list", "get", "search", "catalog", "user", "graphql", "any"}
 
@@ -81,6 +89,8 @@ class FaultPlan:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
+        # hold_create: id(fault) -> (a create arrived, the test released it)
+        self._holds: dict[int, tuple[threading.Event, threading.Event]] = {}
 
     def add(self, fault: Fault | dict[str, Any]) -> Fault:
         if isinstance(fault, dict):
@@ -92,6 +102,26 @@ class FaultPlan:
     def clear(self) -> None:
         with self._lock:
             self._faults.clear()
+            holds = list(self._holds.values())
+        for _arrived, release in holds:
+            release.set()  # a cleared plan holds nothing back
+
+    def _hold_events(self, fault: Fault) -> tuple[threading.Event, threading.Event]:
+        with self._lock:
+            return self._holds.setdefault(id(fault), (threading.Event(), threading.Event()))
+
+    def hold(self, fault: Fault) -> None:
+        """Block the calling request (hold_create) until `release`, at most `fault.seconds`."""
+        arrived, release = self._hold_events(fault)
+        arrived.set()
+        release.wait(fault.seconds or HOLD_DEFAULT_S)
+
+    def wait_held(self, fault: Fault, timeout: float) -> bool:
+        """True once a request is being held by this fault."""
+        return self._hold_events(fault)[0].wait(timeout)
+
+    def release(self, fault: Fault) -> None:
+        self._hold_events(fault)[1].set()
 
     def list(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -280,7 +280,8 @@ class RunPodEmulator:
             return problem(fault.status if fault.status >= 500 else 500, "upstream failure")
         if self.cloud.faults.take("terminate_noop", "runpod", "terminate"):
             return Response(204, None, dict(RATE_HEADERS))
-        self.cloud.terminate(pod)
+        unlisted = self.cloud.faults.take("terminate_unlisted", "runpod", "terminate")
+        self.cloud.terminate(pod, keep_billing=unlisted is not None)
         return Response(204, None, dict(RATE_HEADERS))
 
     def delete_pod(self, req: Request) -> Response:
@@ -507,9 +508,6 @@ class RunPodEmulator:
 
     # -- GraphQL ----------------------------------------------------------------------------------
     def graphql(self, req: Request) -> Response:
-        if self.cloud.graphql_retired:
-            return Response(404, {"errors": [{"message": "the GraphQL API has been retired; "
-                                                         "use the REST API v2"}]})
         account = self._auth(req)
         if isinstance(account, Response):
             # runpod-python turns 401 into AuthenticationError before reading the body.
@@ -698,7 +696,8 @@ class _GraphQLRoot:
             raise GraphQLError(GENERIC_GRAPHQL_ERROR)
         if self.cloud.faults.take("terminate_noop", "runpod", "terminate"):
             return None
-        self.cloud.terminate(pod)
+        unlisted = self.cloud.faults.take("terminate_unlisted", "runpod", "terminate")
+        self.cloud.terminate(pod, keep_billing=unlisted is not None)
         return None
 
     def podStop(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002, N802
