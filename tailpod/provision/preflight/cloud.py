@@ -44,6 +44,7 @@ class Account:
     balance: float | None
     spend_per_hr: float | None = None
     spend_limit: float | None = None
+    unavailable: str | None = None  # why the account facts could not be read (RunPod GraphQL)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ def _account(ctx: Context) -> Account:
     provider: Any = ctx.fact("provider")
     if hasattr(provider, "account"):  # RunPod: balance, spend rate and spend limit
         facts = provider.account()
-        return Account(facts.get("balance"), facts.get("spend_per_hr"), facts.get("spend_limit"))
+        return Account(facts.get("balance"), facts.get("spend_per_hr"), facts.get("spend_limit"),
+                       facts.get("unavailable"))
     return Account(provider.balance())  # vast.ai shows the balance only
 
 
@@ -127,6 +129,12 @@ def check_provider(ctx: Context) -> Outcome:
     name = remote_provider(ctx)
     account: Account = ctx.fact("account")
     found = Findings()
+    if account.unavailable:
+        found.warn(f"{name} accepted the key (REST v2); account balance and spend limit "
+                   f"unavailable: {account.unavailable}",
+                   "check the balance in the provider's console")
+        return found.outcome({"provider": name, "account": "unavailable", "balance": None,
+                              "spend_per_hr": None, "spend_limit": None})
     parts = [f"{name} accepted the key", f"balance {dollars(account.balance)}"]
     if account.spend_per_hr is not None:
         limit = f" of a {dollars(account.spend_limit)}/h limit" if account.spend_limit else ""

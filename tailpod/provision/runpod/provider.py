@@ -45,6 +45,17 @@ STATUS_MAP = {
 }
 CAPACITY_MARKERS = ("no longer any instances", "no instances currently available",
                     "not enough free gpus", "no instances available")
+# RunPod's GraphQL API is deprecated and scheduled for retirement in "early 2027" (runpod/docs
+# api-reference/overview.mdx). A retired endpoint may answer 404/410 or an error saying so;
+# either way tailpod must carry on with REST v2 alone.
+GRAPHQL_GONE_STATUSES = (404, 410)
+GRAPHQL_GONE_WORDS = ("retired", "deprecated", "no longer available", "no longer supported",
+                      "sunset", "decommissioned")
+
+
+class GraphQLUnavailable(ProviderError):
+    """RunPod's GraphQL endpoint is gone (retired); REST v2 is all there is."""
+
 
 SPEND_QUERY = "query TailpodSpend { myself { currentSpendPerHr clientBalance } }"
 ACCOUNT_QUERY = ("query TailpodAccount { myself { clientBalance currentSpendPerHr "
@@ -325,14 +336,26 @@ class RunPodProvider(ApiProvider):
         return (f"tailpod down {info.run_tag}  (or: {tail})" if info.run_tag else tail)
 
     def graphql(self, query: str, variables: dict[str, Any], what: str) -> dict[str, Any]:
-        """GraphQL with variables: values never enter the query text (providers.md §1.5)."""
+        """GraphQL with variables: values never enter the query text (providers.md §1.5).
+
+        Raises GraphQLUnavailable when the endpoint is retired (404/410, or an error that says
+        so); callers fall back to what REST v2 can prove."""
         response = self.api.call("POST", "/graphql", what,
-                                 json={"query": query, "variables": variables})
+                                 json={"query": query, "variables": variables},
+                                 passthrough=GRAPHQL_GONE_STATUSES)
         body = self.api.body_of(response)
+        if response.status_code in GRAPHQL_GONE_STATUSES:
+            raise GraphQLUnavailable(
+                f"RunPod's GraphQL API is unavailable (HTTP {response.status_code} during "
+                f"{what}): {summarize_body(body) or 'retired'}")
         if not isinstance(body, dict):
             raise ProviderError(f"RunPod: unexpected GraphQL answer during {what}")
         if body.get("errors"):
-            raise ProviderError(f"RunPod: {what} failed: {summarize_body(body)}")
+            detail = summarize_body(body)
+            if any(word in detail.lower() for word in GRAPHQL_GONE_WORDS):
+                raise GraphQLUnavailable(f"RunPod's GraphQL API is unavailable during {what}: "
+                                         f"{detail}")
+            raise ProviderError(f"RunPod: {what} failed: {detail}")
         data = body.get("data")
         return data if isinstance(data, dict) else {}
 
@@ -343,10 +366,18 @@ class RunPodProvider(ApiProvider):
         return (float(spend) if isinstance(spend, (int, float)) else None,
                 float(balance) if isinstance(balance, (int, float)) else None)
 
-    def account(self) -> dict[str, float | None]:
+    def account(self) -> dict[str, Any]:
         """Read-only account facts for preflight: `balance`, `spend_per_hr` and `spend_limit`
-        (USD and USD/h; RunPod refuses a deploy that would push the spend rate over the limit)."""
-        me = self.graphql(ACCOUNT_QUERY, {}, "reading the account").get("myself") or {}
+        (USD and USD/h; RunPod refuses a deploy that would push the spend rate over the limit).
+
+        REST v2 has no account endpoint: once GraphQL is retired the key is checked with a REST
+        read and the facts are None, with `unavailable` saying why."""
+        try:
+            me = self.graphql(ACCOUNT_QUERY, {}, "reading the account").get("myself") or {}
+        except GraphQLUnavailable as exc:
+            self.list_all()  # the key must still work: 401/403 surface here
+            return {"balance": None, "spend_per_hr": None, "spend_limit": None,
+                    "unavailable": str(exc)}
 
         def number(key: str) -> float | None:
             value = me.get(key)
@@ -367,6 +398,39 @@ class RunPodProvider(ApiProvider):
         value = totals.get("totalAmount")
         return float(value) if isinstance(value, (int, float)) else None
 
+    def _billing_history_check(self, run_tag: str, pod_id: str | None, rate: float,
+                               tagged: list[PodInfo]) -> tuple[ProofCheck, str | None]:
+        """Without GraphQL there is no account spend rate: the pod's v2 billing history
+        (`GET /v2/billing/pods?podId=`) is read twice, `evidence_window_s` apart, and must not
+        grow by more than half of what the pod's rate would add in that time. RunPod aggregates
+        that history with up to ~1 h lag, so this check is weaker than the spend rate was."""
+        if not pod_id:
+            return ProofCheck("billing-history", True, "no pod id was ever recorded; the tag "
+                              "listing is the proof (GraphQL unavailable)"), None
+        t1 = time.monotonic()
+        first = self.billed_so_far(pod_id)
+        self._sleep(self.timings.evidence_window_s)
+        second = self.billed_so_far(pod_id)
+        elapsed = max(time.monotonic() - t1, 1e-3)
+        if first is None or second is None:
+            return ProofCheck("billing-history", False,
+                              "GraphQL is unavailable and GET /v2/billing/pods did not answer "
+                              "with totals: nothing shows the charges stopped"), None
+        grew = second - first
+        allowed = 0.5 * rate * elapsed / 3600.0 + 1e-6
+        ok = grew <= allowed
+        check = ProofCheck(
+            "billing-history", ok,
+            f"GraphQL unavailable; v2 billing history for {pod_id}: ${first:.6f} then "
+            f"${second:.6f} over {elapsed:.1f}s (this pod was ${rate:.4f}/h; RunPod aggregates "
+            "billing with up to ~1 h lag)",
+        )
+        line = None
+        if not ok and not tagged:
+            line = (f"RunPod billing history for {pod_id} ({run_tag}) still grows by "
+                    f"${grew:.6f} over {elapsed:.1f}s — check https://www.runpod.io/console/pods")
+        return check, line
+
     def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
                          *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
         checks: list[ProofCheck] = []
@@ -377,14 +441,20 @@ class RunPodProvider(ApiProvider):
         checks.append(check)
         still += lines
 
+        graphql_gone: str | None = None
         if pod_id:
             rest_gone = self.get(pod_id) is None
-            gql = self.graphql(POD_QUERY, {"podId": pod_id}, "looking the pod up").get("pod")
-            gql_gone = gql is None or gql.get("desiredStatus") == "TERMINATED"
+            try:
+                gql = self.graphql(POD_QUERY, {"podId": pod_id}, "looking the pod up").get("pod")
+                gql_gone = gql is None or gql.get("desiredStatus") == "TERMINATED"
+                gql_note = f"GraphQL pod(podId): {'null (gone)' if gql_gone else 'still there'}"
+            except GraphQLUnavailable as exc:
+                graphql_gone = str(exc)
+                gql_gone, gql_note = True, "GraphQL unavailable (retired): REST v2 alone"
             checks.append(ProofCheck(
                 "direct-lookup", rest_gone and gql_gone,
                 f"GET /v2/pods/{pod_id}: {'404 (gone)' if rest_gone else 'still there'}; "
-                f"GraphQL pod(podId): {'null (gone)' if gql_gone else 'still there'}",
+                + gql_note,
             ))
             if not (rest_gone and gql_gone) and not tagged:
                 still.append(f"RunPod still answers for pod {pod_id} — kill: "
@@ -393,12 +463,21 @@ class RunPodProvider(ApiProvider):
             checks.append(ProofCheck("direct-lookup", True,
                                      "no pod id was ever recorded; the tag listing is the proof"))
 
-        spend, _balance = self.account_spend()
         others_rate = sum(p.price_per_hr or 0.0 for p in everything
                           if p.detail.get("name") != run_tag)
         rate = price_per_hr or 0.0
         tolerance = max(0.5 * rate, 0.005)
-        if spend is None:
+        spend: float | None = None
+        if graphql_gone is None:
+            try:
+                spend, _balance = self.account_spend()
+            except GraphQLUnavailable as exc:
+                graphql_gone = str(exc)
+        if graphql_gone is not None:
+            check, line = self._billing_history_check(run_tag, pod_id, rate, tagged)
+            checks.append(check)
+            still += [line] if line else []
+        elif spend is None:
             checks.append(ProofCheck("account-spend-rate", False,
                                      "RunPod did not report currentSpendPerHr"))
         else:

@@ -60,6 +60,9 @@ class SandboxCloud:
         self._next_vast_id = 31000001
         # (provider, pod-scoped key) -> pod id: the keys providers inject into their pods
         self.pod_keys: dict[tuple[str, str], str] = {}
+        # RunPod retires GraphQL in early 2027: when set, POST /graphql answers 404 as a removed
+        # route would, and only REST v2 is left (tailpod must still prove billing stopped).
+        self.graphql_retired = False
         self.closed = False
 
     # -- accounts ---------------------------------------------------------------------------------

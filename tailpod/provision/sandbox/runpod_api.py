@@ -508,6 +508,9 @@ class RunPodEmulator:
 
     # -- GraphQL ----------------------------------------------------------------------------------
     def graphql(self, req: Request) -> Response:
+        if self.cloud.graphql_retired:
+            return Response(404, {"errors": [{"message": "the GraphQL API has been retired; "
+                                                         "use the REST API v2"}]})
         account = self._auth(req)
         if isinstance(account, Response):
             # runpod-python turns 401 into AuthenticationError before reading the body.

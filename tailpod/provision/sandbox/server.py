@@ -156,6 +156,7 @@ def start_sandbox(
     stand_in_config: dict[str, dict[str, Any]] | None = None,
     pod_host_factory: Callable[[Path, dict[str, str]], PodHost] | None = None,
     sshd: bool = False,
+    graphql_retired: bool = False,
 ) -> Sandbox:
     """Start the sandbox cloud on loopback ports (0 = pick free ones) and return its handle.
 
@@ -163,6 +164,7 @@ def start_sandbox(
     each (`DEFAULT_RUNPOD_KEY`, `DEFAULT_VAST_KEY`) with $100.
     `pod_host_factory(workdir, urls)` builds the PodHost once the stand-ins' URLs are known (how
     pods become real hosts); `sshd=True` uses the SSH layer's sshd-per-pod host when installed.
+    `graphql_retired=True` removes RunPod's GraphQL endpoint (404), as its retirement will.
     """
     tmpdir = None
     if workdir is None:
@@ -170,6 +172,7 @@ def start_sandbox(
         workdir = tmpdir
     cloud = SandboxCloud(workdir, start_delay_s=start_delay_s, pod_host=pod_host,
                          run_commands=run_commands)
+    cloud.graphql_retired = graphql_retired
     rp_keys = runpod_keys if runpod_keys is not None else {DEFAULT_RUNPOD_KEY: 100.0}
     va_keys = vast_keys if vast_keys is not None else {DEFAULT_VAST_KEY: 100.0}
     for key, balance in rp_keys.items():

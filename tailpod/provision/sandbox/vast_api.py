@@ -398,9 +398,15 @@ class VastEmulator:
         account = self._gate(req, "user")
         if isinstance(account, Response):
             return account
-        balance = round(self.cloud.balance(account), 8)
+        # `credit` is the funds left (vast-ai/docs sdk/python/hello-world.mdx @ c624622); what
+        # `balance` holds on a real account is not documented beyond "the current balance". The
+        # sandbox answers a different number there (charges accrued, as a negative amount) so a
+        # client that reads the wrong field sees wrong money here too.
+        credit = round(self.cloud.balance(account), 8)
+        accrued = self.cloud.meter.accrued(provider=account.provider, account=account.name)
         return Response(200, {
             "id": abs(hash(account.name)) % 10**6, "username": account.name,
-            "email": f"{account.name}@sandbox.invalid", "balance": balance, "credit": balance,
+            "email": f"{account.name}@sandbox.invalid", "credit": credit,
+            "balance": round(-accrued, 8),
             "can_pay": True, "has_billing": True, "ssh_key": "",
         })

@@ -359,15 +359,19 @@ class VastProvider(ApiProvider):
         return f"tailpod down {info.run_tag}  (or: {tail})" if info.run_tag else tail
 
     def balance(self) -> float | None:
-        response = self.api.call("GET", "/api/v0/users/current/", "reading the account balance")
+        """The account's available funds: `credit` of `GET /api/v0/users/current/`.
+
+        vast-ai/docs sdk/python/hello-world.mdx @ c624622 says "The `credit` field shows your
+        available balance" and vast-ai/vast-cli vastai/SKILL.md @ 5567983 calls `show user`
+        "Account info, credit balance". The same answer also has a `balance` field, which the
+        OpenAPI describes only as "the current balance of the user" and which does not track the
+        funds left; it is never read, and a missing `credit` is an unknown balance, not a guess.
+        """
+        response = self.api.call("GET", "/api/v0/users/current/", "reading the account credit")
         body = self.api.body_of(response)
-        if not isinstance(body, dict):
-            return None
-        for key in ("balance", "credit"):  # providers.md §2.1: which one is current is unclear
-            value = body.get(key)
-            if isinstance(value, (int, float)):
-                return float(value)
-        return None
+        value = body.get("credit") if isinstance(body, dict) else None
+        return float(value) if isinstance(value, (int, float)) and \
+            not isinstance(value, bool) else None
 
     def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
                          *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
@@ -411,7 +415,7 @@ class VastProvider(ApiProvider):
                            if p.detail.get("label") != run_tag and p.state is not PodState.RUNNING)
         if b1 is None or b2 is None:
             checks.append(ProofCheck("charges-stopped", False,
-                                     "vast.ai did not report an account balance"))
+                                     "vast.ai did not report the account's `credit`"))
         else:
             drop_per_hr = (b1 - b2) / elapsed * 3600.0
             rate = price_per_hr or 0.0
@@ -419,7 +423,7 @@ class VastProvider(ApiProvider):
             ok = drop_per_hr - others_rate <= tolerance
             checks.append(ProofCheck(
                 "charges-stopped", ok,
-                f"balance moved ${b1 - b2:.6f} over {elapsed:.1f}s (≈${drop_per_hr:.4f}/h); "
+                f"credit moved ${b1 - b2:.6f} over {elapsed:.1f}s (≈${drop_per_hr:.4f}/h); "
                 f"other instances explain ≈${others_rate:.4f}/h; this instance was "
                 f"${rate:.4f}/h (vast updates balances in coarse steps: a short window proves "
                 "little on its own)",

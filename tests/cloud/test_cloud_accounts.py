@@ -1,0 +1,161 @@
+"""Accounts and money fields (issue 12 item 5): vast's `credit` is the money left, and RunPod's
+lifecycle still proves itself once its GraphQL API is retired."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from tailpod.cli.main import app
+from tailpod.ledger import Ledger
+from tailpod.provision.apiclient import ApiTimings
+from tailpod.provision.lifecycle import LifecyclePolicy, create_pod_safely, teardown
+from tailpod.provision.registry import get_provider
+from tailpod.provision.runpod.provider import GraphQLUnavailable
+from tailpod.provision.sandbox import Sandbox, start_sandbox
+from tailpod.provision.sandbox.model import SandboxPod
+
+from .conftest import Cloud, settings_for
+
+
+def vanish_but_bill(pod: SandboxPod) -> None:
+    """The provider stops showing the pod but its meter keeps running (a lost pod)."""
+    pod.status = "terminated"
+
+
+# -- vast: credit, not balance -------------------------------------------------------------------
+def test_vast_user_answers_distinct_credit_and_balance(sandbox: Sandbox) -> None:
+    sandbox.set_account("vast", sandbox.vast_key, balance=42.0)
+    me = httpx.get(sandbox.vast_url + "/api/v0/users/current/", timeout=5,
+                   headers={"Authorization": f"Bearer {sandbox.vast_key}"}).json()
+    assert me["credit"] == pytest.approx(42.0)
+    assert me["balance"] != me["credit"]
+
+
+def test_vast_affordability_reads_credit(sandbox: Sandbox, tailpod_home: Path) -> None:
+    sandbox.set_account("vast", sandbox.vast_key, balance=7.5)
+    provider = get_provider("vastai", settings_for(sandbox, tailpod_home),
+                            timings=ApiTimings.fast())
+    assert provider.balance() == pytest.approx(7.5)  # type: ignore[attr-defined]
+
+
+def test_vast_charges_stopped_reads_credit(make_cloud) -> None:  # type: ignore[no-untyped-def]
+    """A destroy that leaves the instance billing (and unlisted) must fail `charges-stopped`:
+    the credit keeps falling. Reading `balance` (which moves the other way) would pass it."""
+    cloud: Cloud = make_cloud("vastai")
+    cloud.provider.timings = replace(ApiTimings.fast(), evidence_window_s=0.6)  # type: ignore[attr-defined]
+    spec = cloud.spec(gpus=[cloud.gpu("second")])
+    info = create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec),
+                             ttl_hours=1.0, policy=cloud.policy)
+    # make the meter move fast enough to see in a short window
+    pod = cloud.sandbox.cloud.find("vast", info.pod_id)
+    assert pod is not None
+    cloud.sandbox.cloud.meter.set_rate("vast", info.pod_id, 3600.0, "gpu+disk")
+    vanish_but_bill(pod)
+    evidence = cloud.provider.billing_evidence(spec.run_tag, info.pod_id, info.price_per_hr)
+    charges = next(c for c in evidence.checks if c.name == "charges-stopped")
+    assert not charges.passed, charges.detail
+    assert "credit" in charges.detail
+
+
+# -- RunPod: GraphQL retired ---------------------------------------------------------------------
+@pytest.fixture()
+def retired(tmp_path: Path) -> Iterator[Sandbox]:
+    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False,
+                       graphql_retired=True)
+    try:
+        yield sb
+    finally:
+        sb.close()
+
+
+def test_sandbox_switch_retires_graphql(retired: Sandbox) -> None:
+    answer = httpx.post(retired.runpod_url + "/graphql", timeout=5,
+                        json={"query": "query { myself { clientBalance } }"},
+                        headers={"Authorization": f"Bearer {retired.runpod_key}"})
+    assert answer.status_code == 404
+    rest = httpx.get(retired.runpod_url + "/v2/pods", timeout=5,
+                     headers={"Authorization": f"Bearer {retired.runpod_key}"})
+    assert rest.status_code == 200
+
+
+def test_runpod_account_unavailable_without_graphql(retired: Sandbox, tailpod_home: Path) -> None:
+    provider = get_provider("runpod", settings_for(retired, tailpod_home),
+                            timings=ApiTimings.fast())
+    with pytest.raises(GraphQLUnavailable):
+        provider.account_spend()  # type: ignore[attr-defined]
+    facts = provider.account()  # type: ignore[attr-defined]
+    assert facts["balance"] is None and "unavailable" in facts["unavailable"]
+
+
+def test_runpod_lifecycle_proves_without_graphql(retired: Sandbox, tailpod_home: Path) -> None:
+    settings = settings_for(retired, tailpod_home)
+    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    ledger = Ledger(tailpod_home)
+    cloud = Cloud("runpod", retired, settings, provider, ledger, LifecyclePolicy.fast(),
+                  tailpod_home)
+    spec = cloud.spec(gpus=[cloud.gpu("second")])
+    info = create_pod_safely(provider, spec, ledger, cloud.record(spec), ttl_hours=1.0,
+                             policy=cloud.policy)
+    record = ledger.get(spec.run_tag)
+    assert record is not None
+    evidence = teardown(provider, ledger, record, cloud.run_dir(spec.run_tag),
+                        policy=cloud.policy)
+    assert evidence.proven, [(c.name, c.detail) for c in evidence.checks]
+    names = {c.name for c in evidence.checks}
+    assert {"tag-listing", "direct-lookup", "billing-history"} <= names
+    assert "account-spend-rate" not in names
+    lookup = next(c for c in evidence.checks if c.name == "direct-lookup")
+    assert "GraphQL unavailable" in lookup.detail
+    assert retired.meter()["billing_count"] == 0
+    assert info.pod_id
+
+
+def test_runpod_billing_history_fails_while_the_pod_bills(retired: Sandbox,
+                                                          tailpod_home: Path) -> None:
+    """Without GraphQL, a pod that left the listings but still bills fails the proof."""
+    settings = settings_for(retired, tailpod_home)
+    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    ledger = Ledger(tailpod_home)
+    cloud = Cloud("runpod", retired, settings, provider, ledger, LifecyclePolicy.fast(),
+                  tailpod_home)
+    spec = cloud.spec(gpus=[cloud.gpu("second")])
+    info = create_pod_safely(provider, spec, ledger, cloud.record(spec), ttl_hours=1.0,
+                             policy=cloud.policy)
+    pod = retired.cloud.find("runpod", info.pod_id)
+    assert pod is not None
+    retired.cloud.meter.set_rate("runpod", info.pod_id, 3600.0, "gpu+disk")
+    vanish_but_bill(pod)
+    evidence = provider.billing_evidence(spec.run_tag, info.pod_id, info.price_per_hr)
+    history = next(c for c in evidence.checks if c.name == "billing-history")
+    assert not history.passed and not evidence.proven, history.detail
+
+
+def test_cli_check_and_down_without_graphql(retired: Sandbox, tailpod_home: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    env = {**retired.env(), "TAILPOD_PROVIDER": "runpod", "TAILPOD_GPUS": "NVIDIA A40",
+           "TAILPOD_RESULTS_DIR": str(tailpod_home / "results")}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = settings_for(retired, tailpod_home, **env)
+    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    ledger = Ledger(settings.state_dir)
+    cloud = Cloud("runpod", retired, settings, provider, ledger, LifecyclePolicy.fast(),
+                  tailpod_home)
+    spec = cloud.spec(gpus=[cloud.gpu("second")])
+    create_pod_safely(provider, spec, ledger, cloud.record(spec), ttl_hours=1.0,
+                      policy=cloud.policy)
+    runner = CliRunner()
+    check = runner.invoke(app, ["check-requirements", "--json"])
+    rows = json.loads(check.output)
+    row = next(r for r in rows["checks"] if r["name"] == "provider")
+    assert row["status"] == "warn" and row["data"]["account"] == "unavailable", row
+    down = runner.invoke(app, ["down", spec.run_tag])
+    assert down.exit_code == 0, down.output
+    assert retired.meter()["billing_count"] == 0
