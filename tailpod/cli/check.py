@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from tailpod.cli.common import console, handle_errors, print_json
 from tailpod.errors import ConfigError
 
+if TYPE_CHECKING:
+    from tailpod.provision.preflight import PreflightReport
+
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+def print_requirements(report: PreflightReport, provider: str, out: Console = console) -> None:
+    """The check-requirements table and verdict; `up` prints the same (to stderr) when preflight
+    refuses."""
+    table = Table(title=f"check-requirements ({provider})", show_lines=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    table.add_column("how to fix", overflow="fold")
+    for r in report.results:
+        table.add_row(r.title, Text(r.status.value, style=STYLE[r.status.value]),
+                      Text(r.detail), Text(r.fix))
+    out.print(table)
+    counts = report.counts()
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    verdict = "[green]ready[/]" if report.ok else "[bold red]not ready[/]"
+    out.print(f"{verdict}: {summary} in {report.elapsed_s:.1f} s; nothing was created")
 
 
 def register(app: typer.Typer) -> None:
@@ -52,18 +76,6 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(report.to_json())
         else:
-            table = Table(title=f"check-requirements ({settings.provider})", show_lines=True)
-            table.add_column("check", no_wrap=True)
-            table.add_column("status", no_wrap=True)
-            table.add_column("detail", overflow="fold")
-            table.add_column("how to fix", overflow="fold")
-            for r in report.results:
-                table.add_row(r.title, Text(r.status.value, style=STYLE[r.status.value]),
-                              Text(r.detail), Text(r.fix))
-            console.print(table)
-            counts = report.counts()
-            summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-            verdict = "[green]ready[/]" if report.ok else "[bold red]not ready[/]"
-            console.print(f"{verdict}: {summary} in {report.elapsed_s:.1f} s; nothing was created")
+            print_requirements(report, settings.provider)
         if not report.ok:
             raise typer.Exit(code=1)

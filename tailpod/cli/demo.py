@@ -19,7 +19,7 @@ import typer
 
 from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.cli.common import console, handle_errors, ledger_for
-from tailpod.cli.lifecycle import startup_progress
+from tailpod.cli.lifecycle import requirements_on_refusal, startup_progress
 from tailpod.cli.remote import evidence_table
 from tailpod.config import Settings, load_settings
 from tailpod.ledger import Ledger, PodRecord
@@ -156,7 +156,8 @@ def cloud_demo(
         # The first choice has no capacity right now: the fallback must be visible.
         sandbox.add_fault("capacity", gpu=DEMO_GPUS[0])
         console.print(f"sandbox cloud: RunPod {sandbox.runpod_url}, admin {sandbox.admin_url}")
-        with startup_progress("up: rent, join the tailnet, start vLLM over SSH") as update:
+        with startup_progress("up: rent, join the tailnet, start vLLM over SSH") as update, \
+                requirements_on_refusal(cloud.provider):
             record, info = up_cloud(cloud, cfg, ledger, lambda line: update(0.0, line))
         warning = remote.fallback_warning(info)
         if warning:

@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tailpod.bootstrap import onpod
 from tailpod.bootstrap.engines.base import EngineConfig, StartupFacts
@@ -31,6 +31,9 @@ from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.ssh.client import SshSession, SshTarget, boot_wait_seconds, open_ssh
 from tailpod.secrets import Secret
+
+if TYPE_CHECKING:
+    from tailpod.provision.preflight import PreflightReport
 
 Say = Callable[[str], None]
 ONPOD = Path(onpod.__file__)
@@ -234,6 +237,19 @@ def _spec(
     )
 
 
+class PreflightRefused(ConfigError):
+    """A check `up` needs failed; nothing was rented. Carries the whole report, so the caller can
+    print the same table `check-requirements` prints (tailpod/cli/check.py)."""
+
+    def __init__(self, report: PreflightReport, failed: list[str]) -> None:
+        super().__init__(
+            f"preflight failed, nothing was rented: {len(failed)} check(s) failed "
+            f"({', '.join(failed)}); the table above says how to fix each",
+            hint="re-check with `tailpod check-requirements`",
+        )
+        self.report = report
+
+
 def run_preflight_or_refuse(
     settings: Settings,
     cfg: EngineConfig,
@@ -257,11 +273,7 @@ def run_preflight_or_refuse(
     if not use_tailnet:
         failed = [r for r in failed if r.name != "tailscale"]
     if failed:
-        lines = "; ".join(f"{r.name}: {r.detail}" for r in failed)
-        raise ConfigError(
-            f"preflight failed, nothing was rented: {lines}",
-            hint="run `tailpod check-requirements` for the fixes",
-        )
+        raise PreflightRefused(report, [r.name for r in failed])
     say(f"preflight passed ({len(report.results)} checks)")
 
 
