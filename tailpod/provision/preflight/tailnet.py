@@ -14,6 +14,11 @@ def check_tailnet(ctx: Context) -> Outcome:
     allow = ctx.plan.allow_nonephemeral
     key = check_tailnet_requirements(ctx.settings, allow_nonephemeral=allow)
     found = Findings()
+    if not key.verified:
+        for warning in key.warnings:
+            found.warn(warning, "make the auth key with the same user as TAILSCALE_API_KEY, or "
+                                "check it in the Tailscale admin console (Settings > Keys)")
+        return found.outcome({"key_id": key.key_id, "verified": False})
     found.ok(f"API token accepted; auth key {key.key_id}: "
              + ", ".join(part for part in (
                  "ephemeral" if key.ephemeral else "",

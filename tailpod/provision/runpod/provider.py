@@ -49,6 +49,7 @@ CAPACITY_MARKERS = ("no longer any instances", "no instances currently available
 # api-reference/overview.mdx). A retired endpoint may answer 404/410 or an error saying so;
 # either way tailpod must carry on with REST v2 alone.
 GRAPHQL_GONE_STATUSES = (404, 410)
+PAGE_WORDS = ("token", "cursor", "next", "page")
 GRAPHQL_GONE_WORDS = ("retired", "deprecated", "no longer available", "no longer supported",
                       "sunset", "decommissioned")
 
@@ -316,6 +317,18 @@ class RunPodProvider(ApiProvider):
         pods = body.get("pods") if isinstance(body, dict) else None
         if not isinstance(pods, list):
             raise ProviderError("RunPod: the pod list answer has no `pods` list")
+        paging = sorted(k for k in body if k != "pods" and body[k] not in (None, "")
+                        and any(w in k.lower() for w in PAGE_WORDS))
+        if paging:
+            # ListPodsResponse is `{"pods": [...]}` and v2 documents no pagination (runpod/docs
+            # api-reference-v2/openapi.json @ a900806e253c4f8c16da27d1a4370e72456da4cb). An answer
+            # that carries a page token says this list is partial, and tailpod cannot know how to
+            # ask for the rest: a partial list must never read as "the pod is gone".
+            raise ProviderError(
+                f"RunPod: the pod list answer carries {', '.join(map(repr, paging))}, which looks "
+                "like a page token; the published v2 API documents no pagination, so the list "
+                "may be partial and is not used",
+                hint="this is a tailpod limitation; please report it with the field name")
         infos = [self.to_info(p) for p in pods if isinstance(p, dict)]
         return [i for i in infos if i.state is not PodState.TERMINATED]
 

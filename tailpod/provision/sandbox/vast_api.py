@@ -17,6 +17,7 @@ from typing import Any
 from tailpod.provision.sandbox.cloud import AuthFailure, SandboxCloud
 from tailpod.provision.sandbox.http import Request, Response, Router
 from tailpod.provision.sandbox.model import Account, SandboxPod, VastOffer
+from tailpod.provision.vastai.limits import rent_limit_errors
 
 ALIASES = {"dph": "dph_total", "cuda_vers": "cuda_max_good", "dlperf_usd": "dlperf_per_dphtotal"}
 COMPUTED_INSTANCE_COLS = {"dph_total", "num_gpus", "duration"}
@@ -212,6 +213,12 @@ class VastEmulator:
         env_in = body.get("env") or {}
         if not isinstance(env_in, dict):
             return vast_error(400, "invalid_args", "env must be an object")
+        onstart, args = body.get("onstart"), body.get("args")
+        too_big = rent_limit_errors(onstart if isinstance(onstart, str) else None,
+                                    [str(a) for a in args] if isinstance(args, list) else None,
+                                    {str(k): str(v) for k, v in env_in.items()})
+        if too_big:
+            return vast_error(400, "invalid_args", "; ".join(too_big))
         env: dict[str, str] = {}
         ports = ["22/tcp"] if "args" not in str(body.get("runtype") or "ssh") else []
         for key, value in env_in.items():

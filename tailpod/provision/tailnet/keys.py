@@ -60,6 +60,10 @@ class AuthKeyCheck:
     tags: tuple[str, ...]
     expires: str | None
     warnings: list[str] = field(default_factory=list)
+    # False when the API cannot show the key: Tailscale lists and looks up keys "relative to the
+    # user that owns the API key" (tailscale/tailscale-client-go-v2 keys.go @ 4f50555), so a key
+    # another user of the tailnet made answers 404 although it works.
+    verified: bool = True
 
 
 def parse_time(value: Any) -> dt.datetime | None:
@@ -93,10 +97,16 @@ def check_auth_key(
     try:
         data = api.get_key(key_id)
     except TailnetNotFound:
-        raise TailnetError(
-            f"Tailscale auth key {key_id} does not exist in tailnet {api.tailnet}",
-            hint="was it deleted? does TAILSCALE_API_KEY belong to the same tailnet?",
-        ) from None
+        # 404 is also the answer for a key made by another user: it may well work, so say what
+        # is known (nothing) instead of "does not exist".
+        return AuthKeyCheck(
+            key_id=key_id, ephemeral=False, preauthorized=False, reusable=False, tags=(),
+            expires=None, verified=False,
+            warnings=[f"cannot verify this key: Tailscale answers 404 for auth key {key_id} in "
+                      f"tailnet {api.tailnet}. Keys are visible only to the user who made them, "
+                      "so it may belong to another user (then it can still work) or be deleted; "
+                      "its expiry, tags, ephemerality and pre-approval are unchecked"],
+        )
     now = now or dt.datetime.now(dt.timezone.utc)
     label = f"Tailscale auth key {key_id}"
 

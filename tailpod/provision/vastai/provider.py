@@ -29,6 +29,7 @@ from tailpod.provision.base import (
     ProofCheck,
 )
 from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
+from tailpod.provision.vastai.limits import rent_limit_errors
 from tailpod.secrets import reveal_env
 
 # providers.md §2.4 and anchors A.4: unknown states must not crash and never read as "gone".
@@ -215,6 +216,13 @@ class VastProvider(ApiProvider):
                               hint="name at least one GPU, e.g. --gpu 'RTX 4090'")
         if spec.gpu_count < 1:
             raise ConfigError("gpu_count must be at least 1")
+        body = self._rent_body(spec)
+        too_big = rent_limit_errors(body.get("onstart"), body.get("args"), body.get("env"))
+        if too_big:
+            raise ConfigError("the vast.ai rent request breaks a vendor limit; nothing was "
+                              "created: " + "; ".join(too_big),
+                              hint="shorten the start command or the environment "
+                                   "(tailpod/provision/vastai/limits.py lists the limits)")
         grouped = self._by_preference(prefs, self.search(prefs, spec.gpu_count, spec.disk_gb))
         if not any(grouped.values()):
             raise CapacityError(
