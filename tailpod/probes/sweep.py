@@ -27,6 +27,7 @@ from tailpod.probes.plan import (
     finished_cells,
     pending,
 )
+from tailpod.results.schema import unverified_reason
 from tailpod.secrets import redact
 
 RESULTS_SCHEMA_VERSION = 1
@@ -212,6 +213,7 @@ def _arm_entry(run: dict[str, Any], arm: Arm) -> dict[str, Any]:
         "gate": None,
         "void": False,
         "void_reason": None,
+        "unverified": None,
         "restart_s": None,
     }
     run["arms"].append(entry)
@@ -287,6 +289,9 @@ def run_sweep(
                         entry["void"] = True
                         entry["void_reason"] = _void_reason(gate)
                         log(f"arm {arm.label} VOID: {entry['void_reason']}")
+                    entry["unverified"] = unverified_reason(gate.status, gate.method)
+                    if entry["unverified"]:
+                        log(f"arm {arm.label} UNVERIFIED: {entry['unverified']}")
                 run_dir.save(run)
             if isinstance(step, Restart):
                 continue
@@ -296,6 +301,10 @@ def run_sweep(
                     row["void"] = True
                     if row.get("kind") == "cell":
                         row.setdefault("flags", []).append("void")
+            elif entry.get("unverified"):
+                for row in rows:
+                    if row.get("kind") == "cell":
+                        row.setdefault("flags", []).append("unverified")
             run_dir.append_rows(rows)
             summary = next((r for r in rows if r.get("kind") == "cell"), None)
             if summary:

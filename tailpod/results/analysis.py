@@ -608,6 +608,7 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
                 "checkpoint": a.checkpoint,
                 "void": a.label in void,
                 "void_reason": void.get(a.label),
+                "unverified": a.unverified_text,
                 "gate": a.gate.model_dump() if a.gate else None,
                 "baseline": base.label if base else None,
                 "restart_s": a.restart_s,
@@ -618,6 +619,8 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         )
         if a.label not in {c["arm"] for c in cells}:
             warnings.append(f"arm {a.label}: no cell rows")
+        if a.unverified_text:
+            warnings.append(f"arm {a.label}: speedup UNVERIFIED ({a.unverified_text})")
 
     for c in cells:
         if c["failed"]:
@@ -660,6 +663,7 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
                 "arm": a.label,
                 "baseline": base.label if base else None,
                 "concurrency": conc,
+                "unverified": a.unverified_text,
             }
             if a.label in void:
                 entry |= {

@@ -102,13 +102,17 @@ def _voids(an: dict[str, Any]) -> dict[str, str]:
 
 def _grid(an: dict[str, Any], entries: Sequence[dict[str, Any]], cell_fmt: Any) -> list[list[str]]:
     void = _voids(an)
+    unverified = {a["label"]: a["unverified"] for a in an["arms"] if a.get("unverified")}
     concs = an["concurrency"]
     rows = []
     for arm in (a["label"] for a in an["arms"]):
         at = {e["concurrency"]: e for e in entries if e["arm"] == arm}
         if not at:
             continue
-        rows.append([arm_label(arm, void)] + [cell_fmt(at[c]) if c in at else "—" for c in concs])
+        label = arm_label(arm, void)
+        if arm in unverified:
+            label += f" (UNVERIFIED: {unverified[arm]})"
+        rows.append([label] + [cell_fmt(at[c]) if c in at else "—" for c in concs])
     return rows
 
 
@@ -161,6 +165,8 @@ def render_run_markdown(an: dict[str, Any]) -> str:
         if gate.get("first_mismatch"):
             mm = gate["first_mismatch"]
             gate_txt += f" (prompt {mm['prompt']}, position {mm['position']})"
+        if a.get("unverified"):
+            gate_txt += f" — UNVERIFIED: {a['unverified']}"
         arm_rows.append(
             [
                 arm_label(a["label"], void),
@@ -186,7 +192,8 @@ def render_run_markdown(an: dict[str, Any]) -> str:
         "",
         "Aggregate throughput, spec / plain: median ratio "
         "[min(spec)/max(plain)–max(spec)/min(plain)]. "
-        "Void arms never get a speedup.",
+        "Void arms never get a speedup; an arm whose output the gate did not verify (gate "
+        "skipped, or text compared instead of token ids) is marked UNVERIFIED.",
         "",
     ]
 
@@ -194,7 +201,10 @@ def render_run_markdown(an: dict[str, Any]) -> str:
         def f(e: dict[str, Any]) -> str:
             if e.get("void"):
                 return "VOID"
-            return fmt_ratio(e.get(key)) if e.get(key) else (e.get("reason") or "—")
+            if not e.get(key):
+                return str(e.get("reason") or "—")
+            # A speedup whose output nobody verified is never printed as a plain figure.
+            return fmt_ratio(e[key]) + (" UNVERIFIED" if e.get("unverified") else "")
 
         return f
 

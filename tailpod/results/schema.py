@@ -73,6 +73,18 @@ class Gate(_Model):
 _LABEL_K = re.compile(r"-k(\d+)$")
 
 
+def unverified_reason(status: str | None, method: str | None) -> str | None:
+    """Why a gate result does not verify a speculative arm, or None when it does (token ids
+    compared and equal). A failed gate is not "unverified": it voids the arm."""
+    if status is None:
+        return "no token-identity gate was run"
+    if status == "skipped":
+        return "token-identity gate skipped (no plain arm to compare with)"
+    if status == "pass" and method == "text":
+        return "gate compared text only, not token ids"
+    return None
+
+
 class ArmRecord(_Model):
     label: str
     engine_config: dict[str, Any] = Field(default_factory=dict)
@@ -81,6 +93,9 @@ class ArmRecord(_Model):
     gate: Gate | None = None
     void: bool = False
     void_reason: str | None = None
+    unverified: str | None = Field(
+        default=None, description="Why the sweep could not verify the arm's output (its gate "
+        "was skipped or compared text only); its numbers stand, marked UNVERIFIED.")
     restart_s: float | None = None
 
     @property
@@ -119,6 +134,18 @@ class ArmRecord(_Model):
     @property
     def is_void(self) -> bool:
         return self.void or (self.gate is not None and self.gate.status == "fail")
+
+    @property
+    def unverified_text(self) -> str | None:
+        """Why a speculative arm that is not void is not verified either, or None when its gate
+        compared token ids and passed. Read from the gate itself too, so runs written before the
+        sweep recorded `unverified` are marked as well."""
+        if self.k == 0 or self.is_void:
+            return None
+        if self.unverified:
+            return self.unverified
+        return unverified_reason(self.gate.status if self.gate else None,
+                                 self.gate.method if self.gate else None)
 
     def void_text(self) -> str:
         """Why the arm is void, in words; the gate's mismatch when no reason was recorded."""

@@ -17,9 +17,11 @@ from tailpod.results.report import (
     fmt_ratio,
     fmt_spread,
     fmt_usd,
+    render_run_markdown,
     scrub_argv,
     write_report,
 )
+from tailpod.results.schema import Gate
 from tailpod.secrets import Secret
 from tests.results.conftest import build_run
 
@@ -262,3 +264,32 @@ def test_a_run_without_cells_still_reports(tmp_path: Path) -> None:
     path = write_report([write_run(run, tmp_path / "empty")])
     assert "arm plain: no cell rows" in path.read_text()
     assert all((tmp_path / "empty" / name).is_file() for name in PLOT_FILES.values())
+
+
+def test_speedups_the_gate_did_not_verify_are_never_printed_bare() -> None:
+    # plain 10 tok/s, k1 15, k2 18 at c=1 and c=2 (×c): speedups 1.50 and 1.80 everywhere.
+    run = build_run({"plain": {1: [10.0], 2: [20.0]}, "mtp-k1": {1: [15.0], 2: [30.0]},
+                     "mtp-k2": {1: [18.0], 2: [36.0]}})
+    by_label = {a.label: a for a in run.meta.arms}
+    by_label["mtp-k2"].gate = Gate(status="pass", method="text", prompts=6)
+    an = analyze(run)
+    md = render_run_markdown(an)
+    speedup = md.split("## Speedup over plain", 1)[1].split("## Crossover", 1)[0]
+    k2_rows = [line for line in speedup.splitlines() if line.startswith("| mtp-k2")]
+    k1_rows = [line for line in speedup.splitlines() if line.startswith("| mtp-k1 ")]
+    assert len(k2_rows) == 2 and len(k1_rows) == 2  # throughput and decode tables
+    assert k2_rows[0].rstrip(" |").split(" | ")[1:] == ["1.80× [1.80–1.80] UNVERIFIED"] * 2, k2_rows[0]
+    assert k1_rows[0].rstrip(" |").split(" | ")[1:] == ["1.50× [1.50–1.50]"] * 2, k1_rows[0]
+    arms = md.split("## Arms", 1)[1].split("## Throughput", 1)[0]
+    assert "pass — UNVERIFIED: gate compared text only, not token ids" in arms
+    assert "mtp-k2: speedup UNVERIFIED (gate compared text only" in md  # the warnings list
+
+
+def test_a_skipped_gate_marks_the_arm_unverified() -> None:
+    run = build_run({"plain": {1: [10.0]}, "mtp-k1": {1: [15.0]}})
+    run.meta.arms[1].gate = Gate(status="skipped", prompts=0)
+    md = render_run_markdown(analyze(run))
+    throughput = md.split("## Throughput", 1)[1].split("## Speedup", 1)[0]
+    assert "| mtp-k1 (UNVERIFIED: token-identity gate skipped" in throughput
+    speedup = md.split("## Speedup over plain", 1)[1].split("## Crossover", 1)[0]
+    assert "| 1.50× [1.50–1.50] UNVERIFIED |" in speedup, speedup

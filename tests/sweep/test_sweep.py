@@ -156,3 +156,40 @@ def test_interrupted_sweep_resumes_to_the_same_rows(tmp_path: Path) -> None:
         return sorted(json.dumps(r, sort_keys=True) for r in RunDirectory(path).read_rows())
 
     assert key(tmp_path / "a") == key(tmp_path / "b")
+
+
+class TextGateHost(ScriptedHost):
+    """A host whose engine cannot give token ids for the arms in `text_k`: the gate compares
+    text there, which passes while proving less."""
+
+    def __init__(self, tok_s_by_k: dict[int, float], text_k: set[int]) -> None:
+        super().__init__(tok_s_by_k)
+        self.text_k = text_k
+
+    def gate_compare(self, arm: Arm, reference: dict[str, Any], plan: SweepPlan) -> GateResult:
+        if arm.spec_k in self.text_k:
+            self.events.append(f"gate {arm.label}")
+            return GateResult("pass", "text", 1)
+        return super().gate_compare(arm, reference, plan)
+
+
+def test_arms_the_gate_could_not_verify_are_marked_unverified_in_the_run(tmp_path: Path) -> None:
+    host = TextGateHost({0: 10, 1: 15, 2: 18}, text_k={2})
+    run = run_sweep(make_plan([0, 1, 2], extend=False), RunDirectory(tmp_path), host, ctx(),
+                    log=lambda *_: None)
+    arms = {a["label"]: a for a in run["arms"]}
+    assert arms["ngram-k2"]["unverified"] == "gate compared text only, not token ids"
+    assert not arms["ngram-k2"]["void"]  # its numbers stand, marked
+    assert arms["ngram-k1"]["unverified"] is None and arms["plain"]["unverified"] is None
+    rows = [r for r in RunDirectory(tmp_path).read_rows() if r.get("kind") == "cell"]
+    assert all("unverified" in r["flags"] for r in rows if r["arm"] == "ngram-k2")
+    assert not any("unverified" in r.get("flags", []) for r in rows if r["arm"] != "ngram-k2")
+
+
+def test_an_arm_without_a_plain_arm_to_gate_against_is_unverified(tmp_path: Path) -> None:
+    host = ScriptedHost({1: 15})
+    run = run_sweep(make_plan([1], extend=False), RunDirectory(tmp_path), host, ctx(),
+                    log=lambda *_: None)
+    (arm,) = run["arms"]
+    assert arm["gate"]["status"] == "skipped" and not arm["void"]
+    assert arm["unverified"] and "skipped" in arm["unverified"]
