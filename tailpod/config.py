@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -175,3 +176,42 @@ def load_settings(
         if value is not None or meta["secret"]:
             kwargs[f.name] = value
     return Settings(**kwargs)
+
+
+# Bounds for the settings that only bite once a pod bills: `up` checks them before preflight.
+MAX_TTL_HOURS = 168.0  # a week; a longer rental is a decision, not a default
+MAX_GPU_COUNT = 16
+
+
+def run_settings_problems(settings: Settings) -> list[str]:
+    """What is wrong with the settings `up` would rent with; [] when nothing is."""
+    problems: list[str] = []
+
+    def positive(name: str, flag: str, value: float | None, upper: float | None = None) -> None:
+        if value is None:
+            return
+        if not math.isfinite(value) or value <= 0 or (upper is not None and value > upper):
+            limit = f"at most {upper:g}" if upper is not None else "finite"
+            problems.append(f"{flag} must be a positive number ({limit}), got {value!r} ({name})")
+
+    if not 1 <= settings.port <= 65535:
+        problems.append(f"--port must be 1-65535, got {settings.port} (TAILPOD_PORT)")
+    positive("TAILPOD_MAX_PRICE", "--max-price", settings.max_price)
+    positive("TAILPOD_TTL_HOURS", "--ttl-hours", settings.ttl_hours, MAX_TTL_HOURS)
+    positive("TAILPOD_HEARTBEAT_TIMEOUT", "the heartbeat timeout", settings.heartbeat_timeout_s)
+    positive("TAILPOD_STARTUP_TIMEOUT", "the startup timeout", settings.startup_timeout_s)
+    if not 1 <= settings.gpu_count <= MAX_GPU_COUNT:
+        problems.append(f"--gpu-count must be 1-{MAX_GPU_COUNT}, got {settings.gpu_count} "
+                        "(TAILPOD_GPU_COUNT)")
+    if settings.disk_gb <= 0:
+        problems.append(f"the disk size must be positive, got {settings.disk_gb} "
+                        "(TAILPOD_DISK_GB)")
+    return problems
+
+
+def check_run_settings(settings: Settings) -> None:
+    """ConfigError (exit 2) naming every bad value, before anything is checked or rented."""
+    problems = run_settings_problems(settings)
+    if problems:
+        raise ConfigError("; ".join(problems) + "; nothing was rented",
+                          hint="fix the flag or the environment variable named")

@@ -36,6 +36,13 @@ class CapacityError(ProviderError):
     """No GPU of the requested kind is available right now."""
 
 
+class TransientError(TailpodError):
+    """A failure that passes by itself (a provider's rate limit, 5xx or time-out): nothing is
+    wrong with the settings; the message says when to retry."""
+
+    exit_code = 75  # EX_TEMPFAIL in BSD sysexits.h: "temporary failure, the user may retry"
+
+
 class BillingNotProven(TailpodError):
     """`down` could not prove that billing stopped; the message names what still bills."""
 

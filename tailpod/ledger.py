@@ -3,6 +3,19 @@
 One JSON file under the state directory, rewritten atomically (temp file, fsync, rename) under an
 exclusive `flock`, so two tailpod processes cannot lose each other's writes and a crash at any point
 leaves either the old or the new file, never half of one.
+
+Damage from outside (a truncated copy, a full disk, random bytes, a deleted file) must never lose
+which pods exist, so every write goes to two files: the last-known-good copy
+(`ledger.last-good.json`) first, then `ledger.json`; each carries a generation number. A read takes
+the newer readable one. A damaged file is set aside under a name that keeps it
+(`ledger.damaged-<UTC time>.json`), the good copy is restored, and a recovery notice stays in the
+ledger until a command that asked the providers has settled it (`status`, `down`). When neither
+file can be read, the ledger restarts empty with a notice that says so; `down --all` then rebuilds
+it from what the providers list under tailpod's `tp-` tags.
+
+A record of an operation in progress (`up`'s create, SSH wait and engine start; `down`) names its
+owner: pid, host and the process's start time, so `status` can tell a running `up` from one that was
+killed and name the command that settles what it left.
 """
 
 from __future__ import annotations
@@ -13,6 +26,7 @@ import fcntl
 import json
 import os
 import secrets
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,6 +37,8 @@ from typing import Any
 from tailpod.errors import ConfigError, TailpodError
 
 LEDGER_VERSION = 1
+LEDGER_FILE = "ledger.json"
+LAST_GOOD_FILE = "ledger.last-good.json"
 
 # A record's life: intent is written before the create call; it becomes `creating` once the provider
 # may hold a resource, `running` when serving, `terminating` while down runs, and `terminated` only
@@ -32,6 +48,49 @@ ACTIVE_STATES = ("intent", "creating", "running", "stopped", "terminating", "fai
 
 def new_run_tag() -> str:
     return "tp-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _process_start(pid: int) -> str | None:
+    """The kernel's start time of `pid` (clock ticks since boot), to tell a reused pid apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22, counted after the command name, which is in parentheses and may hold spaces.
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def operation_stamp(step: str) -> dict[str, Any]:
+    """Who runs the operation now in progress on a pod, and at which step."""
+    pid = os.getpid()
+    return {"step": step, "pid": pid, "host": socket.gethostname(),
+            "proc_start": _process_start(pid), "since": time.time()}
+
+
+def operation_owner_alive(operation: dict[str, Any]) -> bool | None:
+    """True/False when the owner's host is this one; None when it cannot be told from here."""
+    if not operation or operation.get("host") != socket.gethostname():
+        return None
+    try:
+        pid = int(operation["pid"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # someone else's process: alive, but check it is the same one below
+    started = operation.get("proc_start")
+    return started is None or _process_start(pid) == started
+
+
+def interrupted_step(record: PodRecord) -> str | None:
+    """The step an operation was in when its owner died; None if none is known to have died."""
+    if record.operation and operation_owner_alive(record.operation) is False:
+        return str(record.operation.get("step") or "an operation")
+    return None
 
 
 @dataclass
@@ -53,6 +112,8 @@ class PodRecord:
     tailnet: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
+    # The operation in progress on this pod and who runs it (see `operation_stamp`); {} when idle.
+    operation: dict[str, Any] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -70,11 +131,24 @@ class PodRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+class _Damaged(Exception):
+    """A ledger file that exists but cannot be read back as a ledger."""
+
+
+@dataclass
+class _Snapshot:
+    pods: dict[str, PodRecord]
+    generation: int = 0
+    recovery: list[dict[str, Any]] = field(default_factory=list)
+
+
 class Ledger:
     def __init__(self, home: Path) -> None:
         self.home = Path(home)
-        self.path = self.home / "ledger.json"
+        self.path = self.home / LEDGER_FILE
+        self.last_good_path = self.home / LAST_GOOD_FILE
         self._lock_path = self.home / "ledger.lock"
+        self._state = _Snapshot({})
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -86,21 +160,75 @@ class Ledger:
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
-    def _read(self) -> dict[str, PodRecord]:
+    @staticmethod
+    def _parse(path: Path) -> _Snapshot | None:
+        """The file's content; None when it does not exist; _Damaged when it is not a ledger."""
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            raw = json.loads(path.read_bytes().decode("utf-8"))
+            pods = {str(tag): PodRecord.from_json(rec) for tag, rec in raw["pods"].items()}
+            if any(rec.run_tag != tag for tag, rec in pods.items()):
+                raise ValueError("a record's run tag differs from its key")
+            recovery = [dict(n) for n in raw.get("recovery", [])]
+            return _Snapshot(pods, int(raw.get("generation", 0)), recovery)
         except FileNotFoundError:
-            return {}
-        except (OSError, json.JSONDecodeError) as exc:
-            raise TailpodError(
-                f"the ledger {self.path} is unreadable ({exc.__class__.__name__})",
-                hint="do not delete it: it lists pods that may still bill; restore it or inspect "
-                "the provider console",
-            ) from None
-        return {tag: PodRecord.from_json(rec) for tag, rec in raw.get("pods", {}).items()}
+            return None
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            # UnicodeDecodeError and JSONDecodeError are ValueErrors; a wrong shape is the rest.
+            raise _Damaged(exc.__class__.__name__) from None
+
+    def _set_aside(self, path: Path, stamp: str) -> Path:
+        aside = self.home / f"{path.stem}.damaged-{stamp}.json"
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = self.home / f"{path.stem}.damaged-{stamp}-{n}.json"
+        os.replace(path, aside)
+        return aside
+
+    def _read(self) -> dict[str, PodRecord]:
+        """Under the lock: the newest readable copy; damage is set aside, repaired and noted."""
+        found: dict[Path, _Snapshot | None] = {}
+        damaged: dict[Path, str] = {}
+        for path in (self.path, self.last_good_path):
+            try:
+                found[path] = self._parse(path)
+            except _Damaged as exc:
+                damaged[path] = str(exc)
+        good = [snap for snap in found.values() if snap is not None]
+        best = max(good, key=lambda snap: snap.generation) if good else _Snapshot({})
+        main_missing = self.path not in damaged and found.get(self.path) is None
+        if not damaged and not (main_missing and good):
+            self._state = best
+            return best.pods
+        # Something is wrong: keep what is damaged, restore the good copy, say what happened.
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        notice: dict[str, Any] = {"t": time.time(), "damaged": {}, "set_aside": []}
+        for path, reason in damaged.items():
+            notice["damaged"][path.name] = reason
+            notice["set_aside"].append(str(self._set_aside(path, stamp)))
+        if main_missing:
+            notice["damaged"][self.path.name] = "missing"
+        if good:
+            notice["restored_from"] = (LAST_GOOD_FILE if found.get(self.last_good_path) is best
+                                       else LEDGER_FILE)
+            notice["generation"] = best.generation
+        else:
+            notice["restored_from"] = None  # nothing readable: rebuild from the providers
+        best.recovery.append(notice)
+        self._state = best
+        self._write(best.pods)
+        return best.pods
 
     def _write(self, pods: dict[str, PodRecord]) -> None:
-        payload = {"version": LEDGER_VERSION, "pods": {t: r.to_json() for t, r in pods.items()}}
+        self._state.generation += 1
+        payload = {"version": LEDGER_VERSION, "generation": self._state.generation,
+                   "recovery": self._state.recovery,
+                   "pods": {t: r.to_json() for t, r in pods.items()}}
+        # The copy first: a crash between the two renames leaves two readable generations.
+        for path in (self.last_good_path, self.path):
+            self._write_file(path, payload)
+
+    def _write_file(self, path: Path, payload: dict[str, Any]) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.home, prefix=".ledger.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -108,7 +236,7 @@ class Ledger:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
+            os.replace(tmp, path)
             dir_fd = os.open(self.home, os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
@@ -125,6 +253,21 @@ class Ledger:
         with self._locked():
             pods = self._read()
             yield pods
+            self._write(pods)
+
+    def pending_recovery(self) -> list[dict[str, Any]]:
+        """Damage found and repaired that no provider check has settled yet (oldest first)."""
+        with self._locked():
+            self._read()
+            return [dict(n) for n in self._state.recovery if not n.get("settled")]
+
+    def settle_recovery(self, summary: str) -> None:
+        """Mark every pending notice settled: the providers were asked and the ledger matches."""
+        with self._locked():
+            pods = self._read()
+            for notice in self._state.recovery:
+                if not notice.get("settled"):
+                    notice["settled"] = {"t": time.time(), "summary": summary}
             self._write(pods)
 
     def all(self) -> list[PodRecord]:

@@ -16,9 +16,9 @@ from tailpod.bootstrap import onpod
 from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.cli import remote
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
-from tailpod.config import Settings
+from tailpod.config import Settings, check_run_settings
 from tailpod.errors import ConfigError
-from tailpod.ledger import PodRecord
+from tailpod.ledger import PodRecord, interrupted_step
 from tailpod.provision.local.lifecycle import relaunch_local, up_local
 from tailpod.secrets import redact
 
@@ -72,6 +72,10 @@ def engine_config(
 ) -> EngineConfig:
     if spec_k < 0:
         raise ConfigError("--spec-k must be 0 (plain decode) or more")
+    for flag, value in (("--context-length", context_length),
+                        ("--max-running-requests", max_running_requests)):
+        if value is not None and value <= 0:
+            raise ConfigError(f"{flag} must be positive, got {value}")
     if spec_method and spec_method not in SPEC_METHODS:
         raise ConfigError(f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS))
     if spec_k and spec_method == "draft_model" and not draft_model:
@@ -187,10 +191,14 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
     spend = (
         (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
     )
+    step = interrupted_step(record)
     return {
         "run_tag": record.run_tag,
         "provider": record.provider,
-        "status": record.status,
+        "status": f"interrupted during {step}" if step else record.status,
+        "interrupted_during": step,
+        "owner": record.operation or None,
+        "settle": f"tailpod down {record.run_tag}" if step else None,
         "engine": engine.get("engine"),
         "model": engine.get("model"),
         "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,
@@ -265,6 +273,7 @@ def register(app: typer.Typer) -> None:
             ttl_hours=ttl_hours,
         )
         check_provider(settings.provider)
+        check_run_settings(settings)  # before preflight, the ledger or any rental
         local = settings.provider == "local"
         cfg = engine_config(
             settings,
@@ -376,6 +385,11 @@ def register(app: typer.Typer) -> None:
             )
         console.print(table)
         for row in rows:
+            if row.get("settle") and (cloud is None or row["provider"] == "local"):
+                owner = row.get("owner") or {}
+                console.print(
+                    f"[bold red]{row['run_tag']}: {row['status']}[/] (pid {owner.get('pid')} on "
+                    f"{owner.get('host')} is gone); settle it with: {row['settle']}")
             deadman = row.get("deadman")
             if deadman and "error" in deadman:
                 console.print(f"  {row['run_tag']}: dead-man heartbeat failed: {deadman['error']}")
@@ -395,17 +409,26 @@ def register(app: typer.Typer) -> None:
             False, "--all", help="Every tailpod-tagged resource of the cloud accounts."
         ),
         expired: bool = typer.Option(False, "--expired", help="Every pod past its TTL."),
+        timeout: float = typer.Option(
+            None, "--timeout", min=1.0,
+            help="Give up waiting after this many seconds (exit 3, billing not proven); "
+            "default: the full retry and wait schedule, about 5 minutes.",
+        ),
     ) -> None:
-        """Terminate the pod, then prove that it is gone and nothing bills."""
+        """Terminate the pod, then prove that it is gone and nothing bills.
+
+        Works from the providers' listing when the ledger is damaged or lost: `down --all`
+        finds every tailpod-tagged pod, and `down RUN_TAG` a tag the ledger does not hold."""
         settings = settings_from()
         ledger = ledger_for(settings)
+        policy = remote.down_policy(timeout)
         if all_tagged or expired:
             return remote.down_many_cli(
-                settings, ledger, expired_only=not all_tagged, json_out=json_out
+                settings, ledger, expired_only=not all_tagged, json_out=json_out, policy=policy
             )
-        record = ledger.resolve(run_tag)
+        record = remote.record_or_provider_truth(settings, ledger, run_tag)
         if record.status == "terminated":
             console.print(f"{record.run_tag} is already terminated")
             return
         # Every provider, local included, goes through the same proven teardown.
-        remote.down_remote_cli(settings, ledger, record, json_out)
+        remote.down_remote_cli(settings, ledger, record, json_out, policy=policy)

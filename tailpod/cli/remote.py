@@ -7,21 +7,54 @@ import time
 
 from rich.table import Table
 
-from tailpod.cli.common import console, print_json
+from tailpod.cli.common import console, err_console, print_json
 from tailpod.config import Settings
-from tailpod.errors import TailpodError
+from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.provision.base import BillingEvidence, PodInfo
 from tailpod.provision.lifecycle import (
     PROOF_FILE,
+    LifecyclePolicy,
     StatusReport,
     UnprovenTeardown,
+    describe_recovery,
     down_many,
     down_remote,
+    find_at_providers,
     raise_if_unproven,
     run_dir_for,
     status_remote,
 )
+
+
+def down_policy(timeout_s: float | None) -> LifecyclePolicy:
+    """`down`'s waits, bounded by --timeout, with a progress line on stderr while it waits."""
+    started = time.monotonic()
+
+    def progress(line: str) -> None:
+        err_console.print(f"[dim]{time.monotonic() - started:5.0f} s[/] {line}")
+
+    return LifecyclePolicy(progress=progress).within(timeout_s)
+
+
+def record_or_provider_truth(settings: Settings, ledger: Ledger, run_tag: str | None) -> PodRecord:
+    """The ledger's record; for a tag it lacks (damage, another machine), what the providers
+    list under it. Pending ledger damage is reported first."""
+    for notice in ledger.pending_recovery():
+        err_console.print(f"[bold yellow]ledger:[/] {describe_recovery(notice)}")
+    try:
+        return ledger.resolve(run_tag)
+    except ConfigError:
+        if not run_tag or not run_tag.startswith("tp-") or not (
+                settings.runpod_api_key or settings.vast_api_key):
+            raise
+        found = find_at_providers(settings, ledger, run_tag)
+        if found is None:
+            raise ConfigError(f"no pod with run tag {run_tag} in the ledger or at any "
+                              "configured provider", hint="tailpod status") from None
+        err_console.print(f"{run_tag} is not in the ledger; {found.provider} lists it as "
+                          f"{', '.join(found.extra.get('provider_ids', []))}: written back")
+        return found
 
 
 def evidence_table(evidence: BillingEvidence, title: str) -> Table:
@@ -40,11 +73,11 @@ def _print_unproven(evidence: BillingEvidence) -> None:
 
 
 def down_remote_cli(settings: Settings, ledger: Ledger, record: PodRecord,
-                    json_out: bool) -> None:
+                    json_out: bool, policy: LifecyclePolicy | None = None) -> None:
     """Terminate a cloud pod, print the proof table; exit 3 unless billing is proven stopped."""
     proof = run_dir_for(settings, record.run_tag) / PROOF_FILE
     try:
-        evidence = down_remote(settings, ledger, record)
+        evidence = down_remote(settings, ledger, record, policy=policy)
     except UnprovenTeardown as exc:
         if json_out and exc.proof_path:
             print_json(json.loads(exc.proof_path.read_text()))
@@ -61,9 +94,11 @@ def down_remote_cli(settings: Settings, ledger: Ledger, record: PodRecord,
 
 
 def down_many_cli(settings: Settings, ledger: Ledger, *, expired_only: bool,
-                  json_out: bool) -> None:
+                  json_out: bool, policy: LifecyclePolicy | None = None) -> None:
     """`down --all` / `down --expired` across every configured cloud account."""
-    outcomes = down_many(settings, ledger, expired_only=expired_only)
+    outcomes = down_many(settings, ledger, expired_only=expired_only, policy=policy,
+                         on_recovery=lambda line: err_console.print(
+                             f"[bold yellow]ledger:[/] {line}"))
     if json_out:
         print_json([{"run_tag": o.run_tag, "provider": o.provider, "proven": o.proven,
                      "error": o.error, "proof": o.proof_path,
@@ -115,8 +150,15 @@ def remote_table(report: StatusReport) -> Table:
 
 
 def print_remote(report: StatusReport) -> None:
+    for line in report.ledger_notices:
+        console.print(f"[bold yellow]ledger:[/] {line}")
     if report.rows:
         console.print(remote_table(report))
+    for row in report.rows:
+        if row.settle and any(f.startswith("interrupted") for f in row.flags):
+            console.print(f"[bold red]{row.run_tag}: {', '.join(row.flags)}[/] ({row.owner} is "
+                          f"gone); the provider says {row.provider_state or 'nothing'}; settle "
+                          f"it with: {row.settle}")
     for error in report.errors:
         console.print(f"[red]provider check failed:[/] {error}")
     if report.orphans:

@@ -12,6 +12,7 @@ Any failure after step 2 tears the pod down (unless asked to keep it) and says s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shlex
@@ -25,9 +26,9 @@ from tailpod.bootstrap import onpod
 from tailpod.bootstrap.engines.base import EngineConfig, StartupFacts
 from tailpod.bootstrap.engines.registry import get_adapter
 from tailpod.bootstrap.pod_start import POD_STATE, start_command
-from tailpod.config import Settings
-from tailpod.errors import BillingNotProven, ConfigError, TailpodError
-from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.config import Settings, check_run_settings
+from tailpod.errors import BillingNotProven, ConfigError, TailpodError, TransientError
+from tailpod.ledger import Ledger, PodRecord, new_run_tag, operation_stamp
 from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.ssh.client import SshSession, SshTarget, boot_wait_seconds, open_ssh
 from tailpod.secrets import Secret
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from tailpod.provision.preflight import PreflightReport
 
 Say = Callable[[str], None]
+TRANSIENT_RETRY_S = 60.0  # the least a refusal for a rate limit or outage tells the user to wait
 ONPOD = Path(onpod.__file__)
 
 
@@ -250,6 +252,31 @@ class PreflightRefused(ConfigError):
         self.report = report
 
 
+def check_before_renting(settings: Settings, cfg: EngineConfig) -> None:
+    """Every value that would otherwise only fail once the pod bills: bounds of the settings,
+    and the engine's launch plan, built here exactly as it will be on the pod."""
+    check_run_settings(settings)
+    if cfg.context_length is not None and cfg.context_length <= 0:
+        raise ConfigError(f"--context-length must be positive, got {cfg.context_length}")
+    if cfg.max_running_requests is not None and cfg.max_running_requests <= 0:
+        raise ConfigError(
+            f"--max-running-requests must be positive, got {cfg.max_running_requests}")
+    get_adapter(cfg.engine).launch_plan(cfg, python=pod_python(settings))
+
+
+def raise_transient_refusal(failed: list[Any]) -> None:
+    """Every failed check met a rate limit or a provider outage: a retry, not a fix, is needed."""
+    waits = [float(r.data["retry_after_s"]) for r in failed
+             if isinstance(r.data.get("retry_after_s"), (int, float))]
+    wait = max([*waits, TRANSIENT_RETRY_S])
+    raise TransientError(
+        "preflight could not finish, nothing was rented: "
+        + "; ".join(f"{r.name}: {r.detail}" for r in failed)
+        + ". This is transient (a rate limit or a provider outage), not a setting to fix",
+        hint=f"run the same command again in about {wait:.0f} s",
+    )
+
+
 def run_preflight_or_refuse(
     settings: Settings,
     cfg: EngineConfig,
@@ -272,6 +299,8 @@ def run_preflight_or_refuse(
     failed = [r for r in report.results if r.status is Status.FAIL]
     if not use_tailnet:
         failed = [r for r in failed if r.name != "tailscale"]
+    if failed and all(r.data.get("transient") for r in failed):
+        raise_transient_refusal(failed)
     if failed:
         raise PreflightRefused(report, [r.name for r in failed])
     say(f"preflight passed ({len(report.results)} checks)")
@@ -296,6 +325,7 @@ def up_cloud(
         raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
     if cfg.host != "127.0.0.1":
         raise ConfigError("the engine must listen on 127.0.0.1 on a pod")
+    check_before_renting(settings, cfg)
     if preflight:
         run_preflight_or_refuse(settings, cfg, allow_unpinned, allow_nonephemeral, use_tailnet, say)
     image, digest = pinned_image(settings, allow_unpinned)
@@ -308,27 +338,31 @@ def up_cloud(
     spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at)
     say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
     record, info = up_remote(settings, ledger, spec)
-    ledger.update(
-        run_tag,
-        event="image-pinned",
-        image=image,
-        engine=cfg.to_json(),
-        tailnet={"enabled": use_tailnet},
-        extra={**record.extra, "image": {"ref": image, "digest": digest}},
-    )
+    current = record
+
+    def step(event: str, **fields: Any) -> PodRecord:
+        """ledger.update; a record the ledger lost meanwhile (files deleted) is written back."""
+        nonlocal current
+        if ledger.get(run_tag) is None:
+            say(f"the ledger lost {run_tag} while `up` ran; writing it back")
+            current.note("written-back", reason="the ledger no longer held this record")
+            ledger.put(current)
+        current = ledger.update(run_tag, event=event, **fields)
+        return current
+
     try:
-        current = ledger.get(run_tag)
-        assert current is not None
+        step("image-pinned", image=image, engine=cfg.to_json(),
+             tailnet={"enabled": use_tailnet},
+             extra={**record.extra, "image": {"ref": image, "digest": digest}},
+             operation=operation_stamp("ssh-wait"))
         target = reach_pod(settings, current, say, boot_wait_seconds(image_gb))
-        ledger.update(run_tag, event="reachable", ssh=target.to_record())
+        step("reachable", ssh=target.to_record(), operation=operation_stamp("engine-start"))
         with open_ssh(settings, target, wait_s=boot_wait_seconds(image_gb), on_event=say) as ssh:
             shell = PodShell(ssh)
             deadman = shell.arm_deadman(settings, settings.provider, ttl_at)
             say(f"dead-man switch armed (pid {deadman.get('pid')})")
             result, facts, argv = shell.launch(settings, cfg, say)
         name = target.pin_name
-        current = ledger.get(run_tag)
-        assert current is not None
         arms = {
             cfg.spec.label(): {
                 "startup": facts.to_json(),
@@ -336,10 +370,10 @@ def up_cloud(
                 "argv": argv,
             }
         }
-        final = ledger.update(
-            run_tag,
-            event="engine-healthy",
+        final = step(
+            "engine-healthy",
             status="running",
+            operation={},
             endpoint=f"http://{name}:{cfg.port}",
             extra={**current.extra, "startup": facts.to_json(), "arms": arms,
                    "startup_s": result.get("startup_s"), "pod_state_dir": shell.state_dir,
@@ -351,13 +385,15 @@ def up_cloud(
         return final, info
     except BaseException as exc:
         if keep_on_failure:
+            with contextlib.suppress(TailpodError):
+                step("kept-on-failure", operation={})  # kept on purpose, not interrupted
             raise TailpodError(
                 f"{run_tag} is up but not serving: {exc}",
                 hint=f"it still bills: inspect with `tailpod ssh {run_tag}`, "
                 f"stop it with `tailpod down {run_tag}`",
             ) from None
         say(f"bootstrap failed ({exc.__class__.__name__}); tearing {run_tag} down")
-        current = ledger.get(run_tag) or record
+        current = ledger.get(run_tag) or current  # teardown writes a lost record back
         try:
             down_remote(settings, ledger, current)
         except TailpodError as down_exc:

@@ -17,7 +17,7 @@ import inspect
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from tailpod.errors import (
     ConfigError,
     TailpodError,
 )
-from tailpod.ledger import Ledger, PodRecord
+from tailpod.ledger import Ledger, PodRecord, interrupted_step, operation_stamp
 from tailpod.provision.base import (
     BillingEvidence,
     PodInfo,
@@ -54,6 +54,27 @@ class LifecyclePolicy:
     poll_interval_s: float = 3.0
     reterminate_every: int = 3  # polls between re-sending terminate while a pod is still listed
     sweep_timeout_s: float = 60.0
+    # `down --timeout`: a time.monotonic() after which no wait or retry starts (a provider call
+    # already in flight still finishes its own bounded retries).
+    deadline: float | None = None
+    progress: Callable[[str], None] | None = None  # one line per retry and per ~10 s of waiting
+    progress_every_s: float = 10.0
+
+    def within(self, timeout_s: float | None) -> LifecyclePolicy:
+        """This policy with every wait ending `timeout_s` from now (None: unchanged)."""
+        if timeout_s is None:
+            return self
+        return replace(self, deadline=time.monotonic() + timeout_s)
+
+    def left(self, wanted_s: float) -> float:
+        """`wanted_s`, shortened to what the deadline leaves (never below 0)."""
+        if self.deadline is None:
+            return wanted_s
+        return max(0.0, min(wanted_s, self.deadline - time.monotonic()))
+
+    def say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(redact(line))
 
     @classmethod
     def fast(cls) -> LifecyclePolicy:
@@ -130,6 +151,7 @@ def create_pod_safely(
     record.extra.update({"gpu_preference": list(spec.gpu_preference),
                          "max_price": spec.max_price})
     record.note("intent", gpus=list(spec.gpu_preference), max_price=spec.max_price)
+    record.operation = operation_stamp("create")  # the caller moves it on, or clears it
     ledger.put(record)
 
     provider.on_created = lambda pod_id: _record_provider_id(ledger, spec.run_tag, pod_id)
@@ -196,10 +218,10 @@ def _sweep_failed_create(provider: Provider, ledger: Ledger, run_tag: str,
         remaining.append(f"(the {provider.name} listing failed: strays cannot be ruled out)")
     reason = redact(str(exc)) or exc.__class__.__name__
     if gone and not remaining:
-        ledger.update(run_tag, event="create-failed-clean", status="terminated")
+        ledger.update(run_tag, event="create-failed-clean", status="terminated", operation={})
         _note(ledger, run_tag, "create-failed", reason=reason, destroyed=sorted(ids))
     else:
-        ledger.update(run_tag, event="create-failed-strays", status="failed")
+        ledger.update(run_tag, event="create-failed-strays", status="failed", operation={})
         _note(ledger, run_tag, "create-failed", reason=reason, may_bill=remaining)
     return remaining
 
@@ -213,14 +235,24 @@ def _note(ledger: Ledger, run_tag: str, event: str, **data: Any) -> None:
 # -- teardown -------------------------------------------------------------------------------------
 def _terminate_with_retries(provider: Provider, pod_id: str, policy: LifecyclePolicy) -> None:
     last: TailpodError | None = None
-    for attempt in range(max(1, policy.terminate_attempts)):
+    attempts = max(1, policy.terminate_attempts)
+    for attempt in range(attempts):
         try:
             provider.terminate(pod_id)
             return
         except TailpodError as exc:
             last = exc
-            time.sleep(policy.terminate_retry_s * (attempt + 1))
-    assert last is not None
+            pause = policy.left(policy.terminate_retry_s * (attempt + 1))
+            if attempt + 1 == attempts or pause <= 0:
+                if policy.deadline is not None and pause <= 0:
+                    policy.say(f"terminate {pod_id} failed ({exc}); --timeout reached, "
+                               "no more retries")
+                break
+            policy.say(f"terminate {pod_id} failed ({exc}); attempt {attempt + 2}/{attempts} "
+                       f"in {pause:.0f} s")
+            time.sleep(pause)
+    if last is None:
+        raise AssertionError("unreachable: the loop returns or records the error")
     raise last
 
 
@@ -236,7 +268,10 @@ def _wait_gone(provider: Provider, run_tag: str, ids: Iterable[str], policy: Lif
                timeout_s: float) -> tuple[bool, list[str]]:
     """Poll until nothing tagged or named is visible; re-send terminate now and then."""
     ids = set(ids)
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
+    limit = policy.left(timeout_s)
+    deadline = started + limit
+    next_report = started + policy.progress_every_s
     polls = 0
     still: list[str] = sorted(ids)
     while True:
@@ -246,14 +281,19 @@ def _wait_gone(provider: Provider, run_tag: str, ids: Iterable[str], policy: Lif
                 return True, []
         except TailpodError:
             pass  # an unreachable API proves nothing: keep waiting
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             return False, still
+        if now >= next_report:
+            next_report = now + policy.progress_every_s
+            policy.say(f"waiting for {provider.name} to stop listing {', '.join(still)} "
+                       f"({now - started:.0f} s of at most {limit:.0f} s; terminate is re-sent)")
         polls += 1
         if polls % max(1, policy.reterminate_every) == 0:
             for pod_id in still:
                 with contextlib.suppress(TailpodError):
                     provider.terminate(pod_id)
-        time.sleep(policy.poll_interval_s)
+        time.sleep(min(policy.poll_interval_s, max(0.0, deadline - time.monotonic())))
 
 
 def _evidence(provider: Provider, run_tag: str, pod_id: str | None, price: float | None,
@@ -312,9 +352,10 @@ def teardown(
     policy = policy or LifecyclePolicy()
     tag = record.run_tag
     if ledger.get(tag) is None:
-        ledger.put(record)
-    ledger.update(tag, event="down", status="terminating")
+        ledger.put(record)  # a record the ledger lost (damage) is written back before anything
+    ledger.update(tag, event="down", status="terminating", operation=operation_stamp("teardown"))
     record = ledger.get(tag) or record
+    policy.say(f"terminating {tag} on {provider.name}")
     ids = _provider_ids(record)
     extra_checks: list[ProofCheck] = []
     still: list[str] = []
@@ -331,11 +372,15 @@ def teardown(
             _terminate_with_retries(provider, pod_id, policy)
         except TailpodError as exc:
             extra_checks.append(ProofCheck(f"terminate {pod_id}", False, str(exc)))
+    waited = time.monotonic()
     gone, remaining = _wait_gone(provider, tag, ids, policy, policy.gone_timeout_s)
+    waited = time.monotonic() - waited
+    cut_short = policy.deadline is not None and waited < policy.gone_timeout_s
     gone_detail = (
         "the provider no longer lists or answers for "
         + (", ".join(ids) if ids else f"anything tagged {tag}") if gone else
-        f"still visible after {policy.gone_timeout_s:.0f}s: {', '.join(remaining)}"
+        f"still visible after {waited:.0f} s"
+        + (" (the --timeout ran out)" if cut_short else "") + f": {', '.join(remaining)}"
     )
     extra_checks.append(ProofCheck("gone-from-provider", gone,
                                    "; ".join([gone_detail, *notes])))
@@ -368,10 +413,10 @@ def teardown(
             f"tailpod down {tag}")
     proof_path = write_proof(run_dir, proof_payload(record, provider, ids, evidence))
     if evidence.proven:
-        ledger.update(tag, event="billing-proven", status="terminated")
+        ledger.update(tag, event="billing-proven", status="terminated", operation={})
         _note(ledger, tag, "proof", path=str(proof_path))
         return evidence
-    ledger.update(tag, event="billing-not-proven", status="terminating")
+    ledger.update(tag, event="billing-not-proven", status="terminating", operation={})
     _note(ledger, tag, "proof", path=str(proof_path), still_billing=evidence.still_billing)
     raise UnprovenTeardown(
         redact(f"billing is NOT proven stopped for {tag}: " + " | ".join(evidence.still_billing)),
@@ -401,6 +446,7 @@ def teardown_many(
     *,
     select: Callable[[PodRecord | None, PodInfo | None], bool],
     policy: LifecyclePolicy | None = None,
+    extra_proofs_for: Callable[[PodRecord], Callable[[], list[ProofCheck]] | None] | None = None,
 ) -> list[TeardownOutcome]:
     """Tear down every run tag `select` picks among ledger records and provider-tagged pods.
 
@@ -444,7 +490,8 @@ def teardown_many(
     for tag, (provider, rec) in batch.items():
         try:
             evidence = teardown(provider, ledger, rec, run_dir_for(tag), policy=policy,
-                                known_active_tags=tags - {tag})
+                                known_active_tags=tags - {tag},
+                                extra_proofs=extra_proofs_for(rec) if extra_proofs_for else None)
             outcomes.append(TeardownOutcome(tag, provider.name, evidence,
                                             proof_path=str(run_dir_for(tag) / PROOF_FILE)))
         except UnprovenTeardown as exc:
@@ -457,10 +504,12 @@ def teardown_many(
 
 def teardown_all(providers: Mapping[str, Provider], ledger: Ledger,
                  run_dir_for: Callable[[str], Path], *,
-                 policy: LifecyclePolicy | None = None) -> list[TeardownOutcome]:
+                 policy: LifecyclePolicy | None = None,
+                 extra_proofs_for: Callable[[PodRecord], Callable[[], list[ProofCheck]] | None]
+                 | None = None) -> list[TeardownOutcome]:
     """`down --all`: every tailpod-tagged resource of the accounts, tracked or not."""
     return teardown_many(providers, ledger, run_dir_for, select=lambda _r, _i: True,
-                         policy=policy)
+                         policy=policy, extra_proofs_for=extra_proofs_for)
 
 
 def teardown_expired(providers: Mapping[str, Provider], ledger: Ledger,
@@ -506,6 +555,8 @@ class StatusRow:
     ttl_expires_at: float | None
     fallback_from: str | None = None
     flags: list[str] = field(default_factory=list)
+    settle: str | None = None  # the one command that settles a row that needs attention
+    owner: str | None = None  # who ran the operation in progress ("pid N on HOST")
 
 
 @dataclass
@@ -513,6 +564,7 @@ class StatusReport:
     rows: list[StatusRow]
     errors: list[str]
     checked_at: float
+    ledger_notices: list[str] = field(default_factory=list)  # damage found, what was done
 
     @property
     def orphans(self) -> list[StatusRow]:
@@ -528,7 +580,7 @@ class StatusReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"checked_at": _now_iso(self.checked_at), "rows": [asdict(r) for r in self.rows],
-                "errors": list(self.errors),
+                "errors": list(self.errors), "ledger_notices": list(self.ledger_notices),
                 "rate_per_hr_now": round(sum(r.price_per_hr or 0.0 for r in self.rows
                                              if r.provider_state == "running"), 6)}
 
@@ -574,6 +626,9 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
             state = info.state.value
         if rec.ttl_expires_at is not None and rec.ttl_expires_at <= t:
             flags.append("expired")
+        step = interrupted_step(rec)
+        if step:
+            flags.append(f"interrupted during {step}")
         price = (info.price_per_hr if info and info.price_per_hr is not None
                  else rec.price_per_hr)
         uptime = max(0.0, t - rec.created_at)
@@ -585,7 +640,10 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
             price_per_hr=price, uptime_s=uptime,
             spend_usd=round(price * uptime / 3600.0, 4) if price is not None else None,
             ttl_expires_at=rec.ttl_expires_at, fallback_from=rec.extra.get("fallback_from"),
-            flags=flags,
+            flags=flags, settle=f"tailpod down {rec.run_tag}" if step or "expired" in flags
+            or "ghost" in flags else None,
+            owner=f"pid {rec.operation.get('pid')} on {rec.operation.get('host')}"
+            if rec.operation else None,
         ))
     for name, pods in listed.items():
         for info in pods or []:
@@ -602,9 +660,125 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
                 uptime_s=up,
                 spend_usd=round(info.price_per_hr * up / 3600.0, 4)
                 if info.price_per_hr is not None and up is not None else None,
-                ttl_expires_at=None, flags=flags,
+                ttl_expires_at=None, flags=flags, settle=f"tailpod down {info.run_tag}"
+                if info.run_tag else "tailpod down --all",
             ))
     return StatusReport(rows=rows, errors=errors, checked_at=t)
+
+
+# -- recovery from a damaged ledger: the providers are the truth ----------------------------------
+_LEDGER_STATUS = {PodState.RUNNING: "running", PodState.STOPPED: "stopped"}
+
+
+def describe_recovery(notice: Mapping[str, Any]) -> str:
+    """One line for a recovery notice the ledger keeps: what was damaged, kept, restored."""
+    damaged = ", ".join(f"{name} ({why})" for name, why in notice.get("damaged", {}).items())
+    kept = ", ".join(notice.get("set_aside", []))
+    line = f"the ledger was damaged at {_now_iso(notice.get('t'))}: {damaged}"
+    if kept:
+        line += f"; kept as {kept}"
+    if notice.get("restored_from"):
+        line += f"; restored from {notice['restored_from']} (nothing lost)"
+    else:
+        line += "; no readable copy was left, so the ledger is rebuilt from the providers"
+    settled = notice.get("settled")
+    if isinstance(settled, Mapping) and settled.get("summary"):
+        line += f"; {settled['summary']}"
+    return line
+
+
+def adopt_from_providers(providers: Mapping[str, Provider], ledger: Ledger,
+                         tailnet_lists: Callable[[str], bool] | None = None,
+                         ) -> tuple[list[str], list[str]]:
+    """Write a record for every tailpod-tagged pod a provider lists that the ledger lacks.
+
+    Returns (adopted run tags, listing errors). `tailnet_lists(tag)` says whether the tailnet
+    still has the pod's device, so that `down` deletes and checks it too."""
+    adopted: list[str] = []
+    errors: list[str] = []
+    for name, provider in providers.items():
+        try:
+            listed = provider.list_by_tag(None)
+        except TailpodError as exc:
+            errors.append(f"{name}: {exc}")
+            continue
+        for info in listed:
+            tag = info.run_tag or ""
+            known = ledger.get(tag) if tag else None
+            if not tag or (known is not None and known.active):
+                continue
+            rec = PodRecord(run_tag=tag, provider=name, pod_id=info.pod_id,
+                            status=_LEDGER_STATUS.get(info.state, "creating"),
+                            gpu=info.gpu_type, gpu_count=info.gpu_count or 1,
+                            price_per_hr=info.price_per_hr)
+            rec.extra["provider_ids"] = [info.pod_id]
+            if tailnet_lists is not None and tailnet_lists(tag):
+                rec.tailnet = {"enabled": True}
+            rec.note("recovered-from-provider", pod_id=info.pod_id, state=info.state.value)
+            ledger.put(rec)
+            adopted.append(tag)
+    return adopted, errors
+
+
+def _tailnet_lister(settings: Settings) -> Callable[[str], bool] | None:
+    if not settings.tailscale_api_key:
+        return None
+    from tailpod.provision.tailnet.devices import find_devices, tailnet_hostname
+    from tailpod.provision.tailnet.lifecycle import api_from_settings
+
+    def lists(tag: str) -> bool:
+        try:
+            with api_from_settings(settings) as api:
+                return bool(find_devices(api, tailnet_hostname(tag)))
+        except TailpodError:
+            return True  # cannot tell: let `down` try to delete it and say what it found
+    return lists
+
+
+def recover_ledger(settings: Settings, ledger: Ledger,
+                   providers: Mapping[str, Provider]) -> list[str]:
+    """Settle the ledger's pending damage notices against the providers; lines for the user.
+
+    A notice whose good copy was restored lost nothing and is settled once the providers answer;
+    one with no readable copy gets every tagged pod the providers list adopted first."""
+    pending = ledger.pending_recovery()
+    if not pending:
+        return []
+    lines = [describe_recovery(n) for n in pending]
+    errors: list[str] = []
+    summary = "checked against " + (", ".join(providers) or "no provider")
+    if any(not n.get("restored_from") for n in pending):
+        adopted, errors = adopt_from_providers(providers, ledger, _tailnet_lister(settings))
+        summary = ("rebuilt from " + (", ".join(providers) or "no provider") + ": "
+                   + (f"{len(adopted)} pod(s) found and written back ({', '.join(adopted)})"
+                      if adopted else "no tailpod-tagged pod is listed"))
+        lines.append(summary)
+    if errors or not providers:
+        lines.append("not every provider answered, so the recovery is not settled yet: "
+                     + "; ".join(errors or ["no cloud provider is configured"]))
+        return lines
+    ledger.settle_recovery(summary)
+    return lines
+
+
+def find_at_providers(settings: Settings, ledger: Ledger, run_tag: str,
+                      **options: Any) -> PodRecord | None:
+    """`down TAG` for a tag the ledger does not hold (damage, another machine's ledger): what
+    the configured providers list under it, adopted into the ledger; None when nothing is."""
+    providers = _providers_for(settings, (), **options)
+    for name, provider in providers.items():
+        pods = provider.list_by_tag(run_tag)
+        if pods:
+            lister = _tailnet_lister(settings)
+            rec = PodRecord(run_tag=run_tag, provider=name, status="terminating",
+                            pod_id=pods[0].pod_id, gpu=pods[0].gpu_type,
+                            price_per_hr=pods[0].price_per_hr,
+                            tailnet={"enabled": True} if lister and lister(run_tag) else {})
+            rec.extra["provider_ids"] = [p.pod_id for p in pods]
+            rec.note("recovered-from-provider", pod_id=pods[0].pod_id)
+            ledger.put(rec)
+            return rec
+    return None
 
 
 # -- settings-level entry points (what the CLI calls) ---------------------------------------------
@@ -640,21 +814,27 @@ def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
     return ledger.get(spec.run_tag) or record, info
 
 
+def _tailnet_proof(settings: Settings,
+                   record: PodRecord) -> Callable[[], list[ProofCheck]] | None:
+    if not record.tailnet.get("enabled"):
+        return None
+
+    def extra() -> list[ProofCheck]:
+        # Ephemeral nodes vanish on no fixed schedule: delete the device, then list again.
+        from tailpod.provision.tailnet.lifecycle import tailnet_down_proof
+
+        return [tailnet_down_proof(settings, record.run_tag)]
+    return extra
+
+
 def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
                 policy: LifecyclePolicy | None = None, **options: Any) -> BillingEvidence:
     """`down RUN_TAG` for a cloud pod; raises UnprovenTeardown (exit 3) when not proven."""
     from tailpod.provision.registry import get_provider
 
     provider = get_provider(record.provider, settings, **options)
-    extra = None
-    if record.tailnet.get("enabled"):
-        def extra() -> list[ProofCheck]:
-            # Ephemeral nodes vanish on no fixed schedule: delete the device, then list again.
-            from tailpod.provision.tailnet.lifecycle import tailnet_down_proof
-
-            return [tailnet_down_proof(settings, record.run_tag)]
     evidence = teardown(provider, ledger, record, run_dir_for(settings, record.run_tag),
-                        policy=policy, extra_proofs=extra)
+                        policy=policy, extra_proofs=_tailnet_proof(settings, record))
     if record.ssh:
         from tailpod.provision.tailnet.lifecycle import forget_pod_ssh
 
@@ -663,20 +843,28 @@ def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
 
 
 def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
-              policy: LifecyclePolicy | None = None, **options: Any) -> list[TeardownOutcome]:
-    """`down --all` (every tailpod-tagged resource of the accounts) or `down --expired`."""
+              policy: LifecyclePolicy | None = None,
+              on_recovery: Callable[[str], None] | None = None,
+              **options: Any) -> list[TeardownOutcome]:
+    """`down --all` (every tailpod-tagged resource of the accounts) or `down --expired`.
+
+    `on_recovery` gets one line for each piece of ledger damage this run recovered from."""
     names = {r.provider for r in ledger.active()}
     providers = _providers_for(settings, names, **options)
     if not providers:
         raise ConfigError("no cloud provider is configured",
                           hint="set RUNPOD_API_KEY and/or VAST_API_KEY")
+    for line in recover_ledger(settings, ledger, providers):
+        if on_recovery is not None:
+            on_recovery(line)
 
     def run_dir(tag: str) -> Path:
         return run_dir_for(settings, tag)
 
     if expired_only:
         return teardown_expired(providers, ledger, run_dir, policy=policy)
-    return teardown_all(providers, ledger, run_dir, policy=policy)
+    return teardown_all(providers, ledger, run_dir, policy=policy,
+                        extra_proofs_for=lambda rec: _tailnet_proof(settings, rec))
 
 
 def status_remote(settings: Settings, ledger: Ledger, **options: Any) -> StatusReport:
@@ -688,7 +876,10 @@ def status_remote(settings: Settings, ledger: Ledger, **options: Any) -> StatusR
         providers = _providers_for(settings, names, **options)
     except TailpodError as exc:
         errors.append(str(exc))
+    notices = recover_ledger(settings, ledger, providers) if providers else [
+        describe_recovery(n) for n in ledger.pending_recovery()]
     report = reconcile(providers, ledger)
     report.errors = errors + report.errors
+    report.ledger_notices = notices
     report.rows = [r for r in report.rows if r.provider != "local"]  # the local CLI shows those
     return report

@@ -45,15 +45,54 @@ def test_file_is_private_and_versioned(tmp_path: Path) -> None:
     ledger.put(PodRecord(run_tag="tp-a", provider="runpod", pod_id="abc"))
     assert (ledger.path.stat().st_mode & 0o777) == 0o600
     assert json.loads(ledger.path.read_text())["version"] == 1
+    assert (ledger.last_good_path.stat().st_mode & 0o777) == 0o600
 
 
-def test_corrupt_ledger_is_refused_not_reset(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", [
+    b'{"version": 1, "pods": {"tp-a": {"run_tag": "tp-a", "prov',  # a write torn mid-object
+    bytes(range(256)) * 4,  # random bytes: not even UTF-8
+    b"[]",  # valid JSON, not a ledger
+])
+def test_damaged_ledger_is_set_aside_and_restored_from_its_last_good_copy(
+        tmp_path: Path, damage: bytes) -> None:
+    ledger = Ledger(tmp_path)
+    ledger.put(PodRecord(run_tag="tp-a", provider="runpod", pod_id="abc", status="running"))
+    ledger.path.write_bytes(damage)
+    assert [(r.run_tag, r.pod_id) for r in Ledger(tmp_path).active()] == [("tp-a", "abc")]
+    kept = list(tmp_path.glob("ledger.damaged-*.json"))
+    assert len(kept) == 1 and kept[0].read_bytes() == damage  # kept, byte for byte
+    [notice] = ledger.pending_recovery()
+    assert notice["restored_from"] == "ledger.last-good.json" and notice["set_aside"]
+    ledger.settle_recovery("checked")
+    assert ledger.pending_recovery() == []
+
+
+def test_deleted_ledger_is_restored_from_the_copy(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    ledger.put(PodRecord(run_tag="tp-a", provider="runpod", status="running"))
+    ledger.path.unlink()
+    assert [r.run_tag for r in ledger.active()] == ["tp-a"]
+    assert ledger.pending_recovery()[0]["damaged"] == {"ledger.json": "missing"}
+
+
+def test_both_copies_damaged_starts_empty_and_says_so(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path)
+    ledger.put(PodRecord(run_tag="tp-a", provider="runpod", status="running"))
+    ledger.path.write_bytes(b"\xff\xfe")
+    ledger.last_good_path.write_text("{")
+    assert ledger.all() == []
+    [notice] = ledger.pending_recovery()
+    assert notice["restored_from"] is None and len(notice["set_aside"]) == 2
+
+
+def test_a_crash_between_the_two_writes_keeps_the_newer_generation(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path)
     ledger.put(PodRecord(run_tag="tp-a", provider="runpod"))
-    ledger.path.write_text("{not json")
-    with pytest.raises(TailpodError, match="unreadable"):
-        ledger.all()
-    assert ledger.path.read_text() == "{not json"
+    older = ledger.path.read_bytes()
+    ledger.put(PodRecord(run_tag="tp-b", provider="runpod"))
+    ledger.path.write_bytes(older)  # as if the second rename never happened
+    assert [r.run_tag for r in ledger.all()] == ["tp-a", "tp-b"]
+    assert ledger.pending_recovery() == []  # two readable generations are not damage
 
 
 def test_resolve_rules(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tailpod.config import Settings
 from tailpod.errors import TailpodError
+from tailpod.provision.apiclient import TransientApiError
 from tailpod.provision.preflight import cloud, envfile, fit, image, model, ssh, tailnet, tools
 from tailpod.provision.preflight.base import (
     Check,
@@ -85,6 +86,10 @@ def _outcome_of(check: Check, ctx: Context) -> Outcome:
         return check.run(ctx)
     except CheckSkipped as exc:
         return Outcome(Status.SKIP, exc.reason)
+    except TransientApiError as exc:
+        # A rate limit or an outage says nothing about the settings: `up` tells it apart.
+        return Outcome(Status.FAIL, exc.message, "transient: run it again later",
+                       {"transient": True, "retry_after_s": exc.retry_after})
     except TailpodError as exc:
         return Outcome(Status.FAIL, exc.message, exc.hint or "")
     except Exception as exc:  # a bug or an unexpected answer: one line, never a traceback
