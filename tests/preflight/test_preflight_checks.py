@@ -430,17 +430,12 @@ def test_tools_pass_ssh_client_for_cloud(world: World) -> None:
     assert result.status is Status.PASS
 
 
-def test_tools_pass_local_engine_python(world: World) -> None:
-    import os
-    import subprocess
-
-    # The engine has its own environment (`make engine`); the Makefile exports its Python.
-    python = os.environ.get("TAILPOD_ENGINE_PYTHON") or sys.executable
-    probe = "import importlib.util,sys; sys.exit(importlib.util.find_spec('vllm') is None)"
-    if not Path(python).exists() or subprocess.run([python, "-c", probe]).returncode != 0:
-        pytest.skip("no Python with vllm here (run `make engine`)")
-    result = one(world, "tools", TAILPOD_PROVIDER="local", TAILPOD_ENGINE_PYTHON=python)
+def test_tools_pass_local_engine_python(world: World, vllm_python: str) -> None:
+    # The engine has its own environment (`make engine`); the session fixture finds it whether
+    # or not TAILPOD_ENGINE_PYTHON is exported (this module's autouse fixture removes it).
+    result = one(world, "tools", TAILPOD_PROVIDER="local", TAILPOD_ENGINE_PYTHON=vllm_python)
     assert result.status is Status.PASS, result.detail
+    assert "vllm" in result.detail, result.detail
 
 
 def test_tools_warn_without_ssh_client(world: World, tmp_path: Path,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,15 +74,22 @@ def test_report_errors_are_one_line(app: typer.Typer, tmp_path: Path) -> None:
 
 
 def test_compare_prints_ratios_and_warns(app: typer.Typer, tmp_path: Path) -> None:
-    a = small_run(tmp_path, "a")
-    b = small_run(tmp_path, "b", engine_version="0.40.0")
+    a = small_run(tmp_path, "a")  # plain at c=1: 100 and 102 tok/s, median 101
+    faster = build_run(
+        {"plain": {1: [150.0, 153.0], 2: [180.0, 182.0]},
+         "mtp-k2": {1: [150.0, 151.0], 2: [85.0, 85.5]}},
+        run_id="b", engine_version="0.40.0",
+    )
+    b = write_run(faster, tmp_path / "b")
     res = CliRunner().invoke(app, ["compare", str(a), str(b), "--json"])
     assert res.exit_code == 0, res.output
     cmp = json.loads(res.stdout)
     assert cmp["baseline_run"] == "a"
     assert any("engine version differs" in w for w in cmp["warnings"])
-    row = next(r for r in cmp["throughput"] if r["arm"] == "plain" and r["concurrency"] == 1)
-    assert row["ratios"] == [1.0, 1.0]
+    ratio = {(r["arm"], r["concurrency"]): r["ratios"] for r in cmp["throughput"]}
+    assert ratio[("plain", 1)] == [1.0, pytest.approx(151.5 / 101)]  # medians, b over a
+    assert ratio[("plain", 2)] == [1.0, 1.0]
+    assert ratio[("mtp-k2", 2)] == [1.0, pytest.approx(85.25 / 170.5)]  # half as fast
 
 
 def test_export_csv_and_jsonl_are_flat_and_documented(app: typer.Typer, tmp_path: Path) -> None:
@@ -115,14 +123,28 @@ def test_export_reads_back_with_pandas(app: typer.Typer, tmp_path: Path) -> None
     assert df.groupby("arm")["output_tok_s"].median()["plain"] == pytest.approx(141.0)
 
 
-def test_parquet_without_pyarrow_says_so(app: typer.Typer, tmp_path: Path) -> None:
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        res = CliRunner().invoke(app, ["export", str(small_run(tmp_path)), "--format", "parquet"])
-        assert res.exit_code == 1 and "pyarrow" in res.output
-    else:
-        pytest.skip("pyarrow is installed here")
+def test_export_parquet_reads_back_with_pyarrow(app: typer.Typer, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq  # a dev dependency: this test runs wherever `make test` does
+
+    run_dir = small_run(tmp_path)
+    res = CliRunner().invoke(app, ["export", str(run_dir), "--format", "parquet"])
+    assert res.exit_code == 0, res.output
+    table = pq.read_table(run_dir / "cells.parquet")
+    assert table.column_names == table_columns("cells") and table.num_rows == 8
+    rows = table.to_pylist()
+    first = next(r for r in rows if r["arm"] == "mtp-k2" and r["concurrency"] == 1
+                 and r["rep"] == 0)
+    assert first["output_tok_s"] == 150.0 and first["k"] == 2 and first["price_per_hr"] == 2.0
+
+
+def test_parquet_without_pyarrow_says_so(app: typer.Typer, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` raises ImportError
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    run_dir = small_run(tmp_path)
+    res = CliRunner().invoke(app, ["export", str(run_dir), "--format", "parquet"])
+    assert res.exit_code == 1 and "pyarrow" in res.output
+    assert not (run_dir / "cells.parquet").exists()
 
 
 def _write_log(path: Path, n: int, duration: float, gap: float) -> Path:
