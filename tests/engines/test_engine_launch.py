@@ -10,7 +10,6 @@ from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.bootstrap.engines.llamacpp import LlamaCppAdapter, parse_timings, sum_timings
 from tailpod.bootstrap.engines.registry import engine_names, get_adapter
 from tailpod.bootstrap.engines.sglang import MRR_UNPINNED_WARNING, SglangAdapter
-from tailpod.bootstrap.engines.versions import parse_version
 from tailpod.bootstrap.engines.vllm import VllmAdapter
 from tailpod.errors import ConfigError
 
@@ -46,7 +45,15 @@ def test_registry_knows_three_engines_and_names_them_on_error() -> None:
 
 # --- vLLM -------------------------------------------------------------------------------------
 
-VLLM_VERSIONS = [None, "0.10.2", "0.11.1", "0.23.0", "2025-08-01", "2026-05-01"]
+# Whether each version predates vLLM's single MTP method name "mtp", written out here rather than
+# read from versions.py: the rename is vllm-project/vllm#25232 (merged 2025-09-26), first released
+# in v0.11.1 (vllm-project/vllm-gaudi#633 adapts to it for v0.11.2); docs/engines.md records the
+# same boundary. None = the newest release.
+VLLM_PREDATES_MTP_NAME = {
+    None: False, "0.10.2": True, "0.11.0": True, "0.11.1": False, "0.23.0": False,
+    "2025-08-01": True, "2025-09-25": True, "2025-09-26": False, "2026-05-01": False,
+}
+VLLM_VERSIONS = list(VLLM_PREDATES_MTP_NAME)
 
 
 @pytest.mark.parametrize("version", VLLM_VERSIONS)
@@ -72,9 +79,8 @@ def test_vllm_arms_per_version(version: str | None, k: int) -> None:
     assert raw is not None
     config = json.loads(raw)
     assert config["num_speculative_tokens"] == k
-    legacy = parse_version(version, "vllm").has("vllm_mtp_method") is False
     assert config["method"] == "mtp"  # no architecture given, so no legacy name to pick
-    if legacy:
+    if VLLM_PREDATES_MTP_NAME[version]:
         assert any("predates method 'mtp'" in w for w in plan.warnings)
     else:
         assert not plan.warnings
@@ -136,7 +142,14 @@ def test_vllm_gated_extra_flags_warn_on_old_dates() -> None:
 
 # --- SGLang ----------------------------------------------------------------------------------
 
-SGLANG_VERSIONS = [None, "0.4.7", "0.5.9", "0.5.15", "2026-05-15"]
+# Whether each version has SGLang's per-phase CUDA-graph flags (`--cuda-graph-backend-decode
+# disabled` for `--disable-cuda-graph`): sgl-project/sglang#23906, merged 2026-06-09, first in
+# the release after v0.5.14 (docs/engines.md); written out, not read from versions.py.
+SGLANG_HAS_PHASE_GRAPH_FLAGS = {
+    None: True, "0.4.7": False, "0.5.9": False, "0.5.14": False, "0.5.15": True,
+    "2026-05-15": False, "2026-06-08": False, "2026-06-09": True,
+}
+SGLANG_VERSIONS = list(SGLANG_HAS_PHASE_GRAPH_FLAGS)
 
 
 @pytest.mark.parametrize("version", SGLANG_VERSIONS)
@@ -149,8 +162,7 @@ def test_sglang_arms_per_version(version: str | None, k: int) -> None:
     assert _flag(argv, "--tp-size") == "2"
     assert _flag(argv, "--max-running-requests") == "32"  # pinned in both arms
     assert "--enable-metrics" in argv
-    new_graph_flags = parse_version(version, "sglang").uses("sglang_cuda_graph_phase_flags")
-    if new_graph_flags:
+    if SGLANG_HAS_PHASE_GRAPH_FLAGS[version]:
         assert _flag(argv, "--cuda-graph-backend-decode") == "disabled"
         assert "--disable-cuda-graph" not in argv
     else:
@@ -166,7 +178,9 @@ def test_sglang_arms_per_version(version: str | None, k: int) -> None:
     assert _flag(argv, "--speculative-num-draft-tokens") == str(k + 1)
     assert "--speculative-draft-model-path" not in argv  # MTP head from the target checkpoint
     overlap_warning = any("overlap" in w for w in plan.warnings)
-    assert overlap_warning == (version is not None and version != "2026-05-15")
+    # sgl-project/sglang#21062 (2026-04-30) made the overlap-capable worker the default; no
+    # release number is known for it, so every release number gets the warning, dates after not.
+    assert overlap_warning == (version in {"0.4.7", "0.5.9", "0.5.14", "0.5.15"})
 
 
 def test_sglang_unpinned_max_running_requests_warns_in_both_arms() -> None:
