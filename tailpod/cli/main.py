@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "tailpod.cli.check",
     "tailpod.cli.lifecycle",
     "tailpod.cli.benchmark",
+    "tailpod.cli.matrix",
     "tailpod.cli.eval",
     "tailpod.cli.demo",
     "tailpod.cli.checkpoint",

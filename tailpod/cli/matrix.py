@@ -1,0 +1,253 @@
+"""`tailpod matrix`: the same gated sweep on several cards in parallel, and one report of which card
+serves the checkpoint cheapest per token at each concurrency (the run itself: cli/matrix_run.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from tailpod.bootstrap.engines.base import EngineConfig
+from tailpod.cli.common import console, handle_errors
+from tailpod.cli.matrix_run import (
+    BudgetPolicy,
+    CardSteps,
+    CloudSteps,
+    CostModel,
+    MatrixRun,
+    MatrixState,
+    SweepSpec,
+    price_cards,
+)
+from tailpod.config import Settings, load_settings
+from tailpod.errors import BillingNotProven, ConfigError, TailpodError
+from tailpod.results.matrix import (
+    MATRIX_PLOT,
+    MATRIX_REPORT,
+    Card,
+    build_matrix,
+    parse_cards,
+    plot_matrix_cost,
+    render_matrix_markdown,
+)
+from tailpod.secrets import redact
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def write_matrix_report(state: MatrixState, *, stamp: str | None = None) -> dict[str, Path]:
+    """matrix-report.json, matrix.md and the $/Mtok plot, next to matrix.json."""
+    from tailpod.results.analysis import analyze
+    from tailpod.results.io import load_run
+
+    outcomes = []
+    for label, entry in state.data["cards"].items():
+        outcome: dict[str, Any] = {"card": label, "status": entry["status"],
+                                   "error": entry.get("error"), "spend_usd": entry.get("spend_usd"),
+                                   "proof": ", ".join(entry.get("proofs", {}).values()) or None,
+                                   "run_tag": entry.get("run_tag"), "run_dir": entry["run_dir"]}
+        run_json = Path(entry["run_dir"]) / "run.json"
+        if run_json.exists():
+            try:
+                outcome["analysis"] = analyze(load_run(entry["run_dir"]))
+                outcome["run"] = json.loads(run_json.read_text())
+            except (TailpodError, ValueError, OSError) as exc:
+                outcome["error"] = "; ".join(filter(None, [outcome["error"],
+                                                           f"results unreadable: {exc}"]))
+        outcomes.append(outcome)
+    matrix = build_matrix(outcomes, stamp=stamp)
+    matrix.update(matrix_id=state.data["matrix_id"], budget_usd=state.data["budget_usd"],
+                  stopped=state.data.get("stopped"), image=state.data["image"],
+                  model=state.data["engine_config"].get("model"))
+    directory = state.path.parent
+    paths = {"json": directory / "matrix-report.json", "markdown": directory / MATRIX_REPORT,
+             "plot": directory / MATRIX_PLOT}
+    paths["json"].write_text(redact(json.dumps(matrix, indent=2, default=str)))
+    paths["markdown"].write_text(redact(render_matrix_markdown(
+        matrix, f"Card matrix {state.data['matrix_id']}: {matrix['model']}")))
+    plot_matrix_cost(matrix, paths["plot"])
+    return paths
+
+
+def print_summary(state: MatrixState, paths: dict[str, Path]) -> None:
+    matrix = json.loads(paths["json"].read_text())
+    if matrix.get("stamp"):
+        console.print(f"[bold red]{matrix['stamp']}[/]")
+    for band in matrix["bands"]:
+        span = f"c={band['from']}" + (f"–{band['to']}" if band["to"] != band["from"] else "")
+        console.print(f"  cheapest at {span}: [bold]{band['card']}[/]")
+    for table in matrix["tables"]:
+        console.print(f"  c={table['concurrency']}: " + (" < ".join(table["ranking"]) or "—")
+                      + "  ($/Mtok, lowest first)")
+    for card in matrix["cards"]:
+        console.print(f"  {card['card']}: {card['status']}"
+                      + (f" ({card['error']})" if card.get("error") else "")
+                      + f", spent ${card.get('spend_usd') or 0:.4f}")
+    console.print(f"matrix report: {paths['markdown']} (plot {paths['plot'].name})")
+
+
+def finish(run: MatrixRun) -> None:
+    """Raise with the right exit code when a pod is not proven down or a card did not finish."""
+    if run.unproven:
+        raise BillingNotProven(
+            f"teardown NOT proven for {', '.join(sorted(run.unproven))}: they may still bill",
+            hint="run `tailpod down --all`")
+    unfinished = [label for label, e in run.state.data["cards"].items() if e["status"] != "done"]
+    if unfinished:
+        raise TailpodError(
+            f"{len(unfinished)} card(s) did not finish: {', '.join(unfinished)}; every pod was "
+            "torn down with its billing proof",
+            hint=f"resume with `tailpod matrix --run-id {run.state.data['matrix_id']} "
+                 "--budget ...`")
+
+
+def new_matrix_id() -> str:
+    return "mx-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(2).hex()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @handle_errors
+    def matrix(
+        card: list[str] = typer.Option(
+            None, "--card", help='A card, repeatable: provider:GPU, or provider:GPUxN for N GPUs '
+            '(tensor parallelism), e.g. "runpod:NVIDIA H100 80GB HBM3", "vastai:RTX 4090x2".'),
+        budget: float = typer.Option(
+            None, help="Total USD cap for the whole matrix: checked against the projected spend "
+            "before renting and against the live spend while it runs."),
+        parallel: int = typer.Option(2, min=1, help="Pods rented at the same time, at most."),
+        model: str = typer.Option(None, help="Checkpoint (Hub id or pod path; env TAILPOD_MODEL)."),
+        engine: str = typer.Option(None, help="vllm or sglang (env TAILPOD_ENGINE)."),
+        image: str = typer.Option(None, help="Engine image; pinned once, the same digest on "
+                                  "every card."),
+        spec_k: str = typer.Option("0", help="SPEC_K values, e.g. 0,1,2,3 (0 = plain)."),
+        spec_method: str = typer.Option("mtp", help="Speculation method of the K > 0 arms."),
+        draft_model: str = typer.Option(None, help="Draft checkpoint for draft_model arms."),
+        concurrency: str = typer.Option("1,2,4,8,16,32,64", help="Concurrency levels."),
+        reps: int = typer.Option(3, min=1, help="Repetitions of every cell."),
+        max_tokens: int = typer.Option(256, min=2, help="Output tokens per request."),
+        requests_per_cell: int = typer.Option(None, help="Measured requests per cell."),
+        prompt_classes: str = typer.Option("prose", help="Prompt classes: prose, code, "
+                                           "structured."),
+        context_length: int = typer.Option(None, help="Maximum context length."),
+        max_running_requests: int = typer.Option(None, help="Engine request slots (same on "
+                                                 "every card)."),
+        max_price: float = typer.Option(None, help="Refuse any pod above this $/hr."),
+        setup_minutes: float = typer.Option(CostModel.setup_min, help="Projection: rent, boot, "
+                                            "image pull and first engine start per card."),
+        restart_minutes: float = typer.Option(CostModel.restart_min, help="Projection: each "
+                                              "further arm's engine restart."),
+        cell_minutes: float = typer.Option(CostModel.cell_min, help="Projection: one cell."),
+        run_id: str = typer.Option(None, help="Resume this matrix: finished cards and cells "
+                                   "are skipped."),
+        dry_run: bool = typer.Option(False, help="Price the cards and project the cost; rent "
+                                     "nothing."),
+        tailnet: bool = typer.Option(True, help="Join each pod to the tailnet."),
+        allow_unpinned: bool = typer.Option(False, help="Accept a mutable image tag."),
+    ) -> None:
+        """Compare cards: the same gated sweep on each, in parallel, and which is cheapest per token.
+
+        Every pod is rented with the same image digest, model, arms, prompts and plan, measured on
+        the pod, and torn down with its billing proof. The report (matrix.md) ranks the cards by
+        $/Mtok at each concurrency and names any card that failed.
+        """
+        from tailpod.cli.benchmark import int_list
+        from tailpod.cli.lifecycle import SPEC_METHODS, engine_config
+
+        if budget is None:
+            raise ConfigError("--budget is required: the total USD the matrix may spend")
+        if spec_method not in SPEC_METHODS:
+            raise ConfigError(f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS))
+        settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
+                                            "max_price": max_price})
+        cards = parse_cards(card) if card else None
+        ks = int_list(spec_k, "--spec-k")
+        if any(ks) and spec_method == "draft_model" and not draft_model:
+            raise ConfigError("--spec-method draft_model needs --draft-model DIR")
+        sweep = SweepSpec(tuple(sorted(set(ks))), spec_method, draft_model,
+                          tuple(int_list(concurrency, "--concurrency")), reps, max_tokens,
+                          requests_per_cell, tuple(p for p in prompt_classes.split(",") if p))
+        if not run_id and not settings.model:
+            raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
+        base = engine_config(settings, 0, None, None, context_length, max_running_requests, False)
+        run = run_matrix(settings, cards=cards, sweep=sweep,
+                         cost=CostModel(setup_minutes, restart_minutes, cell_minutes),
+                         budget=budget, parallel=parallel, base=base, run_id=run_id,
+                         dry_run=dry_run, allow_unpinned=allow_unpinned,
+                         steps=CloudSteps(use_tailnet=tailnet, allow_unpinned=allow_unpinned))
+        if run is not None:
+            finish(run)
+
+
+def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec,
+               cost: CostModel, budget: float, parallel: int, base: EngineConfig,
+               steps: CardSteps, run_id: str | None = None, dry_run: bool = False,
+               allow_unpinned: bool = False, port_for: Callable[[int], int] | None = None,
+               policy: BudgetPolicy | None = None, stamp: str | None = None) -> MatrixRun | None:
+    """Price, refuse or start (or resume, with `run_id`) a matrix, run it and write its report.
+
+    None after a dry run. A resumed matrix keeps its cards, sweep, image and cost model; the
+    budget covers every pod of the matrix, those of earlier runs included."""
+    from tailpod.provision.cloud_up import pinned_image
+
+    results = Path(settings.results_dir)
+    state: MatrixState | None = None
+    spent_before = 0.0
+    if run_id:
+        state = MatrixState.load(results / run_id)
+        if cards and [c.label for c in cards] != [c.label for c in state.cards]:
+            raise ConfigError("--card differs from the matrix being resumed",
+                              hint="leave --card out to resume the same cards")
+        sweep = SweepSpec.from_json(state.data["sweep"])
+        cost = CostModel(**state.data["cost_model"])
+        settings = dataclasses.replace(settings, model=state.data["engine_config"]["model"],
+                                       engine=state.data["engine_config"]["engine"])
+        pinned, digest = str(state.data["image"]["ref"]), state.data["image"]["digest"]
+        todo = [c for c in state.cards if state.card(c.label)["status"] != "done"]
+        spent_before = sum(state.card(c.label).get("spend_usd") or 0.0 for c in state.cards)
+        console.print(f"resuming {run_id}: {len(state.cards) - len(todo)} card(s) done, "
+                      f"${spent_before:.4f} spent so far")
+    else:
+        if not cards:
+            raise ConfigError("no cards given", hint='pass --card "provider:GPU[xN]"')
+        pinned, digest = pinned_image(settings, allow_unpinned)
+        todo = cards
+    prices = price_cards(settings, todo, sweep, cost, budget - spent_before, pinned)
+    for label, entry in prices.items():
+        line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f}"
+                if entry["price_per_hr"] is not None else f"cannot run: {entry['problem']}")
+        console.print(f"  {label}: {line}")
+    total = sum(e["projected_usd"] or 0 for e in prices.values())
+    console.print(f"projected spend ${total:.2f} of ${budget - spent_before:.2f} left in the "
+                  f"budget ({sweep.projected_cells()} cells per card, at most)")
+    if dry_run:
+        return None
+    if state is None:
+        assert cards is not None
+        matrix_id = new_matrix_id()
+        state = MatrixState.create(results / matrix_id, matrix_id, cards, budget=budget,
+                                   parallel=parallel, image=pinned, digest=digest, cfg=base,
+                                   sweep=sweep, cost=cost)
+    else:
+        state.data.update(budget_usd=budget, parallel=parallel, stopped=None)
+    for label, entry in prices.items():
+        fields: dict[str, Any] = {"projected_usd": entry["projected_usd"],
+                                  "price_per_hr": entry["price_per_hr"]}
+        if entry["problem"]:
+            fields.update(status="failed", error=entry["problem"])
+        state.update(label, **fields)
+    console.print(f"matrix {state.data['matrix_id']}: {len(todo)} card(s), {parallel} at a time, "
+                  f"budget ${budget:.2f}")
+    run = MatrixRun(settings, state, steps, say=console.print, policy=policy, port_for=port_for)
+    try:
+        run.run(only={label for label, e in prices.items() if not e["problem"]})
+    finally:
+        print_summary(state, write_matrix_report(state, stamp=stamp))
+    return run

@@ -1,0 +1,343 @@
+"""The card matrix: which card, at which concurrency, serves this checkpoint cheapest per token.
+
+Pure functions over what the per-card runs already produced: a card is `provider:GPU[xN]`, each
+card's sweep is an ordinary run directory analysed by `analysis.analyze`, and the matrix report puts
+those analyses side by side: tok/s, $/hr and $/Mtok per card and arm at each concurrency, the
+cheapest card per concurrency band, and each card's crossover and knee. A card that failed is named
+with its reason; a void arm is never a winner; a stamp on any card's numbers stamps the matrix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tailpod.errors import ConfigError
+
+MATRIX_FILE = "matrix.json"
+MATRIX_REPORT = "matrix.md"
+MATRIX_PLOT = "matrix-cost.png"
+CLOUD_PROVIDERS = ("runpod", "vastai")
+
+_CARD = re.compile(r"^\s*(?P<provider>[A-Za-z.]+)\s*:\s*(?P<rest>.+?)\s*$")
+# The GPU count is a suffix `xN` (or `×N`) after the name, which may be quoted: "RTX 4090"x2.
+_COUNT = re.compile(r"^(?P<gpu>.+?)\s*[x×](?P<count>\d+)$")
+
+
+@dataclass(frozen=True)
+class Card:
+    """One pod shape of the matrix: N GPUs of one type at one provider."""
+
+    provider: str  # canonical: runpod | vastai
+    gpu: str
+    count: int = 1
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.gpu}" + (f"x{self.count}" if self.count > 1 else "")
+
+    @property
+    def slug(self) -> str:
+        """A directory name for the card's results."""
+        return re.sub(r"[^a-z0-9]+", "-", self.label.lower()).strip("-")
+
+    def key(self) -> tuple[str, str, int]:
+        return (self.provider, " ".join(self.gpu.lower().split()), self.count)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"provider": self.provider, "gpu": self.gpu, "count": self.count,
+                "label": self.label}
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1].strip()
+    return text
+
+
+def parse_card(text: str) -> Card:
+    """`provider:GPU[xN]`, e.g. `runpod:NVIDIA H100 80GB HBM3` or `vastai:"RTX 4090"x2`."""
+    from tailpod.provision.registry import canonical_name
+
+    found = _CARD.match(text or "")
+    if not found:
+        raise ConfigError(f"card {text!r} is not provider:GPU[xN]",
+                          hint='e.g. --card "runpod:NVIDIA H100 80GB HBM3" --card "vastai:RTX 4090x2"')
+    provider = canonical_name(found.group("provider"))
+    if provider not in CLOUD_PROVIDERS:
+        raise ConfigError(f"card {text!r}: {provider} rents nothing; a card is on runpod or vastai")
+    rest = found.group("rest")
+    count = 1
+    counted = _COUNT.match(rest)
+    if counted:  # a quoted name keeps an `xN` inside its quotes: "...x2" ends with the quote
+        rest, count = counted.group("gpu"), int(counted.group("count"))
+    gpu = _unquote(rest)
+    if not gpu:
+        raise ConfigError(f"card {text!r} names no GPU")
+    if count < 1:
+        raise ConfigError(f"card {text!r}: the GPU count must be at least 1")
+    return Card(provider, gpu, count)
+
+
+def parse_cards(texts: Iterable[str]) -> list[Card]:
+    """The cards in order; a duplicate (same provider, GPU and count) is refused."""
+    cards: list[Card] = []
+    seen: dict[tuple[str, str, int], str] = {}
+    for text in texts:
+        card = parse_card(text)
+        if card.key() in seen:
+            raise ConfigError(f"duplicate card {text!r} (same as {seen[card.key()]!r})",
+                              hint="each card is rented and measured once; remove the repeat")
+        seen[card.key()] = text
+        cards.append(card)
+    if not cards:
+        raise ConfigError("no cards given", hint='pass --card "provider:GPU[xN]", at least one')
+    return cards
+
+
+# -- the report -------------------------------------------------------------------------------
+
+
+def _card_cells(label: str, analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """One entry per (arm, concurrency) of a card: tok/s, $/hr, $/Mtok, void."""
+    tok_s = {(c["arm"], c["concurrency"]): (c.get("output_tok_s") or {}).get("median")
+             for c in analysis.get("cells", [])}
+    out = []
+    for cost in analysis.get("cost", []):
+        key = (cost["arm"], cost["concurrency"])
+        out.append({
+            "card": label,
+            "arm": cost["arm"],
+            "concurrency": cost["concurrency"],
+            "tok_s": tok_s.get(key),
+            "price_per_hr": cost.get("price_per_hr"),
+            "usd_per_mtok": cost.get("usd_per_1m") if cost.get("status") == "ok" else None,
+            "void": cost.get("status") == "void",
+            "why_no_cost": cost.get("reason"),
+        })
+    return out
+
+
+def _bands(cheapest: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive concurrency levels won by the same card, as bands."""
+    bands: list[dict[str, Any]] = []
+    for entry in cheapest:
+        if bands and bands[-1]["card"] == entry["card"]:
+            bands[-1]["to"] = entry["concurrency"]
+        else:
+            bands.append({"from": entry["concurrency"], "to": entry["concurrency"],
+                          "card": entry["card"]})
+    return bands
+
+
+def _served_revisions(analysis: dict[str, Any], run: dict[str, Any] | None) -> list[str]:
+    revisions = set()
+    for arm in (run or {}).get("arms", []):
+        for ckpt in (arm.get("checkpoints") or {}).values():
+            if isinstance(ckpt, dict) and ckpt.get("revision"):
+                revisions.add(str(ckpt["revision"]))
+    return sorted(revisions)
+
+
+def build_matrix(outcomes: Sequence[dict[str, Any]], *,
+                 stamp: str | None = None) -> dict[str, Any]:
+    """The matrix from per-card outcomes.
+
+    Each outcome: `card` (label), `status` (done | failed | stopped | skipped | pending), `error`,
+    `spend_usd`, `proof`, and for a measured card `analysis` (analysis.analyze) and `run`
+    (run.json). `stamp` marks every number (e.g. a CPU engine on emulated clouds)."""
+    cells: list[dict[str, Any]] = []
+    cards: list[dict[str, Any]] = []
+    stamps = {stamp} if stamp else set()
+    crossover: dict[str, Any] = {}
+    knee: dict[str, Any] = {}
+    revisions: dict[str, list[str]] = {}
+    digests: dict[str, str | None] = {}
+    for outcome in outcomes:
+        label = outcome["card"]
+        analysis = outcome.get("analysis")
+        entry = {k: outcome.get(k) for k in ("card", "status", "error", "spend_usd", "proof",
+                                             "run_tag", "run_dir")}
+        if analysis:
+            entry.update(gpu=analysis.get("gpu"), gpu_count=analysis.get("gpu_count"),
+                         price_per_hr=analysis.get("price_per_hr"))
+            cells += _card_cells(label, analysis)
+            if analysis.get("stamp"):
+                stamps.add(str(analysis["stamp"]))
+            crossover[label] = [c for c in analysis.get("crossover", [])]
+            knee[label] = [k for k in analysis.get("knee", [])]
+            revisions[label] = _served_revisions(analysis, outcome.get("run"))
+            digests[label] = analysis.get("image_digest")
+        cards.append(entry)
+    concurrency = sorted({c["concurrency"] for c in cells})
+    tables: list[dict[str, Any]] = []
+    cheapest: list[dict[str, Any]] = []
+    for conc in concurrency:
+        rows = [c for c in cells if c["concurrency"] == conc]
+        priced = sorted((c for c in rows if c["usd_per_mtok"] is not None and not c["void"]),
+                        key=lambda c: c["usd_per_mtok"])
+        unpriced = [c for c in rows if c not in priced]
+        ranking: list[str] = []
+        for c in priced:
+            if c["card"] not in ranking:
+                ranking.append(c["card"])
+        tables.append({"concurrency": conc, "rows": priced + unpriced, "ranking": ranking})
+        if priced:
+            best = priced[0]
+            cheapest.append({"concurrency": conc, "card": best["card"], "arm": best["arm"],
+                             "usd_per_mtok": best["usd_per_mtok"]})
+    distinct_revisions = {tuple(v) for v in revisions.values() if v}
+    distinct_digests = {d for d in digests.values() if d}
+    warnings = []
+    if len(distinct_revisions) > 1:
+        warnings.append("the cards served different checkpoint revisions: "
+                        + "; ".join(f"{k}: {', '.join(v)}" for k, v in revisions.items()))
+    if len(distinct_digests) > 1:
+        warnings.append("the cards ran different image digests: "
+                        + "; ".join(f"{k}: {v}" for k, v in digests.items()))
+    return {
+        "cards": cards,
+        "concurrency": concurrency,
+        "tables": tables,
+        "cheapest": cheapest,
+        "bands": _bands(cheapest),
+        "crossover": crossover,
+        "knee": knee,
+        "failed": [c for c in cards if c["status"] != "done"],
+        "stamp": " · ".join(sorted(stamps)) or None,
+        "warnings": warnings,
+    }
+
+
+def _usd(value: float | None, digits: int = 4) -> str:
+    return "—" if value is None else f"${value:,.{digits}f}"
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.1f}"
+
+
+def _crossover_text(items: Sequence[dict[str, Any]]) -> str:
+    parts = []
+    for item in items:
+        where = item.get("concurrency")
+        status = item.get("status")
+        if status == "crossover" and where is not None:
+            parts.append(f"{item['arm']}: below plain from c≈{where:g}")
+        else:
+            parts.append(f"{item['arm']}: {status}")
+    return "; ".join(parts) or "no speculative arm"
+
+
+def _knee_text(items: Sequence[dict[str, Any]]) -> str:
+    parts = []
+    for item in items:
+        if item.get("void"):
+            continue
+        where = item.get("concurrency")
+        parts.append(f"{item['arm']}: c={where}" if item.get("status") == "knee" and where
+                     else f"{item['arm']}: {item.get('status')}")
+    return "; ".join(parts) or "—"
+
+
+def render_matrix_markdown(matrix: dict[str, Any], title: str = "Card matrix") -> str:
+    stamp = matrix.get("stamp")
+    lines = [f"# {title}", ""]
+    if stamp:
+        lines += [f"**{stamp}**", ""]
+    for warning in matrix.get("warnings", []):
+        lines += [f"> warning: {warning}", ""]
+    lines += ["## Cards", "", "| card | status | GPU | $/hr | spent | billing proof |",
+              "|---|---|---|---|---|---|"]
+    for card in matrix["cards"]:
+        status = card["status"] + (f": {card['error']}" if card.get("error") else "")
+        gpu = f"{card.get('gpu_count') or '?'}x {card['gpu']}" if card.get("gpu") else "—"
+        lines.append(f"| {card['card']} | {status} | {gpu} | {_usd(card.get('price_per_hr'), 2)} "
+                     f"| {_usd(card.get('spend_usd'))} | {card.get('proof') or '—'} |")
+    lines.append("")
+    if matrix["bands"]:
+        lines += ["## Cheapest card per concurrency band", ""]
+        for band in matrix["bands"]:
+            span = f"c={band['from']}" if band["from"] == band["to"] \
+                else f"c={band['from']}–{band['to']}"
+            lines.append(f"- {span}: **{band['card']}**")
+        lines.append("")
+    for table in matrix["tables"]:
+        lines += [f"## Concurrency {table['concurrency']}", "",
+                  "ranked by $/Mtok (lowest first): " + (" < ".join(table["ranking"]) or "—"), "",
+                  "| card | arm | output tok/s | $/hr | $/Mtok |", "|---|---|---|---|---|"]
+        for row in table["rows"]:
+            cost = _usd(row["usd_per_mtok"], 3) if row["usd_per_mtok"] is not None \
+                else ("VOID" if row["void"] else f"— ({row.get('why_no_cost') or 'unknown'})")
+            arm = f"~~{row['arm']}~~" if row["void"] else row["arm"]
+            lines.append(f"| {row['card']} | {arm} | {_num(row['tok_s'])} | "
+                         f"{_usd(row['price_per_hr'], 2)} | {cost} |")
+        lines.append("")
+    if matrix["crossover"]:
+        lines += ["## Crossover and knee per card", "", "| card | crossover | knee |",
+                  "|---|---|---|"]
+        for card, items in matrix["crossover"].items():
+            lines.append(f"| {card} | {_crossover_text(items)} | "
+                         f"{_knee_text(matrix['knee'].get(card, []))} |")
+        lines.append("")
+    if matrix["failed"]:
+        lines += ["## Cards without full results", ""]
+        for card in matrix["failed"]:
+            lines.append(f"- {card['card']}: {card['status']}"
+                         + (f": {card['error']}" if card.get("error") else ""))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot_matrix_cost(matrix: dict[str, Any], path: Path) -> Path:
+    """$/Mtok against concurrency, one line per card: the card's cheapest arm that is not void
+    at each concurrency (the arm is named at each point)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from tailpod.results.plots import _log2_x
+
+    fig, ax = plt.subplots(figsize=(9, 6))
+    drawn = False
+    for i, card in enumerate(c["card"] for c in matrix["cards"]):
+        points = []
+        for table in matrix["tables"]:
+            own = [r for r in table["rows"] if r["card"] == card and r["usd_per_mtok"] is not None
+                   and not r["void"]]
+            if own:
+                best = min(own, key=lambda r: r["usd_per_mtok"])
+                points.append((table["concurrency"], best["usd_per_mtok"], best["arm"]))
+        if not points:
+            continue
+        drawn = True
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=f"C{i % 10}",
+                label=card)
+        for x, y, arm in points:
+            ax.annotate(arm, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,
+                        color=f"C{i % 10}")
+    if drawn:
+        _log2_x(ax, matrix["concurrency"])
+        ax.set_yscale("log")
+        ax.set_ylabel("USD per 1M output tokens (log scale)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8, loc="upper right")
+    else:
+        ax.text(0.5, 0.5, "no card produced a priced measurement", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.set_title("Cost per 1M output tokens vs concurrency, per card (lower is better)",
+                 fontsize=10)
+    stamp = matrix.get("stamp")
+    if stamp:
+        fig.text(0.5, 0.5, stamp, rotation=25, fontsize=18, color="red", alpha=0.22,
+                 ha="center", va="center", weight="bold", wrap=True)
+        fig.text(0.99, 0.005, stamp, fontsize=8, color="red", ha="right", va="bottom")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

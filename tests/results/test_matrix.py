@@ -1,0 +1,113 @@
+"""The card matrix report from constructed runs with known answers, and the card syntax."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tailpod.errors import ConfigError
+from tailpod.results.analysis import analyze
+from tailpod.results.io import Run
+from tailpod.results.matrix import (
+    Card,
+    build_matrix,
+    parse_card,
+    parse_cards,
+    plot_matrix_cost,
+    render_matrix_markdown,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "card"),
+    [
+        ("runpod:NVIDIA H100 80GB HBM3", Card("runpod", "NVIDIA H100 80GB HBM3", 1)),
+        ('vastai:"RTX 4090"x2', Card("vastai", "RTX 4090", 2)),
+        ("vast:RTX 4090 x4", Card("vastai", "RTX 4090", 4)),
+        ('runpod:"NVIDIA A100 SXM4"', Card("runpod", "NVIDIA A100 SXM4", 1)),
+    ],
+)
+def test_card_syntax(text: str, card: Card) -> None:
+    assert parse_card(text) == card
+
+
+@pytest.mark.parametrize(
+    ("texts", "message"),
+    [
+        (["RTX 4090"], "not provider:GPU"),
+        (["local:cpu"], "rents nothing"),
+        (["lambda:H100"], "unknown provider"),
+        (["runpod:A40x0"], "at least 1"),
+        (["runpod:A40", "runpod: a40 "], "duplicate card"),
+        ([], "no cards"),
+    ],
+)
+def test_bad_cards_are_refused(texts: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_cards(texts)
+
+
+def test_same_gpu_with_another_count_is_another_card() -> None:
+    cards = parse_cards(["vastai:RTX 4090", "vastai:RTX 4090x2"])
+    assert [c.label for c in cards] == ["vastai:RTX 4090", "vastai:RTX 4090x2"]
+
+
+def _outcome(make_run: Callable[..., Run], label: str, price: float,
+             tput: dict[str, dict[int, list[float]]], **kw: Any) -> dict[str, Any]:
+    analysis = analyze(make_run(tput, run_id=label, price=price, **kw))
+    return {"card": label, "status": "done", "error": None, "spend_usd": 0.5,
+            "proof": f"/r/{label}/billing-proof.json", "analysis": analysis, "run": None}
+
+
+def test_cheapest_card_per_band_crossover_and_failed_card(make_run: Callable[..., Run],
+                                                          tmp_path: Path) -> None:
+    # Card A: $1/h, flat 100 tok/s. Card B: $4/h, throughput grows 8x with concurrency:
+    # A is cheaper per token at c=1,2, B from c=4 (4/800 < 1/100).
+    a = _outcome(make_run, "runpod:A", 1.0, {"plain": {1: [100.0], 2: [100.0], 4: [100.0]}})
+    b = _outcome(make_run, "vastai:Bx2", 4.0,
+                 {"plain": {1: [100.0], 2: [300.0], 4: [800.0]},
+                  "mtp-k2": {1: [400.0], 2: [400.0], 4: [400.0]}},
+                 void={"mtp-k2": "token mismatch at prompt 1"})
+    failed = {"card": "runpod:C", "status": "failed", "error": "no capacity", "spend_usd": 0.0}
+    matrix = build_matrix([a, b, failed])
+    assert matrix["concurrency"] == [1, 2, 4]
+    assert [t["ranking"] for t in matrix["tables"]] == [
+        ["runpod:A", "vastai:Bx2"], ["runpod:A", "vastai:Bx2"], ["vastai:Bx2", "runpod:A"]]
+    # the void arm is faster at c=1 but never wins, and is listed without a cost
+    assert matrix["cheapest"][0] == {"concurrency": 1, "card": "runpod:A", "arm": "plain",
+                                     "usd_per_mtok": pytest.approx(1.0 / 3600 / 100 * 1e6)}
+    void_rows = [r for t in matrix["tables"] for r in t["rows"] if r["void"]]
+    assert len(void_rows) == 3 and all(r["usd_per_mtok"] is None for r in void_rows)
+    assert matrix["bands"] == [{"from": 1, "to": 2, "card": "runpod:A"},
+                               {"from": 4, "to": 4, "card": "vastai:Bx2"}]
+    assert [c["card"] for c in matrix["failed"]] == ["runpod:C"]
+    assert set(matrix["crossover"]) == {"runpod:A", "vastai:Bx2"}
+    assert set(matrix["knee"]) == {"runpod:A", "vastai:Bx2"}
+    assert matrix["stamp"] is None
+    markdown = render_matrix_markdown(matrix)
+    assert "- c=1–2: **runpod:A**" in markdown and "- c=4: **vastai:Bx2**" in markdown
+    assert "- runpod:C: failed: no capacity" in markdown
+    assert "~~mtp-k2~~" in markdown
+    assert plot_matrix_cost(matrix, tmp_path / "m.png").stat().st_size > 0
+
+
+def test_a_stamp_on_any_card_or_the_matrix_stamps_every_number(
+    make_run: Callable[..., Run],
+) -> None:
+    on_pod = _outcome(make_run, "runpod:A", 1.0, {"plain": {1: [100.0]}})
+    off_pod = _outcome(make_run, "runpod:B", 1.0, {"plain": {1: [100.0]}},
+                       measured_from="off-pod")
+    assert build_matrix([on_pod, off_pod])["stamp"] == "DO NOT QUOTE AGGREGATE"
+    stamped = build_matrix([on_pod], stamp="CPU ENGINE")
+    assert stamped["stamp"] == "CPU ENGINE"
+    assert render_matrix_markdown(stamped).splitlines()[2] == "**CPU ENGINE**"
+
+
+def test_unknown_price_is_not_ranked_and_says_why(make_run: Callable[..., Run]) -> None:
+    unpriced = _outcome(make_run, "runpod:A", None, {"plain": {1: [100.0]}})  # type: ignore[arg-type]
+    matrix = build_matrix([unpriced])
+    assert matrix["tables"][0]["ranking"] == [] and matrix["cheapest"] == []
+    assert "pod price unknown" in render_matrix_markdown(matrix)
