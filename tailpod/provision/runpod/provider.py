@@ -33,7 +33,7 @@ from tailpod.provision.base import (
     ProofCheck,
 )
 from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
-from tailpod.secrets import reveal_env
+from tailpod.secrets import redact, reveal_env
 
 STATUS_MAP = {
     "PROVISIONING": PodState.PENDING,
@@ -182,6 +182,15 @@ class RunPodProvider(ApiProvider):
             return None
 
         def refused(status: int, answer: Any, detail: str) -> str:
+            if status == 400 and "additional propert" in detail.lower() + str(answer).lower():
+                # an unknown key in the body (CreatePodRequest is unevaluatedProperties: false):
+                # no GPU type would take it, so do not walk the list
+                errors = answer.get("errors") if isinstance(answer, dict) else None
+                named = redact("; ".join(map(str, errors))) if isinstance(errors, list) \
+                    else detail
+                raise ProviderError(f"RunPod rejected a field of tailpod's create request "
+                                    f"(HTTP 400): {named}; nothing was created",
+                                    hint="this is a tailpod bug; please report it")
             if status == 400:
                 kind = "no capacity" if any(m in detail.lower() for m in CAPACITY_MARKERS) \
                     else "refused"

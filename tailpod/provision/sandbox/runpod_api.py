@@ -251,7 +251,7 @@ class RunPodEmulator:
             "template": None,
             "cost": round(pod.compute_rate, 4) if status == "RUNNING" else 0.0,
             "locked": False,
-            "globalNetworking": False,
+            "globalNetworking": {"enabled": False},  # PodGlobalNetworking is an object
             "runtime": runtime,
             "createdAt": rfc3339(pod.created_at),
             "startedAt": rfc3339(pod.started_at),
@@ -326,8 +326,21 @@ class RunPodEmulator:
     def _validate_create(self, body: Any) -> tuple[Response | None, dict[str, Any]]:
         if not isinstance(body, dict):
             return problem(422, "Request validation failed.", ["$: value must be an object"]), {}
-        errors = [f"$: additional properties '{k}' not allowed" for k in sorted(set(body) -
-                                                                                 CREATE_KEYS)]
+        # CreatePodRequest and CreateGpuConfig are `unevaluatedProperties: false` and Mounts is
+        # `additionalProperties: false` (runpod/docs api-reference-v2/openapi.json @ a900806);
+        # the real API answers an unknown key with 400, not 422.
+        unknown = [f"$: additional properties '{k}' not allowed"
+                   for k in sorted(set(body) - CREATE_KEYS)]
+        gpu_in, mounts_in = body.get("gpu"), body.get("mounts")
+        if isinstance(gpu_in, dict):
+            unknown += [f"$.gpu: additional properties '{k}' not allowed"
+                        for k in sorted(set(gpu_in) - GPU_KEYS)]
+        if isinstance(mounts_in, dict):
+            unknown += [f"$.mounts: additional properties '{k}' not allowed"
+                        for k in sorted(set(mounts_in) - {"persistent", "network"})]
+        if unknown:
+            return problem(400, "Request validation failed.", unknown), {}
+        errors: list[str] = []
         name = body.get("name")
         if not isinstance(name, str) or not name:
             errors.append("$.name: value must be a non-empty string")
@@ -336,8 +349,6 @@ class RunPodEmulator:
             if not isinstance(gpu, dict) or not isinstance(gpu.get("id"), str):
                 errors.append("$.gpu.id: value must be a string")
             else:
-                errors += [f"$.gpu: additional properties '{k}' not allowed"
-                           for k in sorted(set(gpu) - GPU_KEYS)]
                 count = gpu.get("count", 1)
                 if not isinstance(count, int) or isinstance(count, bool) or count < 1:
                     errors.append("$.gpu.count: value must be an integer >= 1")
@@ -440,7 +451,7 @@ class RunPodEmulator:
         if include:
             body["availability"] = g.stock
             if g.stock != "NONE":
-                body["cudaVersions"] = [{"version": g.cuda, "availability": g.stock}]
+                body["cudaVersions"] = [{"version": g.cuda, "available": True}]
         return body
 
     def _catalog_include(self, req: Request) -> bool | Response:

@@ -291,7 +291,8 @@ class VastEmulator:
             "image_uuid": pod.image, "image_runtype": pod.meta.get("runtype"),
             "image_args": pod.meta.get("args") or [], "onstart": pod.meta.get("onstart"),
             "extra_env": [[k, v] for k, v in pod.env.items()],
-            "start_date": pod.created_at, "end_date": None,
+            # end_date is the rental's end (a number in the spec): the offer's 30-day maximum
+            "start_date": pod.created_at, "end_date": pod.created_at + 30 * 24 * 3600.0,
             "public_ipaddr": "127.0.0.1", "local_ipaddrs": "127.0.0.1 ",
             "ssh_host": "127.0.0.1", "ssh_port": ssh_port, "ssh_idx": "0",
             "machine_dir_ssh_port": ssh_port, "ports": ports,

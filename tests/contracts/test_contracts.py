@@ -1,0 +1,154 @@
+"""Every request tailpod sends to RunPod v2 and vast.ai, and every answer the emulators give, checked
+against the JSON Schemas derived from the vendors' published OpenAPI documents (this folder; each
+file names its source repository, path and commit). The emulators must refuse what the real API
+refuses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tailpod.config import load_settings
+from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.provision.apiclient import ApiTimings
+from tailpod.provision.base import PodSpec
+from tailpod.provision.lifecycle import LifecyclePolicy, create_pod_safely, teardown
+from tailpod.provision.registry import get_provider
+from tailpod.provision.sandbox import Sandbox, start_sandbox
+from tailpod.secrets import Secret
+
+from .contract import Recorder, contract_for, contracts
+
+VENDOR = {"runpod": "runpod", "vastai": "vast"}
+GPU = {"runpod": "NVIDIA A40", "vastai": "RTX 4090"}
+
+
+@pytest.fixture()
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
+    try:
+        yield sb
+    finally:
+        sb.close()
+
+
+def test_every_contract_names_its_source() -> None:
+    assert {c.vendor for c in contracts()} == {"runpod", "vast"}
+    for c in contracts():
+        source = c.doc["x-source"]
+        assert source["repository"] in ("runpod/docs", "vast-ai/docs")
+        assert len(source["commit"]) == 40 and source["path"].endswith((".json", ".yaml"))
+
+
+@pytest.mark.parametrize("kind", ["runpod", "vastai"])
+def test_lifecycle_traffic_matches_the_published_contracts(kind: str, sandbox: Sandbox,
+                                                           tmp_path: Path) -> None:
+    recorder = Recorder()
+    settings = load_settings(env={**sandbox.env(), "TAILPOD_HOME": str(tmp_path / "home")},
+                             dotenv_path=tmp_path / "absent.env")
+    provider = get_provider(kind, settings, timings=ApiTimings.fast(), transport=recorder)
+    ledger = Ledger(tmp_path / "home")
+    tag = new_run_tag()
+    spec = PodSpec(run_tag=tag, gpu_preference=[GPU[kind]], image="sandbox/image:latest",
+                   start_command=["sh", "-c", "sleep 60"], disk_gb=20, ports=[22],
+                   env={"HF_TOKEN": Secret("hf_contractTEST0123456789"), "TAILPOD_RUN_TAG": tag})
+    info = create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag, provider=kind),
+                             ttl_hours=1.0, policy=LifecyclePolicy.fast())
+    provider.get(info.pod_id)
+    provider.get("0" if kind == "vastai" else "nosuchpod")  # a miss, answered by the spec's shape
+    record = ledger.get(tag)
+    assert record is not None
+    assert teardown(provider, ledger, record, tmp_path / "run", policy=LifecyclePolicy.fast()
+                    ).proven
+
+    problems: list[str] = []
+    seen: set[str] = set()
+    for ex in recorder.exchanges:
+        if ex.path == "/graphql":
+            continue  # GraphQL has no published schema here; it is being retired
+        contract = contract_for(VENDOR[kind], ex.method, ex.path)
+        if contract is None:
+            problems.append(f"{ex.method} {ex.path}: tailpod calls an endpoint with no contract")
+            continue
+        seen.add(contract.name)
+        where = f"{ex.method} {ex.path} -> {ex.status}"
+        problems += [f"{where} request: {e}" for e in contract.request_errors(ex.request)]
+        problems += [f"{where} query: {e}" for e in contract.query_errors(ex.params)]
+        problems += [f"{where} answer: {e}" for e in contract.response_errors(ex.status,
+                                                                                ex.response)]
+    assert not problems, "\n".join(problems)
+    expected = {"runpod": {"catalog_gpus", "create_pod", "get_pod", "list_pods", "delete_pod"},
+                "vastai": {"search_offers", "create_instance", "show_instance",
+                           "list_instances", "destroy_instance"}}[kind]
+    assert expected <= seen
+
+
+def rp_create(sandbox: Sandbox, body: dict[str, object]) -> httpx.Response:
+    return httpx.post(sandbox.runpod_url + "/v2/pods", json=body, timeout=5,
+                      headers={"Authorization": f"Bearer {sandbox.runpod_key}"})
+
+
+BASE_CREATE = {"name": "tp-contract", "image": "img", "gpu": {"id": "NVIDIA A40", "count": 1}}
+
+
+@pytest.mark.parametrize("body", [
+    {**BASE_CREATE, "gpuTypeId": "NVIDIA A40"},  # a GraphQL-era key
+    {**BASE_CREATE, "dockerArgs": "sleep 1"},
+    {**BASE_CREATE, "gpu": {"id": "NVIDIA A40", "count": 1, "type": "x"}},  # CreateGpuConfig
+    {**BASE_CREATE, "mounts": {"persistent": {"size": 5, "path": "/w"}, "extra": 1}},
+])
+def test_runpod_emulator_refuses_unknown_create_keys_with_400(sandbox: Sandbox,
+                                                              body: dict[str, object]) -> None:
+    """`CreatePodRequest` is `unevaluatedProperties: false` (so is `CreateGpuConfig`; `Mounts` is
+    `additionalProperties: false`); the real API answers 400."""
+    create = contract_for("runpod", "POST", "/v2/pods")
+    assert create is not None and create.request_errors(body)  # the spec refuses it too
+    answer = rp_create(sandbox, body)
+    assert answer.status_code == 400, answer.text
+    assert not create.response_errors(400, answer.json())
+    assert sandbox.meter()["billing_count"] == 0
+
+
+def test_runpod_emulator_accepts_what_the_spec_accepts(sandbox: Sandbox) -> None:
+    create = contract_for("runpod", "POST", "/v2/pods")
+    assert create is not None and not create.request_errors(BASE_CREATE)
+    answer = rp_create(sandbox, BASE_CREATE)
+    assert answer.status_code == 201, answer.text
+    assert not create.response_errors(201, answer.json())
+
+
+def test_runpod_emulator_errors_match_the_spec(sandbox: Sandbox) -> None:
+    missing = httpx.get(sandbox.runpod_url + "/v2/pods/nope", timeout=5,
+                        headers={"Authorization": f"Bearer {sandbox.runpod_key}"})
+    get = contract_for("runpod", "GET", "/v2/pods/nope")
+    assert get is not None and missing.status_code == 404
+    assert not get.response_errors(404, missing.json())
+    anon = httpx.get(sandbox.runpod_url + "/v2/pods", timeout=5)
+    listing = contract_for("runpod", "GET", "/v2/pods")
+    assert listing is not None and anon.status_code == 401
+    assert not listing.response_errors(401, anon.json())
+
+
+def test_tailpod_stops_at_a_400_for_an_unknown_key(sandbox: Sandbox, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown key is tailpod's bug, not a GPU without capacity: no walk down the list."""
+    from tailpod.errors import ProviderError
+    from tailpod.provision.runpod.provider import RunPodProvider
+
+    settings = load_settings(env={**sandbox.env(), "TAILPOD_HOME": str(tmp_path / "home")},
+                             dotenv_path=tmp_path / "absent.env")
+    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    real = RunPodProvider._create_body
+
+    def with_stray_key(self, spec, gpu_id):  # type: ignore[no-untyped-def]
+        return {**real(self, spec, gpu_id), "dockerArgs": "sleep 1"}
+
+    monkeypatch.setattr(RunPodProvider, "_create_body", with_stray_key)
+    spec = PodSpec(run_tag=new_run_tag(), gpu_preference=["NVIDIA A40", "RTX 4090"],
+                   image="img", start_command=["sleep", "1"])
+    with pytest.raises(ProviderError, match="rejected a field.*dockerArgs"):
+        provider.create(spec)
+    assert sandbox.meter()["billing_count"] == 0
