@@ -48,6 +48,9 @@ def summary_table(run_dir: Path, title: str) -> Table:
     analysis = analyze(run)
     stamp = analysis.get("stamp")
     table = Table(title=f"{title}{' — ' + stamp if stamp else ''}")
+    hardware_stamp = analysis["hardware"].get("stamp")
+    if hardware_stamp:  # the claimed GPU is not what ran: said under the numbers, in red
+        table.caption = f"[bold red]{hardware_stamp}[/]"
     for col in ("arm", "c", "reps", "output tok/s (median)", "TTFT p50 ms", "accept len", "flags"):
         table.add_column(col)
     void = {a["label"]: a["void_reason"] for a in analysis["arms"] if a["void"]}

@@ -25,6 +25,7 @@ from tailpod.config import Settings, load_settings
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.probes.plan import SweepPlan, spec_arms
 from tailpod.probes.sweep import RunContext, RunDirectory, SweepHost, run_sweep
+from tailpod.results.hardware import check_pod
 
 DEMO_IMAGE = "vllm/vllm-openai:v0.11.0"
 DEMO_DIGEST = "sha256:" + "7a1" * 21 + "d"
@@ -69,6 +70,7 @@ def run_benchmark(
     max_tokens: int,
 ) -> Path:
     from tailpod.cli.benchmark import summary_table
+    from tailpod.results.report import write_report
 
     plan = SweepPlan(
         arms=spec_arms(cfg, ks, "ngram", None),
@@ -81,6 +83,7 @@ def run_benchmark(
     ctx = RunContext.for_pod(record, record.run_tag, cfg)
     run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
     console.print(summary_table(run_dir.path, "demo benchmark (tok/s from server usage)"))
+    console.print(f"report: {write_report([run_dir.path])} (and its plots beside it)")
     return run_dir.path
 
 
@@ -166,6 +169,9 @@ def cloud_demo(
             f"[green]up[/] {record.run_tag}: {record.gpu} at ${record.price_per_hr or 0:.2f}/hr, "
             f"image {record.image}, engine at {record.endpoint} (tailnet only)"
         )
+        stamp = check_pod(record).get("stamp")
+        if stamp:
+            console.print(f"[bold red]{stamp}[/]")
         run_dir: Path | None = None
         try:
             with startup_progress("benchmark on the pod over SSH") as update:

@@ -20,6 +20,7 @@ from tailpod.config import Settings, check_run_settings
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord, interrupted_step
 from tailpod.provision.local.lifecycle import relaunch_local, up_local
+from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
 
 PROVIDERS = ("local", "runpod", "vastai")
@@ -204,6 +205,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,
         "endpoint": record.endpoint,
         "gpu": record.gpu,
+        "hardware": check_pod(record),
         "price_per_hr": record.price_per_hr,
         "uptime_s": round(uptime, 1),
         "spend_usd": None if spend is None else round(spend, 4),
@@ -323,6 +325,9 @@ def register(app: typer.Typer) -> None:
             f"max concurrency: {facts.get('max_concurrency')}"
         )
         console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
+        stamp = check_pod(record).get("stamp")
+        if stamp:
+            console.print(f"  [bold red]{stamp}[/]")
 
     @app.command()
     @handle_errors
@@ -377,7 +382,7 @@ def register(app: typer.Typer) -> None:
                 row["engine"] or "-",
                 row["arm"] or "-",
                 row["endpoint"] or "-",
-                row["gpu"] or "-",
+                gpu_column(row["gpu"], row["hardware"]),
                 "-" if row["price_per_hr"] is None else f"{row['price_per_hr']:.3f}",
                 f"{row['uptime_s'] / 60:.1f} min",
                 "-" if row["spend_usd"] is None else f"${row['spend_usd']:.4f}",
@@ -385,6 +390,8 @@ def register(app: typer.Typer) -> None:
             )
         console.print(table)
         for row in rows:
+            if row["hardware"].get("stamp"):
+                console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")
             if row.get("settle") and (cloud is None or row["provider"] == "local"):
                 owner = row.get("owner") or {}
                 console.print(

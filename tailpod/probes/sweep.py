@@ -27,6 +27,7 @@ from tailpod.probes.plan import (
     finished_cells,
     pending,
 )
+from tailpod.results.hardware import hardware_check
 from tailpod.results.schema import unverified_reason
 from tailpod.secrets import redact
 
@@ -87,6 +88,7 @@ class RunContext:
     gpu_count: int | None = None
     price_per_hr: float | None = None
     machine: dict[str, Any] = field(default_factory=dict)
+    emulated: bool = False  # the provider was tailpod's sandbox: the claimed GPU never ran
     image_ref: str | None = None
     image_digest: str | None = None
     run_tag: str | None = None
@@ -105,6 +107,7 @@ class RunContext:
             gpu_count=record.gpu_count,
             price_per_hr=record.price_per_hr,
             machine=record.extra.get("machine") or {},
+            emulated=bool(record.extra.get("emulated")),
             image_ref=record.image,
             image_digest=(record.extra.get("image") or {}).get("digest"),
         )
@@ -189,6 +192,9 @@ def new_run(ctx: RunContext, plan: SweepPlan, measured_from: str) -> dict[str, A
             "gpu_count": ctx.gpu_count,
             "price_per_hr": ctx.price_per_hr,
             "machine": ctx.machine,
+            "emulated": ctx.emulated,
+            # The claimed GPU against the pod's own nvidia-smi facts; a stamp when they disagree.
+            "hardware_check": hardware_check(ctx.gpu, ctx.gpu_count, ctx.machine, ctx.emulated),
         },
         "measured_from": measured_from,
         "image": {"ref": ctx.image_ref, "digest": ctx.image_digest},

@@ -41,6 +41,15 @@ TRANSIENT_RETRY_S = 60.0  # the least a refusal for a rate limit or outage tells
 ONPOD = Path(onpod.__file__)
 
 
+def provider_is_emulated(settings: Settings) -> bool:
+    """The provider API is tailpod's sandbox (a loopback address): nothing real was rented, so
+    the claimed GPU and its price describe nothing that ran (tailpod/results/hardware.py)."""
+    from tailpod.bootstrap.deadman_control import api_url_for
+    from tailpod.provision.tailnet.standin import is_sandbox_url
+
+    return is_sandbox_url(api_url_for(settings, settings.provider))
+
+
 def pod_python(settings: Settings) -> str:
     """The Python that runs the engine on the pod: the image's own unless told otherwise."""
     return settings.engine_python or "python3"
@@ -378,6 +387,7 @@ def up_cloud(
             extra={**current.extra, "startup": facts.to_json(), "arms": arms,
                    "startup_s": result.get("startup_s"), "pod_state_dir": shell.state_dir,
                    "machine": result.get("machine"),
+                   "emulated": provider_is_emulated(settings),
                    "engine_version": result.get("engine_version"),
                    "deadman": {"ttl_at": ttl_at, "pid": deadman.get("pid"),
                                "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}},

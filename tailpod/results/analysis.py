@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from tailpod.results.hardware import recorded_or_computed
 from tailpod.results.io import STAMP, Run
 from tailpod.results.schema import ArmRecord
 
@@ -903,6 +904,11 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         for other in ordered[1:]:
             bytes_rows.append(checkpoint_bytes(ref, other, cell_at, cell_at))
 
+    # The claimed GPU against the pod's own facts: a mismatch or an emulated provider is said next
+    # to every number (report header, warnings, plots).
+    hardware = recorded_or_computed(meta.pod.model_dump())
+    if hardware.get("stamp"):
+        warnings.append(str(hardware["stamp"]))
     result: dict[str, Any] = {
         "analysis_version": ANALYSIS_VERSION,
         "schema_version": meta.schema_version,
@@ -921,6 +927,7 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         "created_at": meta.created_at,
         "plan": meta.plan.model_dump(),
         "stamp": run.stamp,
+        "hardware": hardware,
         "settings": asdict(st),
         "concurrency": concurrencies,
         "warnings": warnings,

@@ -1,7 +1,8 @@
 """PNG plots drawn from the analysis dict (never from raw rows), so a plot and the JSON agree.
 
 Void arms are drawn grey and dashed with the legend label "VOID: <reason>"; off-pod runs carry the
-DO NOT QUOTE AGGREGATE stamp across every figure.
+DO NOT QUOTE AGGREGATE stamp across every figure; a run whose pod is not the GPU the provider
+claimed, or ran on an emulated provider, carries that stamp across the top of every figure.
 """
 
 from __future__ import annotations
@@ -104,9 +105,25 @@ def _placeholder(ax: Axes, text: str) -> None:
     )
 
 
+def _hardware_stamp(fig: Figure, stamps: Sequence[str]) -> None:
+    """The claimed-vs-reported GPU stamp (tailpod/results/hardware.py) across the top of the figure,
+    so a plot cut out of its report still says what the numbers ran on."""
+    if not stamps:
+        fig.tight_layout()
+        return
+    fig.text(0.5, 0.995, "\n".join(stamps), fontsize=8, color="red", ha="center", va="top",
+             weight="bold", wrap=True)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.035 * (len(stamps) + 1)))
+
+
+def _hardware_stamps(analyses: Sequence[dict[str, Any]]) -> list[str]:
+    found = [str((a.get("hardware") or {}).get("stamp") or "") for a in analyses]
+    return list(dict.fromkeys(s for s in found if s))
+
+
 def _save(fig: Figure, path: Path, analysis: dict[str, Any]) -> Path:
     _stamp(fig, analysis.get("stamp"))
-    fig.tight_layout()
+    _hardware_stamp(fig, _hardware_stamps([analysis]))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -456,7 +473,7 @@ def plot_compare(analyses: Sequence[dict[str, Any]], path: Path) -> Path:
     )
     stamp = next((a["stamp"] for a in analyses if a.get("stamp")), None)
     _stamp(fig, stamp)
-    fig.tight_layout()
+    _hardware_stamp(fig, _hardware_stamps(analyses))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -116,6 +116,18 @@ def _grid(an: dict[str, Any], entries: Sequence[dict[str, Any]], cell_fmt: Any) 
     return rows
 
 
+def reported_hardware(hardware: dict[str, Any]) -> str:
+    """What the pod's own facts say it is, with the verdict against the provider's claim."""
+    if not hardware:
+        return "—"
+    reported = hardware.get("reported") or {}
+    gpus = [g for g in reported.get("gpus") or [] if g]
+    what = ", ".join(gpus) if gpus else f"none (CPU: {reported.get('cpu') or 'unrecorded'})"
+    if hardware.get("verdict") == "unverified":
+        what = "not recorded"
+    return f"{what} ({hardware.get('verdict')})"
+
+
 def render_run_markdown(an: dict[str, Any]) -> str:
     stamp = an.get("stamp")
     void = _voids(an)
@@ -124,6 +136,9 @@ def render_run_markdown(an: dict[str, Any]) -> str:
     L: list[str] = [f"# tailpod report — {an['run_id']}", ""]
     if stamp:
         L += [f"> {STAMP_LINE}", ""]
+    hardware = an.get("hardware") or {}
+    if hardware.get("stamp"):
+        L += [f"> **{hardware['stamp']}**", ""]
     plan = an.get("plan") or {}
     price = an.get("price_per_hr")
     L += _table(
@@ -136,6 +151,7 @@ def render_run_markdown(an: dict[str, Any]) -> str:
                 "provider / GPU",
                 f"{an['provider']} / {an.get('gpu') or 'none'} × {an.get('gpu_count') or '—'}",
             ],
+            ["GPU the pod reports", reported_hardware(hardware)],
             ["pod price", f"${price:g}/hr" if price is not None else "unknown"],
             ["measured from", an["measured_from"]],
             ["created", an.get("created_at") or "—"],
@@ -350,6 +366,8 @@ def render_run_markdown(an: dict[str, Any]) -> str:
         L += ["Pod price unknown: cost is **unknown** (not zero).", ""]
     else:
         L += [f"At the pod's ${price:g}/hr: USD per 1k output tokens (per 1M in brackets).", ""]
+    if hardware.get("stamp"):
+        L += [f"**{hardware['stamp']}**", ""]
 
     def cost_cell(e: dict[str, Any]) -> str:
         if e["status"] == "void":

@@ -31,6 +31,15 @@ class PodDescription(_Model):
         default=None, description="What the pod costs in USD per hour; null when unknown."
     )
     machine: dict[str, Any] = Field(default_factory=dict)
+    emulated: bool | None = Field(
+        default=None, description="The provider was tailpod's sandbox: nothing was rented."
+    )
+    hardware_check: dict[str, Any] | None = Field(
+        default=None,
+        description="The claimed GPU against the pod's own nvidia-smi facts: verdict (match, "
+        "mismatch, emulated, unverified), claimed, reported, and the stamp every report and plot "
+        "carries when they disagree (tailpod/results/hardware.py).",
+    )
 
 
 class ImageRef(_Model):
