@@ -282,7 +282,7 @@ def register(app: typer.Typer) -> None:
             spec_k,
             spec_method,
             draft_model,
-            context_length or (1024 if local else None),
+            context_length if context_length is not None else (1024 if local else None),
             max_running_requests,
             (local if enforce_eager is None else enforce_eager),
         )
