@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,35 @@ def test_status_and_down_for_cloud_pods(sandbox: Sandbox, tailpod_home: Path,
     assert sandbox.meter()["billing_count"] == 0
     assert (tailpod_home / "results" / "tp-cli-orphan" / "billing-proof.json").exists()
     assert sandbox.runpod_key not in down.output + down_all.output + status.output
+
+
+def test_down_expired_through_the_cli_ends_only_runs_past_their_ttl(
+    sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod",
+           "TAILPOD_RESULTS_DIR": str(tailpod_home / "results")}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("VAST_API_KEY")
+    settings = settings_for(sandbox, tailpod_home, **env)
+    ledger = Ledger(settings.state_dir)
+    for tag in ("tp-old-1", "tp-young-1"):
+        up_remote(settings, ledger, PodSpec(run_tag=tag, gpu_preference=["A40"], image="img",
+                                            start_command=["sleep", "30"]),
+                  policy=LifecyclePolicy.fast(), timings=ApiTimings.fast())
+    ledger.update("tp-old-1", ttl_expires_at=time.time() - 60)  # its TTL ran out a minute ago
+    ledger.update("tp-young-1", ttl_expires_at=time.time() + 3600)
+
+    down = CliRunner().invoke(app, ["down", "--expired"])
+    assert down.exit_code == 0, down.output
+    assert "tp-old-1" in down.output and "tp-young-1" not in down.output
+    assert [r["name"] for r in sandbox.billing_now()] == ["tp-young-1"]
+    assert Ledger(settings.state_dir).get("tp-old-1").status == "terminated"  # type: ignore[union-attr]
+    assert Ledger(settings.state_dir).get("tp-young-1").active  # type: ignore[union-attr]
+    assert (tailpod_home / "results" / "tp-old-1" / "billing-proof.json").exists()
+
+    again = CliRunner().invoke(app, ["down", "--expired"])  # nothing left to do, still 0
+    assert again.exit_code == 0, again.output
+    assert [r["name"] for r in sandbox.billing_now()] == ["tp-young-1"]
+    assert CliRunner().invoke(app, ["down", "tp-young-1"]).exit_code == 0
+    assert sandbox.billing_now() == []
