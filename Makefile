@@ -9,11 +9,17 @@ QUIET_FLAG ?= -q
 export TAILPOD_ENGINE_PYTHON := $(abspath $(ENGINE_VENV))/bin/python
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup engine sshd demo test lint typecheck unit clean
+.PHONY: setup setup-demo engine sshd demo-requirements test-requirements demo test lint typecheck unit clean
 
-$(VENV)/.installed: pyproject.toml
+# tailpod with what the demo needs (the `local` extra) and nothing more, so a demo that needed a
+# test-only package would fail in CI (.ci/run runs the demo first); `make test` adds `dev`.
+$(VENV)/.installed-demo: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install $(QUIET_FLAG) --upgrade pip
+	$(VENV)/bin/pip install $(QUIET_FLAG) -e '.[local]'
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.installed-demo
 	$(VENV)/bin/pip install $(QUIET_FLAG) -e '.[dev,local]'
 	touch $@
 
@@ -27,16 +33,20 @@ $(ENGINE_VENV)/.installed:
 	$(ENGINE_VENV)/bin/pip uninstall $(QUIET_FLAG) -y torchvision torchaudio torchcodec triton
 	touch $@
 
+setup-demo: $(VENV)/.installed-demo
 setup: $(VENV)/.installed
 engine: $(ENGINE_VENV)/.installed
 
-# A real OpenSSH server plays the pod in the SSH tests (Debian's openssh-server).
-sshd:
-	@if [ ! -x /usr/sbin/sshd ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null; \
-	  else echo "openssh-server missing and not root: SSH tests will skip"; fi; fi
+# What the system must provide, checked (as root on Debian/Ubuntu: installed) before anything is
+# downloaded: Python's venv module, and a real OpenSSH server, which plays each pod's SSH server
+# in the demo and in the SSH tests. Listed first so make stops before its first download.
+demo-requirements:
+	@PYTHON=$(PYTHON) sh scripts/system-requirements.sh demo
+test-requirements:
+	@PYTHON=$(PYTHON) sh scripts/system-requirements.sh test
+sshd: demo-requirements
 
-demo: setup engine
+demo: demo-requirements setup-demo engine
 	$(VENV)/bin/tailpod demo
 
 lint: setup
@@ -48,7 +58,7 @@ typecheck: setup
 unit: setup
 	$(VENV)/bin/python -m pytest -q -m "not engine"
 
-test: setup engine sshd lint typecheck
+test: test-requirements setup engine lint typecheck
 	$(VENV)/bin/python -m pytest -q -ra
 
 clean:

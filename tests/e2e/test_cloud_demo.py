@@ -60,6 +60,13 @@ def test_demo_runs_the_cloud_path_and_leaves_nothing(
     assert run["provider"] == "runpod" and run["measured_from"] == "pod"
     assert run["image"]["digest"].startswith("sha256:")
     assert {a["label"] for a in run["arms"]} == {"plain", "ngram-k1"}
+    # The sandbox rented nothing: the report must not pass the CPU's numbers off as the A100's.
+    check = run["pod"]["hardware_check"]
+    assert check["verdict"] == "emulated" and run["pod"]["emulated"] is True
+    assert check["stamp"].startswith("emulated provider") and "illustrative" in check["stamp"]
+    assert check["stamp"] in " ".join(out.split())
+    report = (run_dir / "report.md").read_text()
+    assert f"> **{check['stamp']}**" in report.split("## Arms")[0]
     home = Path(engine_env["TAILPOD_HOME"])
     for path in [*results.rglob("*.json"), *results.rglob("*.jsonl"), home / "ledger.json"]:
         text = path.read_text()
