@@ -9,14 +9,17 @@ directly, so the same code starts the engine on a laptop and on a rented GPU.
     python3 onpod.py status --state-dir DIR
 
 A launch plan is JSON: {"argv": [...], "env": {...}, "host": "127.0.0.1", "port": 8000,
-"health_path": "/health", "label": "plain"}. Secrets travel in the process environment of this
-runner (the provider's env mechanism), never in the plan or on a command line.
+"health_path": "/health", "label": "plain", "checkpoints": {"model": ..., "draft_model": ...}};
+once the engine is healthy the runner records which revision of each checkpoint it served.
+Secrets travel in the process environment of this runner (the provider's env mechanism), never
+in the plan or on a command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -109,6 +112,58 @@ def machine_facts() -> dict[str, Any]:
     except OSError:
         pass
     return facts
+
+
+_FULL_HASH_BYTES = 8 * 1024 * 1024  # files up to this size are hashed whole
+_SAMPLE_BYTES = 1024 * 1024  # bigger ones: size, first and last MiB (safetensors header included)
+
+
+def _hub_cache_dir(env: dict[str, str]) -> Path:
+    """Where huggingface_hub keeps snapshots (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache)."""
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"])
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]) / "hub"
+    return Path.home() / ".cache" / "huggingface" / "hub"
+
+
+def checkpoint_identity(ref: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Which bytes a checkpoint reference served: a Hub id resolves to the snapshot commit the
+    engine downloaded (the cache's refs/main); a directory to a sha256 over its file names, sizes
+    and contents (files above 8 MiB contribute their size and first and last MiB, so a multi-GB
+    checkpoint is not read whole). Two runs that report different revisions served different
+    checkpoints under the same name."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        digest = hashlib.sha256()
+        for entry in sorted(p for p in path.rglob("*") if p.is_file()):
+            if entry.name.startswith("tailpod-") or any(
+                part.startswith(".") for part in entry.relative_to(path).parts
+            ):
+                continue  # tailpod's own notes and download caches are not checkpoint content
+            size = entry.stat().st_size
+            digest.update(f"{entry.relative_to(path)}\0{size}\0".encode())
+            with open(entry, "rb") as fh:
+                if size <= _FULL_HASH_BYTES:
+                    digest.update(fh.read())
+                else:
+                    digest.update(fh.read(_SAMPLE_BYTES))
+                    fh.seek(size - _SAMPLE_BYTES)
+                    digest.update(fh.read(_SAMPLE_BYTES))
+        return {"ref": ref, "source": "directory", "revision": "sha256:" + digest.hexdigest()[:16]}
+    cached = _hub_cache_dir(env or dict(os.environ)) / ("models--" + ref.replace("/", "--"))
+    try:
+        revision: str | None = (cached / "refs" / "main").read_text().strip() or None
+    except OSError:
+        revision = None
+    return {"ref": ref, "source": "hub", "revision": revision}
+
+
+def checkpoint_identities(
+    refs: dict[str, str | None], env: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """`checkpoint_identity` of each named reference (model, draft_model) that is set."""
+    return {role: checkpoint_identity(ref, env) for role, ref in refs.items() if ref}
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -295,6 +350,10 @@ def _main(argv: list[str] | None = None) -> int:
             return 1
         state["startup_s"] = took
         state["engine_version"] = engine_version(state["host"], int(state["port"]))
+        # After health: a Hub checkpoint is in the cache only once the engine has fetched it.
+        env = {**os.environ, **(read_env_file(args.env_file) if args.env_file else {})}
+        env.update({k: str(v) for k, v in plan.get("env", {}).items()})
+        state["checkpoints"] = checkpoint_identities(plan.get("checkpoints") or {}, env)
         _write_state(args.state_dir, state)
         print(json.dumps({"ok": True, **state}))
         return 0

@@ -199,7 +199,9 @@ def register(app: typer.Typer) -> None:
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
     ) -> None:
-        """Compare runs side by side (ratios to the first run, provenance warnings)."""
+        """Compare runs side by side (ratios to the first run, provenance warnings), and check the
+        acceptance fingerprint: an arm of the same model pair whose acceptance moved beyond the
+        reps' spread is flagged (FLAG on stderr) with its likely cause from the startup facts."""
         from tailpod.results.analysis import analyze
         from tailpod.results.compare import compare_analyses
         from tailpod.results.io import load_run
@@ -214,6 +216,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(render_compare_markdown(cmp))
         for w in cmp["warnings"]:
             err_console.print(f"warning: {w}", markup=False)
+        for flag in cmp["fingerprint"]["flags"]:
+            err_console.print(f"FLAG: {flag}", markup=False)
 
     @app.command("cost")
     @handle_errors

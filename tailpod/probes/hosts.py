@@ -108,6 +108,7 @@ class ProbeSweepHost:
             startup=started["startup"],
             argv=started["argv"],
             startup_s=started["startup_s"] or 0.0,
+            checkpoints=started.get("checkpoints") or {},
         )
 
     @property

@@ -41,6 +41,8 @@ class ArmStart:
     startup: dict[str, Any]  # StartupFacts.to_json(): facts plus the raw lines
     argv: list[str]
     startup_s: float
+    # role (model, draft_model) → {ref, source, revision}: which checkpoint bytes were served
+    checkpoints: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -275,7 +277,10 @@ def run_sweep(
                 start = host.restart(arm)
                 running = arm.label
                 entry.update(
-                    argv=start.argv, startup=start.startup, restart_s=round(time.time() - t0, 2)
+                    argv=start.argv,
+                    startup=start.startup,
+                    checkpoints=start.checkpoints,
+                    restart_s=round(time.time() - t0, 2),
                 )
                 entry["starts"].append({"at": _now(), "startup_s": start.startup_s})
                 gated = any(not a.config.spec.plain for a in plan.arms)
@@ -343,7 +348,22 @@ def run_sweep(
 
     run["finished_at"] = _now()
     run_dir.save(run)
+    _record_fingerprint(run, run_dir)
     return run
+
+
+def _record_fingerprint(run: dict[str, Any], run_dir: RunDirectory) -> None:
+    """The run's acceptance fingerprint (results/fingerprint.py), from the files just written.
+    The measurements are saved already; a fingerprint that cannot be built is a note, not a loss."""
+    from tailpod.errors import TailpodError
+    from tailpod.results.fingerprint import run_fingerprint
+    from tailpod.results.io import load_run
+
+    try:
+        run["fingerprint"] = run_fingerprint(load_run(run_dir.path))
+    except (TailpodError, ValueError) as exc:
+        run["notes"].append(f"no acceptance fingerprint: {exc}")
+    run_dir.save(run)
 
 
 def _start_and_reference(
@@ -357,7 +377,7 @@ def _start_and_reference(
     log(f"starting arm {plain.label} for the gate reference")
     start = host.restart(plain)
     entry = _arm_entry(run, plain)
-    entry.update(argv=start.argv, startup=start.startup)
+    entry.update(argv=start.argv, startup=start.startup, checkpoints=start.checkpoints)
     entry["starts"].append(
         {"at": _now(), "startup_s": start.startup_s, "purpose": "gate reference"}
     )

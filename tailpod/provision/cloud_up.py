@@ -114,6 +114,7 @@ class PodShell:
             "port": cfg.port,
             "label": label,
             "health_path": plan.health_path,
+            "checkpoints": {"model": cfg.model, "draft_model": cfg.spec.draft_model},
         }
         with tempfile.TemporaryDirectory(prefix="tailpod-plan-") as tmp:
             local = Path(tmp) / "plan.json"
@@ -377,6 +378,7 @@ def up_cloud(
                 "startup": facts.to_json(),
                 "startup_s": result.get("startup_s"),
                 "argv": argv,
+                "checkpoints": result.get("checkpoints") or {},
             }
         }
         final = step(
@@ -432,6 +434,7 @@ def relaunch_cloud(
         "startup": facts.to_json(),
         "startup_s": result.get("startup_s"),
         "argv": argv,
+        "checkpoints": result.get("checkpoints") or {},
     }
     ledger.update(
         record.run_tag,

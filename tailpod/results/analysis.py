@@ -580,6 +580,8 @@ def _stamp_all(obj: Any) -> Any:
 
 def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any]:
     """Everything the report shows, as a JSON-ready dict (see docs/results.md for the keys)."""
+    from tailpod.results.fingerprint import recorded_fingerprint  # it builds on this module
+
     st = settings or AnalysisSettings()
     meta = run.meta
     arms = _arm_info(run)
@@ -941,6 +943,7 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         "cost": costs,
         "ttft_cache": ttft_rows,
         "acceptance": acceptance,
+        "fingerprint": recorded_fingerprint(run),
         "bytes_model": bytes_rows,
     }
     if meta.plan.prompt_classes and len(meta.plan.prompt_classes) > 1 and st.prompt_class is None:

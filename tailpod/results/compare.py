@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tailpod.results.analysis import bytes_model
+from tailpod.results.fingerprint import check_fingerprints
 from tailpod.results.io import STAMP
 
 # Things that, when they differ, make a ratio mean something other than "this pod vs that pod".
@@ -242,4 +243,7 @@ def compare_analyses(analyses: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "knee": knee,
         "capacity": capacity,
         "bytes_model": bytes_rows,
+        "fingerprint": check_fingerprints([a["fingerprint"] for a in analyses])
+        if all(a.get("fingerprint") for a in analyses)
+        else {"checks": [], "flags": []},
     }

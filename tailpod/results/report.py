@@ -507,6 +507,32 @@ def render_kl_markdown(kl: dict[str, Any]) -> str:
     return redact("\n".join(L + render_kl_section(kl)))
 
 
+def render_fingerprint_section(fp: dict[str, Any], stamp: str | None) -> list[str]:
+    """Acceptance of the same pair across runs (results/fingerprint.py), with the flags first."""
+    if not fp.get("checks"):
+        return []
+    L = ["## Acceptance fingerprint (same pair, run_i vs run_0)", ""]
+    L += [f"- **FLAG**: {f}" for f in fp["flags"]] or ["- every shared arm agrees"]
+    L.append("")
+    L += _table(
+        ["arm", "prompt class", "runs", "acceptance length", "rep ranges", "allowed", "status"],
+        [
+            [
+                c["arm"],
+                c["prompt_class"],
+                " vs ".join(c["runs"]),
+                " vs ".join(fmt_num(v) for v in c["acceptance_length"]),
+                " / ".join(fmt_num(v) for v in c["rep_range"]),
+                fmt_num(c["allowed"]),
+                c["status"],
+            ]
+            for c in fp["checks"]
+        ],
+        stamp,
+    )
+    return L
+
+
 def render_compare_markdown(cmp: dict[str, Any]) -> str:
     stamp = cmp.get("stamp")
     runs = cmp["runs"]
@@ -533,6 +559,7 @@ def render_compare_markdown(cmp: dict[str, Any]) -> str:
     )
     if cmp["warnings"]:
         L += ["## Warnings", ""] + [f"- {w}" for w in cmp["warnings"]] + [""]
+    L += render_fingerprint_section(cmp.get("fingerprint") or {}, stamp)
 
     def side(rows: Sequence[dict[str, Any]], key: str, fmt: Any) -> list[list[str]]:
         out = []

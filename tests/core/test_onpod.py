@@ -127,3 +127,29 @@ def test_cli_launch_status_stop(tmp_path: Path) -> None:
     )
     assert json.loads(stop.stdout)["ok"] is True
     assert not onpod.port_open("127.0.0.1", port)
+
+
+def test_checkpoint_identity_of_a_directory_follows_its_bytes(tmp_path: Path) -> None:
+    ckpt = tmp_path / "draft"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text('{"hidden_size": 8}')
+    (ckpt / "model.safetensors").write_bytes(b"\0" * 64)
+    first = onpod.checkpoint_identity(str(ckpt))
+    assert first["source"] == "directory" and first["revision"].startswith("sha256:")
+    (ckpt / "tailpod-mtp-ignore-patch.json").write_text("{}")  # tailpod's note: not content
+    assert onpod.checkpoint_identity(str(ckpt)) == first
+    (ckpt / "model.safetensors").write_bytes(b"\1" + b"\0" * 63)  # same size, other weights
+    assert onpod.checkpoint_identity(str(ckpt))["revision"] != first["revision"]
+
+
+def test_checkpoint_identity_of_a_hub_id_is_the_cached_snapshot_commit(tmp_path: Path) -> None:
+    refs = tmp_path / "hub" / "models--org--name" / "refs"
+    refs.mkdir(parents=True)
+    (refs / "main").write_text("0123abcd\n")
+    env = {"HF_HOME": str(tmp_path)}
+    assert onpod.checkpoint_identity("org/name", env) == {
+        "ref": "org/name", "source": "hub", "revision": "0123abcd",
+    }  # fmt: skip
+    assert onpod.checkpoint_identity("org/absent", env)["revision"] is None
+    both = onpod.checkpoint_identities({"model": "org/name", "draft_model": None}, env)
+    assert set(both) == {"model"}

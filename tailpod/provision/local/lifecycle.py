@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -130,7 +131,15 @@ def _start(
     current = ledger.get(record.run_tag)
     assert current is not None
     arms = dict(current.extra.get("arms", {}))
-    arms[cfg.spec.label()] = {"startup": facts.to_json(), "startup_s": took, "argv": plan.argv}
+    arms[cfg.spec.label()] = {
+        "startup": facts.to_json(),
+        "startup_s": took,
+        "argv": plan.argv,
+        "checkpoints": onpod.checkpoint_identities(
+            {"model": cfg.model, "draft_model": cfg.spec.draft_model},
+            {**os.environ, **local_engine_env(settings, cfg.spec.label())},
+        ),
+    }
     ledger.update(
         record.run_tag,
         event="engine-healthy",
