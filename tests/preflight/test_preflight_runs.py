@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,12 +48,12 @@ def test_green_run_on_vast(world: World, env_file: Path) -> None:
     assert bad == {} and report.by_name()["offers"].data["expected"]["gpu"] == "RTX 4090"
 
 
-def test_every_key_wrong_lists_every_failure_creates_nothing_and_is_quick(world: World) -> None:
+def test_every_key_wrong_lists_every_failure_creates_nothing_and_never_waits(
+    world: World,
+) -> None:
     keys_before = len(world.emulator._keys)
     settings = world.settings(**WRONG, TAILPOD_SSH_KEY=str(world.keys["locked"]))
-    started = time.monotonic()
     report = world.run(settings)
-    elapsed = time.monotonic() - started
     status = {r.name: r.status for r in report.results}
     assert {n for n, s in status.items() if s is Status.FAIL} == {
         "provider", "hf", "tailscale", "ssh"}
@@ -64,7 +63,8 @@ def test_every_key_wrong_lists_every_failure_creates_nothing_and_is_quick(world:
         assert status[name] is Status.SKIP
         assert f"see {owner}" in report.by_name()[name].detail
     assert not report.ok
-    assert elapsed < 5.0 and report.elapsed_s < 5.0
+    # A rejected key is an answer, not a time-out: no check ran into its time limit.
+    assert not [r.name for r in report.results if "did not finish within" in r.detail]
     world.nothing_created()
     assert len(world.emulator._keys) == keys_before
     text = json.dumps(report.to_json())
@@ -103,9 +103,9 @@ def silent_api() -> Iterator[str]:
 
 def test_a_dead_api_times_out_its_checks_only(world: World, silent_api: str) -> None:
     settings = world.settings(TAILPOD_RUNPOD_URL=silent_api)
-    started = time.monotonic()
     report = world.run(settings, only=("provider", "offers", "image", "tailscale"), timeout_s=1.0)
-    assert time.monotonic() - started < 2.5
+    # The runner gave up on the stuck check instead of waiting for it: its thread still hangs.
+    assert "preflight-provider" in {t.name for t in threading.enumerate()}
     status = {r.name: r.status for r in report.results}
     assert status == {"provider": Status.FAIL, "image": Status.PASS,
                       "tailscale": Status.PASS, "offers": Status.FAIL}
@@ -114,13 +114,23 @@ def test_a_dead_api_times_out_its_checks_only(world: World, silent_api: str) -> 
 
 def test_checks_run_concurrently_and_facts_are_computed_once() -> None:
     calls: list[int] = []
+    lock = threading.Lock()
+    asked: list[str] = []
+    all_asking = threading.Event()
 
     def slow_fact(_ctx: Context) -> int:
         calls.append(1)
-        time.sleep(0.3)
+        # Produced only once all six checks are asking at the same time: run one after the
+        # other, they would never all be waiting, and this fact would fail.
+        if not all_asking.wait(timeout=30):
+            raise TimeoutError("the checks did not run concurrently")
         return 42
 
     def user(ctx: Context) -> Outcome:
+        with lock:
+            asked.append("x")
+            if len(asked) == 6:
+                all_asking.set()
         return Outcome(Status.PASS, f"got {ctx.need('answer')}")
 
     def failing(_ctx: Context) -> int:
@@ -132,14 +142,12 @@ def test_checks_run_concurrently_and_facts_are_computed_once() -> None:
     checks = [Check(f"c{i}", "user", user) for i in range(6)]
     from tailpod.provision.preflight import runner
 
-    started = time.monotonic()
     slots = [runner._Slot(c) for c in checks]
     threads = [threading.Thread(target=s.run, args=(ctx,)) for s in slots]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=5)
-    assert time.monotonic() - started < 0.9
+        t.join(timeout=60)
     assert calls == [1]
     assert all(s.result is not None and s.result.detail == "got 42" for s in slots)
     value, why = ctx.optional("broken")
@@ -147,14 +155,16 @@ def test_checks_run_concurrently_and_facts_are_computed_once() -> None:
     with pytest.raises(ValueError, match="no answer"):
         ctx.fact("broken")  # the owner sees the error itself
 
-    def sleep(_ctx: Context) -> Outcome:
-        time.sleep(0.3)
-        return Outcome(Status.PASS, "slept")
+    # Eight checks that each wait for all eight to be running: only a concurrent runner passes.
+    together = threading.Barrier(8, timeout=30)
 
-    sleepy = [Check(f"s{i}", "sleep", sleep) for i in range(8)]
-    started = time.monotonic()
-    report = run_preflight(load_settings(env={}), Plan(), checks=sleepy)
-    assert time.monotonic() - started < 1.0 and report.ok
+    def meet(_ctx: Context) -> Outcome:
+        together.wait()
+        return Outcome(Status.PASS, "met")
+
+    report = run_preflight(load_settings(env={}), Plan(),
+                           checks=[Check(f"s{i}", "meet", meet) for i in range(8)])
+    assert report.ok, [(r.name, r.detail) for r in report.results]
 
 
 # -- the CLI --------------------------------------------------------------------------------------
