@@ -197,6 +197,11 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def demo(
         local: bool = typer.Option(False, "--local", help="Skip the sandbox cloud: this machine."),
+        matrix: bool = typer.Option(
+            False, "--matrix", help="The card matrix: sandbox cards on both emulated clouds, "
+            "in parallel, a CPU engine on each pod, one report ranking them by $/Mtok."
+        ),
+        cards: int = typer.Option(2, min=2, max=3, help="Sandbox cards for --matrix."),
         port: int = typer.Option(8765, help="Port for the demo engine."),
         spec_k: str = typer.Option("0,2", help="Arms to compare (0 = plain; ngram speculation)."),
         concurrency: str = typer.Option("1,2,4", help="Concurrency levels."),
@@ -213,6 +218,8 @@ def register(app: typer.Typer) -> None:
         settings = load_settings(overrides={"provider": "local", "engine": "vllm", "port": port})
         ledger = ledger_for(settings)
         where = "local provider" if local else "sandbox cloud (emulated RunPod + tailnet + SSH)"
+        if matrix:
+            where = f"card matrix: {cards} sandbox cards on emulated RunPod and vast.ai"
         console.rule(f"tailpod demo: {where}, real vLLM (CPU) engine")
         model = demo_model(settings.home)
         console.print(f"checkpoint: {model}")
@@ -230,5 +237,10 @@ def register(app: typer.Typer) -> None:
             "concurrency": int_list(concurrency, "--concurrency"),
             "max_tokens": max_tokens,
         }
-        (local_demo if local else cloud_demo)(settings, ledger, cfg, bench)
+        if matrix:
+            from tailpod.cli.demo_matrix import matrix_demo
+
+            matrix_demo(settings, cfg, bench, cards)
+        else:
+            (local_demo if local else cloud_demo)(settings, ledger, cfg, bench)
         console.print(f"[green]demo done[/] in {time.time() - t0:.0f} s; nothing left running.")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +48,7 @@ from tailpod.secrets import redact
 
 Say = Callable[[str], None]
 STATE_SCHEMA = "tailpod.matrix/1"
+_COUNTER = re.compile(r"^\[\s*\d+s\]\s*")
 
 
 # -- the plan and its cost -------------------------------------------------------------------
@@ -519,9 +521,15 @@ class MatrixRun:
 
     def run_card(self, index: int, card: Card) -> None:
         label = card.label
+        last = [""]
 
         def say(line: str) -> None:
-            self.say(f"[dim]{label}[/] {line}")
+            # The on-pod runner repeats its latest engine line every second under a counter;
+            # with several pods on one console, print each line once.
+            text = _COUNTER.sub("", line)
+            if text != last[0]:
+                last[0] = text
+                self.say(f"[dim]{label}[/] {line}")
 
         if self.stop.is_set():
             self.state.update(label, status="skipped", error=f"not rented: {self.stop_reason}")

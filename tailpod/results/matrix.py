@@ -221,15 +221,22 @@ def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:,.1f}"
 
 
+_CROSSOVER_WORDS = {
+    "none_in_range": "ahead of plain at every c measured",
+    "below_range": "plain level or ahead from the lowest c",
+}
+
+
 def _crossover_text(items: Sequence[dict[str, Any]]) -> str:
+    """Where plain overtakes each speculative arm (analysis.find_crossover's statuses)."""
     parts = []
     for item in items:
         where = item.get("concurrency")
-        status = item.get("status")
+        status = str(item.get("status"))
         if status == "crossover" and where is not None:
-            parts.append(f"{item['arm']}: below plain from c≈{where:g}")
+            parts.append(f"{item['arm']}: plain overtakes it at c≈{where:.3g}")
         else:
-            parts.append(f"{item['arm']}: {status}")
+            parts.append(f"{item['arm']}: {_CROSSOVER_WORDS.get(status, status)}")
     return "; ".join(parts) or "no speculative arm"
 
 
