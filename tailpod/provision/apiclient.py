@@ -143,6 +143,34 @@ class JsonApi:
         except httpx.TransportError as exc:
             raise TransientApiError(self.provider, what, None, exc.__class__.__name__) from None
 
+    def read_stream(self, path: str, what: str, *, params: dict[str, Any] | None = None,
+                    idle_s: float = 3.0, max_s: float = 20.0,
+                    max_bytes: int = 2 << 20) -> tuple[int, str]:
+        """(status, text) of a GET whose answer may be an open stream (Server-Sent Events): read
+        until the server closes it, nothing arrives for `idle_s`, `max_s` passed or `max_bytes`
+        came. Transport failures become TransientApiError, as in `send`."""
+        chunks: list[bytes] = []
+        got = 0
+        deadline = time.monotonic() + max_s
+        timeout = httpx.Timeout(self.timings.request_timeout_s, read=idle_s)
+        try:
+            with self._client.stream("GET", path, params=params, headers=self._headers(),
+                                     timeout=timeout) as response:
+                try:
+                    for chunk in response.iter_raw():
+                        chunks.append(chunk)
+                        got += len(chunk)
+                        if got >= max_bytes or time.monotonic() > deadline:
+                            break
+                except httpx.ReadTimeout:
+                    pass  # a live stream that went quiet: the backfill has arrived
+                status = response.status_code
+        except httpx.TimeoutException:
+            raise TransientApiError(self.provider, what, None, "timed out") from None
+        except httpx.TransportError as exc:
+            raise TransientApiError(self.provider, what, None, exc.__class__.__name__) from None
+        return status, b"".join(chunks).decode("utf-8", errors="replace")
+
     @staticmethod
     def body_of(response: httpx.Response) -> Any:
         if not response.content:

@@ -34,6 +34,7 @@ from tailpod.provision.ssh.client import SshSession, SshTarget, boot_wait_second
 from tailpod.secrets import Secret
 
 if TYPE_CHECKING:
+    from tailpod.provision.bootlog import BootDiagnosis
     from tailpod.provision.preflight import PreflightReport
 
 Say = Callable[[str], None]
@@ -190,6 +191,56 @@ def _wait_ssh_endpoint(
         say(f"waiting for {record.provider} to publish the SSH endpoint ({info.state.value})")
         time.sleep(3)
     raise TailpodError(f"no SSH endpoint after {timeout_s:.0f} s")
+
+
+RUNNING_POLL_S = 2.0
+
+
+def await_running(settings: Settings, record: PodRecord, timeout_s: float, say: Say,
+                  poll_s: float = RUNNING_POLL_S) -> PodInfo:
+    """The pod once its provider says it runs: the GPU and price it states then are the ones
+    to record and to hold against the price cap (a create answer may come before either).
+
+    RunPod walks PROVISIONING -> STARTING -> RUNNING (v2 PodStatus; some pods answer RUNNING at
+    once, which is handled the same way). ERROR, or a container that stopped, is a failed boot.
+    """
+    from tailpod.provision.base import PodState
+    from tailpod.provision.registry import get_provider
+
+    provider = get_provider(record.provider, settings)
+    deadline = time.time() + timeout_s
+    last = ""
+    while True:
+        info = provider.get(record.pod_id or "")
+        if info is None:
+            raise TailpodError(f"pod {record.pod_id} disappeared while booting")
+        status = str(info.detail.get("status") or info.state.value)
+        if info.state is PodState.ERROR:
+            raise TailpodError(f"the pod's container failed: {record.provider} reports {status}")
+        if info.state is PodState.STOPPED:
+            raise TailpodError(f"the pod's container stopped while booting ({status})")
+        if info.state is PodState.RUNNING:
+            return info
+        if status != last:
+            say(f"pod {record.pod_id}: {status}")
+            last = status
+        if time.time() >= deadline:
+            raise TailpodError(f"pod {record.pod_id} was not running after {timeout_s:.0f} s "
+                               f"(last status {status})")
+        time.sleep(poll_s)
+
+
+def check_stated_price(record: PodRecord, info: PodInfo, max_price: float | None) -> None:
+    """The price cap, applied to the price the provider states for the running pod."""
+    from tailpod.errors import CapacityError
+
+    if max_price is not None and info.price_per_hr is not None \
+            and info.price_per_hr > max_price + 1e-9:
+        raise CapacityError(
+            f"{record.provider} states ${info.price_per_hr:.2f}/h for pod {record.pod_id} now "
+            f"that it runs, above the cap ${max_price:.2f}/h",
+            hint="raise --max-price or choose cheaper GPU types",
+        )
 
 
 def reach_pod(settings: Settings, record: PodRecord, say: Say, timeout_s: float) -> SshTarget:
@@ -365,6 +416,11 @@ def up_cloud(
              tailnet={"enabled": use_tailnet},
              extra={**record.extra, "image": {"ref": image, "digest": digest}},
              operation=operation_stamp("ssh-wait"))
+        info = await_running(settings, current, boot_wait_seconds(image_gb), say)
+        step("running", gpu=info.gpu_type or current.gpu,
+             price_per_hr=info.price_per_hr if info.price_per_hr is not None
+             else current.price_per_hr)
+        check_stated_price(current, info, spec.max_price)
         target = reach_pod(settings, current, say, boot_wait_seconds(image_gb))
         step("reachable", ssh=target.to_record(), operation=operation_stamp("engine-start"))
         with open_ssh(settings, target, wait_s=boot_wait_seconds(image_gb), on_event=say) as ssh:
@@ -404,6 +460,12 @@ def up_cloud(
                 hint=f"it still bills: inspect with `tailpod ssh {run_tag}`, "
                 f"stop it with `tailpod down {run_tag}`",
             ) from None
+        diagnosis = None
+        if isinstance(exc, Exception):  # not on Ctrl-C: that tears down without delay
+            with contextlib.suppress(TailpodError):
+                diagnosis = _diagnose_boot(settings, current, say)
+                step("boot-diagnosed",
+                     extra={**current.extra, "boot_failure": diagnosis.to_json()})
         say(f"bootstrap failed ({exc.__class__.__name__}); tearing {run_tag} down")
         current = ledger.get(run_tag) or current  # teardown writes a lost record back
         try:
@@ -414,10 +476,30 @@ def up_cloud(
                 hint=f"run `tailpod down {run_tag}`",
             ) from None
         if isinstance(exc, TailpodError):
+            message, hint = exc.message, exc.hint
+            if diagnosis is not None:
+                from tailpod.provision.bootlog import explain
+                from tailpod.provision.tailnet.api import TailnetError
+
+                message, hint = explain(message, hint, diagnosis,
+                                        tailnet_wait=isinstance(exc, TailnetError))
             raise TailpodError(
-                f"{exc.message}; the pod was torn down, billing proven stopped", exc.hint
+                f"{message}\n  the pod was torn down, billing proven stopped", hint
             ) from None
         raise
+
+
+def _diagnose_boot(settings: Settings, record: PodRecord, say: Say) -> BootDiagnosis:
+    """The pod's container log, kept in the run directory, its last lines shown."""
+    from tailpod.provision.bootlog import diagnose
+    from tailpod.provision.lifecycle import run_dir_for
+    from tailpod.provision.registry import get_provider
+
+    provider = get_provider(record.provider, settings)
+    diagnosis = diagnose(provider, record.pod_id, run_dir_for(settings, record.run_tag))
+    if diagnosis.path is not None:
+        say(f"container log kept in {diagnosis.path}")
+    return diagnosis
 
 
 def relaunch_cloud(

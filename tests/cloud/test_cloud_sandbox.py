@@ -47,6 +47,7 @@ def test_runpod_v2_wire_shapes_and_quirks(sandbox: Sandbox) -> None:
               ).status_code == 400
 
     sandbox.add_fault("slow_start", provider="runpod", op="create", seconds=0.4)
+    sandbox.add_fault("early_running", provider="runpod", op="create")  # the observed quirk
     created = rp(sandbox, "POST", "/v2/pods", json={
         "name": "tp-a", "image": "img", "gpu": {"id": "NVIDIA A40"}, "ports": ["22/tcp"],
         "mounts": {"persistent": {"size": 20, "path": "/workspace"}}})

@@ -13,7 +13,7 @@ unescaped (providers.md §1.5); tailpod sends JSON bodies and GraphQL variables 
 from __future__ import annotations
 
 import difflib
-import shlex
+import json
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -65,6 +65,40 @@ POD_QUERY = (
     "query TailpodPod($podId: String!) { pod(input: {podId: $podId}) { id desiredStatus "
     "costPerHr } }"
 )
+def start_command_args(argv: list[str]) -> str:
+    """The v2 `args` string that makes `argv` the container's whole process.
+
+    v2 `args` is "Arguments passed to the container entrypoint" and v2 has no entrypoint field
+    (runpod/docs api-reference-v2/openapi.json, BaseContainerConfig.args), so a plain command
+    string is appended to the image's ENTRYPOINT: on vllm/vllm-openai (ENTRYPOINT vllm serve) the
+    engine rejects it and the container exits. RunPod's start command also takes the JSON form
+    `{"cmd": [...], "entrypoint": [...]}` which replaces the entrypoint (runpod/docs
+    pods/templates/manage-templates.mdx); tailpod always sends that form. Both parts are given,
+    so nothing depends on whether an entrypoint override also clears the image's CMD.
+    """
+    if not argv:
+        raise ValueError("an empty start command")
+    split = 2 if len(argv) > 2 and argv[1] == "-c" else 1
+    return json.dumps({"entrypoint": list(argv[:split]), "cmd": list(argv[split:])},
+                      separators=(",", ":"))
+
+
+def parse_log_events(text: str) -> list[str]:
+    """Container log lines from a v2 logs answer: Server-Sent Events whose `data:` is
+    `{"ts", "source", "line"}` (runpod/docs api-reference-v2/openapi.json, getPodLogs)."""
+    lines: list[str] = []
+    for raw in text.splitlines():
+        if not raw.startswith("data:"):
+            continue
+        payload = raw[5:].strip()
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            lines.append(payload)
+            continue
+        if isinstance(event, dict) and isinstance(event.get("line"), str):
+            lines.append(event["line"])
+    return lines
 
 
 class RunPodProvider(ApiProvider):
@@ -168,7 +202,7 @@ class RunPodProvider(ApiProvider):
             "startSsh": True,
         }
         if spec.start_command:
-            body["args"] = shlex.join(spec.start_command)
+            body["args"] = start_command_args(spec.start_command)
         return body
 
     def _create_one(self, spec: PodSpec, gpu_id: str, reasons: list[str]) -> str | None:
@@ -258,7 +292,7 @@ class RunPodProvider(ApiProvider):
                 + "; ".join(reasons),
                 hint="add GPU types to the preference list, raise the price cap, or retry later",
             )
-        info = self._read_back(pod_id, spec.run_tag)
+        info = self._settled(self._read_back(pod_id, spec.run_tag))
         first = resolved[0]
         info.detail["requested"] = first
         if info.gpu_type and info.gpu_type != first:
@@ -272,6 +306,20 @@ class RunPodProvider(ApiProvider):
                 f"${spec.max_price:.2f}/h; it was terminated at once",
                 hint="run `tailpod down` to prove billing stopped",
             )
+        return info
+
+    def _settled(self, info: PodInfo) -> PodInfo:
+        """A freshly created pod walks PROVISIONING -> STARTING -> RUNNING (v2 PodStatus) and
+        its price is taken only once RUNNING: give it the read-back's few seconds to get there.
+        A slower pod is priced, and held to the cap, by `up` once it runs (cloud_up.py)."""
+        for _ in range(self.timings.readback_attempts):
+            if info.state is not PodState.PENDING or info.price_per_hr is not None:
+                break
+            self._sleep(self.timings.readback_interval_s)
+            try:
+                info = self.get(info.pod_id) or info
+            except ProviderError:
+                break
         return info
 
     # -- reads ------------------------------------------------------------------------------------
@@ -346,6 +394,17 @@ class RunPodProvider(ApiProvider):
         if run_tag is None:
             return [p for p in pods if p.run_tag is not None]
         return [p for p in pods if p.detail.get("name") == run_tag]
+
+    def container_log(self, pod_id: str, tail: int = 200) -> list[str] | None:
+        """The last `tail` lines the pod's container wrote (`GET /v2/pods/{id}/logs`, a
+        Server-Sent Events stream: the backfill is read until the stream goes quiet); None when
+        the provider has no log for it."""
+        status, text = self.api.read_stream(
+            f"/v2/pods/{quote(pod_id, safe='')}/logs", f"reading pod {pod_id}'s log",
+            params={"source": "container", "tail": max(0, min(int(tail), 5000))})
+        if status != 200:
+            return None
+        return parse_log_events(text)
 
     # -- teardown ---------------------------------------------------------------------------------
     def terminate(self, pod_id: str) -> None:

@@ -43,12 +43,22 @@ class SandboxCloud:
         start_delay_s: float = 0.3,
         pod_host: PodHost | None = None,
         run_commands: bool = True,
+        provisioning_s: float | None = None,
+        crash_error_after: int = 3,
     ) -> None:
         self.lock = threading.RLock()
         self.meter = BillingMeter()
         self.faults = FaultPlan()
         self.workdir = Path(workdir)
         self.start_delay_s = start_delay_s
+        # RunPod's documented states (v2 PodStatus): PROVISIONING for `provisioning_s` (default
+        # half the start delay), STARTING until the container is up, then RUNNING; ERROR once
+        # the container has exited non-zero `crash_error_after` times.
+        self.provisioning_s = start_delay_s / 2 if provisioning_s is None else provisioning_s
+        self.crash_error_after = crash_error_after
+        # Whether REST refuses the keys injected into pods (undocumented either way): the
+        # dead-man switch must still terminate its pod through another route.
+        self.refuse_pod_key_on_rest = False
         self.host: PodHost = pod_host or ProcessPodHost(self.workdir, run_commands=run_commands)
         self.accounts: dict[tuple[str, str], Account] = {}
         self.runpod_catalog: dict[str, RunPodGpuType] = {
@@ -145,6 +155,9 @@ class SandboxCloud:
         now = time.time()
         pod.created_at = now
         pod.ready_at = now + delay
+        pod.meta["provisioned_at"] = now + min(self.provisioning_s, delay)
+        if self.faults.take("early_running", pod.provider, "create"):
+            pod.meta["early_running"] = True
         if "pod_key" not in pod.meta:
             self.issue_pod_key(pod)
         with self.lock:
@@ -175,6 +188,20 @@ class SandboxCloud:
         self.host.start(pod)
         if pod.status != "running":  # terminated or stopped while the container was starting
             self.host.stop(pod)
+
+    def container_log(self, pod: SandboxPod, limit_bytes: int = 1 << 20) -> list[str]:
+        """The lines the pod's container wrote (stdout and stderr), as `docker logs` shows them."""
+        pod_dir = getattr(self.host, "pod_dir", None)
+        if pod_dir is None:
+            return []
+        path = Path(pod_dir(pod)) / "container.log"
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(max(0, path.stat().st_size - limit_bytes))
+                text = fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            return []
+        return text.splitlines()
 
     def find(self, provider: str, pod_id: str, account: Account | None = None,
              include_gone: bool = False) -> SandboxPod | None:

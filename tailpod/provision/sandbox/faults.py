@@ -31,6 +31,8 @@ FAULT_KINDS = {
     "slow_start": "new pods take `seconds` before the container is up",
     # destroyed pods keep showing in list/get for `seconds` (eventual consistency)
     "stale_list": "terminated pods stay visible in listings for `seconds`",
+    # a third-party observation: RunPod answering RUNNING right after create (docs/providers.md)
+    "early_running": "a new RunPod pod reports RUNNING at once, before its container is up",
     # the proof must read the money: a pod the API no longer shows that still bills
     "terminate_unlisted": "terminate answers success and the pod leaves every listing and "
     "lookup, but keeps billing",

@@ -1,9 +1,14 @@
 """What a sandbox pod *is* on this machine: its start command run as a local process.
 
-The default host runs the pod's start command in its own process group (so terminate can kill the
+The default host runs the pod's process in its own process group (so terminate can kill the
 whole tree) and gives each requested TCP port a loopback public port, passed to the process as
 `RUNPOD_TCP_PORT_<n>` / `VAST_TCP_PORT_<n>`. Nothing listens on those ports unless the command
 does, or unless a richer host (the SSH helper's sshd-per-pod) is plugged in through `PodHost`.
+
+The process is what Docker would run: the image's ENTRYPOINT + CMD, with the start command
+replacing CMD (and, in RunPod's JSON form, the entrypoint too) - see `images.py`. An engine
+ENTRYPOINT handed a shell command rejects it and exits, and a container that exits is restarted
+(RunPod restarts exited containers), so the old args form crash-loops here as it would there.
 """
 
 from __future__ import annotations
@@ -17,7 +22,29 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
+from tailpod.provision.sandbox.images import compose, entrypoint_verdict, image_config
 from tailpod.provision.sandbox.model import SandboxPod
+
+RESTART_LIMIT = 20  # a crash-looping container is restarted this often at most (bounds the test)
+
+
+def container_argv(pod: SandboxPod) -> list[str]:
+    """The pod's process argv; records `argv`, and `crashing` when an engine entrypoint will
+    reject its arguments (known before it runs: the stand-in's answer is fixed)."""
+    runtype = str(pod.meta.get("runtype") or "")
+    if pod.provider == "vast" and runtype and "args" not in runtype:
+        # ssh/jupyter runtypes replace the image's entrypoint with vast's, which runs `onstart`
+        # in a shell (vast-cli `create instance --help`; docs/providers.md).
+        argv = ["/bin/sh", "-c", str(pod.command)] if pod.command else ["sleep", "infinity"]
+    else:
+        argv = compose(image_config(pod.image), pod.command)
+    verdict = entrypoint_verdict(argv)
+    pod.meta["argv"] = argv
+    pod.meta["crashing"] = bool(verdict and "unrecognized arguments" in verdict)
+    if verdict is not None:
+        # The engine program itself cannot run here; this prints what it would, and exits.
+        argv = ["/bin/sh", "-c", 'printf "%s\\n" "$0" >&2; exit 2', verdict]
+    return argv
 
 
 class PodHost(Protocol):
@@ -45,11 +72,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 class ProcessPodHost:
     """Runs the start command as a subprocess; `run_commands=False` keeps pods as pure records."""
 
-    def __init__(self, workdir: Path, run_commands: bool = True, kill_grace_s: float = 2.0) -> None:
+    def __init__(self, workdir: Path, run_commands: bool = True, kill_grace_s: float = 2.0,
+                 restart_delay_s: float = 0.3) -> None:
         self.workdir = Path(workdir)
         self.run_commands = run_commands
         self.kill_grace_s = kill_grace_s
+        self.restart_delay_s = restart_delay_s
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._stopped: set[str] = set()
         self._lock = threading.Lock()
 
     def allocate_ports(self, pod: SandboxPod) -> dict[int, int]:
@@ -82,13 +112,28 @@ class ProcessPodHost:
     def pod_dir(self, pod: SandboxPod) -> Path:
         return self.workdir / "pods" / f"{pod.provider}-{pod.pod_id}"
 
+    def container_log(self, pod: SandboxPod) -> Path:
+        return self.pod_dir(pod) / "container.log"
+
+    def record(self, pod: SandboxPod, line: str) -> None:
+        """A line in the container's log, as the process would have written it to stderr."""
+        self.pod_dir(pod).mkdir(parents=True, exist_ok=True)
+        with open(self.container_log(pod), "a", encoding="utf-8") as fh:
+            fh.write(line.rstrip("\n") + "\n")
+
     def start(self, pod: SandboxPod) -> None:
-        if not self.run_commands or not pod.command:
+        if not self.run_commands or (not pod.command and not image_config(pod.image).cmd
+                                     and not image_config(pod.image).entrypoint):
             return
+        with self._lock:
+            self._stopped.discard(pod.key)
+        self._spawn(pod)
+
+    def _spawn(self, pod: SandboxPod) -> None:
         pod_dir = self.pod_dir(pod)
         pod_dir.mkdir(parents=True, exist_ok=True)
-        argv = pod.command if isinstance(pod.command, list) else ["/bin/sh", "-c", pod.command]
-        log = open(pod_dir / "container.log", "ab")  # noqa: SIM115 - handed to the child
+        argv = container_argv(pod)
+        log = open(self.container_log(pod), "ab")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
                 argv,
@@ -101,15 +146,37 @@ class ProcessPodHost:
             )
         except OSError as exc:
             pod.container_error = f"start command failed: {exc.__class__.__name__}"
+            self.record(pod, f"exec {argv[0]}: {exc.strerror or exc.__class__.__name__}")
             return
         finally:
             log.close()
         pod.pid = proc.pid
         with self._lock:
             self._procs[pod.key] = proc
+        threading.Thread(target=self._watch, args=(pod, proc), daemon=True).start()
+
+    def _watch(self, pod: SandboxPod, proc: subprocess.Popen[bytes]) -> None:
+        """Restart the container when its process exits, as RunPod does, a bounded number of
+        times; `exits` counts the non-zero ones (the emulator reports ERROR from it)."""
+        code = proc.wait()
+        with self._lock:
+            if pod.key in self._stopped or self._procs.get(pod.key) is not proc:
+                return
+        if code != 0:
+            pod.meta["exits"] = int(pod.meta.get("exits", 0)) + 1
+        pod.meta["restarts"] = int(pod.meta.get("restarts", 0)) + 1
+        if pod.status != "running" or pod.meta["restarts"] > RESTART_LIMIT:
+            return
+        threading.Event().wait(self.restart_delay_s)
+        with self._lock:
+            if pod.key in self._stopped:
+                return
+        if pod.status == "running":
+            self._spawn(pod)
 
     def stop(self, pod: SandboxPod) -> None:
         with self._lock:
+            self._stopped.add(pod.key)
             proc = self._procs.pop(pod.key, None)
         if proc is None or proc.poll() is not None:
             return

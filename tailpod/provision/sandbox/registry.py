@@ -5,6 +5,10 @@ repository; `HEAD`/`GET /v2/<repo>/manifests/<reference>` answers with `Docker-C
 when the token's scope covers the repository. Configured from `{repo: {tag: digest}}`. One URL
 serves both, so it stands in for `registry_url` and `registry_auth_url` alike. Loopback, stdlib.
 
+Each tag is a multi-platform index (its digest is the configured one) over one linux/amd64 image
+manifest whose config blob (`GET /v2/<repo>/blobs/<digest>`) carries the image's real ENTRYPOINT
+and CMD from `images.py`: the same config the sandbox's pods are composed from.
+
     server, url = serve(images={"lmsysorg/sglang": {"v0.5.15": "sha256:..."}})
     ... pin_image("lmsysorg/sglang:v0.5.15", registry_url=url, auth_url=url) ...
     shutdown(server)
@@ -12,6 +16,7 @@ serves both, so it stands in for `registry_url` and `registry_auth_url` alike. L
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import threading
@@ -21,10 +26,29 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tailpod.provision.sandbox.http import start_loopback_server, stop_server
+from tailpod.provision.sandbox.images import image_config
 
 SERVICE = "registry.docker.io"
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 LIST_TYPE = "application/vnd.docker.distribution.manifest.list.v2+json"
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
+
+
+def _canonical(body: dict[str, Any]) -> tuple[bytes, str]:
+    raw = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return raw, "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def image_parts(repo: str) -> tuple[dict[str, Any], str, dict[str, Any], str]:
+    """(platform manifest, its digest, config blob, its digest) for a repository."""
+    config = image_config(repo).config_blob()
+    config_raw, config_digest = _canonical(config)
+    manifest = {"schemaVersion": 2, "mediaType": MANIFEST_TYPE,
+                "config": {"mediaType": CONFIG_TYPE, "digest": config_digest,
+                           "size": len(config_raw)},
+                "layers": []}
+    return manifest, _canonical(manifest)[1], config, config_digest
 
 
 class RegistryState:
@@ -52,12 +76,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(
         self,
         status: int,
-        body: dict[str, Any] | None,
+        body: dict[str, Any] | bytes | None,
         headers: Mapping[str, str] | None = None,
         head: bool = False,
         content_type: str = "application/json",
     ) -> None:
-        payload = json.dumps(body).encode() if body is not None else b""
+        if isinstance(body, bytes):  # canonical bytes whose digest was already given
+            payload = body
+        else:
+            payload = json.dumps(body).encode() if body is not None else b""
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
@@ -84,6 +111,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif path.startswith("/v2/") and "/manifests/" in path:
             repo, _, reference = path[len("/v2/") :].rpartition("/manifests/")
             self._manifest(repo, reference, head)
+        elif path.startswith("/v2/") and "/blobs/" in path:
+            repo, _, digest = path[len("/v2/") :].rpartition("/blobs/")
+            self._blob(repo, digest, head)
         elif path in ("/v2", "/v2/"):
             self._send(200, {}, head=head)
         else:
@@ -118,6 +148,11 @@ class _Handler(BaseHTTPRequestHandler):
         if tags is None:
             self._registry_error(404, "NAME_UNKNOWN", f"repository name not known: {repo}", head)
             return
+        manifest, manifest_digest, _config, _ = image_parts(repo)
+        if reference == manifest_digest:
+            self._send(200, _canonical(manifest)[0], {"Docker-Content-Digest": manifest_digest}, head,
+                       MANIFEST_TYPE)
+            return
         if reference.startswith("sha256:"):
             digest = reference if reference in tags.values() else None
         else:
@@ -126,9 +161,32 @@ class _Handler(BaseHTTPRequestHandler):
             self._registry_error(404, "MANIFEST_UNKNOWN", f"manifest unknown: {reference}", head)
             return
         accept = self.headers.get("Accept", "")
+        if MANIFEST_TYPE in accept and INDEX_TYPE not in accept and LIST_TYPE not in accept:
+            # a client that only takes single-platform manifests gets the linux/amd64 one
+            self._send(200, _canonical(manifest)[0], {"Docker-Content-Digest": manifest_digest}, head,
+                       MANIFEST_TYPE)
+            return
         content_type = INDEX_TYPE if INDEX_TYPE in accept else LIST_TYPE
-        body = {"schemaVersion": 2, "mediaType": content_type, "manifests": []}
+        entry = {"mediaType": MANIFEST_TYPE, "digest": manifest_digest,
+                 "size": len(_canonical(manifest)[0]),
+                 "platform": {"architecture": "amd64", "os": "linux"}}
+        body = {"schemaVersion": 2, "mediaType": content_type, "manifests": [entry]}
         self._send(200, body, {"Docker-Content-Digest": digest}, head, content_type)
+
+    def _blob(self, repo: str, digest: str, head: bool) -> None:
+        auth = self.headers.get("Authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        with self.state.lock:
+            granted = self.state.tokens.get(token)
+        if granted != repo:
+            self._registry_error(401, "UNAUTHORIZED", "authentication required", head)
+            return
+        _manifest, _, config, config_digest = image_parts(repo)
+        if repo not in self.state.images or digest != config_digest:
+            self._registry_error(404, "BLOB_UNKNOWN", f"blob unknown: {digest}", head)
+            return
+        self._send(200, _canonical(config)[0], {"Docker-Content-Digest": config_digest}, head,
+                   CONFIG_TYPE)
 
 
 def serve(

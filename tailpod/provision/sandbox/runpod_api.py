@@ -8,6 +8,7 @@ graphql-core schema (so string-literal documents and variables both parse like t
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -159,6 +160,7 @@ class RunPodEmulator:
         r.add("GET", "/v2/pods/{pod_id}", self.get_pod)
         r.add("DELETE", "/v2/pods/{pod_id}", self.delete_pod)
         r.add("POST", "/v2/pods/{pod_id}/action", self.pod_action)
+        r.add("GET", "/v2/pods/{pod_id}/logs", self.pod_logs)
         r.add("GET", "/v2/catalog/gpus", self.catalog)
         r.add("GET", "/v2/catalog/gpus/{gpu_id}", self.catalog_one)
         r.add("GET", "/v2/billing/pods", self.billing)
@@ -189,24 +191,46 @@ class RunPodEmulator:
         account = self._auth(req)
         if isinstance(account, Response):
             return account
+        if account.scope_pod is not None and self.cloud.refuse_pod_key_on_rest:
+            return problem(403, "this API key cannot be used with the REST API")
         if not self.cloud.scope_allows(account, req.params.get("pod_id")):
             return problem(403, "this API key is scoped to another pod")
         injected = self._injected(op)
         return injected if injected else account
 
     # -- REST v2 ----------------------------------------------------------------------------------
+    def pod_status(self, pod: SandboxPod, now: float) -> str:
+        """v2 PodStatus: PROVISIONING -> STARTING -> RUNNING, EXITED, ERROR, TERMINATED."""
+        if pod.status == "terminated":
+            return "RUNNING" if self.cloud.stale_visible(pod) else "TERMINATED"
+        if pod.status == "stopped":
+            return "EXITED"
+        if int(pod.meta.get("exits", 0)) >= self.cloud.crash_error_after:
+            return "ERROR"
+        if pod.meta.get("early_running"):
+            return "RUNNING"
+        if now < float(pod.meta.get("provisioned_at", 0.0)):
+            return "PROVISIONING"
+        if not pod.is_ready(now) or pod.started_at is None or pod.meta.get("crashing"):
+            return "STARTING"  # a container whose entrypoint keeps exiting never runs
+        return "RUNNING"
+
     def pod_json(self, pod: SandboxPod) -> dict[str, Any]:
         now = time.time()
-        gone = pod.status == "terminated" and not self.cloud.stale_visible(pod)
-        status = {"running": "RUNNING", "stopped": "EXITED"}.get(pod.status, "RUNNING")
-        if gone:
-            status = "TERMINATED"
+        status = self.pod_status(pod, now)
+        gone = status == "TERMINATED"
         actions = {
+            "PROVISIONING": ["stop", "terminate"],
+            "STARTING": ["stop", "terminate"],
             "RUNNING": ["stop", "restart", "terminate"],
             "EXITED": ["start", "terminate"],
+            "ERROR": ["start", "terminate"],
             "TERMINATED": [],
         }[status]
-        ready = pod.is_ready(now) or (pod.status == "terminated" and not gone)
+        # `runtime` is null until the container runs (spec: "Null when the pod is not RUNNING");
+        # with the early-RUNNING quirk it stays null until the container is really up.
+        ready = (status == "RUNNING" and pod.is_ready(now) and not pod.meta.get("crashing")) \
+            or (pod.status == "terminated" and not gone)
         runtime = None
         ssh: dict[str, Any] = {"proxy": None, "direct": None}
         if ready:
@@ -249,7 +273,7 @@ class RunPodEmulator:
             "cudaVersion": pod.cuda,
             "ssh": ssh,
             "template": None,
-            "cost": round(pod.compute_rate, 4) if status == "RUNNING" else 0.0,
+            "cost": round(pod.compute_rate, 4) if status not in ("EXITED", "TERMINATED") else 0.0,
             "locked": False,
             "globalNetworking": {"enabled": False},  # PodGlobalNetworking is an object
             "runtime": runtime,
@@ -311,8 +335,7 @@ class RunPodEmulator:
         pod = self.cloud.find("runpod", req.params["pod_id"], account)
         if pod is None or pod.status == "terminated":
             return problem(404, "pod not found")
-        allowed = {"running": {"stop", "restart", "terminate"}, "stopped": {"start", "terminate"}}
-        if action not in allowed.get(pod.status, set()):
+        if action not in self.pod_json(pod)["actions"]:
             return problem(409, f"action {action} is not valid for a pod in status "
                                 f"{self.pod_json(pod)['status']}")
         if action == "terminate":
@@ -322,6 +345,37 @@ class RunPodEmulator:
         elif action == "start":
             self.cloud.start(pod)
         return Response(200, self.pod_json(pod), dict(RATE_HEADERS))
+
+    def pod_logs(self, req: Request) -> Response:
+        """`GET /v2/pods/{id}/logs`: the container log as Server-Sent Events, each `data:` a JSON
+        `{"ts", "source", "line"}` and each `id:` the event's ts (spec: getPodLogs). The real
+        stream stays open for new lines; this one sends the backfill (`tail`, default 100,
+        at most 5000) and closes."""
+        account = self._gate(req, "get")
+        if isinstance(account, Response):
+            return account
+        pod = self.cloud.find("runpod", req.params["pod_id"], account)
+        if pod is None:
+            return problem(404, "pod not found")
+        source = req.q("source")
+        if source not in (None, "container", "system"):
+            return problem(400, "source must be container or system")
+        try:
+            tail = int(req.q("tail") or "100")
+        except ValueError:
+            return problem(400, "tail must be an integer")
+        if not 0 <= tail <= 5000:
+            return problem(400, "tail must be between 0 and 5000")
+        lines = [] if source == "system" else self.cloud.container_log(pod)
+        lines = lines[-tail:] if tail else []
+        stamp = rfc3339(pod.started_at or pod.created_at) or ""
+        events = []
+        for seq, line in enumerate(lines, 1):
+            data = json.dumps({"ts": stamp, "source": "container", "line": line})
+            events.append(f"id: {stamp}/{seq:012d}\ndata: {data}\n\n")
+        headers = {**RATE_HEADERS, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return Response(200, "".join(events).encode("utf-8"), headers,
+                        content_type="text/event-stream")
 
     def _validate_create(self, body: Any) -> tuple[Response | None, dict[str, Any]]:
         if not isinstance(body, dict):

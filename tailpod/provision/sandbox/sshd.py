@@ -257,6 +257,14 @@ class SshdPodHost:
         return self.inner.allocate_ports(pod)
 
     def start(self, pod: SandboxPod) -> None:
+        from tailpod.provision.sandbox.podhost import container_argv
+
+        container_argv(pod)
+        if pod.meta.get("crashing"):
+            # The image's entrypoint rejects the start command: the script that would start sshd
+            # and join the tailnet never runs, so neither happens here either.
+            self.inner.start(pod)
+            return
         keys = _authorized_keys(pod)
         if keys:
             port = pod.port_map.get(22) or free_port()
@@ -267,6 +275,8 @@ class SshdPodHost:
                 )
             except TailpodError as exc:
                 pod.container_error = f"sshd did not start: {exc.message}"
+                # what the pod's start script prints when sshd fails (bootstrap/pod_start.py)
+                self.inner.record(pod, f"tailpod-start: {pod.container_error}")
         self.inner.start(pod)
         auth_key = pod.env.get("TS_AUTHKEY")
         sshd = self.sshd.get(pod.key)
@@ -284,6 +294,7 @@ class SshdPodHost:
             except TailpodError as exc:
                 # like a failing `tailscale up`: the pod runs, but never shows up in the tailnet
                 pod.container_error = f"tailnet join failed: {exc.message}"
+                self.inner.record(pod, f"tailpod-start: {pod.container_error}")
 
     def stop(self, pod: SandboxPod) -> None:
         sshd = self.sshd.pop(pod.key, None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import secrets
 import time
 from typing import Any
 
@@ -76,6 +77,9 @@ class VastEmulator:
         r.add("PUT", "/api/v0/instances/{instance_id}", self.manage)
         r.add("DELETE", "/api/v0/instances/{instance_id}", self.destroy)
         r.add("GET", "/api/v0/users/current", self.user)
+        r.add("PUT", "/api/v0/instances/request_logs/{instance_id}", self.request_logs)
+        r.add("GET", "/sandbox/vast-logs/{token}", self.log_result)
+        self.log_results: dict[str, str] = {}  # token -> log text (vast: a pre-signed S3 URL)
 
     # -- gates ------------------------------------------------------------------------------------
     def _gate(self, req: Request, op: str) -> Account | Response:
@@ -360,6 +364,33 @@ class VastEmulator:
         # A destroyed (or never-owned) instance answers `instances: null` (the SDK treats it as
         # gone; providers.md §2.4).
         return Response(200, {"instances": self.instance_json(pod) if pod else None})
+
+    def request_logs(self, req: Request) -> Response:
+        """vast-cli `logs`: `PUT /api/v0/instances/request_logs/{id}/` (`tail`, `filter`) answers
+        a `result_url` to fetch the log from without the key (vast-ai/vast-cli vast.py `logs`)."""
+        account = self._gate(req, "get")
+        if isinstance(account, Response):
+            return account
+        pod = self._owned(req, account)
+        if pod is None or pod.status == "terminated":
+            return vast_error(404, "no_such_instance", "Instance not found")
+        body = req.json() or {}
+        lines = self.cloud.container_log(pod)
+        if body.get("filter"):
+            lines = [line for line in lines if str(body["filter"]) in line]
+        if str(body.get("tail") or "").isdigit():
+            lines = lines[-int(body["tail"]):]
+        token = secrets.token_urlsafe(12)
+        self.log_results[token] = "".join(line + "\n" for line in lines)
+        url = f"http://{req.headers.get('host', '127.0.0.1')}/sandbox/vast-logs/{token}"
+        return Response(200, {"success": True, "result_url": url,
+                              "msg": "logs are being uploaded; fetch them from result_url"})
+
+    def log_result(self, req: Request) -> Response:
+        text = self.log_results.get(req.params["token"])
+        if text is None:
+            return Response(404, b"", content_type="text/plain")
+        return Response(200, text.encode("utf-8"), content_type="text/plain")
 
     def manage(self, req: Request) -> Response:
         account = self._gate(req, "get")

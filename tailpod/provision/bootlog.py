@@ -1,0 +1,171 @@
+"""Why a pod failed before tailpod could use it: its container log, kept, shown and explained.
+
+On any bootstrap failure `up` reads the container's log from the provider (RunPod v2
+`GET /v2/pods/{id}/logs`, vast.ai's instance logs), keeps it as `container.log` in the run
+directory, prints its last lines and names the cause when it recognises one. The tailnet hint
+("is the auth key valid?") is given only when the log points at the tailnet.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tailpod.errors import TailpodError
+from tailpod.provision.base import Provider
+
+LOG_FILE = "container.log"
+SHOWN_LINES = 15
+FETCHED_LINES = 500
+
+
+@dataclass(frozen=True)
+class Cause:
+    name: str
+    summary: str
+    hint: str
+    patterns: tuple[str, ...]  # case-insensitive regular expressions over one log line
+
+
+# Most specific first: the first cause with a matching line wins.
+CAUSES: tuple[Cause, ...] = (
+    Cause("entrypoint-rejected-args",
+          "the image's ENTRYPOINT rejected the start command as its arguments",
+          "the provider appended tailpod's start command to the image's entrypoint; tailpod "
+          "sends the form that replaces it, so an older tailpod or a template that overrides "
+          "the start command is the likely culprit",
+          (r"error: unrecognized arguments", r"error: argument .*invalid choice",
+           r"exec: \"?-c\"?: executable file not found")),
+    Cause("image-pull-failed", "the image could not be pulled",
+          "check the image name, tag or digest, and registry credentials for a private image",
+          (r"pull access denied", r"manifest (for .* )?unknown", r"failed to pull image",
+           r"errimagepull", r"imagepullbackoff", r"error pulling image")),
+    Cause("out-of-disk", "the container ran out of disk",
+          "raise --disk (the image, the model and its cache must fit)",
+          (r"no space left on device", r"disk quota exceeded")),
+    Cause("sshd-missing", "sshd did not start in the pod",
+          "the image has no OpenSSH server and installing one failed; use an image with "
+          "openssh-server, or one where apt-get works",
+          (r"sshd did not start", r"could not install openssh-server", r"sshd: not found",
+           r"/usr/sbin/sshd: no such file")),
+    Cause("tailnet", "the pod's tailnet join failed",
+          "read the pod's tailscale-join log; is the auth key still valid and are its tags "
+          "allowed by your tailnet policy?",
+          (r"tailnet join failed", r"tailscale.*(invalid key|unauthorized|expired)")),
+)
+
+# The start script got as far as the tailnet join: a missing device is then the tailnet's doing.
+REACHED_JOIN = re.compile(r"tailpod-start: (tailnet join|pod ready)", re.IGNORECASE)
+
+
+def recognise(lines: list[str]) -> Cause | None:
+    for cause in CAUSES:
+        compiled = [re.compile(p, re.IGNORECASE) for p in cause.patterns]
+        if any(c.search(line) for line in lines for c in compiled):
+            return cause
+    return None
+
+
+@dataclass
+class BootDiagnosis:
+    lines: list[str] | None  # None: the provider gave no log
+    cause: Cause | None
+    path: Path | None
+    error: str | None = None  # why the log could not be read
+
+    def tail(self, n: int = SHOWN_LINES) -> list[str]:
+        return (self.lines or [])[-n:]
+
+    def reached_join(self) -> bool:
+        return any(REACHED_JOIN.search(line) for line in self.lines or [])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cause": self.cause.name if self.cause else None,
+                "log": str(self.path) if self.path else None,
+                "lines": len(self.lines) if self.lines is not None else None,
+                "error": self.error}
+
+
+def vast_container_log(provider: Any, pod_id: str, tail: int, wait_s: float = 9.0,
+                       poll_s: float = 0.3) -> list[str] | None:
+    """vast.ai: `PUT /api/v0/instances/request_logs/{id}/` with `{"tail": N}` answers a
+    `result_url` that serves the log once it is ready (vast-ai/vast-cli vast.py `logs`)."""
+    import httpx
+
+    response = provider.api.call("PUT", f"/api/v0/instances/request_logs/{pod_id}/",
+                                 f"requesting instance {pod_id}'s log",
+                                 json={"tail": str(tail)}, passthrough=(400, 404))
+    body = provider.api.body_of(response)
+    url = body.get("result_url") if isinstance(body, dict) else None
+    if response.status_code != 200 or not isinstance(url, str):
+        return None
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        # The result URL is a pre-signed download: no API key goes there.
+        got = httpx.get(url, timeout=10.0)
+        if got.status_code == 200:
+            return [line for line in got.text.splitlines() if line.strip()]
+        time.sleep(poll_s)
+    return None
+
+
+def fetch_container_log(provider: Provider, pod_id: str,
+                        tail: int = FETCHED_LINES) -> list[str] | None:
+    reader = getattr(provider, "container_log", None)
+    if callable(reader):
+        lines: list[str] | None = reader(pod_id, tail)
+        return lines
+    if provider.name == "vastai":
+        return vast_container_log(provider, pod_id, tail)
+    return None
+
+
+def diagnose(provider: Provider, pod_id: str | None, run_dir: Path) -> BootDiagnosis:
+    """Read, keep and classify the pod's container log; never raises (a failure is noted)."""
+    if not pod_id:
+        return BootDiagnosis(None, None, None, "no pod id was recorded")
+    try:
+        lines = fetch_container_log(provider, pod_id)
+    except TailpodError as exc:
+        return BootDiagnosis(None, None, None, exc.message)
+    except Exception as exc:  # a diagnosis must not hide the failure it explains
+        return BootDiagnosis(None, None, None, exc.__class__.__name__)
+    if lines is None:
+        return BootDiagnosis(None, None, None, f"{provider.name} has no log for pod {pod_id}")
+    path: Path | None = run_dir / LOG_FILE
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        assert path is not None
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    except OSError:
+        path = None
+    return BootDiagnosis(lines, recognise(lines), path)
+
+
+def explain(message: str, hint: str | None, diagnosis: BootDiagnosis,
+            tailnet_wait: bool) -> tuple[str, str | None]:
+    """The failure's message and hint with the container log's verdict folded in.
+
+    A named cause leads the message and replaces the hint. A tailnet wait that timed out keeps
+    its tailnet hint only when the log shows the start script reached the join, or names the
+    tailnet; otherwise the hint points at the log instead.
+    """
+    where = f" (kept in {diagnosis.path})" if diagnosis.path else ""
+    shown = diagnosis.tail()
+    if shown:
+        message += f"\n  the container's last {len(shown)} log lines{where}:\n    " \
+            + "\n    ".join(line[:300] for line in shown)
+    elif diagnosis.error:
+        message += f"\n  the container log could not be read: {diagnosis.error}"
+    cause = diagnosis.cause
+    if cause is not None:
+        return f"{cause.summary}: {message}", cause.hint
+    if tailnet_wait and not diagnosis.reached_join():
+        return message, ("the container log shows no sign that tailpod's start script reached "
+                         "the tailnet join; read the log above" if diagnosis.lines is not None
+                         else "tailpod could not read the pod's log; the tailnet, the image and "
+                         "the start command are all suspects")
+    return message, hint
