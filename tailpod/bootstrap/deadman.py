@@ -70,6 +70,24 @@ RUNPOD_TERMINATE_GQL = (
 )
 RUNPOD_POD_GQL = "query DeadmanPod($input: PodFilter!) { pod(input: $input) { id desiredStatus } }"
 
+# The pod-side termination table: each attempt walks a provider's routes in order until one is
+# accepted or says the pod is gone. The stage-0 guard in the start command walks the same table
+# (deadman_control.py embeds it), so guard and daemon kill a pod the same ways. `{id}` is the pod
+# id. RunPod: REST v2 `DELETE /v2/pods/{id}` (204), then `POST /v2/pods/{id}/action` with
+# `{"action": "terminate"}` (204) - both runpod/docs api-reference-v2/openapi.json @ a900806e -
+# then GraphQL `podTerminate`, which in-pod scripts use with the injected key, for when REST
+# refuses the pod-scoped key (undocumented either way). vast.ai: `DELETE
+# /api/v0/instances/{id}/` with CONTAINER_API_KEY, the instance-restricted key vast injects.
+TERMINATE_ROUTES: dict[str, list[tuple[str, str, Any]]] = {
+    "runpod": [
+        ("DELETE", "/v2/pods/{id}", None),
+        ("POST", "/v2/pods/{id}/action", {"action": "terminate"}),
+        ("POST", "/graphql", {"query": RUNPOD_TERMINATE_GQL,
+                              "variables": {"input": {"podId": "{id}"}}}),
+    ],
+    "vastai": [("DELETE", "/api/v0/instances/{id}/", {})],
+}
+
 
 class Stopped(BaseException):
     """A signal asked the daemon to stop (a BaseException: `except Exception` must not eat it)."""
@@ -314,8 +332,71 @@ def _generic(answer: Answer) -> Outcome:
     return Outcome(RETRY, answer.describe())
 
 
+def _fill(value: Any, pod_id: str) -> Any:
+    """A route's body with `{id}` replaced by the pod id (strings inside dicts and lists)."""
+    if isinstance(value, str):
+        return value.replace("{id}", pod_id)
+    if isinstance(value, dict):
+        return {k: _fill(v, pod_id) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, pod_id) for v in value]
+    return value
+
+
+def _route_outcome(path: str, answer: Answer) -> Outcome:
+    """What one termination route's answer means. GraphQL answers business errors with HTTP 200
+    and a retired GraphQL with 404, which is not the pod being gone."""
+    graphql = path.endswith("/graphql")
+    body = answer.body
+    code = str(body.get("error") or "") if isinstance(body, dict) else ""
+    if code in ("no_such_instance", "not_found"):  # vast.ai: the instance is gone
+        return Outcome(GONE, answer.describe())
+    if graphql and answer.status == 200:
+        errors = body.get("errors") if isinstance(body, dict) else None
+        if not errors:
+            return Outcome(ACCEPTED, "GraphQL podTerminate answered without errors")
+        first = errors[0] if isinstance(errors, list) else errors
+        message = str(first.get("message") if isinstance(first, dict) else first)[:200]
+        if "not found" in message.lower():
+            return Outcome(GONE, f"GraphQL: {message}")
+        if any(word in message.lower() for word in AUTH_WORDS):
+            return Outcome(REFUSED, f"GraphQL error: {message}")
+        return Outcome(RETRY, f"GraphQL error: {message}")
+    if answer.status is not None and 200 <= answer.status < 300:
+        if isinstance(body, dict) and body.get("success") is False:
+            return Outcome(RETRY, answer.describe())
+        return Outcome(ACCEPTED, answer.describe())
+    if answer.status == 404 and graphql:
+        return Outcome(REFUSED, f"GraphQL unavailable: {answer.describe()}")
+    if answer.status in (405, 409):  # this route cannot do it (now): try the next
+        return Outcome(REFUSED, answer.describe())
+    return _generic(answer)
+
+
+def walk_routes(provider: str, base: str, pod_id: str, key: str, timeout: float
+                ) -> tuple[Outcome, list[str]]:
+    """One termination attempt: the table's routes in order. The first route that is accepted
+    or finds the pod gone decides; otherwise a wait-worthy answer (429, 5xx) beats a refusal.
+    Returns the outcome and one note per route tried (for the attempt's log line)."""
+    notes: list[str] = []
+    worst: Outcome | None = None
+    for method, path, body in TERMINATE_ROUTES[provider]:
+        url = base.rstrip("/") + _fill(path, urllib.parse.quote(pod_id, safe=""))
+        answer = http_call(method, url, key, _fill(body, pod_id), timeout=timeout)
+        outcome = _route_outcome(path, answer)
+        label = "GraphQL podTerminate" if path.endswith("/graphql") else f"{method} {path}"
+        notes.append(f"{label}: {outcome.kind} ({outcome.detail[:120]})")
+        if outcome.kind in (GONE, ACCEPTED):
+            return outcome, notes
+        if worst is None or (worst.kind == REFUSED and outcome.kind == RETRY):
+            worst = outcome
+    assert worst is not None
+    return worst, notes
+
+
 class RunPodApi:
-    """REST v2 (`DELETE /v2/pods/{id}`, `GET /v2/pods/{id}`); GraphQL when REST refuses the key."""
+    """Terminates through the table's RunPod routes; reads through REST v2, or GraphQL when REST
+    refuses the key."""
 
     def __init__(self, base_url: str, pod_id: str, key: str, timeout: float) -> None:
         self.base = base_url.rstrip("/")
@@ -323,34 +404,19 @@ class RunPodApi:
         self.key = key
         self.timeout = timeout
         self.use_graphql = False
+        self.notes: list[str] = []
 
     def _pod_url(self) -> str:
         return f"{self.base}/v2/pods/{urllib.parse.quote(self.pod_id, safe='')}"
 
     def describe(self) -> str:
-        return f"DELETE {self._pod_url()}" + (" (then GraphQL podTerminate)"
-                                              if self.use_graphql else "")
+        return "; ".join(self.notes) or f"the RunPod termination table at {self.base}"
 
     def terminate(self) -> Outcome:
-        if self.use_graphql:
-            return self._gql_terminate()
-        answer = http_call("DELETE", self._pod_url(), self.key, timeout=self.timeout)
-        if answer.status is not None and 200 <= answer.status < 300:
-            return Outcome(ACCEPTED, answer.describe())
-        if answer.status == 405:  # a REST surface without DELETE: the action endpoint
-            answer = http_call("POST", self._pod_url() + "/action", self.key,
-                               {"action": "terminate"}, timeout=self.timeout)
-            if answer.status is not None and 200 <= answer.status < 300:
-                return Outcome(ACCEPTED, answer.describe())
-        outcome = _generic(answer)
-        if outcome.kind == REFUSED:
-            # Public in-pod scripts terminate with the injected key through GraphQL; whether REST
-            # v2 accepts a pod-scoped key is not documented, so try GraphQL too.
-            self.use_graphql = True
-            gql = self._gql_terminate()
-            if gql.kind != REFUSED:
-                return gql
-            self.use_graphql = False  # refused both ways: next attempt starts with REST again
+        outcome, self.notes = walk_routes("runpod", self.base, self.pod_id, self.key,
+                                          self.timeout)
+        # A key REST refused for DELETE is refused for reads too: read back through GraphQL.
+        self.use_graphql = any(n.startswith("DELETE") and "refused" in n for n in self.notes)
         return outcome
 
     def probe(self) -> Outcome:
@@ -384,19 +450,6 @@ class RunPodApi:
         message = first.get("message") if isinstance(first, dict) else first
         return str(message)[:200]
 
-    def _gql_terminate(self) -> Outcome:
-        answer = self._gql(RUNPOD_TERMINATE_GQL)
-        if answer.status != 200:
-            return _generic(answer) if answer.status != 404 else Outcome(RETRY, answer.describe())
-        error = self._gql_errors(answer)
-        if error is None:
-            return Outcome(ACCEPTED, "GraphQL podTerminate answered without errors")
-        if "not found" in error.lower():
-            return Outcome(GONE, f"GraphQL: {error}")
-        if any(word in error.lower() for word in AUTH_WORDS):
-            return Outcome(REFUSED, f"GraphQL error: {error}")
-        return Outcome(RETRY, f"GraphQL error: {error}")
-
     def _gql_probe(self) -> Outcome:
         answer = self._gql(RUNPOD_POD_GQL)
         if answer.status != 200:
@@ -425,26 +478,18 @@ class VastApi:
         self.pod_id = pod_id
         self.key = key
         self.timeout = timeout
+        self.notes: list[str] = []
 
     def _url(self) -> str:
         return f"{self.base}/api/v0/instances/{urllib.parse.quote(self.pod_id, safe='')}/"
 
     def describe(self) -> str:
-        return f"DELETE {self._url()}"
-
-    @staticmethod
-    def _error_code(answer: Answer) -> str:
-        body = answer.body
-        return str(body.get("error") or "") if isinstance(body, dict) else ""
+        return "; ".join(self.notes) or f"DELETE {self._url()}"
 
     def terminate(self) -> Outcome:
-        answer = http_call("DELETE", self._url(), self.key, {}, timeout=self.timeout)
-        if self._error_code(answer) in ("no_such_instance", "not_found"):
-            return Outcome(GONE, answer.describe())
-        if answer.status == 200:
-            ok = isinstance(answer.body, dict) and answer.body.get("success") is True
-            return Outcome(ACCEPTED if ok else RETRY, answer.describe())
-        return _generic(answer)
+        outcome, self.notes = walk_routes("vastai", self.base, self.pod_id, self.key,
+                                          self.timeout)
+        return outcome
 
     def probe(self) -> Outcome:
         answer = http_call("GET", self._url() + "?owner=me", self.key, timeout=self.timeout)
@@ -558,26 +603,27 @@ class Daemon:
                 outcome = self.attempt(api, attempt)
             except Exception as exc:  # never let an odd answer end the switch
                 outcome = Outcome(RETRY, f"unexpected {exc.__class__.__name__}")
+            routes = api.describe()
             if outcome.kind == GONE:
-                self.log(f"pod {self.pod_id} is gone ({outcome.detail}); attempts: {attempt}")
+                self.log(f"attempt {attempt}: {routes}; pod {self.pod_id} is gone "
+                         f"({outcome.detail})")
                 self.record("terminated", reason, attempts=attempt, terminated_at=time.time())
                 return EXIT_GONE
             wait = self.backoff(attempt)
             if outcome.wait is not None:
                 wait = min(max(outcome.wait, a.retry_base), a.max_backoff)
             if time.monotonic() + wait > deadline:
-                self.log(f"giving up after {attempt} attempts: the provider never confirmed "
+                self.log(f"attempt {attempt}: {routes}; giving up: the provider never confirmed "
                          f"pod {self.pod_id} gone (last: {outcome.detail}); IT MAY STILL BILL")
                 self.record("gave_up", reason, attempts=attempt, last=outcome.detail)
                 return EXIT_GAVE_UP
-            self.log(f"attempt {attempt}: {outcome.kind} ({outcome.detail}); "
+            self.log(f"attempt {attempt}: {routes}; then {outcome.kind} ({outcome.detail}); "
                      f"retrying in {wait:.1f} s")
             self.sleep(wait)
 
     def attempt(self, api: RunPodApi | VastApi, attempt: int) -> Outcome:
+        # One log line per attempt (written by `fire`): every route tried, what it answered.
         outcome = api.terminate()
-        if attempt == 1 or outcome.kind != RETRY:
-            self.log(f"terminate via {api.describe()}: {outcome.kind} ({outcome.detail})")
         if outcome.kind != ACCEPTED:
             return outcome
         # "Accepted" is not "gone": check, as a provider may answer success and do nothing.

@@ -11,9 +11,11 @@ does not inherit them.
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,33 +221,48 @@ def parse_status(output: str) -> DeadmanStatus:
 # copies it, and the laptop may die before that. This guard (stdlib, argv: provider, ttl_at,
 # heartbeat timeout, heartbeat file, API base) fires on the same TTL and heartbeat file; it steps
 # aside once the full switch runs (its state file names a live deadman.py) or after `disarm`.
-# A gone pod answers its terminate call with 404; until then it retries with capped backoff.
+# Firing, it walks the same termination table as deadman.py (TERMINATE_ROUTES, filled in below)
+# each attempt, logs one line per attempt to <heartbeat>.guard.log, and backs off 2x up to 300 s.
+# A REST route answering 404, or GraphQL saying "not found", means the pod is gone.
 _GUARD = '''\
 import os,sys,time,json,urllib.request as u
 p,T,H,F,A=sys.argv[1:6];T=float(T);H=float(H);S=time.time();F=os.path.expanduser(F)
-i,k=(os.environ.get(n,"") for n in (("RUNPOD_POD_ID","RUNPOD_API_KEY") if p=="runpod" else\
- ("CONTAINER_ID","CONTAINER_API_KEY")))
-U=A.rstrip("/")+(("/v2/pods/%s" if p=="runpod" else "/api/v0/instances/%s/")%i)
-def full():
- try:
-  q=json.load(open(F+".deadman.json"))["pid"];return b"deadman.py" in open("/proc/%d/cmdline"%q,"rb").read()
- except Exception:return False
+i,k=(os.environ.get(n,"")for n in(("RUNPOD_POD_ID","RUNPOD_API_KEY")if p=="runpod"else\
+("CONTAINER_ID","CONTAINER_API_KEY")))
+def f():
+ try:return b"deadman.py"in open("/proc/%d/cmdline"%json.load(open(F+".deadman.json"))["pid"],"rb").read()
+ except Exception:return 0
+def L(m):open(F+".guard.log","a").write("%d attempt %d: %s\\n"%(time.time(),a,m))
 while 1:
- if os.path.exists(F+".disarmed") or full():sys.exit(0)
+ if os.path.exists(F+".disarmed")or f():sys.exit(0)
  n=time.time()
  try:m=os.stat(F).st_mtime
  except OSError:m=0
- if (T and n>=T) or (H and n-max(m,S)>=H):break
+ if T and n>=T or H and n-max(m,S)>=H:break
  time.sleep(P)
-d=B
+d=B;a=0
 while 1:
- try:c=u.urlopen(u.Request(U,b"{}",{"Authorization":"Bearer "+k,"Content-Type":"application/json"},\
-method="DELETE"),timeout=30).status
- except u.HTTPError as x:c=x.code
- except Exception:c=0
- if c==404:break
- time.sleep(d);d=min(d*2,300)
+ a+=1;o=""
+ for m,q,b in R:
+  g="graphql"in q;t=b"";b=None if b is None else json.dumps(b).replace("{id}",i).encode()
+  try:r=u.urlopen(u.Request(A+q.replace("{id}",i),b,{"Authorization":"Bearer "+k,\
+"Content-Type":"application/json"},method=m),timeout=30);c=r.status;t=r.read(4096).lower()
+  except u.HTTPError as x:c=x.code
+  except Exception:c=0
+  o+="%s %s %d; "%(m,q,c)
+  if c==404 and not g or g and b"not found"in t:L(o+"gone");sys.exit(0)
+  if 199<c<300 and b"errors"not in t:break
+ L(o+"retry in %ds"%d);time.sleep(d);d=min(d*2,300)
 '''
+
+
+def guard_code(provider: str, poll_s: float = DEFAULT_POLL_S, retry_s: float = 5.0) -> str:
+    """The guard's Python source, with deadman.py's termination routes for `provider`."""
+    from tailpod.bootstrap.deadman import TERMINATE_ROUTES
+
+    routes = repr([list(r) for r in TERMINATE_ROUTES[provider_name(provider)]])
+    return (_GUARD.replace("for m,q,b in R:", f"for m,q,b in {routes}:")
+            .replace("time.sleep(P)", f"time.sleep({poll_s:g})").replace("d=B", f"d={retry_s:g}"))
 
 
 def start_guard(provider: str, ttl_at: float, heartbeat_timeout_s: float,
@@ -255,15 +272,19 @@ def start_guard(provider: str, ttl_at: float, heartbeat_timeout_s: float,
     """A shell fragment for the pod's start command that arms the stage-0 guard in background.
 
     Protects the window between create and the SSH bootstrap; ends with `;` so a command can
-    follow. Credentials come from the container's environment, never from this text.
+    follow. Credentials come from the container's environment, never from this text. The code
+    travels deflated and base85-wrapped: vast.ai takes at most 4048 characters of `onstart`,
+    and the whole start command must fit (tests/deadman/test_deadman_control.py).
     """
     layout = layout or DeadmanLayout()
     name = provider_name(provider)
     base = api_url or ("https://api.runpod.io" if name == "runpod" else "https://console.vast.ai")
-    code = _GUARD.replace("time.sleep(P)", f"time.sleep({poll_s:g})").replace(
-        "d=B", f"d={retry_s:g}")
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)  # raw deflate: no header, no checksum
+    raw = deflate.compress(guard_code(name, poll_s, retry_s).encode()) + deflate.flush()
+    packed = base64.b85encode(raw).decode()  # no quote or backslash in base85's alphabet
+    code = f"import zlib,base64;exec(zlib.decompress(base64.b85decode('{packed}'),-15))"
     argv = [python, "-c", code, name, f"{ttl_at:.3f}", f"{heartbeat_timeout_s:g}",
-            layout.heartbeat, base]
+            layout.heartbeat, base.rstrip("/")]
     # A "~/" layout follows the container's $HOME (the sandbox's pods each have their own).
     home_relative = layout.remote_dir.startswith("~/")
     mkdir = (f'"$HOME"/{shlex.quote(layout.remote_dir[2:])}' if home_relative

@@ -6,9 +6,11 @@ import ast
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tailpod.bootstrap import deadman_control as dc
@@ -143,6 +145,17 @@ def test_start_guard_heartbeat_and_standing_down(sandbox: Sandbox, daemons: Daem
                                                  tmp_path: Path) -> None:
     # Pod A: heartbeats keep it; silence ends it.
     layout_a = dc.DeadmanLayout(str(tmp_path / "a"))
+    beating = threading.Event()
+
+    def beat_a() -> None:  # from A's first second: setting B and C up takes longer than 1 s
+        Path(layout_a.heartbeat).parent.mkdir(parents=True, exist_ok=True)
+        while not beating.wait(0.2):
+            Path(layout_a.heartbeat).touch()
+
+    Path(layout_a.heartbeat).parent.mkdir(parents=True, exist_ok=True)
+    Path(layout_a.heartbeat).touch()
+    beater = threading.Thread(target=beat_a, daemon=True)
+    beater.start()
     a = create_pod(sandbox, "vastai", command=guarded(sandbox, "vastai", layout_a, 0, 1.0))
     # Pod B: `disarm` stands the guard down. Pod C: the full switch, once armed, takes over.
     # B's timeout leaves room for `disarm` to land first even on a loaded machine; the test then
@@ -163,12 +176,47 @@ def test_start_guard_heartbeat_and_standing_down(sandbox: Sandbox, daemons: Daem
                              extra=FAST)
     arm[1] = str(dc.DEADMAN_SCRIPT)
     assert dc.parse_status(sh(arm, clean_env()).stdout).armed
-    until = time.monotonic() + 2.5
-    while time.monotonic() < until:
-        Path(layout_a.heartbeat).touch()
-        time.sleep(0.2)
+    time.sleep(2.5)  # A is kept by its heartbeats past its 1 s timeout
     assert a.billing(sandbox) and b.billing(sandbox) and c.billing(sandbox)
+    beating.set()
+    beater.join()
     wait_for(lambda: not a.billing(sandbox), 10)
     # Past B's heartbeat timeout and C's guard TTL: neither stood-down guard fired.
     time.sleep(max(0.0, b_created + b_timeout + 1.0 - time.monotonic(), c_ttl + 1.0 - time.time()))
     assert b.billing(sandbox) and c.billing(sandbox)
+
+
+def test_start_guard_kills_its_pod_when_rest_refuses_the_pod_key(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """Whether REST v2 takes the pod-scoped key is undocumented: with the sandbox refusing it on
+    every REST route, the guard's termination table still ends the pod (through GraphQL)."""
+    sandbox.cloud.refuse_pod_key_on_rest = True
+    layout = dc.DeadmanLayout(str(tmp_path / "guard"))
+    ttl_at = time.time() + 1.0
+    pod = create_pod(sandbox, "runpod", command=guarded(sandbox, "runpod", layout, ttl_at, 0))
+    refused = httpx.delete(f"{sandbox.runpod_url}/v2/pods/{pod.pod_id}", timeout=10,
+                           headers={"Authorization": f"Bearer {pod.pod_key}"})
+    assert refused.status_code == 403  # the switch is on: REST will not do it
+    assert pod.billing(sandbox)
+    wait_for(lambda: not pod.billing(sandbox), 15)
+    assert pod.record.status == "terminated" and sandbox.meter()["billing_count"] == 0
+
+
+def test_guard_walks_deadman_termination_table_and_fits_vast_onstart() -> None:
+    """One table for guard and daemon; the guarded start command stays within vast.ai's
+    4048-character `onstart` limit (vast-ai/docs API reference) with room for longer tags."""
+    from tailpod.bootstrap.deadman import TERMINATE_ROUTES
+    from tailpod.bootstrap.pod_start import start_command
+
+    for provider in ("runpod", "vastai"):
+        code = dc.guard_code(provider)
+        compile(code, "guard", "exec")
+        for method, path, _body in TERMINATE_ROUTES[provider]:
+            assert repr(method) in code and repr(path) in code
+    argv = dc.guarded_start_command(
+        start_command("tp-20261201-153000-abcd", ["tag:tailpod", "tag:gpu-bench"]), "vastai",
+        time.time() + 4 * 3600, 1800, "https://console.vast.ai",
+        layout=dc.DeadmanLayout(remote_dir="~/.tailpod"))
+    onstart = shlex.join(argv)
+    assert len(onstart) <= 4048 - 40, len(onstart)

@@ -265,8 +265,10 @@ def fake_api(script: list[tuple[Any, ...]], name: str = "fake") -> _Ctx:
 def test_runpod_falls_back_to_graphql_when_rest_refuses_the_pod_key(
     daemons: Daemons, tmp_path: Path
 ) -> None:
+    refused = (403, {"title": "Forbidden", "status": 403, "detail": "access denied"})
     with fake_api([
-        (403, {"title": "Forbidden", "status": 403, "detail": "access denied"}),
+        refused,  # DELETE /v2/pods/{id}
+        refused,  # POST /v2/pods/{id}/action {"action": "terminate"}
         (200, {"data": {"podTerminate": None}}),
         (200, {"data": {"pod": None}}),
     ]) as api:
@@ -276,8 +278,14 @@ def test_runpod_falls_back_to_graphql_when_rest_refuses_the_pod_key(
                       str(heartbeat), "--heartbeat-timeout", "0", "--api-url", api.url,
                       "--log", str(log), "--environ-from", "", *FAST, env=env)
     assert out.returncode == 0, log.read_text()
+    # the termination table, in order: REST DELETE, the v2 action, GraphQL podTerminate
     assert [(r["method"], r["path"]) for r in api.requests] == [
-        ("DELETE", "/v2/pods/podgql"), ("POST", "/graphql"), ("POST", "/graphql")]
-    terminate = json.loads(api.requests[1]["body"])
+        ("DELETE", "/v2/pods/podgql"), ("POST", "/v2/pods/podgql/action"), ("POST", "/graphql"),
+        ("POST", "/graphql")]
+    assert json.loads(api.requests[1]["body"]) == {"action": "terminate"}
+    attempts = [line for line in log.read_text().splitlines() if "attempt 1:" in line]
+    assert len(attempts) == 1 and "DELETE /v2/pods/{id}: refused" in attempts[0] \
+        and "GraphQL podTerminate: accepted" in attempts[0]
+    terminate = json.loads(api.requests[2]["body"])
     assert "podTerminate" in terminate["query"]
     assert terminate["variables"] == {"input": {"podId": "podgql"}}  # variables, no interpolation

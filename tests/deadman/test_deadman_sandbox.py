@@ -72,7 +72,9 @@ def test_api_errors_are_retried_until_the_pod_is_gone(
     assert "still there" in text  # the no-op "success" was caught by the check
     assert all(f["fired"] == f["times"] for f in sandbox.cloud.faults.list())
     assert sandbox.meter()["billing_count"] == 0
-    assert read_state(heartbeat)["attempts"] >= 7
+    # Each attempt walks the termination table (RunPod: DELETE, the v2 action, GraphQL), so a
+    # RunPod attempt can meet several faults; vast has one route, one fault per attempt.
+    assert read_state(heartbeat)["attempts"] >= (3 if provider == "runpod" else 7)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
