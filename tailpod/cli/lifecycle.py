@@ -259,7 +259,13 @@ def register(app: typer.Typer) -> None:
         ),
         json_out: bool = typer.Option(False, "--json", help="Print the ledger record as JSON."),
     ) -> None:
-        """Start a pod and its serving engine, and record it in the ledger."""
+        """Start a pod and its serving engine, and record it in the ledger.
+
+        A pod that fails before tailpod can SSH in is torn down; the error shows the last lines
+        of its container log (kept as container.log in the run directory) and names the cause it
+        recognises: the image's entrypoint rejected the start command, the image pull failed, the
+        disk is full, sshd did not start, or the tailnet join failed.
+        """
         if relaunch:
             relaunch_arm(relaunch, model, spec_k, spec_method, draft_model, json_out)
             return

@@ -313,3 +313,33 @@ def test_up_on_vllm_image_gets_past_the_entrypoint_and_the_old_form_is_explained
         assert sb.meter()["billing_count"] == 0
     finally:
         sb.close()
+
+
+def test_a_pod_whose_sshd_fails_says_so_through_its_log_not_the_tailnet_hint(
+    tmp_path: Path, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox pod records "sshd did not start" in its container log, as the start script
+    would; `up` shows it, names the cause, and leaves out the auth-key hint (issue 13)."""
+    from tailpod.provision.sandbox import sshd as sandbox_sshd
+
+    def no_sshd(*_a: Any, **_k: Any) -> Any:
+        raise TailpodError("/usr/sbin/sshd is not installed")
+
+    monkeypatch.setattr(sandbox_sshd, "start_sshd_host", no_sshd)
+    sb = start_sandbox(sshd=True, start_delay_s=0.1, workdir=tmp_path / "sandbox")
+    try:
+        settings = up_settings(sb, tailpod_home)
+        monkeypatch.setattr(cloud_up, "pinned_image", lambda *_a: (VLLM_PINNED, None))
+        monkeypatch.setattr(cloud_up, "RUNNING_POLL_S", 0.2)
+        monkeypatch.setattr(cloud_up, "boot_wait_seconds", lambda *_a: 4.0)  # the tailnet wait
+        with pytest.raises(TailpodError) as failed:
+            cloud_up.up_cloud(settings, EngineConfig(engine="vllm", model="org/m"),
+                              Ledger(settings.state_dir), lambda _l: None, preflight=False)
+        assert failed.value.message.startswith("sshd did not start in the pod")
+        assert "tailpod-start: sshd did not start: /usr/sbin/sshd is not installed" \
+            in failed.value.message
+        assert "did not join the tailnet" in failed.value.message  # what timed out, still said
+        assert "auth key" not in (failed.value.hint or "")
+        assert sb.meter()["billing_count"] == 0
+    finally:
+        sb.close()
