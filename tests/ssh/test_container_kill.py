@@ -6,8 +6,15 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
-from tailpod.provision.sandbox.sshd import CONTAINER_MARKER, _session_of, kill_container_processes
+from tailpod.provision.sandbox.sshd import (
+    CONTAINER_MARKER,
+    SshdPodHost,
+    _session_of,
+    kill_container_processes,
+)
 
 # The parent carries the marker; its child starts with an empty environment, as a vLLM worker's
 # environment looks after it renames itself. Both share the parent's session.
@@ -60,3 +67,12 @@ def test_kills_the_pod_session_only() -> None:
         other.kill()
         pod.kill()
         other.wait(timeout=10)
+
+
+def test_two_sandboxes_never_share_a_marker_for_the_same_pod_id(tmp_path: Path) -> None:
+    # vast.ai pod ids count up from the same number in every sandbox: a terminate in one
+    # sandbox must not kill the same-numbered pod of another sandbox on this machine.
+    pod = SimpleNamespace(key="vast:31000008")
+    one, two = SshdPodHost(tmp_path / "one"), SshdPodHost(tmp_path / "two")
+    assert one.container_marker(pod) != two.container_marker(pod)  # type: ignore[arg-type]
+    assert one.container_marker(pod).startswith("vast:31000008@")  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -252,6 +253,14 @@ class SshdPodHost:
         self.tailscale_url = tailscale_url
         self.sshd: dict[str, SshdHost] = {}
         self.devices: dict[str, str] = {}  # pod key -> tailnet hostname
+        # Pod ids repeat across sandboxes (vast.ai ids count up from the same number) and a
+        # terminate kills by marker machine-wide: scope the marker to this host, so another
+        # sandbox on the same machine never kills this one's pods.
+        self.marker_scope = secrets.token_hex(4)
+
+    def container_marker(self, pod: SandboxPod) -> str:
+        """CONTAINER_MARKER's value in this pod's processes: unique on this machine."""
+        return f"{pod.key}@{self.marker_scope}"
 
     def allocate_ports(self, pod: SandboxPod) -> dict[int, int]:
         return self.inner.allocate_ports(pod)
@@ -303,7 +312,7 @@ class SshdPodHost:
         self.inner.stop(pod)
         # A terminated container takes every process in it along, including what SSH sessions
         # started (the engine): find them by the container marker in their environment.
-        kill_container_processes(pod.key)
+        kill_container_processes(self.container_marker(pod))
         hostname = self.devices.pop(pod.key, None)
         if hostname and self.tailscale_url:
             with contextlib.suppress(Exception):
@@ -327,7 +336,7 @@ def container_session_env(host: SshdPodHost, pod: SandboxPod) -> dict[str, str]:
     """What an SSH session on a sandbox pod sees, as on a real pod: the pod's home (where its start
     script kept the environment) and a marker that ties every process it starts to the pod."""
     return {
-        CONTAINER_MARKER: pod.key,
+        CONTAINER_MARKER: host.container_marker(pod),
         "TAILPOD_POD_HOME": str(host.inner.pod_dir(pod)),
         "TAILPOD_SANDBOX": "1",
     }
