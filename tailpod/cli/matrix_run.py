@@ -461,7 +461,7 @@ class MatrixRun:
         ledger = self.ledger()
         labels = [label for label, entry in self.state.data["cards"].items()
                   if any((r := ledger.get(t)) is not None and r.active for t in entry["pods"])]
-        threads = [threading.Thread(target=self.teardown, args=(label,), daemon=True)
+        threads = [threading.Thread(target=self.teardown, args=(label, False), daemon=True)
                    for label in labels]
         for thread in threads:
             thread.start()
@@ -490,11 +490,15 @@ class MatrixRun:
         return None
 
     # -- one card --
-    def teardown(self, label: str) -> None:
-        """Tear down every pod of this card that lacks a billing proof; idempotent."""
+    def teardown(self, label: str, wait: bool = True) -> None:
+        """Tear down every pod of this card that lacks a billing proof; idempotent. With
+        `wait=False` it leaves a card alone whose teardown is already under way."""
         from tailpod.provision.lifecycle import PROOF_FILE, run_dir_for
 
-        with self._card_locks[label]:
+        lock = self._card_locks[label]
+        if not lock.acquire(blocking=wait):
+            return
+        try:
             entry = self.state.card(label)
             ledger = self.ledger()
             for tag in list(entry["pods"]):
@@ -515,6 +519,8 @@ class MatrixRun:
                     self.state.save()
                 self.say(f"{label}: {tag} torn down, billing proven stopped")
             self.state.update(label, spend_usd=self._card_spend(label))
+        finally:
+            lock.release()
 
     def card_of(self, label: str) -> Card:
         return next(c for c in self.state.cards if c.label == label)
@@ -584,8 +590,9 @@ class MatrixRun:
                                             for i, c in cards}
         try:
             self._wait(futures)
-        except BaseException:  # Ctrl-C or a crash of this thread: stop, tear down, then re-raise
-            self.request_stop("interrupted" if not self.stop.is_set() else self.stop_reason)
+        except BaseException as exc:  # Ctrl-C or a crash here: stop, tear down, then re-raise
+            self.request_stop("interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt)
+                              else f"interrupted ({exc.__class__.__name__})")
             pool.shutdown(wait=False, cancel_futures=True)
             self._drain(futures)
             raise

@@ -176,7 +176,8 @@ def test_matrix_ranks_cards_and_tears_every_pod_down(sandbox: Sandbox,
 
 def test_capacity_on_one_card_fails_that_card_only(sandbox: Sandbox, settings: Settings) -> None:
     sandbox.add_fault("capacity", provider="runpod", gpu="NVIDIA GeForce RTX 4090")
-    run = matrix(settings, SandboxSteps(), [A40, RP4090, VAST4090])
+    # slow cells: the other cards are still measuring when this one fails
+    run = matrix(settings, SandboxSteps(cell_s=0.3), [A40, RP4090, VAST4090])
     cards = run.state.data["cards"]
     assert cards[RP4090]["status"] == "failed" and "capacity" in cards[RP4090]["error"]
     assert cards[A40]["status"] == "done" and cards[VAST4090]["status"] == "done"
@@ -187,7 +188,7 @@ def test_capacity_on_one_card_fails_that_card_only(sandbox: Sandbox, settings: S
 
 def test_bootstrap_failure_on_one_pod_leaves_the_others_running(sandbox: Sandbox,
                                                                 settings: Settings) -> None:
-    steps = SandboxSteps(bootstrap_fails_on="NVIDIA A40")
+    steps = SandboxSteps(bootstrap_fails_on="NVIDIA A40", cell_s=0.3)
     run = matrix(settings, steps, [A40, VAST4090], parallel=2)
     cards = run.state.data["cards"]
     assert cards[A40]["status"] == "failed" and "CUDA out of memory" in cards[A40]["error"]
