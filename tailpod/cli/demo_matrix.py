@@ -3,8 +3,8 @@
 Sandbox cards at different emulated prices on both emulated clouds (RunPod and vast.ai) are rented
 in parallel, each pod joins the emulated tailnet, serves the tiny checkpoint with the CPU build of
 vLLM and runs the same sweep on the pod; every pod is torn down with its billing proof and the
-matrix report ranks the cards by $/Mtok. The numbers are a CPU engine's on emulated prices: every
-table and plot carries that stamp.
+matrix report ranks the cards by $/Mtok. The numbers are a CPU engine's at emulated prices: each
+run's hardware check (results/hardware.py) says so, and the matrix report and plot carry it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from tailpod.ledger import Ledger
 
 # Three sandbox cards, three emulated prices, both clouds (docs/sandbox.md lists the catalogs).
 DEMO_CARDS = ("runpod:NVIDIA A40", "vastai:RTX 4090", "runpod:NVIDIA GeForce RTX 4090")
-CPU_STAMP = "CPU ENGINE ON EMULATED CLOUDS: NOT GPU NUMBERS"
 DEMO_BUDGET_USD = 2.0
 
 
@@ -53,7 +52,7 @@ def matrix_demo(settings: Settings, cfg: EngineConfig, bench: dict[str, Any], ca
                          budget=DEMO_BUDGET_USD, parallel=len(chosen), base=cfg,
                          steps=CloudSteps(use_tailnet=True),
                          # the sandbox pods share this machine: one engine port each
-                         port_for=lambda index: cfg.port + index, stamp=CPU_STAMP)
+                         port_for=lambda index: cfg.port + index)
         assert run is not None
         tags = [t for entry in run.state.data["cards"].values() for t in entry["pods"]]
         overlapped = pods_overlapped(Ledger(cloud.state_dir), tags)

@@ -42,7 +42,7 @@ from tailpod.secrets import redact
 # -- report ----------------------------------------------------------------------------------
 
 
-def write_matrix_report(state: MatrixState, *, stamp: str | None = None) -> dict[str, Path]:
+def write_matrix_report(state: MatrixState) -> dict[str, Path]:
     """matrix-report.json, matrix.md and the $/Mtok plot, next to matrix.json."""
     from tailpod.results.analysis import analyze
     from tailpod.results.io import load_run
@@ -62,7 +62,7 @@ def write_matrix_report(state: MatrixState, *, stamp: str | None = None) -> dict
                 outcome["error"] = "; ".join(filter(None, [outcome["error"],
                                                            f"results unreadable: {exc}"]))
         outcomes.append(outcome)
-    matrix = build_matrix(outcomes, stamp=stamp)
+    matrix = build_matrix(outcomes)
     matrix.update(matrix_id=state.data["matrix_id"], budget_usd=state.data["budget_usd"],
                   stopped=state.data.get("stopped"), image=state.data["image"],
                   model=state.data["engine_config"].get("model"))
@@ -190,7 +190,7 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
                cost: CostModel, budget: float, parallel: int, base: EngineConfig,
                steps: CardSteps, run_id: str | None = None, dry_run: bool = False,
                allow_unpinned: bool = False, port_for: Callable[[int], int] | None = None,
-               policy: BudgetPolicy | None = None, stamp: str | None = None) -> MatrixRun | None:
+               policy: BudgetPolicy | None = None) -> MatrixRun | None:
     """Price, refuse or start (or resume, with `run_id`) a matrix, run it and write its report.
 
     None after a dry run. A resumed matrix keeps its cards, sweep, image and cost model; the
@@ -249,5 +249,5 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     try:
         run.run(only={label for label, e in prices.items() if not e["problem"]})
     finally:
-        print_summary(state, write_matrix_report(state, stamp=stamp))
+        print_summary(state, write_matrix_report(state))
     return run

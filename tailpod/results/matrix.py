@@ -143,13 +143,30 @@ def _served_revisions(analysis: dict[str, Any], run: dict[str, Any] | None) -> l
     return sorted(revisions)
 
 
+def _hardware_stamp(label: str, analysis: dict[str, Any]) -> str | None:
+    """The matrix-wide line for a card whose numbers are not the claimed card's, from the run's
+    hardware check (results/hardware.py): an emulated provider, or a GPU mismatch."""
+    hardware = analysis.get("hardware") or {}
+    verdict = hardware.get("verdict")
+    if verdict == "emulated":
+        reported = hardware.get("reported") or {}
+        ran_on = ", ".join(str(g) for g in reported.get("gpus") or []) or reported.get("cpu") \
+            or "an unrecorded machine"
+        return (f"EMULATED PROVIDERS: the engines ran on {ran_on}, not on the claimed cards; "
+                "the cost figures are illustrative")
+    if verdict == "mismatch":
+        return f"GPU MISMATCH on {label}: {hardware.get('stamp')}"
+    return None
+
+
 def build_matrix(outcomes: Sequence[dict[str, Any]], *,
                  stamp: str | None = None) -> dict[str, Any]:
     """The matrix from per-card outcomes.
 
     Each outcome: `card` (label), `status` (done | failed | stopped | skipped | pending), `error`,
     `spend_usd`, `proof`, and for a measured card `analysis` (analysis.analyze) and `run`
-    (run.json). `stamp` marks every number (e.g. a CPU engine on emulated clouds)."""
+    (run.json). A stamp on any card (off-pod; an emulated provider or a GPU mismatch from the
+    hardware check) stamps the whole matrix; `stamp` adds one of the caller's."""
     cells: list[dict[str, Any]] = []
     cards: list[dict[str, Any]] = []
     stamps = {stamp} if stamp else set()
@@ -166,8 +183,11 @@ def build_matrix(outcomes: Sequence[dict[str, Any]], *,
             entry.update(gpu=analysis.get("gpu"), gpu_count=analysis.get("gpu_count"),
                          price_per_hr=analysis.get("price_per_hr"))
             cells += _card_cells(label, analysis)
-            if analysis.get("stamp"):
-                stamps.add(str(analysis["stamp"]))
+            hardware = analysis.get("hardware") or {}
+            entry.update(hardware=hardware.get("verdict"), card_stamp=hardware.get("stamp"))
+            for found in (analysis.get("stamp"), _hardware_stamp(label, analysis)):
+                if found:
+                    stamps.add(str(found))
             crossover[label] = [c for c in analysis.get("crossover", [])]
             knee[label] = [k for k in analysis.get("knee", [])]
             revisions[label] = _served_revisions(analysis, outcome.get("run"))
@@ -258,13 +278,15 @@ def render_matrix_markdown(matrix: dict[str, Any], title: str = "Card matrix") -
         lines += [f"**{stamp}**", ""]
     for warning in matrix.get("warnings", []):
         lines += [f"> warning: {warning}", ""]
-    lines += ["## Cards", "", "| card | status | GPU | $/hr | spent | billing proof |",
-              "|---|---|---|---|---|---|"]
+    lines += ["## Cards", "",
+              "| card | status | GPU | hardware check | $/hr | spent | billing proof |",
+              "|---|---|---|---|---|---|---|"]
     for card in matrix["cards"]:
         status = card["status"] + (f": {card['error']}" if card.get("error") else "")
         gpu = f"{card.get('gpu_count') or '?'}x {card['gpu']}" if card.get("gpu") else "—"
-        lines.append(f"| {card['card']} | {status} | {gpu} | {_usd(card.get('price_per_hr'), 2)} "
-                     f"| {_usd(card.get('spend_usd'))} | {card.get('proof') or '—'} |")
+        lines.append(f"| {card['card']} | {status} | {gpu} | {card.get('hardware') or '—'} | "
+                     f"{_usd(card.get('price_per_hr'), 2)} | {_usd(card.get('spend_usd'))} | "
+                     f"{card.get('proof') or '—'} |")
     lines.append("")
     if matrix["bands"]:
         lines += ["## Cheapest card per concurrency band", ""]

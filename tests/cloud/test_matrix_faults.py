@@ -95,8 +95,9 @@ class SandboxSteps:
         self.rented.append(record.run_tag)
         if settings.gpus[0] == self.bootstrap_fails_on:
             raise TailpodError("the engine did not start on the pod: CUDA out of memory")
+        # what up_cloud records on the sandbox: the provider is emulated
         return ledger.update(record.run_tag, event="engine-healthy", status="running",
-                             engine=cfg.to_json())
+                             engine=cfg.to_json(), extra={**record.extra, "emulated": True})
 
     def host(self, settings: Settings, ledger: Ledger, record: PodRecord,
              cache: str) -> ScriptedHost:
@@ -171,6 +172,7 @@ def test_matrix_ranks_cards_and_tears_every_pod_down(sandbox: Sandbox,
     spans = [(r.created_at, r.updated_at) for r in ledger.all()]
     assert max(start for start, _ in spans) < min(end for _, end in spans)
     assert (run.state.path.parent / "matrix.md").read_text().count("## Concurrency") == 2
+    assert report["stamp"].startswith("EMULATED PROVIDERS")  # the runs' hardware check
     assert (run.state.path.parent / "matrix-cost.png").stat().st_size > 0
 
 

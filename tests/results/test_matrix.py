@@ -106,6 +106,26 @@ def test_a_stamp_on_any_card_or_the_matrix_stamps_every_number(
     assert render_matrix_markdown(stamped).splitlines()[2] == "**CPU ENGINE**"
 
 
+def test_an_emulated_or_mismatched_card_stamps_the_matrix(make_run: Callable[..., Run]) -> None:
+    def card(label: str, gpu: str, machine: dict[str, Any], emulated: bool) -> dict[str, Any]:
+        run = make_run({"plain": {1: [100.0]}}, run_id=label, price=1.0)
+        run.meta.pod.gpu, run.meta.pod.gpu_count = gpu, 1
+        run.meta.pod.machine, run.meta.pod.emulated = machine, emulated
+        return {"card": label, "status": "done", "analysis": analyze(run)}
+
+    cpu = {"cpu": "AMD EPYC 7B13", "gpus": []}
+    emulated = build_matrix([card("runpod:A40", "NVIDIA A40", cpu, True)])
+    assert emulated["stamp"] == ("EMULATED PROVIDERS: the engines ran on AMD EPYC 7B13, not on "
+                                 "the claimed cards; the cost figures are illustrative")
+    assert emulated["cards"][0]["hardware"] == "emulated"
+    wrong = {"cpu": "x", "gpus": [{"name": "NVIDIA GeForce RTX 3090", "memory": "24576 MiB"}]}
+    mismatch = build_matrix([card("runpod:H100", "NVIDIA H100 80GB HBM3", wrong, False)])
+    assert mismatch["stamp"].startswith("GPU MISMATCH on runpod:H100: ")
+    right = {"cpu": "x", "gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory": "81559 MiB"}]}
+    assert build_matrix([card("runpod:H100", "NVIDIA H100 80GB HBM3", right, False)])["stamp"] \
+        is None
+
+
 def test_unknown_price_is_not_ranked_and_says_why(make_run: Callable[..., Run]) -> None:
     unpriced = _outcome(make_run, "runpod:A", None, {"plain": {1: [100.0]}})  # type: ignore[arg-type]
     matrix = build_matrix([unpriced])
