@@ -273,3 +273,32 @@ def test_bad_input_is_refused_before_anything_is_rented(
         matrix(settings, steps, cards, budget=budget)
     assert steps.rented == [] and Ledger(settings.state_dir).all() == []
     assert sandbox.billing_now() == []
+
+
+def test_cli_refuses_bad_input_with_exit_2_and_dry_run_rents_nothing(
+    sandbox: Sandbox, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from tailpod.cli.main import app
+
+    for key, value in {**sandbox.env(), "TAILPOD_HOME": str(settings.home),
+                       "TAILPOD_RESULTS_DIR": str(settings.results_dir),
+                       "TAILPOD_IMAGE": IMAGE, "TAILPOD_MODEL": "org/tiny"}.items():
+        monkeypatch.setenv(key, value)
+    runner = CliRunner()
+    no_budget = runner.invoke(app, ["matrix", "--card", A40])
+    assert no_budget.exit_code == 2 and "--budget is required" in no_budget.output
+    duplicate = runner.invoke(app, ["matrix", "--card", A40, "--card", "runpod: nvidia a40",
+                                    "--budget", "5"])
+    assert duplicate.exit_code == 2 and "duplicate card" in duplicate.output
+    dry = runner.invoke(app, ["matrix", "--card", A40, "--card", 'vastai:"RTX 4090"x2',
+                              "--budget", "5", "--spec-k", "0,1", "--concurrency", "1,2,4",
+                              "--reps", "2", "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    # 3 arms (K=1 plus the extension to K=2) x 3 levels x 2 reps = 18 cells per card
+    assert "(18 cells per card, at most)" in dry.output
+    # 20 setup + 2 restarts x 3 + 18 cells x 1 + 2 teardown = 46 min at $0.40/h
+    assert "runpod:NVIDIA A40: $0.40/h, projected $0.31" in dry.output
+    assert "vastai:RTX 4090x2: $0.78/h" in dry.output  # the whole 2-GPU pod
+    assert sandbox.billing_now() == [] and Ledger(settings.state_dir).all() == []
