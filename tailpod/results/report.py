@@ -540,6 +540,8 @@ def render_compare_markdown(cmp: dict[str, Any]) -> str:
     L = [f"# tailpod comparison — {' vs '.join(ids)}", ""]
     if stamp:
         L += [f"> {STAMP_LINE}", ""]
+    for run_id, hardware_stamp in (cmp.get("hardware_stamps") or {}).items():
+        L += [f"> **{run_id}: {hardware_stamp}**", ""]
     L += _table(
         ["run", "GPU", "provider", "engine", "image digest", "model", "$/hr", "measured from"],
         [
@@ -702,6 +704,8 @@ def write_report(
     cmp = compare_analyses(analyses)
     path = target / _compare_name([a["run_id"] for a in analyses])
     cmp["plot_file"] = path.with_suffix(".png").name
+    cmp["hardware_stamps"] = {a["run_id"]: a["hardware"]["stamp"] for a in analyses
+                              if (a.get("hardware") or {}).get("stamp")}
     plot_compare(analyses, path.with_suffix(".png"))
     path.write_text(render_compare_markdown(cmp))
     return path

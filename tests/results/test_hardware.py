@@ -111,11 +111,11 @@ def test_a_sweep_on_a_pod_that_is_not_the_claimed_card_is_stamped_in_run_json(
     assert check["stamp"].startswith(f"GPU MISMATCH: the provider claims 1× {CLAIM}")
 
 
-def _run_dir(tmp_path: Path, pod: PodDescription) -> Path:
+def _run_dir(tmp_path: Path, pod: PodDescription, run_id: str = "run") -> Path:
     run = build_run({"plain": {1: [60.0, 61.0], 2: [110.0, 111.0]},
-                     "ngram-k2": {1: [90.0, 91.0], 2: [150.0, 151.0]}}, price=2.99)
+                     "ngram-k2": {1: [90.0, 91.0], 2: [150.0, 151.0]}}, price=2.99, run_id=run_id)
     run.meta.pod = pod
-    return write_run(run, tmp_path / "run")
+    return write_run(run, tmp_path / run_id)
 
 
 @pytest.mark.parametrize("emulated", [False, True])
@@ -144,6 +144,17 @@ def test_report_header_and_every_plot_carry_the_stamp(
     assert len(figures) == len(PLOT_FILES)
     for fig in figures:
         assert any(expected in t.get_text() for t in fig.texts), fig
+
+
+def test_a_comparison_names_the_run_whose_pod_was_not_the_claimed_card(
+    tmp_path: Path, pod_with_a_4090: dict[str, Any]
+) -> None:
+    h100 = {"gpus": [{"name": CLAIM, "memory": "81559 MiB", "driver": "550"}], "cpu": CPU}
+    good = _run_dir(tmp_path, PodDescription(gpu=CLAIM, gpu_count=1, machine=h100), "good")
+    bad = _run_dir(tmp_path, PodDescription(gpu=CLAIM, gpu_count=1, machine=pod_with_a_4090),
+                   "bad")
+    header = write_report([good, bad]).read_text().split("|")[0]
+    assert "> **bad: GPU MISMATCH" in header and "good:" not in header
 
 
 def test_a_matching_pod_is_not_stamped(tmp_path: Path) -> None:
