@@ -355,7 +355,6 @@ def teardown(
         ledger.put(record)  # a record the ledger lost (damage) is written back before anything
     ledger.update(tag, event="down", status="terminating", operation=operation_stamp("teardown"))
     record = ledger.get(tag) or record
-    policy.say(f"terminating {tag} on {provider.name}")
     ids = _provider_ids(record)
     extra_checks: list[ProofCheck] = []
     still: list[str] = []
