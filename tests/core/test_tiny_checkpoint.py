@@ -14,9 +14,11 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_build_is_deterministic_and_loadable(tmp_path: Path) -> None:
-    a = build_checkpoint(tmp_path / "a", "target", seed=1)
-    b = build_checkpoint(tmp_path / "b", "target", seed=1)
+def test_build_is_deterministic_and_loadable(tmp_path: Path,
+                                            tiny_models: dict[str, Path]) -> None:
+    # The session's target checkpoint (seed 0) against a fresh build: one build, not two.
+    a = tiny_models["target"]
+    b = build_checkpoint(tmp_path / "b", "target", seed=0)
     assert is_checkpoint(a)
     for name in ("model.safetensors", "tokenizer.json", "config.json"):
         assert digest(a / name) == digest(b / name)
@@ -37,8 +39,8 @@ def test_build_is_deterministic_and_loadable(tmp_path: Path) -> None:
     assert "chat_template" in json.loads((a / "tokenizer_config.json").read_text())
 
 
-def test_mimo_has_an_mtp_layer(tmp_path: Path) -> None:
-    d = build_checkpoint(tmp_path / "m", "mimo")
+def test_mimo_has_an_mtp_layer(tiny_models: dict[str, Path]) -> None:
+    d = tiny_models["mimo"]
     raw = (d / "model.safetensors").read_bytes()
     header = json.loads(raw[8 : 8 + int.from_bytes(raw[:8], "little")])
     config = json.loads((d / "config.json").read_text())

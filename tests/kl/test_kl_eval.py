@@ -213,7 +213,13 @@ def test_cli_against_running_endpoints_then_report(
     assert f"{mean:.3g}" in text
 
 
-def test_report_of_a_benchmark_run_gains_a_kl_section(tmp_path: Path) -> None:
+def test_report_of_a_benchmark_run_gains_a_kl_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tailpod.results import report
+
+    # report.md is what this test reads; the PNGs are tests/results/test_report.py's business.
+    monkeypatch.setattr(report, "write_plots", lambda _an, _path: None)
     run = build_run({"plain": {1: [10.0, 11.0]}}, run_id="bench")
     run_dir = write_run(run, tmp_path / "bench")
     before = write_report([run_dir]).read_text()

@@ -98,10 +98,28 @@ def plain_label(cell: str) -> str:
     return m.group(1) if m else cell
 
 
-def test_report_files_exist_and_images_decode(tmp_path: Path) -> None:
-    run_dir = sweep_run(tmp_path)
+@pytest.fixture()
+def text_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """write_report without its per-run PNGs, for tests that read report.md only (the plots are
+    checked by the tests that decode them)."""
+    from tailpod.results import report
+
+    monkeypatch.setattr(report, "write_plots", lambda _an, _path: None)
+
+
+@pytest.fixture(scope="module")
+def on_pod_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sweep run's report, rendered once for the tests that only read it (plots are slow)."""
+    run_dir = sweep_run(tmp_path_factory.mktemp("report"), "onpod")
     path = write_report([run_dir])
-    assert path == run_dir / "report.md" and path.is_file()
+    assert path == run_dir / "report.md"
+    return run_dir
+
+
+def test_report_files_exist_and_images_decode(on_pod_report: Path) -> None:
+    run_dir = on_pod_report
+    path = run_dir / "report.md"
+    assert path.is_file()
     for name in PLOT_FILES.values():
         img = mpimg.imread(run_dir / name)
         assert img.ndim == 3 and img.shape[0] > 200 and img.shape[1] > 300, name
@@ -111,13 +129,13 @@ def test_report_files_exist_and_images_decode(tmp_path: Path) -> None:
         assert f"]({name})" in text
 
 
-def test_tables_show_the_figures_worked_out_by_hand(tmp_path: Path) -> None:
+def test_tables_show_the_figures_worked_out_by_hand(on_pod_report: Path) -> None:
     # Expected cells are written out from sweep_run's data, not by the report's formatters:
     # median [min–max] of the three reps; speedup = median(spec)/median(plain)
     # [min(spec)/max(plain)–max(spec)/min(plain)], e.g. c=1: 100/60, 99/61, 101/59;
     # cost per 1k tokens = $2/h / 3600 / tok/s × 1000, e.g. plain c=1: 2/3600/60*1000.
-    run_dir = sweep_run(tmp_path)
-    text = write_report([run_dir]).read_text()
+    run_dir = on_pod_report
+    text = (run_dir / "report.md").read_text()
     void_k3 = f"~~mtp-k3~~ (VOID: {VOID_REASON})"
     head = ["arm", "c=1", "c=2", "c=4", "c=8", "c=16"]
     assert table_under(text, "Throughput", 0) == [
@@ -160,8 +178,8 @@ def test_tables_show_the_figures_worked_out_by_hand(tmp_path: Path) -> None:
     assert "slots 175 → 48" in row[5]
 
 
-def test_void_arm_is_struck_out_with_its_reason(tmp_path: Path) -> None:
-    text = write_report([sweep_run(tmp_path)]).read_text()
+def test_void_arm_is_struck_out_with_its_reason(on_pod_report: Path) -> None:
+    text = (on_pod_report / "report.md").read_text()
     assert f"~~mtp-k3~~ (VOID: {VOID_REASON})" in text
     speed = table_under(text, "Speedup over plain", 0)
     void_row = next(r for r in speed if r[0].startswith("~~mtp-k3~~"))
@@ -169,7 +187,8 @@ def test_void_arm_is_struck_out_with_its_reason(tmp_path: Path) -> None:
     assert "Excluded (void): ~~mtp-k3~~" in text
 
 
-def test_off_pod_report_stamps_every_table_and_plot(tmp_path: Path) -> None:
+def test_off_pod_report_stamps_every_table_and_plot(tmp_path: Path,
+                                                   on_pod_report: Path) -> None:
     run_dir = sweep_run(tmp_path, "offpod", measured_from="off-pod")
     text = write_report([run_dir]).read_text()
     lines = text.splitlines()
@@ -182,15 +201,15 @@ def test_off_pod_report_stamps_every_table_and_plot(tmp_path: Path) -> None:
     for i in table_starts:
         assert lines[i - 2] == STAMP_LINE, lines[i]
     assert lines[2] == f"> {STAMP_LINE}"
-    on_pod = write_report([sweep_run(tmp_path, "onpod")]).read_text()
+    on_pod = (on_pod_report / "report.md").read_text()
     assert STAMP not in on_pod
     # The stamp is drawn, so off-pod PNGs differ from the same data measured on-pod.
     for name in PLOT_FILES.values():
-        assert mpimg.imread(run_dir / name).shape == mpimg.imread(tmp_path / "onpod" / name).shape
-        assert (mpimg.imread(run_dir / name) != mpimg.imread(tmp_path / "onpod" / name)).any()
+        assert mpimg.imread(run_dir / name).shape == mpimg.imread(on_pod_report / name).shape
+        assert (mpimg.imread(run_dir / name) != mpimg.imread(on_pod_report / name)).any()
 
 
-def test_unknown_price_reads_unknown_not_zero(tmp_path: Path) -> None:
+def test_unknown_price_reads_unknown_not_zero(tmp_path: Path, text_only: None) -> None:
     text = write_report([sweep_run(tmp_path, price=None)]).read_text()
     assert "cost is **unknown** (not zero)" in text
     cost = table_under(text, "Cost", 0)
@@ -220,7 +239,7 @@ def test_several_runs_compare_side_by_side_with_provenance_warnings(tmp_path: Pa
     assert void_row[-1] == "—"
 
 
-def test_secrets_never_reach_the_report(tmp_path: Path) -> None:
+def test_secrets_never_reach_the_report(tmp_path: Path, text_only: None) -> None:
     secret = Secret("hf_verysecretvalue123")
     run_dir = sweep_run(
         tmp_path,
