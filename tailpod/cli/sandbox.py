@@ -34,20 +34,43 @@ def serve(
     start_delay: float = typer.Option(2.0, help="Seconds before a new pod's container is up."),
     workdir: Path | None = typer.Option(None, help="Where pod processes run and log."),
     no_run: bool = typer.Option(False, "--no-run", help="Do not run pods' start commands."),
-    sshd: bool = typer.Option(False, help="Give every pod a real sshd (needs OpenSSH)."),
+    sshd: bool | None = typer.Option(
+        None, "--sshd/--no-sshd",
+        help="Give every pod a real sshd (default: on when OpenSSH's sshd is installed)."),
     no_stand_ins: bool = typer.Option(
         False, "--no-stand-ins", help="Do not mount the registry/hub/tailscale stand-ins."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON line with the URLs."),
+    env_file: Path | None = typer.Option(
+        None, "--env-file", help="Also write the environment to this file (mode 600), to load in "
+        "another shell: set -a; . FILE; set +a."),
+    graphql_retired: bool = typer.Option(
+        False, "--graphql-retired", help="Remove RunPod's GraphQL endpoint (404), as its "
+        "retirement in early 2027 will: tailpod must work on REST v2 alone."),
+    engine_python: str | None = typer.Option(
+        None, help="Python with the engine installed, for the pods (TAILPOD_ENGINE_PYTHON in "
+        "the printed environment); pods here run on this machine."),
 ) -> None:
-    """Run the sandbox until Ctrl-C; every pod process is killed on exit."""
+    """Run the sandbox until Ctrl-C; every pod process is killed on exit.
+
+    The printed environment (and --env-file) holds every credential the emulators accept
+    (RunPod, vast.ai, Tailscale API and auth keys), an SSH key for the pods, and a model
+    (tailpod-sandbox/tiny-target on the Hub stand-in) and image (vllm/vllm-openai:v0.11.0 on the
+    registry stand-in) they serve: with it loaded, check-requirements, up, benchmark, status
+    and down work as on a real account."""
+    from tailpod.config import load_settings
     from tailpod.provision.sandbox import DEFAULT_RUNPOD_KEY, DEFAULT_VAST_KEY, start_sandbox
     from tailpod.provision.sandbox.http import LOOPBACK_HOSTS
+    from tailpod.provision.sandbox.sshd import SSHD
+    from tailpod.provision.sandbox.world import stand_in_config, world_env, write_env_file
 
     if host not in LOOPBACK_HOSTS:
         raise ConfigError(f"the sandbox binds loopback addresses only, not {host!r}")
     for key in [*runpod_key, *vast_key]:
         if len(key) < 8:
             raise ConfigError("sandbox API keys must be at least 8 characters")
+    # The world's files (the tiny checkpoint, the pods' SSH key) are kept between runs.
+    world_dir = load_settings().home / "sandbox"
+    use_sshd = sshd if sshd is not None else Path(SSHD).exists()
     sandbox = start_sandbox(
         host,
         runpod_port=runpod_port,
@@ -59,8 +82,13 @@ def serve(
         workdir=workdir,
         run_commands=not no_run,
         stand_ins=not no_stand_ins,
-        sshd=sshd,
+        stand_in_config=None if no_stand_ins else stand_in_config(world_dir),
+        sshd=use_sshd,
+        graphql_retired=graphql_retired,
     )
+    env = world_env(sandbox.env(), world_dir, engine_python)
+    if env_file is not None:
+        write_env_file(env_file, env)
     stop = threading.Event()
 
     def _stop(_signum: int, _frame: object) -> None:
@@ -69,15 +97,17 @@ def serve(
     signal.signal(signal.SIGTERM, _stop)
     try:
         if as_json:
-            sys.stdout.write(json.dumps({"urls": sandbox.urls(), "env": sandbox.env()}) + "\n")
+            sys.stdout.write(json.dumps({"urls": sandbox.urls(), "env": env}) + "\n")
             sys.stdout.flush()
         else:
             console.print("[bold]tailpod sandbox cloud[/] (loopback only; Ctrl-C stops it)")
             for name, url in sandbox.urls().items():
                 console.print(f"  {name:<10} {url}")
             console.print("\nPoint tailpod (and the vendors' clients) at it:")
-            for key, value in sandbox.env().items():
-                console.print(f"  export {key}={value}")
+            for key, value in env.items():
+                console.print(f"  export {key}={value}", highlight=False, markup=False)
+            if env_file is not None:
+                console.print(f"(also in {env_file}: set -a; . {env_file}; set +a)")
             console.print(f"\nBilling meter: curl {sandbox.admin_url}/admin/meter")
         while not stop.wait(0.5):
             pass

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from tailpod.provision.sandbox.http import start_loopback_server, stop_server
 
@@ -121,6 +121,11 @@ class _Handler(BaseHTTPRequestHandler):
         parts = [p for p in path.split("/") if p]
         if parts == ["api", "whoami-v2"]:
             self._whoami(head)
+        elif len(parts) >= 6 and parts[:2] == ["api", "models"] and parts[4] == "tree":
+            repo = f"{parts[2]}/{parts[3]}"
+            query = parse_qs(urlsplit(self.path).query)
+            recursive = query.get("recursive", ["false"])[-1].lower() in ("1", "true")
+            self._tree(repo, parts[5], "/".join(parts[6:]), recursive, head)
         elif len(parts) >= 4 and parts[:2] == ["api", "models"]:
             repo = f"{parts[2]}/{parts[3]}"
             revision = parts[5] if len(parts) >= 6 and parts[4] == "revision" else "main"
@@ -171,6 +176,36 @@ class _Handler(BaseHTTPRequestHandler):
             "siblings": [{"rfilename": name} for name in self.state.files(repo)],
         }
         self._send(200, json.dumps(info).encode(), head=head)
+
+    def _tree(self, repo: str, revision: str, under: str, recursive: bool, head: bool) -> None:
+        """`GET /api/models/<repo>/tree/<rev>[/<path>]`: what `list_repo_tree` (and so
+        `snapshot_download`, which vLLM uses) reads; entries `{type, oid, size, path}`."""
+        if not self._known(repo, revision, head):
+            return
+        root = self.state.repos[repo]
+        prefix = under.strip("/") + "/" if under.strip("/") else ""
+        entries: list[dict[str, Any]] = []
+        folders: set[str] = set()
+        for name in self.state.files(repo):
+            if not name.startswith(prefix):
+                continue
+            rest = name[len(prefix):]
+            if "/" in rest and not recursive:
+                folders.add(prefix + rest.split("/", 1)[0])
+                continue
+            if recursive:
+                parts = rest.split("/")[:-1]
+                folders.update(prefix + "/".join(parts[: i + 1]) for i in range(len(parts)))
+            size = (root / name).stat().st_size
+            entries.append({"type": "file", "path": name, "size": size,
+                            "oid": hashlib.sha1(f"{name}:{size}".encode()).hexdigest()})
+        entries += [{"type": "directory", "path": folder, "size": 0,
+                     "oid": hashlib.sha1(folder.encode()).hexdigest()}
+                    for folder in sorted(folders)]
+        if prefix and not entries:
+            self._error(404, "EntryNotFound", f"{under} does not exist on {revision}", head)
+            return
+        self._send(200, json.dumps(entries).encode(), head=head)
 
     def _resolve(self, repo: str, revision: str, name: str, head: bool) -> None:
         if not self._known(repo, revision, head):

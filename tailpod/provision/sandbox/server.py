@@ -88,6 +88,13 @@ class Sandbox:
         if "registry" in self.extra_urls:
             # The stand-in registry issues its own tokens (Docker Hub uses auth.docker.io).
             env["TAILPOD_REGISTRY_AUTH_URL"] = self.extra_urls["registry"]
+        if "tailscale" in self.extra_urls:
+            # Every credential the emulators accept: the Tailscale stand-in's API token and its
+            # seeded auth key (ephemeral, pre-approved, tag:tailpod).
+            from tailpod.provision.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+
+            env["TAILSCALE_API_KEY"] = DEFAULT_API_TOKEN
+            env["TAILSCALE_AUTH_KEY"] = DEFAULT_AUTH_KEY
         return env
 
     def close(self) -> None:
@@ -224,7 +231,7 @@ def _sshd_factory(run_commands: bool) -> Callable[[Path, dict[str, str]], PodHos
 
     def factory(workdir: Path, urls: dict[str, str]) -> PodHost:
         host: PodHost = module.SshdPodHost(workdir, tailscale_url=urls.get("tailscale"),
-                                           run_commands=run_commands)
+                                           hf_url=urls.get("hub"), run_commands=run_commands)
         return host
 
     return factory

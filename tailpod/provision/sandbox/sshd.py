@@ -245,12 +245,14 @@ class SshdPodHost:
     On stop the sshd dies and the device is marked disconnected; `down` must delete it.
     """
 
-    def __init__(self, workdir: Path, tailscale_url: str | None = None, **process_host: object):
+    def __init__(self, workdir: Path, tailscale_url: str | None = None,
+                 hf_url: str | None = None, **process_host: object):
         from tailpod.provision.sandbox.podhost import ProcessPodHost
 
         self.inner = ProcessPodHost(Path(workdir), **process_host)  # type: ignore[arg-type]
         self.workdir = Path(workdir)
         self.tailscale_url = tailscale_url
+        self.hf_url = hf_url  # the Hub stand-in: where the pod's engine downloads models from
         self.sshd: dict[str, SshdHost] = {}
         self.devices: dict[str, str] = {}  # pod key -> tailnet hostname
         # Pod ids repeat across sandboxes (vast.ai ids count up from the same number) and a
@@ -335,11 +337,14 @@ CONTAINER_MARKER = "TAILPOD_SANDBOX_POD"
 def container_session_env(host: SshdPodHost, pod: SandboxPod) -> dict[str, str]:
     """What an SSH session on a sandbox pod sees, as on a real pod: the pod's home (where its start
     script kept the environment) and a marker that ties every process it starts to the pod."""
-    return {
+    env = {
         CONTAINER_MARKER: host.container_marker(pod),
         "TAILPOD_POD_HOME": str(host.inner.pod_dir(pod)),
         "TAILPOD_SANDBOX": "1",
     }
+    if host.hf_url:
+        env["HF_ENDPOINT"] = host.hf_url  # huggingface_hub's endpoint: the sandbox has no Internet
+    return env
 
 
 def _session_of(pid: str) -> int | None:
