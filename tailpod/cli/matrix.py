@@ -63,6 +63,13 @@ def write_matrix_report(state: MatrixState) -> dict[str, Path]:
                                                            f"results unreadable: {exc}"]))
         outcomes.append(outcome)
     matrix = build_matrix(outcomes)
+    for label, entry in state.data["cards"].items():
+        prices = {p for p in (entry.get("pod_prices") or {}).values() if p is not None}
+        if len(prices) > 1:  # a resumed card measured on a new pod: run.json keeps the first price
+            matrix["warnings"].append(
+                f"{label} was measured on pods at different prices "
+                f"({', '.join(f'${p:.2f}/h' for p in sorted(prices))}); its $/Mtok uses the "
+                "first pod's price")
     matrix.update(matrix_id=state.data["matrix_id"], budget_usd=state.data["budget_usd"],
                   stopped=state.data.get("stopped"), image=state.data["image"],
                   model=state.data["engine_config"].get("model"))

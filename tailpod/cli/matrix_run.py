@@ -554,8 +554,9 @@ class MatrixRun:
         run_dir = Path(self.state.card(label)["run_dir"])
         try:
             record = refresh_price(settings, ledger, self.steps.up(settings, cfg, ledger, say))
-            self.state.update(label, status="measuring", gpu=record.gpu,
-                              pod_price_per_hr=record.price_per_hr)
+            prices = {**self.state.card(label).get("pod_prices", {}),
+                      record.run_tag: record.price_per_hr}
+            self.state.update(label, status="measuring", gpu=record.gpu, pod_prices=prices)
             host = self.steps.host(settings, ledger, record, self.sweep.cache)
             try:
                 run_id = f"{self.state.data['matrix_id']}-{card.slug}"
