@@ -302,3 +302,31 @@ def test_cli_refuses_bad_input_with_exit_2_and_dry_run_rents_nothing(
     assert "runpod:NVIDIA A40: $0.40/h, projected $0.31" in dry.output
     assert "vastai:RTX 4090x2: $0.78/h" in dry.output  # the whole 2-GPU pod
     assert sandbox.billing_now() == [] and Ledger(settings.state_dir).all() == []
+
+
+def test_never_more_pods_at_once_than_parallel(sandbox: Sandbox, settings: Settings) -> None:
+    run = matrix(settings, SandboxSteps(cell_s=0.2), [A40, RP4090, VAST4090], parallel=2)
+    assert {e["status"] for e in run.state.data["cards"].values()} == {"done"}
+    ledger = Ledger(settings.state_dir)
+    edges = []
+    for record in ledger.all():
+        times = {e["event"]: e["t"] for e in record.events}
+        edges += [(times["creating"], 1), (times["billing-proven"], -1)]
+    alive = peak = 0
+    for _t, step in sorted(edges, key=lambda edge: (edge[0], edge[1])):
+        alive += step
+        peak = max(peak, alive)
+    assert peak == 2  # two side by side, never the third as well
+    assert_all_down(sandbox, settings, run)
+
+
+def test_a_provider_that_is_down_fails_its_card_only(sandbox: Sandbox,
+                                                     settings: Settings) -> None:
+    sandbox.add_fault("server_error", provider="vast", op="search", status=503)
+    steps = SandboxSteps()
+    run = matrix(settings, steps, [A40, VAST4090], parallel=2)
+    cards = run.state.data["cards"]
+    assert cards[VAST4090]["status"] == "failed"
+    assert "could not be asked for offers" in cards[VAST4090]["error"]
+    assert cards[A40]["status"] == "done" and len(steps.rented) == 1
+    assert_all_down(sandbox, settings, run)

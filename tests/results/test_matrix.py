@@ -131,3 +131,23 @@ def test_unknown_price_is_not_ranked_and_says_why(make_run: Callable[..., Run]) 
     matrix = build_matrix([unpriced])
     assert matrix["tables"][0]["ranking"] == [] and matrix["cheapest"] == []
     assert "pod price unknown" in render_matrix_markdown(matrix)
+
+
+def test_cards_that_served_other_revisions_or_images_are_warned_about(
+    make_run: Callable[..., Run],
+) -> None:
+    def card(label: str, revision: str, digest: str) -> dict[str, Any]:
+        run = make_run({"plain": {1: [100.0]}}, run_id=label, price=1.0)
+        run.meta.image.digest = digest
+        served = {"arms": [{"label": "plain", "checkpoints": {
+            "model": {"ref": "org/m", "source": "hub", "revision": revision}}}]}
+        return {"card": label, "status": "done", "analysis": analyze(run), "run": served}
+
+    same = build_matrix([card("runpod:A", "abc123", "sha256:1"), card("runpod:B", "abc123",
+                                                                     "sha256:1")])
+    assert same["warnings"] == []
+    other = build_matrix([card("runpod:A", "abc123", "sha256:1"), card("runpod:B", "def456",
+                                                                      "sha256:2")])
+    assert len(other["warnings"]) == 2
+    assert "different checkpoint revisions" in other["warnings"][0]
+    assert "different image digests" in other["warnings"][1]
