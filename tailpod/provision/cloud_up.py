@@ -105,9 +105,25 @@ class PodShell:
     def launch(
         self, settings: Settings, cfg: EngineConfig, say: Say | None = None
     ) -> tuple[dict[str, Any], StartupFacts, list[str]]:
+        from tailpod.bootstrap.checkpoint import hub_overlay_patch
+
+        label = cfg.spec.label()
+        # A Hub checkpoint with the MTP ignore-list trap: the patch is worked out here from the
+        # Hub (no weights), the pod builds the overlay (bootstrap/onpod.py) and serves it.
+        try:
+            overlay = hub_overlay_patch(cfg.model, settings)
+        except TailpodError as exc:  # preflight reported the Hub's answer; the engine will too
+            overlay = None
+            if say:
+                say(f"could not check {cfg.model} for the MTP ignore-list trap ({exc.message})")
+        if overlay is not None:
+            overlay |= {"dir": self.path(f"models/{label}"), "python": pod_python(settings)}
+            cfg = dataclasses.replace(cfg, model=overlay["dir"])
+            if say:
+                added = ", ".join(overlay["record"]["added"])
+                say(f"{overlay['source']}: serving a patched overlay (ignore list + {added})")
         adapter = get_adapter(cfg.engine)
         plan = adapter.launch_plan(cfg, python=pod_python(settings))
-        label = cfg.spec.label()
         payload = {
             "argv": plan.argv,
             "env": plan.env,
@@ -116,6 +132,7 @@ class PodShell:
             "label": label,
             "health_path": plan.health_path,
             "checkpoints": {"model": cfg.model, "draft_model": cfg.spec.draft_model},
+            "overlay": overlay,
         }
         with tempfile.TemporaryDirectory(prefix="tailpod-plan-") as tmp:
             local = Path(tmp) / "plan.json"
@@ -416,11 +433,13 @@ def up_cloud(
              tailnet={"enabled": use_tailnet},
              extra={**record.extra, "image": {"ref": image, "digest": digest}},
              operation=operation_stamp("ssh-wait"))
-        info = await_running(settings, current, boot_wait_seconds(image_gb), say)
-        step("running", gpu=info.gpu_type or current.gpu,
-             price_per_hr=info.price_per_hr if info.price_per_hr is not None
+        running = await_running(settings, current, boot_wait_seconds(image_gb), say)
+        step("running", gpu=running.gpu_type or current.gpu,
+             price_per_hr=running.price_per_hr if running.price_per_hr is not None
              else current.price_per_hr)
-        check_stated_price(current, info, spec.max_price)
+        check_stated_price(current, running, spec.max_price)
+        # what the running pod states, plus what only the create knew (capacity fallback)
+        info = dataclasses.replace(running, detail={**info.detail, **running.detail})
         target = reach_pod(settings, current, say, boot_wait_seconds(image_gb))
         step("reachable", ssh=target.to_record(), operation=operation_stamp("engine-start"))
         with open_ssh(settings, target, wait_s=boot_wait_seconds(image_gb), on_event=say) as ssh:
