@@ -55,6 +55,9 @@ class Settings:
         default=Path("results"), metadata=_meta("TAILPOD_RESULTS_DIR", kind="path")
     )
     engine_python: str = field(default="", metadata=_meta("TAILPOD_ENGINE_PYTHON"))
+    # The user's own llama.cpp server for `--provider local --engine llamacpp` (a path, or a name
+    # looked up on PATH).
+    llama_server: str = field(default="llama-server", metadata=_meta("TAILPOD_LLAMA_SERVER"))
     ssh_key: Path | None = field(default=None, metadata=_meta("TAILPOD_SSH_KEY", kind="path"))
     ssh_key_passphrase: Secret | None = field(
         default=None, metadata=_meta("TAILPOD_SSH_KEY_PASSPHRASE", True)

@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -83,21 +84,57 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def machine_facts() -> dict[str, Any]:
-    """What the pod really is: GPUs from nvidia-smi when present (name, memory, driver), else the
-    CPU; plus free disk. Recorded with every launch so a result names the hardware it ran on."""
-    facts: dict[str, Any] = {"gpus": [], "cpu": None, "disk_free_gb": None}
+# Asked of nvidia-smi, newest fields last; a driver too old for compute_cap gets the first three.
+_GPU_QUERY = ("index", "name", "memory.total", "driver_version", "compute_cap", "pci.bus_id")
+_GPU_QUERY_OLD = ("name", "memory.total", "driver_version")
+
+
+def _nvidia_smi(args: list[str]) -> str | None:
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=False,
-        )  # fmt: skip
-        for line in out.stdout.splitlines():
-            parts = [x.strip() for x in line.split(",")]
-            if len(parts) == 3:
-                facts["gpus"].append({"name": parts[0], "memory": parts[1], "driver": parts[2]})
+        out = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=20,
+                             check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
-        pass
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def gpu_facts() -> tuple[list[dict[str, Any]], str | None]:
+    """Each GPU nvidia-smi lists (index, name, memory, driver, compute capability, PCI bus id)
+    and the CUDA version the driver supports; ([], None) where there is no nvidia-smi."""
+    gpus: list[dict[str, Any]] = []
+    for fields in (_GPU_QUERY, _GPU_QUERY_OLD):
+        text = _nvidia_smi([f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"])
+        if text is None:
+            continue
+        for line in text.splitlines():
+            values = dict(zip(fields, (x.strip() for x in line.split(",")), strict=False))
+            if len(values) != len(fields):
+                continue
+            mib = values["memory.total"]
+            gpus.append({
+                "index": int(values["index"]) if values.get("index", "").isdigit() else len(gpus),
+                "name": values["name"],
+                "memory": f"{mib} MiB",  # as the csv format with units prints it
+                "memory_mib": int(mib) if mib.isdigit() else None,
+                "driver": values["driver_version"],
+                "compute_cap": values.get("compute_cap"),
+                "pci_bus_id": values.get("pci.bus_id"),
+            })  # fmt: skip
+        break
+    cuda = None
+    if gpus:
+        banner = _nvidia_smi([]) or ""
+        found = re.search(r"CUDA Version: *([\d.]+)", banner)
+        cuda = found.group(1) if found else None
+    return gpus, cuda
+
+
+def machine_facts() -> dict[str, Any]:
+    """What the pod really is: GPUs from nvidia-smi when present (name, memory, driver, compute
+    capability, bus id; the CUDA version), else the CPU; plus free disk. Recorded with every
+    launch so a result names the hardware it ran on."""
+    facts: dict[str, Any] = {"gpus": [], "cpu": None, "disk_free_gb": None}
+    facts["gpus"], facts["cuda_version"] = gpu_facts()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -255,8 +292,9 @@ def healthy(host: str, port: int, path: str = "/health", timeout: float = 2.0) -
 
 
 def engine_version(host: str, port: int, timeout: float = 5.0) -> str | None:
-    """The serving engine's own version: vLLM `/version`, SGLang `/get_server_info`."""
-    for path in ("/version", "/get_server_info"):
+    """The serving engine's own version: vLLM `/version`, SGLang `/get_server_info`, llama.cpp
+    `/props` (its `build_info`, e.g. "b7000-abc1234")."""
+    for path in ("/version", "/get_server_info", "/props"):
         try:
             with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=timeout) as resp:
                 data = json.loads(resp.read().decode("utf-8", errors="replace"))
@@ -264,6 +302,8 @@ def engine_version(host: str, port: int, timeout: float = 5.0) -> str | None:
             continue
         if isinstance(data, dict) and isinstance(data.get("version"), str):
             return str(data["version"])
+        if isinstance(data, dict) and isinstance(data.get("build_info"), str):
+            return "llama.cpp " + str(data["build_info"])
     return None
 
 

@@ -14,6 +14,8 @@ from rich.table import Table
 
 from tailpod.bootstrap import onpod
 from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
+from tailpod.bootstrap.engines.llamacpp import SPLIT_MODES
+from tailpod.bootstrap.engines.registry import get_adapter
 from tailpod.cli import remote
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.config import Settings, check_run_settings
@@ -219,7 +221,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def up(
         provider: str = typer.Option(None, help="local, runpod or vastai (env TAILPOD_PROVIDER)."),
-        engine: str = typer.Option(None, help="vllm or sglang (env TAILPOD_ENGINE)."),
+        engine: str = typer.Option(None, help="vllm, sglang or llamacpp (env TAILPOD_ENGINE)."),
         model: str = typer.Option(None, help="Checkpoint directory or Hub id (env TAILPOD_MODEL)."),
         port: int = typer.Option(None, help="Engine port on the pod (env TAILPOD_PORT)."),
         spec_k: int = typer.Option(0, "--spec-k", help="Draft tokens per step; 0 = plain decode."),
@@ -257,6 +259,16 @@ def register(app: typer.Typer) -> None:
             help="RUN_TAG of a running pod: restart its engine with this arm (--spec-k, "
             "--spec-method, --draft-model, --model) instead of renting a new pod.",
         ),
+        llama_server: str = typer.Option(
+            None,
+            help="Your llama.cpp server binary, for --provider local --engine llamacpp "
+            "(env TAILPOD_LLAMA_SERVER; default: llama-server on PATH).",
+        ),
+        split_mode: str = typer.Option(
+            None,
+            help="llama.cpp with --gpu-count > 1: layer (whole layers per GPU, the default) "
+            "or row (each weight split by rows).",
+        ),
         json_out: bool = typer.Option(False, "--json", help="Print the ledger record as JSON."),
     ) -> None:
         """Start a pod and its serving engine, and record it in the ledger.
@@ -279,21 +291,32 @@ def register(app: typer.Typer) -> None:
             max_price=max_price,
             image=image,
             ttl_hours=ttl_hours,
+            llama_server=llama_server,
         )
         check_provider(settings.provider)
         check_run_settings(settings)  # before preflight, the ledger or any rental
         local = settings.provider == "local"
+        # The local CPU engine (vLLM) gets a small context and eager mode; llama.cpp on your own
+        # GPU box is served like a rented GPU.
+        llamacpp = get_adapter(settings.engine).name == "llamacpp"
+        cpu_engine = local and not llamacpp
         cfg = engine_config(
             settings,
             spec_k,
             spec_method,
             draft_model,
-            context_length if context_length is not None else (1024 if local else None),
+            context_length if context_length is not None else (1024 if cpu_engine else None),
             max_running_requests,
-            (local if enforce_eager is None else enforce_eager),
+            (cpu_engine if enforce_eager is None else enforce_eager),
         )
-        if not local:
+        if not cpu_engine:
             cfg = cfg.on_gpus(settings.gpu_count)
+        if split_mode is not None:
+            if not llamacpp or split_mode not in SPLIT_MODES:
+                raise ConfigError(
+                    f"--split-mode {split_mode!r}: llama.cpp only, one of {', '.join(SPLIT_MODES)}"
+                )
+            cfg = replace(cfg, extra_args=(*cfg.extra_args, "--split-mode", split_mode))
         ledger = ledger_for(settings)
         with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
             if local:

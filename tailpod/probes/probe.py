@@ -718,6 +718,7 @@ class StreamRecorder:
         "bad_events",
         "token_ids",
         "text",
+        "timings",
         "_gen_seen",
         "_fast",
     )
@@ -741,6 +742,7 @@ class StreamRecorder:
         self.bad_events = 0
         self.token_ids: list[int] = []
         self.text: list[str] = []
+        self.timings: dict[str, Any] | None = None  # llama.cpp: the server's own, final chunk
         self._gen_seen = 0
         self._fast: re.Pattern[bytes] | None = None
         if not keep_ids and not keep_text:
@@ -790,6 +792,9 @@ class StreamRecorder:
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self.usage = usage
+        timings = obj.get("timings")
+        if isinstance(timings, dict):
+            self.timings = timings
         choices = obj.get("choices")
         if not choices or not isinstance(choices, list):
             return
@@ -858,6 +863,7 @@ class RequestResult:
     t_start: float
     flags: list[str] = field(default_factory=list)
     meta: dict[str, Any] | None = None
+    server_timings: dict[str, float] | None = None
     t_send_perf: float = 0.0  # perf_counter at send and at stream end: the cell's wall clock
     t_end_perf: float = 0.0
 
@@ -866,6 +872,23 @@ def _int_or_none(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return int(value)
+
+
+# llama-server's per-request `timings` (tools/server/server-common.cpp `server_slot_stats::to_json`
+# in ggml-org/llama.cpp @ 0c1e57098): prompt_ms runs from the slot taking the request to the
+# first token; predicted_per_second is (predicted_n - 1) / (last token - first token), the
+# same definition as this probe's decode_tok_s.
+SERVER_TIMING_KEYS = ("prompt_n", "prompt_ms", "cache_n", "predicted_n", "predicted_ms",
+                      "predicted_per_second", "draft_n", "draft_n_accepted")  # fmt: skip
+
+
+def server_timings(timings: dict[str, Any] | None) -> dict[str, float] | None:
+    """The numeric fields of a server's `timings` that the probe keeps; None when it sent none."""
+    if not isinstance(timings, dict):
+        return None
+    kept = {k: timings[k] for k in SERVER_TIMING_KEYS
+            if isinstance(timings.get(k), (int, float)) and not isinstance(timings[k], bool)}  # fmt: skip
+    return {k: v for k, v in kept.items() if math.isfinite(v)} or None
 
 
 def result_from_recorder(spec: RequestSpec, rec: StreamRecorder) -> RequestResult:
@@ -903,6 +926,7 @@ def result_from_recorder(spec: RequestSpec, rec: StreamRecorder) -> RequestResul
         t_start=rec.t_send_wall,
         flags=flags,
         meta=rec.meta,
+        server_timings=server_timings(rec.timings),
         t_send_perf=rec.t_send,
         t_end_perf=rec.t_end if rec.t_end is not None else rec.t_send,
     )
@@ -1640,6 +1664,7 @@ def request_row(run_id: str, plan: CellPlan, r: RequestResult, where: str) -> di
         "t_start": r.t_start,
         "measured_from": where,
         "flags": list(r.flags),
+        **({"server_timings": r.server_timings} if r.server_timings else {}),
     }
 
 
@@ -1895,6 +1920,13 @@ def _gate_request(
                                 "ignore_eos": True},
         }
         path = "/generate"
+    elif method == "tokens":
+        # llama-server's native endpoint returns the generated token ids with return_tokens,
+        # for drafted-and-accepted tokens too (its chat logprobs need top_logprobs > 0, which
+        # changes its sampling path).
+        body = {"prompt": prompt_text(prompt["messages"]), "n_predict": max_tokens,
+                "temperature": 0, "seed": seed, "ignore_eos": True, "return_tokens": True}
+        path = "/completion"
     else:
         body = {
             "model": model,
@@ -1933,6 +1965,11 @@ def _extract(obj: dict[str, Any], method: str) -> list[Any] | str | None:
     if method == "output_ids":
         ids = obj.get("output_ids")
         return list(ids) if isinstance(ids, list) else None
+    if method == "tokens":
+        # Non-empty: a server that ignored return_tokens answers "tokens": [], which must not
+        # count as a token source (two empty lists would compare equal).
+        ids = obj.get("tokens")
+        return list(ids) if isinstance(ids, list) and ids else None
     try:
         choice = obj["choices"][0]
     except (KeyError, IndexError, TypeError):
@@ -1959,13 +1996,15 @@ def _extract(obj: dict[str, Any], method: str) -> list[Any] | str | None:
     return text if isinstance(text, str) else None
 
 
-GATE_METHODS = ("return_token_ids", "logprobs", "output_ids", "text")
+GATE_METHODS = ("return_token_ids", "logprobs", "output_ids", "tokens", "text")
 GATE_REFERENCE_SCHEMA = 1
 
 
 def _text_of(obj: dict[str, Any]) -> str | None:
     if isinstance(obj.get("text"), str) and "choices" not in obj:
         return str(obj["text"])  # SGLang /generate
+    if isinstance(obj.get("content"), str) and "tokens" in obj:
+        return str(obj["content"])  # llama.cpp /completion
     text = _extract(obj, "text")
     return text if isinstance(text, str) else None
 

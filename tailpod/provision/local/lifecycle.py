@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -10,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tailpod.bootstrap import onpod
-from tailpod.bootstrap.engines.base import EngineConfig, StartupFacts
+from tailpod.bootstrap.engines.base import EngineConfig, LaunchPlan, StartupFacts
+from tailpod.bootstrap.engines.llamacpp import LlamaCppAdapter
 from tailpod.bootstrap.engines.registry import get_adapter
 from tailpod.bootstrap.tiny_checkpoint import is_checkpoint
 from tailpod.config import Settings
@@ -62,6 +64,63 @@ def check_model(model: str) -> None:
         )
 
 
+def is_llamacpp(cfg: EngineConfig) -> bool:
+    return get_adapter(cfg.engine).name == LlamaCppAdapter.name
+
+
+def check_llama_server(path: str) -> tuple[str, str | None]:
+    """The user's `llama-server`: its absolute path and the version line it prints. A missing or
+    broken binary is a clear error before anything starts."""
+    hint = "pass --llama-server PATH (or set TAILPOD_LLAMA_SERVER) to your build's bin/llama-server"
+    found = shutil.which(path)
+    if found is None:
+        raise ConfigError(f"llama-server {path!r} is not an executable file", hint=hint)
+    try:
+        out = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ConfigError(f"{found} --version did not run: {type(exc).__name__}", hint=hint) from None
+    lines = [ln.strip() for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
+    if out.returncode != 0:
+        raise ConfigError(
+            f"{found} --version exited {out.returncode}: {lines[-1] if lines else ''}", hint=hint
+        )
+    version = next((ln for ln in lines if ln.startswith("version:")), None)
+    return str(Path(found).resolve()), version
+
+
+def check_gguf(path: str | None, what: str) -> None:
+    """A GGUF file (its first four bytes are b"GGUF"), checked before the server is started."""
+    if not path:
+        raise ConfigError(f"no {what} given", hint="pass a .gguf file")
+    try:
+        with open(Path(path).expanduser(), "rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        raise ConfigError(f"{what} {path} cannot be read: {exc.strerror}") from None
+    if magic != b"GGUF":
+        raise ConfigError(f"{what} {path} is not a GGUF file", hint="llama-server serves .gguf files")
+
+
+def check_local_gpus(cfg: EngineConfig) -> dict:
+    """This machine's GPUs (nvidia-smi), and a clear error when fewer than --gpu-count."""
+    machine = onpod.machine_facts()
+    found = len(machine["gpus"])
+    if cfg.tensor_parallel > 1 and found < cfg.tensor_parallel:
+        raise ConfigError(
+            f"--gpu-count {cfg.tensor_parallel} but nvidia-smi lists {found} GPU(s) here"
+        )
+    return machine
+
+
+def _launch_plan(record: PodRecord, cfg: EngineConfig, settings: Settings) -> LaunchPlan:
+    adapter = get_adapter(cfg.engine)
+    if isinstance(adapter, LlamaCppAdapter):
+        # The binary `up` checked, kept in the ledger so a relaunch (a sweep arm) finds it too.
+        binary = record.extra.get("llama_server") or check_llama_server(settings.llama_server)[0]
+        return adapter.launch_plan(cfg, binary=binary)
+    return adapter.launch_plan(cfg, python=engine_python(settings))
+
+
 def work_around_mtp_trap(
     settings: Settings, cfg: EngineConfig, run_tag: str
 ) -> tuple[EngineConfig, list[str]]:
@@ -89,15 +148,16 @@ def _start(
     cfg: EngineConfig,
     progress: Progress | None,
 ) -> StartupFacts:
-    cfg, patched = work_around_mtp_trap(settings, cfg, record.run_tag)
+    patched: list[str] = []
+    if not is_llamacpp(cfg):  # a GGUF file has no quantization config to patch
+        cfg, patched = work_around_mtp_trap(settings, cfg, record.run_tag)
     if patched:
         ledger.update(record.run_tag, event="mtp-ignore-list-patched", extra={
             **(ledger.get(record.run_tag) or record).extra,
             "mtp_ignore_patch": {"served_from": cfg.model, "added": patched},
         })  # fmt: skip
     adapter = get_adapter(cfg.engine)
-    python = engine_python(settings)
-    plan = adapter.launch_plan(cfg, python=python)
+    plan = _launch_plan(ledger.get(record.run_tag) or record, cfg, settings)
     spec = PodSpec(
         run_tag=record.run_tag,
         gpu_preference=[],
@@ -159,8 +219,19 @@ def _start(
 def up_local(
     settings: Settings, cfg: EngineConfig, ledger: Ledger, progress: Progress | None = None
 ) -> PodRecord:
-    check_model(cfg.model)
-    check_engine_installed(engine_python(settings))
+    gpu, gpu_count, extra = "local CPU", 0, {}
+    if is_llamacpp(cfg):
+        check_gguf(cfg.model, "model")
+        if not cfg.spec.plain and cfg.spec.draft_model:
+            check_gguf(cfg.spec.draft_model, "draft model")
+        binary, version = check_llama_server(settings.llama_server)
+        extra = {"llama_server": binary, "llama_server_version": version}
+        gpus = check_local_gpus(cfg)["gpus"]
+        if gpus:  # the engine serves from this machine's GPUs: the record names them
+            gpu, gpu_count = str(gpus[0]["name"]), max(1, cfg.tensor_parallel)
+    else:
+        check_model(cfg.model)
+        check_engine_installed(engine_python(settings))
     if onpod.port_open(cfg.host, cfg.port):
         raise ConfigError(f"port {cfg.port} is already in use", hint="pass another --port")
     provider = LocalProvider(settings.home)
@@ -169,10 +240,11 @@ def up_local(
             run_tag=new_run_tag(),
             provider="local",
             engine=cfg.to_json(),
-            gpu="local CPU",
-            gpu_count=0,
+            gpu=gpu,
+            gpu_count=gpu_count,
             price_per_hr=0.0,
             ttl_expires_at=time.time() + settings.ttl_hours * 3600,
+            extra=extra,
         )
     )
     _start(settings, provider, ledger, record, cfg, progress)
