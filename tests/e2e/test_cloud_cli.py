@@ -86,16 +86,30 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) 
     (row,) = json.loads(status.output)["pods"]
     assert row["deadman"]["state"] == "armed" and row["price_per_hr"] > 0
 
-    bench = runner.invoke(
-        app,
-        ["benchmark", "--spec-k", "0", "--concurrency", "1", "--reps", "1", "--max-tokens", "16"],
-    )
+    small = ["--spec-k", "0", "--concurrency", "1", "--reps", "1", "--max-tokens", "16"]
+    bench = runner.invoke(app, ["benchmark", *small, "--run-id", "on-pod"])
     assert bench.exit_code == 0, bench.output
-    results = cloud["home"] / "results" / tag
+    results = cloud["home"] / "results" / "on-pod"
     run = json.loads((results / "run.json").read_text())
     assert run["measured_from"] == "pod" and run["provider"] == "vastai"
-    cells = [json.loads(line) for line in (results / "rows.jsonl").read_text().splitlines()]
+    rows_text = (results / "rows.jsonl").read_text()
+    cells = [json.loads(line) for line in rows_text.splitlines()]
     assert any(c["kind"] == "cell" and c["output_tok_s"] > 0 for c in cells)
+
+    # --run-id resumes: every cell of this run is done, so nothing is measured again.
+    resumed = runner.invoke(app, ["benchmark", *small, "--run-id", "on-pod"])
+    assert resumed.exit_code == 0, resumed.output
+    assert (results / "rows.jsonl").read_text() == rows_text
+
+    # --from-here measures over the tailnet from this machine and says so on every row.
+    here = runner.invoke(app, ["benchmark", *small, "--run-id", "from-here", "--from-here"])
+    assert here.exit_code == 0, here.output
+    here_dir = cloud["home"] / "results" / "from-here"
+    assert json.loads((here_dir / "run.json").read_text())["measured_from"] == "off-pod"
+    here_cells = [r for r in map(json.loads, (here_dir / "rows.jsonl").read_text().splitlines())
+                  if r["kind"] == "cell"]
+    assert here_cells and all(c["measured_from"] == "off-pod" for c in here_cells)
+    assert "DO NOT QUOTE AGGREGATE" in here.output
 
     down = runner.invoke(app, ["down", tag, "--json"])
     assert down.exit_code == 0, down.output
@@ -106,3 +120,17 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) 
     assert leftover_engines(str(Path(cloud["env"]["TAILPOD_MODEL"]).parent)) == set()
     again = runner.invoke(app, ["down", tag])
     assert again.exit_code == 0 and "already terminated" in again.output
+
+    # No key reaches an output, the ledger, the state files or the results.
+    secrets = [sandbox.vast_key, DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY]
+    outputs = [up, status, bench, resumed, here, down, again]
+    for secret in secrets:
+        assert not any(secret in r.output for r in outputs)
+    written = [p for p in cloud["home"].rglob("*") if p.is_file()
+               and (cloud["home"] / "sandbox") not in p.parents]  # the emulator's own files
+    assert any(p.name == "ledger.json" for p in written) and any(p.suffix == ".jsonl"
+                                                                  for p in written)
+    for path in written:
+        data = path.read_bytes()
+        for secret in secrets:
+            assert secret.encode() not in data, path
