@@ -332,14 +332,21 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
                 budget: float, image: str) -> dict[str, dict[str, Any]]:
     """Each card's $/hr and projected spend, from the providers' offers; nothing is rented.
 
-    Refuses (ConfigError) an unknown card, a budget below one cell of the cheapest card, and a
-    projected total above the budget. A card whose provider cannot be asked fails alone."""
+    Refuses (ConfigError) a card's projected hours past the pods' TTL, an unknown card, a budget
+    below one cell of the cheapest card, and a projected total above the budget. A card whose
+    provider cannot be asked fails alone."""
     from tailpod.provision.preflight.cloud import PREFLIGHT_TIMINGS
     from tailpod.provision.registry import get_provider
 
     if budget <= 0:
         raise ConfigError(f"--budget must be positive, got {budget}")
     hours = cost.card_hours(sweep.projected_arms(), sweep.projected_cells())
+    if hours > settings.ttl_hours:
+        raise ConfigError(
+            f"each card is projected to need {hours:.2f} h, past the pods' TTL of "
+            f"{settings.ttl_hours:g} h (the dead-man switch would end them mid-sweep); "
+            "nothing was rented",
+            hint=f"set TAILPOD_TTL_HOURS={hours * 1.25:.1f}, or plan fewer arms, levels or reps")
     priced: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
     for card in cards:

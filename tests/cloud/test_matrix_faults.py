@@ -284,7 +284,8 @@ def test_cli_refuses_bad_input_with_exit_2_and_dry_run_rents_nothing(
 
     for key, value in {**sandbox.env(), "TAILPOD_HOME": str(settings.home),
                        "TAILPOD_RESULTS_DIR": str(settings.results_dir),
-                       "TAILPOD_IMAGE": IMAGE, "TAILPOD_MODEL": "org/tiny"}.items():
+                       "TAILPOD_IMAGE": IMAGE, "TAILPOD_MODEL": "org/tiny",
+                       "TAILPOD_TTL_HOURS": "1"}.items():
         monkeypatch.setenv(key, value)
     runner = CliRunner()
     no_budget = runner.invoke(app, ["matrix", "--card", A40])
@@ -292,6 +293,8 @@ def test_cli_refuses_bad_input_with_exit_2_and_dry_run_rents_nothing(
     duplicate = runner.invoke(app, ["matrix", "--card", A40, "--card", "runpod: nvidia a40",
                                     "--budget", "5"])
     assert duplicate.exit_code == 2 and "duplicate card" in duplicate.output
+    past_ttl = runner.invoke(app, ["matrix", "--card", A40, "--budget", "50", "--reps", "9"])
+    assert past_ttl.exit_code == 2 and "past the pods' TTL of 1 h" in past_ttl.output
     dry = runner.invoke(app, ["matrix", "--card", A40, "--card", 'vastai:"RTX 4090"x2',
                               "--budget", "5", "--spec-k", "0,1", "--concurrency", "1,2,4",
                               "--reps", "2", "--dry-run"])
