@@ -584,22 +584,13 @@ def _patch_quant(block: dict[str, Any], qc: QuantConfig, additions: list[str]) -
     block[key] = (list(current) if isinstance(current, list) else []) + additions
 
 
-def fix_mtp_ignore_list(ckpt_dir: str | Path, out_dir: str | Path) -> list[str]:
-    """Write a copy of `ckpt_dir` whose quantization ignore lists cover the unquantized MTP modules.
-
-    The weights and every other file are symlinked; only the JSON files holding an ignore list
-    are rewritten, and `tailpod-mtp-ignore-patch.json` records what was added. Returns the added
-    entries; when there is nothing to add, returns [] and writes nothing.
-    """
-    source = Path(ckpt_dir).expanduser().resolve()
-    target = Path(out_dir).expanduser()
-    if not source.is_dir():
-        raise ConfigError(f"{source} is not a checkpoint directory")
-    report = analyse(LocalSource(source))
+def mtp_ignore_overlay(source: CheckpointSource, report: CheckpointReport) -> dict[str, Any] | None:
+    """What the overlay of a trapped checkpoint changes: the JSON files holding an ignore list,
+    patched to cover the unquantized MTP modules, and the record of what was added and why.
+    None when there is no trap. Works on a Hub repository without its weights, so the laptop
+    computes the patch and the pod only writes it (`onpod.build_overlay`)."""
     if not report.has_trap:
-        return []
-    if target.exists() and any(target.iterdir()):
-        raise ConfigError(f"{target} exists and is not empty", hint="pass a new directory")
+        return None
     roots = report.mtp.prefixes
     patched: dict[str, dict[str, Any]] = {}
     added_all: list[str] = []
@@ -607,7 +598,7 @@ def fix_mtp_ignore_list(ckpt_dir: str | Path, out_dir: str | Path) -> list[str]:
         additions = _entries_to_add(qc, report.unquantized_mtp_not_ignored, roots)
         if not additions:
             continue
-        document = patched.get(qc.source) or LocalSource(source).read_json(qc.source) or {}
+        document = patched.get(qc.source) or source.read_json(qc.source) or {}
         block = (
             document.setdefault("quantization_config", {})
             if qc.source == CONFIG
@@ -616,19 +607,55 @@ def fix_mtp_ignore_list(ckpt_dir: str | Path, out_dir: str | Path) -> list[str]:
         _patch_quant(block, qc, additions)
         patched[qc.source] = document
         added_all += [a for a in additions if a not in added_all]
-    target.mkdir(parents=True, exist_ok=True)
-    for entry in sorted(source.iterdir()):
-        if entry.name in patched or entry.name == PATCH_RECORD:
-            continue  # written below; a symlink there would write through into the source
-        (target / entry.name).symlink_to(entry)
-    for name, document in patched.items():
-        (target / name).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    record = {
-        "source": str(source),
-        "patched_files": sorted(patched),
-        "added": added_all,
-        "modules": report.unquantized_mtp_not_ignored,
-        "reason": "MTP modules stored unquantized but absent from the quantization ignore list",
+    if not added_all:
+        return None
+    return {
+        "files": patched,
+        "record": {
+            "added": added_all,
+            "modules": report.unquantized_mtp_not_ignored,
+            "reason": "MTP modules stored unquantized but absent from the quantization ignore list",
+        },
     }
-    (target / PATCH_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    return added_all
+
+
+def fix_mtp_ignore_list(ckpt_dir: str | Path, out_dir: str | Path) -> list[str]:
+    """Write a copy of `ckpt_dir` whose quantization ignore lists cover the unquantized MTP modules.
+
+    The weights and every other file are symlinked; only the JSON files holding an ignore list
+    are rewritten, and `tailpod-mtp-ignore-patch.json` records what was added. Returns the added
+    entries; when there is nothing to add, returns [] and writes nothing. The writer is the one the
+    on-pod runner uses for a Hub checkpoint (`onpod.build_overlay`).
+    """
+    from tailpod.bootstrap import onpod
+
+    source = Path(ckpt_dir).expanduser().resolve()
+    target = Path(out_dir).expanduser()
+    if not source.is_dir():
+        raise ConfigError(f"{source} is not a checkpoint directory")
+    local = LocalSource(source)
+    patch = mtp_ignore_overlay(local, analyse(local))
+    if patch is None:
+        return []
+    if target.exists() and any(target.iterdir()):
+        raise ConfigError(f"{target} exists and is not empty", hint="pass a new directory")
+    record = onpod.build_overlay({"dir": str(target), "source": str(source), **patch})
+    return list(record["added"])
+
+
+def hub_overlay_patch(model: str, settings: Settings) -> dict[str, Any] | None:
+    """For a Hub checkpoint with the trap: the overlay patch (`mtp_ignore_overlay`) with the Hub id
+    and the exact revision inspected, for the pod to build (`onpod.build_overlay`). None for a
+    clean checkpoint, or a model that is not a Hub id (a path on the pod cannot be read here)."""
+    text = model.strip()
+    if Path(text).expanduser().exists() or _looks_like_path(text) or not _REPO_ID.match(text):
+        return None
+    token = settings.hf_token.reveal() if settings.hf_token else None
+    hub = HubSource(text, settings.hf_url, token)
+    try:
+        patch = mtp_ignore_overlay(hub, analyse(hub))
+    finally:
+        hub.close()
+    if patch is None:
+        return None
+    return {"source": text, "revision": hub.revision, **patch}

@@ -9,8 +9,10 @@ directly, so the same code starts the engine on a laptop and on a rented GPU.
     python3 onpod.py status --state-dir DIR
 
 A launch plan is JSON: {"argv": [...], "env": {...}, "host": "127.0.0.1", "port": 8000,
-"health_path": "/health", "label": "plain", "checkpoints": {"model": ..., "draft_model": ...}};
-once the engine is healthy the runner records which revision of each checkpoint it served.
+"health_path": "/health", "label": "plain", "checkpoints": {"model": ..., "draft_model": ...},
+"overlay": {...}}; with "overlay" the runner first builds the patched model directory the argv
+names (`build_overlay`); once the engine is healthy it records which revision of each checkpoint
+it served.
 Secrets travel in the process environment of this runner (the provider's env mechanism), never
 in the plan or on a command line.
 """
@@ -151,6 +153,7 @@ def machine_facts() -> dict[str, Any]:
     return facts
 
 
+OVERLAY_RECORD = "tailpod-mtp-ignore-patch.json"  # checkpoint.PATCH_RECORD, for the pod
 _FULL_HASH_BYTES = 8 * 1024 * 1024  # files up to this size are hashed whole
 _SAMPLE_BYTES = 1024 * 1024  # bigger ones: size, first and last MiB (safetensors header included)
 
@@ -171,29 +174,115 @@ def checkpoint_identity(ref: str, env: dict[str, str] | None = None) -> dict[str
     checkpoint is not read whole). Two runs that report different revisions served different
     checkpoints under the same name."""
     path = Path(ref).expanduser()
+    overlay = path / OVERLAY_RECORD
+    if overlay.is_file():  # a patched overlay (build_overlay): name what it overlays, and the patch
+        try:
+            record = json.loads(overlay.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            record = {}
+        return {
+            "ref": record.get("source") or ref,
+            "source": "overlay",
+            "revision": record.get("revision") or _directory_digest(path),
+            "served_from": ref,
+            "patch": record,
+        }
     if path.is_dir():
-        digest = hashlib.sha256()
-        for entry in sorted(p for p in path.rglob("*") if p.is_file()):
-            if entry.name.startswith("tailpod-") or any(
-                part.startswith(".") for part in entry.relative_to(path).parts
-            ):
-                continue  # tailpod's own notes and download caches are not checkpoint content
-            size = entry.stat().st_size
-            digest.update(f"{entry.relative_to(path)}\0{size}\0".encode())
-            with open(entry, "rb") as fh:
-                if size <= _FULL_HASH_BYTES:
-                    digest.update(fh.read())
-                else:
-                    digest.update(fh.read(_SAMPLE_BYTES))
-                    fh.seek(size - _SAMPLE_BYTES)
-                    digest.update(fh.read(_SAMPLE_BYTES))
-        return {"ref": ref, "source": "directory", "revision": "sha256:" + digest.hexdigest()[:16]}
+        return {"ref": ref, "source": "directory", "revision": _directory_digest(path)}
     cached = _hub_cache_dir(env or dict(os.environ)) / ("models--" + ref.replace("/", "--"))
     try:
         revision: str | None = (cached / "refs" / "main").read_text().strip() or None
     except OSError:
         revision = None
     return {"ref": ref, "source": "hub", "revision": revision}
+
+
+def _directory_digest(path: Path) -> str:
+    """sha256 over file names, sizes and bytes (big files: size, first and last MiB)."""
+    digest = hashlib.sha256()
+    for entry in sorted(p for p in path.rglob("*") if p.is_file()):
+        if entry.name.startswith("tailpod-") or any(
+            part.startswith(".") for part in entry.relative_to(path).parts
+        ):
+            continue  # tailpod's own notes and download caches are not checkpoint content
+        size = entry.stat().st_size
+        digest.update(f"{entry.relative_to(path)}\0{size}\0".encode())
+        with open(entry, "rb") as fh:
+            if size <= _FULL_HASH_BYTES:
+                digest.update(fh.read())
+            else:
+                digest.update(fh.read(_SAMPLE_BYTES))
+                fh.seek(size - _SAMPLE_BYTES)
+                digest.update(fh.read(_SAMPLE_BYTES))
+    return "sha256:" + digest.hexdigest()[:16]
+
+
+# Run with the engine's own Python, which has huggingface_hub: this file must stay stdlib-only.
+_SNAPSHOT_DOWNLOAD = (
+    "import sys; from huggingface_hub import snapshot_download; "
+    "print(snapshot_download(sys.argv[1], revision=sys.argv[2] or None))"
+)
+
+
+def _snapshot_dir(source: str, revision: str | None, python: str, env: dict[str, str]) -> Path:
+    """The checkpoint's files on this machine: a directory as is; a Hub id's snapshot from the
+    Hub cache, downloaded first (by the engine's Python, with the pod's HF token) when missing."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    cached = _hub_cache_dir(env) / ("models--" + source.replace("/", "--")) / "snapshots"
+    if revision and (cached / revision / "config.json").exists():
+        return cached / revision
+    out = subprocess.run(
+        [python, "-c", _SNAPSHOT_DOWNLOAD, source, revision or ""],
+        capture_output=True, text=True, env=env, timeout=3600, check=False,
+    )  # fmt: skip
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines or not Path(lines[-1]).is_dir():
+        raise EngineStartError(
+            f"could not download {source} for the patched model directory", out.stderr.splitlines()
+        )
+    return Path(lines[-1])
+
+
+def build_overlay(spec: dict[str, Any], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Build a model directory that the engine loads instead of the checkpoint: every file of the
+    checkpoint symlinked (weights are never copied), the JSON files in `spec["files"]` written
+    patched beside them, and the patch record (`spec["record"]`: what was added and why, plus
+    where it came from) as tailpod-mtp-ignore-patch.json. Returns the record.
+
+    spec: {"dir": where, "source": Hub id or directory, "revision": commit or null,
+    "python": the engine's Python (for a Hub download), "files": {name: JSON document},
+    "record": {...}}. The same function serves a local checkpoint and a Hub one on a pod."""
+    env = env if env is not None else dict(os.environ)
+    source = _snapshot_dir(
+        str(spec["source"]), spec.get("revision"), str(spec.get("python") or sys.executable), env
+    )
+    target = Path(spec["dir"]).expanduser()
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.is_dir():
+        for entry in target.iterdir():  # an earlier overlay of this arm: links and our own files
+            if entry.is_dir() and not entry.is_symlink():
+                raise EngineStartError(f"{target} holds a directory; not an overlay of ours", [])
+            entry.unlink()
+    target.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Any] = dict(spec.get("files") or {})
+    for entry in sorted(source.iterdir()):
+        if entry.name in files or entry.name == OVERLAY_RECORD:
+            continue  # written below; a symlink there would write through into the source
+        (target / entry.name).symlink_to(entry.resolve() if entry.is_symlink() else entry)
+    for name, document in files.items():
+        (target / name).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    record = {
+        **dict(spec.get("record") or {}),
+        "source": str(spec["source"]),
+        "revision": spec.get("revision"),
+        "snapshot": str(source),
+        "patched_files": sorted(files),
+    }
+    (target / OVERLAY_RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return record
 
 
 def checkpoint_identities(
@@ -231,6 +320,8 @@ def launch(plan: dict[str, Any], state_dir: Path, env_file: Path | None = None) 
     if env_file is not None:
         env.update(read_env_file(env_file))
     env.update({k: str(v) for k, v in plan.get("env", {}).items()})
+    # A checkpoint that needs a patched config is served from an overlay built here, on the pod.
+    overlay = build_overlay(plan["overlay"], env) if plan.get("overlay") else None
     machine = machine_facts()
     if not machine["gpus"]:
         # No GPU: the CPU build of vLLM sizes its KV cache from this (GiB); without it the CPU
@@ -258,6 +349,7 @@ def launch(plan: dict[str, Any], state_dir: Path, env_file: Path | None = None) 
         "label": label,
         "health_path": plan.get("health_path", "/health"),
         "machine": machine,
+        "overlay": overlay,
     }
     _write_state(state_dir, state)
     return state

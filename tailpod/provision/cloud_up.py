@@ -105,9 +105,25 @@ class PodShell:
     def launch(
         self, settings: Settings, cfg: EngineConfig, say: Say | None = None
     ) -> tuple[dict[str, Any], StartupFacts, list[str]]:
+        from tailpod.bootstrap.checkpoint import hub_overlay_patch
+
+        label = cfg.spec.label()
+        # A Hub checkpoint with the MTP ignore-list trap: the patch is worked out here from the
+        # Hub (no weights), the pod builds the overlay (bootstrap/onpod.py) and serves it.
+        try:
+            overlay = hub_overlay_patch(cfg.model, settings)
+        except TailpodError as exc:  # preflight reported the Hub's answer; the engine will too
+            overlay = None
+            if say:
+                say(f"could not check {cfg.model} for the MTP ignore-list trap ({exc.message})")
+        if overlay is not None:
+            overlay |= {"dir": self.path(f"models/{label}"), "python": pod_python(settings)}
+            cfg = dataclasses.replace(cfg, model=overlay["dir"])
+            if say:
+                added = ", ".join(overlay["record"]["added"])
+                say(f"{overlay['source']}: serving a patched overlay (ignore list + {added})")
         adapter = get_adapter(cfg.engine)
         plan = adapter.launch_plan(cfg, python=pod_python(settings))
-        label = cfg.spec.label()
         payload = {
             "argv": plan.argv,
             "env": plan.env,
@@ -116,6 +132,7 @@ class PodShell:
             "label": label,
             "health_path": plan.health_path,
             "checkpoints": {"model": cfg.model, "draft_model": cfg.spec.draft_model},
+            "overlay": overlay,
         }
         with tempfile.TemporaryDirectory(prefix="tailpod-plan-") as tmp:
             local = Path(tmp) / "plan.json"

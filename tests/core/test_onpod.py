@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import time
@@ -136,7 +137,7 @@ def test_checkpoint_identity_of_a_directory_follows_its_bytes(tmp_path: Path) ->
     (ckpt / "model.safetensors").write_bytes(b"\0" * 64)
     first = onpod.checkpoint_identity(str(ckpt))
     assert first["source"] == "directory" and first["revision"].startswith("sha256:")
-    (ckpt / "tailpod-mtp-ignore-patch.json").write_text("{}")  # tailpod's note: not content
+    (ckpt / "tailpod-checkpoint.json").write_text("{}")  # tailpod's note: not content
     assert onpod.checkpoint_identity(str(ckpt)) == first
     (ckpt / "model.safetensors").write_bytes(b"\1" + b"\0" * 63)  # same size, other weights
     assert onpod.checkpoint_identity(str(ckpt))["revision"] != first["revision"]
@@ -153,3 +154,40 @@ def test_checkpoint_identity_of_a_hub_id_is_the_cached_snapshot_commit(tmp_path:
     assert onpod.checkpoint_identity("org/absent", env)["revision"] is None
     both = onpod.checkpoint_identities({"model": "org/name", "draft_model": None}, env)
     assert set(both) == {"model"}
+
+
+def test_build_overlay_links_the_checkpoint_and_writes_the_patched_files(tmp_path: Path) -> None:
+    source = tmp_path / "snapshot"
+    source.mkdir()
+    (source / "config.json").write_text('{"quantization_config": {"ignore": ["lm_head"]}}')
+    (source / "model.safetensors").write_bytes(b"weights")
+    patched = {"quantization_config": {"ignore": ["lm_head", "mtp*"]}}
+    spec = {"dir": str(tmp_path / "overlay"), "source": str(source), "revision": None,
+            "files": {"config.json": patched}, "record": {"added": ["mtp*"], "reason": "why"}}
+    record = onpod.build_overlay(spec)
+    overlay = tmp_path / "overlay"
+    assert (overlay / "model.safetensors").is_symlink()
+    assert (overlay / "model.safetensors").resolve() == (source / "model.safetensors").resolve()
+    assert not (overlay / "config.json").is_symlink()
+    assert json.loads((overlay / "config.json").read_text()) == patched
+    assert json.loads((source / "config.json").read_text())["quantization_config"]["ignore"] == [
+        "lm_head"
+    ]  # the source is never written through
+    assert record["added"] == ["mtp*"] and record["patched_files"] == ["config.json"]
+    identity = onpod.checkpoint_identity(str(overlay))
+    assert identity["source"] == "overlay" and identity["ref"] == str(source)
+    assert identity["patch"]["reason"] == "why" and identity["served_from"] == str(overlay)
+    assert onpod.build_overlay(spec) == record  # a relaunch rebuilds it in place
+
+
+def test_build_overlay_finds_a_hub_snapshot_in_the_cache(tmp_path: Path) -> None:
+    snapshot = tmp_path / "hub" / "models--org--name" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    spec = {"dir": str(tmp_path / "overlay"), "source": "org/name", "revision": "abc123",
+            "python": "/nonexistent/python", "files": {}, "record": {}}
+    record = onpod.build_overlay(spec, {"HF_HOME": str(tmp_path)})
+    assert record["snapshot"] == str(snapshot) and record["revision"] == "abc123"
+    with pytest.raises(onpod.EngineStartError, match="could not download org/other"):
+        onpod.build_overlay({**spec, "source": "org/other", "python": sys.executable},
+                            {"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"})

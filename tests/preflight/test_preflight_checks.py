@@ -189,10 +189,11 @@ def test_checkpoint_warn_without_mtp_head(world: World) -> None:
     assert result.status is Status.WARN and "no MTP head" in result.detail
 
 
-def test_checkpoint_fail_ignore_list_trap(world: World) -> None:
+def test_checkpoint_warns_of_the_ignore_list_trap_that_up_patches(world: World) -> None:
     result = one(world, "checkpoint", TAILPOD_MODEL="org/trap")
-    assert result.status is Status.FAIL
+    assert result.status is Status.WARN
     assert "missing from the quantization ignore list (mtp.fc)" in result.detail
+    assert "tailpod serves an overlay with the patched ignore list" in result.detail
     assert "--fix-into" in result.fix
     assert result.data["quant_method"] == "fp8" and result.data["trap"] == ["mtp.fc"]
 

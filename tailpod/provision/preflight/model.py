@@ -176,9 +176,13 @@ def check_checkpoint(ctx: Context) -> Outcome:
         modules = report.unquantized_mtp_not_ignored
         fix = (f"tailpod inspect {model} --fix-into DIR, then serve DIR" if is_local_dir(model)
                else "download it, run `tailpod inspect DIR --fix-into NEWDIR` and serve NEWDIR")
-        found.fail(f"{len(modules)} MTP module(s) are stored unquantized but missing from the "
-                   f"quantization ignore list ({_short_list(modules)}): the engine builds "
-                   "quantized layers for them and fails to load or drafts garbage", fix)
+        # Not a failure: `up` serves a patched overlay (on the pod for a Hub checkpoint) and the
+        # run records the patch; the fix is for serving the checkpoint without tailpod.
+        found.warn(f"{len(modules)} MTP module(s) are stored unquantized but missing from the "
+                   f"quantization ignore list ({_short_list(modules)}): the engine would build "
+                   "quantized layers for them and fail to load or draft garbage; tailpod serves "
+                   "an overlay with the patched ignore list and records the patch in the run",
+                   fix)
     if report.weight_bytes is None:
         found.warn("no safetensors weights found, so the size is unknown",
                    "check the repository holds *.safetensors")
