@@ -31,9 +31,11 @@ def read_env_file(path: Path) -> dict[str, str]:
     return out
 
 
-@pytest.fixture()
-def served(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """`tailpod sandbox serve --env-file` in its own process (no pod processes: checks only)."""
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """`tailpod sandbox serve --env-file` in its own process (no pod processes: checks only);
+    one per module, as its world (the tiny checkpoint) takes a few seconds to build."""
+    tmp_path = tmp_path_factory.mktemp("served")
     env_file = tmp_path / "sandbox.env"
     proc = subprocess.Popen(
         [*CLI, "sandbox", "serve", "--json", "--no-run", "--no-sshd", "--start-delay", "0.05",
