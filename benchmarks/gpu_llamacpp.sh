@@ -20,7 +20,7 @@
 #   CUDA_ARCH [90]         CMAKE_CUDA_ARCHITECTURES (90: H100/H200)
 #   PORT [8000]  TAILPOD ["python3 -m tailpod.cli.main"]
 #
-# docs/benchmarks.md (section "The GPU benchmark") shows a run and its figures.
+# docs/benchmarks.md (section "gpu_llamacpp.sh") shows a run on an H200 and its figures.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

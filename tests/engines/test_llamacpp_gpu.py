@@ -165,3 +165,22 @@ esac
         ("NVIDIA A100-SXM4-80GB", "81920 MiB", None)
     ]
     assert facts["cuda_version"] == "12.2"
+
+
+def test_check_requirements_checks_the_llama_server_and_the_gguf(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF\x03\x00\x00\x00")
+    server = _script(tmp_path / "llama-server", "echo 'version: 0 (unknown)' >&2\n")
+    env = {"TAILPOD_HOME": str(tmp_path / "home"), "TAILPOD_ENGINE": "llamacpp",
+           "TAILPOD_LLAMA_SERVER": str(server)}  # fmt: skip
+    args = ["check-requirements", "--provider", "local", "--model", str(model), "--json"]
+    ok = CliRunner().invoke(app, args, env=env)
+    checks = {c["name"]: c for c in json.loads(ok.stdout)["checks"]}
+    assert checks["tools"]["status"] == "pass" and checks["checkpoint"]["status"] == "pass"
+    assert checks["hf"]["status"] == "skip"
+    missing = CliRunner().invoke(app, args, env={**env, "TAILPOD_LLAMA_SERVER": "/no/such"})
+    assert missing.exit_code != 0
+    assert {c["name"]: c for c in json.loads(missing.stdout)["checks"]}["tools"]["status"] == "fail"
+    model.write_bytes(b"{}")
+    bad = CliRunner().invoke(app, args, env=env)
+    assert {c["name"]: c for c in json.loads(bad.stdout)["checks"]}["checkpoint"]["status"] == "fail"

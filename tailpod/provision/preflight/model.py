@@ -19,7 +19,7 @@ from tailpod.bootstrap.checkpoint import (
     inspect_checkpoint,
 )
 from tailpod.errors import AuthError, ConfigError, ProviderError
-from tailpod.provision.local.lifecycle import check_model
+from tailpod.provision.local.lifecycle import check_gguf, check_model
 from tailpod.provision.preflight.base import CheckSkipped, Context, Fact, Findings, Outcome
 from tailpod.provision.registry import canonical_name
 
@@ -43,6 +43,16 @@ def is_local_dir(model: str) -> bool:
 def _is_local_provider(ctx: Context) -> bool:
     try:
         return canonical_name(ctx.settings.provider) == "local"
+    except ConfigError:
+        return False
+
+
+def _local_gguf(ctx: Context) -> bool:
+    """llama.cpp on this machine serves a GGUF file: no Hub, no safetensors to inspect."""
+    from tailpod.bootstrap.engines.registry import get_adapter
+
+    try:
+        return _is_local_provider(ctx) and get_adapter(ctx.settings.engine).name == "llamacpp"
     except ConfigError:
         return False
 
@@ -117,6 +127,8 @@ def check_hf(ctx: Context) -> Outcome:
         raise CheckSkipped("no model set (see checkpoint)")
     if is_local_dir(model):
         raise CheckSkipped("a local checkpoint directory needs no Hub access")
+    if _local_gguf(ctx):
+        raise CheckSkipped("llama.cpp on this machine serves a local GGUF file")
     found = Findings()
     endpoint = ctx.settings.hf_url.rstrip("/")
     user = ctx.fact("hf_user")
@@ -145,6 +157,10 @@ def check_checkpoint(ctx: Context) -> Outcome:
     """MTP head, quantization, the ignore-list trap and the weight bytes."""
     model = model_ref(ctx)
     found = Findings()
+    if _local_gguf(ctx):
+        check_gguf(model, "model")
+        found.ok(f"{model} is a GGUF file (llama-server reads its own metadata; no MTP check)")
+        return found.outcome({"model": model, "format": "gguf"})
     local_provider = _is_local_provider(ctx)
     if local_provider:
         check_model(model)  # the local engine serves a directory, offline

@@ -2,7 +2,8 @@
 
 Cloud providers: the `ssh` client, which `tailpod ssh` runs (everything else speaks SSH through
 paramiko). Provider local: the engine's Python (TAILPOD_ENGINE_PYTHON) can find the engine module,
-asked with importlib.util.find_spec in a subprocess so the engine is never imported here.
+asked with importlib.util.find_spec in a subprocess so the engine is never imported here; for
+llama.cpp, the user's `llama-server` (TAILPOD_LLAMA_SERVER) answers `--version`.
 """
 
 from __future__ import annotations
@@ -10,12 +11,25 @@ from __future__ import annotations
 import shutil
 
 from tailpod.errors import ConfigError
-from tailpod.provision.local.lifecycle import check_engine_installed, engine_python
+from tailpod.provision.local.lifecycle import (
+    check_engine_installed,
+    check_llama_server,
+    engine_python,
+)
 from tailpod.provision.preflight.base import CheckSkipped, Context, Findings, Outcome
 from tailpod.provision.registry import canonical_name
 
 # engine name -> the Python module its local install provides
 ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
+
+
+def _is_llamacpp(engine: str) -> bool:
+    from tailpod.bootstrap.engines.registry import get_adapter
+
+    try:
+        return get_adapter(engine).name == "llamacpp"
+    except ConfigError:
+        return False
 
 
 def check_tools(ctx: Context) -> Outcome:
@@ -25,6 +39,10 @@ def check_tools(ctx: Context) -> Outcome:
     except ConfigError:
         raise CheckSkipped(f"unknown provider {settings.provider!r} (see env)") from None
     found = Findings()
+    if provider == "local" and _is_llamacpp(settings.engine):
+        path, version = check_llama_server(settings.llama_server)
+        found.ok(f"llama-server {path} ({version or 'no version line'})")
+        return found.outcome({"llama_server": path, "version": version})
     if provider == "local":
         python = engine_python(settings)
         module = ENGINE_MODULES.get(settings.engine)
