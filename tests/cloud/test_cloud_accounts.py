@@ -159,3 +159,26 @@ def test_cli_check_and_down_without_graphql(retired: Sandbox, tailpod_home: Path
     down = runner.invoke(app, ["down", spec.run_tag])
     assert down.exit_code == 0, down.output
     assert retired.meter()["billing_count"] == 0
+
+
+@pytest.mark.parametrize(("status", "body"), [
+    (410, {"errors": [{"message": "Gone"}]}),
+    (200, {"errors": [{"message": "The GraphQL API has been retired; use the REST API"}]}),
+])
+def test_other_retirement_answers_are_recognised(status: int, body: dict[str, object]) -> None:
+    import httpx as _httpx
+
+    from tailpod.config import Settings
+    from tailpod.provision.runpod.provider import RunPodProvider
+    from tailpod.secrets import Secret
+
+    def answer(request: _httpx.Request) -> _httpx.Response:
+        if request.url.path == "/graphql":
+            return _httpx.Response(status, json=body)
+        return _httpx.Response(200, json={"pods": []})
+
+    settings = Settings(runpod_api_key=Secret("rp_test_key_0001"))  # type: ignore[call-arg]
+    provider = RunPodProvider(settings, timings=ApiTimings.fast(),
+                              transport=_httpx.MockTransport(answer))
+    with pytest.raises(GraphQLUnavailable):
+        provider.account_spend()  # type: ignore[attr-defined]
