@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tailpod.bootstrap.deadman import ALIASES, PROVIDERS, TERMINATE_ROUTES
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 
@@ -30,11 +31,9 @@ DEFAULT_REMOTE_DIR = "/root/.tailpod"  # RunPod and vast.ai containers log SSH i
 DEFAULT_PYTHON = "python3"
 CONTAINER_ENVIRON = "/proc/1/environ"
 
-PROVIDER_NAMES = {"runpod": "runpod", "vastai": "vastai", "vast": "vastai"}
-CREDENTIAL_ENV = {
-    "runpod": ("RUNPOD_POD_ID", "RUNPOD_API_KEY"),
-    "vastai": ("CONTAINER_ID", "CONTAINER_API_KEY"),
-}
+# The switch's provider names, aliases and credential variables are deadman.py's own (it runs on
+# the pod without tailpod, so it is their single source).
+CREDENTIAL_ENV = {name: (facts["id_env"], facts["key_env"]) for name, facts in PROVIDERS.items()}
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ class DeadmanStatus:
 
 def provider_name(provider: str) -> str:
     """The switch's provider name for tailpod's provider names ("vast" is accepted too)."""
-    name = PROVIDER_NAMES.get(provider.strip().lower())
+    name = ALIASES.get(provider.strip().lower())
     if name is None:
         raise ConfigError(f"the dead-man switch has no provider {provider!r}",
                           hint="it runs on rented pods only: runpod or vastai")
@@ -221,14 +220,14 @@ def parse_status(output: str) -> DeadmanStatus:
 # copies it, and the laptop may die before that. This guard (stdlib, argv: provider, ttl_at,
 # heartbeat timeout, heartbeat file, API base) fires on the same TTL and heartbeat file; it steps
 # aside once the full switch runs (its state file names a live deadman.py) or after `disarm`.
-# Firing, it walks the same termination table as deadman.py (TERMINATE_ROUTES, filled in below)
-# each attempt, logs one line per attempt to <heartbeat>.guard.log, and backs off 2x up to 300 s.
+# It reads deadman.py's credential variables and, firing, walks deadman.py's termination table
+# (both filled in below) each attempt, logs one line per attempt to <heartbeat>.guard.log, and
+# backs off 2x up to 300 s.
 # A REST route answering 404, or GraphQL saying "not found", means the pod is gone.
 _GUARD = '''\
 import os,sys,time,json,urllib.request as u
 p,T,H,F,A=sys.argv[1:6];T=float(T);H=float(H);S=time.time();F=os.path.expanduser(F)
-i,k=(os.environ.get(n,"")for n in(("RUNPOD_POD_ID","RUNPOD_API_KEY")if p=="runpod"else\
-("CONTAINER_ID","CONTAINER_API_KEY")))
+i,k=(os.environ.get(n,"")for n in E)
 def f():
  try:return b"deadman.py"in open("/proc/%d/cmdline"%json.load(open(F+".deadman.json"))["pid"],"rb").read()
  except Exception:return 0
@@ -257,11 +256,12 @@ while 1:
 
 
 def guard_code(provider: str, poll_s: float = DEFAULT_POLL_S, retry_s: float = 5.0) -> str:
-    """The guard's Python source, with deadman.py's termination routes for `provider`."""
-    from tailpod.bootstrap.deadman import TERMINATE_ROUTES
-
-    routes = repr([list(r) for r in TERMINATE_ROUTES[provider_name(provider)]])
+    """The guard's Python source, with deadman.py's credential variables and termination routes
+    for `provider`."""
+    name = provider_name(provider)
+    routes = repr([list(r) for r in TERMINATE_ROUTES[name]])
     return (_GUARD.replace("for m,q,b in R:", f"for m,q,b in {routes}:")
+            .replace("for n in E)", f"for n in {CREDENTIAL_ENV[name]!r})")
             .replace("time.sleep(P)", f"time.sleep({poll_s:g})").replace("d=B", f"d={retry_s:g}"))
 
 

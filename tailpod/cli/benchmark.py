@@ -17,8 +17,7 @@ from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.probes.plan import SweepPlan, spec_arms
 from tailpod.probes.sweep import RunContext, RunDirectory, SweepHost, run_sweep
-
-DO_NOT_QUOTE = "DO NOT QUOTE AGGREGATE"
+from tailpod.results.io import STAMP
 
 
 def int_list(text: str, what: str) -> list[int]:
@@ -169,5 +168,5 @@ def register(app: typer.Typer) -> None:
                     close()
         console.print(summary_table(run_dir.path, f"benchmark {rid}"))
         if host.measured_from != "pod":
-            console.print(f"[bold red]{DO_NOT_QUOTE}[/]: measured off the pod")
+            console.print(f"[bold red]{STAMP}[/]: measured off the pod")
         console.print(f"results: {run_dir.path} ({time.time() - t0:.0f} s)")

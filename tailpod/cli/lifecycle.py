@@ -22,10 +22,10 @@ from tailpod.config import Settings, check_run_settings
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord, interrupted_step
 from tailpod.provision.local.lifecycle import relaunch_local, up_local
+from tailpod.provision.registry import PROVIDERS
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
 
-PROVIDERS = ("local", "runpod", "vastai")
 SPEC_METHODS = ("mtp", "ngram", "draft_model", "eagle", "eagle3")
 
 

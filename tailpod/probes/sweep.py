@@ -28,10 +28,8 @@ from tailpod.probes.plan import (
     pending,
 )
 from tailpod.results.hardware import hardware_check
-from tailpod.results.schema import unverified_reason
+from tailpod.results.schema import SCHEMA_VERSION, unverified_reason
 from tailpod.secrets import redact
-
-RESULTS_SCHEMA_VERSION = 1
 
 
 @dataclass
@@ -182,7 +180,7 @@ class RunDirectory:
 
 def new_run(ctx: RunContext, plan: SweepPlan, measured_from: str) -> dict[str, Any]:
     return {
-        "schema_version": RESULTS_SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "run_id": ctx.run_id,
         "run_tag": ctx.run_tag,
         "tailpod_version": __version__,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -112,12 +112,25 @@ class Provider(abc.ABC):
         """Destroy the pod. Idempotent: a pod that is already gone is success."""
 
     @abc.abstractmethod
-    def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None) -> BillingEvidence:
-        """Checks, after terminate, that nothing for this run tag still bills."""
+    def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
+                         *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
+        """Checks, after terminate, that nothing for this run tag still bills.
+
+        `known_active_tags` are other runs the ledger knows to be up: their pods and their share
+        of an account-wide spend rate are not charged to this run. A provider whose proof is not
+        account-wide may ignore them."""
+
+
+# -- capabilities --------------------------------------------------------------------------------
+# Each optional capability is a mixin with its contract in prose (dstack's `ComputeWith*` classes
+# in dstackai/dstack src/dstack/_internal/core/backends/base/compute.py take the same shape). A
+# provider declares one by inheriting it; callers ask `isinstance`, never `hasattr` or the
+# signature, and `capabilities()` lists what a provider declares.
 
 
 class SupportsStop(abc.ABC):
-    """Stop keeps the disk (which still bills) and releases the GPU; resume may land on no GPU."""
+    """Stop keeps the disk (which still bills) and releases the GPU; resume may land on no GPU.
+    No adapter declares it yet: tailpod terminates, it never parks a pod."""
 
     @abc.abstractmethod
     def stop(self, pod_id: str) -> None: ...
@@ -133,10 +146,62 @@ class SupportsInterruptible(abc.ABC):
     def create_interruptible(self, spec: PodSpec, bid_per_gpu: float) -> PodInfo: ...
 
 
-def capabilities(provider: Provider) -> list[str]:
-    caps = []
-    if isinstance(provider, SupportsStop):
-        caps.append("stop")
-    if isinstance(provider, SupportsInterruptible):
-        caps.append("interruptible")
-    return caps
+@dataclass(frozen=True)
+class AccountFacts:
+    """Read-only account facts, each None when the provider does not show it (USD, USD/h).
+
+    RunPod refuses a deploy that would push the spend rate over `spend_limit`; `unavailable` says
+    why the facts are None when the endpoint that has them is gone but the key still works."""
+
+    balance: float | None
+    spend_per_hr: float | None = None
+    spend_limit: float | None = None
+    unavailable: str | None = None
+
+
+class SupportsAccount(abc.ABC):
+    """The account behind the API key can be read (preflight: is the key good, can it pay)."""
+
+    @abc.abstractmethod
+    def account(self) -> AccountFacts:
+        """One read-only call. A refused key raises AuthError; a missing fact is None."""
+
+
+class SupportsSpendRate(abc.ABC):
+    """The account's current spend rate can be read: proof that billing stopped, account-wide."""
+
+    @abc.abstractmethod
+    def account_spend(self) -> tuple[float | None, float | None]:
+        """(spend USD/h, balance USD) now; None for a value the answer lacks."""
+
+
+class SupportsContainerLog(abc.ABC):
+    """The provider serves what the pod's container wrote (diagnosis of a failed boot)."""
+
+    @abc.abstractmethod
+    def container_log(self, pod_id: str, tail: int = 200) -> list[str] | None:
+        """The last `tail` lines, or None when the provider has no log for the pod."""
+
+
+class SupportsPodScopedTermination(abc.ABC):
+    """The provider injects a pod id and a pod-scoped key into the pod, with which the pod can
+    terminate itself: the on-pod dead-man switch (bootstrap/deadman.py) and its stage-0 guard
+    walk `TERMINATE_ROUTES[pod_termination]` there."""
+
+    pod_termination: ClassVar[str]  # the provider's key in bootstrap/deadman.py's tables
+
+
+CAPABILITIES: dict[str, type] = {
+    "stop": SupportsStop,
+    "interruptible": SupportsInterruptible,
+    "account": SupportsAccount,
+    "spend-rate": SupportsSpendRate,
+    "container-log": SupportsContainerLog,
+    "pod-scoped-termination": SupportsPodScopedTermination,
+}
+
+
+def capabilities(provider: Provider | type[Provider]) -> list[str]:
+    """What a provider (or its class) declares, by name, in CAPABILITIES order."""
+    cls = provider if isinstance(provider, type) else type(provider)
+    return [name for name, mixin in CAPABILITIES.items() if issubclass(cls, mixin)]

@@ -9,13 +9,12 @@ directory, prints its last lines and names the cause when it recognises one. The
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tailpod.errors import TailpodError
-from tailpod.provision.base import Provider
+from tailpod.provision.base import Provider, SupportsContainerLog
 
 LOG_FILE = "container.log"
 SHOWN_LINES = 15
@@ -89,37 +88,10 @@ class BootDiagnosis:
                 "error": self.error}
 
 
-def vast_container_log(provider: Any, pod_id: str, tail: int, wait_s: float = 9.0,
-                       poll_s: float = 0.3) -> list[str] | None:
-    """vast.ai: `PUT /api/v0/instances/request_logs/{id}/` with `{"tail": N}` answers a
-    `result_url` that serves the log once it is ready (vast-ai/vast-cli vast.py `logs`)."""
-    import httpx
-
-    response = provider.api.call("PUT", f"/api/v0/instances/request_logs/{pod_id}/",
-                                 f"requesting instance {pod_id}'s log",
-                                 json={"tail": str(tail)}, passthrough=(400, 404))
-    body = provider.api.body_of(response)
-    url = body.get("result_url") if isinstance(body, dict) else None
-    if response.status_code != 200 or not isinstance(url, str):
-        return None
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        # The result URL is a pre-signed download: no API key goes there.
-        got = httpx.get(url, timeout=10.0)
-        if got.status_code == 200:
-            return [line for line in got.text.splitlines() if line.strip()]
-        time.sleep(poll_s)
-    return None
-
-
 def fetch_container_log(provider: Provider, pod_id: str,
                         tail: int = FETCHED_LINES) -> list[str] | None:
-    reader = getattr(provider, "container_log", None)
-    if callable(reader):
-        lines: list[str] | None = reader(pod_id, tail)
-        return lines
-    if provider.name == "vastai":
-        return vast_container_log(provider, pod_id, tail)
+    if isinstance(provider, SupportsContainerLog):
+        return provider.container_log(pod_id, tail)
     return None
 
 

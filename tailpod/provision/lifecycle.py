@@ -13,7 +13,6 @@ The rules, each learned from a public incident (anchors.md §A.4-A.5):
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -298,11 +297,7 @@ def _wait_gone(provider: Provider, run_tag: str, ids: Iterable[str], policy: Lif
 
 def _evidence(provider: Provider, run_tag: str, pod_id: str | None, price: float | None,
               known_active: set[str]) -> BillingEvidence:
-    params = inspect.signature(provider.billing_evidence).parameters
-    if "known_active_tags" in params:
-        return provider.billing_evidence(run_tag, pod_id, price,  # type: ignore[call-arg]
-                                         known_active_tags=known_active)
-    return provider.billing_evidence(run_tag, pod_id, price)
+    return provider.billing_evidence(run_tag, pod_id, price, known_active_tags=known_active)
 
 
 def proof_payload(record: PodRecord, provider: Provider, ids: list[str],
@@ -787,11 +782,11 @@ def run_dir_for(settings: Settings, run_tag: str) -> Path:
 
 
 def _providers_for(settings: Settings, names: Iterable[str], **options: Any) -> dict[str, Provider]:
-    from tailpod.provision.registry import get_provider, remote_providers
+    from tailpod.provision.registry import CLOUD_PROVIDERS, get_provider, remote_providers
 
     out = remote_providers(settings, **options)
     for name in names:
-        if name not in out and name in ("runpod", "vastai"):
+        if name not in out and name in CLOUD_PROVIDERS:
             out[name] = get_provider(name, settings, **options)
     return out
 
@@ -799,10 +794,10 @@ def _providers_for(settings: Settings, names: Iterable[str], **options: Any) -> 
 def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
               policy: LifecyclePolicy | None = None, **options: Any) -> tuple[PodRecord, PodInfo]:
     """Rent one pod on `settings.provider` with the ledger, TTL and price cap rules applied."""
-    from tailpod.provision.registry import canonical_name, get_provider
+    from tailpod.provision.registry import CLOUD_PROVIDERS, canonical_name, get_provider
 
     name = canonical_name(settings.provider)
-    if name not in ("runpod", "vastai"):
+    if name not in CLOUD_PROVIDERS:
         raise ConfigError(f"{settings.provider!r} is not a cloud provider")
     if spec.max_price is None:
         spec.max_price = settings.max_price

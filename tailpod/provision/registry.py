@@ -1,4 +1,6 @@
-"""Provider names → adapters. Imports are lazy so `--provider local` never loads cloud code."""
+"""The one list of providers: names → adapters. Imports are lazy so `--provider local` never
+loads cloud code. What each adapter can do beyond the base contract it declares on its class
+(provision/base.py `capabilities`)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "runpod": ("tailpod.provision.runpod.provider", "RunPodProvider"),
     "vastai": ("tailpod.provision.vastai.provider", "VastProvider"),
 }
+LOCAL = "local"
+# The providers that rent pods which bill (everything but the local runner).
+CLOUD_PROVIDERS: tuple[str, ...] = tuple(name for name in PROVIDERS if name != LOCAL)
 ALIASES = {"vast": "vastai", "vast.ai": "vastai", "run-pod": "runpod"}
-REMOTE = ("runpod", "vastai")
 
 
 def canonical_name(name: str) -> str:
@@ -33,9 +37,8 @@ def canonical_name(name: str) -> str:
 def get_provider(name: str, settings: Settings, **options: Any) -> Provider:
     """The adapter for `name`; `options` go to the cloud adapters (timings, transport, …)."""
     key = canonical_name(name)
-    module_name, class_name = PROVIDERS[key]
-    cls = getattr(importlib.import_module(module_name), class_name)
-    if key == "local":
+    cls: Any = provider_class(key)
+    if key == LOCAL:
         provider: Provider = cls(settings.state_dir)
         return provider
     provider = cls(settings, **options)
@@ -44,9 +47,13 @@ def get_provider(name: str, settings: Settings, **options: Any) -> Provider:
 
 def remote_providers(settings: Settings, **options: Any) -> dict[str, Provider]:
     """Every cloud adapter whose API key is set (what `status` and `down --all` consult)."""
-    out: dict[str, Provider] = {}
-    if settings.runpod_api_key:
-        out["runpod"] = get_provider("runpod", settings, **options)
-    if settings.vast_api_key:
-        out["vastai"] = get_provider("vastai", settings, **options)
-    return out
+    keys = {"runpod": settings.runpod_api_key, "vastai": settings.vast_api_key}
+    return {name: get_provider(name, settings, **options)
+            for name in CLOUD_PROVIDERS if keys[name]}
+
+
+def provider_class(name: str) -> type[Provider]:
+    """The adapter class for `name` (imports its module; creates nothing)."""
+    module_name, class_name = PROVIDERS[canonical_name(name)]
+    cls: type[Provider] = getattr(importlib.import_module(module_name), class_name)
+    return cls

@@ -20,7 +20,6 @@ from tailpod.errors import ConfigError
 MATRIX_FILE = "matrix.json"
 MATRIX_REPORT = "matrix.md"
 MATRIX_PLOT = "matrix-cost.png"
-CLOUD_PROVIDERS = ("runpod", "vastai")
 
 _CARD = re.compile(r"^\s*(?P<provider>[A-Za-z.]+)\s*:\s*(?P<rest>.+?)\s*$")
 # The GPU count is a suffix `xN` (or `×N`) after the name, which may be quoted: "RTX 4090"x2.
@@ -61,7 +60,7 @@ def _unquote(text: str) -> str:
 
 def parse_card(text: str) -> Card:
     """`provider:GPU[xN]`, e.g. `runpod:NVIDIA H100 80GB HBM3` or `vastai:"RTX 4090"x2`."""
-    from tailpod.provision.registry import canonical_name
+    from tailpod.provision.registry import CLOUD_PROVIDERS, canonical_name
 
     found = _CARD.match(text or "")
     if not found:
@@ -69,7 +68,8 @@ def parse_card(text: str) -> Card:
                           hint='e.g. --card "runpod:NVIDIA H100 80GB HBM3" --card "vastai:RTX 4090x2"')
     provider = canonical_name(found.group("provider"))
     if provider not in CLOUD_PROVIDERS:
-        raise ConfigError(f"card {text!r}: {provider} rents nothing; a card is on runpod or vastai")
+        raise ConfigError(f"card {text!r}: {provider} rents nothing; a card is on "
+                          + " or ".join(CLOUD_PROVIDERS))
     rest = found.group("rest")
     count = 1
     counted = _COUNT.match(rest)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic.json_schema import models_json_schema
 
-SCHEMA_VERSION: Literal[1] = 1
+from tailpod.probes import probe
+
+# The on-pod probe writes the rows and cannot import tailpod: its constant is the one source.
+SCHEMA_VERSION = cast(Literal[1], probe.SCHEMA_VERSION)
 
 MeasuredFrom = Literal["pod", "off-pod"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from tailpod.bootstrap import onpod
@@ -114,8 +115,10 @@ class LocalProvider(Provider):
             )
 
     def billing_evidence(
-        self, run_tag: str, pod_id: str | None, price_per_hr: float | None
+        self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
+        *, known_active_tags: Iterable[str] = (),
     ) -> BillingEvidence:
+        # Proof here is per process group, never account-wide: other runs cannot blur it.
         state = self.engine_state(run_tag)
         checks = [
             ProofCheck("nothing tagged listed", not self.list_by_tag(run_tag), "local runner")

@@ -12,7 +12,7 @@ from typing import Any
 
 from tailpod.errors import ConfigError
 from tailpod.provision.apiclient import ApiTimings
-from tailpod.provision.base import Offer, Provider
+from tailpod.provision.base import AccountFacts, Offer, Provider, SupportsAccount
 from tailpod.provision.preflight.base import (
     CheckSkipped,
     Context,
@@ -37,14 +37,6 @@ def remote_provider(ctx: Context) -> str:
     if name == "local":
         raise CheckSkipped("provider local rents nothing")
     return name
-
-
-@dataclass(frozen=True)
-class Account:
-    balance: float | None
-    spend_per_hr: float | None = None
-    spend_limit: float | None = None
-    unavailable: str | None = None  # why the account facts could not be read (RunPod GraphQL)
 
 
 @dataclass(frozen=True)
@@ -95,13 +87,11 @@ def _provider(ctx: Context) -> Provider:
     return get_provider(name, ctx.settings, **options)
 
 
-def _account(ctx: Context) -> Account:
-    provider: Any = ctx.fact("provider")
-    if hasattr(provider, "account"):  # RunPod: balance, spend rate and spend limit
-        facts = provider.account()
-        return Account(facts.get("balance"), facts.get("spend_per_hr"), facts.get("spend_limit"),
-                       facts.get("unavailable"))
-    return Account(provider.balance())  # vast.ai shows the balance only
+def _account(ctx: Context) -> AccountFacts:
+    provider: Provider = ctx.fact("provider")
+    if not isinstance(provider, SupportsAccount):
+        raise CheckSkipped(f"{provider.name} shows no account")
+    return provider.account()  # RunPod: balance, spend rate and limit; vast.ai: the balance
 
 
 def _offers(ctx: Context) -> OfferSummary:
@@ -127,7 +117,7 @@ FACTS = (
 def check_provider(ctx: Context) -> Outcome:
     """Key accepted by a read-only call; the account can start and pay for the planned run."""
     name = remote_provider(ctx)
-    account: Account = ctx.fact("account")
+    account: AccountFacts = ctx.fact("account")
     found = Findings()
     if account.unavailable:
         found.warn(f"{name} accepted the key (REST v2); account balance and spend limit "

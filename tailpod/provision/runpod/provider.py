@@ -21,16 +21,22 @@ from urllib.parse import quote
 
 import httpx
 
+from tailpod.bootstrap.deadman import TERMINATE_ROUTES
 from tailpod.config import Settings
 from tailpod.errors import AuthError, CapacityError, ConfigError, ProviderError
 from tailpod.provision.apiclient import ApiError, ApiProvider, ApiTimings, summarize_body
 from tailpod.provision.base import (
+    AccountFacts,
     BillingEvidence,
     Offer,
     PodInfo,
     PodSpec,
     PodState,
     ProofCheck,
+    SupportsAccount,
+    SupportsContainerLog,
+    SupportsPodScopedTermination,
+    SupportsSpendRate,
 )
 from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
 from tailpod.secrets import redact, reveal_env
@@ -101,9 +107,11 @@ def parse_log_events(text: str) -> list[str]:
     return lines
 
 
-class RunPodProvider(ApiProvider):
+class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsContainerLog,
+                     SupportsPodScopedTermination):
     name = "runpod"
     label = "RunPod"
+    pod_termination = "runpod"
 
     def __init__(
         self,
@@ -408,12 +416,16 @@ class RunPodProvider(ApiProvider):
 
     # -- teardown ---------------------------------------------------------------------------------
     def terminate(self, pod_id: str) -> None:
-        self.api.call("DELETE", f"/v2/pods/{quote(pod_id, safe='')}",
+        # The account key takes the first route of the pod-side termination table (REST v2
+        # DELETE); the dead-man switch walks on from it only when REST refuses its pod-scoped key.
+        method, path, _body = TERMINATE_ROUTES[self.pod_termination][0]
+        self.api.call(method, path.replace("{id}", quote(pod_id, safe="")),
                       f"terminating pod {pod_id}", ok=(200, 202, 204), passthrough=(404,))
 
     def kill_command(self, info: PodInfo) -> str:
-        tail = (f"curl -X DELETE -H \"Authorization: Bearer $RUNPOD_API_KEY\" "
-                f"{self.base_url}/v2/pods/{info.pod_id}")
+        method, path, _body = TERMINATE_ROUTES[self.pod_termination][0]
+        tail = (f"curl -X {method} -H \"Authorization: Bearer $RUNPOD_API_KEY\" "
+                f"{self.base_url}{path.replace('{id}', info.pod_id)}")
         return (f"tailpod down {info.run_tag}  (or: {tail})" if info.run_tag else tail)
 
     def graphql(self, query: str, variables: dict[str, Any], what: str) -> dict[str, Any]:
@@ -447,9 +459,9 @@ class RunPodProvider(ApiProvider):
         return (float(spend) if isinstance(spend, (int, float)) else None,
                 float(balance) if isinstance(balance, (int, float)) else None)
 
-    def account(self) -> dict[str, Any]:
-        """Read-only account facts for preflight: `balance`, `spend_per_hr` and `spend_limit`
-        (USD and USD/h; RunPod refuses a deploy that would push the spend rate over the limit).
+    def account(self) -> AccountFacts:
+        """Read-only account facts for preflight: the balance, the spend rate and the spend
+        limit (USD and USD/h; RunPod refuses a deploy that would push the rate over the limit).
 
         REST v2 has no account endpoint: once GraphQL is retired the key is checked with a REST
         read and the facts are None, with `unavailable` saying why."""
@@ -457,15 +469,14 @@ class RunPodProvider(ApiProvider):
             me = self.graphql(ACCOUNT_QUERY, {}, "reading the account").get("myself") or {}
         except GraphQLUnavailable as exc:
             self.list_all()  # the key must still work: 401/403 surface here
-            return {"balance": None, "spend_per_hr": None, "spend_limit": None,
-                    "unavailable": str(exc)}
+            return AccountFacts(None, unavailable=str(exc))
 
         def number(key: str) -> float | None:
             value = me.get(key)
             return float(value) if isinstance(value, (int, float)) else None
 
-        return {"balance": number("clientBalance"), "spend_per_hr": number("currentSpendPerHr"),
-                "spend_limit": number("spendLimit")}
+        return AccountFacts(number("clientBalance"), number("currentSpendPerHr"),
+                            number("spendLimit"))
 
     def billed_so_far(self, pod_id: str) -> float | None:
         try:

@@ -17,16 +17,21 @@ from urllib.parse import quote
 
 import httpx
 
+from tailpod.bootstrap.deadman import TERMINATE_ROUTES
 from tailpod.config import Settings
 from tailpod.errors import AuthError, CapacityError, ConfigError, ProviderError
 from tailpod.provision.apiclient import ApiError, ApiProvider, ApiTimings, summarize_body
 from tailpod.provision.base import (
+    AccountFacts,
     BillingEvidence,
     Offer,
     PodInfo,
     PodSpec,
     PodState,
     ProofCheck,
+    SupportsAccount,
+    SupportsContainerLog,
+    SupportsPodScopedTermination,
 )
 from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
 from tailpod.provision.vastai.limits import rent_limit_errors
@@ -48,6 +53,7 @@ STATUS_MAP = {
 }
 STOP_ERRORS = ("insufficient_credit", "missing_billing", "credit")
 MAX_PAGES = 400
+LOG_WAIT_S, LOG_POLL_S = 9.0, 0.3  # how long a requested container log may take to appear
 
 
 def normalise_gpu_name(name: str) -> str:
@@ -55,9 +61,11 @@ def normalise_gpu_name(name: str) -> str:
     return " ".join(name.replace("_", " ").split())
 
 
-class VastProvider(ApiProvider):
+class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
+                   SupportsPodScopedTermination):
     name = "vastai"
     label = "vast.ai"
+    pod_termination = "vastai"
 
     def __init__(
         self,
@@ -352,8 +360,10 @@ class VastProvider(ApiProvider):
 
     # -- teardown ---------------------------------------------------------------------------------
     def terminate(self, pod_id: str) -> None:
-        response = self.api.call("DELETE", f"/api/v0/instances/{quote(pod_id, safe='')}/",
-                                 f"destroying instance {pod_id}", json={}, passthrough=(404,))
+        # The same route the pod's dead-man switch takes with its instance-restricted key.
+        method, path, body = TERMINATE_ROUTES[self.pod_termination][0]
+        response = self.api.call(method, path.replace("{id}", quote(pod_id, safe="")),
+                                 f"destroying instance {pod_id}", json=body, passthrough=(404,))
         if response.status_code == 404:
             return
         body = self.api.body_of(response)
@@ -365,6 +375,30 @@ class VastProvider(ApiProvider):
     def kill_command(self, info: PodInfo) -> str:
         tail = f"vastai destroy instance {info.pod_id}"
         return f"tailpod down {info.run_tag}  (or: {tail})" if info.run_tag else tail
+
+    def account(self) -> AccountFacts:
+        """vast.ai shows the balance only (no spend rate, no spend limit)."""
+        return AccountFacts(self.balance())
+
+    def container_log(self, pod_id: str, tail: int = 200) -> list[str] | None:
+        """`PUT /api/v0/instances/request_logs/{id}/` with `{"tail": N}` answers a `result_url`
+        that serves the log once it is ready (vast-ai/vast-cli vast.py `logs`); None when vast
+        has no log for the pod or it is not ready within ~9 s."""
+        response = self.api.call("PUT", f"/api/v0/instances/request_logs/{pod_id}/",
+                                 f"requesting instance {pod_id}'s log",
+                                 json={"tail": str(tail)}, passthrough=(400, 404))
+        body = self.api.body_of(response)
+        url = body.get("result_url") if isinstance(body, dict) else None
+        if response.status_code != 200 or not isinstance(url, str):
+            return None
+        deadline = time.monotonic() + LOG_WAIT_S
+        while time.monotonic() < deadline:
+            # The result URL is a pre-signed download: no API key goes there.
+            got = httpx.get(url, timeout=10.0)
+            if got.status_code == 200:
+                return [line for line in got.text.splitlines() if line.strip()]
+            time.sleep(LOG_POLL_S)
+        return None
 
     def balance(self) -> float | None:
         """The account's available funds: `credit` of `GET /api/v0/users/current/`.
