@@ -3,7 +3,7 @@
 From a local directory, or from the Hugging Face Hub through `huggingface_hub` (config.json, the
 safetensors index, and each shard's safetensors *header* via HTTP range requests): architecture,
 whether an MTP head is present and how it is named, its layer count, weight bytes, the quantization
-method with its ignore/exclude list, and the known trap of `/work/shared/reference/engines.md` §3.3:
+method with its ignore/exclude list, and the known trap (vllm-project/vllm PRs #38832 and #32101; docs/engines.md):
 MTP modules stored unquantized but missing from the ignore list, which makes engines build
 quantized parameters for them and then fail or load garbage. `fix_mtp_ignore_list` writes a patched
 config beside symlinked weights so a bootstrap can work around the trap and record that it did.
@@ -110,7 +110,7 @@ class CheckpointReport:
     tensor_count: int
     mtp: MtpInfo
     quantization: list[QuantConfig]
-    unquantized_mtp_not_ignored: list[str]  # the §3.3 trap: module names
+    unquantized_mtp_not_ignored: list[str]  # the ignore-list trap: module names
     warnings: list[str]
 
     @property
@@ -499,7 +499,7 @@ def analyse(source: CheckpointSource) -> CheckpointReport:
             warnings.append(
                 f"{len(trap)} MTP module(s) are stored unquantized but are not in the quantization "
                 "ignore list; engines will build quantized layers for them and fail to load or "
-                "draft garbage (engines.md §3.3). fix_mtp_ignore_list() writes a patched config."
+                "draft garbage (docs/engines.md). fix_mtp_ignore_list() writes a patched config."
             )
     return CheckpointReport(
         source=source.label,

@@ -1,6 +1,9 @@
 """Money-safe orchestration of remote pods: what `up`, `down` and `status` call.
 
-The rules, each learned from a public incident (anchors.md §A.4-A.5):
+The rules, each learned from a public incident (e.g. dstackai/dstack #1551: an instance marked
+terminated kept billing; skypilot-org/skypilot #4392 and #4431: leaks when create times out or
+races the status update; uda-lab/yomotsusaka #124: three orphan RunPod pods after a client
+time-out):
 - intent is in the ledger before any provider call, and every provider id is written the moment
   an API answer names it, so a crash or Ctrl-C can never leave a pod nobody knows about;
 - after any error, timeout or interrupt during create, the run tag is looked up at the provider

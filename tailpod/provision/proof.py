@@ -1,4 +1,4 @@
-"""Pieces of the billing proof both cloud adapters share (providers.md §1.7, §2.6)."""
+"""Pieces of the billing proof both cloud adapters share (docs/providers.md, "The billing proof")."""
 
 from __future__ import annotations
 

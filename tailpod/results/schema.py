@@ -1,8 +1,8 @@
 """The versioned results format: `run.json` and the two kinds of `rows.jsonl` line.
 
-Mirrors the format agreed in rows-format.md (v1). Models allow extra fields so a writer can add a
-field without breaking older readers; a renamed or removed field needs a new schema version and a
-migration in `tailpod.results.migrate`.
+Mirrors the format described in docs/results.md and docs/results-schema.json (v1). Models allow
+extra fields so a writer can add a field without breaking older readers; a renamed or removed
+field needs a new schema version and a migration in `tailpod.results.migrate`.
 """
 
 from __future__ import annotations

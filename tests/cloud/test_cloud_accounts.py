@@ -91,7 +91,7 @@ def test_runpod_account_unavailable_without_graphql(retired: Sandbox, tailpod_ho
     with pytest.raises(GraphQLUnavailable):
         provider.account_spend()  # type: ignore[attr-defined]
     facts = provider.account()  # type: ignore[attr-defined]
-    assert facts["balance"] is None and "unavailable" in facts["unavailable"]
+    assert facts.balance is None and facts.unavailable and "unavailable" in facts.unavailable
 
 
 def test_runpod_lifecycle_proves_without_graphql(retired: Sandbox, tailpod_home: Path) -> None:

@@ -59,7 +59,8 @@ def test_runpod_package_errors(runpod_client, sandbox: Sandbox) -> None:  # type
     sandbox.add_fault("capacity", provider="runpod", gpu="NVIDIA A40")
     with pytest.raises(error.QueryError, match="no longer any instances"):
         runpod.create_pod("tp-x", "img", "NVIDIA A40")
-    # providers.md §1.5: values are pasted into the query text unescaped; a quote breaks it.
+    # runpod-python 1.12.0 (runpod/api/mutations/pods.py) pastes values into the query text
+    # unescaped; a quote breaks it.
     # (This is why tailpod sends JSON bodies and GraphQL variables instead.)
     with pytest.raises(error.QueryError):
         runpod.create_pod('tp-"quoted"', "img", "NVIDIA RTX A6000")

@@ -116,7 +116,7 @@ def test_declared_but_missing_mtp_warns(tmp_path: Path) -> None:
     assert any("declares 1 MTP layer" in w for w in report.warnings)
 
 
-# --- quantization formats and the §3.3 trap --------------------------------------------------
+# --- quantization formats and the MTP ignore-list trap ---------------------------------------
 
 TRAP_CASES = [
     # (id, naming, architecture, trunk_quant, mtp_quant, quantization_config, hf_quant, trap)

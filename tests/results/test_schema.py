@@ -16,7 +16,7 @@ from tests.results.conftest import build_run
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Every field named in rows-format.md v1, spelled as the probe and sweep runner write them.
+# Every field of results format v1 (docs/results.md), spelled as the probe and sweep runner write them.
 RUN_V1 = {
     "schema_version": 1,
     "run_id": "r1",
@@ -316,7 +316,7 @@ def test_v0_run_dir_loads_and_analyses(tmp_path: Path) -> None:
 
 
 def test_probe_and_sweep_extras_load(tmp_path: Path) -> None:
-    """Fields the probe/sweep add beyond rows-format.md (run_tag, arm_configs, starts, gate detail,
+    """Fields the probe/sweep add beyond the v1 format (run_tag, arm_configs, starts, gate detail,
     request flags, cell cache) are accepted and kept."""
     run = RUN_V1 | {"run_tag": "tp-1", "gate_reference": {"token_ids": [[1]]}}
     run["plan"] = RUN_V1["plan"] | {"arm_configs": {}, "requests_per_cell": None, "extend_k": True}

@@ -1,6 +1,7 @@
 """llama.cpp `llama-server`: launch plan, startup facts, and acceptance from response `timings`.
 
-Follows `/work/shared/reference/engines.md` §4. llama.cpp renamed its speculative flags on
+Follows ggml-org/llama.cpp @ 3f545bec (read via the ngxson/llama.cpp mirror): tools/server/README.md,
+common/arg.cpp and tools/server/server-common.cpp. llama.cpp renamed its speculative flags on
 2026-04-28 and the old names now *throw*, so the spelling must match the build. Builds are named by
 number (b1234), which is not mapped to dates here: give the build date as `EngineConfig.version`
 ("2026-03-01") to get the pre-rename spelling; no version means a current build.
@@ -152,7 +153,8 @@ _TIMING_KEYS = (
 def parse_timings(payload: Any) -> dict[str, Any]:
     """Facts from a response's `timings` (or the `timings` object itself). Never raises.
 
-    `draft_n` / `draft_n_accepted` are present only when the server drafted (engines.md §4.2);
+    `draft_n` / `draft_n_accepted` are present only when the server drafted (tools/server/server-common.cpp
+    `server_slot_stats::to_json`);
     absent stays None. `draft_n_accepted` excludes the bonus token.
     """
     timings: Any = payload

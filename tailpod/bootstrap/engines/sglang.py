@@ -1,7 +1,8 @@
 """SGLang: launch plan for a plain or speculative arm, and facts from its startup log.
 
-Flag names and log formats follow `/work/shared/reference/engines.md` §1. The parser tolerates
-every format seen between late 2024 and 2026 (§1.6): optional `dtype:` in the KV line, MLA's single
+Flag names and log formats follow sgl-project/sglang @ 8905cbd4 (read via the modal-projects/sglang mirror):
+python/sglang/srt/server_args.py and the startup log's format strings. The parser tolerates
+every format seen between late 2024 and 2026: optional `dtype:` in the KV line, MLA's single
 `KV size`, bare `max_total_num_tokens=` from bench_one_batch, rank tags or none.
 """
 
@@ -454,7 +455,8 @@ def _algorithm(from_args: str | None, facts: dict[str, Any]) -> str | None:
         elif draft_class.endswith("Eagle") or facts["overlap_disabled_for_spec"]:
             algorithm = "EAGLE"
         elif "MTP" in draft_class or "NextN" in draft_class:
-            algorithm = "EAGLE"  # NEXTN is an alias SGLang resolves to EAGLE (engines.md §1.2)
+            algorithm = "EAGLE"  # NEXTN is an alias SGLang resolves to EAGLE (server_args.py,
+            # arg_groups/speculative_hook.py)
     if algorithm is not None and ("MTP" in draft_class or "NextN" in draft_class):
         return f"{algorithm} (MTP draft {draft_class})"
     return algorithm

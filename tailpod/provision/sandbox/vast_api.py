@@ -1,6 +1,7 @@
 """vast.ai emulator: offer search, rent (`PUT /asks/{id}/`), paginated v1 listing, show, destroy.
 
-Follows providers.md §2: `{"success": false, "error": code, "msg": text}` errors, 404/410
+Follows vast-ai/docs api-reference/openapi/yaml/*.yaml @ c6246226 and the `vastai` 1.9.1 client:
+`{"success": false, "error": code, "msg": text}` errors, 404/410
 `no_such_ask` when an offer is gone, `new_contract` surviving in some error bodies, instance rows
 with numeric `start_date`, `extra_env` as `[k, v]` pairs and a *string* `HostPort`, storage billed
 from creation and the GPU only while `running`.
@@ -91,7 +92,8 @@ class VastEmulator:
                                                     "this action")
             return vast_error(401, "auth_error", "Invalid user key")
         if not self.cloud.scope_allows(account, req.params.get("instance_id")):
-            # CONTAINER_API_KEY can only act on its own instance (providers.md §2.3).
+            # CONTAINER_API_KEY can only act on its own instance (vast's create answer names it
+            # `instance_api_key`: vast-ai/docs create_instance.yaml @ c6246226).
             return vast_error(403, "forbidden", "This API key is restricted to another instance")
         fault = self.cloud.faults.take("rate_limit", "vast", op)
         if fault:
@@ -361,8 +363,8 @@ class VastEmulator:
         if isinstance(account, Response):
             return account
         pod = self._owned(req, account)
-        # A destroyed (or never-owned) instance answers `instances: null` (the SDK treats it as
-        # gone; providers.md §2.4).
+        # A destroyed (or never-owned) instance answers `instances: null` (undocumented; the
+        # `vastai` 1.9.1 client's show instance returns None for it, i.e. gone).
         return Response(200, {"instances": self.instance_json(pod) if pod else None})
 
     def request_logs(self, req: Request) -> Response:

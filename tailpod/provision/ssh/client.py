@@ -51,8 +51,11 @@ EventCallback = Callable[[str], None]
 def boot_wait_seconds(
     image_gb: float | None, base_s: float = 120.0, per_gb_s: float = 15.0, cap_s: float = 1800.0
 ) -> float:
-    """How long to wait for a pod's sshd: a cold pull of a 16 GB image alone took ~165 s
-    (providers.md §1.8), so the wait grows with the image instead of being one fixed number."""
+    """How long to wait for a pod's sshd: a cold pull of a 16 GB image alone took ~165 s (vs
+    33 s cached: a RunPod user's measurement in Crazytieguy/alignment-hive issue #98, not
+    re-checked), and RunPod
+    publishes the SSH port only once the container runs (dstackai/dstack issue #1145), so the
+    wait grows with the image instead of being one fixed number."""
     size = max(0.0, image_gb or 0.0)
     return min(cap_s, base_s + per_gb_s * size)
 

@@ -37,7 +37,9 @@ from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
 from tailpod.provision.vastai.limits import rent_limit_errors
 from tailpod.secrets import reveal_env
 
-# providers.md §2.4 and anchors A.4: unknown states must not crash and never read as "gone".
+# States from vast-ai/docs cli/reference/show-instance.mdx @ c6246226. Unknown states must not
+# crash and never read as "gone" (SkyPilot maps every unknown vast state to INIT:
+# skypilot-org/skypilot sky/provision/vast/utils.py).
 STATUS_MAP = {
     None: PodState.PENDING,
     "created": PodState.PENDING,
