@@ -46,8 +46,14 @@ def test_every_cloud_pod_can_terminate_itself_through_the_pod_side_table() -> No
         assert cls.pod_termination in deadman.PROVIDERS, name
 
 
-def test_the_adapters_terminate_takes_the_tables_first_route() -> None:
-    """The path the adapter deletes is the table's, not a copy (changing the table changes it)."""
+def test_the_adapters_terminate_takes_the_tables_first_route(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The route the adapter deletes through is the table's, not a copy: a changed table (here a
+    made-up path) changes what the adapter calls."""
+    for name in CLOUD_PROVIDERS:
+        method, path, body = deadman.TERMINATE_ROUTES[name][0]
+        monkeypatch.setitem(deadman.TERMINATE_ROUTES, name,
+                            [(method, "/moved" + path, body), *deadman.TERMINATE_ROUTES[name][1:]])
     calls: list[tuple[str, str]] = []
 
     class Api:
@@ -61,6 +67,7 @@ def test_the_adapters_terminate_takes_the_tables_first_route() -> None:
         adapter.api = Api()
         adapter.terminate("pod/1")
         method, path, _ = deadman.TERMINATE_ROUTES[cls.pod_termination][0]
+        assert path.startswith("/moved/")
         assert calls[-1] == (method, path.replace("{id}", "pod%2F1")), name
 
 
