@@ -7,7 +7,7 @@
 #   gpu_llamacpp.sh build  SRC BUILD        CUDA llama-server (static) in BUILD/bin
 #   gpu_llamacpp.sh models SRC MODELS       random-weight target + draft GGUFs (benchmarks/gguf_models.py)
 #   gpu_llamacpp.sh capture BIN MODELS OUT  raw llama-server logs and API answers (parser fixtures)
-#   gpu_llamacpp.sh run    BIN MODELS WORK  tailpod up / benchmark / report / down
+#   gpu_llamacpp.sh run    BIN MODELS WORK  tailpod up / benchmark / report / agreement / peer / down
 #   gpu_llamacpp.sh all    SRC WORK         build, models, run
 #
 # Settings (environment, defaults in brackets):
@@ -15,6 +15,7 @@
 #   SPEC_K [0,2,4]         the K values of the sweep (0 = plain decode)
 #   CONCURRENCY [1,2,4,8]  REPS [3]  MAX_TOKENS [128]  REQUESTS [16] (requests per cell)
 #   MAX_K [8]              the sweep extends K past the best up to this
+#   PEER [1]               then llamacpp_peer.py (httpx) on the plain arm, the same workload (0: skip)
 #   GPU_COUNT [1]          GPUs to split the model across (llama.cpp --split-mode / --tensor-split)
 #   SPLIT_MODE [layer]     layer or row, when GPU_COUNT > 1
 #   CUDA_ARCH [90]         CMAKE_CUDA_ARCHITECTURES (90: H100/H200)
@@ -32,6 +33,7 @@ REPS="${REPS:-3}"
 MAX_TOKENS="${MAX_TOKENS:-128}"
 REQUESTS="${REQUESTS:-16}"
 MAX_K="${MAX_K:-8}"
+PEER="${PEER:-1}"
 GPU_COUNT="${GPU_COUNT:-1}"
 SPLIT_MODE="${SPLIT_MODE:-layer}"
 CUDA_ARCH="${CUDA_ARCH:-90}"
@@ -119,6 +121,12 @@ run() {  # BIN MODELS WORK
     $TAILPOD report "$TAILPOD_RESULTS_DIR/$rid" | tee "$work/report.txt" >&2
     python3 "$here/llamacpp_agreement.py" "$TAILPOD_RESULTS_DIR/$rid" --json "$work/agreement.json" \
         | tee "$work/agreement.txt" >&2
+    if [ "$PEER" = 1 ]; then  # the same workload from an independent client, on the plain arm
+        $TAILPOD up --relaunch "$tag" --spec-k 0 --json > "$work/relaunch-plain.json"
+        python3 "$here/llamacpp_peer.py" --base-url "http://127.0.0.1:$PORT" --levels "$CONCURRENCY" \
+            --requests "$REQUESTS" --max-tokens "$MAX_TOKENS" --reps "$REPS" --json "$work/peer.json" \
+            | tee "$work/peer.txt" >&2
+    fi
     trap - EXIT
     cp "$TAILPOD_HOME/local/$tag"/engine-*.log "$work/" || true
     $TAILPOD down "$tag" --json > "$work/down.json"
