@@ -120,6 +120,13 @@ def register(app: typer.Typer) -> None:
             help="Measure from this machine over the tailnet instead of on the pod "
             "(every number is then stamped DO NOT QUOTE AGGREGATE).",
         ),
+        serve_tax: bool = typer.Option(
+            False,
+            "--serve-tax",
+            help="Also measure each arm's bare engine decode (vLLM's offline LLM API) at the same "
+            "prompts, output length and concurrency, for the report's bare-vs-served table; "
+            "costs one more engine start per arm. Local provider, vLLM.",
+        ),
     ) -> None:
         """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
 
@@ -143,6 +150,11 @@ def register(app: typer.Typer) -> None:
                 f"{record.run_tag} is {record.status}, not running", hint="tailpod up"
             )
         base = EngineConfig.from_json(record.engine)
+        if serve_tax and (record.provider != "local" or base.engine != "vllm"):
+            raise ConfigError(
+                "--serve-tax runs on the local provider with vLLM for now",
+                hint="measure it with `--provider local`; cloud pods and SGLang are not wired yet",
+            )
         plan = SweepPlan(
             arms=spec_arms(base, ks, spec_method, draft_model),
             concurrency=int_list(concurrency, "--concurrency"),
@@ -153,7 +165,14 @@ def register(app: typer.Typer) -> None:
             interleave_arms=interleave_arms,
             extend_k=extend_k,
             max_k=max_k,
+            serve_tax=serve_tax,
         )
+        if serve_tax:
+            console.print(
+                f"serve tax: each of the {len(plan.arms)} arm(s) first runs the engine's offline "
+                "decode at the same prompts, output length and concurrency: one more engine "
+                "start per arm"
+            )
         rid = run_id or run_id_for(record, settings.results_dir)
         run_dir = RunDirectory(settings.results_dir / rid)
         ctx = RunContext.for_pod(record, rid, base)

@@ -25,6 +25,7 @@ from tailpod.probes.sweep import ArmStart, GateResult
 
 PROBE_FILE = Path(__file__).with_name("probe.py")
 PROMPTS_DIR = Path(__file__).with_name("prompts")
+BARE_FILE = Path(__file__).with_name("bare.py")
 GATE_MAX_TOKENS = 48
 
 
@@ -224,6 +225,42 @@ class LocalSweepHost(ProbeSweepHost):
         return self._arm_started(label)
 
 
+    def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        """The arm's bare decode for the serve tax: bare.py with the engine's Python, at the arm's
+        serve argv, after the served engine is stopped (the next restart starts it again)."""
+        import os
+
+        from tailpod.bootstrap import onpod
+        from tailpod.bootstrap.engines.registry import get_adapter
+        from tailpod.provision.local.lifecycle import engine_python, local_engine_env
+        from tailpod.provision.local.provider import LocalProvider
+
+        if arm.config.engine != "vllm":
+            return {"status": "not_measured", "reason": f"no bare tool wired for {arm.config.engine}"}
+        state = LocalProvider(self.settings.home).engine_state(self.record.run_tag)
+        if state is not None and onpod.is_running(state):
+            onpod.stop(state)
+        python = engine_python(self.settings)
+        argv_file, out = self._path(f"bare-argv-{uuid.uuid4().hex}.json"), self._path("bare.jsonl")
+        self._write(argv_file, json.dumps(get_adapter("vllm").launch_plan(arm.config, python).argv))
+        env = {**os.environ, **local_engine_env(self.settings, arm.label)}
+        if not onpod.machine_facts()["gpus"]:
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # as onpod.launch sizes the served one
+        args = [
+            python, str(BARE_FILE), "--serve-argv-file", argv_file, "--arm", arm.label,
+            "--concurrency", ",".join(map(str, plan.concurrency)), "--reps", str(plan.reps),
+            "--max-tokens", str(plan.max_tokens), "--prompt-classes", ",".join(plan.prompt_classes),
+            "--out", out,
+        ]  # fmt: skip
+        if plan.requests_per_cell:
+            args += ["--requests-per-cell", str(plan.requests_per_cell)]
+        proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=7200)
+        if proc.returncode != 0:
+            return {"status": "failed", "error": proc.stderr.strip().splitlines()[-8:]}
+        rows = parse_jsonl(self._read(out))
+        return {"status": "measured", "tool": rows[0]["tool"] if rows else None, "rows": rows}
+
+
 class RemoteSweepHost(ProbeSweepHost):
     """A cloud pod over SSH: the probe is copied there and measures 127.0.0.1 on the pod.
 
@@ -292,6 +329,11 @@ class RemoteSweepHost(ProbeSweepHost):
             raise TailpodError(
                 f"the probe failed on the pod (exit {result.exit_status}):\n    {tail}"
             )
+
+    def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        # `benchmark --serve-tax` refuses cloud pods before anything runs; this is the record if
+        # a caller asks anyway.
+        return {"status": "not_measured", "reason": "bare decode is wired for local pods only"}
 
     def restart(self, arm: Arm) -> ArmStart:
         from tailpod.provision.cloud_up import relaunch_cloud

@@ -59,6 +59,9 @@ class SweepPlan:
     interleave_arms: bool = False
     extend_k: bool = True  # run K one step past the best, so the optimum is shown to stop
     max_k: int = 8
+    # Before each arm's served start, measure the engine's offline decode at the same settings
+    # (probes/bare.py): one more engine start per arm.
+    serve_tax: bool = False
 
     def arm(self, label: str) -> Arm:
         for arm in self.arms:
@@ -78,6 +81,7 @@ class SweepPlan:
             "interleave_arms": self.interleave_arms,
             "extend_k": self.extend_k,
             "max_k": self.max_k,
+            "serve_tax": self.serve_tax,
         }
 
 

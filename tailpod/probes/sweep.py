@@ -270,6 +270,17 @@ def run_sweep(
                     plain = next((a for a in plan.arms if a.config.spec.plain), None)
                     if plain is not None:
                         reference = _start_and_reference(plain, run, run_dir, host, plan, log)
+                if plan.serve_tax and entry.get("serve_tax") is None:
+                    log(f"bare decode of {arm.label} for the serve tax (one more engine start)")
+                    # Hosts that can (hosts.py) have bare_decode(arm, plan): the engine's own
+                    # offline decode at the arm's settings, the served engine stopped first.
+                    bare = getattr(host, "bare_decode", None)
+                    entry["serve_tax"] = (
+                        bare(arm, plan)
+                        if bare is not None
+                        else {"status": "not_measured", "reason": "this host has no bare decode"}
+                    )
+                    run_dir.save(run)
                 log(f"starting arm {arm.label}")
                 t0 = time.time()
                 start = host.restart(arm)

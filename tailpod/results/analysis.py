@@ -582,7 +582,8 @@ def _stamp_all(obj: Any) -> Any:
 
 def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any]:
     """Everything the report shows, as a JSON-ready dict (see docs/results.md for the keys)."""
-    from tailpod.results.fingerprint import recorded_fingerprint  # it builds on this module
+    from tailpod.results.fingerprint import recorded_fingerprint  # they build on this module
+    from tailpod.results.serve_tax import serve_tax
 
     st = settings or AnalysisSettings()
     meta = run.meta
@@ -946,6 +947,7 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         "ttft_cache": ttft_rows,
         "acceptance": acceptance,
         "fingerprint": recorded_fingerprint(run),
+        "serve_tax": serve_tax(run, cells, void),
         "bytes_model": bytes_rows,
     }
     if meta.plan.prompt_classes and len(meta.plan.prompt_classes) > 1 and st.prompt_class is None:

@@ -295,6 +295,7 @@ def render_run_markdown(an: dict[str, Any]) -> str:
         L += ["No spec arm to choose K from.", ""]
     if bk.get("excluded_void"):
         L += ["Excluded (void): " + ", ".join(f"~~{v}~~" for v in bk["excluded_void"]), ""]
+    L += render_serve_tax_section(an.get("serve_tax"), _voids(an), stamp)
 
     L += ["## Acceptance", ""]
     L += _table(
@@ -505,6 +506,47 @@ def render_kl_markdown(kl: dict[str, Any]) -> str:
         None,
     )
     return redact("\n".join(L + render_kl_section(kl)))
+
+
+def render_serve_tax_section(
+    tax: dict[str, Any] | None, void: dict[str, str], stamp: str | None
+) -> list[str]:
+    """Bare engine vs served endpoint per arm and concurrency, and the best K both ways."""
+    if not tax:
+        return []
+    L = ["## Serve tax (bare engine vs served endpoint)", ""]
+    tools = sorted({r["tool"] for r in tax["rows"] if r.get("tool")})
+    L += [
+        "Output tok/s, median [min–max] over reps, at the same prompts, output length and "
+        f"concurrency; bare is the engine's own offline decode ({', '.join(tools) or '—'}).",
+        "",
+    ]
+    L += _table(
+        ["arm", "c", "bare tok/s", "served tok/s", "served / bare", "served vs bare"],
+        [
+            [
+                arm_label(r["arm"], void),
+                str(r["concurrency"]),
+                fmt_spread(r["bare_tok_s"]),
+                fmt_spread(r["served_tok_s"]),
+                f"{r['served_over_bare']:.3f}" if r["served_over_bare"] is not None else "—",
+                f"{r['served_vs_bare_pct']:+.1f} %" if r["served_vs_bare_pct"] is not None else "—",
+            ]
+            for r in tax["rows"]
+        ],
+        stamp,
+    )
+    for b in tax["best_k"]:
+        served, bare = b["served"], b["bare"]
+        if served and bare:
+            moved = " (serving moved it)" if b["moved"] else ""
+            L.append(
+                f"- c={b['concurrency']}: best K served K={served['k']} ({served['arm']}), "
+                f"bare K={bare['k']} ({bare['arm']}){moved}"
+            )
+    L += [f"- {n}" for n in tax["notes"]]
+    L.append("")
+    return L
 
 
 def render_fingerprint_section(fp: dict[str, Any], stamp: str | None) -> list[str]:

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Bare engine decode: the engine's own offline API at the served arm's settings, with the probe's
+prompts, output length and concurrency. The served endpoint's throughput over this one is the
+serve tax (HTTP, the API server, detokenising and streaming).
+
+Run with the engine's Python (it imports the engine), beside probe.py, whose prompt classes it
+uses, after the served engine has stopped (they would share the accelerator):
+
+    python bare.py --serve-argv-file argv.json --concurrency 1,2 --reps 1 --max-tokens 64 \
+        --prompt-classes prose --out bare.jsonl
+
+vLLM only (its offline `LLM` API, built from the serve argv through vLLM's own argument parser, so
+the arm's flags mean the same). Each concurrency level c runs the cell's requests in waves of c
+(ignore-EOS and equal output lengths make a wave end together, as a closed loop at c would keep c
+in flight); one untimed warm-up wave goes first. One JSON line per (concurrency, rep, class).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe  # noqa: E402  (the same prompt classes the served cells used)
+
+_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+def engine_args_from_serve_argv(argv: list[str]) -> tuple[Any, list[str]]:
+    """vLLM EngineArgs from the API server's argv, and the server-only flags left over."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # vLLM before the utils split
+        from vllm.utils import FlexibleArgumentParser  # type: ignore[attr-defined,no-redef]
+
+    if _SERVER_MODULE in argv:
+        tail = argv[argv.index(_SERVER_MODULE) + 1 :]
+    elif "serve" in argv:  # `vllm serve MODEL ...`
+        after = argv[argv.index("serve") + 1 :]
+        tail = ["--model", after[0], *after[1:]] if after and not after[0].startswith("-") else after
+    else:
+        raise SystemExit(f"not a vLLM server command line: {argv[:4]}")
+    parser = FlexibleArgumentParser()
+    EngineArgs.add_cli_args(parser)
+    args, unknown = parser.parse_known_args(tail)
+    return EngineArgs.from_cli_args(args), unknown
+
+
+def measure(llm: Any, sampling: Any, conversations: list[Any], concurrency: int) -> tuple[int, float]:
+    """Output tokens and wall seconds for the conversations in waves of `concurrency`."""
+    tokens = 0
+    t0 = time.perf_counter()
+    for i in range(0, len(conversations), concurrency):
+        outs = llm.chat(conversations[i : i + concurrency], sampling, use_tqdm=False)
+        tokens += sum(len(o.outputs[0].token_ids) for o in outs)
+    return tokens, time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--serve-argv-file", required=True)
+    ap.add_argument("--arm", default="arm")
+    ap.add_argument("--concurrency", required=True)
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--requests-per-cell", type=int, default=None)
+    ap.add_argument("--max-tokens", type=int, required=True)
+    ap.add_argument("--prompt-classes", default="prose")
+    ap.add_argument("--prompts-dir", default=None)
+    ap.add_argument("--out", required=True)
+    opts = ap.parse_args(argv)
+    with open(opts.serve_argv_file, encoding="utf-8") as fh:
+        serve_argv = json.load(fh)
+    classes = probe.load_prompt_classes(
+        opts.prompts_dir or probe.default_prompts_dir(), opts.prompt_classes.split(",")
+    )
+    from vllm import LLM, SamplingParams
+    from vllm import __version__ as vllm_version
+
+    engine_args, server_only = engine_args_from_serve_argv(serve_argv)
+    t0 = time.perf_counter()
+    llm = LLM(**{f.name: getattr(engine_args, f.name) for f in dataclasses.fields(engine_args)})
+    startup_s = time.perf_counter() - t0
+    sampling = SamplingParams(temperature=0.0, max_tokens=opts.max_tokens, ignore_eos=True)
+    first = next(iter(classes.values()))["prompts"][0]["messages"]
+    llm.chat([first], SamplingParams(temperature=0.0, max_tokens=8), use_tqdm=False)  # warm-up
+    levels = [int(c) for c in opts.concurrency.split(",") if c]
+    with open(opts.out, "w", encoding="utf-8") as out:
+        for rep in range(opts.reps):
+            for c in levels:
+                n = opts.requests_per_cell or max(4, c)
+                for name, pclass in classes.items():
+                    prompts = pclass["prompts"]
+                    conversations = [prompts[i % len(prompts)]["messages"] for i in range(n)]
+                    tokens, wall = measure(llm, sampling, conversations, c)
+                    row = {
+                        "kind": "bare", "arm": opts.arm, "concurrency": c, "rep": rep,
+                        "prompt_class": name, "requests": n, "output_tokens": tokens,
+                        "wall_s": round(wall, 6), "output_tok_s": tokens / wall if wall else None,
+                        "tool": "vllm offline LLM.chat", "engine_version": vllm_version,
+                        "startup_s": round(startup_s, 2), "server_only_flags": server_only,
+                    }  # fmt: skip
+                    out.write(json.dumps(row) + "\n")
+                    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

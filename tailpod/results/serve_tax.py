@@ -1,0 +1,80 @@
+"""The serve tax: the served endpoint's throughput against the engine's own offline decode.
+
+`benchmark --serve-tax` records, per arm, the bare engine's output tok/s at the same prompts,
+output length and concurrency (`arms[].serve_tax.rows`, written by probes/bare.py). Here each
+(arm, concurrency) gets the bare median over reps (a rep's classes pooled as Σtokens / Σwall, as
+the served samples are), the served median from the analysis, their ratio, and the best K both
+ways: serving can move the optimum, since its overhead per step weighs less on a longer verify.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tailpod.results.analysis import spread
+from tailpod.results.io import Run
+
+
+def _bare_by_concurrency(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any] | None]:
+    pooled: dict[tuple[int, int], list[float]] = {}
+    for row in rows:
+        if row.get("output_tokens") is None or not row.get("wall_s"):
+            continue
+        acc = pooled.setdefault((int(row["concurrency"]), int(row["rep"])), [0.0, 0.0])
+        acc[0] += float(row["output_tokens"])
+        acc[1] += float(row["wall_s"])
+    levels = sorted({c for c, _ in pooled})
+    return {
+        c: spread(tok / wall for (cc, _), (tok, wall) in sorted(pooled.items()) if cc == c and wall)
+        for c in levels
+    }
+
+
+def serve_tax(
+    run: Run, cells: list[dict[str, Any]], void: dict[str, str]
+) -> dict[str, Any] | None:
+    """None when the run measured no bare decode; else the table rows, arm notes and best K."""
+    cell_at = {(c["arm"], c["concurrency"]): c for c in cells}
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    ks: dict[str, int] = {}
+    for arm in run.meta.arms:
+        record = getattr(arm, "serve_tax", None)
+        if not isinstance(record, dict):
+            continue
+        if record.get("status") != "measured":
+            why = record.get("reason") or "; ".join(record.get("error") or []) or "no rows"
+            notes.append(f"{arm.label}: bare decode {record.get('status')}: {why}")
+            continue
+        ks[arm.label] = arm.k
+        for c, bare in _bare_by_concurrency(record.get("rows") or []).items():
+            served = (cell_at.get((arm.label, c)) or {}).get("output_tok_s")
+            ratio = served["median"] / bare["median"] if served and bare and bare["median"] else None
+            rows.append(
+                {
+                    "arm": arm.label,
+                    "k": arm.k,
+                    "concurrency": c,
+                    "void": arm.label in void,
+                    "bare_tok_s": bare,
+                    "served_tok_s": served,
+                    "served_over_bare": ratio,
+                    "served_vs_bare_pct": None if ratio is None else round((ratio - 1) * 100, 1),
+                    "tool": record.get("tool"),
+                }
+            )
+    if not rows and not notes:
+        return None
+    best = []
+    for c in sorted({r["concurrency"] for r in rows}):
+        here = [r for r in rows if r["concurrency"] == c and not r["void"]]
+        entry: dict[str, Any] = {"concurrency": c}
+        for way, key in (("served", "served_tok_s"), ("bare", "bare_tok_s")):
+            measured = [r for r in here if r[key]]
+            top = max(measured, key=lambda r: (r[key]["median"], -r["k"]), default=None)
+            entry[way] = {"arm": top["arm"], "k": top["k"]} if top else None
+        entry["moved"] = bool(
+            entry["served"] and entry["bare"] and entry["served"]["k"] != entry["bare"]["k"]
+        )
+        best.append(entry)
+    return {"rows": rows, "best_k": best, "notes": notes}
