@@ -232,7 +232,11 @@ class LocalSweepHost(ProbeSweepHost):
 
         from tailpod.bootstrap import onpod
         from tailpod.bootstrap.engines.registry import get_adapter
-        from tailpod.provision.local.lifecycle import engine_python, local_engine_env
+        from tailpod.provision.local.lifecycle import (
+            engine_python,
+            local_engine_env,
+            work_around_mtp_trap,
+        )
         from tailpod.provision.local.provider import LocalProvider
 
         if arm.config.engine != "vllm":
@@ -240,9 +244,11 @@ class LocalSweepHost(ProbeSweepHost):
         state = LocalProvider(self.settings.home).engine_state(self.record.run_tag)
         if state is not None and onpod.is_running(state):
             onpod.stop(state)
+        # The checkpoint the served arm loads: a trapped one through its patched overlay.
+        cfg, _ = work_around_mtp_trap(self.settings, arm.config, self.record.run_tag)
         python = engine_python(self.settings)
         argv_file, out = self._path(f"bare-argv-{uuid.uuid4().hex}.json"), self._path("bare.jsonl")
-        self._write(argv_file, json.dumps(get_adapter("vllm").launch_plan(arm.config, python).argv))
+        self._write(argv_file, json.dumps(get_adapter("vllm").launch_plan(cfg, python).argv))
         env = {**os.environ, **local_engine_env(self.settings, arm.label)}
         if not onpod.machine_facts()["gpus"]:
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # as onpod.launch sizes the served one
