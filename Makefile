@@ -55,11 +55,16 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy tailpod
 
+# The non-engine tests mostly wait (sandbox clouds, daemons, sshd, plots), so two workers overlap
+# them; the real-engine tests run afterwards in one process, one engine at a time.
+TEST_WORKERS ?= 2
+
 unit: setup
-	$(VENV)/bin/python -m pytest -q -m "not engine"
+	$(VENV)/bin/python -m pytest -q -m "not engine" -n $(TEST_WORKERS)
 
 test: test-requirements setup engine lint typecheck
-	$(VENV)/bin/python -m pytest -q -ra
+	$(VENV)/bin/python -m pytest -q -ra -m "not engine" -n $(TEST_WORKERS)
+	$(VENV)/bin/python -m pytest -q -ra -m engine
 
 clean:
 	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .mypy_cache .ruff_cache
