@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import httpx
@@ -17,20 +18,33 @@ def test_heartbeats_keep_the_pod_and_silence_terminates_it(
     sandbox: Sandbox, daemons: Daemons, provider: str
 ) -> None:
     pod = create_pod(sandbox, provider)
-    proc, heartbeat, log = daemons.run(pod, timeout=1.0)
-    wait_for(heartbeat.exists, 5)
-    # Beats every 0.25 s for 2.5 s: far longer than the 1 s timeout, and the pod must live.
-    until = time.monotonic() + 2.5
-    while time.monotonic() < until:
-        heartbeat.touch()
-        time.sleep(0.25)
-    assert proc.poll() is None, log.read_text()
-    assert pod.billing(sandbox)
-    assert read_state(heartbeat)["state"] == "armed"
+    heartbeat, _log = daemons.paths()
+    # A beater that runs before the switch starts and touches the file every 0.05 s: no gap
+    # between the switch arming and the first beat, and 20 beats per 1 s timeout.
+    stop = threading.Event()
 
-    silent_from = time.monotonic()
-    assert proc.wait(timeout=10) == 0, log.read_text()
-    assert time.monotonic() - silent_from >= 0.8  # it waited for the timeout, not less
+    def beat() -> None:
+        while not stop.is_set():
+            heartbeat.touch()
+            stop.wait(0.05)
+
+    beater = threading.Thread(target=beat, daemon=True)
+    beater.start()
+    try:
+        proc, heartbeat, log = daemons.run(pod, timeout=1.0)
+        wait_for(lambda: heartbeat.with_name("heartbeat.deadman.json").exists()
+                 and read_state(heartbeat)["state"] == "armed", 30)
+        time.sleep(2.5)  # 2.5 timeouts of beats after the switch armed: the pod lives on
+        assert proc.poll() is None, log.read_text()
+        assert pod.billing(sandbox)
+        assert read_state(heartbeat)["state"] == "armed"
+    finally:
+        stop.set()
+        beater.join()
+    silent_from = heartbeat.stat().st_mtime  # the last beat
+
+    assert proc.wait(timeout=30) == 0, log.read_text()
+    assert time.time() - silent_from >= 1.0  # it waited for the timeout, not less
     text = log.read_text()
     assert "no heartbeat from tailpod within 1 s" in text
     assert f"pod {pod.pod_id} is gone" in text
