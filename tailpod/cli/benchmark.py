@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
             "--serve-tax",
             help="Also measure each arm's bare engine decode (vLLM's offline LLM API) at the same "
             "prompts, output length and concurrency, for the report's bare-vs-served table; "
-            "costs one more engine start per arm. Local provider, vLLM.",
+            "costs one more engine start per arm (vLLM).",
         ),
     ) -> None:
         """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
@@ -150,10 +150,12 @@ def register(app: typer.Typer) -> None:
                 f"{record.run_tag} is {record.status}, not running", hint="tailpod up"
             )
         base = EngineConfig.from_json(record.engine)
-        if serve_tax and (record.provider != "local" or base.engine != "vllm"):
+        if serve_tax and base.engine != "vllm":
+            raise ConfigError("--serve-tax measures vLLM only for now (its offline LLM API)")
+        if serve_tax and from_here:
             raise ConfigError(
-                "--serve-tax runs on the local provider with vLLM for now",
-                hint="measure it with `--provider local`; cloud pods and SGLang are not wired yet",
+                "--serve-tax compares the bare engine on the pod with the endpoint measured on "
+                "the pod; it cannot be combined with --from-here"
             )
         plan = SweepPlan(
             arms=spec_arms(base, ks, spec_method, draft_model),

@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import time
 from typing import Any
@@ -44,7 +45,9 @@ def engine_args_from_serve_argv(argv: list[str]) -> tuple[Any, list[str]]:
         tail = argv[argv.index(_SERVER_MODULE) + 1 :]
     elif "serve" in argv:  # `vllm serve MODEL ...`
         after = argv[argv.index("serve") + 1 :]
-        tail = ["--model", after[0], *after[1:]] if after and not after[0].startswith("-") else after
+        tail = (
+            ["--model", after[0], *after[1:]] if after and not after[0].startswith("-") else after
+        )
     else:
         raise SystemExit(f"not a vLLM server command line: {argv[:4]}")
     parser = FlexibleArgumentParser()
@@ -53,7 +56,9 @@ def engine_args_from_serve_argv(argv: list[str]) -> tuple[Any, list[str]]:
     return EngineArgs.from_cli_args(args), unknown
 
 
-def measure(llm: Any, sampling: Any, conversations: list[Any], concurrency: int) -> tuple[int, float]:
+def measure(
+    llm: Any, sampling: Any, conversations: list[Any], concurrency: int
+) -> tuple[int, float]:
     """Output tokens and wall seconds for the conversations in waves of `concurrency`."""
     tokens = 0
     t0 = time.perf_counter()
@@ -74,7 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt-classes", default="prose")
     ap.add_argument("--prompts-dir", default=None)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--env-file", default=None, help="KEY=VALUE lines (the pod's pod.env)")
     opts = ap.parse_args(argv)
+    if opts.env_file:  # the provider-injected environment (HF token), as onpod.py launch reads it
+        with open(opts.env_file, encoding="utf-8", errors="replace") as fh:
+            for line in fh.read().splitlines():
+                key, sep, value = line.partition("=")
+                if sep and key and key.replace("_", "").isalnum():
+                    os.environ[key] = value
+    if shutil.which("nvidia-smi") is None:
+        # No GPU: size the CPU KV cache as onpod.py launch does for the served engine.
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     with open(opts.serve_argv_file, encoding="utf-8") as fh:
         serve_argv = json.load(fh)
     classes = probe.load_prompt_classes(

@@ -224,7 +224,6 @@ class LocalSweepHost(ProbeSweepHost):
             relaunch_local(self.settings, current, arm.config, self.ledger, self.progress)
         return self._arm_started(label)
 
-
     def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
         """The arm's bare decode for the serve tax: bare.py with the engine's Python, at the arm's
         serve argv, after the served engine is stopped (the next restart starts it again)."""
@@ -240,7 +239,10 @@ class LocalSweepHost(ProbeSweepHost):
         from tailpod.provision.local.provider import LocalProvider
 
         if arm.config.engine != "vllm":
-            return {"status": "not_measured", "reason": f"no bare tool wired for {arm.config.engine}"}
+            return {
+                "status": "not_measured",
+                "reason": f"no bare tool wired for {arm.config.engine}",
+            }
         state = LocalProvider(self.settings.home).engine_state(self.record.run_tag)
         if state is not None and onpod.is_running(state):
             onpod.stop(state)
@@ -250,8 +252,6 @@ class LocalSweepHost(ProbeSweepHost):
         argv_file, out = self._path(f"bare-argv-{uuid.uuid4().hex}.json"), self._path("bare.jsonl")
         self._write(argv_file, json.dumps(get_adapter("vllm").launch_plan(cfg, python).argv))
         env = {**os.environ, **local_engine_env(self.settings, arm.label)}
-        if not onpod.machine_facts()["gpus"]:
-            env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # as onpod.launch sizes the served one
         args = [
             python, str(BARE_FILE), "--serve-argv-file", argv_file, "--arm", arm.label,
             "--concurrency", ",".join(map(str, plan.concurrency)), "--reps", str(plan.reps),
@@ -288,6 +288,7 @@ class RemoteSweepHost(ProbeSweepHost):
 
         super().__init__(settings, ledger, record, progress, cache)
         self.from_here = from_here
+        self.engine_stopped = False  # bare_decode stopped the served engine: restart relaunches
         self.measured_from = "off-pod" if from_here else "pod"
         self.session = open_ssh(settings, SshTarget.from_record(record.ssh), wait_s=60)
         self.shell = PodShell(self.session)
@@ -337,9 +338,47 @@ class RemoteSweepHost(ProbeSweepHost):
             )
 
     def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
-        # `benchmark --serve-tax` refuses cloud pods before anything runs; this is the record if
-        # a caller asks anyway.
-        return {"status": "not_measured", "reason": "bare decode is wired for local pods only"}
+        """bare.py on the pod with the pod's engine Python and its pod.env, after the served
+        engine is stopped (the next restart starts it again)."""
+        from tailpod.bootstrap.checkpoint import hub_overlay_patch
+        from tailpod.bootstrap.engines.registry import get_adapter
+        from tailpod.provision.cloud_up import pod_python
+
+        if arm.config.engine != "vllm" or self.from_here:
+            why = (
+                "measured from here" if self.from_here else f"no bare tool for {arm.config.engine}"
+            )
+            return {"status": "not_measured", "reason": why}
+        try:
+            trapped = hub_overlay_patch(arm.config.model, self.settings) is not None
+        except TailpodError:
+            trapped = False
+        if trapped:  # its overlay is built by the served start, which comes after
+            return {
+                "status": "not_measured",
+                "reason": "a patched-overlay checkpoint: bare decode not wired through it yet",
+            }
+        self.shell.stop_engine()
+        self.engine_stopped = True
+        bare = f"{self.workdir}/bare.py"
+        self.session.upload(BARE_FILE, bare, mode=0o700)
+        python = pod_python(self.settings)
+        argv_file, out = f"{self.workdir}/bare-argv.json", f"{self.workdir}/bare.jsonl"
+        self._write(argv_file, json.dumps(get_adapter("vllm").launch_plan(arm.config, python).argv))
+        args = [
+            python, bare, "--serve-argv-file", argv_file, "--arm", arm.label,
+            "--concurrency", ",".join(map(str, plan.concurrency)), "--reps", str(plan.reps),
+            "--max-tokens", str(plan.max_tokens), "--prompt-classes", ",".join(plan.prompt_classes),
+            "--out", out, "--env-file", self.shell.path("pod.env"),
+        ]  # fmt: skip
+        if plan.requests_per_cell:
+            args += ["--requests-per-cell", str(plan.requests_per_cell)]
+        self.shell.heartbeat()
+        result = self.session.run(" ".join(shlex.quote(a) for a in args), timeout_s=7200)
+        if result.exit_status != 0:
+            return {"status": "failed", "error": result.tail[-8:]}
+        rows = parse_jsonl(self._read(out))
+        return {"status": "measured", "tool": rows[0]["tool"] if rows else None, "rows": rows}
 
     def restart(self, arm: Arm) -> ArmStart:
         from tailpod.provision.cloud_up import relaunch_cloud
@@ -348,7 +387,8 @@ class RemoteSweepHost(ProbeSweepHost):
         assert current is not None
         label = arm.config.spec.label()
         started = current.extra.get("arms", {}).get(label)
-        if not (EngineConfig.from_json(current.engine) == arm.config and started is not None):
+        same = EngineConfig.from_json(current.engine) == arm.config and started is not None
+        if self.engine_stopped or not same:
             progress = self.progress
 
             def say(line: str) -> None:
@@ -356,4 +396,5 @@ class RemoteSweepHost(ProbeSweepHost):
                     progress(0.0, line)
 
             relaunch_cloud(self.settings, current, arm.config, self.ledger, say)
+            self.engine_stopped = False
         return self._arm_started(label)
