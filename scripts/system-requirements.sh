@@ -2,7 +2,7 @@
 # What `make demo` and `make test` need from the system, checked before anything is downloaded:
 # Python 3.10+ with its venv module (the two virtual environments), and OpenSSH's server and
 # ssh-keygen (a real sshd plays each pod's SSH server in the demo and in the SSH tests; tailpod
-# runs /usr/sbin/sshd, tailpod/provision/sandbox/sshd.py).
+# runs /usr/sbin/sshd, tailpod/sandbox/sshd.py).
 #
 # Usage: system-requirements.sh demo|test
 #   As root with apt-get (Debian, Ubuntu): installs what is missing.

@@ -111,8 +111,8 @@ def local_demo(
 @contextmanager
 def sandbox_settings(settings: Settings) -> Iterator[tuple[Settings, Any]]:
     """A sandbox cloud with sshd pods, the Tailscale emulator and a stand-in registry."""
-    from tailpod.provision.sandbox.server import start_sandbox
-    from tailpod.provision.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+    from tailpod.sandbox.server import start_sandbox
+    from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
     repo, tag = DEMO_IMAGE.split(":")
     sandbox = start_sandbox(

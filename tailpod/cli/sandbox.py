@@ -58,10 +58,10 @@ def serve(
     registry stand-in) they serve: with it loaded, check-requirements, up, benchmark, status
     and down work as on a real account."""
     from tailpod.config import load_settings
-    from tailpod.provision.sandbox import DEFAULT_RUNPOD_KEY, DEFAULT_VAST_KEY, start_sandbox
-    from tailpod.provision.sandbox.http import LOOPBACK_HOSTS
-    from tailpod.provision.sandbox.sshd import SSHD
-    from tailpod.provision.sandbox.world import stand_in_config, world_env, write_env_file
+    from tailpod.sandbox import DEFAULT_RUNPOD_KEY, DEFAULT_VAST_KEY, start_sandbox
+    from tailpod.sandbox.http import LOOPBACK_HOSTS
+    from tailpod.sandbox.sshd import SSHD
+    from tailpod.sandbox.world import stand_in_config, world_env, write_env_file
 
     if host not in LOOPBACK_HOSTS:
         raise ConfigError(f"the sandbox binds loopback addresses only, not {host!r}")

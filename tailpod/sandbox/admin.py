@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tailpod.provision.sandbox.cloud import SandboxCloud
-from tailpod.provision.sandbox.faults import FAULT_KINDS
-from tailpod.provision.sandbox.http import Request, Response, Router
+from tailpod.sandbox.cloud import SandboxCloud
+from tailpod.sandbox.faults import FAULT_KINDS
+from tailpod.sandbox.http import Request, Response, Router
 
 
 def _bad(msg: str) -> Response:

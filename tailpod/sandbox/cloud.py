@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tailpod.provision.sandbox.faults import FaultPlan
-from tailpod.provision.sandbox.meter import BillingMeter
-from tailpod.provision.sandbox.model import (
+from tailpod.sandbox.faults import FaultPlan
+from tailpod.sandbox.meter import BillingMeter
+from tailpod.sandbox.model import (
     Account,
     RunPodGpuType,
     SandboxPod,
@@ -23,7 +23,7 @@ from tailpod.provision.sandbox.model import (
     default_runpod_catalog,
     default_vast_offers,
 )
-from tailpod.provision.sandbox.podhost import PodHost, ProcessPodHost
+from tailpod.sandbox.podhost import PodHost, ProcessPodHost
 
 DEFAULT_RUNPOD_KEY = "rp_sandbox_key_0001"
 DEFAULT_VAST_KEY = "vast_sandbox_key_0001"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tailpod.provision.sandbox.http import start_loopback_server, stop_server
+from tailpod.sandbox.http import start_loopback_server, stop_server
 
 
 class HubState:

@@ -96,10 +96,10 @@ class FakeEngine:
     def _completions(self, body: dict[str, Any]) -> dict[str, Any]:
         ids = [int(t) for t in body["prompt"]]
         if body.get("prompt_logprobs"):
-            choice = {"index": 0, "text": "", "prompt_token_ids": ids,
+            scored = {"index": 0, "text": "", "prompt_token_ids": ids,
                       "prompt_logprobs": vllm_prompt_logprobs(self.model, ids,
                                                               int(body["prompt_logprobs"]))}
-            return {"choices": [choice]}
+            return {"choices": [scored]}
         out = self.model.greedy(ids, int(body["max_tokens"]))
         choice: dict[str, Any] = {"index": 0, "text": "", "finish_reason": "length"}
         if body.get("return_token_ids") and not self.legacy:
@@ -116,7 +116,8 @@ class FakeEngine:
         k = int(body.get("top_logprobs_num") or 0)
         meta: dict[str, Any] = {"id": "r", "finish_reason": {"type": "length"}}
         if body.get("return_logprob") and start >= 0:
-            tokens, tops = [], []
+            tokens: list[list[Any]] = []
+            tops: list[list[list[Any]] | None] = []
             for i in range(start, len(ids)):
                 if i == 0:
                     tokens.append([None, ids[0], None])

@@ -22,8 +22,8 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from tailpod.provision.sandbox.images import compose, entrypoint_verdict, image_config
-from tailpod.provision.sandbox.model import SandboxPod
+from tailpod.sandbox.images import compose, entrypoint_verdict, image_config
+from tailpod.sandbox.model import SandboxPod
 
 RESTART_LIMIT = 20  # a crash-looping container is restarted this often at most (bounds the test)
 

@@ -25,8 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tailpod.provision.sandbox.http import start_loopback_server, stop_server
-from tailpod.provision.sandbox.images import image_config
+from tailpod.sandbox.http import start_loopback_server, stop_server
+from tailpod.sandbox.images import image_config
 
 SERVICE = "registry.docker.io"
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"

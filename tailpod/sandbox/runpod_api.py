@@ -25,9 +25,9 @@ from graphql import (
 )
 from graphql.language import FieldNode, OperationDefinitionNode
 
-from tailpod.provision.sandbox.cloud import AuthFailure, SandboxCloud
-from tailpod.provision.sandbox.http import Request, Response, Router
-from tailpod.provision.sandbox.model import (
+from tailpod.sandbox.cloud import AuthFailure, SandboxCloud
+from tailpod.sandbox.http import Request, Response, Router
+from tailpod.sandbox.model import (
     RUNPOD_DISK_RUNNING_GB_MONTH,
     Account,
     RunPodGpuType,

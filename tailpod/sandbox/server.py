@@ -19,19 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tailpod.provision.sandbox.admin import AdminApi
-from tailpod.provision.sandbox.cloud import DEFAULT_RUNPOD_KEY, DEFAULT_VAST_KEY, SandboxCloud
-from tailpod.provision.sandbox.faults import Fault
-from tailpod.provision.sandbox.http import serve_router
-from tailpod.provision.sandbox.podhost import PodHost
-from tailpod.provision.sandbox.runpod_api import RunPodEmulator
-from tailpod.provision.sandbox.vast_api import VastEmulator
+from tailpod.sandbox.admin import AdminApi
+from tailpod.sandbox.cloud import DEFAULT_RUNPOD_KEY, DEFAULT_VAST_KEY, SandboxCloud
+from tailpod.sandbox.faults import Fault
+from tailpod.sandbox.http import serve_router
+from tailpod.sandbox.podhost import PodHost
+from tailpod.sandbox.runpod_api import RunPodEmulator
+from tailpod.sandbox.vast_api import VastEmulator
 
 # name -> module with `serve(host, port, **config) -> (server, url)`
 STAND_INS = {
-    "registry": "tailpod.provision.sandbox.registry",
-    "hub": "tailpod.provision.sandbox.hub",
-    "tailscale": "tailpod.provision.sandbox.tailscale",
+    "registry": "tailpod.sandbox.registry",
+    "hub": "tailpod.sandbox.hub",
+    "tailscale": "tailpod.sandbox.tailscale",
 }
 
 
@@ -91,7 +91,7 @@ class Sandbox:
         if "tailscale" in self.extra_urls:
             # Every credential the emulators accept: the Tailscale stand-in's API token and its
             # seeded auth key (ephemeral, pre-approved, tag:tailpod).
-            from tailpod.provision.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+            from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
             env["TAILSCALE_API_KEY"] = DEFAULT_API_TOKEN
             env["TAILSCALE_AUTH_KEY"] = DEFAULT_AUTH_KEY
@@ -225,9 +225,9 @@ def start_sandbox(
 
 def _sshd_factory(run_commands: bool) -> Callable[[Path, dict[str, str]], PodHost]:
     try:
-        module = importlib.import_module("tailpod.provision.sandbox.sshd")
+        module = importlib.import_module("tailpod.sandbox.sshd")
     except ModuleNotFoundError as exc:
-        raise RuntimeError("sshd pod hosts need tailpod.provision.sandbox.sshd") from exc
+        raise RuntimeError("sshd pod hosts need tailpod.sandbox.sshd") from exc
 
     def factory(workdir: Path, urls: dict[str, str]) -> PodHost:
         host: PodHost = module.SshdPodHost(workdir, tailscale_url=urls.get("tailscale"),

@@ -27,7 +27,7 @@ from tailpod.errors import TailpodError
 from tailpod.provision.ssh.known_hosts import fingerprint
 
 if TYPE_CHECKING:
-    from tailpod.provision.sandbox.model import SandboxPod
+    from tailpod.sandbox.model import SandboxPod
 
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "ssh-keygen"
@@ -247,7 +247,7 @@ class SshdPodHost:
 
     def __init__(self, workdir: Path, tailscale_url: str | None = None,
                  hf_url: str | None = None, **process_host: object):
-        from tailpod.provision.sandbox.podhost import ProcessPodHost
+        from tailpod.sandbox.podhost import ProcessPodHost
 
         self.inner = ProcessPodHost(Path(workdir), **process_host)  # type: ignore[arg-type]
         self.workdir = Path(workdir)
@@ -268,7 +268,7 @@ class SshdPodHost:
         return self.inner.allocate_ports(pod)
 
     def start(self, pod: SandboxPod) -> None:
-        from tailpod.provision.sandbox.podhost import container_argv
+        from tailpod.sandbox.podhost import container_argv
 
         container_argv(pod)
         if pod.meta.get("crashing"):

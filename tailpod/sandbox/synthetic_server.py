@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A synthetic OpenAI-compatible streaming server with exactly known behaviour (stdlib only).
 
-Used by the probe's tests and by benchmarks/probe_capacity.py. Every stream emits a known
+Used by the probe's tests and by benchmarks/probe_capacity.py (through the entry point
+benchmarks/synthetic_server.py). Every stream emits a known
 number of tokens on an absolute schedule: the first chunk (one token, "prefill") at
 arrival + ttft, then the chunk ending with token j at t_first + j / rate, so a correct client
 measures decode rate (n - 1) / (t_last - t_first) == rate exactly. It also offers:
@@ -17,7 +18,7 @@ measures decode rate (n - 1) / (t_last - t_first) == rate exactly. It also offer
   `diverge_marker`) for the token-identity gate;
 - `/_stats` (JSON) with what it actually emitted and how late it ran behind its schedule.
 
-Run alone: `python benchmarks/synthetic_server.py --port 8000 --rate 200`.
+Run alone: `python -m tailpod.sandbox.synthetic_server --port 8000 --rate 200`.
 """
 
 from __future__ import annotations

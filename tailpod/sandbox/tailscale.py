@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tailpod.provision.sandbox.http import start_loopback_server
+from tailpod.sandbox.http import start_loopback_server
 
 STANDIN_PREFIX = "/sandbox/standin"
 DEFAULT_TAILNET = "sandbox.tailpod.test"

@@ -16,10 +16,10 @@ import secrets
 import time
 from typing import Any
 
-from tailpod.provision.sandbox.cloud import AuthFailure, SandboxCloud
-from tailpod.provision.sandbox.http import Request, Response, Router
-from tailpod.provision.sandbox.model import Account, SandboxPod, VastOffer
 from tailpod.provision.vastai.limits import rent_limit_errors
+from tailpod.sandbox.cloud import AuthFailure, SandboxCloud
+from tailpod.sandbox.http import Request, Response, Router
+from tailpod.sandbox.model import Account, SandboxPod, VastOffer
 
 ALIASES = {"dph": "dph_total", "cuda_vers": "cuda_max_good", "dlperf_usd": "dlperf_per_dphtotal"}
 COMPUTED_INSTANCE_COLS = {"dph_total", "num_gpus", "duration"}

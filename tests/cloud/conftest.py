@@ -15,8 +15,8 @@ from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec, Provider
 from tailpod.provision.lifecycle import LifecyclePolicy
 from tailpod.provision.registry import get_provider
-from tailpod.provision.sandbox import Sandbox, start_sandbox
-from tailpod.provision.sandbox.faults import Fault
+from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox.faults import Fault
 from tailpod.secrets import Secret
 
 # Each provider's names for "a GPU that is rarely free" and "a common one" in the sandbox catalog.

@@ -18,8 +18,8 @@ from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.lifecycle import LifecyclePolicy, create_pod_safely, teardown
 from tailpod.provision.registry import get_provider
 from tailpod.provision.runpod.provider import GraphQLUnavailable
-from tailpod.provision.sandbox import Sandbox, start_sandbox
-from tailpod.provision.sandbox.model import SandboxPod
+from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox.model import SandboxPod
 
 from .conftest import Cloud, settings_for
 

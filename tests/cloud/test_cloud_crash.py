@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 from tailpod.cli.demo import demo_ssh_key
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
-from tailpod.provision.sandbox import start_sandbox
-from tailpod.provision.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+from tailpod.sandbox import start_sandbox
+from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
 IMAGE = "vllm/vllm-openai:v0.11.0"
 SANDBOX_NAME = {"runpod": "runpod", "vastai": "vast"}

@@ -28,11 +28,11 @@ from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodState
 from tailpod.provision.registry import get_provider
 from tailpod.provision.runpod import provider as runpod_provider
-from tailpod.provision.sandbox import Sandbox, start_sandbox
-from tailpod.provision.sandbox.images import compose, image_config, parse_start_command
-from tailpod.provision.sandbox.registry import CONFIG_TYPE
-from tailpod.provision.sandbox.sshd import sshd_available
-from tailpod.provision.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox.images import compose, image_config, parse_start_command
+from tailpod.sandbox.registry import CONFIG_TYPE
+from tailpod.sandbox.sshd import sshd_available
+from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
 VLLM = "vllm/vllm-openai:v0.11.0"
 VLLM_PINNED = "vllm/vllm-openai@sha256:" + "ab" * 32
@@ -321,7 +321,7 @@ def test_a_pod_whose_sshd_fails_says_so_through_its_log_not_the_tailnet_hint(
 ) -> None:
     """The sandbox pod records "sshd did not start" in its container log, as the start script
     would; `up` shows it, names the cause, and leaves out the auth-key hint (issue 13)."""
-    from tailpod.provision.sandbox import sshd as sandbox_sshd
+    from tailpod.sandbox import sshd as sandbox_sshd
 
     def no_sshd(*_a: Any, **_k: Any) -> Any:
         raise TailpodError("/usr/sbin/sshd is not installed")

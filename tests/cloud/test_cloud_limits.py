@@ -13,7 +13,7 @@ from tailpod.config import Settings
 from tailpod.errors import ConfigError, ProviderError
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.runpod.provider import RunPodProvider
-from tailpod.provision.sandbox import Sandbox
+from tailpod.sandbox import Sandbox
 from tailpod.provision.vastai.limits import ENV_ENTRY_MAX_BYTES, ONSTART_MAX_CHARS
 from tailpod.secrets import Secret
 

@@ -26,7 +26,7 @@ from tailpod.provision import cloud_up
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.lifecycle import LifecyclePolicy, up_remote
-from tailpod.provision.sandbox import Sandbox
+from tailpod.sandbox import Sandbox
 from tailpod.provision.ssh.client import SshTarget
 
 from .conftest import settings_for

@@ -16,8 +16,8 @@ import pytest
 
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.registry import get_provider
-from tailpod.provision.sandbox import Sandbox, admin_call, start_sandbox
-from tailpod.provision.sandbox.model import VastOffer
+from tailpod.sandbox import Sandbox, admin_call, start_sandbox
+from tailpod.sandbox.model import VastOffer
 
 from .conftest import settings_for
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tailpod.provision.sandbox import admin_call
-from tailpod.provision.sandbox.world import SANDBOX_MODEL_ID, registry_images
+from tailpod.sandbox import admin_call
+from tailpod.sandbox.world import SANDBOX_MODEL_ID, registry_images
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from tailpod.cli.main import app; app()"]

@@ -13,7 +13,7 @@ from tailpod.cli.main import app
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger
 from tailpod.provision import cloud_up
-from tailpod.provision.sandbox import Sandbox
+from tailpod.sandbox import Sandbox
 
 BASE = ["up", "--provider", "runpod", "--gpu", "NVIDIA A40", "--model", "org/model",
         "--image", "vllm/vllm-openai:v0.11.0", "--no-tailnet"]

@@ -6,7 +6,7 @@ import importlib.metadata
 
 import pytest
 
-from tailpod.provision.sandbox import Sandbox
+from tailpod.sandbox import Sandbox
 
 
 def _version(name: str) -> tuple[int, ...]:

@@ -28,7 +28,7 @@ from tailpod.probes.sweep import ArmStart, GateResult
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import BillingEvidence, PodSpec
 from tailpod.provision.lifecycle import LifecyclePolicy, down_many, down_remote, up_remote
-from tailpod.provision.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.results.matrix import parse_cards
 
 IMAGE = "sandbox/engine@sha256:" + "ab" * 32  # a digest: pinned as given, no registry needed

@@ -17,7 +17,7 @@ from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.lifecycle import LifecyclePolicy, create_pod_safely, teardown
 from tailpod.provision.registry import get_provider
-from tailpod.provision.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.secrets import Secret
 
 from .contract import Recorder, contract_for, contracts

@@ -14,7 +14,7 @@ from tailpod.provision.registry import CLOUD_PROVIDERS, PROVIDERS
 
 PACKAGE = Path(tailpod.__file__).parent
 # The sandbox emulates the providers from their side; it names them as a cloud would.
-SKIPPED = (PACKAGE / "provision" / "sandbox",)
+SKIPPED = (PACKAGE / "sandbox",)
 
 
 def _modules() -> list[tuple[Path, ast.Module]]:

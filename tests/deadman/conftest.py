@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from tailpod.bootstrap.deadman_control import DEADMAN_SCRIPT
-from tailpod.provision.sandbox import Sandbox, start_sandbox
-from tailpod.provision.sandbox.model import SandboxPod
+from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox.model import SandboxPod
 
 PROVIDERS = ["runpod", "vastai"]
 SANDBOX_NAME = {"runpod": "runpod", "vastai": "vast"}

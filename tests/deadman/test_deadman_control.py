@@ -16,7 +16,7 @@ import pytest
 from tailpod.bootstrap import deadman_control as dc
 from tailpod.config import load_settings
 from tailpod.errors import ConfigError
-from tailpod.provision.sandbox import Sandbox
+from tailpod.sandbox import Sandbox
 
 from .conftest import FAST, Daemons, clean_env, create_pod, wait_for
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tailpod.bootstrap.deadman_control import DEADMAN_SCRIPT
-from tailpod.provision.sandbox import Sandbox
+from tailpod.sandbox import Sandbox
 
 from .conftest import FAST, Daemons, clean_env, create_pod, read_state, wait_for
 

@@ -3,7 +3,7 @@ the pod, and a retired GraphQL endpoint (404) is never read as "the pod is gone"
 
 from __future__ import annotations
 
-from tailpod.provision.sandbox import Sandbox
+from tailpod.sandbox import Sandbox
 
 from .conftest import Daemons, create_pod
 

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from tailpod.provision.sandbox import Sandbox
+from tailpod.sandbox import Sandbox
 
 from .conftest import PROVIDERS, SANDBOX_NAME, Daemons, create_pod, read_state, wait_for
 

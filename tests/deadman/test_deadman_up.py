@@ -20,9 +20,9 @@ from tailpod.bootstrap import deadman_control
 from tailpod.cli.demo import demo_ssh_key
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
-from tailpod.provision.sandbox import start_sandbox
-from tailpod.provision.sandbox.sshd import sshd_available
-from tailpod.provision.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+from tailpod.sandbox import start_sandbox
+from tailpod.sandbox.sshd import sshd_available
+from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
 from .conftest import wait_for
 

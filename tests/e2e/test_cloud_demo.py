@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tailpod.cli.main import app
-from tailpod.provision.sandbox.cloud import DEFAULT_RUNPOD_KEY
-from tailpod.provision.sandbox.sshd import sshd_available
-from tailpod.provision.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+from tailpod.sandbox.cloud import DEFAULT_RUNPOD_KEY
+from tailpod.sandbox.sshd import sshd_available
+from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
 pytestmark = pytest.mark.engine
 

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 
 from tailpod.cli.demo import demo_ssh_key
 from tailpod.cli.main import app
-from tailpod.provision.sandbox.server import start_sandbox
-from tailpod.provision.sandbox.sshd import sshd_available
-from tailpod.provision.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+from tailpod.sandbox.server import start_sandbox
+from tailpod.sandbox.sshd import sshd_available
+from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
 pytestmark = [
     pytest.mark.engine,

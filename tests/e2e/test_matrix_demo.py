@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
-from tailpod.provision.sandbox.sshd import sshd_available
+from tailpod.sandbox.sshd import sshd_available
 
 pytestmark = pytest.mark.engine
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tailpod.provision.sandbox import admin_call
-from tailpod.provision.sandbox.sshd import sshd_available
+from tailpod.sandbox import admin_call
+from tailpod.sandbox.sshd import sshd_available
 
 pytestmark = [
     pytest.mark.engine,

@@ -20,7 +20,7 @@ from tailpod.bootstrap.checkpoint import (
 )
 from tailpod.config import Settings
 from tailpod.errors import AuthError, ConfigError, ProviderError
-from tailpod.provision.sandbox import hub
+from tailpod.sandbox import hub
 from tailpod.secrets import Secret
 
 MODELOPT_NVFP4 = {"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"]}

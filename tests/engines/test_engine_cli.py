@@ -11,7 +11,7 @@ from mtp_ckpt_builder import build
 from typer.testing import CliRunner
 
 from tailpod.cli import engine_tools
-from tailpod.provision.sandbox import hub
+from tailpod.sandbox import hub
 
 TOKEN = "hf_cli_secret_token_987"
 

@@ -10,7 +10,7 @@ import pytest
 
 from tailpod.bootstrap.image import is_mutable_tag, parse_image_ref, pin_image
 from tailpod.errors import AuthError, ConfigError, ProviderError
-from tailpod.provision.sandbox import registry
+from tailpod.sandbox import registry
 
 SGLANG_DIGEST = "sha256:" + "a" * 64
 UBUNTU_DIGEST = "sha256:" + "b" * 64

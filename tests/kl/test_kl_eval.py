@@ -32,7 +32,7 @@ from tailpod.probes.plan import Arm
 from tailpod.probes.sweep import ArmStart, RunContext, RunDirectory
 from tailpod.results.io import load_run, write_run
 from tailpod.results.report import write_report
-from tests.kl.fake_engine import FakeEngine, FakeModel, serve
+from tailpod.sandbox.kl_engine import FakeEngine, FakeModel, serve
 from tests.results.conftest import build_run
 
 runner = CliRunner()

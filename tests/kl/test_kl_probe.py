@@ -15,7 +15,7 @@ import pytest
 from tailpod.probes import probe
 from tailpod.probes.kl_eval import PROMPTS_FILE, load_prompts, slim_reference
 from tailpod.results import kl
-from tests.kl.fake_engine import FakeEngine, FakeModel, serve, tokenize
+from tailpod.sandbox.kl_engine import FakeEngine, FakeModel, serve, tokenize
 
 PROBE = Path(probe.__file__)
 PROMPTS = [

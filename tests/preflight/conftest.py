@@ -19,11 +19,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tailpod.config import Settings, load_settings
 from tailpod.provision.preflight import CHECKS, Plan, PreflightReport, run_preflight
-from tailpod.provision.sandbox import Sandbox, start_sandbox
-from tailpod.provision.sandbox import hub as hub_standin
-from tailpod.provision.sandbox import registry as registry_standin
-from tailpod.provision.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
-from tailpod.provision.sandbox.tailscale import serve as serve_tailscale
+from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import hub as hub_standin
+from tailpod.sandbox import registry as registry_standin
+from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+from tailpod.sandbox.tailscale import serve as serve_tailscale
 
 RUNPOD_KEY = "rp_preflight_good_key_0001"
 RUNPOD_POOR_KEY = "rp_preflight_poor_key_0002"  # $0.50

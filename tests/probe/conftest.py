@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.synthetic_server import SyntheticConfig, SyntheticServer
+from tailpod.sandbox.synthetic_server import SyntheticConfig, SyntheticServer
 
 
 @pytest.fixture()

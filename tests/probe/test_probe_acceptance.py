@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.synthetic_server import SyntheticServer
 from tailpod.probes import probe
+from tailpod.sandbox.synthetic_server import SyntheticServer
 
 
 def _vllm(drafts: float, draft_tokens: float, accepted: float, per_pos: dict[str, float],

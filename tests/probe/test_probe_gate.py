@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.synthetic_server import SyntheticServer
 from tailpod.probes import probe
+from tailpod.sandbox.synthetic_server import SyntheticServer
 
 
 def gate(ref: SyntheticServer, cand: SyntheticServer, tmp_path: Path, *extra: str

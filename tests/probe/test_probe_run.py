@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.synthetic_server import SyntheticServer
 from tailpod.probes import probe
+from tailpod.sandbox.synthetic_server import SyntheticServer
 
 REQUEST_KEYS = {
     "kind", "schema_version", "run_id", "arm", "concurrency", "rep", "prompt_class", "cell",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.synthetic_server import SyntheticServer
 from tailpod.probes import probe
+from tailpod.sandbox.synthetic_server import SyntheticServer
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE_PATH = REPO / "tailpod" / "probes" / "probe.py"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tailpod.provision.sandbox.sshd import SshdHost, sshd_available, start_sshd_host
-from tailpod.provision.sandbox.tailscale import serve
+from tailpod.sandbox.sshd import SshdHost, sshd_available, start_sshd_host
+from tailpod.sandbox.tailscale import serve
 
 
 def make_key(path: Path, passphrase: str = "", kind: str = "ed25519") -> Path:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from tailpod.provision.sandbox.sshd import (
+from tailpod.sandbox.sshd import (
     CONTAINER_MARKER,
     SshdPodHost,
     _session_of,

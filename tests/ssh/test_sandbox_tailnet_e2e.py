@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from tailpod.config import load_settings
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.provision.sandbox.model import SandboxPod
-from tailpod.provision.sandbox.sshd import SshdPodHost
+from tailpod.sandbox.model import SandboxPod
+from tailpod.sandbox.sshd import SshdPodHost
 from tailpod.provision.ssh import KnownHosts, open_ssh
 from tailpod.provision.tailnet import (
     check_tailnet_requirements,

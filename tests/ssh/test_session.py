@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tailpod.provision.sandbox.sshd import SshdHost, free_port, start_sshd_host
+from tailpod.sandbox.sshd import SshdHost, free_port, start_sshd_host
 from tailpod.provision.ssh import (
     HostKeyChanged,
     KnownHosts,

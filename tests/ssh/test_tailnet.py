@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tailpod.errors import AuthError, ConfigError
-from tailpod.provision.sandbox.tailscale import DEFAULT_AUTH_KEY, TailscaleEmulator
+from tailpod.sandbox.tailscale import DEFAULT_AUTH_KEY, TailscaleEmulator
 from tailpod.provision.tailnet import (
     TailnetError,
     TailscaleAPI,

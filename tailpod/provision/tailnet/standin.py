@@ -2,7 +2,7 @@
 
 Real pods run `tailscale up` (see join.py). Sandbox pods cannot: tailscaled is not available here
 and the sandbox has no real control plane. `register_device_standin` is what a sandbox pod does
-instead; it goes to the local Tailscale API emulator (tailpod/provision/sandbox/tailscale.py), which
+instead; it goes to the local Tailscale API emulator (tailpod/sandbox/tailscale.py), which
 checks the auth key like the control plane would and lists the device. Both functions refuse any
 Tailscale URL that is not on the loopback interface, so they can never touch the real service.
 """
