@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tailpod.bootstrap.deadman import ALIASES, PROVIDERS, TERMINATE_ROUTES
+from tailpod.agent.bootstrap.terminate import ALIASES, PROVIDERS
+from tailpod.bootstrap.agent_build import guard_code
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 
@@ -216,55 +217,10 @@ def parse_status(output: str) -> DeadmanStatus:
     return DeadmanStatus(armed=False, running=False, state="unknown")
 
 
-# Stage 0, in the pod's start command: deadman.py is not on the pod until tailpod's SSH bootstrap
-# copies it, and the laptop may die before that. This guard (stdlib, argv: provider, ttl_at,
-# heartbeat timeout, heartbeat file, API base) fires on the same TTL and heartbeat file; it steps
-# aside once the full switch runs (its state file names a live deadman.py) or after `disarm`.
-# It reads deadman.py's credential variables and, firing, walks deadman.py's termination table
-# (both filled in below) each attempt, logs one line per attempt to <heartbeat>.guard.log, and
-# backs off 2x up to 300 s.
-# A REST route answering 404, or GraphQL saying "not found", means the pod is gone.
-_GUARD = '''\
-import os,sys,time,json,urllib.request as u
-p,T,H,F,A=sys.argv[1:6];T=float(T);H=float(H);S=time.time();F=os.path.expanduser(F)
-i,k=(os.environ.get(n,"")for n in E)
-def f():
- try:return b"deadman.py"in open("/proc/%d/cmdline"%json.load(open(F+".deadman.json"))["pid"],"rb").read()
- except Exception:return 0
-def L(m):open(F+".guard.log","a").write("%d attempt %d: %s\\n"%(time.time(),a,m))
-while 1:
- if os.path.exists(F+".disarmed")or f():sys.exit(0)
- n=time.time()
- try:m=os.stat(F).st_mtime
- except OSError:m=0
- if T and n>=T or H and n-max(m,S)>=H:break
- time.sleep(P)
-d=B;a=0
-while 1:
- a+=1;o=""
- for m,q,b in R:
-  g="graphql"in q;t=b"";b=None if b is None else json.dumps(b).replace("{id}",i).encode()
-  try:r=u.urlopen(u.Request(A+q.replace("{id}",i),b,{"Authorization":"Bearer "+k,\
-"Content-Type":"application/json"},method=m),timeout=30);c=r.status;t=r.read(4096).lower()
-  except u.HTTPError as x:c=x.code
-  except Exception:c=0
-  o+="%s %s %d; "%(m,q,c)
-  if c==404 and not g or g and b"not found"in t:L(o+"gone");sys.exit(0)
-  if 199<c<300 and b"errors"not in t:break
- L(o+"retry in %ds"%d);time.sleep(d);d=min(d*2,300)
-'''
-
-
-def guard_code(provider: str, poll_s: float = DEFAULT_POLL_S, retry_s: float = 5.0) -> str:
-    """The guard's Python source, with deadman.py's credential variables and termination routes
-    for `provider`."""
-    name = provider_name(provider)
-    routes = repr([list(r) for r in TERMINATE_ROUTES[name]])
-    return (_GUARD.replace("for m,q,b in R:", f"for m,q,b in {routes}:")
-            .replace("for n in E)", f"for n in {CREDENTIAL_ENV[name]!r})")
-            .replace("time.sleep(P)", f"time.sleep({poll_s:g})").replace("d=B", f"d={retry_s:g}"))
-
-
+# Stage 0, in the pod's start command: the agent is not on the pod until tailpod's SSH bootstrap
+# uploads it, and the laptop may die before that. The guard is tailpod/agent/bootstrap/guard.py
+# (readable, tested source), minified for one provider by agent_build.guard_code with the agent's
+# one termination table (tailpod/agent/bootstrap/terminate.py).
 def start_guard(provider: str, ttl_at: float, heartbeat_timeout_s: float,
                 api_url: str | None = None, *, layout: DeadmanLayout | None = None,
                 python: str = DEFAULT_PYTHON, poll_s: float = DEFAULT_POLL_S,

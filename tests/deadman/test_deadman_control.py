@@ -206,7 +206,7 @@ def test_start_guard_kills_its_pod_when_rest_refuses_the_pod_key(
 def test_guard_walks_deadman_termination_table_and_fits_vast_onstart() -> None:
     """One table for guard and daemon; the guarded start command stays within vast.ai's
     4048-character `onstart` limit (vast-ai/docs API reference) with room for longer tags."""
-    from tailpod.bootstrap.deadman import TERMINATE_ROUTES
+    from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
     from tailpod.bootstrap.pod_start import start_command
 
     for provider in ("runpod", "vastai"):

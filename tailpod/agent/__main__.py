@@ -1,0 +1,9 @@
+"""`python3 -I agent.pyz <verb> [<sub>]` (or `python -m tailpod.agent ...`): see docs/agent.md."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,450 @@
+"""The load loop (asyncio and threads), the request bodies, and one measured cell.
+
+Moved from tailpod/probes/probe.py (issue 15); the code is unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.client
+import json
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import OFF_POD_FLAG
+from .common import CLIENT_BOUND_CPU_FRACTION, DEFAULT_BASE_URL, USER_AGENT, ProbeError, log
+from .metrics import (
+    _delta,
+    acceptance_from_sglang_meta,
+    acceptance_from_sglang_metrics,
+    acceptance_from_vllm,
+    spec_snapshot,
+)
+from .prompt_classes import load_prompt_classes, prompt_text
+from .rows import CellPlan, RowWriter, cell_row, request_row
+from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
+from .transport import (
+    AsyncConnection,
+    Endpoint,
+    _auth_headers,
+    _new_connection,
+    _scrub,
+    _thread_exchange,
+    detect_engine,
+    discover_model,
+    measured_from,
+    scrape_metrics,
+)
+
+
+class LagMonitor:
+    """How late a 10 ms timer fires: the probe's own scheduling lag (event loop or GIL)."""
+
+    INTERVAL = 0.01
+
+    def __init__(self) -> None:
+        self.max_lag = 0.0
+        self._stop = threading.Event()
+
+    async def run_async(self) -> None:
+        while not self._stop.is_set():
+            t = time.perf_counter()
+            await asyncio.sleep(self.INTERVAL)
+            self.max_lag = max(self.max_lag, time.perf_counter() - t - self.INTERVAL)
+
+    def run_thread(self) -> None:
+        while not self._stop.is_set():
+            t = time.perf_counter()
+            time.sleep(self.INTERVAL)
+            self.max_lag = max(self.max_lag, time.perf_counter() - t - self.INTERVAL)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+@dataclass
+class LoopOutcome:
+    results: list[RequestResult]
+    wall_s: float
+    cpu_s: float
+    loop_lag_max_s: float | None
+
+
+def _outcome(
+    results: list[RequestResult | None], t0: float, t1: float, cpu_s: float, lag: float
+) -> LoopOutcome:
+    """The cell's wall time runs from its first request sent to its last stream ended (not
+    from before the connections were opened), so it compares with what the server saw."""
+    done = [r for r in results if r is not None]
+    if done:
+        t0 = min(r.t_send_perf for r in done)
+        t1 = max(r.t_end_perf for r in done)
+    return LoopOutcome(done, max(0.0, t1 - t0), cpu_s, lag)
+
+
+async def _run_async(
+    ep: Endpoint, specs: list[RequestSpec], concurrency: int, timeout: float, api: str
+) -> LoopOutcome:
+    results: list[RequestResult | None] = [None] * len(specs)
+    cursor = [0]
+    headers = _auth_headers()
+    n_workers = max(1, min(concurrency, len(specs)))
+    connected = [0]
+    all_connected = asyncio.Event()
+
+    async def worker() -> None:
+        conn = AsyncConnection(ep, headers)
+        try:
+            # Every worker connects first and they start together: the cell measures
+            # requests, not a storm of connection set-ups ahead of the first wave.
+            await conn.open(timeout)
+            connected[0] += 1
+            if connected[0] == n_workers:
+                all_connected.set()
+            await all_connected.wait()
+            while cursor[0] < len(specs):
+                spec = specs[cursor[0]]
+                cursor[0] += 1
+                rec = StreamRecorder(api)
+                rec.start()
+                try:
+                    await conn.exchange(spec, rec, timeout)
+                except asyncio.TimeoutError:
+                    rec.fail(f"timeout after {timeout:.0f} s")
+                except (OSError, ProtocolError, ssl.SSLError) as exc:
+                    rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
+                rec.finish(time.perf_counter())
+                results[spec.index] = result_from_recorder(spec, rec)
+        finally:
+            conn.close()
+
+    monitor = LagMonitor()
+    mon_task = asyncio.ensure_future(monitor.run_async())
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(n_workers)))
+    t1, cpu1 = time.perf_counter(), time.process_time()
+    monitor.stop()
+    mon_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await mon_task
+    return _outcome(results, t0, t1, cpu1 - cpu0, monitor.max_lag)
+
+
+def run_loop_asyncio(
+    ep: Endpoint, specs: list[RequestSpec], concurrency: int, timeout: float, api: str
+) -> LoopOutcome:
+    return asyncio.run(_run_async(ep, specs, concurrency, timeout, api))
+
+
+def run_loop_threads(
+    ep: Endpoint, specs: list[RequestSpec], concurrency: int, timeout: float, api: str
+) -> LoopOutcome:
+    results: list[RequestResult | None] = [None] * len(specs)
+    lock = threading.Lock()
+    cursor = [0]
+    headers = {"User-Agent": USER_AGENT, "Accept": "text/event-stream",
+               "Content-Type": "application/json"}
+    headers.update(_auth_headers())
+
+    n = max(1, min(concurrency, len(specs)))
+    barrier = threading.Barrier(n)
+
+    def worker() -> None:
+        first = _new_connection(ep, timeout)
+        box: list[http.client.HTTPConnection | None] = [first]
+        try:
+            try:  # connect ahead, then start together (as the asyncio transport does)
+                first.connect()
+            except OSError:
+                box[0] = None  # the first request reconnects and records any failure
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout)
+            while True:
+                with lock:
+                    if cursor[0] >= len(specs):
+                        return
+                    spec = specs[cursor[0]]
+                    cursor[0] += 1
+                rec = StreamRecorder(api)
+                rec.start()
+                try:
+                    _thread_exchange(box, ep, spec, rec, headers, timeout)
+                except (OSError, http.client.HTTPException, ProtocolError) as exc:
+                    rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
+                    if box[0] is not None:
+                        box[0].close()
+                        box[0] = None
+                rec.finish(time.perf_counter())
+                results[spec.index] = result_from_recorder(spec, rec)
+        finally:
+            if box[0] is not None:
+                box[0].close()
+
+    monitor = LagMonitor()
+    mon = threading.Thread(target=monitor.run_thread, daemon=True)
+    mon.start()
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(n)]
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    t1, cpu1 = time.perf_counter(), time.process_time()
+    monitor.stop()
+    mon.join()
+    return _outcome(results, t0, t1, cpu1 - cpu0, monitor.max_lag)
+
+
+TRANSPORTS: dict[str, Callable[..., LoopOutcome]] = {
+    "asyncio": run_loop_asyncio,
+    "threads": run_loop_threads,
+}
+DEFAULT_TRANSPORT = "asyncio"
+
+
+# --------------------------------------------------------------------------------------------
+# The sweep
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunOptions:
+    base_url: str = DEFAULT_BASE_URL
+    model: str | None = None
+    arm: str = "default"
+    run_id: str | None = None
+    concurrency: list[int] = field(default_factory=lambda: [1])
+    reps: int = 1
+    requests_per_cell: int = 16
+    max_tokens: int = 256
+    ignore_eos: bool = True
+    temperature: float = 0.0
+    prompt_classes: list[str] | None = None
+    prompts_dir: str | None = None
+    warmup: int = 1
+    cache: str = "cold"  # cold | warm | both
+    engine: str = "auto"  # auto | vllm | sglang | none
+    api: str = "chat"  # chat | completions | generate (SGLang native)
+    out: str = "-"
+    transport: str = DEFAULT_TRANSPORT
+    request_timeout: float = 600.0
+    client_bound_threshold: float = CLIENT_BOUND_CPU_FRACTION
+
+
+def new_salt(run_id: str) -> str:
+    return f"tailpod-{run_id}-{uuid.uuid4().hex}"
+
+
+def build_body(
+    opts: RunOptions,
+    model: str,
+    pclass: dict[str, Any],
+    prompt: dict[str, Any],
+    salt: str | None,
+    max_tokens: int | None = None,
+) -> tuple[str, bytes]:
+    """Path and JSON body of one streamed request."""
+    mt = max_tokens if max_tokens is not None else opts.max_tokens
+    ignore_eos = opts.ignore_eos if pclass.get("ignore_eos") is None else bool(pclass["ignore_eos"])
+    messages = prompt["messages"]
+    body: dict[str, Any]
+    if opts.api == "generate":
+        sampling: dict[str, Any] = {
+            "max_new_tokens": mt,
+            "temperature": opts.temperature,
+            "ignore_eos": ignore_eos,
+        }
+        if pclass.get("response_format"):
+            schema = pclass["response_format"].get("json_schema", {}).get("schema")
+            if schema is not None:
+                sampling["json_schema"] = json.dumps(schema)
+        body = {"text": prompt_text(messages), "sampling_params": sampling, "stream": True}
+        if salt:
+            body["extra_key"] = salt
+        return "/generate", json.dumps(body).encode()
+    body = {
+        "model": model,
+        "max_tokens": mt,
+        "temperature": opts.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": ignore_eos,
+    }
+    if opts.api == "chat":
+        body["messages"] = messages
+        path = "/v1/chat/completions"
+    else:
+        body["prompt"] = prompt_text(messages)
+        path = "/v1/completions"
+    if pclass.get("response_format"):
+        body["response_format"] = pclass["response_format"]
+    if salt:
+        body["cache_salt"] = salt
+    return path, json.dumps(body).encode()
+
+
+def _quiet_snapshot(ep: Endpoint, engine: str) -> dict[str, Any]:
+    """Scrape before a cell, once the counters stop moving (up to ~1 s): the warm-up's last
+    tokens may reach the engine's stat logger after its response did."""
+    snap = spec_snapshot(scrape_metrics(ep) or [], engine)
+    for _ in range(10):
+        time.sleep(0.1)
+        again = spec_snapshot(scrape_metrics(ep) or [], engine)
+        if again == snap:
+            break
+        snap = again
+    return snap
+
+
+def _settled_after(
+    ep: Endpoint, engine: str, before: dict[str, Any], expected_tokens: int | None
+) -> dict[str, Any]:
+    """Scrape after a cell; if the generation counter still trails the tokens the server
+    reported in usage, give its stat logger up to ~1 s to catch up."""
+    after: dict[str, Any] = {}
+    for _ in range(6):
+        samples = scrape_metrics(ep)
+        after = spec_snapshot(samples or [], engine)
+        gen = _delta(before, after, "generation_tokens")
+        if expected_tokens is None or gen is None or gen >= expected_tokens:
+            break
+        time.sleep(0.2)
+    return after
+
+
+def run_cell(
+    opts: RunOptions,
+    ep: Endpoint,
+    model: str,
+    engine: str,
+    run_id: str,
+    plan: CellPlan,
+    pclass: dict[str, Any],
+    where: str,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    loop_fn = TRANSPORTS[opts.transport]
+    prompts = pclass["prompts"]
+    # Warm-up (never counted): cold cells warm the engine with salted requests; warm cells
+    # prime each prompt once without salt so the measured repeats hit the prefix cache.
+    warm_specs: list[RequestSpec] = []
+    if plan.cache == "warm":
+        for i, pr in enumerate(prompts[: opts.requests_per_cell]):
+            path, body = build_body(opts, model, pclass, pr, None)
+            warm_specs.append(RequestSpec(i, path, body, "warm", opts.api))
+    else:
+        for i in range(opts.warmup):
+            prompt = prompts[i % len(prompts)]
+            path, body = build_body(opts, model, pclass, prompt, new_salt(run_id))
+            warm_specs.append(RequestSpec(i, path, body, "cold", opts.api))
+    if warm_specs:
+        warm = loop_fn(ep, warm_specs, 1, opts.request_timeout, opts.api)
+        bad = [r for r in warm.results if not r.ok]
+        if bad:
+            log(f"warning: {len(bad)} warm-up request(s) failed in {plan.cell}: {bad[0].error}")
+
+    specs: list[RequestSpec] = []
+    for i in range(opts.requests_per_cell):
+        pr = prompts[i % len(prompts)]
+        salt = new_salt(run_id) if plan.cache == "cold" else None
+        path, body = build_body(opts, model, pclass, pr, salt)
+        specs.append(RequestSpec(i, path, body, plan.cache, opts.api))
+
+    before: dict[str, Any] = {}
+    if engine in ("vllm", "sglang"):
+        before = _quiet_snapshot(ep, engine)
+    outcome = loop_fn(ep, specs, plan.concurrency, opts.request_timeout, opts.api)
+
+    ok = [r for r in outcome.results if r.ok]
+    clean = len(ok) == len(outcome.results) and all(r.completion_tokens is not None for r in ok)
+    usage_tokens = sum(r.completion_tokens or 0 for r in ok)
+    acceptance: dict[str, Any] | None = None
+    flags: list[str] = []
+    if opts.api == "generate":
+        acceptance = acceptance_from_sglang_meta([r.meta for r in ok if r.meta])
+    elif engine in ("vllm", "sglang"):
+        after = _settled_after(ep, engine, before, usage_tokens if clean else None)
+        if engine == "vllm":
+            acceptance, flags = acceptance_from_vllm(before, after)
+        else:
+            acceptance, flags = acceptance_from_sglang_metrics(before, after, len(ok))
+        gen = _delta(before, after, "generation_tokens")
+        if acceptance is not None and clean and gen is not None and int(gen) != usage_tokens:
+            # other traffic (or a lagging counter) shares the window: acceptance is suspect
+            flags.append("acceptance_window_mismatch")
+    rows = [request_row(run_id, plan, r, where) for r in outcome.results]
+    return rows, cell_row(
+        run_id, plan, outcome, acceptance, flags, where, opts.client_bound_threshold
+    )
+
+
+def default_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _progress_line(cell: dict[str, Any]) -> str:
+    acc = cell.get("acceptance") or {}
+    wall = cell["wall_s"]
+    flags = (" [" + ", ".join(cell["flags"]) + "]") if cell["flags"] else ""
+    return (
+        f"{cell['cell']}: {cell['requests']} req, {cell['failed']} failed, "
+        f"{_fmt(cell['output_tok_s'], '.1f')} tok/s, ttft p50 {_fmt(cell['ttft_p50_s'], '.4f')}s, "
+        f"e2e p50 {_fmt(cell['e2e_p50_s'], '.3f')}s, "
+        f"cpu {100.0 * cell['client_cpu_s'] / wall if wall else 0.0:.0f}%, "
+        f"accept len {_fmt(acc.get('acceptance_length'), '.3f')}{flags}"
+    )
+
+
+def run_cells(
+    opts: RunOptions, cells: list[CellPlan], writer: RowWriter | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Measure exactly `cells`, in order, and return (run facts, rows): each cell's request rows
+    then its cell row. The sweep (which cells, which rep) is the laptop's (tailpod/probes/sweep.py);
+    rep and cell id are written as given. `writer` also appends each row to a file on the pod."""
+    if opts.transport not in TRANSPORTS:
+        raise ProbeError(f"unknown transport {opts.transport!r}")
+    if opts.api not in ("chat", "completions", "generate"):
+        raise ProbeError("api must be chat, completions or generate")
+    for plan in cells:
+        if plan.cache not in ("cold", "warm"):
+            raise ProbeError(f"cell {plan.cell}: cache must be cold or warm")
+        if plan.concurrency < 1:
+            raise ProbeError(f"cell {plan.cell}: concurrency must be >= 1")
+    if opts.requests_per_cell < 1:
+        raise ProbeError("requests per cell must be >= 1")
+    ep = Endpoint.parse(opts.base_url)
+    where = measured_from(opts.base_url)
+    run_id = opts.run_id or default_run_id()
+    wanted = sorted({plan.prompt_class for plan in cells})
+    classes = load_prompt_classes(opts.prompts_dir, wanted)
+    model = opts.model or ("default" if opts.api == "generate" else discover_model(ep))
+    engine = opts.engine
+    if engine == "auto":
+        engine = detect_engine(scrape_metrics(ep))
+    if where != "pod":
+        log(f"base URL is not loopback: rows are stamped off-pod / '{OFF_POD_FLAG}'")
+    log(f"run {run_id} model={model} engine={engine} transport={opts.transport} "
+        f"cells={len(cells)} n={opts.requests_per_cell}")
+    rows: list[dict[str, Any]] = []
+    for plan in cells:
+        if opts.requests_per_cell < plan.concurrency:
+            log(f"note: {opts.requests_per_cell} requests per cell < concurrency {plan.concurrency}")
+        request_rows, cell = run_cell(
+            opts, ep, model, engine, run_id, plan, classes[plan.prompt_class], where
+        )
+        for row in [*request_rows, cell]:
+            rows.append(row)
+            if writer is not None:
+                writer.write(row)
+        log(_progress_line(cell))
+    facts = {"run_id": run_id, "model": model, "engine": engine, "measured_from": where}
+    return facts, rows
