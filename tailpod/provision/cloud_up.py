@@ -5,8 +5,9 @@ request leaves:
 1. preflight that costs nothing: model, SSH key, image pinned to its digest, Tailscale auth key;
 2. rent through `up_remote` (capacity fallback, price cap, TTL, stray cleanup on any error);
 3. wait for the pod's tailnet device (or, with `--no-tailnet`, the provider's SSH endpoint);
-4. over SSH: upload the stdlib on-pod runner, start the engine with the chosen arm, read its
-   startup lines back; the engine listens on 127.0.0.1 only and is reached over the tailnet.
+4. over ONE SSH session, the pod agent (tailpod/agent/, uploaded once by content hash) arms the
+   dead-man switch and starts the engine with the chosen arm, returning its start facts; the
+   engine listens on 127.0.0.1 only and is reached over the tailnet.
 Any failure after step 2 tears the pod down (unless asked to keep it) and says so.
 """
 
@@ -14,32 +15,27 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import shlex
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tailpod.bootstrap import onpod
-from tailpod.bootstrap.engines.base import EngineConfig, StartupFacts
+from tailpod.bootstrap.engines.base import EngineConfig
 from tailpod.bootstrap.engines.registry import get_adapter
-from tailpod.bootstrap.pod_start import POD_STATE, start_command
+from tailpod.bootstrap.pod_start import start_command
 from tailpod.config import Settings, check_run_settings
 from tailpod.errors import BillingNotProven, ConfigError, TailpodError, TransientError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag, operation_stamp
 from tailpod.provision.base import PodInfo, PodSpec
-from tailpod.provision.ssh.client import SshSession, SshTarget, boot_wait_seconds, open_ssh
+from tailpod.provision.ssh.client import SshTarget, boot_wait_seconds, open_ssh
 from tailpod.secrets import Secret
 
 if TYPE_CHECKING:
+    from tailpod.probes.driver import EngineStarted, PodAgent
     from tailpod.provision.bootlog import BootDiagnosis
     from tailpod.provision.preflight import PreflightReport
 
 Say = Callable[[str], None]
 TRANSIENT_RETRY_S = 60.0  # the least a refusal for a rate limit or outage tells the user to wait
-ONPOD = Path(onpod.__file__)
 
 
 def provider_is_emulated(settings: Settings) -> bool:
@@ -72,123 +68,75 @@ def pinned_image(settings: Settings, allow_unpinned: bool) -> tuple[str, str | N
     return pinned.pinned_ref, pinned.digest
 
 
-class PodShell:
-    """The engine's side of a pod, driven over one SSH session."""
+def open_pod_agent(
+    settings: Settings, target: SshTarget, wait_s: float, say: Say | None = None
+) -> PodAgent:
+    """The pod's agent over ONE SSH session: every call of this pod (arm, start, relaunch,
+    probe, heartbeat) goes through it; close it when done with the pod."""
+    from tailpod.probes.driver import PodAgent, SshTransport
 
-    def __init__(self, session: SshSession) -> None:
-        self.session = session
-        result = session.run(f'sh -c \'d={POD_STATE}; mkdir -p "$d"; printf %s "$d"\'')
-        result.check("finding the pod's state directory")
-        self.state_dir = result.tail[-1].strip() if result.tail else ""
-        if not self.state_dir.startswith("/"):
-            raise TailpodError(f"unexpected pod state directory {self.state_dir!r}")
-        session.upload(ONPOD, f"{self.state_dir}/onpod.py", mode=0o700)
+    session = open_ssh(settings, target, wait_s=wait_s, on_event=say)
+    try:
+        return PodAgent(SshTransport(session))
+    except BaseException:
+        session.close()
+        raise
 
-    def path(self, name: str) -> str:
-        return f"{self.state_dir}/{name}"
 
-    def run_json(self, command: str, say: Say | None = None, timeout_s: float | None = None) -> Any:
-        """Run a command whose last stdout line is JSON; stream the rest to `say`."""
-        lines: list[str] = []
+def start_arm(
+    agent: PodAgent,
+    settings: Settings,
+    cfg: EngineConfig,
+    say: Say | None = None,
+    *,
+    relaunch: bool = False,
+) -> EngineStarted:
+    """Start (or relaunch) the engine on the pod with this arm; its start facts, returned."""
+    from tailpod.bootstrap.checkpoint import hub_overlay_patch
 
-        def on_line(line: str) -> None:
-            lines.append(line)
-            if say and not line.startswith("{"):
-                say(line)
+    label = cfg.spec.label()
+    # A Hub checkpoint with the MTP ignore-list trap: the patch is worked out here from the
+    # Hub (no weights), the pod builds the overlay (tailpod/agent/bootstrap/overlay.py) and
+    # serves it.
+    try:
+        overlay = hub_overlay_patch(cfg.model, settings)
+    except TailpodError as exc:  # preflight reported the Hub's answer; the engine will too
+        overlay = None
+        if say:
+            say(f"could not check {cfg.model} for the MTP ignore-list trap ({exc.message})")
+    if overlay is not None:
+        overlay |= {"dir": f"{agent.state_dir}/models/{label}", "python": pod_python(settings)}
+        cfg = dataclasses.replace(cfg, model=overlay["dir"])
+        if say:
+            added = ", ".join(overlay["record"]["added"])
+            say(f"{overlay['source']}: serving a patched overlay (ignore list + {added})")
+    adapter = get_adapter(cfg.engine)
+    plan = adapter.launch_plan(cfg, python=pod_python(settings))
+    return agent.engine_start(
+        adapter, plan, cfg,
+        timeout_s=settings.startup_timeout_s,
+        env_file=f"{agent.state_dir}/pod.env",
+        overlay=overlay,
+        relaunch=relaunch,
+        say=say,
+    )  # fmt: skip
 
-        self.session.run(command, on_line, timeout_s=timeout_s, combine_stderr=True)
-        for line in reversed(lines):
-            if line.startswith("{"):
-                return json.loads(line)
-        raise TailpodError(f"no result from `{command.split()[1]}` on the pod: {lines[-3:]}")
 
-    def launch(
-        self, settings: Settings, cfg: EngineConfig, say: Say | None = None
-    ) -> tuple[dict[str, Any], StartupFacts, list[str]]:
-        from tailpod.bootstrap.checkpoint import hub_overlay_patch
+def arm_deadman(agent: PodAgent, settings: Settings, provider: str, ttl_at: float) -> dict[str, Any]:
+    """Arm the pod's dead-man switch (idempotent; also a heartbeat). No credential travels: the
+    switch reads the pod-scoped key from the pod's own environment."""
+    from tailpod.bootstrap import deadman_control as dm
 
-        label = cfg.spec.label()
-        # A Hub checkpoint with the MTP ignore-list trap: the patch is worked out here from the
-        # Hub (no weights), the pod builds the overlay (bootstrap/onpod.py) and serves it.
-        try:
-            overlay = hub_overlay_patch(cfg.model, settings)
-        except TailpodError as exc:  # preflight reported the Hub's answer; the engine will too
-            overlay = None
-            if say:
-                say(f"could not check {cfg.model} for the MTP ignore-list trap ({exc.message})")
-        if overlay is not None:
-            overlay |= {"dir": self.path(f"models/{label}"), "python": pod_python(settings)}
-            cfg = dataclasses.replace(cfg, model=overlay["dir"])
-            if say:
-                added = ", ".join(overlay["record"]["added"])
-                say(f"{overlay['source']}: serving a patched overlay (ignore list + {added})")
-        adapter = get_adapter(cfg.engine)
-        plan = adapter.launch_plan(cfg, python=pod_python(settings))
-        payload = {
-            "argv": plan.argv,
-            "env": plan.env,
-            "host": "127.0.0.1",
-            "port": cfg.port,
-            "label": label,
-            "health_path": plan.health_path,
-            "checkpoints": {"model": cfg.model, "draft_model": cfg.spec.draft_model},
-            "overlay": overlay,
-        }
-        with tempfile.TemporaryDirectory(prefix="tailpod-plan-") as tmp:
-            local = Path(tmp) / "plan.json"
-            local.write_text(json.dumps(payload))
-            self.session.upload(local, self.path(f"plan-{label}.json"), mode=0o600)
-        command = " ".join(
-            shlex.quote(part)
-            for part in (
-                "python3", self.path("onpod.py"), "launch",
-                "--plan", self.path(f"plan-{label}.json"),
-                "--state-dir", self.state_dir,
-                "--env-file", self.path("pod.env"),
-                "--timeout", str(int(settings.startup_timeout_s)),
-            )
-        )  # fmt: skip
-        result = self.run_json(command, say, timeout_s=settings.startup_timeout_s + 120)
-        if not result.get("ok"):
-            tail = "\n    ".join(result.get("tail", [])[-12:])
-            raise TailpodError(
-                f"the engine did not start on the pod: {result.get('error')}\n    {tail}"
-            )
-        log_text = self.read_text(result["log"], int(result.get("log_offset", 0)))
-        return result, adapter.parse_startup(log_text), plan.argv
-
-    def arm_deadman(self, settings: Settings, provider: str, ttl_at: float) -> dict[str, Any]:
-        """Copy the dead-man switch to the pod and arm it (idempotent; also a heartbeat)."""
-        from tailpod.bootstrap import deadman_control as dm
-
-        layout = dm.DeadmanLayout(remote_dir=self.state_dir)
-        with tempfile.TemporaryDirectory(prefix="tailpod-deadman-") as tmp:
-            local = Path(tmp) / "deadman.py"
-            local.write_bytes(dm.deadman_source())
-            self.session.upload(local, layout.script, mode=0o700)
-        argv = dm.deadman_command_for(
-            settings, provider, ttl_at, layout=layout, environ_from=self.path("pod.env")
-        )
-        status: dict[str, Any] = self.run_json(dm.shell(argv), timeout_s=120)
-        if not status.get("armed"):
-            raise TailpodError(f"the dead-man switch did not arm on the pod: {status}")
-        return status
-
-    def heartbeat(self) -> dict[str, Any]:
-        from tailpod.bootstrap import deadman_control as dm
-
-        layout = dm.DeadmanLayout(remote_dir=self.state_dir)
-        beat: dict[str, Any] = self.run_json(dm.shell(dm.heartbeat_command(layout)), timeout_s=60)
-        return beat
-
-    def read_text(self, remote: str, offset: int = 0) -> str:
-        with self.session.sftp().open(remote, "rb") as fh:
-            fh.seek(offset)
-            return fh.read().decode("utf-8", errors="replace")
-
-    def stop_engine(self) -> bool:
-        command = f"python3 {shlex.quote(self.path('onpod.py'))} stop --state-dir {shlex.quote(self.state_dir)}"
-        return bool(self.run_json(command, timeout_s=120).get("ok"))
+    status = agent.deadman_arm({
+        "provider": dm.provider_name(provider),
+        "ttl_at": ttl_at,
+        "heartbeat_timeout": dm.heartbeat_timeout_for(settings),
+        "api_url": dm.api_url_for(settings, provider),
+        "environ_from": f"{agent.state_dir}/pod.env",
+    })  # fmt: skip
+    if not status.get("armed"):
+        raise TailpodError(f"the dead-man switch did not arm on the pod: {status}")
+    return status
 
 
 def _wait_ssh_endpoint(
@@ -442,27 +390,20 @@ def up_cloud(
         info = dataclasses.replace(running, detail={**info.detail, **running.detail})
         target = reach_pod(settings, current, say, boot_wait_seconds(image_gb))
         step("reachable", ssh=target.to_record(), operation=operation_stamp("engine-start"))
-        with open_ssh(settings, target, wait_s=boot_wait_seconds(image_gb), on_event=say) as ssh:
-            shell = PodShell(ssh)
-            deadman = shell.arm_deadman(settings, settings.provider, ttl_at)
+        with open_pod_agent(settings, target, boot_wait_seconds(image_gb), say) as agent:
+            deadman = arm_deadman(agent, settings, settings.provider, ttl_at)
             say(f"dead-man switch armed (pid {deadman.get('pid')})")
-            result, facts, argv = shell.launch(settings, cfg, say)
+            started = start_arm(agent, settings, cfg, say)
         name = target.pin_name
-        arms = {
-            cfg.spec.label(): {
-                "startup": facts.to_json(),
-                "startup_s": result.get("startup_s"),
-                "argv": argv,
-                "checkpoints": result.get("checkpoints") or {},
-            }
-        }
+        result = started.record
+        arms = {cfg.spec.label(): started.ledger_arm()}
         final = step(
             "engine-healthy",
             status="running",
             operation={},
             endpoint=f"http://{name}:{cfg.port}",
-            extra={**current.extra, "startup": facts.to_json(), "arms": arms,
-                   "startup_s": result.get("startup_s"), "pod_state_dir": shell.state_dir,
+            extra={**current.extra, "startup": started.facts.to_json(), "arms": arms,
+                   "startup_s": result.get("startup_s"), "pod_state_dir": agent.state_dir,
                    "machine": result.get("machine"),
                    "emulated": provider_is_emulated(settings),
                    "engine_version": result.get("engine_version"),
@@ -522,25 +463,27 @@ def _diagnose_boot(settings: Settings, record: PodRecord, say: Say) -> BootDiagn
 
 
 def relaunch_cloud(
-    settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger, say: Say | None = None
-) -> tuple[StartupFacts, list[str], float]:
-    """Restart the pod's engine with another arm, over SSH."""
-    target = SshTarget.from_record(record.ssh)
-    with open_ssh(settings, target, wait_s=60) as ssh:
-        result, facts, argv = PodShell(ssh).launch(settings, cfg, say)
+    settings: Settings,
+    record: PodRecord,
+    cfg: EngineConfig,
+    ledger: Ledger,
+    say: Say | None = None,
+    agent: PodAgent | None = None,
+) -> EngineStarted:
+    """Restart the pod's engine with another arm through `agent` (the caller's one session to
+    the pod; a new one only when the caller has none) and return the arm's start facts. The
+    ledger records them for `status` and recovery; nobody reads them back from there."""
+    if agent is None:
+        with open_pod_agent(settings, SshTarget.from_record(record.ssh), 60) as own:
+            return relaunch_cloud(settings, record, cfg, ledger, say, own)
+    started = start_arm(agent, settings, cfg, say, relaunch=True)
     current = ledger.get(record.run_tag)
     assert current is not None
-    arms = dict(current.extra.get("arms", {}))
-    arms[cfg.spec.label()] = {
-        "startup": facts.to_json(),
-        "startup_s": result.get("startup_s"),
-        "argv": argv,
-        "checkpoints": result.get("checkpoints") or {},
-    }
+    arms = {**current.extra.get("arms", {}), cfg.spec.label(): started.ledger_arm()}
     ledger.update(
         record.run_tag,
         event="engine-relaunched",
         engine=cfg.to_json(),
-        extra={**current.extra, "startup": facts.to_json(), "arms": arms},
+        extra={**current.extra, "startup": started.facts.to_json(), "arms": arms},
     )
-    return facts, argv, float(result.get("startup_s") or 0.0)
+    return started
