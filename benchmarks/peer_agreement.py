@@ -5,7 +5,7 @@ Builds the tiny target checkpoint, starts the CPU vLLM engine once through the l
 (`up_local`: enforce-eager, context 1024, prefix caching off), and measures it with two clients,
 one after the other, on the same server and the same workload:
 
-  - probe:      `tailpod/probes/probe.py run` as a subprocess, with the arguments tailpod's own
+  - probe:      the pod agent's `probe run` as a subprocess, with the input tailpod's own
                 sweep passes (`probe_run_args`), against 127.0.0.1;
   - vllm-bench: the client of `vllm bench serve` (`vllm.benchmarks.serve.main` in a long-lived
                 worker run by the engine's Python, see bench_peer.py).
@@ -55,17 +55,20 @@ from bench_peer import BenchServePeer
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tailpod.agent.probes.metrics import parse_prometheus, sum_metric  # noqa: E402
+from tailpod.bootstrap.agent_build import AGENT_SOURCE, build_agent  # noqa: E402
 from tailpod.bootstrap.engines.base import EngineConfig  # noqa: E402
 from tailpod.bootstrap.tiny_checkpoint import build_checkpoint  # noqa: E402
 from tailpod.config import Settings, load_settings  # noqa: E402
 from tailpod.ledger import Ledger  # noqa: E402
-from tailpod.probes.hosts import PROBE_FILE, PROMPTS_DIR, parse_jsonl, probe_run_args  # noqa: E402
+from tailpod.probes.driver import Completed, parse_envelope  # noqa: E402
+from tailpod.probes.hosts import probe_cells, probe_options  # noqa: E402
 from tailpod.probes.plan import Arm, Cell, SweepPlan  # noqa: E402
-from tailpod.probes.probe import parse_prometheus, sum_metric  # noqa: E402
 from tailpod.provision.local.lifecycle import down_local, up_local  # noqa: E402
 from tailpod.provision.local.provider import LocalProvider  # noqa: E402
 
 TARGET = 0.03
+PROMPTS_DIR = AGENT_SOURCE / "probes" / "prompts"  # the prompt classes the agent ships
 SERVED_NAME = "tailpod"
 
 
@@ -162,19 +165,26 @@ def run_probe(
     prompt_class: str,
     renice: bool,
 ) -> dict[str, Any]:
-    out = workdir / f"probe-c{c}-r{rep}.jsonl"
     cell = Cell(arm=arm.label, concurrency=c, rep=rep, prompt_class=prompt_class)
-    args = probe_run_args(base_url, arm, cell, plan, "peer-agreement", str(out), "cold")
+    request = {  # exactly what tailpod's sweep sends the agent's `probe run` (probes/hosts.py)
+        "options": probe_options(base_url, arm, plan, "peer-agreement", c),
+        "cells": probe_cells(arm, [cell], "cold"),
+    }
     proc = subprocess.run(
-        [sys.executable, str(PROBE_FILE), *args],
+        [sys.executable, "-I", str(build_agent().path), "probe", "run"],
+        input=json.dumps(request),
         capture_output=True,
         text=True,
         timeout=900,
         preexec_fn=favour_self if renice else None,
     )
-    rows = parse_jsonl(out.read_text()) if out.exists() else []
+    try:
+        done = Completed(proc.returncode, proc.stdout, proc.stderr.splitlines()[-8:])
+        rows = parse_envelope("probe run", done).get("rows") or []
+    except Exception as exc:  # noqa: BLE001 - a failed probe is a line in the table
+        return {"ok": False, "note": str(exc)[-300:]}
     cells = [r for r in rows if r.get("kind") == "cell"]
-    if proc.returncode != 0 or not cells:
+    if not cells:
         return {"ok": False, "note": proc.stderr.strip()[-300:]}
     row = cells[-1]
     reqs = [r for r in rows if r.get("kind") == "request" and r.get("ok")]

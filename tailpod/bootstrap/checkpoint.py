@@ -588,7 +588,7 @@ def mtp_ignore_overlay(source: CheckpointSource, report: CheckpointReport) -> di
     """What the overlay of a trapped checkpoint changes: the JSON files holding an ignore list,
     patched to cover the unquantized MTP modules, and the record of what was added and why.
     None when there is no trap. Works on a Hub repository without its weights, so the laptop
-    computes the patch and the pod only writes it (`onpod.build_overlay`)."""
+    computes the patch and the pod only writes it (tailpod/agent/bootstrap/overlay.py)."""
     if not report.has_trap:
         return None
     roots = report.mtp.prefixes
@@ -625,9 +625,9 @@ def fix_mtp_ignore_list(ckpt_dir: str | Path, out_dir: str | Path) -> list[str]:
     The weights and every other file are symlinked; only the JSON files holding an ignore list
     are rewritten, and `tailpod-mtp-ignore-patch.json` records what was added. Returns the added
     entries; when there is nothing to add, returns [] and writes nothing. The writer is the one the
-    on-pod runner uses for a Hub checkpoint (`onpod.build_overlay`).
+    pod agent uses for a Hub checkpoint (tailpod/agent/bootstrap/overlay.py).
     """
-    from tailpod.bootstrap import onpod
+    from tailpod.agent.bootstrap.overlay import build_overlay
 
     source = Path(ckpt_dir).expanduser().resolve()
     target = Path(out_dir).expanduser()
@@ -639,13 +639,13 @@ def fix_mtp_ignore_list(ckpt_dir: str | Path, out_dir: str | Path) -> list[str]:
         return []
     if target.exists() and any(target.iterdir()):
         raise ConfigError(f"{target} exists and is not empty", hint="pass a new directory")
-    record = onpod.build_overlay({"dir": str(target), "source": str(source), **patch})
+    record = build_overlay({"dir": str(target), "source": str(source), **patch})
     return list(record["added"])
 
 
 def hub_overlay_patch(model: str, settings: Settings) -> dict[str, Any] | None:
     """For a Hub checkpoint with the trap: the overlay patch (`mtp_ignore_overlay`) with the Hub id
-    and the exact revision inspected, for the pod to build (`onpod.build_overlay`). None for a
+    and the exact revision inspected, for the pod to build (tailpod/agent/bootstrap/overlay.py). None for a
     clean checkpoint, or a model that is not a Hub id (a path on the pod cannot be read here)."""
     text = model.strip()
     if Path(text).expanduser().exists() or _looks_like_path(text) or not _REPO_ID.match(text):

@@ -184,9 +184,7 @@ def register(app: typer.Typer) -> None:
             try:
                 run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
             finally:
-                close = getattr(host, "close", None)
-                if close is not None:
-                    close()
+                host.close()
         console.print(summary_table(run_dir.path, f"benchmark {rid}"))
         if host.measured_from != "pod":
             console.print(f"[bold red]{STAMP}[/]: measured off the pod")

@@ -214,7 +214,7 @@ def _run_on_pod(
 ) -> dict[str, Any]:
     from tailpod.cli.benchmark import make_host
     from tailpod.cli.lifecycle import startup_progress
-    from tailpod.probes.hosts import ProbeSweepHost
+    from tailpod.probes.hosts import AgentSweepHost
     from tailpod.probes.kl_eval import PodLogprobSource, kl_run_id, label_arms, run_kl_eval
     from tailpod.probes.plan import Arm
 
@@ -229,7 +229,7 @@ def _run_on_pod(
     with startup_progress("KL evaluation") as progress:
         host = make_host(settings, ledger, record, progress, "cold", False)
         try:
-            assert isinstance(host, ProbeSweepHost)
+            assert isinstance(host, AgentSweepHost)
             source = PodLogprobSource(host, original, top_k)
             doc = run_kl_eval(
                 source, arms, prompt_set, RunDirectory(settings.results_dir / rid), ctx, top_k,
@@ -241,7 +241,5 @@ def _run_on_pod(
                 say(f"serving {original.model} again (--no-restore skips this)")
                 host.restart(Arm(original.spec.label(), original))
         finally:
-            close = getattr(host, "close", None)
-            if close is not None:
-                close()
+            host.close()
     return doc

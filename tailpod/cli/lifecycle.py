@@ -12,7 +12,7 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tailpod.bootstrap import onpod
+from tailpod.agent.bootstrap import engine as onpod
 from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.bootstrap.engines.llamacpp import SPLIT_MODES
 from tailpod.bootstrap.engines.registry import get_adapter
@@ -127,13 +127,14 @@ def relaunch_arm(
     wanted = replace(wanted, tensor_parallel=current.tensor_parallel, extra_args=current.extra_args)
     with startup_progress(f"relaunching {wanted.engine} ({wanted.spec.label()})") as update:
         if record.provider == "local":
-            facts = relaunch_local(settings, record, wanted, ledger, update)
+            started = relaunch_local(settings, record, wanted, ledger, update)
         else:
             from tailpod.provision.cloud_up import relaunch_cloud
 
-            facts, _, _ = relaunch_cloud(
+            started = relaunch_cloud(
                 settings, record, wanted, ledger, lambda line: update(0.0, line)
-            )
+            ).arm_start()
+    facts = started.startup.get("facts") or {}
     final = ledger.get(record.run_tag)
     assert final is not None
     if json_out:
@@ -141,8 +142,8 @@ def relaunch_arm(
         return
     console.print(
         f"[green]relaunched[/] {record.run_tag}: {wanted.spec.label()} on {wanted.model}; "
-        f"KV cache {facts.facts.get('kv_tokens')} tokens, "
-        f"max concurrency {facts.facts.get('max_concurrency')}"
+        f"KV cache {facts.get('kv_tokens')} tokens, "
+        f"max concurrency {facts.get('max_concurrency')}"
     )
 
 
@@ -170,12 +171,12 @@ def heartbeat_pod(settings: Settings, record: PodRecord) -> dict[str, Any] | Non
     if record.provider == "local" or record.status != "running" or not record.ssh:
         return None
     from tailpod.errors import TailpodError
-    from tailpod.provision.cloud_up import PodShell
-    from tailpod.provision.ssh.client import SshTarget, open_ssh
+    from tailpod.provision.cloud_up import open_pod_agent
+    from tailpod.provision.ssh.client import SshTarget
 
     try:
-        with open_ssh(settings, SshTarget.from_record(record.ssh), wait_s=15) as ssh:
-            return PodShell(ssh).heartbeat()
+        with open_pod_agent(settings, SshTarget.from_record(record.ssh), 15) as agent:
+            return agent.deadman_heartbeat()
     except TailpodError as exc:
         return {"error": exc.message}
 

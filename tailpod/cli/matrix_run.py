@@ -279,6 +279,13 @@ class StopAwareHost:
         self._check()
         return self.host.gate_compare(arm, reference, plan)
 
+    def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        self._check()
+        return self.host.bare_decode(arm, plan)
+
+    def close(self) -> None:
+        self.host.close()
+
 
 class _CardLedger(Ledger):
     """The one ledger file, seen by one card: reports the run tag the moment the intent record
@@ -571,9 +578,7 @@ class MatrixRun:
                           StopAwareHost(host, self.stop, lambda: self.stop_reason),
                           RunContext.for_pod(record, run_id, cfg), log=say)
             finally:
-                close = getattr(host, "close", None)
-                if close is not None:
-                    close()
+                host.close()
             self.state.update(label, status="done")
         except Exception as exc:  # one card's failure, whatever it is, never stops the others
             stopped = self.stop.is_set()

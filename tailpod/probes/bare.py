@@ -3,11 +3,11 @@
 prompts, output length and concurrency. The served endpoint's throughput over this one is the
 serve tax (HTTP, the API server, detokenising and streaming).
 
-Run with the engine's Python (it imports the engine), beside probe.py, whose prompt classes it
-uses, after the served engine has stopped (they would share the accelerator):
+Run with the engine's Python (it imports the engine), given the pod agent's zipapp, whose prompt
+classes it uses, after the served engine has stopped (they would share the accelerator):
 
-    python bare.py --serve-argv-file argv.json --concurrency 1,2 --reps 1 --max-tokens 64 \
-        --prompt-classes prose --out bare.jsonl
+    python bare.py --agent agent-<hash>.pyz --serve-argv-file argv.json --concurrency 1,2 \
+        --reps 1 --max-tokens 64 --prompt-classes prose --out bare.jsonl
 
 vLLM only (its offline `LLM` API, built from the serve argv through vLLM's own argument parser, so
 the arm's flags mean the same). Each concurrency level c runs the cell's requests in waves of c
@@ -25,9 +25,6 @@ import shutil
 import sys
 import time
 from typing import Any
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import probe  # noqa: E402  (the same prompt classes the served cells used)
 
 _SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
@@ -70,6 +67,7 @@ def measure(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--agent", required=True, help="the pod agent's zipapp (its prompt classes)")
     ap.add_argument("--serve-argv-file", required=True)
     ap.add_argument("--arm", default="arm")
     ap.add_argument("--concurrency", required=True)
@@ -92,9 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     with open(opts.serve_argv_file, encoding="utf-8") as fh:
         serve_argv = json.load(fh)
-    classes = probe.load_prompt_classes(
-        opts.prompts_dir or probe.default_prompts_dir(), opts.prompt_classes.split(",")
-    )
+    sys.path.insert(0, opts.agent)  # the same prompt classes the served cells used
+    from agent.probes.prompt_classes import load_prompt_classes  # type: ignore[import-not-found]
+
+    classes = load_prompt_classes(opts.prompts_dir, opts.prompt_classes.split(","))
     from vllm import LLM, SamplingParams
     from vllm import __version__ as vllm_version
 

@@ -1,15 +1,18 @@
-"""Where a sweep runs: the engine is (re)started there and the probe measures it over 127.0.0.1.
+"""Where a sweep runs: a thin adapter between the laptop's `run_sweep` and the pod agent.
 
-`LocalSweepHost` drives the local provider. The probe always runs as its own process (`probe.py`,
-stdlib only), exactly as it does on a rented pod, so the local numbers come from the same measurer.
+Every measurement goes one way: `run_sweep` decides the cells, `PodAgent.probe_run` sends them
+(with their rep index and cell id) to the agent's `probe run` beside the engine, which measures
+127.0.0.1 and returns the rows in its envelope. `RemoteSweepHost` drives a cloud pod over ONE SSH
+session (the relaunch between arms too); `LocalSweepHost` runs the same agent as a child process
+for `--provider local`, so the local numbers come from the same measurer.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
-import sys
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -20,55 +23,36 @@ from tailpod.bootstrap.engines.base import EngineConfig
 from tailpod.config import Settings
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.probes.driver import PodAgent, SubprocessTransport
 from tailpod.probes.plan import Arm, Cell, SweepPlan
 from tailpod.probes.sweep import ArmStart, GateResult
 
-PROBE_FILE = Path(__file__).with_name("probe.py")
 PROMPTS_DIR = Path(__file__).with_name("prompts")
 BARE_FILE = Path(__file__).with_name("bare.py")
 GATE_MAX_TOKENS = 48
 
 
-def probe_run_args(
-    base_url: str, arm: Arm, cell: Cell, plan: SweepPlan, run_id: str, out: str, cache: str
-) -> list[str]:
-    requests = plan.requests_per_cell or max(4, cell.concurrency)
+def probe_options(
+    base_url: str, arm: Arm, plan: SweepPlan, run_id: str, concurrency: int
+) -> dict[str, Any]:
+    """`probe run`'s options for cells of one arm at one concurrency (docs/agent.md)."""
+    return {
+        "base_url": base_url,
+        "model": arm.config.served_name,
+        "run_id": run_id,
+        "requests_per_cell": plan.requests_per_cell or max(4, concurrency),
+        "max_tokens": plan.max_tokens,
+        "engine": arm.config.engine if arm.config.engine in ("vllm", "sglang") else "auto",
+    }
+
+
+def probe_cells(arm: Arm, cells: list[Cell], cache: str) -> list[dict[str, Any]]:
+    """The cells as the agent measures them: the sweep's rep index and cell id written in."""
     return [
-        "run",
-        "--base-url",
-        base_url,
-        "--model",
-        arm.config.served_name,
-        "--arm",
-        arm.label,
-        "--run-id",
-        run_id,
-        "--concurrency",
-        str(cell.concurrency),
-        "--reps",
-        "1",
-        "--requests-per-cell",
-        str(requests),
-        "--max-tokens",
-        str(plan.max_tokens),
-        "--prompt-classes",
-        cell.prompt_class,
-        "--cache",
-        cache,
-        "--engine",
-        arm.config.engine if arm.config.engine in ("vllm", "sglang") else "auto",
-        "--out",
-        out,
-    ]
-
-
-def renumber(rows: list[dict[str, Any]], cell: Cell) -> list[dict[str, Any]]:
-    """The probe ran one rep (numbered 0); give its rows the sweep's rep and cell id."""
-    for row in rows:
-        row["rep"] = cell.rep
-        warm = str(row.get("cell", "")).endswith("|warm")
-        row["cell"] = cell.cell_id + ("|warm" if warm else "")
-    return rows
+        {"arm": arm.label, "concurrency": cell.concurrency, "rep": cell.rep,
+         "prompt_class": cell.prompt_class, "cache": cache, "cell": cell.cell_id}
+        for cell in cells
+    ]  # fmt: skip
 
 
 def parse_jsonl(text: str) -> list[dict[str, Any]]:
@@ -80,8 +64,9 @@ def parse_jsonl(text: str) -> list[dict[str, Any]]:
     return rows
 
 
-class ProbeSweepHost:
-    """Runs `probe.py` where the engine runs; subclasses say how to run it and move its files."""
+class AgentSweepHost:
+    """The sweep's side of one pod: measurements go to `measurer` (the pod agent beside the
+    engine, or this machine's for --from-here); subclasses say how the engine is restarted."""
 
     measured_from = "pod"
 
@@ -90,73 +75,83 @@ class ProbeSweepHost:
         settings: Settings,
         ledger: Ledger,
         record: PodRecord,
+        measurer: PodAgent,
         progress: Callable[[float, str], None] | None = None,
         cache: str = "cold",
     ) -> None:
         self.settings = settings
         self.ledger = ledger
         self.record = record
+        self.measurer = measurer
         self.progress = progress
         self.cache = cache
 
-    def _arm_started(self, label: str) -> ArmStart:
-        """The ledger's record of the arm's latest start (its startup facts and argv)."""
-        updated = self.ledger.get(self.record.run_tag)
-        assert updated is not None
-        self.record = updated
-        started = updated.extra["arms"][label]
-        return ArmStart(
-            startup=started["startup"],
-            argv=started["argv"],
-            startup_s=started["startup_s"] or 0.0,
-            checkpoints=started.get("checkpoints") or {},
-        )
+    @property
+    def port(self) -> int:
+        return int(self.record.engine.get("port", self.settings.port))
 
     @property
     def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def keep_alive(self) -> None:
+        """Before each measurement: a cloud pod's dead-man switch hears tailpod is at work."""
+
+    def _say(self, line: str) -> None:
+        if self.progress is not None:
+            self.progress(0.0, line)
+
+    def _recorded_start(self, label: str) -> ArmStart | None:
+        """The start of the arm `up` left serving (another process made that call, so the
+        ledger is where its facts are); None when the ledger holds no start of this arm."""
+        current = self.ledger.get(self.record.run_tag)
+        if current is None:
+            return None
+        self.record = current
+        started = current.extra.get("arms", {}).get(label)
+        if started is None or EngineConfig.from_json(current.engine) is None:
+            return None
+        return ArmStart(
+            startup=started["startup"],
+            argv=started["argv"],
+            startup_s=started.get("startup_s") or 0.0,
+            checkpoints=started.get("checkpoints") or {},
+        )
+
+    def restart(self, arm: Arm) -> ArmStart:
         raise NotImplementedError
 
-    def _probe(self, args: list[str], timeout: float = 3600) -> None:
-        raise NotImplementedError
-
-    def _path(self, name: str) -> str:
-        raise NotImplementedError
-
-    def _read(self, path: str) -> str:
-        raise NotImplementedError
-
-    def _write(self, path: str, text: str) -> None:
-        raise NotImplementedError
+    def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        return {"status": "not_measured", "reason": "this host has no bare decode"}
 
     def run_cells(
         self, arm: Arm, cells: list[Cell], plan: SweepPlan, run_id: str
     ) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
-        for cell in cells:
-            out = self._path(f"rows-{uuid.uuid4().hex}.jsonl")
-            self._probe(probe_run_args(self.base_url, arm, cell, plan, run_id, out, self.cache))
-            rows += renumber(parse_jsonl(self._read(out)), cell)
+        for concurrency in sorted({cell.concurrency for cell in cells}):  # one call per level
+            same = [cell for cell in cells if cell.concurrency == concurrency]
+            self.keep_alive()
+            rows += self.measurer.probe_run(
+                probe_options(self.base_url, arm, plan, run_id, concurrency),
+                probe_cells(arm, same, self.cache),
+            )
         return rows
 
     def gate_reference(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
-        out = self._path(f"gate-reference-{uuid.uuid4().hex}.json")
-        self._probe(
-            ["gate", "--candidate", self.base_url, "--save-reference", out,
-             "--model", arm.config.served_name, "--max-tokens", str(GATE_MAX_TOKENS)]
-        )  # fmt: skip
-        reference: dict[str, Any] = json.loads(self._read(out))
+        self.keep_alive()
+        result = self.measurer.gate({
+            "candidate": self.base_url, "save": True,
+            "model": arm.config.served_name, "max_tokens": GATE_MAX_TOKENS,
+        })  # fmt: skip
+        reference: dict[str, Any] = result["reference"]
         return reference
 
     def gate_compare(self, arm: Arm, reference: dict[str, Any], plan: SweepPlan) -> GateResult:
-        ref_file = self._path(f"gate-reference-{uuid.uuid4().hex}.json")
-        out = self._path(f"gate-{uuid.uuid4().hex}.json")
-        self._write(ref_file, json.dumps(reference))
-        self._probe(
-            ["gate", "--reference-file", ref_file, "--candidate", self.base_url,
-             "--model", arm.config.served_name, "--max-tokens", str(GATE_MAX_TOKENS),
-             "--out", out]
-        )  # fmt: skip
-        result = json.loads(self._read(out))
+        self.keep_alive()
+        result = self.measurer.gate({
+            "candidate": self.base_url, "reference": reference,
+            "model": arm.config.served_name, "max_tokens": GATE_MAX_TOKENS,
+        })  # fmt: skip
         return GateResult(
             status=result["status"],
             method=result.get("method"),
@@ -165,11 +160,17 @@ class ProbeSweepHost:
             detail=result.get("token_source"),
         )
 
+    def close(self) -> None:
+        self.measurer.close()
 
-class LocalSweepHost(ProbeSweepHost):
-    """The local provider: the engine is a child of this machine; so is the probe."""
 
-    measured_from = "pod"  # the probe runs on the machine that serves, against 127.0.0.1
+def local_agent(settings: Settings) -> PodAgent:
+    """The agent as a child of this machine (`--provider local`, and `--from-here`)."""
+    return PodAgent(SubprocessTransport(settings.home / "agent"))
+
+
+class LocalSweepHost(AgentSweepHost):
+    """The local provider: the engine is a child of this machine; so is the agent."""
 
     def __init__(
         self,
@@ -179,57 +180,34 @@ class LocalSweepHost(ProbeSweepHost):
         progress: Callable[[float, str], None] | None = None,
         cache: str = "cold",
     ) -> None:
-        super().__init__(settings, ledger, record, progress, cache)
-        self._tmp = tempfile.TemporaryDirectory(prefix="tailpod-probe-")
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.record.engine.get('port', self.settings.port)}"
-
-    def _path(self, name: str) -> str:
-        return str(Path(self._tmp.name) / name)
-
-    def _read(self, path: str) -> str:
-        return Path(path).read_text(encoding="utf-8")
-
-    def _write(self, path: str, text: str) -> None:
-        Path(path).write_text(text, encoding="utf-8")
-
-    def _probe(self, args: list[str], timeout: float = 3600) -> None:
-        proc = subprocess.run(
-            [sys.executable, str(PROBE_FILE), *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if proc.returncode not in (0, 1):
-            tail = "\n    ".join(proc.stderr.strip().splitlines()[-8:])
-            raise TailpodError(f"the probe failed (exit {proc.returncode}):\n    {tail}")
+        super().__init__(settings, ledger, record, local_agent(settings), progress, cache)
+        self._tmp = tempfile.TemporaryDirectory(prefix="tailpod-bare-")
+        self.engine_stopped = False  # bare_decode stopped the served engine: restart relaunches
 
     def restart(self, arm: Arm) -> ArmStart:
-        from tailpod.bootstrap import onpod
+        from tailpod.agent.bootstrap import engine
         from tailpod.provision.local.lifecycle import relaunch_local
 
+        label = arm.config.spec.label()
         current = self.ledger.get(self.record.run_tag)
         assert current is not None
-        label = arm.config.spec.label()
-        started = current.extra.get("arms", {}).get(label)
-        already = (
-            current.status == "running"
+        if (
+            not self.engine_stopped
+            and current.status == "running"
             and EngineConfig.from_json(current.engine) == arm.config
-            and started is not None
-            and onpod.healthy("127.0.0.1", int(arm.config.port))
-        )
-        if not already:  # the engine `up` started is reused when it already serves this arm
-            relaunch_local(self.settings, current, arm.config, self.ledger, self.progress)
-        return self._arm_started(label)
+            and engine.healthy("127.0.0.1", int(arm.config.port))
+        ):  # the engine `up` started is reused when it already serves this arm
+            recorded = self._recorded_start(label)
+            if recorded is not None:
+                return recorded
+        started = relaunch_local(self.settings, current, arm.config, self.ledger, self.progress)
+        self.engine_stopped = False
+        return started
 
     def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
         """The arm's bare decode for the serve tax: bare.py with the engine's Python, at the arm's
         serve argv, after the served engine is stopped (the next restart starts it again)."""
-        import os
-
-        from tailpod.bootstrap import onpod
+        from tailpod.agent.bootstrap import engine
         from tailpod.bootstrap.engines.registry import get_adapter
         from tailpod.provision.local.lifecycle import (
             engine_python,
@@ -244,34 +222,45 @@ class LocalSweepHost(ProbeSweepHost):
                 "reason": f"no bare tool wired for {arm.config.engine}",
             }
         state = LocalProvider(self.settings.home).engine_state(self.record.run_tag)
-        if state is not None and onpod.is_running(state):
-            onpod.stop(state)
+        if state is not None and engine.is_running(state):
+            engine.stop(state)
+        self.engine_stopped = True
         # The checkpoint the served arm loads: a trapped one through its patched overlay.
         cfg, _ = work_around_mtp_trap(self.settings, arm.config, self.record.run_tag)
         python = engine_python(self.settings)
-        argv_file, out = self._path(f"bare-argv-{uuid.uuid4().hex}.json"), self._path("bare.jsonl")
-        self._write(argv_file, json.dumps(get_adapter("vllm").launch_plan(cfg, python).argv))
+        work = Path(self._tmp.name)
+        argv_file, out = work / f"bare-argv-{uuid.uuid4().hex}.json", work / "bare.jsonl"
+        argv_file.write_text(json.dumps(get_adapter("vllm").launch_plan(cfg, python).argv))
         env = {**os.environ, **local_engine_env(self.settings, arm.label)}
-        args = [
-            python, str(BARE_FILE), "--serve-argv-file", argv_file, "--arm", arm.label,
-            "--concurrency", ",".join(map(str, plan.concurrency)), "--reps", str(plan.reps),
-            "--max-tokens", str(plan.max_tokens), "--prompt-classes", ",".join(plan.prompt_classes),
-            "--out", out,
-        ]  # fmt: skip
-        if plan.requests_per_cell:
-            args += ["--requests-per-cell", str(plan.requests_per_cell)]
+        args = [python, str(BARE_FILE), "--agent", self.measurer.ensure_agent(),
+                "--serve-argv-file", str(argv_file), "--out", str(out),
+                *bare_args(arm, plan)]  # fmt: skip
         proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=7200)
         if proc.returncode != 0:
             return {"status": "failed", "error": proc.stderr.strip().splitlines()[-8:]}
-        rows = parse_jsonl(self._read(out))
+        rows = parse_jsonl(out.read_text(encoding="utf-8"))
         return {"status": "measured", "tool": rows[0]["tool"] if rows else None, "rows": rows}
 
 
-class RemoteSweepHost(ProbeSweepHost):
-    """A cloud pod over SSH: the probe is copied there and measures 127.0.0.1 on the pod.
+def bare_args(arm: Arm, plan: SweepPlan) -> list[str]:
+    """bare.py's arguments for this arm of the plan (the probe's prompts, same cells)."""
+    args = [
+        "--arm", arm.label,
+        "--concurrency", ",".join(map(str, plan.concurrency)), "--reps", str(plan.reps),
+        "--max-tokens", str(plan.max_tokens), "--prompt-classes", ",".join(plan.prompt_classes),
+    ]  # fmt: skip
+    if plan.requests_per_cell:
+        args += ["--requests-per-cell", str(plan.requests_per_cell)]
+    return args
 
-    With `from_here`, the probe runs on this machine against the pod's tailnet endpoint instead;
-    every row is then stamped off-pod / DO NOT QUOTE AGGREGATE by the probe itself.
+
+class RemoteSweepHost(AgentSweepHost):
+    """A cloud pod through its agent over ONE SSH session, kept for the whole sweep: probes,
+    heartbeats and the relaunch between arms all go through it, and the agent is uploaded only
+    if the pod does not hold it already.
+
+    With `from_here`, the measurements run on this machine (its own agent) against the pod's
+    tailnet endpoint instead; every row is then stamped off-pod / DO NOT QUOTE AGGREGATE.
     """
 
     def __init__(
@@ -283,63 +272,50 @@ class RemoteSweepHost(ProbeSweepHost):
         cache: str = "cold",
         from_here: bool = False,
     ) -> None:
-        from tailpod.provision.cloud_up import PodShell
-        from tailpod.provision.ssh.client import SshTarget, open_ssh
+        from tailpod.provision.cloud_up import open_pod_agent
+        from tailpod.provision.ssh.client import SshTarget
 
-        super().__init__(settings, ledger, record, progress, cache)
+        self.pod = open_pod_agent(settings, SshTarget.from_record(record.ssh), 60)
+        measurer = local_agent(settings) if from_here else self.pod
+        super().__init__(settings, ledger, record, measurer, progress, cache)
         self.from_here = from_here
-        self.engine_stopped = False  # bare_decode stopped the served engine: restart relaunches
         self.measured_from = "off-pod" if from_here else "pod"
-        self.session = open_ssh(settings, SshTarget.from_record(record.ssh), wait_s=60)
-        self.shell = PodShell(self.session)
-        self.workdir = f"{self.shell.state_dir}/probe"
-        self.session.upload(PROBE_FILE, f"{self.workdir}/probe.py", mode=0o700)
-        if PROMPTS_DIR.is_dir():
-            self.session.upload(PROMPTS_DIR, f"{self.workdir}/prompts")
-        self._local = LocalSweepHost(settings, ledger, record, progress, cache)
-
-    def close(self) -> None:
-        self.session.close()
-
-    @property
-    def port(self) -> int:
-        return int(self.record.engine.get("port", self.settings.port))
+        self.engine_stopped = False  # bare_decode stopped the served engine: restart relaunches
 
     @property
     def base_url(self) -> str:
         if self.from_here:
             return str(self.record.endpoint)
-        return f"http://127.0.0.1:{self.port}"
+        return super().base_url
 
-    def _path(self, name: str) -> str:
-        return self._local._path(name) if self.from_here else f"{self.workdir}/{name}"
+    def keep_alive(self) -> None:
+        self.pod.deadman_heartbeat()  # a sweep is tailpod at work: keep the dead-man switch quiet
 
-    def _read(self, path: str) -> str:
-        return self._local._read(path) if self.from_here else self.shell.read_text(path)
+    def close(self) -> None:
+        self.pod.close()
+        if self.measurer is not self.pod:
+            self.measurer.close()
 
-    def _write(self, path: str, text: str) -> None:
-        if self.from_here:
-            self._local._write(path, text)
-            return
-        with self.session.sftp().open(path, "wb") as fh:
-            fh.write(text.encode("utf-8"))
+    def restart(self, arm: Arm) -> ArmStart:
+        from tailpod.provision.cloud_up import relaunch_cloud
 
-    def _probe(self, args: list[str], timeout: float = 3600) -> None:
-        self.shell.heartbeat()  # a sweep is tailpod at work: keep the dead-man switch quiet
-        if self.from_here:
-            self._local._probe(args, timeout)
-            return
-        command = " ".join(shlex.quote(a) for a in ["python3", f"{self.workdir}/probe.py", *args])
-        result = self.session.run(command, timeout_s=timeout)
-        if result.exit_status not in (0, 1):
-            tail = "\n    ".join(result.tail[-8:])
-            raise TailpodError(
-                f"the probe failed on the pod (exit {result.exit_status}):\n    {tail}"
-            )
+        label = arm.config.spec.label()
+        current = self.ledger.get(self.record.run_tag)
+        assert current is not None
+        if not self.engine_stopped and EngineConfig.from_json(current.engine) == arm.config:
+            recorded = self._recorded_start(label)
+            if recorded is not None:
+                return recorded
+        self.keep_alive()
+        started = relaunch_cloud(self.settings, current, arm.config, self.ledger, self._say,
+                                 agent=self.pod)  # fmt: skip
+        self.engine_stopped = False
+        return started.arm_start()
 
     def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
         """bare.py on the pod with the pod's engine Python and its pod.env, after the served
-        engine is stopped (the next restart starts it again)."""
+        engine is stopped (the next restart starts it again). bare.py imports vLLM, so it is
+        not part of the stdlib agent (docs/agent.md): it is copied beside it, once per pod."""
         from tailpod.bootstrap.checkpoint import hub_overlay_patch
         from tailpod.bootstrap.engines.registry import get_adapter
         from tailpod.provision.cloud_up import pod_python
@@ -358,43 +334,33 @@ class RemoteSweepHost(ProbeSweepHost):
                 "status": "not_measured",
                 "reason": "a patched-overlay checkpoint: bare decode not wired through it yet",
             }
-        self.shell.stop_engine()
+        self.pod.engine_stop()
         self.engine_stopped = True
-        bare = f"{self.workdir}/bare.py"
-        self.session.upload(BARE_FILE, bare, mode=0o700)
+        transport = self.pod.transport
+        bare = transport.ensure_file(
+            f"bare-{_sha16(BARE_FILE.read_bytes())}.py", BARE_FILE.read_bytes()
+        )
         python = pod_python(self.settings)
-        argv_file, out = f"{self.workdir}/bare-argv.json", f"{self.workdir}/bare.jsonl"
-        self._write(argv_file, json.dumps(get_adapter("vllm").launch_plan(arm.config, python).argv))
-        args = [
-            python, bare, "--serve-argv-file", argv_file, "--arm", arm.label,
-            "--concurrency", ",".join(map(str, plan.concurrency)), "--reps", str(plan.reps),
-            "--max-tokens", str(plan.max_tokens), "--prompt-classes", ",".join(plan.prompt_classes),
-            "--out", out, "--env-file", self.shell.path("pod.env"),
-        ]  # fmt: skip
-        if plan.requests_per_cell:
-            args += ["--requests-per-cell", str(plan.requests_per_cell)]
-        self.shell.heartbeat()
-        result = self.session.run(" ".join(shlex.quote(a) for a in args), timeout_s=7200)
-        if result.exit_status != 0:
-            return {"status": "failed", "error": result.tail[-8:]}
-        rows = parse_jsonl(self._read(out))
+        serve_argv = json.dumps(get_adapter("vllm").launch_plan(arm.config, python).argv)
+        argv_file = transport.ensure_file(
+            f"bare-argv-{_sha16(serve_argv.encode())}.json", serve_argv.encode()
+        )
+        out = f"{self.pod.state_dir}/bare-{uuid.uuid4().hex}.jsonl"
+        args = [python, bare, "--agent", self.pod.ensure_agent(),
+                "--serve-argv-file", argv_file, "--out", out,
+                "--env-file", f"{self.pod.state_dir}/pod.env", *bare_args(arm, plan)]  # fmt: skip
+        self.keep_alive()
+        done = transport.execute(
+            ["sh", "-c", " ".join(shlex.quote(a) for a in args) + f" && cat {shlex.quote(out)}"],
+            b"", None, 7200,
+        )  # fmt: skip
+        if done.exit_status != 0:
+            return {"status": "failed", "error": done.stderr_tail[-8:]}
+        rows = parse_jsonl(done.stdout)
         return {"status": "measured", "tool": rows[0]["tool"] if rows else None, "rows": rows}
 
-    def restart(self, arm: Arm) -> ArmStart:
-        from tailpod.provision.cloud_up import relaunch_cloud
 
-        current = self.ledger.get(self.record.run_tag)
-        assert current is not None
-        label = arm.config.spec.label()
-        started = current.extra.get("arms", {}).get(label)
-        same = EngineConfig.from_json(current.engine) == arm.config and started is not None
-        if self.engine_stopped or not same:
-            progress = self.progress
+def _sha16(data: bytes) -> str:
+    import hashlib
 
-            def say(line: str) -> None:
-                if progress is not None:
-                    progress(0.0, line)
-
-            relaunch_cloud(self.settings, current, arm.config, self.ledger, say)
-            self.engine_stopped = False
-        return self._arm_started(label)
+    return hashlib.sha256(data).hexdigest()[:16]

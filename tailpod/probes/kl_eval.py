@@ -1,7 +1,7 @@
 """The KL evaluation, laptop side: serve the reference and each candidate in turn, score them on the
 same tokens, and write `kl.json` into a run directory.
 
-Collection happens where the engine runs: `probe.py logprobs` is run on the pod (as every other
+Collection happens where the engine runs: the agent's `probe logprobs` is run on the pod (as every other
 measurement), against 127.0.0.1. The reference goes first: its greedy continuation of every prompt,
 then its own top-k logprobs on that continuation (teacher forcing). Each candidate is then served
 on the same pod (the engine relaunched with `--model` = candidate) and scored on THE SAME token
@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,7 +23,8 @@ from typing import Any, Protocol
 from tailpod import __version__
 from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.errors import ConfigError, TailpodError
-from tailpod.probes.hosts import PROBE_FILE, ProbeSweepHost
+from tailpod.probes.driver import PodAgent
+from tailpod.probes.hosts import AgentSweepHost
 from tailpod.probes.plan import Arm, SweepPlan
 from tailpod.probes.sweep import RunContext, RunDirectory, new_run
 from tailpod.results import kl
@@ -108,18 +106,23 @@ def slim_reference(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def probe_args(
-    base_url: str, model: str | None, engine: str, prompts_file: str, out: str, top_k: int,
-    max_tokens: int, reference_file: str | None,
-) -> list[str]:  # fmt: skip
-    args = ["logprobs", "--base-url", base_url, "--prompts-file", prompts_file, "--out", out,
-            "--top-k", str(top_k), "--max-tokens", str(max_tokens),
-            "--engine", engine if engine in ("vllm", "sglang") else "auto"]  # fmt: skip
-    if model:
-        args += ["--model", model]
-    if reference_file:
-        args += ["--reference-file", reference_file]
-    return args
+def logprobs_request(
+    base_url: str, model: str | None, engine: str, prompts: list[dict[str, Any]], top_k: int,
+    max_tokens: int, reference: dict[str, Any] | None,
+) -> dict[str, Any]:  # fmt: skip
+    """`probe logprobs`'s input (docs/agent.md)."""
+    return {
+        "base_url": base_url, "model": model, "prompts": prompts, "reference": reference,
+        "top_k": top_k, "max_tokens": max_tokens,
+        "engine": engine if engine in ("vllm", "sglang") else "auto",
+    }  # fmt: skip
+
+
+def collected(agent: PodAgent, label: str, request: dict[str, Any]) -> dict[str, Any]:
+    doc = agent.logprobs(request).get("logprobs")
+    if not isinstance(doc, dict):
+        raise TailpodError(f"the probe returned no logprobs for {label}")
+    return doc
 
 
 class LogprobSource(Protocol):
@@ -140,7 +143,7 @@ class LogprobSource(Protocol):
 class PodLogprobSource:
     """One pod, one engine at a time: relaunch per arm, run the probe beside the engine."""
 
-    def __init__(self, host: ProbeSweepHost, base: EngineConfig, top_k: int) -> None:
+    def __init__(self, host: AgentSweepHost, base: EngineConfig, top_k: int) -> None:
         self.host = host
         self.base = replace(with_max_logprobs(base, top_k), spec=SpecArm())
         self.measured_from = host.measured_from
@@ -149,11 +152,8 @@ class PodLogprobSource:
         return replace(self.base, model=arm.model)
 
     def serve(self, arm: KlArm) -> dict[str, Any]:
-        restart = getattr(self.host, "restart", None)
-        if restart is None:
-            raise TailpodError("this host cannot restart its engine")
         t0 = time.time()
-        start = restart(Arm(arm.label, self.config_for(arm)))
+        start = self.host.restart(Arm(arm.label, self.config_for(arm)))
         return {
             "argv": start.argv,
             "startup": start.startup,
@@ -165,39 +165,30 @@ class PodLogprobSource:
         self, arm: KlArm, prompts: list[dict[str, Any]], top_k: int, max_tokens: int,
         reference: dict[str, Any] | None,
     ) -> dict[str, Any]:  # fmt: skip
-        tag = uuid.uuid4().hex
-        prompts_file, out = self.host._path(f"kl-prompts-{tag}.json"), self.host._path(f"kl-{tag}.json")
-        self.host._write(prompts_file, json.dumps({"prompts": prompts}))
-        ref_file = None
-        if reference is not None:
-            ref_file = self.host._path(f"kl-reference-{tag}.json")
-            self.host._write(ref_file, json.dumps(reference))
         cfg = self.config_for(arm)
-        self.host._probe(
-            probe_args(self.host.base_url, cfg.served_name, cfg.engine, prompts_file, out, top_k,
-                       max_tokens, ref_file)
-        )  # fmt: skip
-        try:
-            doc: dict[str, Any] = json.loads(self.host._read(out))
-        except (OSError, ValueError) as exc:
-            raise TailpodError(f"the probe wrote no logprobs for {arm.label}: {exc}") from None
-        return doc
+        self.host.keep_alive()
+        request = logprobs_request(self.host.base_url, cfg.served_name, cfg.engine, prompts,
+                                   top_k, max_tokens, reference)  # fmt: skip
+        return collected(self.host.measurer, arm.label, request)
 
 
 class EndpointLogprobSource:
     """Running endpoints, one per arm (`--reference-url`, `--candidate-url`): nothing restarts;
-    the probe runs on this machine."""
+    the probe runs on this machine (the agent as a child process)."""
 
     def __init__(self, engine: str = "auto") -> None:
+        from tailpod.probes.driver import SubprocessTransport
+
         self.engine = engine
         self._tmp = tempfile.TemporaryDirectory(prefix="tailpod-kl-")
+        self.agent = PodAgent(SubprocessTransport(Path(self._tmp.name)))
         self.measured_from = "pod"
 
     def config_for(self, arm: KlArm) -> EngineConfig:
         return EngineConfig(engine=self.engine, model=arm.model)
 
     def serve(self, arm: KlArm) -> dict[str, Any]:
-        from tailpod.probes.probe import measured_from
+        from tailpod.agent.probes.transport import measured_from
 
         if arm.url is None:
             raise ConfigError(f"arm {arm.label} has no URL")
@@ -210,24 +201,9 @@ class EndpointLogprobSource:
         reference: dict[str, Any] | None,
     ) -> dict[str, Any]:  # fmt: skip
         assert arm.url is not None
-        work = Path(self._tmp.name)
-        tag = uuid.uuid4().hex
-        prompts_file, out = work / f"prompts-{tag}.json", work / f"out-{tag}.json"
-        prompts_file.write_text(json.dumps({"prompts": prompts}), encoding="utf-8")
-        ref_file = None
-        if reference is not None:
-            ref_file = work / f"reference-{tag}.json"
-            ref_file.write_text(json.dumps(reference), encoding="utf-8")
-        args = probe_args(arm.url, None, self.engine, str(prompts_file), str(out), top_k,
-                          max_tokens, str(ref_file) if ref_file else None)  # fmt: skip
-        proc = subprocess.run(
-            [sys.executable, str(PROBE_FILE), *args], capture_output=True, text=True, timeout=7200
-        )
-        if proc.returncode != 0 or not out.exists():
-            tail = "\n    ".join(proc.stderr.strip().splitlines()[-8:])
-            raise TailpodError(f"the probe failed for {arm.label} (exit {proc.returncode}):\n    {tail}")
-        doc: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-        return doc
+        request = logprobs_request(arm.url, None, self.engine, prompts, top_k, max_tokens,
+                                   reference)  # fmt: skip
+        return collected(self.agent, arm.label, request)
 
 
 def kl_run_id(results_dir: Path, base: str) -> str:

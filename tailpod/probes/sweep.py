@@ -56,11 +56,24 @@ class GateResult:
 
 
 class SweepHost(Protocol):
-    """Where the engine runs. `measured_from` is "pod" when the probe runs beside the engine."""
+    """Where the engine runs (tailpod/probes/hosts.py: a thin adapter over the pod agent).
+    `measured_from` is "pod" when the probe runs beside the engine."""
 
     measured_from: str
 
-    def restart(self, arm: Arm) -> ArmStart: ...
+    def restart(self, arm: Arm) -> ArmStart:
+        """Serve this arm (relaunching the engine when it serves another); its start facts."""
+        ...
+
+    def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        """The serve tax's bare decode of this arm (the served engine stopped first), or a
+        `not_measured` entry saying why not."""
+        ...
+
+    def close(self) -> None:
+        """Let go of the pod (its one SSH session)."""
+        ...
+
 
     def run_cells(
         self, arm: Arm, cells: list[Cell], plan: SweepPlan, run_id: str
@@ -272,14 +285,9 @@ def run_sweep(
                         reference = _start_and_reference(plain, run, run_dir, host, plan, log)
                 if plan.serve_tax and entry.get("serve_tax") is None:
                     log(f"bare decode of {arm.label} for the serve tax (one more engine start)")
-                    # Hosts that can (hosts.py) have bare_decode(arm, plan): the engine's own
-                    # offline decode at the arm's settings, the served engine stopped first.
-                    bare = getattr(host, "bare_decode", None)
-                    entry["serve_tax"] = (
-                        bare(arm, plan)
-                        if bare is not None
-                        else {"status": "not_measured", "reason": "this host has no bare decode"}
-                    )
+                    # The engine's own offline decode at the arm's settings, served engine
+                    # stopped first (hosts.py).
+                    entry["serve_tax"] = host.bare_decode(arm, plan)
                     run_dir.save(run)
                 log(f"starting arm {arm.label}")
                 t0 = time.time()

@@ -16,8 +16,8 @@ from tailpod.bootstrap.engines.base import EngineConfig
 from tailpod.cli.main import app
 from tailpod.config import load_settings
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.probes import probe
-from tailpod.probes.hosts import ProbeSweepHost
+from tailpod.probes.driver import PodAgent, SubprocessTransport
+from tailpod.probes.hosts import AgentSweepHost
 from tailpod.probes.kl_eval import (
     EndpointLogprobSource,
     KlArm,
@@ -97,8 +97,20 @@ def test_endpoints_kl_grows_with_the_perturbation(
     assert any("strong" in line for line in lines)
 
 
-class FakePodHost(ProbeSweepHost):
-    """A pod whose engine 'relaunch' swaps the fake engine's model; the probe runs in-process."""
+class RecordingAgent(PodAgent):
+    """The real pod agent as a child process; every `probe logprobs` request is kept."""
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__(SubprocessTransport(state_dir))
+        self.requests: list[dict[str, Any]] = []
+
+    def logprobs(self, request: dict[str, Any], timeout_s: float = 7200) -> dict[str, Any]:
+        self.requests.append(request)
+        return super().logprobs(request, timeout_s)
+
+
+class FakePodHost(AgentSweepHost):
+    """A pod whose engine 'relaunch' swaps the fake engine's model; the agent measures it."""
 
     measured_from = "pod"
 
@@ -106,25 +118,13 @@ class FakePodHost(ProbeSweepHost):
                  run_tag: str | None = None) -> None:
         self.engine, self.url, self.ledger, self.run_tag = engine, url, ledger, run_tag
         self.restarts: list[EngineConfig] = []
-        self.probe_calls: list[list[str]] = []
         self._tmp = tempfile.TemporaryDirectory()
+        self.agent = RecordingAgent(Path(self._tmp.name))
+        self.measurer = self.agent
 
     @property
     def base_url(self) -> str:
         return self.url
-
-    def _path(self, name: str) -> str:
-        return str(Path(self._tmp.name) / name)
-
-    def _read(self, path: str) -> str:
-        return Path(path).read_text()
-
-    def _write(self, path: str, text: str) -> None:
-        Path(path).write_text(text)
-
-    def _probe(self, args: list[str], timeout: float = 3600) -> None:
-        self.probe_calls.append(args)
-        assert probe.main(args) == 0
 
     def restart(self, arm: Arm) -> ArmStart:
         self.restarts.append(arm.config)
@@ -148,9 +148,9 @@ def test_pod_source_relaunches_per_arm_with_the_candidate_model(tmp_path: Path) 
     assert [c.model for c in host.restarts] == ["/m/ref", "/m/weak", "/m/strong"]
     assert all(c.spec.plain and c.context_length == 512 for c in host.restarts)
     assert all("--max-logprobs=32" in c.extra_args for c in host.restarts)
-    assert all(a[a.index("--top-k") + 1] == "32" for a in host.probe_calls)
-    assert "--reference-file" not in host.probe_calls[0]
-    assert all("--reference-file" in a for a in host.probe_calls[1:])
+    assert all(r["top_k"] == 32 for r in host.agent.requests)
+    assert host.agent.requests[0]["reference"] is None
+    assert all(r["reference"] for r in host.agent.requests[1:])
     assert doc["reference"]["engine_version"] == "9.9" and doc["reference"]["argv"][1] == "/m/ref"
     assert [c["label"] for c in doc["candidates"]] == ["weak", "strong"]
     assert doc["candidates"][0]["kl"]["mean"] < doc["candidates"][1]["kl"]["mean"]

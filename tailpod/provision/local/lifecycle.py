@@ -10,14 +10,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tailpod.bootstrap import onpod
-from tailpod.bootstrap.engines.base import EngineConfig, LaunchPlan, StartupFacts
+from tailpod.agent.bootstrap import engine, facts
+from tailpod.agent.bootstrap.errors import EngineStartError
+from tailpod.bootstrap.engines.base import EngineConfig, LaunchPlan
 from tailpod.bootstrap.engines.llamacpp import LlamaCppAdapter
 from tailpod.bootstrap.engines.registry import get_adapter
 from tailpod.bootstrap.tiny_checkpoint import is_checkpoint
 from tailpod.config import Settings
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.probes.sweep import ArmStart
 from tailpod.provision.base import BillingEvidence, PodSpec
 from tailpod.provision.local.provider import LocalProvider
 
@@ -103,7 +105,7 @@ def check_gguf(path: str | None, what: str) -> None:
 
 def check_local_gpus(cfg: EngineConfig) -> dict:
     """This machine's GPUs (nvidia-smi), and a clear error when fewer than --gpu-count."""
-    machine = onpod.machine_facts()
+    machine = facts.machine_facts()
     found = len(machine["gpus"])
     if cfg.tensor_parallel > 1 and found < cfg.tensor_parallel:
         raise ConfigError(
@@ -147,7 +149,7 @@ def _start(
     record: PodRecord,
     cfg: EngineConfig,
     progress: Progress | None,
-) -> StartupFacts:
+) -> ArmStart:
     patched: list[str] = []
     if not is_llamacpp(cfg):  # a GGUF file has no quantization config to patch
         cfg, patched = work_around_mtp_trap(settings, cfg, record.run_tag)
@@ -179,26 +181,32 @@ def _start(
     state = provider.engine_state(record.run_tag)
     assert state is not None
     try:
-        took = onpod.wait_healthy(state, settings.startup_timeout_s, progress)
-    except onpod.EngineStartError as exc:
+        took = engine.wait_healthy(state, settings.startup_timeout_s, progress)
+    except EngineStartError as exc:
         provider.terminate(info.pod_id)
         ledger.update(record.run_tag, event="engine-failed", status="terminated")
         tail = "\n    ".join(exc.tail[-12:])
         raise TailpodError(f"{exc}; last lines of {state['log']}:\n    {tail}") from None
     log_text = Path(state["log"]).read_text(encoding="utf-8", errors="replace")
     # The log file is appended to across relaunches; parse only this launch's part.
-    facts = adapter.parse_startup(log_text[state.get("log_offset", 0) :])
+    startup = adapter.parse_startup(log_text[state.get("log_offset", 0) :])
     current = ledger.get(record.run_tag)
     assert current is not None
-    arms = dict(current.extra.get("arms", {}))
-    arms[cfg.spec.label()] = {
-        "startup": facts.to_json(),
-        "startup_s": took,
-        "argv": plan.argv,
-        "checkpoints": onpod.checkpoint_identities(
+    started = ArmStart(
+        startup=startup.to_json(),
+        argv=plan.argv,
+        startup_s=took,
+        checkpoints=facts.checkpoint_identities(
             {"model": cfg.model, "draft_model": cfg.spec.draft_model},
             {**os.environ, **local_engine_env(settings, cfg.spec.label())},
         ),
+    )
+    arms = dict(current.extra.get("arms", {}))
+    arms[cfg.spec.label()] = {
+        "startup": started.startup,
+        "startup_s": took,
+        "argv": plan.argv,
+        "checkpoints": started.checkpoints,
     }
     ledger.update(
         record.run_tag,
@@ -206,14 +214,14 @@ def _start(
         status="running",
         extra={
             **current.extra,
-            "startup": facts.to_json(),
+            "startup": startup.to_json(),
             "startup_s": took,
             "arms": arms,
             "machine": state.get("machine"),
-            "engine_version": onpod.engine_version(cfg.host, cfg.port),
+            "engine_version": engine.engine_version(cfg.host, cfg.port),
         },
     )
-    return facts
+    return started
 
 
 def up_local(
@@ -232,7 +240,7 @@ def up_local(
     else:
         check_model(cfg.model)
         check_engine_installed(engine_python(settings))
-    if onpod.port_open(cfg.host, cfg.port):
+    if engine.port_open(cfg.host, cfg.port):
         raise ConfigError(f"port {cfg.port} is already in use", hint="pass another --port")
     provider = LocalProvider(settings.home)
     record = ledger.put(
@@ -259,8 +267,9 @@ def relaunch_local(
     cfg: EngineConfig,
     ledger: Ledger,
     progress: Progress | None = None,
-) -> StartupFacts:
-    """Restart the engine of a running local pod with another configuration (another arm)."""
+) -> ArmStart:
+    """Restart the engine of a running local pod with another configuration (another arm);
+    its start facts, returned (the ledger records them for `status`)."""
     provider = LocalProvider(settings.home)
     if record.pod_id:
         provider.terminate(record.pod_id)

@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from tailpod.bootstrap import onpod
+from tailpod.agent.bootstrap import engine as onpod
+from tailpod.agent.bootstrap.errors import EngineStartError
 from tailpod.errors import ProviderError
 from tailpod.provision.base import (
     BillingEvidence,
@@ -65,7 +66,7 @@ class LocalProvider(Provider):
         }
         try:
             state = onpod.launch(plan, self.state_dir(spec.run_tag))
-        except onpod.EngineStartError as exc:
+        except EngineStartError as exc:
             raise ProviderError(str(exc), hint="pick another --port or stop what uses it") from None
         return self._info(spec.run_tag, state)
 

@@ -206,9 +206,15 @@ class SshSession:
         timeout_s: float | None = None,
         combine_stderr: bool = True,
         keep_lines: int = 200,
+        stdin: bytes | None = None,
+        stdout_sink: bytearray | None = None,
     ) -> CommandResult:
         """Run `command` on the pod, passing each output line (redacted) to `on_line` as it
-        arrives, and return its exit status. A timeout closes the channel and raises SshError."""
+        arrives, and return its exit status. A timeout closes the channel and raises SshError.
+
+        `stdin` is written to the command and then closed (inputs that must stay out of argv);
+        with `stdout_sink`, stdout is collected there whole instead of being split into lines
+        (a result the caller parses), and only stderr reaches `on_line`."""
         transport = self._transport()
         started = time.monotonic()
         deadline = started + timeout_s if timeout_s else None
@@ -217,13 +223,20 @@ class SshSession:
         err = _LineSplitter(on_line, tail)
         chan = transport.open_session(timeout=30)
         try:
-            chan.set_combine_stderr(combine_stderr)
+            chan.set_combine_stderr(combine_stderr and stdout_sink is None)
             chan.exec_command(command)
+            if stdin is not None:
+                chan.sendall(stdin)
+                chan.shutdown_write()
             while True:
                 with contextlib.suppress(OSError, ValueError):
                     select.select([chan], [], [], 0.2)
                 while chan.recv_ready():
-                    out.feed(chan.recv(65536))
+                    chunk = chan.recv(65536)
+                    if stdout_sink is not None:
+                        stdout_sink.extend(chunk)
+                    else:
+                        out.feed(chunk)
                 while chan.recv_stderr_ready():
                     err.feed(chan.recv_stderr(65536))
                 if chan.exit_status_ready() and not chan.recv_ready() and not (
