@@ -185,10 +185,11 @@ class SupportsContainerLog(abc.ABC):
 
 class SupportsPodScopedTermination(abc.ABC):
     """The provider injects a pod id and a pod-scoped key into the pod, with which the pod can
-    terminate itself: the on-pod dead-man switch (bootstrap/deadman.py) and its stage-0 guard
+    terminate itself: the on-pod dead-man switch (tailpod/agent/bootstrap/deadman.py) and its
+    stage-0 guard (tailpod/agent/bootstrap/guard.py)
     walk `TERMINATE_ROUTES[pod_termination]` there."""
 
-    pod_termination: ClassVar[str]  # the provider's key in bootstrap/deadman.py's tables
+    pod_termination: ClassVar[str]  # the provider's key in tailpod/agent/bootstrap/terminate.py
 
 
 CAPABILITIES: dict[str, type] = {

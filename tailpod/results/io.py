@@ -18,14 +18,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tailpod.agent import OFF_POD_FLAG
 from tailpod.errors import TailpodError
-from tailpod.probes.probe import OFF_POD_FLAG
 from tailpod.results.migrate import migrate_row, migrate_run_json, version_of
 from tailpod.results.schema import ROW_ADAPTER, CellRow, RequestRow, RunMeta
 
 RUN_FILE = "run.json"
 ROWS_FILE = "rows.jsonl"
-# The probe stamps off-pod rows on the pod (stdlib only): its text is the one source.
+# The pod agent's probe stamps off-pod rows (stdlib only): its text is the one source.
 STAMP = OFF_POD_FLAG
 
 

@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic.json_schema import models_json_schema
 
-from tailpod.probes import probe
+from tailpod import agent
 
-# The on-pod probe writes the rows and cannot import tailpod: its constant is the one source.
-SCHEMA_VERSION = cast(Literal[1], probe.SCHEMA_VERSION)
+# The pod agent writes the rows and cannot import tailpod: its constant is the one source.
+SCHEMA_VERSION = cast(Literal[1], agent.SCHEMA_VERSION)
 
 MeasuredFrom = Literal["pod", "off-pod"]
 

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
-from tailpod.bootstrap.deadman import TERMINATE_ROUTES
+from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
 from tailpod.config import Settings
 from tailpod.errors import AuthError, CapacityError, ConfigError, ProviderError
 from tailpod.provision.apiclient import ApiError, ApiProvider, ApiTimings, summarize_body
