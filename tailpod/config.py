@@ -59,6 +59,11 @@ class Settings:
     # looked up on PATH).
     llama_server: str = field(default="llama-server", metadata=_meta("TAILPOD_LLAMA_SERVER"))
     ssh_key: Path | None = field(default=None, metadata=_meta("TAILPOD_SSH_KEY", kind="path"))
+    # An OpenSSH client config whose HostName/Port say where to open TCP for a pod's tailnet
+    # name or address (tailpod/provision/ssh/client_config.py; docs/ssh-and-tailnet.md).
+    ssh_config: Path | None = field(
+        default=None, metadata=_meta("TAILPOD_SSH_CONFIG", kind="path")
+    )
     ssh_key_passphrase: Secret | None = field(
         default=None, metadata=_meta("TAILPOD_SSH_KEY_PASSPHRASE", True)
     )

@@ -33,22 +33,23 @@ env | grep -E '^(@KEPT@)=' > "$STATE/pod.env" || true
 chmod 600 "$STATE/pod.env"
 log() { printf 'tailpod-start: %s\n' "$*" >&2; }
 
-if [ "${TAILPOD_SANDBOX:-}" != 1 ]; then
-  if [ -n "${PUBLIC_KEY:-}" ]; then
-    mkdir -p "$HOME/.ssh" && chmod 700 "$HOME/.ssh"
-    printf '%s\n' "$PUBLIC_KEY" >> "$HOME/.ssh/authorized_keys"
-    chmod 600 "$HOME/.ssh/authorized_keys"
+if [ -n "${PUBLIC_KEY:-}" ]; then
+  mkdir -p "$HOME/.ssh" && chmod 700 "$HOME/.ssh"
+  printf '%s\n' "$PUBLIC_KEY" >> "$HOME/.ssh/authorized_keys"
+  chmod 600 "$HOME/.ssh/authorized_keys"
+fi
+# sshd is found through PATH (images differ in where it lives; sbin is not always on PATH)
+PATH="$PATH:/usr/sbin:/sbin"
+if ! pgrep -x sshd >/dev/null 2>&1; then
+  if ! command -v sshd >/dev/null 2>&1; then
+    log "installing openssh-server"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server) \
+      >/dev/null 2>&1 || log "could not install openssh-server"
   fi
-  if ! pgrep -x sshd >/dev/null 2>&1; then
-    if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
-      log "installing openssh-server"
-      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server) \
-        >/dev/null 2>&1 || log "could not install openssh-server"
-    fi
-    mkdir -p /run/sshd
-    ssh-keygen -A >/dev/null 2>&1 || true
-    /usr/sbin/sshd -o PasswordAuthentication=no || log "sshd did not start"
-  fi
+  mkdir -p /run/sshd
+  ssh-keygen -A >/dev/null 2>&1 || true
+  # sshd re-executes itself, so it must be started by its absolute path
+  "$(command -v sshd)" -o PasswordAuthentication=no || log "sshd did not start"
 fi
 
 cat > "$STATE/join.sh" <<'TAILPOD_JOIN_EOF'

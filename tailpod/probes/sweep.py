@@ -74,7 +74,6 @@ class SweepHost(Protocol):
         """Let go of the pod (its one SSH session)."""
         ...
 
-
     def run_cells(
         self, arm: Arm, cells: list[Cell], plan: SweepPlan, run_id: str
     ) -> list[dict[str, Any]]:
@@ -101,7 +100,8 @@ class RunContext:
     gpu_count: int | None = None
     price_per_hr: float | None = None
     machine: dict[str, Any] = field(default_factory=dict)
-    emulated: bool = False  # the provider was tailpod's sandbox: the claimed GPU never ran
+    emulated: bool = False  # rented through a non-vendor API endpoint: claims unverified
+    api_endpoint: str | None = None  # that endpoint (results/hardware.py)
     image_ref: str | None = None
     image_digest: str | None = None
     run_tag: str | None = None
@@ -121,6 +121,7 @@ class RunContext:
             price_per_hr=record.price_per_hr,
             machine=record.extra.get("machine") or {},
             emulated=bool(record.extra.get("emulated")),
+            api_endpoint=record.extra.get("api_endpoint"),
             image_ref=record.image,
             image_digest=(record.extra.get("image") or {}).get("digest"),
         )
@@ -207,7 +208,8 @@ def new_run(ctx: RunContext, plan: SweepPlan, measured_from: str) -> dict[str, A
             "machine": ctx.machine,
             "emulated": ctx.emulated,
             # The claimed GPU against the pod's own nvidia-smi facts; a stamp when they disagree.
-            "hardware_check": hardware_check(ctx.gpu, ctx.gpu_count, ctx.machine, ctx.emulated),
+            "hardware_check": hardware_check(ctx.gpu, ctx.gpu_count, ctx.machine, ctx.emulated,
+                                             ctx.api_endpoint),
         },
         "measured_from": measured_from,
         "image": {"ref": ctx.image_ref, "digest": ctx.image_digest},

@@ -38,13 +38,15 @@ Say = Callable[[str], None]
 TRANSIENT_RETRY_S = 60.0  # the least a refusal for a rate limit or outage tells the user to wait
 
 
-def provider_is_emulated(settings: Settings) -> bool:
-    """The provider API is tailpod's sandbox (a loopback address): nothing real was rented, so
-    the claimed GPU and its price describe nothing that ran (tailpod/results/hardware.py)."""
+def non_vendor_api_endpoint(settings: Settings) -> str | None:
+    """The provider API URL when it is not the vendor's public default (a proxy, a mirror, an
+    emulator), else None. Then nothing the vendor said backs the pod's claimed GPU and price, and
+    the report says so next to the numbers (tailpod/results/hardware.py)."""
     from tailpod.bootstrap.deadman_control import api_url_for
-    from tailpod.provision.tailnet.standin import is_sandbox_url
 
-    return is_sandbox_url(api_url_for(settings, settings.provider))
+    used = api_url_for(settings, settings.provider)
+    vendor = api_url_for(Settings(), settings.provider)  # the field defaults: the public APIs
+    return None if used.rstrip("/") == vendor.rstrip("/") else used
 
 
 def pod_python(settings: Settings) -> str:
@@ -405,7 +407,8 @@ def up_cloud(
             extra={**current.extra, "startup": started.facts.to_json(), "arms": arms,
                    "startup_s": result.get("startup_s"), "pod_state_dir": agent.state_dir,
                    "machine": result.get("machine"),
-                   "emulated": provider_is_emulated(settings),
+                   "emulated": non_vendor_api_endpoint(settings) is not None,
+                   "api_endpoint": non_vendor_api_endpoint(settings),
                    "engine_version": result.get("engine_version"),
                    "deadman": {"ttl_at": ttl_at, "pid": deadman.get("pid"),
                                "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}},

@@ -3,8 +3,13 @@
 A provider bills for a card by name; the pod's own `machine` facts (tailpod/bootstrap/onpod.py
 `machine_facts`, recorded at every engine launch) say what actually ran. Every run compares the two
 and the verdict travels with the numbers: run.json (`pod.hardware_check`), `tailpod status`, the
-report header and every plot. A mismatch or an emulated provider gets a `stamp`, one line that
+report header and every plot. A mismatch or an unverified provider gets a `stamp`, one line that
 says plainly why the throughput and cost figures do not describe the claimed card.
+
+"Emulated" is decided from a general fact, never by recognising tailpod's sandbox: the provider
+API tailpod rented through was not the vendor's public endpoint (`api_endpoint`, recorded by
+`up`; tailpod/provision/cloud_up.py `non_vendor_api_endpoint`), so no vendor stands behind the
+claimed card or its price, and the stamp names that endpoint and what the pod itself reported.
 
 Provider names and `nvidia-smi` names differ in spelling ("RTX 4090" vs "NVIDIA GeForce RTX 4090",
 "H100 SXM" vs "NVIDIA H100 80GB HBM3"), so names are compared by their model tokens: every model
@@ -22,7 +27,7 @@ if TYPE_CHECKING:
 
 MATCH = "match"  # the pod reports the claimed card(s)
 MISMATCH = "mismatch"  # the pod reports other cards, another count, or no GPU at all
-EMULATED = "emulated"  # the provider is tailpod's sandbox: nothing was rented
+EMULATED = "emulated"  # rented through a non-vendor API endpoint: the provider's claims are unverified
 UNVERIFIED = "unverified"  # the pod's own facts were not recorded (older runs)
 
 _VENDOR_WORDS = {"nvidia", "geforce", "tesla", "quadro"}
@@ -82,9 +87,12 @@ def hardware_check(
     claimed_count: int | None,
     machine: dict[str, Any] | None,
     emulated: bool = False,
+    api_endpoint: str | None = None,
 ) -> dict[str, Any]:
     """Compare the provider's claim with the pod's facts. `stamp` is None only when nothing needs
-    saying next to the numbers (a match, or facts that were never recorded)."""
+    saying next to the numbers (a match, or facts that were never recorded). `emulated`: the pod
+    was rented through `api_endpoint`, not the vendor's public API (runs before that endpoint was
+    recorded have only the flag)."""
     machine = machine or {}
     gpus = [g for g in machine.get("gpus") or [] if isinstance(g, dict)]
     cpu = machine.get("cpu") or "an unrecorded CPU"
@@ -97,9 +105,12 @@ def hardware_check(
     }
     if emulated:
         claim = f" (it claimed {count}× {claimed_gpu})" if claimed_gpu and count else ""
+        where = (f"non-vendor API endpoint {api_endpoint}: provider claims unverified"
+                 if api_endpoint else "emulated provider")
         return out | {
             "verdict": EMULATED,
-            "stamp": f"emulated provider{claim}; the engine ran on {ran_on}; "
+            "api_endpoint": api_endpoint,
+            "stamp": f"{where}{claim}; the engine ran on {ran_on}; "
             "the cost figures are illustrative",
         }
     if "gpus" not in machine:
@@ -124,7 +135,8 @@ def recorded_or_computed(pod: dict[str, Any]) -> dict[str, Any]:
     if isinstance(recorded, dict) and "verdict" in recorded:
         return recorded
     return hardware_check(
-        pod.get("gpu"), pod.get("gpu_count"), pod.get("machine"), bool(pod.get("emulated"))
+        pod.get("gpu"), pod.get("gpu_count"), pod.get("machine"), bool(pod.get("emulated")),
+        pod.get("api_endpoint"),
     )
 
 
@@ -135,6 +147,7 @@ def check_pod(record: PodRecord) -> dict[str, Any]:
         record.gpu_count,
         record.extra.get("machine"),
         bool(record.extra.get("emulated")),
+        record.extra.get("api_endpoint"),
     )
 
 

@@ -35,7 +35,8 @@ class PodDescription(_Model):
     )
     machine: dict[str, Any] = Field(default_factory=dict)
     emulated: bool | None = Field(
-        default=None, description="The provider was tailpod's sandbox: nothing was rented."
+        default=None, description="Rented through a non-vendor provider API endpoint (a proxy, "
+        "a mirror, an emulator): the provider's claimed GPU and price are unverified."
     )
     hardware_check: dict[str, Any] | None = Field(
         default=None,

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from tailpod.sandbox.images import compose, entrypoint_verdict, image_config
 from tailpod.sandbox.model import SandboxPod
+from tailpod.sandbox.shims import install_shims
 
 RESTART_LIMIT = 20  # a crash-looping container is restarted this often at most (bounds the test)
 
@@ -81,16 +82,17 @@ class ProcessPodHost:
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._stopped: set[str] = set()
         self._lock = threading.Lock()
+        # sshd/tailscale stand-ins the pod's start script finds first on its PATH (shims.py)
+        self.shim_dir = install_shims(self.workdir / "shims")
 
     def allocate_ports(self, pod: SandboxPod) -> dict[int, int]:
         return {private: free_port() for private in pod.tcp_ports()}
 
     def _env(self, pod: SandboxPod) -> dict[str, str]:
         env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PATH": f"{self.shim_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "HOME": str(self.pod_dir(pod)),
             "LANG": "C.UTF-8",
-            "TAILPOD_SANDBOX": "1",
         }
         prefix = "RUNPOD_TCP_PORT_" if pod.provider == "runpod" else "VAST_TCP_PORT_"
         for private, public in pod.port_map.items():

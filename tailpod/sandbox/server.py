@@ -47,6 +47,8 @@ class Sandbox:
     _servers: list[Any] = field(default_factory=list, repr=False)
     _tmpdir: Path | None = field(default=None, repr=False)
     closed: bool = False
+    # the SSH client config the Tailscale stand-in keeps (tailpod reads it as TAILPOD_SSH_CONFIG)
+    ssh_config: Path | None = None
 
     def meter(self) -> dict[str, Any]:
         """Billing snapshot: `billing_count`, `billing_now` rows, `total_accrued_usd`, …"""
@@ -95,6 +97,9 @@ class Sandbox:
 
             env["TAILSCALE_API_KEY"] = DEFAULT_API_TOKEN
             env["TAILSCALE_AUTH_KEY"] = DEFAULT_AUTH_KEY
+            if self.ssh_config is not None:
+                # where each device's sshd really listens: tailpod's general SSH client config
+                env["TAILPOD_SSH_CONFIG"] = str(self.ssh_config)
         return env
 
     def close(self) -> None:
@@ -196,8 +201,11 @@ def start_sandbox(
         urls: dict[str, str] = {"runpod": runpod_url, "vast": vast_url}
         extra: dict[str, str] = {}
         skipped: dict[str, str] = {}
+        config = {name: dict(options) for name, options in (stand_in_config or {}).items()}
+        ssh_config = Path(config.setdefault("tailscale", {}).setdefault(
+            "ssh_config", Path(workdir) / "tailnet_ssh_config"))
         if stand_ins:
-            _mount_stand_ins(host, stand_in_config or {}, servers, extra, skipped)
+            _mount_stand_ins(host, config, servers, extra, skipped)
         if sshd and pod_host_factory is None:
             pod_host_factory = _sshd_factory(run_commands)
         if pod_host_factory is not None:
@@ -220,6 +228,7 @@ def start_sandbox(
         cloud=cloud, runpod_url=runpod_url, vast_url=vast_url, admin_url=admin_url,
         extra_urls=extra, runpod_key=next(iter(rp_keys), DEFAULT_RUNPOD_KEY),
         vast_key=next(iter(va_keys), DEFAULT_VAST_KEY), _servers=servers, _tmpdir=tmpdir,
+        ssh_config=ssh_config if "tailscale" in extra else None,
     )
 
 

@@ -276,36 +276,48 @@ class SshdPodHost:
             # and join the tailnet never runs, so neither happens here either.
             self.inner.start(pod)
             return
+        from tailpod.sandbox.shims import SSHD_UP, TAILNET, record
+
+        home = self.inner.pod_dir(pod)
+        record(home, SSHD_UP, None)
+        record(home, TAILNET, None)
         keys = _authorized_keys(pod)
         if keys:
             port = pod.port_map.get(22) or free_port()
-            workdir = self.inner.pod_dir(pod) / "sshd"
+            workdir = home / "sshd"
             try:
                 self.sshd[pod.key] = start_sshd_host(
                     workdir, keys, port=port, session_env=container_session_env(self, pod)
                 )
+                record(home, SSHD_UP, f"{self.sshd[pod.key].host}:{port}")
             except TailpodError as exc:
                 pod.container_error = f"sshd did not start: {exc.message}"
                 # what the pod's start script prints when sshd fails (bootstrap/pod_start.py)
                 self.inner.record(pod, f"tailpod-start: {pod.container_error}")
-        self.inner.start(pod)
         auth_key = pod.env.get("TS_AUTHKEY")
         sshd = self.sshd.get(pod.key)
         if auth_key and self.tailscale_url and sshd is not None:
-            from tailpod.provision.tailnet.standin import register_device_standin
+            # What the pod's tailscaled would do: join with the pod's auth key. The emulator learns
+            # where the pod's sshd listens and writes it into the SSH client config it keeps
+            # (TAILPOD_SSH_CONFIG). The start script's `tailscale up` stand-in reports the outcome.
+            from tailpod.sandbox.tailscale import register_device_standin
             from tailpod.secrets import Secret
 
             hostname = sandbox_pod_hostname(pod)
             tags = [t for t in pod.env.get("TAILPOD_TAILSCALE_TAGS", "").split(",") if t]
             try:
-                register_device_standin(
+                device = register_device_standin(
                     self.tailscale_url, Secret(auth_key), hostname, sshd.host, sshd.port, tags
                 )
                 self.devices[pod.key] = hostname
+                ipv4 = next((a for a in device.get("addresses", []) if "." in str(a)), "")
+                record(home, TAILNET, f"joined {ipv4}")
             except TailpodError as exc:
                 # like a failing `tailscale up`: the pod runs, but never shows up in the tailnet
                 pod.container_error = f"tailnet join failed: {exc.message}"
                 self.inner.record(pod, f"tailpod-start: {pod.container_error}")
+                record(home, TAILNET, f"refused {exc.message}")
+        self.inner.start(pod)
 
     def stop(self, pod: SandboxPod) -> None:
         sshd = self.sshd.pop(pod.key, None)
@@ -340,7 +352,6 @@ def container_session_env(host: SshdPodHost, pod: SandboxPod) -> dict[str, str]:
     env = {
         CONTAINER_MARKER: host.container_marker(pod),
         "TAILPOD_POD_HOME": str(host.inner.pod_dir(pod)),
-        "TAILPOD_SANDBOX": "1",
     }
     if host.hf_url:
         env["HF_ENDPOINT"] = host.hf_url  # huggingface_hub's endpoint: the sandbox has no Internet

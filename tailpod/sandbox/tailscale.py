@@ -9,8 +9,11 @@ a bad token (Bearer, or Basic with the token as user name).
 The one stand-in: a sandbox pod cannot run tailscaled here, so instead of `tailscale up` it calls
 `POST /sandbox/standin/register` with its auth key, hostname, tags and the address of its real sshd.
 The emulator validates the key the way the control plane would (known, not revoked or expired,
-single-use keys only once, advertised tags covered by the key) and lists a device; the endpoint map
-at `GET /sandbox/standin/endpoints` is how "tailnet name" resolves to that sshd.
+single-use keys only once, advertised tags covered by the key) and lists a device. tailpod never
+asks this emulator where a device's sshd is: the emulator keeps an OpenSSH client config
+(`ssh_config`) with a Host block per device (its hostname, MagicDNS name and addresses) whose
+HostName/Port are that sshd, and the sandbox points TAILPOD_SSH_CONFIG at it
+(tailpod/provision/ssh/client_config.py). `GET /sandbox/standin/endpoints` lists the same map.
 """
 
 from __future__ import annotations
@@ -19,14 +22,20 @@ import base64
 import datetime as dt
 import itertools
 import json
+import os
 import secrets
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import httpx
+
+from tailpod.provision.tailnet.api import TailnetError
 from tailpod.sandbox.http import start_loopback_server
+from tailpod.secrets import Secret, redact
 
 STANDIN_PREFIX = "/sandbox/standin"
 DEFAULT_TAILNET = "sandbox.tailpod.test"
@@ -69,6 +78,7 @@ class TailscaleEmulator:
         dns_suffix: str = DEFAULT_DNS_SUFFIX,
         connect_delay_s: float = 0.0,
         seed_auth_key: bool = True,
+        ssh_config: str | Path | None = None,
     ) -> None:
         tokens = list(api_tokens) + ([api_token] if api_token else [])
         self.api_tokens = tokens or [DEFAULT_API_TOKEN]
@@ -79,6 +89,7 @@ class TailscaleEmulator:
         self.tailnet = tailnet
         self.dns_suffix = dns_suffix
         self.connect_delay_s = connect_delay_s
+        self.ssh_config = Path(ssh_config) if ssh_config else None
         self._lock = threading.Lock()
         self._devices: dict[str, dict[str, Any]] = {}  # nodeId -> device
         self._endpoints: dict[str, tuple[str, int]] = {}  # nodeId -> (ssh host, port)
@@ -183,6 +194,7 @@ class TailscaleEmulator:
             self._devices[node_id] = device
             self._endpoints[node_id] = (ssh_host, int(ssh_port))
             self._joined_at[node_id] = now
+            self._write_ssh_config()
             return self._device_view(device, "default") | {
                 "sshHost": ssh_host,
                 "sshPort": int(ssh_port),
@@ -280,6 +292,7 @@ class TailscaleEmulator:
                     node_id = device["nodeId"]
                     self._devices.pop(node_id, None)
                     self._endpoints.pop(node_id, None)
+                    self._write_ssh_config()
                     return 200, None
             raise EmulatorError(404, "not found")
 
@@ -304,6 +317,26 @@ class TailscaleEmulator:
         raise EmulatorError(404, "not found")
 
     # -- internals (call with the lock held) ---------------------------------------------------
+
+    def _write_ssh_config(self) -> None:
+        """Rewrite the SSH client config: one Host block per device, naming it every way tailpod
+        may (hostname, MagicDNS name and its first label, addresses), pointing at its sshd."""
+        if self.ssh_config is None:
+            return
+        lines = ["# Written by tailpod's Tailscale emulator (tailpod/sandbox/tailscale.py): where",
+                 "# each sandbox device's sshd listens. Read by tailpod through TAILPOD_SSH_CONFIG."]
+        for node_id, device in self._devices.items():
+            if node_id not in self._endpoints:
+                continue
+            host, port = self._endpoints[node_id]
+            names = [device["hostname"], device["name"], device["name"].split(".", 1)[0],
+                     *device["addresses"]]
+            lines += [f"Host {' '.join(dict.fromkeys(names))}", f"  HostName {host}",
+                      f"  Port {port}"]
+        self.ssh_config.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.ssh_config.with_name(self.ssh_config.name + ".partial")
+        partial.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(partial, self.ssh_config)
 
     def _new_key(
         self, create: dict[str, Any], expiry_seconds: int, description: str, key_id: str = ""
@@ -459,3 +492,37 @@ def serve(
     server, url = start_loopback_server(make_handler(emulator), host, port, "tailscale emulator")
     server.emulator = emulator  # type: ignore[attr-defined]
     return server, url
+
+
+def register_device_standin(
+    tailscale_url: str,
+    auth_key: Secret,
+    hostname: str,
+    ssh_host: str,
+    ssh_port: int,
+    tags: Sequence[str] = (),
+    timeout_s: float = 10.0,
+) -> dict[str, Any]:
+    """What a sandbox pod's host does instead of `tailscale up`: register `hostname` with the
+    emulator at `tailscale_url` using the pod's auth key, pointing its tailnet name at the pod's
+    real sshd `ssh_host:ssh_port`. Raises TailnetError when the emulator refuses."""
+    url = tailscale_url.rstrip("/") + STANDIN_PREFIX + "/register"
+    body = {"authKey": auth_key.reveal(), "hostname": hostname, "tags": list(tags),
+            "sshHost": ssh_host, "sshPort": int(ssh_port)}
+    try:
+        response = httpx.post(url, json=body, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise TailnetError(f"sandbox tailnet unreachable at {tailscale_url}: "
+                           f"{exc.__class__.__name__}") from None
+    if response.status_code != 200:
+        try:
+            reply = response.json()
+            text = str(reply.get("message")) if isinstance(reply, dict) else response.text
+        except ValueError:
+            text = response.text
+        raise TailnetError(f"sandbox tailnet refused {hostname}: "
+                           f"{response.status_code} {redact(text)[:160]}")
+    data = response.json()
+    if not isinstance(data, dict):
+        raise TailnetError("sandbox tailnet returned a non-object device")
+    return data

@@ -13,8 +13,8 @@ from tailpod.config import Settings
 from tailpod.errors import ConfigError, ProviderError
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.runpod.provider import RunPodProvider
-from tailpod.sandbox import Sandbox
 from tailpod.provision.vastai.limits import ENV_ENTRY_MAX_BYTES, ONSTART_MAX_CHARS
+from tailpod.sandbox import Sandbox
 from tailpod.secrets import Secret
 
 from .conftest import Cloud

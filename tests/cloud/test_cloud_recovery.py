@@ -26,8 +26,8 @@ from tailpod.provision import cloud_up
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.lifecycle import LifecyclePolicy, up_remote
-from tailpod.sandbox import Sandbox
 from tailpod.provision.ssh.client import SshTarget
+from tailpod.sandbox import Sandbox
 
 from .conftest import settings_for
 

@@ -28,8 +28,8 @@ from tailpod.probes.sweep import ArmStart, GateResult
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import BillingEvidence, PodSpec
 from tailpod.provision.lifecycle import LifecyclePolicy, down_many, down_remote, up_remote
-from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.results.matrix import parse_cards
+from tailpod.sandbox import Sandbox, start_sandbox
 
 IMAGE = "sandbox/engine@sha256:" + "ab" * 32  # a digest: pinned as given, no registry needed
 A40 = "runpod:NVIDIA A40"  # $0.40/h in the sandbox catalog

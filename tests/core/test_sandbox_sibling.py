@@ -54,3 +54,18 @@ def test_no_production_module_imports_the_sandbox() -> None:
              for line in sandbox_references(path.read_text(encoding="utf-8"))]
     assert not found, f"production modules consult the sandbox: {found}"
 
+
+
+def test_no_production_module_branches_on_a_sandbox_flag() -> None:
+    found = [str(path.relative_to(PACKAGE.parent)) for path in _production_modules()
+             if "TAILPOD_SANDBOX" in path.read_text(encoding="utf-8")]
+    assert not found, f"production modules read TAILPOD_SANDBOX: {found}"
+
+
+def test_no_production_module_recognises_the_sandbox_by_its_urls() -> None:
+    """No loopback sniffing: whether tailpod talks to an emulator is never asked in production."""
+    found = [str(path.relative_to(PACKAGE.parent)) for path in _production_modules()
+             if any(word in path.read_text(encoding="utf-8")
+                    for word in ("is_sandbox_url", "resolve_ssh_endpoint", "provider_is_emulated",
+                                 "/sandbox/standin"))]
+    assert not found, f"production modules recognise the sandbox: {found}"

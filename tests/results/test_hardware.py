@@ -19,7 +19,7 @@ from tailpod.cli.main import app
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.probes.sweep import RunContext, RunDirectory, run_sweep
 from tailpod.results import plots
-from tailpod.results.hardware import hardware_check, same_card
+from tailpod.results.hardware import hardware_check, recorded_or_computed, same_card
 from tailpod.results.io import write_run
 from tailpod.results.plots import PLOT_FILES
 from tailpod.results.report import write_report
@@ -87,12 +87,18 @@ def test_verdicts() -> None:
 
 
 def test_emulated_provider_says_plainly_where_the_engine_ran() -> None:
-    check = hardware_check("NVIDIA A100 80GB PCIe", 1, {"gpus": [], "cpu": CPU}, emulated=True)
-    assert check["verdict"] == "emulated"
+    endpoint = "http://127.0.0.1:41234"
+    check = hardware_check("NVIDIA A100 80GB PCIe", 1, {"gpus": [], "cpu": CPU}, emulated=True,
+                           api_endpoint=endpoint)
+    assert check["verdict"] == "emulated" and check["api_endpoint"] == endpoint
     assert check["stamp"] == (
-        "emulated provider (it claimed 1× NVIDIA A100 80GB PCIe); the engine ran on "
-        f"{CPU}; the cost figures are illustrative"
+        f"non-vendor API endpoint {endpoint}: provider claims unverified (it claimed 1× "
+        f"NVIDIA A100 80GB PCIe); the engine ran on {CPU}; the cost figures are illustrative"
     )
+    # a run.json written before the endpoint was recorded keeps the wording it was written with
+    older = recorded_or_computed({"gpu": "NVIDIA A100 80GB PCIe", "gpu_count": 1,
+                                  "machine": {"gpus": [], "cpu": CPU}, "emulated": True})
+    assert older["stamp"].startswith("emulated provider (it claimed 1× NVIDIA A100")
 
 
 def test_a_sweep_on_a_pod_that_is_not_the_claimed_card_is_stamped_in_run_json(

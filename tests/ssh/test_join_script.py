@@ -80,8 +80,8 @@ def test_pod_env_keeps_the_key_masked() -> None:
         pod_env(Secret(""))
 
 
-def _run(tmp_path: Path, *, trace: bool = False, up_status: int = 0, key: str | None = KEY,
-         sandbox: bool = False) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+def _run(tmp_path: Path, *, trace: bool = False, up_status: int = 0,
+         key: str | None = KEY) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     if shutil.which("python3") is None:
         pytest.skip("python3 is needed by the tailscaled stub")
     bin_dir, logs, state = tmp_path / "bin", tmp_path / "logs", tmp_path / "state"
@@ -99,8 +99,6 @@ def _run(tmp_path: Path, *, trace: bool = False, up_status: int = 0, key: str | 
     }
     if key is not None:
         env[AUTH_KEY_ENV] = key
-    if sandbox:
-        env["TAILPOD_SANDBOX"] = "1"
     argv = ["sh", "-x", str(script)] if trace else ["sh", str(script)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
     # stop the stub daemon the script left running (as a pod's tailscaled would keep running)
@@ -139,8 +137,3 @@ def test_missing_key_is_a_clear_failure(tmp_path: Path) -> None:
     assert done.returncode == 64 and "TS_AUTHKEY is not set" in done.stderr
     assert not (logs / "tailscale.argv").exists()
 
-
-def test_sandbox_pods_skip_the_join(tmp_path: Path) -> None:
-    done, logs, _ = _run(tmp_path, sandbox=True)
-    assert done.returncode == 0 and "stood in" in done.stderr
-    assert not (logs / "tailscale.argv").exists() and not (logs / "tailscaled.argv").exists()

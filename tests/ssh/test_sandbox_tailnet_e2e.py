@@ -14,8 +14,6 @@ from typer.testing import CliRunner
 
 from tailpod.config import load_settings
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.sandbox.model import SandboxPod
-from tailpod.sandbox.sshd import SshdPodHost
 from tailpod.provision.ssh import KnownHosts, open_ssh
 from tailpod.provision.tailnet import (
     check_tailnet_requirements,
@@ -24,6 +22,8 @@ from tailpod.provision.tailnet import (
     tailnet_ssh_target,
     wait_for_pod_device,
 )
+from tailpod.sandbox.model import SandboxPod
+from tailpod.sandbox.sshd import SshdPodHost
 
 pytestmark = pytest.mark.sshd
 RUN_TAG = "tp-20260101-120000-e2e001"
@@ -45,8 +45,10 @@ def test_sandbox_pod_over_the_tailnet(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     emulator, url = tailscale
+    emulator.ssh_config = tmp_path / "tailnet_ssh_config"  # as the sandbox keeps it
     auth_key = emulator.create_auth_key(tags=["tag:tailpod"])[1]
     env = {
+        "TAILPOD_SSH_CONFIG": str(emulator.ssh_config),
         "TAILPOD_HOME": str(tmp_path / "home"),
         "TAILPOD_SSH_KEY": str(user_key),
         "TAILPOD_TAILSCALE_URL": url,

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tailpod.sandbox.sshd import SshdHost, free_port, start_sshd_host
 from tailpod.provision.ssh import (
     HostKeyChanged,
     KnownHosts,
@@ -24,6 +23,7 @@ from tailpod.provision.ssh import (
     load_private_key,
     ssh_command,
 )
+from tailpod.sandbox.sshd import SshdHost, free_port, start_sshd_host
 from tailpod.secrets import Secret
 
 pytestmark = pytest.mark.sshd

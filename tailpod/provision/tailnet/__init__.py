@@ -1,4 +1,4 @@
-"""The tailnet: a small Tailscale API client, the pod-side join step, and the sandbox stand-in."""
+"""The tailnet: a small Tailscale API client, the pod-side join step, and the settings-level calls."""
 
 from tailpod.provision.tailnet.api import TailnetError, TailnetNotFound, TailscaleAPI
 from tailpod.provision.tailnet.devices import (
@@ -18,11 +18,6 @@ from tailpod.provision.tailnet.lifecycle import (
     tailnet_ssh_target,
     wait_for_pod_device,
 )
-from tailpod.provision.tailnet.standin import (
-    is_sandbox_url,
-    register_device_standin,
-    resolve_ssh_endpoint,
-)
 
 __all__ = [
     "AUTH_KEY_ENV",
@@ -37,12 +32,9 @@ __all__ = [
     "check_tailnet_requirements",
     "find_devices",
     "forget_pod_ssh",
-    "is_sandbox_url",
     "join_script",
     "pod_env",
-    "register_device_standin",
     "remove_devices",
-    "resolve_ssh_endpoint",
     "tailnet_down_proof",
     "tailnet_hostname",
     "tailnet_ssh_target",

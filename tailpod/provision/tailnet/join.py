@@ -48,8 +48,8 @@ def join_script(
 ) -> str:
     """Shell text that installs tailscale if missing, starts tailscaled in userspace mode and runs
     `tailscale up` as `tailpod-<run tag>`. Exit codes: 64 no key in the environment, 69 cannot
-    install, 75 tailscaled did not start; otherwise `tailscale up`'s own status. On a sandbox pod
-    (TAILPOD_SANDBOX=1) it does nothing: the pod host registers the stand-in device instead."""
+    install, 75 tailscaled did not start; otherwise `tailscale up`'s own status. tailscale and
+    tailscaled are found through PATH first (the sandbox puts its stand-ins there)."""
     wanted_tags = [normalise_tag(t) for t in tags]
     bad = [t for t in wanted_tags if not _TAG.match(t)]
     if bad or not wanted_tags:
@@ -85,14 +85,6 @@ umask 077
 @SETTINGS@
 
 log() { printf 'tailpod-join: %s\n' "$*" >&2; }
-
-if [ "${TAILPOD_SANDBOX:-}" = 1 ]; then
-  # STAND-IN: a sandbox pod's host registers it with the Tailscale emulator instead
-  # (tailpod.provision.tailnet.standin.register_device_standin); there is no tailscaled here.
-  unset @KEYENV@ 2>/dev/null || true
-  log "sandbox pod: tailnet join is stood in by the emulator registration"
-  exit 0
-fi
 
 if [ -z "${@KEYENV@:-}" ]; then
   log "@KEYENV@ is not set in the pod environment"

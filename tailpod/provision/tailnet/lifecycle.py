@@ -9,6 +9,7 @@ from tailpod.config import Settings
 from tailpod.errors import ConfigError
 from tailpod.provision.base import ProofCheck
 from tailpod.provision.ssh.client import SshTarget
+from tailpod.provision.ssh.client_config import ssh_endpoint
 from tailpod.provision.ssh.known_hosts import KnownHosts, known_hosts_path
 from tailpod.provision.ssh.user_config import remove_ssh_config_entry
 from tailpod.provision.tailnet.api import TailscaleAPI
@@ -20,7 +21,6 @@ from tailpod.provision.tailnet.devices import (
     wait_for_device,
 )
 from tailpod.provision.tailnet.keys import AuthKeyCheck, check_auth_key
-from tailpod.provision.tailnet.standin import resolve_ssh_endpoint
 
 EventCallback = Callable[[str], None]
 
@@ -71,7 +71,7 @@ def tailnet_ssh_target(
     settings: Settings, device: TailnetDevice | dict[str, Any], user: str = "root"
 ) -> SshTarget:
     """SSH target for a pod over the tailnet. The host key is pinned under the MagicDNS name; the
-    connection goes to the 100.x address (or, on a sandbox, the sshd the device stands for)."""
+    connection goes to the 100.x address on port 22, or where TAILPOD_SSH_CONFIG maps it."""
     if isinstance(device, dict):
         name = str(device.get("name") or device.get("hostname") or "")
         address = device.get("address")
@@ -79,7 +79,7 @@ def tailnet_ssh_target(
         name, address = device.name or device.hostname, device.address
     if not name:
         raise ConfigError("the tailnet record has no device name")
-    host, port = resolve_ssh_endpoint(settings.tailscale_url, str(address or name))
+    host, port = ssh_endpoint(settings.ssh_config, str(address or ""), name)
     return SshTarget(host=host, port=port, user=user, name=name)
 
 
