@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tailpod.probes import probe
+from tailpod.agent.probes import metrics
 from tailpod.sandbox.synthetic_server import SyntheticServer
+
+from .conftest import probe_run, sweep_cells
 
 
 def _vllm(drafts: float, draft_tokens: float, accepted: float, per_pos: dict[str, float],
@@ -21,7 +22,7 @@ def _vllm(drafts: float, draft_tokens: float, accepted: float, per_pos: dict[str
 def test_vllm_deltas_normalise_exactly() -> None:
     before = _vllm(100, 300, 150, {"0": 80, "1": 50, "2": 20})
     after = _vllm(600, 1800, 1536, {"0": 561, "1": 511, "2": 464})
-    acc, flags = probe.acceptance_from_vllm(before, after)
+    acc, flags = metrics.acceptance_from_vllm(before, after)
     assert flags == [] and acc is not None
     assert acc["drafts"] == 500 and acc["draft_tokens"] == 1500 and acc["accepted"] == 1386
     assert acc["acceptance_length"] == pytest.approx(1 + 1386 / 500)
@@ -33,24 +34,24 @@ def test_vllm_deltas_normalise_exactly() -> None:
 
 def test_zero_drafts_is_not_a_measurement() -> None:
     same = _vllm(10, 30, 5, {"0": 5})
-    acc, flags = probe.acceptance_from_vllm(same, same)
+    acc, flags = metrics.acceptance_from_vllm(same, same)
     assert acc is not None and acc["acceptance_length"] is None and acc["acceptance_rate"] is None
     assert flags == ["no_drafts"]
 
 
 def test_missing_counters_mean_no_acceptance() -> None:
-    assert probe.acceptance_from_vllm({}, {}) == (None, [])
+    assert metrics.acceptance_from_vllm({}, {}) == (None, [])
     empty: dict = {"drafts": None, "draft_tokens": None, "accepted": None, "per_pos": {}}
-    assert probe.acceptance_from_vllm(empty, empty) == (None, [])
+    assert metrics.acceptance_from_vllm(empty, empty) == (None, [])
 
 
 def test_counter_reset_is_flagged_not_reported() -> None:
-    acc, flags = probe.acceptance_from_vllm(_vllm(100, 300, 90, {}), _vllm(5, 15, 3, {}))
+    acc, flags = metrics.acceptance_from_vllm(_vllm(100, 300, 90, {}), _vllm(5, 15, 3, {}))
     assert acc is None and flags == ["counter_reset"]
 
 
 def test_floors_hold() -> None:
-    acc = probe.normalise_acceptance(10, 30, -4, [-1.0], "x", {})
+    acc = metrics.normalise_acceptance(10, 30, -4, [-1.0], "x", {})
     assert acc["acceptance_length"] == 1.0 and acc["acceptance_rate"] == 0.0
     assert acc["per_position"] == [0.0]
 
@@ -59,7 +60,7 @@ def test_sglang_metrics_remove_the_prefill_token() -> None:
     before = {"verify_calls": 0, "generation_tokens": 0, "requests": 0, "num_draft_tokens": 4}
     # 4 requests x 64 tokens = 256; 1 token each from prefill; 84 verifies
     after = {"verify_calls": 84, "generation_tokens": 256, "requests": 4, "num_draft_tokens": 4}
-    acc, _ = probe.acceptance_from_sglang_metrics(before, after, finished_requests=4)
+    acc, _ = metrics.acceptance_from_sglang_metrics(before, after, finished_requests=4)
     assert acc is not None
     assert acc["accepted"] == 256 - 4 - 84
     assert acc["acceptance_length"] == pytest.approx((256 - 4) / 84)
@@ -71,20 +72,17 @@ def test_sglang_meta_is_token_weighted() -> None:
     metas = [{"completion_tokens": 64, "spec_verify_ct": 21},
              {"completion_tokens": 32, "spec_verify_ct": 31},
              {"completion_tokens": 8}]  # no spec fields: not counted
-    acc = probe.acceptance_from_sglang_meta(metas)
+    acc = metrics.acceptance_from_sglang_meta(metas)
     assert acc is not None and acc["source"] == "sglang_meta"
     assert acc["drafts"] == 52
     assert acc["acceptance_length"] == pytest.approx(1 + (96 - 2 - 52) / 52)
     assert acc["native"]["accept_length"] == pytest.approx(96 / 52)
-    assert probe.acceptance_from_sglang_meta([{"completion_tokens": 5}]) is None
+    assert metrics.acceptance_from_sglang_meta([{"completion_tokens": 5}]) is None
 
 
-def _run(server: SyntheticServer, out: Path, *extra: str) -> list[dict]:
-    rc = probe.main(["run", "--base-url", server.base_url, "--arm", "spec",
-                     "--prompt-classes", "prose", "--requests-per-cell", "6",
-                     "--concurrency", "3", "--max-tokens", "40", "--out", str(out), *extra])
-    assert rc == 0
-    return [json.loads(line) for line in out.read_text().splitlines()]
+def _run(server: SyntheticServer, **options: object) -> list[dict]:
+    return probe_run({"base_url": server.base_url, "requests_per_cell": 6, "max_tokens": 40,
+                      **options}, sweep_cells("spec", [3], ["prose"]))
 
 
 def _expected(pattern: tuple[int, ...], n: int, k: int) -> tuple[int, int, list[int]]:
@@ -104,10 +102,9 @@ def test_cell_acceptance_is_scoped_to_the_measured_requests(
     pattern, k = (1, 4, 2, 3), 3
     server = synthetic(tokens_per_chunk=pattern, spec_k=k, engines=2)
     # traffic before the run (and the probe's own warm-up) must not enter the window
-    probe.main(["run", "--base-url", server.base_url, "--prompt-classes", "code",
-                "--requests-per-cell", "3", "--out", str(tmp_path / "pre.jsonl"),
-                "--max-tokens", "17"])
-    rows = _run(server, tmp_path / "rows.jsonl", "--warmup", "2")
+    probe_run({"base_url": server.base_url, "requests_per_cell": 3, "max_tokens": 17},
+              sweep_cells("default", [1], ["code"]))
+    rows = _run(server, warmup=2)
     cell = rows[-1]
     drafts, accepted, per_pos = _expected(pattern, 40, k)
     acc = cell["acceptance"]
@@ -127,10 +124,10 @@ def test_no_spec_counters_means_acceptance_null(
     synthetic: Callable[..., SyntheticServer], tmp_path: Path
 ) -> None:
     server = synthetic(spec_k=0)
-    cell = _run(server, tmp_path / "rows.jsonl")[-1]
+    cell = _run(server)[-1]
     assert cell["acceptance"] is None
     none_server = synthetic(metrics="none")
-    cell = _run(none_server, tmp_path / "rows2.jsonl")[-1]
+    cell = _run(none_server)[-1]
     assert cell["acceptance"] is None
 
 
@@ -138,7 +135,7 @@ def test_sglang_metrics_path_end_to_end(
     synthetic: Callable[..., SyntheticServer], tmp_path: Path
 ) -> None:
     server = synthetic(metrics="sglang", spec_k=2, tokens_per_chunk=(3,))
-    cell = _run(server, tmp_path / "rows.jsonl", "--engine", "sglang")[-1]
+    cell = _run(server, engine="sglang")[-1]
     drafts, accepted, _ = _expected((3,), 40, 2)
     acc = cell["acceptance"]
     assert acc["source"] == "sglang_metrics"
@@ -150,7 +147,7 @@ def test_sglang_generate_path_reads_meta_info(
     synthetic: Callable[..., SyntheticServer], tmp_path: Path
 ) -> None:
     server = synthetic(metrics="sglang", spec_k=2, tokens_per_chunk=(3, 1))
-    rows = _run(server, tmp_path / "rows.jsonl", "--engine", "sglang", "--api", "generate")
+    rows = _run(server, engine="sglang", api="generate")
     cell = rows[-1]
     drafts, accepted, _ = _expected((3, 1), 40, 2)
     acc = cell["acceptance"]

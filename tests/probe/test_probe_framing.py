@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailpod.probes import probe
+from tailpod.agent.probes import stream
 
 STREAM = (
     b": keep-alive comment\n"
@@ -25,7 +25,7 @@ EXPECTED = [b'{"a": 1}', b'{"b":\n2}', b"[DONE]"]
 
 
 def _feed_split(data: bytes, cuts: list[int]) -> list[bytes]:
-    parser = probe.SSEParser()
+    parser = stream.SSEParser()
     events: list[bytes] = []
     last = 0
     for cut in sorted(set(cuts)) + [len(data)]:
@@ -54,7 +54,7 @@ def _chunked(parts: list[bytes]) -> bytes:
        st.lists(st.integers(min_value=0, max_value=400), max_size=10))
 def test_chunked_decoder_any_split(parts: list[bytes], cuts: list[int]) -> None:
     raw = _chunked(parts)
-    dec = probe.ChunkedDecoder()
+    dec = stream.ChunkedDecoder()
     out, last = b"", 0
     for cut in sorted({c for c in cuts if c <= len(raw)}) + [len(raw)]:
         out += dec.feed(raw[last:cut])
@@ -63,13 +63,13 @@ def test_chunked_decoder_any_split(parts: list[bytes], cuts: list[int]) -> None:
 
 
 def test_chunked_decoder_rejects_garbage() -> None:
-    with pytest.raises(probe.ProtocolError):
-        probe.ChunkedDecoder().feed(b"zz\r\nabc\r\n")
+    with pytest.raises(stream.ProtocolError):
+        stream.ChunkedDecoder().feed(b"zz\r\nabc\r\n")
 
 
 def test_response_parser_collects_error_bodies_apart() -> None:
     got: list[bytes] = []
-    parser = probe.HTTPResponseParser(lambda data, now: got.append(data))
+    parser = stream.HTTPResponseParser(lambda data, now: got.append(data))
     parser.feed(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 5\r\n\r\nboom!", 0.0)
     assert parser.complete and parser.status == 500 and parser.error_body == b"boom!"
     assert got == []
@@ -102,8 +102,8 @@ def test_fast_path_agrees_with_a_full_parse(
     payload = _chunk({key: text}, **extra)
     if compact:
         payload = json.dumps(json.loads(payload), separators=(",", ":")).encode()
-    fast = probe.StreamRecorder("chat")
-    full = probe.StreamRecorder("chat", keep_text=True)  # keep_text forces the full parse
+    fast = stream.StreamRecorder("chat")
+    full = stream.StreamRecorder("chat", keep_text=True)  # keep_text forces the full parse
     assert fast._fast is not None and full._fast is None
     for rec in (fast, full):
         rec.feed(b"data: " + payload + b"\n\n", 1.0)
@@ -114,7 +114,7 @@ def test_fast_path_agrees_with_a_full_parse(
 @given(content_text)
 def test_completions_fast_path_agrees(text: str) -> None:
     payload = b"data: " + _chunk(text=text) + b"\n\n"
-    fast, full = probe.StreamRecorder("completions"), probe.StreamRecorder(
+    fast, full = stream.StreamRecorder("completions"), stream.StreamRecorder(
         "completions", keep_text=True)
     fast.feed(payload, 1.0)
     full.feed(payload, 1.0)
@@ -122,7 +122,7 @@ def test_completions_fast_path_agrees(text: str) -> None:
 
 
 def test_usage_chunk_is_parsed_and_not_counted_as_content() -> None:
-    rec = probe.StreamRecorder("chat")
+    rec = stream.StreamRecorder("chat")
     rec.start()
     rec.feed(b"data: " + _chunk({"role": "assistant", "content": ""}) + b"\n\n", rec.t_send + 0.5)
     rec.feed(b"data: " + _chunk({"content": "hi"}) + b"\n\n"
@@ -130,29 +130,29 @@ def test_usage_chunk_is_parsed_and_not_counted_as_content() -> None:
     rec.feed(b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":7}}\n\n'
              b"data: [DONE]\n\n", rec.t_send + 3.0)
     rec.finish(rec.t_send + 3.0)
-    spec = probe.RequestSpec(0, "/v1/chat/completions", b"", "cold", "chat")
-    r = probe.result_from_recorder(spec, rec)
+    spec = stream.RequestSpec(0, "/v1/chat/completions", b"", "cold", "chat")
+    r = stream.result_from_recorder(spec, rec)
     assert r.ok and r.chunks == 2 and r.completion_tokens == 7 and r.prompt_tokens == 3
     assert r.ttft_s == pytest.approx(1.0) and r.e2e_s == pytest.approx(1.0)  # usage not content
     assert r.decode_tok_s is None  # both content chunks arrived at once: no time span
 
 
 def test_decode_rate_and_tpot_use_usage_tokens() -> None:
-    rec = probe.StreamRecorder("chat")
+    rec = stream.StreamRecorder("chat")
     rec.start()
     t0 = rec.t_send
     for i, t in enumerate((0.1, 0.3, 0.5)):
         rec.feed(b"data: " + _chunk({"content": f"x{i}"}) + b"\n\n", t0 + t)
     rec.feed(b'data: {"choices":[],"usage":{"completion_tokens":9}}\n\ndata: [DONE]\n\n', t0 + 0.6)
     rec.finish(t0 + 0.6)
-    r = probe.result_from_recorder(probe.RequestSpec(0, "/", b"", "cold", "chat"), rec)
+    r = stream.result_from_recorder(stream.RequestSpec(0, "/", b"", "cold", "chat"), rec)
     assert r.decode_tok_s == pytest.approx((9 - 1) / 0.4)
     assert r.tpot_s == pytest.approx((0.5 - 0.1) / 8)
     assert r.chunk_gap_p50_s == pytest.approx(0.2) and r.chunk_gap_max_s == pytest.approx(0.2)
 
 
 def test_server_error_event_fails_the_request() -> None:
-    rec = probe.StreamRecorder("chat")
+    rec = stream.StreamRecorder("chat")
     rec.start()
     rec.feed(b'data: {"error": {"message": "engine died"}}\n\ndata: [DONE]\n\n', rec.t_send)
     rec.finish(rec.t_send)

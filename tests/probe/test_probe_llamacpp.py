@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from tailpod.probes import probe
+from tailpod.agent.probes import gate, rows, stream
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "llamacpp"
-SPEC = probe.RequestSpec(index=0, path="/v1/chat/completions", body=b"{}", cache="cold", api="chat")
+SPEC = stream.RequestSpec(index=0, path="/v1/chat/completions", body=b"{}", cache="cold", api="chat")
 
 
-def _recorder_for(name: str) -> probe.StreamRecorder:
-    rec = probe.StreamRecorder("chat")
+def _recorder_for(name: str) -> stream.StreamRecorder:
+    rec = stream.StreamRecorder("chat")
     rec.start()
     data = (FIXTURES / name).read_bytes()
     for i in range(0, len(data), 97):  # arbitrary chunking, as TCP would cut it
@@ -31,32 +31,32 @@ def _recorder_for(name: str) -> probe.StreamRecorder:
 
 def test_server_timings_kept_per_request() -> None:
     plain = _recorder_for("h200_tiny_plain.chat_stream.txt")
-    result = probe.result_from_recorder(SPEC, plain)
+    result = stream.result_from_recorder(SPEC, plain)
     assert result.ok and result.completion_tokens == 32
     assert result.server_timings == {
         "prompt_n": 18, "prompt_ms": 49.098, "cache_n": 0, "predicted_n": 32,
         "predicted_ms": 23.485, "predicted_per_second": 1319.9914839259102,
     }  # fmt: skip
-    plan = probe.CellPlan(arm="plain", concurrency=1, rep=0, prompt_class="prose", cache="cold")
-    row = probe.request_row("run", plan, result, "pod")
+    plan = rows.CellPlan(arm="plain", concurrency=1, rep=0, prompt_class="prose", cache="cold")
+    row = rows.request_row("run", plan, result, "pod")
     assert row["server_timings"]["prompt_ms"] == 49.098
     spec = _recorder_for("h200_tiny_spec.chat_stream.txt")
-    timings = probe.result_from_recorder(SPEC, spec)
+    timings = stream.result_from_recorder(SPEC, spec)
     assert timings.server_timings is not None
     assert (timings.server_timings["draft_n"], timings.server_timings["draft_n_accepted"]) == (26, 24)
 
 
 def test_no_timings_no_field() -> None:
-    rec = probe.StreamRecorder("chat")
+    rec = stream.StreamRecorder("chat")
     rec.start()
     rec.feed(b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n'
              b'data: {"choices":[],"usage":{"completion_tokens":1,"prompt_tokens":3}}\n\n'
              b"data: [DONE]\n\n", 1.0)  # fmt: skip
     rec.finish(2.0)
-    result = probe.result_from_recorder(SPEC, rec)
-    plan = probe.CellPlan(arm="a", concurrency=1, rep=0, prompt_class="p", cache="cold")
+    result = stream.result_from_recorder(SPEC, rec)
+    plan = rows.CellPlan(arm="a", concurrency=1, rep=0, prompt_class="p", cache="cold")
     assert result.server_timings is None
-    assert "server_timings" not in probe.request_row("r", plan, result, "pod")
+    assert "server_timings" not in rows.request_row("r", plan, result, "pod")
 
 
 class _LlamaServerReplay(ThreadingHTTPServer):
@@ -133,9 +133,9 @@ def test_gate_compares_llamacpp_token_ids(replay: Any, tmp_path: Path) -> None:
     plain = replay("h200_tiny_plain.completion_tokens.json")
     spec = replay("h200_tiny_spec.completion_tokens.json")
     ref_file = tmp_path / "ref.json"
-    ref = probe.save_gate_reference(plain.base_url, str(ref_file), max_tokens=32)
+    ref = gate.save_gate_reference(plain.base_url, str(ref_file), max_tokens=32)
     assert ref["token_source"] == "tokens" and len(ref["outputs"][0]) == 32
-    result = probe.run_gate_against_reference(ref, spec.base_url)
+    result = gate.run_gate_against_reference(ref, spec.base_url)
     assert result["status"] == "pass" and result["method"] == "token_ids"
     assert result["token_source"] == "tokens"
     path, body = spec.bodies[-1]
@@ -146,13 +146,13 @@ def test_gate_compares_llamacpp_token_ids(replay: Any, tmp_path: Path) -> None:
 def test_gate_names_the_first_differing_llamacpp_token(replay: Any, tmp_path: Path) -> None:
     plain = replay("h200_tiny_plain.completion_tokens.json")
     changed = replay("h200_tiny_spec.completion_tokens.json", change_at=9)
-    ref = probe.save_gate_reference(plain.base_url, str(tmp_path / "ref.json"), max_tokens=32)
-    result = probe.run_gate_against_reference(ref, changed.base_url)
+    ref = gate.save_gate_reference(plain.base_url, str(tmp_path / "ref.json"), max_tokens=32)
+    result = gate.run_gate_against_reference(ref, changed.base_url)
     assert result["status"] == "fail"
     assert result["first_mismatch"]["prompt"] == 0 and result["first_mismatch"]["position"] == 9
 
 
 def test_empty_tokens_are_not_a_token_source() -> None:
     # A server that ignores return_tokens answers "tokens": []: two such lists must not compare.
-    assert probe._extract({"content": "abc", "tokens": []}, "tokens") is None
-    assert probe._extract({"content": "abc", "tokens": [1, 2]}, "tokens") == [1, 2]
+    assert gate._extract({"content": "abc", "tokens": []}, "tokens") is None
+    assert gate._extract({"content": "abc", "tokens": [1, 2]}, "tokens") == [1, 2]

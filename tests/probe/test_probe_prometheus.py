@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tailpod.probes import probe
+from tailpod.agent.probes import metrics, transport
 
 EXPOSITION = r'''# HELP vllm:spec_decode_num_drafts Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts counter
@@ -29,8 +29,8 @@ missing_value{a="b"}
 
 
 def test_parses_labels_values_and_escapes() -> None:
-    samples = probe.parse_prometheus(EXPOSITION)
-    by_name: dict[str, list[probe.Sample]] = {}
+    samples = metrics.parse_prometheus(EXPOSITION)
+    by_name: dict[str, list[metrics.Sample]] = {}
     for s in samples:
         by_name.setdefault(s.name, []).append(s)
     assert by_name["quoted"][0].labels == {"note": 'say "hi" \\ now\nnext', "other": "x"}
@@ -44,28 +44,28 @@ def test_parses_labels_values_and_escapes() -> None:
 
 
 def test_sums_across_engines_and_matches_the_exact_name() -> None:
-    samples = probe.parse_prometheus(EXPOSITION)
-    assert probe.sum_metric(samples, "vllm:spec_decode_num_drafts_total") == 525.0
+    samples = metrics.parse_prometheus(EXPOSITION)
+    assert metrics.sum_metric(samples, "vllm:spec_decode_num_drafts_total") == 525.0
     # the _created timestamp series must never leak into a counter
-    assert probe.sum_metric(samples, "vllm:spec_decode_num_drafts") is None
-    assert probe.sum_metric(samples, "absent_total") is None
-    per_pos = probe.sum_by_label(
+    assert metrics.sum_metric(samples, "vllm:spec_decode_num_drafts") is None
+    assert metrics.sum_metric(samples, "absent_total") is None
+    per_pos = metrics.sum_by_label(
         samples, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "position"
     )
     assert per_pos == {"0": 490.0, "1": 461.0}
-    assert probe.detect_engine(samples) == "vllm"
+    assert transport.detect_engine(samples) == "vllm"
 
 
 def test_sglang_names_are_detected() -> None:
-    samples = probe.parse_prometheus('sglang:spec_verify_calls_total{tp_rank="0"} 7\n')
-    assert probe.detect_engine(samples) == "sglang"
-    assert probe.detect_engine([]) == "none"
+    samples = metrics.parse_prometheus('sglang:spec_verify_calls_total{tp_rank="0"} 7\n')
+    assert transport.detect_engine(samples) == "sglang"
+    assert transport.detect_engine([]) == "none"
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_never_raises_on_arbitrary_text(text: str) -> None:
-    for s in probe.parse_prometheus(text):
+    for s in metrics.parse_prometheus(text):
         assert isinstance(s.value, float) and isinstance(s.labels, dict)
 
 
@@ -74,7 +74,7 @@ def test_never_raises_on_arbitrary_text(text: str) -> None:
     ["{", "}", '"', "\\", "=", ",", " ", "\n", "# TYPE ", "a", "_total", "NaN", "+Inf", "1e9",
      "-", ".", ":", "0"]), max_size=60))
 def test_never_raises_on_exposition_like_fragments(parts: list[str]) -> None:
-    probe.parse_prometheus("".join(parts))
+    metrics.parse_prometheus("".join(parts))
 
 
 label_values = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=20)
@@ -85,7 +85,7 @@ label_values = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_si
 def test_escaped_label_values_round_trip(value: str, number: float) -> None:
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     line = f'm_total{{a="{escaped}",b="2"}} {number!r}\n'
-    samples = probe.parse_prometheus(line)
+    samples = metrics.parse_prometheus(line)
     assert len(samples) == 1
     assert samples[0].labels == {"a": value, "b": "2"}
     assert samples[0].value == number

@@ -1,4 +1,5 @@
-"""`probe.py run` end to end against the synthetic server: counting, failures, cache, stamps."""
+"""The agent's `probe run` end to end against the synthetic server: counting, failures, cache,
+stamps, and the cells it is given measured as given."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tailpod.probes import probe
+from tailpod.agent import OFF_POD_FLAG
+from tailpod.agent.probes import common, metrics, transport
 from tailpod.sandbox.synthetic_server import SyntheticServer
+
+from .conftest import call_agent, probe_run, sweep_cells
 
 REQUEST_KEYS = {
     "kind", "schema_version", "run_id", "arm", "concurrency", "rep", "prompt_class", "cell",
@@ -29,11 +33,14 @@ EXTRA_REQUEST_KEYS = {"flags"}
 EXTRA_CELL_KEYS = {"cache"}
 
 
-def run(server: SyntheticServer, out: Path, *extra: str) -> list[dict]:
-    args = ["run", "--base-url", server.base_url, "--arm", "plain", "--run-id", "rid",
-            "--out", str(out), *extra]
-    assert probe.main(args) == 0
-    return [json.loads(line) for line in out.read_text().splitlines()]
+def run(server: SyntheticServer, out: Path, classes: list[str], concurrency: tuple[int, ...] = (1,),
+        caches: tuple[str, ...] = ("cold",), **options: object) -> list[dict]:
+    """`probe run` of the sweep's cells for arm "plain"; the rows it returned, which must be the
+    rows it also appended to `out`."""
+    rows = probe_run({"base_url": server.base_url, "run_id": "rid", **options},
+                     sweep_cells("plain", list(concurrency), classes, caches=caches), out)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == rows
+    return rows
 
 
 @pytest.mark.parametrize("transport", ["asyncio", "threads"])
@@ -42,9 +49,8 @@ def test_rows_follow_the_format_and_count_from_usage(
 ) -> None:
     rate = 1000.0
     server = synthetic(rate=rate, ttft_s=0.005, tokens_per_chunk=(4,))
-    rows = run(server, tmp_path / "rows.jsonl", "--transport", transport, "--concurrency", "1,3",
-               "--requests-per-cell", "6", "--max-tokens", "49", "--prompt-classes",
-               "prose,code")
+    rows = run(server, tmp_path / "rows.jsonl", ["prose", "code"], (1, 3), transport=transport,
+               requests_per_cell=6, max_tokens=49)
     cells = [r for r in rows if r["kind"] == "cell"]
     reqs = [r for r in rows if r["kind"] == "request"]
     assert [c["cell"] for c in cells] == ["plain|c1|r0|prose", "plain|c1|r0|code",
@@ -57,8 +63,8 @@ def test_rows_follow_the_format_and_count_from_usage(
         assert r["measured_from"] == "pod" and r["run_id"] == "rid"
         assert r["tpot_s"] == pytest.approx((r["e2e_s"] - r["ttft_s"]) / 48)
     # decode rate (n - 1) / (t_last - t_first) agrees with what the server itself timed
-    truth = probe.percentile(list[float | None](server.stats.decode_tok_s), 50)
-    measured = probe.percentile([r["decode_tok_s"] for r in reqs], 50)
+    truth = metrics.percentile(list[float | None](server.stats.decode_tok_s), 50)
+    measured = metrics.percentile([r["decode_tok_s"] for r in reqs], 50)
     assert measured == pytest.approx(truth, rel=0.05)
     assert truth == pytest.approx(rate, rel=0.25)  # and the server roughly kept its pace
     for c in cells:
@@ -75,8 +81,8 @@ def test_failures_are_counted_flagged_and_kept_out_of_latency(
 ) -> None:
     server = synthetic()
     prompts = prompt_dir("fine", "boom [[FAIL500]]", "cut [[DROP:3]]", "also fine")
-    rows = run(server, tmp_path / "rows.jsonl", "--prompts-dir", str(prompts),
-               "--concurrency", "2", "--requests-per-cell", "8", "--warmup", "0")
+    rows = run(server, tmp_path / "rows.jsonl", ["t"], (2,), prompts_dir=str(prompts),
+               requests_per_cell=8, warmup=0)
     reqs = [r for r in rows if r["kind"] == "request"]
     cell = rows[-1]
     failed = [r for r in reqs if not r["ok"]]
@@ -85,7 +91,7 @@ def test_failures_are_counted_flagged_and_kept_out_of_latency(
     assert {r["error"].split(":")[0] for r in failed} == {"HTTP 500", "ConnectionResetError"}
     assert all(r["completion_tokens"] is None for r in failed)
     ok = [r for r in reqs if r["ok"]]
-    assert cell["ttft_p50_s"] == pytest.approx(probe.percentile([r["ttft_s"] for r in ok], 50))
+    assert cell["ttft_p50_s"] == pytest.approx(metrics.percentile([r["ttft_s"] for r in ok], 50))
     assert cell["output_tokens"] == sum(r["completion_tokens"] for r in ok)
 
 
@@ -93,8 +99,7 @@ def test_missing_usage_is_null_and_flagged_never_estimated(
     synthetic: Callable[..., SyntheticServer], tmp_path: Path
 ) -> None:
     server = synthetic(usage=False, tokens_per_chunk=(3,))
-    rows = run(server, tmp_path / "rows.jsonl", "--requests-per-cell", "3",
-               "--prompt-classes", "prose")
+    rows = run(server, tmp_path / "rows.jsonl", ["prose"], requests_per_cell=3)
     for r in rows[:-1]:
         assert r["ok"] and r["completion_tokens"] is None and r["flags"] == ["no_usage"]
         assert r["decode_tok_s"] is None and r["tpot_s"] is None and r["chunks"] > 0
@@ -106,8 +111,8 @@ def test_cold_requests_carry_distinct_salts_and_warm_ones_none(
     synthetic: Callable[..., SyntheticServer], tmp_path: Path
 ) -> None:
     server = synthetic()
-    rows = run(server, tmp_path / "rows.jsonl", "--cache", "both", "--requests-per-cell", "6",
-               "--prompt-classes", "code", "--warmup", "1", "--concurrency", "2")
+    rows = run(server, tmp_path / "rows.jsonl", ["code"], (2,), ("cold", "warm"),
+               requests_per_cell=6, warmup=1)
     bodies = server.stats.bodies
     cold, warm = bodies[:7], bodies[7:]  # 1 warm-up + 6 cold, then 4 priming + 6 warm
     salts = [b.get("cache_salt") for b in cold]
@@ -126,8 +131,7 @@ def test_structured_class_sends_its_json_schema(
     synthetic: Callable[..., SyntheticServer], tmp_path: Path
 ) -> None:
     server = synthetic()
-    run(server, tmp_path / "rows.jsonl", "--prompt-classes", "structured",
-        "--requests-per-cell", "2", "--warmup", "0")
+    run(server, tmp_path / "rows.jsonl", ["structured"], requests_per_cell=2, warmup=0)
     for body in server.stats.bodies:
         assert body["response_format"]["type"] == "json_schema"
         assert body["ignore_eos"] is False  # a finished grammar must be allowed to stop
@@ -137,11 +141,10 @@ def test_off_pod_rows_are_stamped(
     synthetic: Callable[..., SyntheticServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = synthetic()
-    monkeypatch.setattr(probe, "is_loopback_host", lambda host: False)
-    rows = run(server, tmp_path / "rows.jsonl", "--requests-per-cell", "2",
-               "--prompt-classes", "prose")
+    monkeypatch.setattr(transport, "is_loopback_host", lambda host: False)
+    rows = run(server, tmp_path / "rows.jsonl", ["prose"], requests_per_cell=2)
     assert {r["measured_from"] for r in rows} == {"off-pod"}
-    assert probe.OFF_POD_FLAG in rows[-1]["flags"]
+    assert OFF_POD_FLAG in rows[-1]["flags"]
 
 
 @pytest.mark.parametrize(
@@ -151,37 +154,52 @@ def test_off_pod_rows_are_stamped(
      ("fd7a:115c:a1e0::1", False), ("pod.invalid", False)],
 )
 def test_loopback_detection(host: str, loopback: bool) -> None:
-    assert probe.is_loopback_host(host) is loopback
+    assert transport.is_loopback_host(host) is loopback
 
 
 def test_measured_from_reads_the_url() -> None:
-    assert probe.measured_from("http://127.0.0.1:8000") == "pod"
-    assert probe.measured_from("http://[::1]:8000/") == "pod"
-    assert probe.measured_from("http://100.101.102.103:8000") == "off-pod"
+    assert transport.measured_from("http://127.0.0.1:8000") == "pod"
+    assert transport.measured_from("http://[::1]:8000/") == "pod"
+    assert transport.measured_from("http://100.101.102.103:8000") == "off-pod"
 
 
-def test_config_file_then_flags(
+def test_the_cells_given_are_measured_as_given(
     synthetic: Callable[..., SyntheticServer], tmp_path: Path
 ) -> None:
+    """The laptop's sweep decides rep and cell id; the pod writes them as given (no renumbering
+    afterwards), in the order given."""
     server = synthetic()
-    cfg = tmp_path / "probe.json"
-    cfg.write_text(json.dumps({"base_url": server.base_url, "arm": "from-config",
-                               "concurrency": [2], "requests-per-cell": 2, "max_tokens": 8,
-                               "prompt_classes": ["prose"], "out": str(tmp_path / "x.jsonl")}))
-    out = tmp_path / "rows.jsonl"
-    assert probe.main(["run", "--config", str(cfg), "--max-tokens", "5", "--out", str(out)]) == 0
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert rows[-1]["cell"] == "from-config|c2|r0|prose"
-    assert all(r["completion_tokens"] == 5 for r in rows[:-1])  # the flag won
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"concurency": [2]}))
-    assert probe.main(["run", "--config", str(bad)]) == 2  # a typo is an error, not ignored
+    cells = [{"arm": "spec", "concurrency": 2, "rep": 3, "prompt_class": "prose",
+              "cell": "spec|c2|r3|prose"},
+             {"arm": "spec", "concurrency": 1, "rep": 0, "prompt_class": "code", "cache": "warm"}]
+    rows = probe_run({"base_url": server.base_url, "requests_per_cell": 2, "max_tokens": 5},
+                     cells)
+    cell_rows = [r for r in rows if r["kind"] == "cell"]
+    assert [(c["cell"], c["rep"], c["cache"]) for c in cell_rows] == [
+        ("spec|c2|r3|prose", 3, "cold"), ("spec|c1|r0|code|warm", 0, "warm")]
+    assert {r["rep"] for r in rows if r["cell"] == "spec|c2|r3|prose"} == {3}
+    assert all(r["completion_tokens"] == 5 for r in rows if r["kind"] == "request")
 
 
-def test_unreachable_server_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    rc = probe.main(["run", "--base-url", "http://127.0.0.1:9", "--out", str(tmp_path / "r")])
-    assert rc == 2
-    assert "cannot reach" in capsys.readouterr().err
+def test_a_typo_in_options_or_cells_is_a_usage_error(
+    synthetic: Callable[..., SyntheticServer]
+) -> None:
+    server = synthetic()
+    cell = sweep_cells("plain", [1], ["prose"])
+    code, envelope = call_agent("probe run", {"options": {"concurency": [2]}, "cells": cell})
+    assert code == 2 and envelope["error"]["kind"] == "usage"
+    assert "concurency" in envelope["error"]["message"]
+    code, envelope = call_agent("probe run", {"options": {"base_url": server.base_url},
+                                              "cells": [{**cell[0], "reps": 2}]})
+    assert code == 2 and "reps" in envelope["error"]["message"]
+    assert server.stats.bodies == []  # nothing was measured
+
+
+def test_unreachable_server_is_a_clear_error() -> None:
+    code, envelope = call_agent("probe run", {"options": {"base_url": "http://127.0.0.1:9"},
+                                              "cells": sweep_cells("plain", [1], ["prose"])})
+    assert code == 1 and not envelope["ok"]
+    assert envelope["error"]["kind"] == "probe" and "cannot reach" in envelope["error"]["message"]
 
 
 def test_api_key_is_sent_but_never_written(
@@ -189,12 +207,12 @@ def test_api_key_is_sent_but_never_written(
     capsys: pytest.CaptureFixture, prompt_dir: Callable[..., Path],
 ) -> None:
     secret = "sk-test-" + "9" * 24
-    monkeypatch.setenv(probe.API_KEY_ENV, secret)
+    monkeypatch.setenv(common.API_KEY_ENV, secret)
     server = synthetic()
     prompts = prompt_dir("fine", "boom [[FAIL500]]")
     out = tmp_path / "rows.jsonl"
-    rows = run(server, out, "--prompts-dir", str(prompts), "--requests-per-cell", "2")
+    rows = run(server, out, ["t"], prompts_dir=str(prompts), requests_per_cell=2)
     assert rows[-1]["failed"] == 1
-    assert secret not in out.read_text()
+    assert secret not in out.read_text() and secret not in json.dumps(rows)
     captured = capsys.readouterr()
     assert secret not in captured.err and secret not in captured.out

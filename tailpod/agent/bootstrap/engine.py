@@ -7,6 +7,8 @@ Moved from tailpod/bootstrap/onpod.py (issue 15).
 """
 
 
+from __future__ import annotations
+
 import contextlib
 import json
 import os
@@ -262,7 +264,22 @@ def start_engine(
     env.update({k: str(v) for k, v in plan.get("env", {}).items()})
     state["checkpoints"] = checkpoint_identities(plan.get("checkpoints") or {}, env)
     _write_state(state_dir, state)
-    return {**state, "stopped_previous": stopped_previous}
+    log_text = log_since(Path(state["log"]), int(state.get("log_offset") or 0))
+    return {**state, "stopped_previous": stopped_previous, "log_text": log_text}
+
+
+LOG_TEXT_MAX_BYTES = 8 * 1024 * 1024  # a start's log is far smaller; a runaway one is cut here
+
+
+def log_since(path: Path, offset: int, limit: int = LOG_TEXT_MAX_BYTES) -> str:
+    """This start's part of the engine log (from `offset`, the log's size before the launch):
+    the laptop parses the startup facts from it (tailpod/bootstrap/engines)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def engine_status(state_dir: Path) -> dict[str, Any]:

@@ -4,6 +4,8 @@ Moved from tailpod/bootstrap/onpod.py (issue 15).
 """
 
 
+from __future__ import annotations
+
 import json
 import os
 import subprocess
