@@ -1,4 +1,5 @@
-"""The on-pod runner with stand-in engines (plain HTTP servers); the real engine: tests/e2e."""
+"""The agent's engine layer (tailpod/agent/bootstrap) with stand-in engines (plain HTTP servers);
+the verbs over it: tests/agent/test_agent_zipapp.py; the real engine: tests/e2e."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tailpod.bootstrap import onpod
+from tailpod.agent.bootstrap import engine, errors, facts, overlay
 
 
 def free_port() -> int:
@@ -39,14 +40,14 @@ def http_server_plan(port: int, extra_child: bool = False) -> dict:
 
 def test_launch_health_and_stop_kill_the_whole_group(tmp_path: Path) -> None:
     port = free_port()
-    state = onpod.launch(http_server_plan(port, extra_child=True), tmp_path)
-    took = onpod.wait_healthy(state, timeout=30, poll=0.1)
+    state = engine.launch(http_server_plan(port, extra_child=True), tmp_path)
+    took = engine.wait_healthy(state, timeout=30, poll=0.1)
     assert took >= 0
-    assert onpod.is_running(state)
-    assert onpod.read_state(tmp_path)["pgid"] == state["pgid"]
-    assert onpod.stop(state, grace=5)
-    assert not onpod.group_alive(state["pgid"])  # the grandchild went too
-    assert not onpod.port_open("127.0.0.1", port)
+    assert engine.is_running(state)
+    assert engine.read_state(tmp_path)["pgid"] == state["pgid"]
+    assert engine.stop(state, grace=5)
+    assert not engine.group_alive(state["pgid"])  # the grandchild went too
+    assert not engine.port_open("127.0.0.1", port)
 
 
 def test_engine_exiting_during_startup_reports_log_tail(tmp_path: Path) -> None:
@@ -59,9 +60,9 @@ def test_engine_exiting_during_startup_reports_log_tail(tmp_path: Path) -> None:
         "port": free_port(),
         "label": "dies",
     }
-    state = onpod.launch(plan, tmp_path)
-    with pytest.raises(onpod.EngineStartError) as info:
-        onpod.wait_healthy(state, timeout=30, poll=0.1)
+    state = engine.launch(plan, tmp_path)
+    with pytest.raises(errors.EngineStartError) as info:
+        engine.wait_healthy(state, timeout=30, poll=0.1)
     assert "exit code 3" in str(info.value)
     assert any("bad checkpoint" in line for line in info.value.tail)
 
@@ -71,63 +72,18 @@ def test_busy_port_is_refused(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        with pytest.raises(onpod.EngineStartError, match="already in use"):
-            onpod.launch(http_server_plan(port), tmp_path)
+        with pytest.raises(errors.EngineStartError, match="already in use"):
+            engine.launch(http_server_plan(port), tmp_path)
 
 
 def test_timeout_names_the_wait(tmp_path: Path) -> None:
     plan = {"argv": [sys.executable, "-c", "import time; time.sleep(30)"], "port": free_port()}
-    state = onpod.launch(plan, tmp_path)
+    state = engine.launch(plan, tmp_path)
     t0 = time.time()
-    with pytest.raises(onpod.EngineStartError, match="not healthy after"):
-        onpod.wait_healthy(state, timeout=1.5, poll=0.1)
+    with pytest.raises(errors.EngineStartError, match="not healthy after"):
+        engine.wait_healthy(state, timeout=1.5, poll=0.1)
     assert time.time() - t0 < 10
-    assert onpod.stop(state, grace=2)
-
-
-def test_cli_launch_status_stop(tmp_path: Path) -> None:
-    import json
-    import subprocess
-
-    port = free_port()
-    plan_file = tmp_path / "plan.json"
-    plan_file.write_text(json.dumps(http_server_plan(port)))
-    script = Path(onpod.__file__)
-    state_dir = tmp_path / "state"
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            "launch",
-            "--plan",
-            str(plan_file),
-            "--state-dir",
-            str(state_dir),
-            "--timeout",
-            "30",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    # The runner must stand alone: it is copied to pods without tailpod installed.
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert json.loads(out.stdout)["ok"] is True
-    status = json.loads(
-        subprocess.run(
-            [sys.executable, str(script), "status", "--state-dir", str(state_dir)],
-            capture_output=True,
-            text=True,
-        ).stdout
-    )
-    assert status["healthy"] is True
-    stop = subprocess.run(
-        [sys.executable, str(script), "stop", "--state-dir", str(state_dir)],
-        capture_output=True,
-        text=True,
-    )
-    assert json.loads(stop.stdout)["ok"] is True
-    assert not onpod.port_open("127.0.0.1", port)
+    assert engine.stop(state, grace=2)
 
 
 def test_checkpoint_identity_of_a_directory_follows_its_bytes(tmp_path: Path) -> None:
@@ -135,12 +91,12 @@ def test_checkpoint_identity_of_a_directory_follows_its_bytes(tmp_path: Path) ->
     ckpt.mkdir()
     (ckpt / "config.json").write_text('{"hidden_size": 8}')
     (ckpt / "model.safetensors").write_bytes(b"\0" * 64)
-    first = onpod.checkpoint_identity(str(ckpt))
+    first = facts.checkpoint_identity(str(ckpt))
     assert first["source"] == "directory" and first["revision"].startswith("sha256:")
     (ckpt / "tailpod-checkpoint.json").write_text("{}")  # tailpod's note: not content
-    assert onpod.checkpoint_identity(str(ckpt)) == first
+    assert facts.checkpoint_identity(str(ckpt)) == first
     (ckpt / "model.safetensors").write_bytes(b"\1" + b"\0" * 63)  # same size, other weights
-    assert onpod.checkpoint_identity(str(ckpt))["revision"] != first["revision"]
+    assert facts.checkpoint_identity(str(ckpt))["revision"] != first["revision"]
 
 
 def test_checkpoint_identity_of_a_hub_id_is_the_cached_snapshot_commit(tmp_path: Path) -> None:
@@ -148,11 +104,11 @@ def test_checkpoint_identity_of_a_hub_id_is_the_cached_snapshot_commit(tmp_path:
     refs.mkdir(parents=True)
     (refs / "main").write_text("0123abcd\n")
     env = {"HF_HOME": str(tmp_path)}
-    assert onpod.checkpoint_identity("org/name", env) == {
+    assert facts.checkpoint_identity("org/name", env) == {
         "ref": "org/name", "source": "hub", "revision": "0123abcd",
     }  # fmt: skip
-    assert onpod.checkpoint_identity("org/absent", env)["revision"] is None
-    both = onpod.checkpoint_identities({"model": "org/name", "draft_model": None}, env)
+    assert facts.checkpoint_identity("org/absent", env)["revision"] is None
+    both = facts.checkpoint_identities({"model": "org/name", "draft_model": None}, env)
     assert set(both) == {"model"}
 
 
@@ -164,20 +120,20 @@ def test_build_overlay_links_the_checkpoint_and_writes_the_patched_files(tmp_pat
     patched = {"quantization_config": {"ignore": ["lm_head", "mtp*"]}}
     spec = {"dir": str(tmp_path / "overlay"), "source": str(source), "revision": None,
             "files": {"config.json": patched}, "record": {"added": ["mtp*"], "reason": "why"}}
-    record = onpod.build_overlay(spec)
-    overlay = tmp_path / "overlay"
-    assert (overlay / "model.safetensors").is_symlink()
-    assert (overlay / "model.safetensors").resolve() == (source / "model.safetensors").resolve()
-    assert not (overlay / "config.json").is_symlink()
-    assert json.loads((overlay / "config.json").read_text()) == patched
+    record = overlay.build_overlay(spec)
+    built = tmp_path / "overlay"
+    assert (built / "model.safetensors").is_symlink()
+    assert (built / "model.safetensors").resolve() == (source / "model.safetensors").resolve()
+    assert not (built / "config.json").is_symlink()
+    assert json.loads((built / "config.json").read_text()) == patched
     assert json.loads((source / "config.json").read_text())["quantization_config"]["ignore"] == [
         "lm_head"
     ]  # the source is never written through
     assert record["added"] == ["mtp*"] and record["patched_files"] == ["config.json"]
-    identity = onpod.checkpoint_identity(str(overlay))
+    identity = facts.checkpoint_identity(str(built))
     assert identity["source"] == "overlay" and identity["ref"] == str(source)
-    assert identity["patch"]["reason"] == "why" and identity["served_from"] == str(overlay)
-    assert onpod.build_overlay(spec) == record  # a relaunch rebuilds it in place
+    assert identity["patch"]["reason"] == "why" and identity["served_from"] == str(built)
+    assert overlay.build_overlay(spec) == record  # a relaunch rebuilds it in place
 
 
 def test_build_overlay_finds_a_hub_snapshot_in_the_cache(tmp_path: Path) -> None:
@@ -186,8 +142,8 @@ def test_build_overlay_finds_a_hub_snapshot_in_the_cache(tmp_path: Path) -> None
     (snapshot / "config.json").write_text("{}")
     spec = {"dir": str(tmp_path / "overlay"), "source": "org/name", "revision": "abc123",
             "python": "/nonexistent/python", "files": {}, "record": {}}
-    record = onpod.build_overlay(spec, {"HF_HOME": str(tmp_path)})
+    record = overlay.build_overlay(spec, {"HF_HOME": str(tmp_path)})
     assert record["snapshot"] == str(snapshot) and record["revision"] == "abc123"
-    with pytest.raises(onpod.EngineStartError, match="could not download org/other"):
-        onpod.build_overlay({**spec, "source": "org/other", "python": sys.executable},
+    with pytest.raises(errors.EngineStartError, match="could not download org/other"):
+        overlay.build_overlay({**spec, "source": "org/other", "python": sys.executable},
                             {"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"})
