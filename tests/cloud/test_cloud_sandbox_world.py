@@ -73,7 +73,8 @@ def test_serve_environment_holds_every_credential(served: dict[str, Any]) -> Non
     assert written == served["printed"]["env"]
     for key in ("RUNPOD_API_KEY", "VAST_API_KEY", "TAILSCALE_API_KEY", "TAILSCALE_AUTH_KEY",
                 "TAILPOD_SSH_KEY", "TAILPOD_RUNPOD_URL", "TAILPOD_VAST_URL",
-                "TAILPOD_TAILSCALE_URL", "TAILPOD_REGISTRY_URL", "TAILPOD_HF_URL"):
+                "TAILPOD_TAILSCALE_URL", "TAILPOD_REGISTRY_URL", "TAILPOD_HF_URL",
+                "TAILPOD_SSH_CONFIG"):
         assert written.get(key), key
     assert written["TAILPOD_MODEL"] == SANDBOX_MODEL_ID
     repo, _, tag = written["TAILPOD_IMAGE"].partition(":")
