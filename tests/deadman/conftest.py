@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -17,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tailpod.bootstrap.deadman_control import DEADMAN_SCRIPT
+from tailpod.bootstrap import agent_build
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.model import SandboxPod
 
@@ -25,6 +26,45 @@ PROVIDERS = ["runpod", "vastai"]
 SANDBOX_NAME = {"runpod": "runpod", "vastai": "vast"}
 # Fast settings for tests: poll 0.1 s, first retry 0.1 s, backoff capped at 0.5 s.
 FAST = ["--poll", "0.1", "--retry-base", "0.1", "--max-backoff", "0.5", "--http-timeout", "5"]
+
+
+@functools.lru_cache(maxsize=1)
+def agent_pyz() -> Path:
+    """The built agent, as a pod runs it: `python3 -I agent.pyz deadman ...`."""
+    return agent_build.build_agent().path
+
+
+# The switch's argv-style options to the agent's JSON keys (docs/agent.md).
+_BOOLEAN_FLAGS = {"--dry-run", "--no-preflight"}
+_VERB = {"beat": "heartbeat"}
+
+
+def deadman(*args: str, env: dict[str, str] | None = None,
+            timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    """The switch through the built agent: `run` is the daemon's own argv; `arm`, `beat`,
+    `status` and `disarm` send their options as JSON on stdin (the verbs the driver uses)."""
+    command, options = args[0], list(args[1:])
+    if command == "run":
+        argv, stdin = [sys.executable, "-I", str(agent_pyz()), "deadman", "run", *options], ""
+    else:
+        payload: dict[str, Any] = {}
+        while options:
+            flag = options.pop(0)
+            key = flag[2:].replace("-", "_")
+            payload[key] = True if flag in _BOOLEAN_FLAGS else options.pop(0)
+        argv = [sys.executable, "-I", str(agent_pyz()), "deadman", _VERB.get(command, command)]
+        stdin = json.dumps(payload)
+    return subprocess.run(argv, input=stdin, env=env or clean_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def last_json(text: str) -> dict[str, Any]:
+    """The answer on the last line of stdout: an agent envelope's result, or its error as the
+    switch reported it ({"error": message})."""
+    data = dict(json.loads(text.strip().splitlines()[-1]))
+    if "agent" in data and "verb" in data:
+        return dict(data["result"]) if data["ok"] else {"error": data["error"]["message"]}
+    return data
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
@@ -108,7 +148,7 @@ def create_pod(sb: Sandbox, provider: str, command: str = "sleep 120",
 
 @dataclass
 class Daemons:
-    """Starts deadman.py processes and makes sure none outlives its test."""
+    """Starts the agent's dead-man daemons and makes sure none outlives its test."""
 
     tmp: Path
     procs: list[subprocess.Popen[str]] = field(default_factory=list)
@@ -122,9 +162,9 @@ class Daemons:
     def run(self, pod: Pod, *, ttl_at: float = 0.0, timeout: float = 0.0, name: str = "dm",
             extra: list[str] | None = None, env: dict[str, str] | None = None,
             environ_from: str | None = None) -> tuple[subprocess.Popen[str], Path, Path]:
-        """`deadman.py run` in the foreground, credentials only through the pod's environ."""
+        """`deadman run` in the foreground, credentials only through the pod's environ."""
         heartbeat, log = self.paths(name)
-        argv = [sys.executable, str(DEADMAN_SCRIPT), "run", "--provider", pod.provider,
+        argv = [sys.executable, "-I", str(agent_pyz()), "deadman", "run", "--provider", pod.provider,
                 "--ttl-at", str(ttl_at), "--heartbeat-file", str(heartbeat),
                 "--heartbeat-timeout", str(timeout), "--api-url", pod.api_url,
                 "--log", str(log), "--environ-from",
@@ -150,7 +190,7 @@ class Daemons:
             with contextlib.suppress(OSError, ValueError):
                 pid = json.loads(state_file.read_text())["pid"]
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                if b"deadman.py" in cmdline:
+                if b"deadman" in cmdline:
                     os.kill(pid, signal.SIGKILL)
 
 

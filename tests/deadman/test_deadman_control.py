@@ -18,7 +18,7 @@ from tailpod.config import load_settings
 from tailpod.errors import ConfigError
 from tailpod.sandbox import Sandbox
 
-from .conftest import FAST, Daemons, clean_env, create_pod, wait_for
+from .conftest import FAST, Daemons, clean_env, create_pod, deadman, last_json, wait_for
 
 
 def sh(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -167,15 +167,13 @@ def test_start_guard_heartbeat_and_standing_down(sandbox: Sandbox, daemons: Daem
     layout_c = dc.DeadmanLayout(str(tmp_path / "c"))
     c_ttl = time.time() + 6.0  # room for the full switch to be armed first, even under load
     c = create_pod(sandbox, "runpod", command=guarded(sandbox, "runpod", layout_c, c_ttl, 0))
-    disarm = sh([sys.executable, str(dc.DEADMAN_SCRIPT), "disarm", "--heartbeat-file",
-                 layout_b.heartbeat], clean_env())
+    disarm = deadman("disarm", "--heartbeat-file", layout_b.heartbeat)
     assert disarm.returncode == 0
     daemons.track(Path(layout_c.heartbeat))
-    arm = dc.deadman_command("runpod", time.time() + 3600, 600, c.api_url, layout=layout_c,
-                             python=sys.executable, environ_from=c.environ_path,
-                             extra=FAST)
-    arm[1] = str(dc.DEADMAN_SCRIPT)
-    assert dc.parse_status(sh(arm, clean_env()).stdout).armed
+    arm = deadman("arm", "--provider", "runpod", "--ttl-at", str(time.time() + 3600),
+                  "--heartbeat-file", layout_c.heartbeat, "--heartbeat-timeout", "600",
+                  "--api-url", c.api_url, "--environ-from", c.environ_path, *FAST)
+    assert arm.returncode == 0 and last_json(arm.stdout)["armed"], arm.stdout + arm.stderr
     time.sleep(2.5)  # A is kept by its heartbeats past its 1 s timeout
     assert a.billing(sandbox) and b.billing(sandbox) and c.billing(sandbox)
     beating.set()

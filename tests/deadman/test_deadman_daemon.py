@@ -6,37 +6,34 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tailpod.bootstrap.deadman_control import DEADMAN_SCRIPT
 from tailpod.sandbox import Sandbox
 
-from .conftest import FAST, Daemons, clean_env, create_pod, read_state, wait_for
-
-PY = sys.executable
-
-
-def deadman(*args: str, env: dict[str, str] | None = None,
-            timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, str(DEADMAN_SCRIPT), *args], env=env or clean_env(),
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def last_json(text: str) -> dict[str, Any]:
-    return dict(json.loads(text.strip().splitlines()[-1]))
+from .conftest import (
+    FAST,
+    Daemons,
+    agent_pyz,
+    clean_env,
+    create_pod,
+    deadman,
+    last_json,
+    read_state,
+    wait_for,
+)
 
 
 def test_help_runs_with_a_bare_python() -> None:
     # `python3 -I -S`: no site-packages, no PYTHONPATH — what a pod's system Python offers.
-    out = subprocess.run(["python3", "-I", "-S", str(DEADMAN_SCRIPT), "--help"],
+    out = subprocess.run(["python3", "-I", "-S", str(agent_pyz()), "deadman", "run", "--help"],
                          capture_output=True, text=True, timeout=20)
     assert out.returncode == 0, out.stderr
-    for word in ("arm", "run", "beat", "status", "disarm", "RUNPOD_API_KEY", "CONTAINER_API_KEY"):
+    for word in ("--provider", "--ttl-at", "--heartbeat-file", "--heartbeat-timeout",
+                 "--api-url", "--environ-from", "--dry-run"):
         assert word in out.stdout
 
 
@@ -60,7 +57,7 @@ def test_arm_beat_status_rearm_disarm_and_no_secret_anywhere(
 
     # The credential is in the daemon's environment, and nowhere else.
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    assert b"deadman.py" in cmdline and secret.encode() not in cmdline
+    assert b"deadman" in cmdline and secret.encode() not in cmdline
     assert secret.encode() in Path(f"/proc/{pid}/environ").read_bytes()
     assert os.getsid(pid) == pid  # its own session: an SSH hang-up cannot reach it
 
@@ -116,10 +113,12 @@ def test_the_start_script_arms_it_and_the_pod_ends_itself(
     """No SSH at all (the laptop died right after create): the start script's switch fires."""
     heartbeat, log = daemons.paths("onstart")
     daemons.track(heartbeat)
-    arm = shlex.join(["python3", str(DEADMAN_SCRIPT), "arm", "--provider", "vast",
-                      "--ttl-at", "0", "--heartbeat-file", str(heartbeat),
-                      "--heartbeat-timeout", "1", "--api-url", sandbox.vast_url,
-                      "--log", str(log), *FAST])
+    payload = {"provider": "vast", "ttl_at": 0, "heartbeat_file": str(heartbeat),
+               "heartbeat_timeout": 1, "api_url": sandbox.vast_url, "log": str(log),
+               "poll": 0.1, "retry_base": 0.1, "max_backoff": 0.5, "http_timeout": 5,
+               "python": "python3"}
+    arm = (f"printf %s {shlex.quote(json.dumps(payload))} | "
+           f"{shlex.join(['python3', '-I', str(agent_pyz()), 'deadman', 'arm'])}")
     pod = create_pod(sandbox, "vastai", command=f"{arm} && sleep 120")
     wait_for(lambda: not pod.billing(sandbox), 15)
     assert pod.record.status == "terminated"
@@ -150,7 +149,7 @@ def test_missing_credentials_are_named_not_guessed(daemons: Daemons, tmp_path: P
     assert "CONTAINER_ID and CONTAINER_API_KEY not set" in log.read_text()
     arm = deadman("arm", "--provider", "runpod", "--ttl-at", "1", "--heartbeat-file",
                   str(heartbeat), "--heartbeat-timeout", "0", "--environ-from", "")
-    assert arm.returncode == 2 and "RUNPOD_POD_ID and RUNPOD_API_KEY" in arm.stdout
+    assert arm.returncode == 1 and "RUNPOD_POD_ID and RUNPOD_API_KEY" in arm.stdout
 
 
 def test_credentials_from_an_environ_file(daemons: Daemons, tmp_path: Path) -> None:
