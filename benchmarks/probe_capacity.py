@@ -3,7 +3,8 @@
 
 Starts benchmarks/synthetic_server.py in its own process (a server of known emission rate),
 then for each concurrency c runs, one after another against the same server:
-  - the probe (`probe.py run`) with its asyncio transport,
+  - the probe (the pod agent's `probe run`, run from its built zipapp as on a pod) with its
+    asyncio transport,
   - the probe with its http.client-threads transport,
   - the client of `vllm bench serve` (the peer), when vLLM is importable,
 and prints a table: what each client reported against what the server emitted, and the
@@ -40,8 +41,9 @@ from typing import Any
 
 from bench_peer import BenchServePeer
 
+from tailpod.bootstrap.agent_build import build_agent
+
 REPO = Path(__file__).resolve().parent.parent
-PROBE = REPO / "tailpod" / "probes" / "probe.py"
 SERVER = REPO / "benchmarks" / "synthetic_server.py"
 TOLERANCE = 0.01
 CLIENT_BOUND = 0.8  # the probe's own client_bound threshold (CPU / wall)
@@ -190,21 +192,22 @@ class Outcome:
 
 def run_probe(transport: str, server: Server, c: int, n_requests: int, tokens: int,
               cpu: int | None, workdir: Path) -> tuple[Outcome, CpuSampler]:
-    out = workdir / f"probe-{transport}-c{c}.jsonl"
-    cmd = [sys.executable, str(PROBE), "run", "--base-url", server.url, "--arm", "cap",
-           "--transport", transport, "--concurrency", str(c), "--requests-per-cell",
-           str(n_requests), "--max-tokens", str(tokens), "--prompt-classes", "prose",
-           "--warmup", "0", "--engine", "none", "--out", str(out)]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, preexec_fn=_pinner(cpu))
+    request = {"options": {"base_url": server.url, "transport": transport,
+                           "requests_per_cell": n_requests, "max_tokens": tokens,
+                           "warmup": 0, "engine": "none"},
+               "cells": [{"arm": "cap", "concurrency": c, "rep": 0, "prompt_class": "prose"}]}
+    cmd = [sys.executable, "-I", str(build_agent(workdir).path), "probe", "run"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_pinner(cpu))
     sampler = CpuSampler(proc.pid)
-    _, err = proc.communicate(timeout=600)
+    out, err = proc.communicate(json.dumps(request), timeout=600)
     sampler.stop()
     cell = None
-    if out.exists():
-        for line in out.read_text().splitlines():
-            row = json.loads(line)
-            if row["kind"] == "cell":
-                cell = row
+    lines = out.strip().splitlines()
+    envelope = json.loads(lines[-1]) if lines else {}
+    for row in envelope.get("result", {}).get("rows", []):
+        if row["kind"] == "cell":
+            cell = row
     if proc.returncode != 0 or cell is None:
         return Outcome("probe-" + transport, c, False, note=err.strip()[-200:]), sampler
     return Outcome(
