@@ -305,3 +305,9 @@ def test_runs_under_python_3_8(
     code, envelope, _ = call(pyz, "deadman", "status", python=old,
                              payload={"heartbeat_file": str(tmp_path / "hb")})
     assert code == 0
+    for provider in ("runpod", "vastai"):  # the start command's guard runs on the same Python
+        code_text = agent_build.guard_code(provider)
+        compiled = subprocess.run([old, "-I", "-c", "import sys; compile(sys.stdin.read(), 'g', "
+                                   "'exec')"], input=code_text, capture_output=True, text=True,
+                                  timeout=60)
+        assert compiled.returncode == 0, compiled.stderr
