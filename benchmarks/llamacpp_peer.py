@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """An independent client for the probe agreement on llama-server: httpx, not the probe's code.
 
-The probe (tailpod/probes/probe.py) speaks HTTP over its own asyncio sockets and parses SSE itself.
+The probe (the pod agent's tailpod/agent/probes/) speaks HTTP over its own asyncio sockets and
+parses SSE itself.
 This client uses httpx's streaming instead and times the same things the same way: TTFT from
 sending to the first content chunk, decode tok/s = (completion_tokens - 1) / (last content chunk
 - first content chunk), completion_tokens from the usage chunk. It also keeps llama-server's own

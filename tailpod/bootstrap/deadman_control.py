@@ -1,23 +1,21 @@
-"""Laptop side of the on-pod dead-man switch: the commands tailpod runs on a pod over SSH.
+"""Laptop side of the on-pod dead-man switch: what tailpod asks the pod agent to arm, and the
+stage-0 guard it packs into the pod's start command.
 
-The switch itself is `deadman.py` (standard library only), copied to `<remote_dir>/deadman.py`.
-`deadman_command` arms it (idempotently); `heartbeat_command` is the periodic "tailpod is still
-here" that `status` and `benchmark` also send. Both return argv lists: `shlex.join` them for SSH.
-No credential ever appears in these commands: the pod's provider injects them into its
-environment (RunPod `RUNPOD_POD_ID`/`RUNPOD_API_KEY`, vast.ai `CONTAINER_ID`/`CONTAINER_API_KEY`),
-and the switch reads them there, or from the container's `/proc/1/environ` when an SSH session
-does not inherit them.
+The switch itself is the agent's `deadman` verbs (tailpod/agent/bootstrap/deadman.py), driven by
+`PodAgent.deadman_arm` / `deadman_heartbeat` (tailpod/probes/driver.py); `arm_request` is the
+`deadman arm` input. Arming is idempotent; a heartbeat is the periodic "tailpod is still here"
+that `status` and `benchmark` send. No credential ever appears in a request: the pod's provider
+injects them into its environment (RunPod `RUNPOD_POD_ID`/`RUNPOD_API_KEY`, vast.ai
+`CONTAINER_ID`/`CONTAINER_API_KEY`), and the switch reads them there, or from the container's
+environment file when an SSH session does not inherit them.
 """
-
 from __future__ import annotations
 
 import base64
-import json
 import shlex
 import time
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tailpod.agent.bootstrap.terminate import ALIASES, PROVIDERS
@@ -25,14 +23,13 @@ from tailpod.bootstrap.agent_build import guard_code
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 
-DEADMAN_SCRIPT = Path(__file__).with_name("deadman.py")
 DEFAULT_HEARTBEAT_TIMEOUT_S = 1800.0  # 30 min: several missed beats, yet cheap if the laptop died
 DEFAULT_POLL_S = 30.0
 DEFAULT_REMOTE_DIR = "/root/.tailpod"  # RunPod and vast.ai containers log SSH in as root
 DEFAULT_PYTHON = "python3"
 CONTAINER_ENVIRON = "/proc/1/environ"
 
-# The switch's provider names, aliases and credential variables are deadman.py's own (it runs on
+# The switch's provider names, aliases and credential variables are the agent's own (it runs on
 # the pod without tailpod, so it is their single source).
 CREDENTIAL_ENV = {name: (facts["id_env"], facts["key_env"]) for name, facts in PROVIDERS.items()}
 
@@ -42,10 +39,6 @@ class DeadmanLayout:
     """Where the switch's files live on the pod (absolute paths, so any shell agrees)."""
 
     remote_dir: str = DEFAULT_REMOTE_DIR
-
-    @property
-    def script(self) -> str:
-        return f"{self.remote_dir.rstrip('/')}/deadman.py"
 
     @property
     def heartbeat(self) -> str:
@@ -58,21 +51,6 @@ class DeadmanLayout:
     @property
     def log(self) -> str:
         return f"{self.remote_dir.rstrip('/')}/deadman.log"
-
-
-@dataclass(frozen=True)
-class DeadmanStatus:
-    """What `beat` / `status` / `arm` printed on the pod, parsed."""
-
-    armed: bool
-    running: bool
-    state: str
-    pid: int | None = None
-    reason: str | None = None
-    heartbeat_age_s: float | None = None
-    ttl_left_s: float | None = None
-    preflight: str | None = None
-    raw: dict[str, Any] | None = None
 
 
 def provider_name(provider: str) -> str:
@@ -112,109 +90,30 @@ def api_url_for(settings: Settings, provider: str) -> str:
     return settings.runpod_url if provider_name(provider) == "runpod" else settings.vast_url
 
 
-def deadman_command(
+def arm_request(
+    settings: Settings,
     provider: str,
     ttl_at: float,
-    heartbeat_timeout_s: float,
-    api_url: str | None = None,
+    layout: DeadmanLayout,
     *,
-    layout: DeadmanLayout | None = None,
-    python: str = DEFAULT_PYTHON,
-    poll_s: float = DEFAULT_POLL_S,
     environ_from: str = CONTAINER_ENVIRON,
-    dry_run: bool = False,
-    extra: list[str] | None = None,
-) -> list[str]:
-    """argv that arms the switch on the pod; prints one JSON line (`parse_status` reads it).
-
-    Idempotent: re-running it with the same settings leaves the running daemon alone (and counts
-    as a heartbeat); other settings replace it; a switch that is already firing is never stopped.
-    """
-    layout = layout or DeadmanLayout()
+    **options: Any,
+) -> dict[str, Any]:
+    """The agent's `deadman arm` input (docs/agent.md), heartbeat timeout and API URL from
+    settings; `options` are the verb's other keys (poll, dry_run, …). Never a credential."""
+    heartbeat_timeout_s = heartbeat_timeout_for(settings)
     if ttl_at <= 0 and heartbeat_timeout_s <= 0:
         raise ConfigError("the dead-man switch needs a TTL or a heartbeat timeout")
-    argv = [
-        python, layout.script, "arm",
-        "--provider", provider_name(provider),
-        "--ttl-at", f"{ttl_at:.3f}",
-        "--heartbeat-file", layout.heartbeat,
-        "--heartbeat-timeout", f"{heartbeat_timeout_s:g}",
-        "--poll", f"{poll_s:g}",
-        "--log", layout.log,
-        "--environ-from", environ_from,
-        "--python", python,
-    ]
-    if api_url:
-        argv += ["--api-url", api_url]
-    if dry_run:
-        argv.append("--dry-run")
-    return argv + list(extra or [])
-
-
-def deadman_command_for(settings: Settings, provider: str, ttl_at: float,
-                        **kwargs: Any) -> list[str]:
-    """`deadman_command` with the heartbeat timeout and API URL taken from settings."""
-    return deadman_command(provider, ttl_at, heartbeat_timeout_for(settings),
-                           api_url_for(settings, provider), **kwargs)
-
-
-def heartbeat_command(layout: DeadmanLayout | None = None,
-                      python: str = DEFAULT_PYTHON) -> list[str]:
-    """argv that tells the switch tailpod is alive; prints the switch's status as JSON."""
-    layout = layout or DeadmanLayout()
-    return [python, layout.script, "beat", "--heartbeat-file", layout.heartbeat]
-
-
-def status_command(layout: DeadmanLayout | None = None,
-                   python: str = DEFAULT_PYTHON) -> list[str]:
-    """argv that prints the switch's status without counting as a heartbeat."""
-    layout = layout or DeadmanLayout()
-    return [python, layout.script, "status", "--heartbeat-file", layout.heartbeat]
-
-
-def disarm_command(layout: DeadmanLayout | None = None,
-                   python: str = DEFAULT_PYTHON) -> list[str]:
-    """argv that stops the switch (the pod keeps running and billing)."""
-    layout = layout or DeadmanLayout()
-    return [python, layout.script, "disarm", "--heartbeat-file", layout.heartbeat]
-
-
-def shell(argv: list[str]) -> str:
-    """One shell line for an SSH exec channel."""
-    return shlex.join(argv)
-
-
-def _number(data: dict[str, Any], key: str) -> float | None:
-    value = data.get(key)
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def parse_status(output: str) -> DeadmanStatus:
-    """The last JSON object line of `arm`/`beat`/`status` output; 'unknown' when none."""
-    for line in reversed(output.strip().splitlines()):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(data, dict):
-            continue
-        pid = data.get("pid")
-        armed = bool(data.get("armed"))
-        return DeadmanStatus(
-            armed=armed,
-            running=bool(data.get("running", armed)),
-            state=str(data.get("state") or ("armed" if armed else "unknown")),
-            pid=pid if isinstance(pid, int) else None,
-            reason=data.get("reason") or data.get("error"),
-            heartbeat_age_s=_number(data, "heartbeat_age_s"),
-            ttl_left_s=_number(data, "ttl_left_s"),
-            preflight=data.get("preflight"),
-            raw=data,
-        )
-    return DeadmanStatus(armed=False, running=False, state="unknown")
+    return {
+        "provider": provider_name(provider),
+        "ttl_at": ttl_at,
+        "heartbeat_file": layout.heartbeat,
+        "heartbeat_timeout": heartbeat_timeout_s,
+        "api_url": api_url_for(settings, provider),
+        "log": layout.log,
+        "environ_from": environ_from,
+        **options,
+    }
 
 
 # Stage 0, in the pod's start command: the agent is not on the pod until tailpod's SSH bootstrap
@@ -257,7 +156,3 @@ def guarded_start_command(start_command: list[str], provider: str, ttl_at: float
     rest = f" exec {shlex.join(start_command)}" if start_command else " exec sleep infinity"
     return ["/bin/sh", "-c", guard + rest]
 
-
-def deadman_source() -> bytes:
-    """The bytes to copy to `DeadmanLayout().script` on the pod."""
-    return DEADMAN_SCRIPT.read_bytes()

@@ -12,7 +12,7 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from tailpod.agent.bootstrap import engine as onpod
+from tailpod.agent.bootstrap import engine as pod_engine
 from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.bootstrap.engines.llamacpp import SPLIT_MODES
 from tailpod.bootstrap.engines.registry import get_adapter
@@ -188,8 +188,8 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         from tailpod.provision.local.provider import LocalProvider
 
         state = LocalProvider(settings.home).engine_state(record.run_tag)
-        if state and onpod.is_running(state):
-            healthy = onpod.healthy(state["host"], int(state["port"]), state["health_path"])
+        if state and pod_engine.is_running(state):
+            healthy = pod_engine.healthy(state["host"], int(state["port"]), state["health_path"])
     engine = record.engine or {}
     uptime = time.time() - record.created_at
     spend = (

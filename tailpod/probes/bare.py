@@ -79,14 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--env-file", default=None, help="KEY=VALUE lines (the pod's pod.env)")
     opts = ap.parse_args(argv)
-    if opts.env_file:  # the provider-injected environment (HF token), as onpod.py launch reads it
+    if opts.env_file:  # the provider-injected environment (HF token), as the agent's engine start reads it
         with open(opts.env_file, encoding="utf-8", errors="replace") as fh:
             for line in fh.read().splitlines():
                 key, sep, value = line.partition("=")
                 if sep and key and key.replace("_", "").isalnum():
                     os.environ[key] = value
     if shutil.which("nvidia-smi") is None:
-        # No GPU: size the CPU KV cache as onpod.py launch does for the served engine.
+        # No GPU: size the CPU KV cache as the agent's engine start does for the served engine.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     with open(opts.serve_argv_file, encoding="utf-8") as fh:
         serve_argv = json.load(fh)

@@ -29,6 +29,7 @@ from tailpod.errors import TailpodError
 from tailpod.secrets import redact
 
 if TYPE_CHECKING:
+    from tailpod.bootstrap.deadman_control import DeadmanLayout
     from tailpod.bootstrap.engines.base import EngineAdapter, EngineConfig, LaunchPlan, StartupFacts
     from tailpod.probes.sweep import ArmStart
 
@@ -133,9 +134,12 @@ class SshTransport:
 class SubprocessTransport:
     """`--provider local`: the agent runs as a child of this machine, from a local cache dir."""
 
-    def __init__(self, state_dir: Path, python: str | None = None) -> None:
+    def __init__(
+        self, state_dir: Path, python: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.state_dir = str(state_dir)
         self.python = python or sys.executable
+        self.env = env  # None: this process's environment
 
     def ensure_file(self, name: str, data: bytes) -> str:
         path = Path(self.state_dir) / name
@@ -150,7 +154,8 @@ class SubprocessTransport:
         self, argv: list[str], stdin: bytes, on_line: Say | None, timeout_s: float | None
     ) -> Completed:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=self.env,
         )
         tail: list[str] = []
 
@@ -320,19 +325,20 @@ class PodAgent:
     def metrics(self, request: dict[str, Any]) -> dict[str, Any]:
         return self.call("probe metrics", payload=request, timeout_s=120)
 
-    def _heartbeat_file(self) -> str:
+    @property
+    def deadman_layout(self) -> DeadmanLayout:
+        """Where the switch keeps its heartbeat, state and log: the pod's state directory."""
         from tailpod.bootstrap.deadman_control import DeadmanLayout
 
-        return DeadmanLayout(remote_dir=self.state_dir).heartbeat
+        return DeadmanLayout(remote_dir=self.state_dir)
+
+    def _heartbeat_file(self) -> str:
+        return self.deadman_layout.heartbeat
 
     def deadman_arm(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Arm the switch (idempotent, also a heartbeat); `request` as docs/agent.md says,
-        without credentials: the pod reads those from its own environment."""
-        from tailpod.bootstrap.deadman_control import DeadmanLayout
-
-        layout = DeadmanLayout(remote_dir=self.state_dir)
-        payload = {"heartbeat_file": layout.heartbeat, "log": layout.log, **request}
-        return self.call("deadman arm", payload=payload, timeout_s=120)
+        """Arm the switch (idempotent, also a heartbeat); `request` from
+        deadman_control.arm_request, without credentials: the pod reads those itself."""
+        return self.call("deadman arm", payload=request, timeout_s=120)
 
     def deadman_heartbeat(self) -> dict[str, Any]:
         return self.call(

@@ -1,6 +1,6 @@
 """The sweep plan: which engine configurations (arms) to measure, in which order, and what is done.
 
-Runs on the laptop side (it never travels to a pod; only `probe.py` does). The order is the
+Runs on the laptop side (it never travels to a pod; only the pod agent does). The order is the
 protocol: one engine restart per distinct configuration, reps interleaved across concurrency levels;
 or, with `interleave_arms`, every arm inside every rep with the arm order rotated between reps, so
 slow drift (thermals, a noisy neighbour) lands on every arm alike.

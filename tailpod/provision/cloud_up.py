@@ -129,13 +129,9 @@ def arm_deadman(agent: PodAgent, settings: Settings, provider: str, ttl_at: floa
     switch reads the pod-scoped key from the pod's own environment."""
     from tailpod.bootstrap import deadman_control as dm
 
-    status = agent.deadman_arm({
-        "provider": dm.provider_name(provider),
-        "ttl_at": ttl_at,
-        "heartbeat_timeout": dm.heartbeat_timeout_for(settings),
-        "api_url": dm.api_url_for(settings, provider),
-        "environ_from": f"{agent.state_dir}/pod.env",
-    })  # fmt: skip
+    status = agent.deadman_arm(dm.arm_request(
+        settings, provider, ttl_at, agent.deadman_layout, environ_from=f"{agent.state_dir}/pod.env"
+    ))  # fmt: skip
     if not status.get("armed"):
         raise TailpodError(f"the dead-man switch did not arm on the pod: {status}")
     return status

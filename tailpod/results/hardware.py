@@ -1,10 +1,11 @@
 """The GPU the provider claims against what the pod itself reports (its `nvidia-smi` facts).
 
-A provider bills for a card by name; the pod's own `machine` facts (tailpod/bootstrap/onpod.py
-`machine_facts`, recorded at every engine launch) say what actually ran. Every run compares the two
-and the verdict travels with the numbers: run.json (`pod.hardware_check`), `tailpod status`, the
-report header and every plot. A mismatch or an unverified provider gets a `stamp`, one line that
-says plainly why the throughput and cost figures do not describe the claimed card.
+A provider bills for a card by name; the pod's own `machine` facts (the pod agent's
+tailpod/agent/bootstrap/facts.py `machine_facts`, recorded at every engine launch) say what
+actually ran. Every run compares the two and the verdict travels with the numbers: run.json
+(`pod.hardware_check`), `tailpod status`, the report header and every plot. A mismatch or an
+unverified provider gets a `stamp`, one line that says plainly why the throughput and cost figures
+do not describe the claimed card.
 
 "Emulated" is decided from a general fact, never by recognising tailpod's sandbox: the provider
 API tailpod rented through was not the vendor's public endpoint (`api_endpoint`, recorded by

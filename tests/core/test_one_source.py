@@ -7,8 +7,8 @@ import ast
 from pathlib import Path
 
 import tailpod
-from tailpod.bootstrap import deadman
-from tailpod.probes import probe
+from tailpod import agent
+from tailpod.agent.bootstrap import terminate
 from tailpod.provision.preflight.envfile import REQUIRED_KEYS
 from tailpod.provision.registry import CLOUD_PROVIDERS, PROVIDERS
 
@@ -31,7 +31,8 @@ def _where(path: Path, node: ast.AST) -> str:
 
 def test_the_provider_names_are_listed_once() -> None:
     """No tuple, list or set spells out the cloud providers again (the registry's
-    CLOUD_PROVIDERS does; deadman.py keeps its own table because it runs without tailpod)."""
+    CLOUD_PROVIDERS does; the pod agent's terminate.py keeps its own table because it runs
+    without tailpod)."""
     cloud = set(CLOUD_PROVIDERS)
     found = []
     for path, tree in _modules():
@@ -44,7 +45,7 @@ def test_the_provider_names_are_listed_once() -> None:
 
 
 def test_the_results_format_version_and_stamp_are_defined_once() -> None:
-    """Only the on-pod probe assigns SCHEMA_VERSION a number and the stamp its text."""
+    """Only the pod agent's package assigns SCHEMA_VERSION a number and the stamp its text."""
     versions, stamps = [], []
     for path, tree in _modules():
         for node in ast.walk(tree):
@@ -57,10 +58,10 @@ def test_the_results_format_version_and_stamp_are_defined_once() -> None:
                 continue
             if any(n.endswith("SCHEMA_VERSION") and not n.startswith("KL_") for n in names):
                 versions.append(_where(path, node))
-            if value.value == probe.OFF_POD_FLAG:
+            if value.value == agent.OFF_POD_FLAG:
                 stamps.append(_where(path, node))
-    assert versions == ["tailpod/probes/probe.py:" + str(_line_of(probe, "SCHEMA_VERSION ="))]
-    assert stamps == ["tailpod/probes/probe.py:" + str(_line_of(probe, "OFF_POD_FLAG ="))]
+    assert versions == ["tailpod/agent/__init__.py:" + str(_line_of(agent, "SCHEMA_VERSION ="))]
+    assert stamps == ["tailpod/agent/__init__.py:" + str(_line_of(agent, "OFF_POD_FLAG ="))]
 
 
 def _line_of(module: object, prefix: str) -> int:
@@ -71,6 +72,6 @@ def _line_of(module: object, prefix: str) -> int:
 def test_provider_tables_cover_exactly_the_registry() -> None:
     assert set(REQUIRED_KEYS) == set(PROVIDERS)
     # The on-pod switch cannot import the registry: its tables must name the same clouds.
-    assert set(deadman.PROVIDERS) == set(CLOUD_PROVIDERS)
-    assert set(deadman.TERMINATE_ROUTES) == set(CLOUD_PROVIDERS)
-    assert {deadman.ALIASES[name] for name in CLOUD_PROVIDERS} == set(CLOUD_PROVIDERS)
+    assert set(terminate.PROVIDERS) == set(CLOUD_PROVIDERS)
+    assert set(terminate.TERMINATE_ROUTES) == set(CLOUD_PROVIDERS)
+    assert {terminate.ALIASES[name] for name in CLOUD_PROVIDERS} == set(CLOUD_PROVIDERS)

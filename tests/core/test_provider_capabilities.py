@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tailpod.bootstrap import deadman
+from tailpod.agent.bootstrap import terminate
 from tailpod.provision import base
 from tailpod.provision.base import (
     AccountFacts,
@@ -42,8 +42,8 @@ def test_every_cloud_pod_can_terminate_itself_through_the_pod_side_table() -> No
     for name in CLOUD_PROVIDERS:
         cls = provider_class(name)
         assert issubclass(cls, SupportsPodScopedTermination), name
-        assert cls.pod_termination in deadman.TERMINATE_ROUTES, name
-        assert cls.pod_termination in deadman.PROVIDERS, name
+        assert cls.pod_termination in terminate.TERMINATE_ROUTES, name
+        assert cls.pod_termination in terminate.PROVIDERS, name
 
 
 def test_the_adapters_terminate_takes_the_tables_first_route(
@@ -51,9 +51,9 @@ def test_the_adapters_terminate_takes_the_tables_first_route(
     """The route the adapter deletes through is the table's, not a copy: a changed table (here a
     made-up path) changes what the adapter calls."""
     for name in CLOUD_PROVIDERS:
-        method, path, body = deadman.TERMINATE_ROUTES[name][0]
-        monkeypatch.setitem(deadman.TERMINATE_ROUTES, name,
-                            [(method, "/moved" + path, body), *deadman.TERMINATE_ROUTES[name][1:]])
+        method, path, body = terminate.TERMINATE_ROUTES[name][0]
+        monkeypatch.setitem(terminate.TERMINATE_ROUTES, name,
+                            [(method, "/moved" + path, body), *terminate.TERMINATE_ROUTES[name][1:]])
     calls: list[tuple[str, str]] = []
 
     class Api:
@@ -66,7 +66,7 @@ def test_the_adapters_terminate_takes_the_tables_first_route(
         adapter = cls.__new__(cls)
         adapter.api = Api()
         adapter.terminate("pod/1")
-        method, path, _ = deadman.TERMINATE_ROUTES[cls.pod_termination][0]
+        method, path, _ = terminate.TERMINATE_ROUTES[cls.pod_termination][0]
         assert path.startswith("/moved/")
         assert calls[-1] == (method, path.replace("{id}", "pod%2F1")), name
 

@@ -1,11 +1,10 @@
-"""The laptop-side commands: what tailpod runs on the pod over SSH, run here for real."""
+"""The laptop side of the switch: what the driver asks the pod agent, run here for real, and the
+stage-0 guard packed into the start command."""
 
 from __future__ import annotations
 
-import ast
+import json
 import shlex
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,69 +13,76 @@ import httpx
 import pytest
 
 from tailpod.bootstrap import deadman_control as dc
-from tailpod.config import load_settings
+from tailpod.config import Settings, load_settings
 from tailpod.errors import ConfigError
+from tailpod.probes.driver import PodAgent, SubprocessTransport
 from tailpod.sandbox import Sandbox
 
 from .conftest import FAST, Daemons, clean_env, create_pod, deadman, last_json, wait_for
 
 
-def sh(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run a command the way SSH would: one shell line."""
-    return subprocess.run(["/bin/sh", "-c", dc.shell(argv)], env=env, capture_output=True,
-                          text=True, timeout=30)
+def local_agent(state_dir: Path) -> PodAgent:
+    """The driver with the agent as a child process, as `--provider local` runs it; the
+    environment carries no credential (the switch reads the pod's environ file)."""
+    return PodAgent(SubprocessTransport(state_dir, env=clean_env()))
 
 
-def test_the_lead_commands_arm_beat_and_let_the_pod_end_itself(
-    sandbox: Sandbox, daemons: Daemons, tmp_path: Path
+def fast(settings_timeout: str, tmp_path: Path) -> Settings:
+    return load_settings(env={"TAILPOD_HEARTBEAT_TIMEOUT": settings_timeout},
+                         dotenv_path=tmp_path / "absent.env")  # fmt: skip
+
+
+FAST_OPTIONS = {"poll": 0.1, "retry_base": 0.1, "max_backoff": 0.5, "http_timeout": 5}
+
+
+def test_the_driver_arms_beats_and_lets_the_pod_end_itself(
+    sandbox: Sandbox, daemons: Daemons, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pod = create_pod(sandbox, "runpod")
-    layout = dc.DeadmanLayout(str(tmp_path / "pod-root" / ".tailpod"))
-    Path(layout.script).parent.mkdir(parents=True)
-    Path(layout.script).write_bytes(dc.deadman_source())  # what the SFTP copy does
+    agent = local_agent(tmp_path / "pod-root" / ".tailpod")
+    layout = agent.deadman_layout
     daemons.track(Path(layout.heartbeat))
-    # An SSH session without the container's env: the switch reads the container's environ.
-    arm = dc.deadman_command("runpod", 0, 2.0, pod.api_url, layout=layout, python="python3",
-                             poll_s=0.1, environ_from=pod.environ_path, extra=FAST[2:])
-    assert pod.pod_key not in " ".join(arm)
-    armed = dc.parse_status(sh(arm, clean_env()).stdout)
-    assert armed.armed and armed.pid and armed.preflight == "ok"
+    settings = fast("60", tmp_path)
+    request = dc.arm_request(settings, "runpod", 0, layout, environ_from=pod.environ_path,
+                             **FAST_OPTIONS)  # fmt: skip
+    # Settings refuse < 60 s; the switch itself does not. 5 s leaves room for a beat's agent
+    # start on a loaded machine (each beat is a process start, as over SSH).
+    request["heartbeat_timeout"] = 5.0
+    request["api_url"] = pod.api_url
+    assert pod.pod_key not in json.dumps(request)
+    armed = agent.deadman_arm(request)
+    assert armed["armed"] and armed["pid"] and armed["preflight"] == "ok"
 
-    for _ in range(10):  # >3 s of beats (each a process start, like SSH) against a 2 s timeout
-        beat = dc.parse_status(sh(dc.heartbeat_command(layout), clean_env()).stdout)
-        assert beat.armed and beat.state == "armed" and beat.heartbeat_age_s is not None
+    beats_until = time.monotonic() + 6.0  # beats for longer than the timeout keep the pod
+    while time.monotonic() < beats_until:
+        beat = agent.deadman_heartbeat()
+        assert beat["armed"] and beat["state"] == "armed" and beat["heartbeat_age_s"] is not None
         time.sleep(0.2)
     assert pod.billing(sandbox)
 
-    wait_for(lambda: not pod.billing(sandbox), 10)  # silence: the pod ends itself
-    final = wait_for(lambda: (s := dc.parse_status(
-        sh(dc.status_command(layout), clean_env()).stdout)).state == "terminated" and s, 10)
-    assert not final.armed and "heartbeat" in (final.reason or "")
+    wait_for(lambda: not pod.billing(sandbox), 20)  # silence: the pod ends itself
+    final = wait_for(lambda: (s := agent.deadman_status())["state"] == "terminated" and s, 20)
+    assert not final["armed"] and "heartbeat" in (final["reason"] or "")
     assert sandbox.meter()["billing_count"] == 0
     assert pod.pod_key not in Path(layout.log).read_text()
 
 
-def test_commands_are_plain_argv_without_secrets() -> None:
+def test_the_arm_request_carries_no_secret(tmp_path: Path) -> None:
     layout = dc.DeadmanLayout("/root/.tailpod")
-    arm = dc.deadman_command("vast", 1_800_000_000.5, 1800, "https://console.vast.ai",
-                             layout=layout)
-    assert arm[:3] == ["python3", "/root/.tailpod/deadman.py", "arm"]
-    assert shlex.split(dc.shell(arm)) == arm
-    flags = dict(zip(arm[3::2], arm[4::2], strict=False))
-    assert flags["--provider"] == "vastai" and flags["--ttl-at"] == "1800000000.500"
-    assert flags["--heartbeat-file"] == "/root/.tailpod/heartbeat"
-    assert flags["--heartbeat-timeout"] == "1800" and flags["--environ-from"] == "/proc/1/environ"
-    assert not any("KEY" in a or "key" in a.lower() for a in arm)
-    assert dc.heartbeat_command(layout) == [
-        "python3", "/root/.tailpod/deadman.py", "beat", "--heartbeat-file",
-        "/root/.tailpod/heartbeat"]
-    assert dc.disarm_command(layout)[2] == "disarm"
+    settings = fast("1800", tmp_path)
+    arm = dc.arm_request(settings, "vast", 1_800_000_000.5, layout)
+    assert arm["provider"] == "vastai" and arm["ttl_at"] == 1_800_000_000.5
+    assert arm["heartbeat_file"] == "/root/.tailpod/heartbeat"
+    assert arm["log"] == "/root/.tailpod/deadman.log"
+    assert arm["heartbeat_timeout"] == 1800 and arm["environ_from"] == "/proc/1/environ"
+    assert arm["api_url"] == settings.vast_url
+    assert not any("key" in k.lower() for k in arm)
     assert dc.credential_env_names("runpod") == ("RUNPOD_POD_ID", "RUNPOD_API_KEY")
     assert dc.credential_env_names("vastai") == ("CONTAINER_ID", "CONTAINER_API_KEY")
     with pytest.raises(ConfigError):
         dc.provider_name("local")
     with pytest.raises(ConfigError):
-        dc.deadman_command("runpod", 0, 0)
+        dc.arm_request(fast("0", tmp_path), "runpod", 0, layout)
 
 
 def test_heartbeat_timeout_setting(tmp_path: Path) -> None:
@@ -86,9 +92,8 @@ def test_heartbeat_timeout_setting(tmp_path: Path) -> None:
     assert settings().heartbeat_timeout_s == dc.DEFAULT_HEARTBEAT_TIMEOUT_S == 1800.0
     s = settings(TAILPOD_HEARTBEAT_TIMEOUT="900", TAILPOD_RUNPOD_URL="http://127.0.0.1:9")
     assert dc.heartbeat_timeout_for(s) == 900.0
-    arm = dc.deadman_command_for(s, "runpod", 1_800_000_000.0)
-    assert arm[arm.index("--heartbeat-timeout") + 1] == "900"
-    assert arm[arm.index("--api-url") + 1] == "http://127.0.0.1:9"
+    arm = dc.arm_request(s, "runpod", 1_800_000_000.0, dc.DeadmanLayout())
+    assert arm["heartbeat_timeout"] == 900.0 and arm["api_url"] == "http://127.0.0.1:9"
     assert dc.heartbeat_timeout_for(settings(TAILPOD_HEARTBEAT_TIMEOUT="0")) == 0.0
     with pytest.raises(ConfigError):
         dc.heartbeat_timeout_for(settings(TAILPOD_HEARTBEAT_TIMEOUT="5"))
@@ -96,27 +101,10 @@ def test_heartbeat_timeout_setting(tmp_path: Path) -> None:
         settings(TAILPOD_HEARTBEAT_TIMEOUT="soon")
 
 
-def test_parse_status_and_ttl() -> None:
-    noisy = 'Welcome to the pod\n{"beat": true, "armed": true, "running": true, "pid": 7, ' \
-            '"state": "armed", "ttl_left_s": 12.5, "heartbeat_age_s": 0.1}\n'
-    status = dc.parse_status(noisy)
-    assert status.armed and status.pid == 7 and status.ttl_left_s == 12.5
-    assert dc.parse_status("python3: can't open file").state == "unknown"
-    assert dc.parse_status('{"armed": false, "error": "RUNPOD_POD_ID not set"}').reason \
-        == "RUNPOD_POD_ID not set"
+def test_ttl() -> None:
     assert dc.ttl_at_for(2, created_at=1000.0) == 1000.0 + 7200
     with pytest.raises(ConfigError):
         dc.ttl_at_for(0)
-
-
-def test_source_is_stdlib_only() -> None:
-    """deadman.py imports nothing outside the standard library, lazily or not."""
-    tree = ast.parse(dc.DEADMAN_SCRIPT.read_text())
-    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-             for alias in node.names}
-    names |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    outside = {n for n in names if n.split(".")[0] not in sys.stdlib_module_names}
-    assert "urllib.request" in names and outside == set()
 
 
 # -- stage 0: the guard in the pod's start command ---------------------------------------------------
@@ -125,7 +113,7 @@ def guarded(sb: Sandbox, provider: str, layout: dc.DeadmanLayout, ttl_at: float,
     url = sb.runpod_url if provider == "runpod" else sb.vast_url
     argv = dc.guarded_start_command(["sleep", "120"], provider, ttl_at, timeout, url,
                                     layout=layout, poll_s=0.1, retry_s=0.1)
-    return dc.shell(argv)
+    return shlex.join(argv)
 
 
 @pytest.mark.parametrize("provider", ["runpod", "vastai"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.bootstrap import onpod
+from tailpod.agent.bootstrap.facts import machine_facts
 from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.bootstrap.engines.llamacpp import LlamaCppAdapter, parse_llamacpp_log
 from tailpod.cli.main import app
@@ -140,7 +140,7 @@ esac
 
 
 def test_machine_facts_from_the_h200_nvidia_smi(h200_nvidia_smi: None) -> None:
-    facts = onpod.machine_facts()
+    facts = machine_facts()
     assert facts["gpus"] == [{
         "index": 0, "name": "NVIDIA H200", "memory": "143771 MiB", "memory_mib": 143771,
         "driver": "580.159.04", "compute_cap": "9.0", "pci_bus_id": "00000000:00:06.0",
@@ -160,7 +160,7 @@ def test_machine_facts_fall_back_for_an_old_driver(tmp_path: Path,
 esac
 """)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    facts = onpod.machine_facts()
+    facts = machine_facts()
     assert [(g["name"], g["memory"], g["compute_cap"]) for g in facts["gpus"]] == [
         ("NVIDIA A100-SXM4-80GB", "81920 MiB", None)
     ]

@@ -1,23 +1,23 @@
-"""`probe.py logprobs` against the documented vLLM and SGLang shapes (a fake engine whose full
+"""The pod agent's `probe logprobs` against the documented vLLM and SGLang shapes (a fake engine whose full
 distributions are known), end to end through the KL math."""
 
 from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tailpod.probes import probe
+from tailpod.agent.probes import logprobs as probe
+from tailpod.agent.probes.common import ProbeError
+from tailpod.agent.probes.prompt_classes import load_prompt_classes
+from tailpod.probes.driver import AgentError, PodAgent, SubprocessTransport
 from tailpod.probes.kl_eval import PROMPTS_FILE, load_prompts, slim_reference
 from tailpod.results import kl
 from tailpod.sandbox.kl_engine import FakeEngine, FakeModel, serve, tokenize
 
-PROBE = Path(probe.__file__)
 PROMPTS = [
     {"id": "a", "class": "prose", "messages": [{"role": "user", "content": "Tell a story."}]},
     {"id": "b", "class": "code", "messages": [{"role": "user", "content": "def merge(x):"}]},
@@ -146,44 +146,41 @@ def test_a_token_the_candidate_rules_out_makes_kl_infinite() -> None:
 def test_sglang_misaligned_logprobs_are_refused() -> None:
     meta = {"input_token_logprobs": [[None, 1, None], [-0.5, 9, None]],
             "input_top_logprobs": [None, [[-0.5, 9, None]]]}
-    with pytest.raises(probe.ProbeError, match="line up"):
+    with pytest.raises(ProbeError, match="line up"):
         probe.sglang_positions(meta, [1, 2], 0, 1, 5)
 
 
 def test_vllm_prompt_logprobs_without_the_forced_token_are_refused() -> None:
     entries = [None, {"4": {"logprob": -0.1, "rank": 1}}]
-    with pytest.raises(probe.ProbeError, match="own token"):
+    with pytest.raises(ProbeError, match="own token"):
         probe.vllm_positions(entries, [1, 2], 1, 5)
 
 
-def test_the_cli_writes_the_file_and_errors_exit_2_without_leaking_the_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_verb_answers_through_the_driver_and_errors_never_leak_the_key(
+    tmp_path: Path,
 ) -> None:
-    prompts = tmp_path / "p.json"
-    prompts.write_text(json.dumps({"prompts": PROMPTS}))
-    out = tmp_path / "out.json"
     secret = "sk-kl-secret-value-1234"
     env = {"TAILPOD_PROBE_API_KEY": secret, "PATH": "/usr/bin:/bin"}
+    agent = PodAgent(SubprocessTransport(tmp_path / "pod", env=env))
     engine = FakeEngine(FakeModel())
     with serve(engine) as url:
-        ok = subprocess.run([sys.executable, str(PROBE), "logprobs", "--base-url", url,
-                             "--prompts-file", str(prompts), "--out", str(out), "--top-k", "3",
-                             "--max-tokens", "4"], capture_output=True, text=True, timeout=60,
-                            env=env)  # fmt: skip
-        assert ok.returncode == 0, ok.stderr
-        assert json.loads(ok.stdout)["positions"] == 8
-        assert json.loads(out.read_text())["prompts"][1]["id"] == "b"
+        ok = agent.logprobs({"base_url": url, "prompts": PROMPTS, "top_k": 3, "max_tokens": 4})
+        assert ok["summary"]["positions"] == 8 and ok["summary"]["errors"] == []
+        assert ok["logprobs"]["prompts"][1]["id"] == "b"
+        out = tmp_path / "out.json"
+        written = agent.logprobs({"base_url": url, "prompts": PROMPTS, "top_k": 3,
+                                  "max_tokens": 4, "out": str(out)})  # fmt: skip
+        assert "logprobs" not in written and json.loads(out.read_text())["prompts"][1]["id"] == "b"
         engine.fail_with = (500, "boom, saw")  # the fake echoes the Authorization header back
-        bad = subprocess.run([sys.executable, str(PROBE), "logprobs", "--base-url", url,
-                              "--prompts-file", str(prompts), "--out", str(tmp_path / "x.json"),
-                              "--model", "fake"],
-                             capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
-    assert bad.returncode == 2 and "/tokenize answered HTTP 500: " in bad.stderr
-    assert secret not in bad.stderr + bad.stdout and "***" in bad.stderr
-    missing = subprocess.run([sys.executable, str(PROBE), "logprobs", "--prompts-file",
-                              str(tmp_path / "nope.json"), "--out", str(out)],
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert missing.returncode == 2 and "nope.json" in missing.stderr
+        with pytest.raises(AgentError) as bad:
+            agent.logprobs({"base_url": url, "prompts": PROMPTS, "model": "fake"})
+    assert bad.value.kind == "logprobs" and bad.value.exit_status == 1
+    assert "/tokenize answered HTTP 500: " in bad.value.message
+    assert secret not in bad.value.message + " ".join(bad.value.tail)
+    assert "***" in bad.value.message
+    with pytest.raises(AgentError) as missing:
+        agent.logprobs({"prompts_file": "nope.json"})
+    assert missing.value.kind == "usage" and missing.value.exit_status == 2
 
 
 def test_the_shipped_prompt_set_has_three_classes_and_loads_in_the_probe() -> None:
@@ -193,6 +190,6 @@ def test_the_shipped_prompt_set_has_three_classes_and_loads_in_the_probe() -> No
     assert probe.load_logprob_prompts(str(PROMPTS_FILE)) == prompts
     assert [p["class"] for p in load_prompts(classes=["code"])] == ["code"] * 4
     # It lives in a subfolder, so the benchmark's prompt classes stay prose, code, structured.
-    assert set(probe.load_prompt_classes(probe.default_prompts_dir(), None)) == {
+    assert set(load_prompt_classes(None, None)) == {
         "prose", "code", "structured"
     }

@@ -1,7 +1,7 @@
 """Provider `local`: this machine is the pod.
 
-The engine runs as a child process in its own process group, started by the same on-pod runner
-that runs on rented pods. The provider's own record of what it started (its "cloud-side truth")
+The engine runs as a child process in its own process group, started by the same engine code the
+pod agent runs on rented pods (tailpod/agent/bootstrap/engine.py). The provider's own record of what it started (its "cloud-side truth")
 lives in `<home>/local/<run tag>/engine.json`, apart from the ledger, so `status` can still tell
 orphans from ghosts the way it does for a real cloud.
 """
@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from tailpod.agent.bootstrap import engine as onpod
+from tailpod.agent.bootstrap import engine
 from tailpod.agent.bootstrap.errors import EngineStartError
 from tailpod.errors import ProviderError
 from tailpod.provision.base import (
@@ -65,13 +65,13 @@ class LocalProvider(Provider):
             "label": spec.env.get("TAILPOD_ARM_LABEL", "engine"),
         }
         try:
-            state = onpod.launch(plan, self.state_dir(spec.run_tag))
+            state = engine.launch(plan, self.state_dir(spec.run_tag))
         except EngineStartError as exc:
             raise ProviderError(str(exc), hint="pick another --port or stop what uses it") from None
         return self._info(spec.run_tag, state)
 
     def _info(self, run_tag: str, state: dict) -> PodInfo:
-        running = onpod.is_running(state)
+        running = engine.is_running(state)
         return PodInfo(
             pod_id=self.pod_id_for(run_tag),
             run_tag=run_tag,
@@ -84,12 +84,12 @@ class LocalProvider(Provider):
         )
 
     def engine_state(self, run_tag: str) -> dict | None:
-        return onpod.read_state(self.state_dir(run_tag))
+        return engine.read_state(self.state_dir(run_tag))
 
     def get(self, pod_id: str) -> PodInfo | None:
         run_tag = self.run_tag_of(pod_id)
         state = self.engine_state(run_tag)
-        if state is None or not onpod.is_running(state):
+        if state is None or not engine.is_running(state):
             return None
         return self._info(run_tag, state)
 
@@ -109,7 +109,7 @@ class LocalProvider(Provider):
         state = self.engine_state(self.run_tag_of(pod_id))
         if state is None:
             return
-        if not onpod.stop(state):
+        if not engine.stop(state):
             raise ProviderError(
                 f"process group {state['pgid']} or port {state['port']} is still alive",
                 hint=f"kill -9 -{state['pgid']}",
@@ -126,8 +126,8 @@ class LocalProvider(Provider):
         ]
         still = []
         if state is not None:
-            alive = onpod.group_alive(int(state["pgid"]))
-            port = onpod.port_open(state["host"], int(state["port"]))
+            alive = engine.group_alive(int(state["pgid"]))
+            port = engine.port_open(state["host"], int(state["port"]))
             checks.append(ProofCheck("process group gone", not alive, f"pgid {state['pgid']}"))
             checks.append(ProofCheck("port closed", not port, f"{state['host']}:{state['port']}"))
             if alive:
