@@ -70,3 +70,9 @@ def engine_env(
         for key, value in env.items():
             mp.setenv(key, value)
         yield env
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests.engine_starts import EngineStartPlugin
+
+    config.pluginmanager.register(EngineStartPlugin(), "engine-starts")
