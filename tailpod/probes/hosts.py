@@ -350,10 +350,10 @@ class RemoteSweepHost(AgentSweepHost):
                 "--serve-argv-file", argv_file, "--out", out,
                 "--env-file", f"{self.pod.state_dir}/pod.env", *bare_args(arm, plan)]  # fmt: skip
         self.keep_alive()
-        done = transport.execute(
-            ["sh", "-c", " ".join(shlex.quote(a) for a in args) + f" && cat {shlex.quote(out)}"],
-            b"", None, 7200,
-        )  # fmt: skip
+        # The engine logs to stdout too: only the rows file reaches stdout, bare.py's own
+        # output goes to stderr (its last lines are kept for a failure).
+        command = " ".join(shlex.quote(a) for a in args) + f" 1>&2 && cat {shlex.quote(out)}"
+        done = transport.execute(["sh", "-c", command], b"", None, 7200)
         if done.exit_status != 0:
             return {"status": "failed", "error": done.stderr_tail[-8:]}
         rows = parse_jsonl(done.stdout)
