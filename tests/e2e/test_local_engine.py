@@ -1,7 +1,10 @@
-"""The walking skeleton on the real CPU vLLM engine: up → status → benchmark (gated arms) → down.
+"""The walking skeleton on the real CPU vLLM engine: up → status → benchmark (gated arms, with the
+serve tax) → down.
 
 One engine for the whole module: `up` starts it, the sweeps relaunch it per arm, `down` ends it.
-The tests run in file order and each builds on the pod the previous one left.
+The tests run in file order and each builds on the pod the previous one left. The gated benchmark
+also measures the serve tax (`--serve-tax`: each arm's bare offline decode beside its served
+cells), so its arms pay the bare engine start and nothing more: no second pod, no second sweep.
 """
 
 from __future__ import annotations
@@ -104,13 +107,14 @@ def test_benchmark_plain_vs_ngram_is_gated_and_counts_tokens_from_usage(
 ) -> None:
     result = invoke(
         "benchmark", "--spec-k", "0,2", "--spec-method", "ngram", "--concurrency", "1,2",
-        "--reps", "1", "--max-tokens", "24", "--no-extend-k",
+        "--reps", "1", "--max-tokens", "24", "--no-extend-k", "--serve-tax",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     run_dir = pod["results"] / pod["record"]["run_tag"]
     run = json.loads((run_dir / "run.json").read_text())
     arms = {a["label"]: a for a in run["arms"]}
     assert set(arms) == {"plain", "ngram-k2"}
+    pod["benchmark_output"] = result.output
     assert arms["ngram-k2"]["gate"]["status"] == "pass"
     assert arms["ngram-k2"]["gate"]["method"] == "token_ids"
     assert not arms["ngram-k2"]["void"]
@@ -149,6 +153,23 @@ def test_benchmark_plain_vs_ngram_is_gated_and_counts_tokens_from_usage(
     )  # fmt: skip
     ours = sum(c["acceptance"]["accepted"] for c in cells if c["acceptance"])
     assert 0 < ours <= engine_accepted
+
+
+def test_serve_tax_is_measured_per_arm(pod: dict[str, Any]) -> None:
+    """The gated benchmark's --serve-tax: each arm's bare offline decode beside its served cells."""
+    assert "one more engine start per arm" in pod["benchmark_output"]  # the plan says so first
+    run_dir = pod["results"] / pod["record"]["run_tag"]
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["plan"]["serve_tax"] is True
+    assert {a["label"] for a in run["arms"]} == {"plain", "ngram-k2"}
+    for arm in run["arms"]:
+        tax = arm["serve_tax"]
+        assert tax["status"] == "measured", tax
+        # one bare row per concurrency level of the plan, each as many requests as its cell (4)
+        assert sorted(row["concurrency"] for row in tax["rows"]) == [1, 2]
+        for row in tax["rows"]:
+            assert row["output_tokens"] == 4 * 24
+            assert row["output_tok_s"] > 0 and row["tool"] == "vllm offline LLM.chat"
 
 
 def test_up_relaunch_switches_the_running_engine_to_another_arm(pod: dict[str, Any]) -> None:
@@ -226,6 +247,10 @@ def test_report_on_the_real_run(pod: dict[str, Any]) -> None:
     report = (run_dir / "report.md").read_text()
     assert "ngram-k2" in report and "plain" in report
     assert list(run_dir.glob("*.png"))
+    assert "## Serve tax (bare engine vs served endpoint)" in report
+    table = report[report.index("## Serve tax") :].split("\n## ")[0]
+    assert "| plain | 1 |" in table and "| ngram-k2 | 1 |" in table
+    assert "best K served K=" in table and ", bare K=" in table
     analysis = json.loads(invoke("report", str(run_dir), "--json").output)
     assert {a["label"] for a in analysis["arms"]} == {"plain", "ngram-k2"}
 
