@@ -1,7 +1,10 @@
 """`tailpod up --provider vastai` → status → benchmark → down, through the CLI, on the sandbox cloud.
 
 Real sshd per pod, the Tailscale emulator standing in for tailscaled, the stand-in registry for the
-digest, and the real CPU engine started over SSH by the on-pod runner.
+digest, and the real CPU engine started over SSH by the on-pod runner. The on-pod benchmark also
+measures the serve tax (`--serve-tax`): bare.py runs on the pod over SSH with the pod's engine
+Python, after the served engine stops, and the served arm starts again for its cells; one pod and
+one sweep carry both.
 """
 
 from __future__ import annotations
@@ -87,7 +90,9 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) 
     assert row["deadman"]["state"] == "armed" and row["price_per_hr"] > 0
 
     small = ["--spec-k", "0", "--concurrency", "1", "--reps", "1", "--max-tokens", "16"]
-    bench = runner.invoke(app, ["benchmark", *small, "--run-id", "on-pod"])
+    refused = runner.invoke(app, ["benchmark", "--serve-tax", "--from-here"])
+    assert refused.exit_code == 2 and "--from-here" in refused.output  # refused before it runs
+    bench = runner.invoke(app, ["benchmark", *small, "--serve-tax", "--run-id", "on-pod"])
     assert bench.exit_code == 0, bench.output
     results = cloud["home"] / "results" / "on-pod"
     run = json.loads((results / "run.json").read_text())
@@ -95,9 +100,17 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) 
     rows_text = (results / "rows.jsonl").read_text()
     cells = [json.loads(line) for line in rows_text.splitlines()]
     assert any(c["kind"] == "cell" and c["output_tok_s"] > 0 for c in cells)
+    # The serve tax: the bare decode ran on the pod, and the served engine came back after it.
+    (arm,) = run["arms"]
+    assert arm["serve_tax"]["status"] == "measured", arm["serve_tax"]
+    (bare,) = arm["serve_tax"]["rows"]
+    assert bare["output_tokens"] == 4 * 16 and bare["output_tok_s"] > 0
+    (cell,) = [c for c in cells if c["kind"] == "cell"]
+    assert cell["failed"] == 0 and cell["output_tok_s"] > 0
+    assert len(arm["starts"]) == 1 and arm["startup"]["facts"]["ready"]
 
     # --run-id resumes: every cell of this run is done, so nothing is measured again.
-    resumed = runner.invoke(app, ["benchmark", *small, "--run-id", "on-pod"])
+    resumed = runner.invoke(app, ["benchmark", *small, "--serve-tax", "--run-id", "on-pod"])
     assert resumed.exit_code == 0, resumed.output
     assert (results / "rows.jsonl").read_text() == rows_text
 
@@ -123,7 +136,7 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) 
 
     # No key reaches an output, the ledger, the state files or the results.
     secrets = [sandbox.vast_key, DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY]
-    outputs = [up, status, bench, resumed, here, down, again]
+    outputs = [up, status, refused, bench, resumed, here, down, again]
     for secret in secrets:
         assert not any(secret in r.output for r in outputs)
     written = [p for p in cloud["home"].rglob("*") if p.is_file()
