@@ -109,7 +109,7 @@ class AgentSweepHost:
             return None
         self.record = current
         started = current.extra.get("arms", {}).get(label)
-        if started is None or EngineConfig.from_json(current.engine) is None:
+        if started is None:
             return None
         return ArmStart(
             startup=started["startup"],
