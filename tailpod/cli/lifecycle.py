@@ -17,7 +17,14 @@ from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.bootstrap.engines.llamacpp import SPLIT_MODES
 from tailpod.bootstrap.engines.registry import get_adapter
 from tailpod.cli import remote
-from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
+from tailpod.cli.common import (
+    console,
+    err_console,
+    handle_errors,
+    ledger_for,
+    print_json,
+    settings_from,
+)
 from tailpod.config import Settings, check_run_settings
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord, interrupted_step
@@ -58,7 +65,6 @@ def requirements_on_refusal(provider: str) -> Iterator[None]:
         yield
     except PreflightRefused as exc:
         from tailpod.cli.check import print_requirements
-        from tailpod.cli.common import err_console
 
         print_requirements(exc.report, provider, err_console)  # stderr: `--json` output stays JSON
         raise
