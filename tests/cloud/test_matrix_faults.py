@@ -48,6 +48,7 @@ class ScriptedHost:
     def __init__(self, tok_s: float, cell_s: float) -> None:
         self.tok_s = tok_s
         self.cell_s = cell_s
+        self.closed = False
 
     def restart(self, arm: Arm) -> ArmStart:
         return ArmStart(startup={"engine": "vllm", "facts": {}, "lines": []}, argv=["vllm"],
@@ -76,6 +77,12 @@ class ScriptedHost:
     def gate_compare(self, arm: Arm, reference: dict[str, Any], plan: SweepPlan) -> GateResult:
         return GateResult("pass", "token_ids", 1)
 
+    def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        return {"status": "not_measured", "reason": "scripted"}
+
+    def close(self) -> None:
+        self.closed = True
+
 
 class SandboxSteps:
     """Rent through `up_remote` (the real money-safe create), skip SSH and the engine, measure with
@@ -85,6 +92,7 @@ class SandboxSteps:
         self.bootstrap_fails_on = bootstrap_fails_on
         self.cell_s = cell_s
         self.rented: list[str] = []
+        self.hosts: list[ScriptedHost] = []
 
     def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, say: Any) -> PodRecord:
         spec = PodSpec(run_tag=new_run_tag(), gpu_preference=list(settings.gpus), image=IMAGE,
@@ -101,7 +109,9 @@ class SandboxSteps:
 
     def host(self, settings: Settings, ledger: Ledger, record: PodRecord,
              cache: str) -> ScriptedHost:
-        return ScriptedHost(tok_s=100.0 / (record.price_per_hr or 1.0), cell_s=self.cell_s)
+        host = ScriptedHost(tok_s=100.0 / (record.price_per_hr or 1.0), cell_s=self.cell_s)
+        self.hosts.append(host)
+        return host
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
         return down_remote(settings, ledger, record, policy=LifecyclePolicy.fast(),
@@ -159,6 +169,7 @@ def test_matrix_ranks_cards_and_tears_every_pod_down(sandbox: Sandbox,
     statuses = {k: v["status"] for k, v in run.state.data["cards"].items()}
     assert statuses == {A40: "done", RP4090: "done", VAST4090: "done"}
     assert len(steps.rented) == 3
+    assert len(steps.hosts) == 3 and all(h.closed for h in steps.hosts)  # each pod's session
     assert_all_down(sandbox, settings, run)
     report = json.loads((run.state.path.parent / "matrix-report.json").read_text())
     # tok/s is 100/price, so $/Mtok grows with the square of the price: the cheapest card wins

@@ -77,6 +77,13 @@ class ScriptedHost:
             return GateResult("fail", "token_ids", 1, {"prompt": 0, "position": 2})
         return GateResult("pass", "token_ids", 1)
 
+    def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        self.events.append(f"bare {arm.label}")
+        return {"status": "not_measured", "reason": "scripted"}
+
+    def close(self) -> None:
+        self.events.append("close")
+
 
 def ctx() -> RunContext:
     return RunContext(run_id="r1", provider="local", model="/m", engine="vllm")
