@@ -54,13 +54,8 @@ def main() -> None:
         cloud_up.reach_pod = stop_here  # type: ignore[assignment]
     elif STEP == "engine-start":
         cloud_up.reach_pod = lambda *_a: SshTarget("127.0.0.1", 22, name="pod")  # type: ignore[assignment]
-        cloud_up.open_ssh = lambda *_a, **_k: contextlib.nullcontext(None)  # type: ignore[assignment]
-
-        class Shell:
-            def __init__(self, _ssh: Any) -> None:
-                self.arm_deadman = stop_here
-
-        cloud_up.PodShell = Shell  # type: ignore[assignment,misc]
+        cloud_up.open_pod_agent = lambda *_a: contextlib.nullcontext(None)  # type: ignore[assignment]
+        cloud_up.arm_deadman = stop_here  # type: ignore[assignment]
     cloud_up.up_cloud(settings, EngineConfig(engine="vllm", model="org/model"),
                       Ledger(settings.state_dir), print, use_tailnet=False, preflight=False)
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -23,6 +24,7 @@ from tailpod.bootstrap.engines.registry import get_adapter
 from tailpod.config import Settings, load_settings
 from tailpod.errors import CapacityError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.probes.driver import EngineStarted
 from tailpod.provision import bootlog, cloud_up
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodState
@@ -274,22 +276,15 @@ def test_up_on_vllm_image_gets_past_the_entrypoint_and_the_old_form_is_explained
         monkeypatch.setattr(cloud_up, "pinned_image", lambda *_a: (VLLM_PINNED, None))
         monkeypatch.setattr(cloud_up, "RUNNING_POLL_S", 0.2)
 
-        class Shell:  # the engine's side is the real-engine tests' job (tests/e2e)
-            state_dir = "/pod/state"
-
-            def __init__(self, _ssh: Any) -> None:
-                pass
-
-            def arm_deadman(self, *_a: Any) -> dict[str, Any]:
-                return {"armed": True, "pid": 1}
-
-            def launch(self, *_a: Any) -> tuple[dict[str, Any], Any, list[str]]:
-                return {"ok": True, "startup_s": 1.0}, get_adapter("vllm").parse_startup(""), []
-
+        # the engine's side is the real-engine tests' job (tests/e2e)
+        agent = SimpleNamespace(state_dir="/pod/state")
+        started = EngineStarted({"ok": True, "startup_s": 1.0},
+                                get_adapter("vllm").parse_startup(""), [])  # fmt: skip
         reached: list[Any] = []
-        monkeypatch.setattr(cloud_up, "open_ssh",
-                            lambda _s, target, **_k: reached.append(target) or nullcontext(None))
-        monkeypatch.setattr(cloud_up, "PodShell", Shell)
+        monkeypatch.setattr(cloud_up, "open_pod_agent",
+                            lambda _s, target, *_a: reached.append(target) or nullcontext(agent))
+        monkeypatch.setattr(cloud_up, "arm_deadman", lambda *_a: {"armed": True, "pid": 1})
+        monkeypatch.setattr(cloud_up, "start_arm", lambda *_a: started)
         cfg = EngineConfig(engine="vllm", model="org/m")
         record, info = cloud_up.up_cloud(settings, cfg, ledger, lambda _l: None, preflight=False)
         assert reached and reached[0].host  # joined the tailnet: the start script ran

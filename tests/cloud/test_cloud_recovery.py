@@ -12,6 +12,7 @@ import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from tailpod.bootstrap.engines.registry import get_adapter
 from tailpod.cli.demo import demo_ssh_key
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
+from tailpod.probes.driver import EngineStarted
 from tailpod.provision import cloud_up
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
@@ -127,24 +129,19 @@ def test_ledger_deleted_while_up_runs_is_written_back_not_a_traceback(
     settings = load_settings()
     ledger = Ledger(settings.state_dir)
 
-    class Shell:  # the pod's side: connected, then the ledger files vanish during engine start
-        state_dir = "/pod/state"
+    agent = SimpleNamespace(state_dir="/pod/state")  # the pod's side: connected, then
 
-        def __init__(self, _ssh: Any) -> None:
-            pass
-
-        def arm_deadman(self, *_a: Any) -> dict[str, Any]:
-            return {"armed": True, "pid": 1}
-
-        def launch(self, *_a: Any) -> tuple[dict[str, Any], Any, list[str]]:
-            for path in (ledger.path, LAST_GOOD(tailpod_home)):
-                path.unlink(missing_ok=True)
-            return {"ok": True, "startup_s": 1.0}, get_adapter("vllm").parse_startup(""), []
+    def start_arm(*_a: Any, **_k: Any) -> EngineStarted:  # the ledger vanishes at engine start
+        for path in (ledger.path, LAST_GOOD(tailpod_home)):
+            path.unlink(missing_ok=True)
+        return EngineStarted({"ok": True, "startup_s": 1.0},
+                             get_adapter("vllm").parse_startup(""), [])  # fmt: skip
 
     monkeypatch.setattr(cloud_up, "pinned_image", lambda *_a: ("img@sha256:" + "ab" * 32, None))
     monkeypatch.setattr(cloud_up, "reach_pod", lambda *_a: SshTarget("127.0.0.1", name="pod"))
-    monkeypatch.setattr(cloud_up, "open_ssh", lambda *_a, **_k: nullcontext(None))
-    monkeypatch.setattr(cloud_up, "PodShell", Shell)
+    monkeypatch.setattr(cloud_up, "open_pod_agent", lambda *_a: nullcontext(agent))
+    monkeypatch.setattr(cloud_up, "arm_deadman", lambda *_a: {"armed": True, "pid": 1})
+    monkeypatch.setattr(cloud_up, "start_arm", start_arm)
     said: list[str] = []
     record, _info = cloud_up.up_cloud(settings, EngineConfig(engine="vllm", model="org/m"),
                                       ledger, said.append, use_tailnet=False, preflight=False)
