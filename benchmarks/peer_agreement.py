@@ -6,7 +6,7 @@ Builds the tiny target checkpoint, starts the CPU vLLM engine once through the l
 one after the other, on the same server and the same workload:
 
   - probe:      the pod agent's `probe run` as a subprocess, with the input tailpod's own
-                sweep passes (`probe_run_args`), against 127.0.0.1;
+                sweep sends (`probe_options`, `probe_cells`), against 127.0.0.1;
   - vllm-bench: the client of `vllm bench serve` (`vllm.benchmarks.serve.main` in a long-lived
                 worker run by the engine's Python, see bench_peer.py).
 
