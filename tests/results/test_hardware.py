@@ -175,7 +175,11 @@ def test_a_matching_pod_is_not_stamped(tmp_path: Path) -> None:
 def test_status_marks_a_pod_that_is_not_the_claimed_card(
     tailpod_home: Path, pod_with_a_4090: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "300")  # the table's GPU column unwrapped
+    # The table's GPU column unwrapped. The console read COLUMNS when tailpod.cli.common was first
+    # imported (by whichever test came first), so the width is set on the console itself.
+    from tailpod.cli import common
+
+    monkeypatch.setattr(common.console, "_width", 300)
     Ledger(tailpod_home).put(PodRecord(
         run_tag="tp-mismatch", provider="local", status="running", gpu=CLAIM, gpu_count=1,
         price_per_hr=2.99, extra={"machine": pod_with_a_4090},

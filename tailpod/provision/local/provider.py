@@ -1,9 +1,9 @@
 """Provider `local`: this machine is the pod.
 
 The engine runs as a child process in its own process group, started by the same engine code the
-pod agent runs on rented pods (tailpod/agent/bootstrap/engine.py). The provider's own record of what it started (its "cloud-side truth")
-lives in `<home>/local/<run tag>/engine.json`, apart from the ledger, so `status` can still tell
-orphans from ghosts the way it does for a real cloud.
+pod agent runs on rented pods (tailpod/agent/bootstrap/engine.py). The provider's own record of
+what it started (its "cloud-side truth") lives in `<home>/local/<run tag>/engine.json`, apart from
+the ledger, so `status` can still tell orphans from ghosts the way it does for a real cloud.
 """
 
 from __future__ import annotations
