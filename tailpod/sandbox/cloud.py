@@ -59,6 +59,8 @@ class SandboxCloud:
         # Whether REST refuses the keys injected into pods (undocumented either way): the
         # dead-man switch must still terminate its pod through another route.
         self.refuse_pod_key_on_rest = False
+        # RunPod `GET /v2/pods` answers in pages of this many pods (None: one answer, as v2 documents).
+        self.runpod_list_page_size: int | None = None
         self.host: PodHost = pod_host or ProcessPodHost(self.workdir, run_commands=run_commands)
         self.accounts: dict[tuple[str, str], Account] = {}
         self.runpod_catalog: dict[str, RunPodGpuType] = {

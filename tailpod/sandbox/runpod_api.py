@@ -288,8 +288,17 @@ class RunPodEmulator:
         account = self._gate(req, "list")
         if isinstance(account, Response):
             return account
-        pods = self.cloud.pods_of("runpod", account)
-        return Response(200, {"pods": [self.pod_json(p) for p in pods]}, dict(RATE_HEADERS))
+        pods = [self.pod_json(p) for p in self.cloud.pods_of("runpod", account)]
+        size = self.cloud.runpod_list_page_size
+        if not size:
+            return Response(200, {"pods": pods}, dict(RATE_HEADERS))
+        # Pages are undocumented in v2; when switched on, the emulator plays AIP-158 paging
+        # (docs/sandbox.md), the shape tailpod's client follows.
+        start = int(req.q("pageToken") or 0)
+        body: dict[str, Any] = {"pods": pods[start:start + size]}
+        if start + size < len(pods):
+            body["nextPageToken"] = str(start + size)
+        return Response(200, body, dict(RATE_HEADERS))
 
     def get_pod(self, req: Request) -> Response:
         account = self._gate(req, "get")

@@ -1,9 +1,10 @@
 """Limits the vendors state (issue 12 item 6): vast's onstart and env sizes are checked before
-anything is sent and enforced by the emulator; a RunPod pod list that carries a page token is
-never read as complete."""
+anything is sent and enforced by the emulator; a RunPod pod list that comes in pages is read to
+its last page, and one that carries a page token tailpod cannot follow is never read as complete."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import httpx
@@ -78,14 +79,40 @@ def test_tailpod_start_command_fits_vast_onstart() -> None:
     assert len(shlex.join(argv)) <= ONSTART_MAX_CHARS
 
 
-def test_runpod_list_with_a_page_token_is_not_trusted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_runpod_list_in_pages_is_read_to_the_last_page(
+    make_cloud: Callable[[str], Cloud],
+) -> None:
+    runpod = make_cloud("runpod")
+    runpod.sandbox.cloud.runpod_list_page_size = 2
+    tags = [f"tp-page-{i}" for i in range(5)]
+    for tag in tags:
+        runpod.provider.create(runpod.spec(run_tag=tag))
+    assert sorted(p.run_tag or "" for p in runpod.provider.list_by_tag()) == tags
+    # The emulator's first page alone holds two of the five: the client followed the token.
+    first = httpx.get(f"{runpod.sandbox.runpod_url}/v2/pods", timeout=5,
+                      headers={"Authorization": f"Bearer {runpod.sandbox.runpod_key}"}).json()
+    assert len(first["pods"]) == 2 and first["nextPageToken"]
+
+
+def test_runpod_list_with_a_page_token_that_repeats_is_not_trusted(tmp_path) -> None:  # type: ignore[no-untyped-def]
     def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"pods": [], "nextPageToken": "b2Zmc2V0PTEwMA=="})
+        return httpx.Response(200, json={"pods": [], "nextPageToken": "same"})
 
     settings = Settings(runpod_api_key=Secret("rp_test_key_0001"))  # type: ignore[call-arg]
     provider = RunPodProvider(settings, timings=ApiTimings.fast(),
                               transport=httpx.MockTransport(answer))
-    with pytest.raises(ProviderError, match="nextPageToken.*page token"):
+    with pytest.raises(ProviderError, match="repeats a page token"):
+        provider.list_all()
+
+
+def test_runpod_list_with_an_unknown_page_token_is_not_trusted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"pods": [], "cursor": "b2Zmc2V0PTEwMA=="})
+
+    settings = Settings(runpod_api_key=Secret("rp_test_key_0001"))  # type: ignore[call-arg]
+    provider = RunPodProvider(settings, timings=ApiTimings.fast(),
+                              transport=httpx.MockTransport(answer))
+    with pytest.raises(ProviderError, match="cursor.*page token tailpod cannot follow"):
         provider.list_all()
 
 

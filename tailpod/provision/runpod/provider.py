@@ -58,8 +58,34 @@ CAPACITY_MARKERS = ("no longer any instances", "no instances currently available
 # either way tailpod must carry on with REST v2 alone.
 GRAPHQL_GONE_STATUSES = (404, 410)
 PAGE_WORDS = ("token", "cursor", "next", "page")
+# `ListPodsResponse` is `{"pods": [...]}` and REST v2 documents no pagination (runpod/docs
+# api-reference-v2/openapi.json @ a900806e253c4f8c16da27d1a4370e72456da4cb). Should a list ever
+# come in pages, the likeliest shape is Google's AIP-158 (`nextPageToken` in the answer, `pageToken`
+# in the next request; https://google.aip.dev/158): that one is followed. Any other token-like
+# field means a partial list tailpod cannot complete, and a partial list must never read as "the
+# pod is gone", so it is refused.
+NEXT_PAGE_FIELD = "nextPageToken"
+PAGE_TOKEN_PARAM = "pageToken"
+MAX_LIST_PAGES = 100
 GRAPHQL_GONE_WORDS = ("retired", "deprecated", "no longer available", "no longer supported",
                       "sunset", "decommissioned")
+
+
+def _next_page_token(body: dict[str, Any]) -> str | None:
+    """The AIP-158 token to ask for the next page with; None on the last page. Refuses an answer
+    whose only sign of paging is a field tailpod does not know how to follow."""
+    token = body.get(NEXT_PAGE_FIELD)
+    if isinstance(token, str) and token:
+        return token
+    paging = sorted(k for k in body if k not in ("pods", NEXT_PAGE_FIELD)
+                    and body[k] not in (None, "") and any(w in k.lower() for w in PAGE_WORDS))
+    if paging:
+        raise ProviderError(
+            f"RunPod: the pod list answer carries {', '.join(map(repr, paging))}, which looks "
+            f"like a page token tailpod cannot follow (it follows `{NEXT_PAGE_FIELD}`); the "
+            "published v2 API documents no pagination, so the list may be partial and is not used",
+            hint="this is a tailpod limitation; please report it with the field name")
+    return None
 
 
 class GraphQLUnavailable(ProviderError):
@@ -379,23 +405,24 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         return None if info.state is PodState.TERMINATED else info
 
     def list_all(self) -> list[PodInfo]:
-        response = self.api.call("GET", "/v2/pods", "listing pods")
-        body = self.api.body_of(response)
-        pods = body.get("pods") if isinstance(body, dict) else None
-        if not isinstance(pods, list):
-            raise ProviderError("RunPod: the pod list answer has no `pods` list")
-        paging = sorted(k for k in body if k != "pods" and body[k] not in (None, "")
-                        and any(w in k.lower() for w in PAGE_WORDS))
-        if paging:
-            # ListPodsResponse is `{"pods": [...]}` and v2 documents no pagination (runpod/docs
-            # api-reference-v2/openapi.json @ a900806e253c4f8c16da27d1a4370e72456da4cb). An answer
-            # that carries a page token says this list is partial, and tailpod cannot know how to
-            # ask for the rest: a partial list must never read as "the pod is gone".
-            raise ProviderError(
-                f"RunPod: the pod list answer carries {', '.join(map(repr, paging))}, which looks "
-                "like a page token; the published v2 API documents no pagination, so the list "
-                "may be partial and is not used",
-                hint="this is a tailpod limitation; please report it with the field name")
+        pods: list[Any] = []
+        token: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_LIST_PAGES):
+            params = {PAGE_TOKEN_PARAM: token} if token else None
+            body = self.api.body_of(self.api.call("GET", "/v2/pods", "listing pods", params=params))
+            page = body.get("pods") if isinstance(body, dict) else None
+            if not isinstance(page, list):
+                raise ProviderError("RunPod: the pod list answer has no `pods` list")
+            pods.extend(page)
+            token = _next_page_token(body)
+            if token is None:
+                break
+            if token in seen:
+                raise ProviderError("RunPod: the pod list repeats a page token; the list is not used")
+            seen.add(token)
+        else:
+            raise ProviderError(f"RunPod: the pod list runs past {MAX_LIST_PAGES} pages; not used")
         infos = [self.to_info(p) for p in pods if isinstance(p, dict)]
         return [i for i in infos if i.state is not PodState.TERMINATED]
 
