@@ -1,12 +1,14 @@
-"""Builders for constructed runs with known answers."""
+"""Builders for constructed runs with known answers, shared by tests/results and tests/kl.
+
+A helper module of its own, not a conftest: test files import it by its full name
+(`from tests.helpers.run_builder import build_run`), which stays unambiguous whichever test
+directories one pytest session collects (two conftest.py files share the bare name `conftest`).
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from tailpod.results.io import Run
 from tailpod.results.schema import (
@@ -167,7 +169,3 @@ def build_run(
                         )
     return Run(meta=meta, cells=cells, requests=requests)
 
-
-@pytest.fixture()
-def make_run() -> Callable[..., Run]:
-    return build_run

@@ -33,7 +33,7 @@ from tailpod.probes.sweep import ArmStart, RunContext, RunDirectory
 from tailpod.results.io import load_run, write_run
 from tailpod.results.report import write_report
 from tailpod.sandbox.kl_engine import FakeEngine, FakeModel, serve
-from tests.results.conftest import build_run
+from tests.helpers.run_builder import build_run
 
 runner = CliRunner()
 PROMPTS = load_prompts(classes=["prose", "code"])[:3]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import build_run
 from typer.testing import CliRunner
 
 from tailpod.cli.main import app
@@ -13,6 +12,7 @@ from tailpod.results.compare import compare_analyses
 from tailpod.results.fingerprint import check_fingerprints, run_fingerprint
 from tailpod.results.io import Run, write_run
 from tailpod.results.report import render_compare_markdown
+from tests.helpers.run_builder import build_run
 
 SPEC_FACTS = {"spec": True, "spec_decided": True, "spec_evidence": ["drafter load"]}
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import build_run
-
 from tailpod.results.analysis import analyze
 from tailpod.results.io import Run
 from tailpod.results.report import render_run_markdown
+from tests.helpers.run_builder import build_run
 
 
 def bare_rows(arm: str, per_c: dict[int, list[float]]) -> list[dict[str, Any]]:
