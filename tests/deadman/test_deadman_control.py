@@ -4,8 +4,8 @@ stage-0 guard packed into the start command."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
-import threading
 import time
 from pathlib import Path
 
@@ -129,32 +129,49 @@ def test_start_guard_ends_a_pod_that_never_got_its_ssh_bootstrap(
     assert pod.record.status == "terminated" and sandbox.meter()["billing_count"] == 0
 
 
+def guard_running(layout: dc.DeadmanLayout) -> bool:
+    """A live stage-0 guard watches this layout's heartbeat file: its argv (`python -c <code>
+    provider ttl timeout heartbeat api`) names the file; a guard that returned leaves at most a
+    zombie, whose command line is empty."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
+        except OSError:
+            continue  # the process ended while we looked
+        if argv[1:2] == [b"-c"] and layout.heartbeat.encode() in argv[2:]:
+            return True
+    return False
+
+
+def guard_attempted(layout: dc.DeadmanLayout) -> bool:
+    """The guard logged a termination attempt (one line each, guard.py)."""
+    return Path(layout.heartbeat + ".guard.log").exists()
+
+
 def test_start_guard_heartbeat_and_standing_down(sandbox: Sandbox, daemons: Daemons,
                                                  tmp_path: Path) -> None:
-    # Pod A: heartbeats keep it; silence ends it.
+    """Synchronised on what the guards do (a guard process exits, a guard logs its attempt), not
+    on elapsed time: a stalled thread on a loaded machine cannot make a beat late."""
+    # Pod A: a fresh heartbeat keeps it; silence ends it. Its beat is dated an hour ahead, so it
+    # stays fresh however long setting B and C up takes; the test silences it when it chooses.
+    timeout_a = 1.0
     layout_a = dc.DeadmanLayout(str(tmp_path / "a"))
-    beating = threading.Event()
-
-    def beat_a() -> None:  # from A's first second: setting B and C up takes longer than 1 s
-        Path(layout_a.heartbeat).parent.mkdir(parents=True, exist_ok=True)
-        while not beating.wait(0.2):
-            Path(layout_a.heartbeat).touch()
-
-    Path(layout_a.heartbeat).parent.mkdir(parents=True, exist_ok=True)
-    Path(layout_a.heartbeat).touch()
-    beater = threading.Thread(target=beat_a, daemon=True)
-    beater.start()
-    a = create_pod(sandbox, "vastai", command=guarded(sandbox, "vastai", layout_a, 0, 1.0))
-    # Pod B: `disarm` stands the guard down. Pod C: the full switch, once armed, takes over.
-    # B's timeout leaves room for `disarm` to land first even on a loaded machine; the test then
-    # waits past that timeout to show the disarmed guard stays down.
+    heartbeat_a = Path(layout_a.heartbeat)
+    heartbeat_a.parent.mkdir(parents=True, exist_ok=True)
+    heartbeat_a.touch()
+    ahead = time.time() + 3600
+    os.utime(heartbeat_a, (ahead, ahead))
+    a = create_pod(sandbox, "vastai", command=guarded(sandbox, "vastai", layout_a, 0, timeout_a))
+    # Pod B: `disarm` stands its guard down. Pod C: the full switch, once armed, takes over. Their
+    # heartbeat timeout and TTL are far off: each is shown standing down by its guard exiting.
     layout_b = dc.DeadmanLayout(str(tmp_path / "b"))
-    b_timeout = 6.0
-    b_created = time.monotonic()
-    b = create_pod(sandbox, "vastai", command=guarded(sandbox, "vastai", layout_b, 0, b_timeout))
+    b = create_pod(sandbox, "vastai", command=guarded(sandbox, "vastai", layout_b, 0, 600))
     layout_c = dc.DeadmanLayout(str(tmp_path / "c"))
-    c_ttl = time.time() + 6.0  # room for the full switch to be armed first, even under load
-    c = create_pod(sandbox, "runpod", command=guarded(sandbox, "runpod", layout_c, c_ttl, 0))
+    c = create_pod(sandbox, "runpod",
+                   command=guarded(sandbox, "runpod", layout_c, time.time() + 600, 0))
+    for layout in (layout_a, layout_b, layout_c):
+        wait_for(lambda layout=layout: guard_running(layout), 20)
+    a_guard_seen = time.monotonic()
     disarm = deadman("disarm", "--heartbeat-file", layout_b.heartbeat)
     assert disarm.returncode == 0
     daemons.track(Path(layout_c.heartbeat))
@@ -162,14 +179,18 @@ def test_start_guard_heartbeat_and_standing_down(sandbox: Sandbox, daemons: Daem
                   "--heartbeat-file", layout_c.heartbeat, "--heartbeat-timeout", "600",
                   "--api-url", c.api_url, "--environ-from", c.environ_path, *FAST)
     assert arm.returncode == 0 and last_json(arm.stdout)["armed"], arm.stdout + arm.stderr
-    time.sleep(2.5)  # A is kept by its heartbeats past its 1 s timeout
-    assert a.billing(sandbox) and b.billing(sandbox) and c.billing(sandbox)
-    beating.set()
-    beater.join()
-    wait_for(lambda: not a.billing(sandbox), 10)
-    # Past B's heartbeat timeout and C's guard TTL: neither stood-down guard fired.
-    time.sleep(max(0.0, b_created + b_timeout + 1.0 - time.monotonic(), c_ttl + 1.0 - time.time()))
-    assert b.billing(sandbox) and c.billing(sandbox)
+    wait_for(lambda: not guard_running(layout_b) and not guard_running(layout_c), 20)
+    assert b.billing(sandbox) and c.billing(sandbox)  # both guards returned without firing
+    assert not guard_attempted(layout_b) and not guard_attempted(layout_c)
+    # A's guard has watched for several of its timeouts (a lower bound, so load cannot fail it)
+    # and the fresh heartbeat kept the pod.
+    time.sleep(max(0.0, a_guard_seen + 3 * timeout_a - time.monotonic()))
+    assert guard_running(layout_a) and a.billing(sandbox) and not guard_attempted(layout_a)
+    silent_since = time.time()
+    os.utime(heartbeat_a, (silent_since, silent_since))  # the last beat, then silence
+    wait_for(lambda: not a.billing(sandbox), 20)
+    # the sandbox's own record: the terminate came a full timeout after the last beat, not before
+    assert (a.record.terminated_at or 0.0) >= silent_since + timeout_a
 
 
 def test_start_guard_kills_its_pod_when_rest_refuses_the_pod_key(
