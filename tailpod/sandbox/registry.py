@@ -136,12 +136,15 @@ class _Handler(BaseHTTPRequestHandler):
         # Docker Hub issues a token for any repository name; access is decided at the manifest.
         self._send(200, {"token": token, "access_token": token, "expires_in": 300}, head=head)
 
-    def _manifest(self, repo: str, reference: str, head: bool) -> None:
+    def _token_grants(self, repo: str) -> bool:
+        """The request's bearer token was issued for `repo` (access is decided per repository)."""
         auth = self.headers.get("Authorization", "")
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         with self.state.lock:
-            granted = self.state.tokens.get(token)
-        if granted != repo:
+            return self.state.tokens.get(token) == repo
+
+    def _manifest(self, repo: str, reference: str, head: bool) -> None:
+        if not self._token_grants(repo):
             self._registry_error(401, "UNAUTHORIZED", "authentication required", head)
             return
         tags = self.state.images.get(repo)
@@ -174,11 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, body, {"Docker-Content-Digest": digest}, head, content_type)
 
     def _blob(self, repo: str, digest: str, head: bool) -> None:
-        auth = self.headers.get("Authorization", "")
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-        with self.state.lock:
-            granted = self.state.tokens.get(token)
-        if granted != repo:
+        if not self._token_grants(repo):
             self._registry_error(401, "UNAUTHORIZED", "authentication required", head)
             return
         _manifest, _, config, config_digest = image_parts(repo)

@@ -309,6 +309,11 @@ class RunPodEmulator:
             return problem(404, "pod not found")
         return Response(200, self.pod_json(pod), dict(RATE_HEADERS))
 
+    def _live_pod(self, req: Request, account: Account) -> SandboxPod | None:
+        """The account's pod the path names, unless it is missing or terminated (both 404)."""
+        pod = self.cloud.find("runpod", req.params["pod_id"], account)
+        return pod if pod is not None and pod.status != "terminated" else None
+
     def _terminate(self, pod: SandboxPod) -> Response:
         fault = self.cloud.faults.take("terminate_fail", "runpod", "terminate")
         if fault:
@@ -323,8 +328,8 @@ class RunPodEmulator:
         account = self._gate(req, "terminate")
         if isinstance(account, Response):
             return account
-        pod = self.cloud.find("runpod", req.params["pod_id"], account)
-        if pod is None or pod.status == "terminated":
+        pod = self._live_pod(req, account)
+        if pod is None:
             return problem(404, "pod not found")
         return self._terminate(pod)
 
@@ -343,8 +348,8 @@ class RunPodEmulator:
             return problem(422, "Request validation failed.",
                            ["$.action: value must be one of 'start', 'stop', 'restart', "
                             "'terminate'"])
-        pod = self.cloud.find("runpod", req.params["pod_id"], account)
-        if pod is None or pod.status == "terminated":
+        pod = self._live_pod(req, account)
+        if pod is None:
             return problem(404, "pod not found")
         if action not in self.pod_json(pod)["actions"]:
             return problem(409, f"action {action} is not valid for a pod in status "
@@ -685,6 +690,15 @@ class _GraphQLRoot:
             raise GraphQLError("this API key is scoped to another pod",
                                extensions={"code": "FORBIDDEN"})
 
+    def _live_pod(self, pod_id: str, missing: str) -> SandboxPod:
+        """The caller's pod, not yet terminated (a pod key reaches only its own pod); `missing`
+        is the GraphQL error otherwise."""
+        self._scoped(pod_id)
+        pod = self.cloud.find("runpod", pod_id, self.account)
+        if pod is None or pod.status == "terminated":
+            raise GraphQLError(missing)
+        return pod
+
     def myself(self, _info: Any) -> dict[str, Any]:
         self._scoped(None)
         acct = self.account
@@ -767,10 +781,7 @@ class _GraphQLRoot:
         return self.emu.gql_pod(pod)
 
     def podTerminate(self, _info: Any, input: dict[str, Any]) -> None:  # noqa: A002, N802
-        self._scoped(input["podId"])
-        pod = self.cloud.find("runpod", input["podId"], self.account)
-        if pod is None or pod.status == "terminated":
-            raise GraphQLError("pod not found to terminate")
+        pod = self._live_pod(input["podId"], "pod not found to terminate")
         if self.cloud.faults.take("terminate_fail", "runpod", "terminate"):
             raise GraphQLError(GENERIC_GRAPHQL_ERROR)
         if self.cloud.faults.take("terminate_noop", "runpod", "terminate"):
@@ -780,17 +791,11 @@ class _GraphQLRoot:
         return None
 
     def podStop(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002, N802
-        self._scoped(input["podId"])
-        pod = self.cloud.find("runpod", input["podId"], self.account)
-        if pod is None or pod.status == "terminated":
-            raise GraphQLError("pod not found")
+        pod = self._live_pod(input["podId"], "pod not found")
         self.cloud.stop(pod)
         return self.emu.gql_pod(pod)
 
     def podResume(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002, N802
-        self._scoped(input["podId"])
-        pod = self.cloud.find("runpod", input["podId"], self.account)
-        if pod is None or pod.status == "terminated":
-            raise GraphQLError("pod not found")
+        pod = self._live_pod(input["podId"], "pod not found")
         self.cloud.start(pod)
         return self.emu.gql_pod(pod)

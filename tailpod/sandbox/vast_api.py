@@ -319,6 +319,17 @@ class VastEmulator:
     def _owned(self, req: Request, account: Account) -> SandboxPod | None:
         return self.cloud.find("vast", req.params["instance_id"], account)
 
+    def _live_owned(self, req: Request, op: str) -> SandboxPod | Response:
+        """The caller's instance the path names, not destroyed; else the gate's refusal or the
+        404 vast answers for a missing or destroyed instance."""
+        account = self._gate(req, op)
+        if isinstance(account, Response):
+            return account
+        pod = self._owned(req, account)
+        if pod is None or pod.status == "terminated":
+            return vast_error(404, "no_such_instance", "Instance not found")
+        return pod
+
     def list_v1(self, req: Request) -> Response:
         account = self._gate(req, "list")
         if isinstance(account, Response):
@@ -370,12 +381,9 @@ class VastEmulator:
     def request_logs(self, req: Request) -> Response:
         """vast-cli `logs`: `PUT /api/v0/instances/request_logs/{id}/` (`tail`, `filter`) answers
         a `result_url` to fetch the log from without the key (vast-ai/vast-cli vast.py `logs`)."""
-        account = self._gate(req, "get")
-        if isinstance(account, Response):
-            return account
-        pod = self._owned(req, account)
-        if pod is None or pod.status == "terminated":
-            return vast_error(404, "no_such_instance", "Instance not found")
+        pod = self._live_owned(req, "get")
+        if isinstance(pod, Response):
+            return pod
         body = req.json() or {}
         lines = self.cloud.container_log(pod)
         if body.get("filter"):
@@ -395,12 +403,9 @@ class VastEmulator:
         return Response(200, text.encode("utf-8"), content_type="text/plain")
 
     def manage(self, req: Request) -> Response:
-        account = self._gate(req, "get")
-        if isinstance(account, Response):
-            return account
-        pod = self._owned(req, account)
-        if pod is None or pod.status == "terminated":
-            return vast_error(404, "no_such_instance", "Instance not found")
+        pod = self._live_owned(req, "get")
+        if isinstance(pod, Response):
+            return pod
         try:
             body = req.json() or {}
         except ValueError:
@@ -419,12 +424,9 @@ class VastEmulator:
         return Response(200, {"success": True})
 
     def destroy(self, req: Request) -> Response:
-        account = self._gate(req, "terminate")
-        if isinstance(account, Response):
-            return account
-        pod = self._owned(req, account)
-        if pod is None or pod.status == "terminated":
-            return vast_error(404, "no_such_instance", "Instance not found")
+        pod = self._live_owned(req, "terminate")
+        if isinstance(pod, Response):
+            return pod
         fault = self.cloud.faults.take("terminate_fail", "vast", "terminate")
         if fault:
             return vast_error(fault.status if fault.status >= 500 else 500, "server_error",
