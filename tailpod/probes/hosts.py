@@ -47,11 +47,13 @@ def probe_options(
 
 
 def probe_cells(arm: Arm, cells: list[Cell], cache: str) -> list[dict[str, Any]]:
-    """The cells as the agent measures them: the sweep's rep index and cell id written in."""
+    """The cells as the agent measures them: the sweep's rep index and cell id written in.
+    `cache="both"` measures each cell cold, then warm (the agent marks the warm one's id `|warm`)."""
+    caches = ["cold", "warm"] if cache == "both" else [cache]
     return [
         {"arm": arm.label, "concurrency": cell.concurrency, "rep": cell.rep,
-         "prompt_class": cell.prompt_class, "cache": cache, "cell": cell.cell_id}
-        for cell in cells
+         "prompt_class": cell.prompt_class, "cache": one, "cell": cell.cell_id}
+        for cell in cells for one in caches
     ]  # fmt: skip
 
 

@@ -11,6 +11,9 @@ import pytest
 
 from tailpod.agent import OFF_POD_FLAG
 from tailpod.agent.probes import common, metrics, transport
+from tailpod.bootstrap.engines.base import EngineConfig
+from tailpod.probes.hosts import probe_cells
+from tailpod.probes.plan import Arm, Cell
 from tailpod.sandbox.synthetic_server import SyntheticServer
 
 from .conftest import call_agent, probe_run, sweep_cells
@@ -179,6 +182,21 @@ def test_the_cells_given_are_measured_as_given(
         ("spec|c2|r3|prose", 3, "cold"), ("spec|c1|r0|code|warm", 0, "warm")]
     assert {r["rep"] for r in rows if r["cell"] == "spec|c2|r3|prose"} == {3}
     assert all(r["completion_tokens"] == 5 for r in rows if r["kind"] == "request")
+
+
+def test_benchmark_cache_both_measures_each_cell_cold_then_warm(
+    synthetic: Callable[..., SyntheticServer]
+) -> None:
+    """`tailpod benchmark --cache both` reaches the agent as a cold and a warm cell per sweep cell
+    (the agent itself takes only cold or warm)."""
+    server = synthetic()
+    arm = Arm(label="plain", config=EngineConfig(engine="vllm", model="m"))
+    cell = Cell(arm="plain", concurrency=1, rep=2, prompt_class="prose")
+    rows = probe_run({"base_url": server.base_url, "requests_per_cell": 2, "max_tokens": 5},
+                     probe_cells(arm, [cell], "both"))
+    cell_rows = [r for r in rows if r["kind"] == "cell"]
+    assert [(c["cell"], c["cache"], c["rep"]) for c in cell_rows] == [
+        (cell.cell_id, "cold", 2), (cell.cell_id + "|warm", "warm", 2)]
 
 
 def test_a_typo_in_options_or_cells_is_a_usage_error(
