@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-PROMPTS = Path(__file__).resolve().parents[1] / "tailpod" / "probes" / "prompts" / "prose.json"
+PROMPTS = Path(__file__).resolve().parents[1] / "tailpod" / "agent" / "probes" / "prompts" / "prose.json"
 
 
 async def one_request(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:

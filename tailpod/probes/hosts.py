@@ -27,7 +27,6 @@ from tailpod.probes.driver import PodAgent, SubprocessTransport
 from tailpod.probes.plan import Arm, Cell, SweepPlan
 from tailpod.probes.sweep import ArmStart, GateResult
 
-PROMPTS_DIR = Path(__file__).with_name("prompts")
 BARE_FILE = Path(__file__).with_name("bare.py")
 GATE_MAX_TOKENS = 48
 
