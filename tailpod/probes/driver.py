@@ -350,11 +350,6 @@ class PodAgent:
             "deadman status", payload={"heartbeat_file": self._heartbeat_file()}, timeout_s=60
         )
 
-    def deadman_disarm(self) -> dict[str, Any]:
-        return self.call(
-            "deadman disarm", payload={"heartbeat_file": self._heartbeat_file()}, timeout_s=60
-        )
-
 
 @dataclass
 class EngineStarted:
