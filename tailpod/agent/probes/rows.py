@@ -50,9 +50,10 @@ class RowWriter:
             self._fh.close()
 
 
-def request_row(run_id: str, plan: CellPlan, r: RequestResult, where: str) -> dict[str, Any]:
+def _row_head(kind: str, run_id: str, plan: CellPlan) -> dict[str, Any]:
+    """The keys every row of results format v1 starts with: what it is and which cell it is of."""
     return {
-        "kind": "request",
+        "kind": kind,
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "arm": plan.arm,
@@ -60,6 +61,12 @@ def request_row(run_id: str, plan: CellPlan, r: RequestResult, where: str) -> di
         "rep": plan.rep,
         "prompt_class": plan.prompt_class,
         "cell": plan.cell,
+    }
+
+
+def request_row(run_id: str, plan: CellPlan, r: RequestResult, where: str) -> dict[str, Any]:
+    return {
+        **_row_head("request", run_id, plan),
         "index": r.index,
         "ok": r.ok,
         "error": r.error,
@@ -119,14 +126,7 @@ def cell_row(
         return _finite_or_none(percentile(col(name), q))
 
     return {
-        "kind": "cell",
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id,
-        "arm": plan.arm,
-        "concurrency": plan.concurrency,
-        "rep": plan.rep,
-        "prompt_class": plan.prompt_class,
-        "cell": plan.cell,
+        **_row_head("cell", run_id, plan),
         "cache": plan.cache,
         "requests": len(results),
         "failed": failed,
