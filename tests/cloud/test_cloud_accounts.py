@@ -13,8 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tailpod.cli.main import app
+from tailpod.config import Settings
 from tailpod.ledger import Ledger
 from tailpod.provision.apiclient import ApiTimings
+from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.lifecycle import LifecyclePolicy, create_pod_safely, teardown
 from tailpod.provision.registry import get_provider
 from tailpod.provision.runpod.provider import GraphQLUnavailable
@@ -94,15 +96,21 @@ def test_runpod_account_unavailable_without_graphql(retired: Sandbox, tailpod_ho
     assert facts.balance is None and facts.unavailable and "unavailable" in facts.unavailable
 
 
-def test_runpod_lifecycle_proves_without_graphql(retired: Sandbox, tailpod_home: Path) -> None:
-    settings = settings_for(retired, tailpod_home)
+def rent_without_graphql(retired: Sandbox, settings: Settings) -> tuple[Cloud, PodSpec, PodInfo]:
+    """A RunPod pod made through tailpod's create path (ledger first) on the sandbox whose
+    GraphQL is retired, with the ledger in the settings' state directory."""
     provider = get_provider("runpod", settings, timings=ApiTimings.fast())
-    ledger = Ledger(tailpod_home)
-    cloud = Cloud("runpod", retired, settings, provider, ledger, LifecyclePolicy.fast(),
-                  tailpod_home)
+    cloud = Cloud("runpod", retired, settings, provider, Ledger(settings.state_dir),
+                  LifecyclePolicy.fast(), settings.state_dir)
     spec = cloud.spec(gpus=[cloud.gpu("second")])
-    info = create_pod_safely(provider, spec, ledger, cloud.record(spec), ttl_hours=1.0,
+    info = create_pod_safely(provider, spec, cloud.ledger, cloud.record(spec), ttl_hours=1.0,
                              policy=cloud.policy)
+    return cloud, spec, info
+
+
+def test_runpod_lifecycle_proves_without_graphql(retired: Sandbox, tailpod_home: Path) -> None:
+    cloud, spec, info = rent_without_graphql(retired, settings_for(retired, tailpod_home))
+    provider, ledger = cloud.provider, cloud.ledger
     record = ledger.get(spec.run_tag)
     assert record is not None
     evidence = teardown(provider, ledger, record, cloud.run_dir(spec.run_tag),
@@ -120,14 +128,8 @@ def test_runpod_lifecycle_proves_without_graphql(retired: Sandbox, tailpod_home:
 def test_runpod_billing_history_fails_while_the_pod_bills(retired: Sandbox,
                                                           tailpod_home: Path) -> None:
     """Without GraphQL, a pod that left the listings but still bills fails the proof."""
-    settings = settings_for(retired, tailpod_home)
-    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
-    ledger = Ledger(tailpod_home)
-    cloud = Cloud("runpod", retired, settings, provider, ledger, LifecyclePolicy.fast(),
-                  tailpod_home)
-    spec = cloud.spec(gpus=[cloud.gpu("second")])
-    info = create_pod_safely(provider, spec, ledger, cloud.record(spec), ttl_hours=1.0,
-                             policy=cloud.policy)
+    cloud, spec, info = rent_without_graphql(retired, settings_for(retired, tailpod_home))
+    provider = cloud.provider
     pod = retired.cloud.find("runpod", info.pod_id)
     assert pod is not None
     retired.cloud.meter.set_rate("runpod", info.pod_id, 3600.0, "gpu+disk")
@@ -143,14 +145,7 @@ def test_cli_check_and_down_without_graphql(retired: Sandbox, tailpod_home: Path
            "TAILPOD_RESULTS_DIR": str(tailpod_home / "results")}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    settings = settings_for(retired, tailpod_home, **env)
-    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
-    ledger = Ledger(settings.state_dir)
-    cloud = Cloud("runpod", retired, settings, provider, ledger, LifecyclePolicy.fast(),
-                  tailpod_home)
-    spec = cloud.spec(gpus=[cloud.gpu("second")])
-    create_pod_safely(provider, spec, ledger, cloud.record(spec), ttl_hours=1.0,
-                      policy=cloud.policy)
+    _cloud, spec, _info = rent_without_graphql(retired, settings_for(retired, tailpod_home, **env))
     runner = CliRunner()
     check = runner.invoke(app, ["check-requirements", "--json"])
     rows = json.loads(check.output)
