@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -19,13 +20,16 @@ def test_heartbeats_keep_the_pod_and_silence_terminates_it(
 ) -> None:
     pod = create_pod(sandbox, provider)
     heartbeat, _log = daemons.paths()
-    # A beater that runs before the switch starts and touches the file every 0.05 s: no gap
-    # between the switch arming and the first beat, and 20 beats per 1 s timeout.
+    # Each beat is dated an hour ahead, so one beat after the switch's own arming touch keeps the
+    # pod however long a loaded machine then stalls this test; the test decides when tailpod goes
+    # silent. The beater runs from before the switch starts until such a beat has landed.
     stop = threading.Event()
 
     def beat() -> None:
         while not stop.is_set():
             heartbeat.touch()
+            ahead = time.time() + 3600
+            os.utime(heartbeat, (ahead, ahead))
             stop.wait(0.05)
 
     beater = threading.Thread(target=beat, daemon=True)
@@ -33,18 +37,22 @@ def test_heartbeats_keep_the_pod_and_silence_terminates_it(
     try:
         proc, heartbeat, log = daemons.run(pod, timeout=1.0)
         wait_for(lambda: heartbeat.with_name("heartbeat.deadman.json").exists()
-                 and read_state(heartbeat)["state"] == "armed", 30)
-        time.sleep(2.5)  # 2.5 timeouts of beats after the switch armed: the pod lives on
-        assert proc.poll() is None, log.read_text()
-        assert pod.billing(sandbox)
-        assert read_state(heartbeat)["state"] == "armed"
+                 and read_state(heartbeat)["state"] == "armed"
+                 and heartbeat.stat().st_mtime > time.time() + 60, 30)
     finally:
         stop.set()
         beater.join()
-    silent_from = heartbeat.stat().st_mtime  # the last beat
+    time.sleep(2.5)  # at least 2.5 timeouts after the switch armed (a lower bound): it lives on
+    assert proc.poll() is None, log.read_text()
+    assert pod.billing(sandbox)
+    assert read_state(heartbeat)["state"] == "armed"
+    silent_from = time.time()
+    os.utime(heartbeat, (silent_from, silent_from))  # the last beat, then silence
 
     assert proc.wait(timeout=30) == 0, log.read_text()
     assert time.time() - silent_from >= 1.0  # it waited for the timeout, not less
+    # the sandbox's own record: the terminate came a full timeout after the last beat
+    assert (pod.record.terminated_at or 0.0) >= silent_from + 1.0
     text = log.read_text()
     assert "no heartbeat from tailpod within 1 s" in text
     assert f"pod {pod.pod_id} is gone" in text
