@@ -25,6 +25,7 @@ import paramiko
 
 from tailpod.errors import TailpodError
 from tailpod.provision.ssh.known_hosts import fingerprint
+from tailpod.sandbox.podhost import free_port
 
 if TYPE_CHECKING:
     from tailpod.sandbox.model import SandboxPod
@@ -75,12 +76,6 @@ class SshdHost:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def start_sshd_host(

@@ -12,12 +12,7 @@ from pathlib import Path
 import pytest
 
 from tailpod.agent.bootstrap import engine, errors, facts, overlay
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tailpod.sandbox.podhost import free_port
 
 
 def http_server_plan(port: int, extra_child: bool = False) -> dict:
