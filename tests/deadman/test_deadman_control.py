@@ -123,9 +123,11 @@ def test_start_guard_ends_a_pod_that_never_got_its_ssh_bootstrap(
     layout = dc.DeadmanLayout(str(tmp_path / "guard"))
     ttl_at = time.time() + 1.5
     pod = create_pod(sandbox, provider, command=guarded(sandbox, provider, layout, ttl_at, 0))
-    assert pod.billing(sandbox)
+    # Whether the pod still bills once create_pod returns depends on how long a loaded machine
+    # took to start it; the sandbox's own record of when it ended does not.
     wait_for(lambda: not pod.billing(sandbox), 10)
     assert time.time() >= ttl_at
+    assert (pod.record.terminated_at or 0.0) >= ttl_at  # billed until its TTL, not ended before
     assert pod.record.status == "terminated" and sandbox.meter()["billing_count"] == 0
 
 
