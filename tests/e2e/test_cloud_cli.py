@@ -10,7 +10,6 @@ one sweep carry both.
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typer.testing import CliRunner
 
 from tailpod.cli.demo import demo_ssh_key
 from tailpod.cli.main import app
+from tailpod.sandbox.podhost import free_port
 from tailpod.sandbox.server import Sandbox, start_sandbox
 from tailpod.sandbox.sshd import sshd_available
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
@@ -30,12 +30,6 @@ pytestmark = [
 ]
 runner = CliRunner()
 IMAGE = "vllm/vllm-openai:v0.11.0"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,11 @@ from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.sandbox.cloud import DEFAULT_RUNPOD_KEY
+from tailpod.sandbox.podhost import free_port
 from tailpod.sandbox.sshd import sshd_available
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
 pytestmark = pytest.mark.engine
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.skipif(not sshd_available(), reason="OpenSSH sshd is not installed")

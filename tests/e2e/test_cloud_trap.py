@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typer.testing import CliRunner
 
 from tailpod.cli.demo import demo_ssh_key
 from tailpod.cli.main import app
+from tailpod.sandbox.podhost import free_port
 from tailpod.sandbox.server import start_sandbox
 from tailpod.sandbox.sshd import sshd_available
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
@@ -28,12 +28,6 @@ pytestmark = [
 ]
 runner = CliRunner()
 TRAP_ID = "tailpod-test/mimo-int8-trap"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

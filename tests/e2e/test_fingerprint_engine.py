@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +15,10 @@ from typer.testing import CliRunner
 
 from tailpod.bootstrap.tiny_checkpoint import build_checkpoint
 from tailpod.cli.main import app
+from tailpod.sandbox.podhost import free_port
 
 pytestmark = pytest.mark.engine
 runner = CliRunner()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def invoke(*args: str) -> Any:

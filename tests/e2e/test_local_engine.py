@@ -26,15 +26,10 @@ from tailpod.ledger import Ledger
 from tailpod.probes.hosts import LocalSweepHost
 from tailpod.probes.plan import Arm, SweepPlan
 from tailpod.probes.sweep import RunContext, RunDirectory, run_sweep
+from tailpod.sandbox.podhost import free_port
 
 pytestmark = pytest.mark.engine
 runner = CliRunner()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def invoke(*args: str) -> Any:
