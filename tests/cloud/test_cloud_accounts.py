@@ -66,6 +66,28 @@ def test_vast_charges_stopped_reads_credit(make_cloud) -> None:  # type: ignore[
     assert "credit" in charges.detail
 
 
+def test_runpod_proof_counts_a_neighbour_that_is_still_provisioning(make_cloud) -> None:  # type: ignore[no-untyped-def]
+    """A pod of the same account still PROVISIONING bills and states its cost, but tailpod reads
+    its price only once it runs: the spend-rate check must still count it as explained, or the
+    proof of a torn-down pod fails while a neighbour starts (seen in a parallel matrix)."""
+    cloud: Cloud = make_cloud("runpod")
+    first = cloud.spec()
+    done = create_pod_safely(cloud.provider, first, cloud.ledger, cloud.record(first),
+                             ttl_hours=1.0, policy=cloud.policy)
+    cloud.provider.terminate(done.pod_id)
+    cloud.sandbox.cloud.provisioning_s = 3600.0  # the neighbour stays PROVISIONING
+    cloud.fault("slow_start", seconds=3600.0)
+    spec = cloud.spec()
+    neighbour = create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec),
+                                  ttl_hours=1.0, policy=cloud.policy)
+    listed = {p.pod_id: p for p in cloud.provider.list_all()}
+    assert listed[neighbour.pod_id].price_per_hr is None  # not running: no price recorded
+    assert cloud.billing()  # ...but it bills
+    evidence = cloud.provider.billing_evidence(first.run_tag, done.pod_id, done.price_per_hr)
+    spend = next(c for c in evidence.checks if c.name == "account-spend-rate")
+    assert spend.passed, spend.detail
+
+
 # -- RunPod: GraphQL retired ---------------------------------------------------------------------
 @pytest.fixture()
 def retired(tmp_path: Path) -> Iterator[Sandbox]:

@@ -88,6 +88,17 @@ def _next_page_token(body: dict[str, Any]) -> str | None:
     return None
 
 
+def stated_rate(pod: PodInfo) -> float:
+    """What a listed pod says it costs per hour, whatever its state. `price_per_hr` is read only
+    once the pod runs (the price `up` records and caps), but a pod still PROVISIONING or STARTING
+    already states its `cost` and may already bill: the proof must count it as explained spend,
+    or a neighbour that is still starting reads as this pod billing on."""
+    if pod.price_per_hr is not None:
+        return pod.price_per_hr
+    cost = pod.detail.get("stated_cost")
+    return float(cost) if isinstance(cost, (int, float)) else 0.0
+
+
 class GraphQLUnavailable(ProviderError):
     """RunPod's GraphQL endpoint is gone (retired); REST v2 is all there is."""
 
@@ -390,6 +401,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
                 "cuda": pod.get("cudaVersion"),
                 "container_up": runtime is not None,
                 "created_at": pod.get("createdAt"),
+                "stated_cost": float(cost) if isinstance(cost, (int, float)) else None,
             },
         )
 
@@ -584,8 +596,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
             checks.append(ProofCheck("direct-lookup", True,
                                      "no pod id was ever recorded; the tag listing is the proof"))
 
-        others_rate = sum(p.price_per_hr or 0.0 for p in everything
-                          if p.detail.get("name") != run_tag)
+        others_rate = sum(stated_rate(p) for p in everything if p.detail.get("name") != run_tag)
         rate = price_per_hr or 0.0
         tolerance = max(0.5 * rate, 0.005)
         spend: float | None = None
