@@ -31,6 +31,13 @@ def bare(tmp_path: Path) -> dict[str, Path]:
             "apt_log": tmp_path / "apt-get.log"}
 
 
+def _outside_make(env: dict[str, str]) -> dict[str, str]:
+    """The environment of a user's shell: under `make test` the parent make's MAKELEVEL and
+    MAKEFLAGS would make the child print "Entering directory" lines and inherit its flags."""
+    return {k: v for k, v in env.items()
+            if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")}
+
+
 def _stand_ins(bare: dict[str, Path], uid: int) -> dict[str, str]:
     (bare["bin"] / "id").write_text(f"#!/bin/sh\necho {uid}\n")
     # apt-get records how it was called; its `install` puts an sshd where the server would be.
@@ -42,8 +49,8 @@ def _stand_ins(bare: dict[str, Path], uid: int) -> dict[str, str]:
     )
     for name in ("id", "apt-get"):
         (bare["bin"] / name).chmod(0o755)
-    return {**os.environ, "PATH": f"{bare['bin']}{os.pathsep}{os.environ['PATH']}",
-            "SSHD": str(bare["sshd"])}
+    return _outside_make({**os.environ, "SSHD": str(bare["sshd"]),
+                          "PATH": f"{bare['bin']}{os.pathsep}{os.environ['PATH']}"})
 
 
 def test_not_root_stops_before_any_download_and_names_the_fix(bare: dict[str, Path]) -> None:
@@ -74,7 +81,8 @@ def test_root_installs_the_ssh_server_itself(bare: dict[str, Path]) -> None:
 
 def test_demo_checks_the_system_before_its_first_download(bare: dict[str, Path]) -> None:
     # -n -B: print every recipe `make demo` would run on a fresh clone, in order, running none
-    result = subprocess.run(["make", "-n", "-B", "demo"], cwd=bare["work"], capture_output=True,
+    result = subprocess.run(["make", "-n", "-B", "demo"], cwd=bare["work"],
+                            env=_outside_make(dict(os.environ)), capture_output=True,
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
