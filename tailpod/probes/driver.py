@@ -14,6 +14,7 @@ envelope; the agent's progress lines (stderr) reach the caller's `say` as they a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -168,19 +169,38 @@ class SubprocessTransport:
                 if on_line is not None:
                     on_line(line)
 
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
+        out: list[bytes] = []
+
+        def feed() -> None:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):  # the agent may exit before reading all
+                proc.stdin.write(stdin)
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
+
+        def drain() -> None:
+            assert proc.stdout is not None
+            out.append(proc.stdout.read())
+
+        # Each pipe has its own thread. `communicate()` must not be used here: it selects on
+        # stderr too, and when `pump` has already taken the lines the selector saw, its blocking
+        # read waits for stderr while the agent blocks writing a large stdout envelope (a
+        # deadlock seen with `probe logprobs`).
+        threads = [threading.Thread(target=f, daemon=True) for f in (pump, feed, drain)]
+        for thread in threads:
+            thread.start()
         try:
-            out, _ = proc.communicate(stdin, timeout=timeout_s)
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
+            proc.wait()
             raise TailpodError(
                 f"the pod agent ({' '.join(argv[2:4])}) did not finish within {timeout_s:.0f} s;"
                 " it was stopped"
             ) from None
-        reader.join(timeout=5)
-        return Completed(proc.returncode, out.decode("utf-8", errors="replace"), tail)
+        for thread in threads:
+            thread.join(timeout=5)
+        return Completed(proc.returncode, b"".join(out).decode("utf-8", errors="replace"), tail)
 
     def close(self) -> None:
         return None
