@@ -95,6 +95,9 @@ def serve(
         stop.set()
 
     signal.signal(signal.SIGTERM, _stop)
+    # Ctrl-C stops it even where SIGINT came in ignored: a non-interactive shell starts its
+    # background jobs (`cmd &`) that way, and Python then leaves SIGINT ignored.
+    signal.signal(signal.SIGINT, _stop)
     try:
         if as_json:
             sys.stdout.write(json.dumps({"urls": sandbox.urls(), "env": env}) + "\n")
