@@ -50,8 +50,7 @@ def run(server: SyntheticServer, out: Path, classes: list[str], concurrency: tup
 def test_rows_follow_the_format_and_count_from_usage(
     synthetic: Callable[..., SyntheticServer], tmp_path: Path, transport: str
 ) -> None:
-    rate = 1000.0
-    server = synthetic(rate=rate, ttft_s=0.005, tokens_per_chunk=(4,))
+    server = synthetic(rate=1000.0, ttft_s=0.005, tokens_per_chunk=(4,))
     rows = run(server, tmp_path / "rows.jsonl", ["prose", "code"], (1, 3), transport=transport,
                requests_per_cell=6, max_tokens=49)
     cells = [r for r in rows if r["kind"] == "cell"]
@@ -64,12 +63,15 @@ def test_rows_follow_the_format_and_count_from_usage(
         assert r["ok"] and r["completion_tokens"] == 49  # usage, although chunks carry 4
         assert r["chunks"] == 13  # 1 prefill chunk + 12 chunks of 4 tokens
         assert r["measured_from"] == "pod" and r["run_id"] == "rid"
-        assert r["tpot_s"] == pytest.approx((r["e2e_s"] - r["ttft_s"]) / 48)
-    # decode rate (n - 1) / (t_last - t_first) agrees with what the server itself timed
-    truth = metrics.percentile(list[float | None](server.stats.decode_tok_s), 50)
-    measured = metrics.percentile([r["decode_tok_s"] for r in reqs], 50)
-    assert measured == pytest.approx(truth, rel=0.05)
-    assert truth == pytest.approx(rate, rel=0.25)  # and the server roughly kept its pace
+        # decode rate is (usage tokens - 1) over the client's first-to-last chunk span, never
+        # the chunk count (13) over it; how closely that span agrees with the server's own
+        # clock is a measurement, printed by benchmarks/probe_capacity.py ("decode err")
+        span = r["e2e_s"] - r["ttft_s"]
+        assert span > 0
+        assert r["tpot_s"] == pytest.approx(span / 48)
+        assert r["decode_tok_s"] == pytest.approx(48 / span)
+    cell_rates = metrics.percentile([r["decode_tok_s"] for r in reqs[:6]], 50)
+    assert cells[0]["decode_tok_s_p50"] == pytest.approx(cell_rates)
     for c in cells:
         assert set(c) == CELL_KEYS | EXTRA_CELL_KEYS
         assert c["output_tokens"] == 6 * 49 and c["failed"] == 0
