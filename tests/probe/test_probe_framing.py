@@ -134,7 +134,8 @@ def test_usage_chunk_is_parsed_and_not_counted_as_content() -> None:
     r = stream.result_from_recorder(spec, rec)
     assert r.ok and r.chunks == 2 and r.completion_tokens == 7 and r.prompt_tokens == 3
     assert r.ttft_s == pytest.approx(1.0) and r.e2e_s == pytest.approx(1.0)  # usage not content
-    assert r.decode_tok_s is None  # both content chunks arrived at once: no time span
+    # both content chunks arrived at once: no time span, so no rate (TPOT 0 s would be a lie)
+    assert r.decode_tok_s is None and r.tpot_s is None
 
 
 def test_decode_rate_and_tpot_use_usage_tokens() -> None:

@@ -67,10 +67,13 @@ def test_rows_follow_the_format_and_count_from_usage(
         # the chunk count (13) over it; how closely that span agrees with the server's own
         # clock is a measurement, printed by benchmarks/probe_capacity.py ("decode err")
         span = r["e2e_s"] - r["ttft_s"]
-        assert span > 0
-        assert r["tpot_s"] == pytest.approx(span / 48)
-        assert r["decode_tok_s"] == pytest.approx(48 / span)
-    cell_rates = metrics.percentile([r["decode_tok_s"] for r in reqs[:6]], 50)
+        if span > 0:
+            assert r["tpot_s"] == pytest.approx(span / 48)
+            assert r["decode_tok_s"] == pytest.approx(48 / span)
+        else:  # the whole stream came in one read (a loaded machine): nothing to time
+            assert r["tpot_s"] is None and r["decode_tok_s"] is None
+    assert any(r["decode_tok_s"] is not None for r in reqs)
+    cell_rates = metrics.percentile([r["decode_tok_s"] for r in reqs[:6]], 50)  # nulls left out
     assert cells[0]["decode_tok_s_p50"] == pytest.approx(cell_rates)
     for c in cells:
         assert set(c) == CELL_KEYS | EXTRA_CELL_KEYS

@@ -516,10 +516,11 @@ def result_from_recorder(spec: RequestSpec, rec: StreamRecorder) -> RequestResul
         e2e = (rec.t_last or rec.t_first) - rec.t_send
     if ok and completion is not None and completion > 1 and rec.t_first is not None:
         span = (rec.t_last or rec.t_first) - rec.t_first
+        # A stream that arrived in one read has no decode span to measure: both rates stay
+        # null rather than read as an infinitely fast or zero-time decode.
         if span > 0:
             decode = (completion - 1) / span
-        if e2e is not None and ttft is not None:
-            tpot = (e2e - ttft) / (completion - 1)
+            tpot = span / (completion - 1)
     return RequestResult(
         index=spec.index,
         cache=spec.cache,
