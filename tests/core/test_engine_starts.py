@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,6 +24,12 @@ def spawn() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     def run(*argv: str) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen([sys.executable, "-c", SLEEP, *argv])
         started.append(proc)
+        # Until the child has exec'd, /proc shows the forking parent's command line.
+        cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        deadline = time.monotonic() + 30
+        while SLEEP.encode() not in cmdline.read_bytes():
+            assert time.monotonic() < deadline, "the child never exec'd"
+            time.sleep(0.01)
         return proc
 
     yield run
