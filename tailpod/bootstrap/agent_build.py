@@ -11,9 +11,11 @@ when that name is absent there. Run it as `python3 -I agent-<hash>.pyz <verb> ..
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import io
 import tempfile
+import threading
 import tokenize
 import zipfile
 from dataclasses import dataclass
@@ -26,6 +28,11 @@ GUARD_SOURCE = AGENT_SOURCE / "bootstrap" / "guard.py"
 PACKAGE = "agent"  # the package's name inside the archive
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry
 _SHEBANG = b"#!/usr/bin/env python3\n"
+# CPython 3.11 keeps the AST constructor's recursion depth in state that threads share: two
+# threads parsing at once (matrix cards renting in parallel, each minifying its guard) can fail
+# with "SystemError: AST constructor recursion depth mismatch" (seen here on 3.11.7; see
+# https://github.com/python/cpython/issues/106905). tailpod's own AST work takes turns.
+_AST_LOCK = threading.Lock()
 _MAIN = b"""import sys
 from agent.cli import main
 sys.exit(main())
@@ -137,6 +144,11 @@ def _shorten_names(tree: ast.Module) -> None:
 def minify(source: str, constants: dict[str, object]) -> str:
     """`source` with each module-level `NAME = ...` in `constants` set to its value, without
     docstrings, comments, annotations of the future import, and with one-space indentation."""
+    with _AST_LOCK:
+        return _minify(source, constants)
+
+
+def _minify(source: str, constants: dict[str, object]) -> str:
     tree = ast.parse(source)
     body: list[ast.stmt] = []
     for node in tree.body:
@@ -223,6 +235,7 @@ def provider_name(provider: str) -> str:
     return name
 
 
+@functools.cache  # the same guard for every card of a matrix: built once
 def guard_code(provider: str, poll_s: float = 30.0, retry_s: float = 5.0) -> str:
     """guard.py for `provider`, minified: its credential variables and termination routes from
     the agent's one termination table (terminate.py)."""

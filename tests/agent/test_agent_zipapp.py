@@ -312,3 +312,34 @@ def test_runs_under_python_3_8(
                                    "'exec')"], input=code_text, capture_output=True, text=True,
                                   timeout=60)
         assert compiled.returncode == 0, compiled.stderr
+
+
+def test_minify_takes_turns_across_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Matrix cards build their guards in parallel threads; CPython 3.11's AST constructor fails
+    when two threads parse at once (tailpod/bootstrap/agent_build.py _AST_LOCK), so minify never
+    runs in two threads at the same time."""
+    import threading
+    import time
+
+    inside, most = [0], [0]
+    real_parse = agent_build.ast.parse
+
+    def watched_parse(*args: object, **kwargs: object) -> object:
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.002)  # widen the window another thread would need
+        try:
+            return real_parse(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(agent_build.ast, "parse", watched_parse)
+    source = agent_build.GUARD_SOURCE.read_text(encoding="utf-8")
+    threads = [threading.Thread(target=agent_build.minify, args=(source, {"POLL_S": float(i)}))
+               for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == 1
+    assert agent_build.guard_code("runpod") is agent_build.guard_code("runpod")  # built once
