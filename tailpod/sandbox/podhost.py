@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -64,10 +65,41 @@ class PodHost(Protocol):
         ...
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_CHOSEN_PORT = 10000
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1", consecutive: int = 1) -> int:
+    """The first of `consecutive` ports on `host` that are free now, for a server that binds
+    later (a pod's engine, sshd). Chosen below the kernel's ephemeral range: bind(0) and every
+    outgoing connection take their ports from that range, so on a busy machine one of them could
+    take the port between this choice and the server's bind (EADDRINUSE). Where the range cannot
+    be read, the kernel's own choice (bind to port 0) for a single port."""
+    try:
+        low = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    top = low - consecutive
+    if top > LOWEST_CHOSEN_PORT:
+        rng = random.SystemRandom()
+        for _ in range(200):
+            first = rng.randrange(LOWEST_CHOSEN_PORT, top)
+            if all(_bindable(host, first + i) for i in range(consecutive)):
+                return first
+    if consecutive == 1:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            return int(sock.getsockname()[1])
+    raise OSError(f"no {consecutive} consecutive free ports on {host}")
 
 
 class ProcessPodHost:

@@ -19,16 +19,11 @@ from tailpod.bootstrap.tiny_checkpoint import build_checkpoint
 from tailpod.cli.main import app
 from tailpod.config import load_settings
 from tailpod.ledger import Ledger
+from tailpod.sandbox.podhost import free_port
 from tests.kl.perturb import perturbed_copy
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 runner = CliRunner()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -58,7 +53,7 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def evaluation(kl_engine_env: dict[str, str], checkpoints: dict[str, Path]) -> dict[str, Any]:
+def evaluation(engine_env: dict[str, str], checkpoints: dict[str, Path]) -> dict[str, Any]:
     port = free_port()
     result = runner.invoke(app, [
         "eval", "kl", "--provider", "local", "--reference", str(checkpoints["ref"]),
@@ -68,8 +63,8 @@ def evaluation(kl_engine_env: dict[str, str], checkpoints: dict[str, Path]) -> d
     ], catch_exceptions=False)  # fmt: skip
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output[result.output.index("{") :])
-    return {"doc": doc, "port": port, "home": Path(kl_engine_env["TAILPOD_HOME"]),
-            "results": Path(kl_engine_env["TAILPOD_RESULTS_DIR"])}  # fmt: skip
+    return {"doc": doc, "port": port, "home": Path(engine_env["TAILPOD_HOME"]),
+            "results": Path(engine_env["TAILPOD_RESULTS_DIR"])}  # fmt: skip
 
 
 def test_the_reference_is_scored_on_its_own_greedy_tokens(evaluation: dict[str, Any]) -> None:

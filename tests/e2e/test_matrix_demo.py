@@ -8,7 +8,6 @@ arms and the faults are tested without an engine in tests/cloud/test_matrix_faul
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -17,28 +16,17 @@ from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
+from tailpod.sandbox.podhost import free_port
 from tailpod.sandbox.sshd import sshd_available
 
 pytestmark = pytest.mark.engine
-
-
-def free_port_pair() -> int:
-    """A port whose successor is free too (one engine port per pod)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port + 1)) != 0:
-                return port
-    raise RuntimeError("no free port pair")
 
 
 @pytest.mark.skipif(not sshd_available(), reason="OpenSSH sshd is not installed")
 def test_demo_matrix_rents_in_parallel_ranks_the_cards_and_leaves_nothing(
     engine_env: dict[str, str], leftover_engines: Any
 ) -> None:
-    port = free_port_pair()
+    port = free_port(consecutive=2)  # one engine port per pod
     result = CliRunner().invoke(
         app,
         ["demo", "--matrix", "--port", str(port), "--spec-k", "0", "--concurrency", "1,2",
