@@ -55,16 +55,17 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy tailpod
 
-# The non-engine tests mostly wait (sandbox clouds, daemons, sshd, plots), so two workers overlap
-# them; the real-engine tests run afterwards in one process, one engine at a time.
-TEST_WORKERS ?= 2
+# One pytest run on three workers. The real-engine tests (tests/e2e) form two groups
+# (tests/conftest.py), each run in order on one worker, one engine at a time; the third worker,
+# and each of the two once its group is done, takes the other tests, which mostly wait (sandbox
+# clouds, daemons, sshd, plots) as the engines mostly import.
+TEST_WORKERS ?= 3
 
 unit: setup
-	$(VENV)/bin/python -m pytest -q -m "not engine" -n $(TEST_WORKERS)
+	$(VENV)/bin/python -m pytest -q -m "not engine" -n 2
 
 test: test-requirements setup engine lint typecheck
-	$(VENV)/bin/python -m pytest -q -ra -m "not engine" -n $(TEST_WORKERS)
-	$(VENV)/bin/python -m pytest -q -ra -m engine
+	$(VENV)/bin/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup
 
 clean:
 	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .mypy_cache .ruff_cache

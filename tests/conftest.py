@@ -4,6 +4,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,42 @@ def pytest_configure(config: pytest.Config) -> None:
     from tests.engine_starts import EngineStartPlugin
 
     config.pluginmanager.register(EngineStartPlugin(), "engine-starts")
+
+
+# The tests that start real CPU vLLM engines (marked `engine`) live here and nowhere else.
+ENGINE_TESTS = "tests/e2e/"
+# Two groups of engine tests run side by side under `make test`, each one engine at a time, of
+# about equal length: 540 s and 485 s in one `make test` on 2 cores (--durations). The rest of
+# tests/e2e is engine-b.
+ENGINE_GROUPS = {
+    "tests/e2e/test_local_engine.py": "engine-a",
+    "tests/e2e/test_fingerprint_engine.py": "engine-a",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    misplaced = [item.nodeid for item in items
+                 if bool(item.get_closest_marker("engine")) != item.nodeid.startswith(ENGINE_TESTS)]
+    if misplaced:
+        raise pytest.UsageError(
+            f"engine-marked tests belong in {ENGINE_TESTS} and only there: {misplaced[:5]}")
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` (make test): each engine group runs in order on one worker, one engine
+    at a time, while the other workers share the rest test by test; those mostly wait on sandbox
+    clouds, daemons and sshd, as the engines mostly import. tailpod's own scheduler, because
+    xdist 3.8's `xdist_group` marks no longer reach the scheduler under pytest 9.2 (they rename
+    `item._nodeid`, which pytest no longer reads)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if not nodeid.startswith(ENGINE_TESTS):
+                return nodeid
+            return ENGINE_GROUPS.get(nodeid.split("::", 1)[0], "engine-b")
+
+    return EngineGroupScheduling(config, log)

@@ -90,8 +90,12 @@ class EngineStartCounter:
 
 
 class EngineStartPlugin:
+    """Counts in the process that runs the tests; under xdist each worker counts its own and
+    sends the counts to the controller, which prints the sum."""
+
     def __init__(self) -> None:
         self.counter: EngineStartCounter | None = None
+        self.reported: Counter[str] = Counter()  # from xdist workers
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -106,14 +110,26 @@ class EngineStartPlugin:
             self.counter.current = item.nodeid
         yield
 
-    def pytest_sessionfinish(self) -> None:
-        if self.counter is not None:
-            self.counter.stop()
-
-    def pytest_terminal_summary(self, terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.counter is None:
             return
+        self.counter.stop()
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:  # an xdist worker: hand the counts to the controller
+            workeroutput["engine_starts"] = dict(self.counter.by_test)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: object, error: object) -> None:
+        output = getattr(node, "workeroutput", None) or {}
+        self.reported.update(output.get("engine_starts") or {})
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:  # type: ignore[no-untyped-def]
+        counts = Counter(self.reported)
+        if self.counter is not None:
+            counts.update(self.counter.by_test)
+        if self.counter is None and not self.reported:
+            return
         tr = terminalreporter
-        tr.write_sep("=", f"engine starts: {self.counter.total}")
-        for nodeid, count in sorted(self.counter.by_test.items()):
+        tr.write_sep("=", f"engine starts: {sum(counts.values())}")
+        for nodeid, count in sorted(counts.items()):
             tr.write_line(f"{count:3d}  {nodeid}")

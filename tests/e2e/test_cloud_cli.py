@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_world import vast_world
 from typer.testing import CliRunner
 
-from tailpod.cli.demo import demo_ssh_key
 from tailpod.cli.main import app
-from tailpod.sandbox.podhost import free_port
-from tailpod.sandbox.server import Sandbox, start_sandbox
+from tailpod.sandbox.server import Sandbox
 from tailpod.sandbox.sshd import sshd_available
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
@@ -29,38 +28,13 @@ pytestmark = [
     pytest.mark.skipif(not sshd_available(), reason="OpenSSH sshd is not installed"),
 ]
 runner = CliRunner()
-IMAGE = "vllm/vllm-openai:v0.11.0"
 
 
 @pytest.fixture(scope="module")
 def cloud(engine_env: dict[str, str], tiny_models: dict[str, Path]) -> Iterator[dict[str, Any]]:
     home = Path(engine_env["TAILPOD_HOME"])
-    sandbox = start_sandbox(
-        sshd=True,
-        workdir=home / "sandbox",
-        stand_in_config={
-            "registry": {"images": {"vllm/vllm-openai": {"v0.11.0": "sha256:" + "ab" * 32}}}
-        },
-    )
-    env = {
-        **sandbox.env(),
-        "TAILSCALE_API_KEY": DEFAULT_API_TOKEN,
-        "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
-        "TAILPOD_SSH_KEY": str(demo_ssh_key(home)),
-        "TAILPOD_PROVIDER": "vastai",
-        "TAILPOD_MODEL": str(tiny_models["target"]),
-        "TAILPOD_IMAGE": IMAGE,
-        "TAILPOD_GPUS": "RTX 4090",
-        "TAILPOD_MAX_PRICE": "1.0",
-        "TAILPOD_PORT": str(free_port()),
-    }
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in env.items():
-            mp.setenv(key, value)
-        try:
-            yield {"sandbox": sandbox, "home": home, "env": env}
-        finally:
-            sandbox.close()
+    with vast_world(home, str(tiny_models["target"])) as (sandbox, env):
+        yield {"sandbox": sandbox, "home": home, "env": env}
 
 
 def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) -> None:

@@ -12,15 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_world import vast_world
 from trap_checkpoint import build_trap_checkpoint
 from typer.testing import CliRunner
 
-from tailpod.cli.demo import demo_ssh_key
 from tailpod.cli.main import app
-from tailpod.sandbox.podhost import free_port
-from tailpod.sandbox.server import start_sandbox
 from tailpod.sandbox.sshd import sshd_available
-from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
 pytestmark = [
     pytest.mark.engine,
@@ -34,33 +31,8 @@ TRAP_ID = "tailpod-test/mimo-int8-trap"
 def cloud(engine_env: dict[str, str]) -> Iterator[dict[str, Any]]:
     home = Path(engine_env["TAILPOD_HOME"])
     trap = build_trap_checkpoint(home / "hub" / TRAP_ID)
-    sandbox = start_sandbox(
-        sshd=True,
-        workdir=home / "sandbox",
-        stand_in_config={
-            "registry": {"images": {"vllm/vllm-openai": {"v0.11.0": "sha256:" + "ab" * 32}}},
-            "hub": {"repos": {TRAP_ID: trap}},
-        },
-    )
-    env = {
-        **sandbox.env(),
-        "TAILSCALE_API_KEY": DEFAULT_API_TOKEN,
-        "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
-        "TAILPOD_SSH_KEY": str(demo_ssh_key(home)),
-        "TAILPOD_PROVIDER": "vastai",
-        "TAILPOD_MODEL": TRAP_ID,
-        "TAILPOD_IMAGE": "vllm/vllm-openai:v0.11.0",
-        "TAILPOD_GPUS": "RTX 4090",
-        "TAILPOD_MAX_PRICE": "1.0",
-        "TAILPOD_PORT": str(free_port()),
-    }
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in env.items():
-            mp.setenv(key, value)
-        try:
-            yield {"sandbox": sandbox, "home": home, "trap": trap}
-        finally:
-            sandbox.close()
+    with vast_world(home, TRAP_ID, hub_repos={TRAP_ID: trap}) as (sandbox, _env):
+        yield {"sandbox": sandbox, "home": home, "trap": trap}
 
 
 def test_a_trapped_hub_checkpoint_is_served_from_a_patched_overlay(
