@@ -128,24 +128,6 @@ class Provider(abc.ABC):
 # signature, and `capabilities()` lists what a provider declares.
 
 
-class SupportsStop(abc.ABC):
-    """Stop keeps the disk (which still bills) and releases the GPU; resume may land on no GPU.
-    No adapter declares it yet: tailpod terminates, it never parks a pod."""
-
-    @abc.abstractmethod
-    def stop(self, pod_id: str) -> None: ...
-
-    @abc.abstractmethod
-    def resume(self, pod_id: str) -> None: ...
-
-
-class SupportsInterruptible(abc.ABC):
-    """Spot/bid capacity. A provider without it refuses `--interruptible` up front."""
-
-    @abc.abstractmethod
-    def create_interruptible(self, spec: PodSpec, bid_per_gpu: float) -> PodInfo: ...
-
-
 @dataclass(frozen=True)
 class AccountFacts:
     """Read-only account facts, each None when the provider does not show it (USD, USD/h).
@@ -193,8 +175,6 @@ class SupportsPodScopedTermination(abc.ABC):
 
 
 CAPABILITIES: dict[str, type] = {
-    "stop": SupportsStop,
-    "interruptible": SupportsInterruptible,
     "account": SupportsAccount,
     "spend-rate": SupportsSpendRate,
     "container-log": SupportsContainerLog,

@@ -112,5 +112,5 @@ def test_a_provider_declares_nothing_it_does_not_inherit() -> None:
     assert capabilities(WithAccount()) == ["account"]
     with pytest.raises(TypeError):  # a declared capability without its method is refused
         type("Half", (_Minimal, SupportsAccount), {})()
-    assert set(base.CAPABILITIES) >= {"stop", "account", "spend-rate", "container-log",
+    assert set(base.CAPABILITIES) == {"account", "spend-rate", "container-log",
                                       "pod-scoped-termination"}

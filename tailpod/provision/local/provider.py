@@ -9,7 +9,6 @@ the ledger, so `status` can still tell orphans from ghosts the way it does for a
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -135,10 +134,3 @@ class LocalProvider(Provider):
         checks.append(ProofCheck("no charges", True, "the local machine bills nothing"))
         return BillingEvidence(checks=checks, still_billing=still)
 
-    def wait_gone(self, pod_id: str, timeout: float = 30.0) -> bool:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.get(pod_id) is None:
-                return True
-            time.sleep(0.2)
-        return False

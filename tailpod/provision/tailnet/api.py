@@ -119,12 +119,6 @@ class TailscaleAPI:
             raise TailnetError("Tailscale API devices list had no 'devices' array")
         return devices
 
-    def get_device(self, device_id: str) -> dict[str, Any]:
-        body = self._request("GET", f"device/{_segment(device_id)}")
-        if not isinstance(body, dict):
-            raise TailnetError("Tailscale API device reply was not an object")
-        return body
-
     def delete_device(self, device_id: str) -> None:
         self._request("DELETE", f"device/{_segment(device_id)}")
 
