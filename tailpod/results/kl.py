@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tailpod.agent.probes.metrics import percentile  # the probe's own: one definition
+
 KL_FILE = "kl.json"  # in a run directory, beside run.json
 # Remaining mass below this is float32 rounding of the reported logprobs, not probability.
 MASS_FLOOR = 1e-6
@@ -103,17 +105,6 @@ def full_kl(p_logprobs: Sequence[float], q_logprobs: Sequence[float]) -> float:
             return math.inf
         total += p * (lp - lq)
     return max(0.0, total)
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default method)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    h = (len(ordered) - 1) * q / 100.0
-    lo = math.floor(h)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (h - lo) * (ordered[hi] - ordered[lo])
 
 
 def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:

@@ -6,6 +6,7 @@ Moved from tailpod/probes/probe.py (issue 15); the code is unchanged.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ from typing import Any
 # --------------------------------------------------------------------------------------------
 
 
-def percentile(values: list[float | None], q: float) -> float | None:
+def percentile(values: Sequence[float | None], q: float) -> float | None:
     """Linear-interpolation percentile (numpy's default 'linear' method); None when empty.
 
     Position (n - 1) * q / 100 in the sorted values, interpolated between its neighbours, so
