@@ -15,6 +15,7 @@ from typing import Any
 import typer
 
 from tailpod.bootstrap.engines.base import EngineConfig
+from tailpod.bootstrap.engines.registry import get_adapter
 from tailpod.cli.common import console, handle_errors
 from tailpod.cli.matrix_run import (
     BudgetPolicy,
@@ -26,7 +27,7 @@ from tailpod.cli.matrix_run import (
     SweepSpec,
     price_cards,
 )
-from tailpod.config import Settings, load_settings
+from tailpod.config import Settings, check_run_settings, load_settings
 from tailpod.errors import BillingNotProven, ConfigError, TailpodError
 from tailpod.results.matrix import (
     MATRIX_PLOT,
@@ -38,6 +39,9 @@ from tailpod.results.matrix import (
     render_matrix_markdown,
 )
 from tailpod.secrets import redact
+
+# The engines a rented pod serves from its image; llama.cpp is for your own box (--provider local).
+CLOUD_ENGINES = ("vllm", "sglang")
 
 # -- report ----------------------------------------------------------------------------------
 
@@ -131,7 +135,8 @@ def register(app: typer.Typer) -> None:
             "before renting and against the live spend while it runs."),
         parallel: int = typer.Option(2, min=1, help="Pods rented at the same time, at most."),
         model: str = typer.Option(None, help="Checkpoint (Hub id or pod path; env TAILPOD_MODEL)."),
-        engine: str = typer.Option(None, help="vllm or sglang (env TAILPOD_ENGINE)."),
+        engine: str = typer.Option(
+            None, help=f"{' or '.join(CLOUD_ENGINES)} (env TAILPOD_ENGINE)."),
         image: str = typer.Option(None, help="Engine image; pinned once, the same digest on "
                                   "every card."),
         spec_k: str = typer.Option("0", help="SPEC_K values, e.g. 0,1,2,3 (0 = plain)."),
@@ -174,6 +179,12 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS))
         settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
                                             "max_price": max_price})
+        check_run_settings(settings)  # before the registry, the ledger or any rental
+        if get_adapter(settings.engine).name not in CLOUD_ENGINES:
+            raise ConfigError(
+                f"the matrix rents cloud pods, which serve {' or '.join(CLOUD_ENGINES)}, not "
+                f"{settings.engine}", hint="llama.cpp runs on your own GPU box: "
+                "tailpod up --provider local --engine llamacpp")
         cards = parse_cards(card) if card else None
         ks = int_list(spec_k, "--spec-k")
         if any(ks) and spec_method == "draft_model" and not draft_model:

@@ -304,6 +304,13 @@ def test_cli_refuses_bad_input_with_exit_2_and_dry_run_rents_nothing(
     duplicate = runner.invoke(app, ["matrix", "--card", A40, "--card", "runpod: nvidia a40",
                                     "--budget", "5"])
     assert duplicate.exit_code == 2 and "duplicate card" in duplicate.output
+    for engine in ("bogus", "llamacpp"):  # refused before the registry is asked for a digest
+        wrong = runner.invoke(app, ["matrix", "--card", A40, "--budget", "5", "--engine", engine,
+                                    "--image", "unreachable.invalid/img:tag"])
+        assert wrong.exit_code == 2 and engine in wrong.output, wrong.output
+        assert "registry" not in wrong.output
+    bad_price = runner.invoke(app, ["matrix", "--card", A40, "--budget", "5", "--max-price", "-1"])
+    assert bad_price.exit_code == 2 and "--max-price must be a positive number" in bad_price.output
     past_ttl = runner.invoke(app, ["matrix", "--card", A40, "--budget", "50", "--reps", "9"])
     assert past_ttl.exit_code == 2 and "past the pods' TTL of 1 h" in past_ttl.output
     dry = runner.invoke(app, ["matrix", "--card", A40, "--card", 'vastai:"RTX 4090"x2',
