@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from tailpod.bootstrap.engines.base import EngineConfig
-from tailpod.bootstrap.engines.registry import get_adapter
+from tailpod.bootstrap.engines.registry import CLOUD_ENGINES, get_adapter
 from tailpod.cli.common import console, handle_errors
 from tailpod.cli.matrix_run import (
     BudgetPolicy,
@@ -39,9 +39,6 @@ from tailpod.results.matrix import (
     render_matrix_markdown,
 )
 from tailpod.secrets import redact
-
-# The engines a rented pod serves from its image; llama.cpp is for your own box (--provider local).
-CLOUD_ENGINES = ("vllm", "sglang")
 
 # -- report ----------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ BASE = ["up", "--provider", "runpod", "--gpu", "NVIDIA A40", "--model", "org/mod
     (["--context-length", "0"], "--context-length"),
     (["--max-running-requests", "-4"], "--max-running-requests"),
     (["--engine", "nonsense"], "nonsense"),
+    (["--engine", "llamacpp"], "--provider local --engine llamacpp"),
 ])
 def test_bad_flag_is_refused_before_preflight_and_rental(
         sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch,

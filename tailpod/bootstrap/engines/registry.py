@@ -14,6 +14,11 @@ def _adapters() -> dict[str, type[EngineAdapter]]:
     return {"vllm": VllmAdapter, "sglang": SglangAdapter, "llamacpp": LlamaCppAdapter}
 
 
+# What a rented pod serves from its image. llama.cpp runs on your own GPU box only
+# (`up --provider local --engine llamacpp`): no cloud bootstrap installs or checks its server.
+CLOUD_ENGINES = ("vllm", "sglang")
+
+
 def engine_names() -> list[str]:
     return list(_adapters())
 
