@@ -63,8 +63,9 @@ def test_gpu_count_splits_the_model_evenly(gpus: int) -> None:
     row = replace(cfg, extra_args=("--split-mode", "row"))
     argv = LlamaCppAdapter().launch_plan(row).argv
     assert argv.count("--split-mode") == 1 and _flag(argv, "--split-mode") == "row"
+    # one GPU: the main one only, however many the box has (llama.cpp spreads over all by default)
     one = LlamaCppAdapter().launch_plan(EngineConfig(engine="llamacpp", model="/m/t.gguf")).argv
-    assert "--split-mode" not in one and "--tensor-split" not in one
+    assert _flag(one, "--split-mode") == "none" and "--tensor-split" not in one
 
 
 def test_draft_phase_facts_from_the_h200_log() -> None:

@@ -43,11 +43,16 @@ def split_args(gpus: int, extra_args: tuple[str, ...] = ()) -> list[str]:
     """Spread the model over `gpus` GPUs: an even `--tensor-split` and, unless the caller chose
     one in `extra_args`, `--split-mode layer` (llama.cpp's own default, stated so the log and
     argv say which split ran). llama.cpp has no tensor parallelism of the vLLM kind: `layer` puts
-    whole layers (and their KV) on each GPU, `row` splits each weight matrix by rows."""
+    whole layers (and their KV) on each GPU, `row` splits each weight matrix by rows.
+
+    One GPU is `--split-mode none` (the main GPU, device 0 of those visible): by default
+    llama-server spreads the layers over every GPU it sees, so `--gpu-count 1` on a box with
+    more GPUs would otherwise measure several GPUs and record one."""
+    chosen = bool({"--split-mode", "-sm"} & set(extra_args))
     if gpus <= 1:
-        return []
+        return [] if chosen else ["--split-mode", "none"]
     args: list[str] = []
-    if not {"--split-mode", "-sm"} & set(extra_args):
+    if not chosen:
         args += ["--split-mode", "layer"]
     if not {"--tensor-split", "-ts"} & set(extra_args):
         args += ["--tensor-split", ",".join(["1"] * gpus)]
