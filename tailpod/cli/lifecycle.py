@@ -9,6 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 import typer
+from rich.console import Console, Group
+from rich.measure import Measurement
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -68,6 +70,46 @@ def requirements_on_refusal(provider: str) -> Iterator[None]:
 
         print_requirements(exc.report, provider, err_console)  # stderr: `--json` output stays JSON
         raise
+
+
+def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
+    """`status`'s pods: one table when it fits the terminal whole, else a block of `key value`
+    lines per pod (eleven columns at 80 wrapped every header and cut the run tag and the
+    endpoint; rich shortens a cell with an ellipsis rather than overflow the width)."""
+    cells = [
+        {
+            "run tag": row["run_tag"],
+            "provider": row["provider"],
+            "status": row["status"],
+            "engine": row["engine"] or "-",
+            "arm": row["arm"] or "-",
+            "endpoint": row["endpoint"] or "-",
+            "GPU": gpu_column(row["gpu"], row["hardware"]),
+            "$/hr": "-" if row["price_per_hr"] is None else f"{row['price_per_hr']:.3f}",
+            "uptime": f"{row['uptime_s'] / 60:.1f} min",
+            "spent": "-" if row["spend_usd"] is None else f"${row['spend_usd']:.4f}",
+            "health": "[green]healthy[/]" if row["healthy"] else "[red]down[/]",
+        }
+        for row in rows
+    ]
+    table = Table(title="tailpod pods")
+    for col in cells[0]:
+        table.add_column(col, no_wrap=True)
+    for cell in cells:
+        table.add_row(*cell.values())
+    if Measurement.get(out, out.options.update_width(10_000), table).maximum <= out.width:
+        return table
+    blocks: list[Table] = []
+    for cell in cells:
+        block = Table(title=f"tailpod pod {cell['run tag']}", show_header=False, box=None,
+                      title_justify="left")
+        block.add_column(style="bold", no_wrap=True)
+        block.add_column(overflow="fold")
+        for key, value in cell.items():
+            if key != "run tag":
+                block.add_row(key, value)
+        blocks.append(block)
+    return Group(*blocks)
 
 
 def engine_config(
@@ -400,36 +442,7 @@ def register(app: typer.Typer) -> None:
         if not rows:
             console.print("nothing is running")
             return
-        table = Table(title="tailpod pods")
-        for col in (
-            "run tag",
-            "provider",
-            "status",
-            "engine",
-            "arm",
-            "endpoint",
-            "GPU",
-            "$/hr",
-            "uptime",
-            "spent",
-            "health",
-        ):
-            table.add_column(col)
-        for row in rows:
-            table.add_row(
-                row["run_tag"],
-                row["provider"],
-                row["status"],
-                row["engine"] or "-",
-                row["arm"] or "-",
-                row["endpoint"] or "-",
-                gpu_column(row["gpu"], row["hardware"]),
-                "-" if row["price_per_hr"] is None else f"{row['price_per_hr']:.3f}",
-                f"{row['uptime_s'] / 60:.1f} min",
-                "-" if row["spend_usd"] is None else f"${row['spend_usd']:.4f}",
-                "[green]healthy[/]" if row["healthy"] else "[red]down[/]",
-            )
-        console.print(table)
+        console.print(pods_table(rows, console))
         for row in rows:
             if row["hardware"].get("stamp"):
                 console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")

@@ -193,3 +193,26 @@ def test_status_marks_a_pod_that_is_not_the_claimed_card(
     assert text.exit_code == 0, text.output
     flat = " ".join(text.output.split())
     assert "(MISMATCH)" in flat and "GPU MISMATCH: the provider claims 1× NVIDIA H100" in flat
+
+
+def test_status_reads_on_an_80_column_terminal(
+    tailpod_home: Path, pod_with_a_4090: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eleven columns do not fit 80: each pod is a block of `key value` lines instead, with the
+    run tag and every value whole (the wide table wrapped every header and cut the tag)."""
+    from tailpod.cli import common
+
+    monkeypatch.setattr(common.console, "_width", 80)
+    Ledger(tailpod_home).put(PodRecord(
+        run_tag="tp-20261201-191311-1101f2", provider="local", status="running", gpu=CLAIM,
+        gpu_count=1, price_per_hr=2.99, extra={"machine": pod_with_a_4090},
+    ))  # fmt: skip
+    text = CliRunner().invoke(app, ["status", "--no-beat"])
+    assert text.exit_code == 0, text.output
+    lines = [line.strip() for line in text.output.splitlines()]
+    assert max(len(line) for line in text.output.splitlines()) <= 80
+    assert "tailpod pod tp-20261201-191311-1101f2" in lines
+    assert ["provider", "local"] in [line.split() for line in lines]
+    assert ["$/hr", "2.990"] in [line.split() for line in lines]
+    assert any(line.startswith("GPU ") for line in lines)
+    assert "(MISMATCH)" in " ".join(text.output.split())
