@@ -187,6 +187,9 @@ def test_early_running_quirk_is_handled_like_running(sandbox: Sandbox,
     settings = load_settings(env={**sandbox.env(), "TAILPOD_HOME": str(tailpod_home)},
                              dotenv_path=tailpod_home / "absent.env")
     sandbox.add_fault("early_running", provider="runpod", op="create")
+    # the container comes up 1.5 s after the create, so the create's answer is surely the early
+    # one (with this sandbox's 0.05 s it raced the answer on a loaded machine)
+    sandbox.add_fault("slow_start", provider="runpod", op="create", seconds=1.5)
     pod = create(sandbox, "sandbox/img", "sleep 60")
     assert pod["status"] == "RUNNING" and pod["runtime"] is None
     record = PodRecord(run_tag=pod["name"], provider="runpod", pod_id=pod["id"])
