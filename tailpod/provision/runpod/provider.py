@@ -95,8 +95,7 @@ def stated_rate(pod: PodInfo) -> float:
     or a neighbour that is still starting reads as this pod billing on."""
     if pod.price_per_hr is not None:
         return pod.price_per_hr
-    cost = pod.detail.get("stated_cost")
-    return float(cost) if isinstance(cost, (int, float)) else 0.0
+    return pod.detail.get("stated_cost") or 0.0
 
 
 class GraphQLUnavailable(ProviderError):
@@ -381,7 +380,8 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
             for p in runtime.get("ports") or []:
                 if p.get("private") == 22 and p.get("public") and p.get("ip"):
                     host, port = p["ip"], p["public"]
-        cost = pod.get("cost")
+        raw_cost = pod.get("cost")
+        cost = float(raw_cost) if isinstance(raw_cost, (int, float)) else None
         name = pod.get("name")
         return PodInfo(
             pod_id=str(pod.get("id")),
@@ -390,8 +390,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
             gpu_type=gpu.get("id"),
             gpu_count=gpu.get("count"),
             # v2 reports cost 0.0 once EXITED although storage still bills: keep that unknown.
-            price_per_hr=float(cost) if isinstance(cost, (int, float)) and state is
-            PodState.RUNNING else None,
+            price_per_hr=cost if state is PodState.RUNNING else None,
             ssh_host=host,
             ssh_port=int(port) if port else None,
             detail={
@@ -401,7 +400,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
                 "cuda": pod.get("cudaVersion"),
                 "container_up": runtime is not None,
                 "created_at": pod.get("createdAt"),
-                "stated_cost": float(cost) if isinstance(cost, (int, float)) else None,
+                "stated_cost": cost,
             },
         )
 
