@@ -17,7 +17,7 @@ from rich.table import Table
 from tailpod.agent.bootstrap import engine as pod_engine
 from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.bootstrap.engines.llamacpp import SPLIT_MODES
-from tailpod.bootstrap.engines.registry import CLOUD_ENGINES, get_adapter
+from tailpod.bootstrap.engines.registry import get_adapter, require_cloud_engine
 from tailpod.cli import remote
 from tailpod.cli.common import (
     console,
@@ -347,12 +347,8 @@ def register(app: typer.Typer) -> None:
         local = settings.provider == "local"
         # The local CPU engine (vLLM) gets a small context and eager mode; llama.cpp on your own
         # GPU box is served like a rented GPU.
-        llamacpp = get_adapter(settings.engine).name == "llamacpp"
-        if not local and get_adapter(settings.engine).name not in CLOUD_ENGINES:
-            raise ConfigError(
-                f"a {settings.provider} pod serves {' or '.join(CLOUD_ENGINES)}, not "
-                f"{settings.engine}; nothing was rented",
-                hint="llama.cpp runs on your own GPU box: --provider local --engine llamacpp")
+        adapter = get_adapter(settings.engine) if local else require_cloud_engine(settings.engine)
+        llamacpp = adapter.name == "llamacpp"
         cpu_engine = local and not llamacpp
         cfg = engine_config(
             settings,

@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from tailpod.bootstrap.engines.base import EngineConfig
-from tailpod.bootstrap.engines.registry import CLOUD_ENGINES, get_adapter
+from tailpod.bootstrap.engines.registry import CLOUD_ENGINES, require_cloud_engine
 from tailpod.cli.common import console, handle_errors
 from tailpod.cli.matrix_run import (
     BudgetPolicy,
@@ -177,11 +177,7 @@ def register(app: typer.Typer) -> None:
         settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
                                             "max_price": max_price})
         check_run_settings(settings)  # before the registry, the ledger or any rental
-        if get_adapter(settings.engine).name not in CLOUD_ENGINES:
-            raise ConfigError(
-                f"the matrix rents cloud pods, which serve {' or '.join(CLOUD_ENGINES)}, not "
-                f"{settings.engine}", hint="llama.cpp runs on your own GPU box: "
-                "tailpod up --provider local --engine llamacpp")
+        require_cloud_engine(settings.engine)
         cards = parse_cards(card) if card else None
         ks = int_list(spec_k, "--spec-k")
         if any(ks) and spec_method == "draft_model" and not draft_model:

@@ -33,3 +33,14 @@ def get_adapter(name: str) -> EngineAdapter:
             f"unknown engine {name!r} (known: {known})", hint=f"choose one of: {known}"
         )
     return adapters[key]()
+
+
+def require_cloud_engine(name: str) -> EngineAdapter:
+    """The adapter for `name` when a rented pod can serve it; ConfigError (exit 2) otherwise,
+    naming the command that serves llama.cpp."""
+    adapter = get_adapter(name)
+    if adapter.name not in CLOUD_ENGINES:
+        raise ConfigError(
+            f"a rented pod serves {' or '.join(CLOUD_ENGINES)}, not {name}; nothing was rented",
+            hint="on your own GPU box: tailpod up --provider local --engine llamacpp")
+    return adapter
