@@ -94,33 +94,22 @@ def test_runpod_list_in_pages_is_read_to_the_last_page(
     assert len(first["pods"]) == 2 and first["nextPageToken"]
 
 
-def test_runpod_list_with_a_page_token_that_repeats_is_not_trusted(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"pods": [], "nextPageToken": "same"})
-
+def runpod_answering(body: dict[str, object]) -> RunPodProvider:
+    """A RunPod client whose every `GET /v2/pods` gets `body`."""
     settings = Settings(runpod_api_key=Secret("rp_test_key_0001"))  # type: ignore[call-arg]
-    provider = RunPodProvider(settings, timings=ApiTimings.fast(),
-                              transport=httpx.MockTransport(answer))
+    return RunPodProvider(settings, timings=ApiTimings.fast(),
+                          transport=httpx.MockTransport(lambda _r: httpx.Response(200, json=body)))
+
+
+def test_runpod_list_with_a_page_token_that_repeats_is_not_trusted() -> None:
     with pytest.raises(ProviderError, match="repeats a page token"):
-        provider.list_all()
+        runpod_answering({"pods": [], "nextPageToken": "same"}).list_all()
 
 
-def test_runpod_list_with_an_unknown_page_token_is_not_trusted(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"pods": [], "cursor": "b2Zmc2V0PTEwMA=="})
-
-    settings = Settings(runpod_api_key=Secret("rp_test_key_0001"))  # type: ignore[call-arg]
-    provider = RunPodProvider(settings, timings=ApiTimings.fast(),
-                              transport=httpx.MockTransport(answer))
+def test_runpod_list_with_an_unknown_page_token_is_not_trusted() -> None:
     with pytest.raises(ProviderError, match="cursor.*page token tailpod cannot follow"):
-        provider.list_all()
+        runpod_answering({"pods": [], "cursor": "b2Zmc2V0PTEwMA=="}).list_all()
 
 
-def test_runpod_list_without_a_page_token_is_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"pods": []})
-
-    settings = Settings(runpod_api_key=Secret("rp_test_key_0001"))  # type: ignore[call-arg]
-    provider = RunPodProvider(settings, timings=ApiTimings.fast(),
-                              transport=httpx.MockTransport(answer))
-    assert provider.list_all() == []
+def test_runpod_list_without_a_page_token_is_read() -> None:
+    assert runpod_answering({"pods": []}).list_all() == []

@@ -124,14 +124,14 @@ def build_run(
                         per_position=[0.8, 0.5][: _k(label)],
                         source="vllm_metrics",
                     )
+                # the keys every row of the cell starts with (its identity)
+                head: dict[str, Any] = {
+                    "run_id": run_id, "arm": label, "concurrency": c, "rep": rep,
+                    "prompt_class": "prose", "cell": f"{label}|c{c}|r{rep}|prose",
+                }  # fmt: skip
                 cells.append(
                     CellRow(
-                        run_id=run_id,
-                        arm=label,
-                        concurrency=c,
-                        rep=rep,
-                        prompt_class="prose",
-                        cell=f"{label}|c{c}|r{rep}|prose",
+                        **head,
                         requests=max(4, c),
                         failed=0,
                         wall_s=100.0,
@@ -151,12 +151,7 @@ def build_run(
                     for i, t in enumerate(vals):
                         requests.append(
                             RequestRow(
-                                run_id=run_id,
-                                arm=label,
-                                concurrency=c,
-                                rep=rep,
-                                prompt_class="prose",
-                                cell=f"{label}|c{c}|r{rep}|prose",
+                                **head,
                                 index=i,
                                 ok=True,
                                 cache=cache,
