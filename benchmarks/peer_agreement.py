@@ -56,15 +56,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tailpod.agent.probes.metrics import parse_prometheus, sum_metric  # noqa: E402
-from tailpod.bootstrap.agent_build import AGENT_SOURCE, build_agent  # noqa: E402
-from tailpod.bootstrap.engines.base import EngineConfig  # noqa: E402
-from tailpod.bootstrap.tiny_checkpoint import build_checkpoint  # noqa: E402
+from tailpod.agent_client.build import AGENT_SOURCE, build_agent  # noqa: E402
+from tailpod.agent_client.driver import Completed, parse_envelope  # noqa: E402
 from tailpod.config import Settings, load_settings  # noqa: E402
+from tailpod.engines.base import EngineConfig  # noqa: E402
+from tailpod.engines.tiny_checkpoint import build_checkpoint  # noqa: E402
 from tailpod.ledger import Ledger  # noqa: E402
-from tailpod.probes.driver import Completed, parse_envelope  # noqa: E402
-from tailpod.probes.hosts import probe_cells, probe_options  # noqa: E402
-from tailpod.probes.plan import Arm, Cell, SweepPlan  # noqa: E402
-from tailpod.provision.local.lifecycle import down_local, up_local  # noqa: E402
+from tailpod.measure.hosts import probe_cells, probe_options  # noqa: E402
+from tailpod.measure.plan import Arm, Cell, SweepPlan  # noqa: E402
+from tailpod.pods.local import down_local, up_local  # noqa: E402
 from tailpod.provision.local.provider import LocalProvider  # noqa: E402
 
 TARGET = 0.03

@@ -41,7 +41,7 @@ from typing import Any
 
 from bench_peer import BenchServePeer
 
-from tailpod.bootstrap.agent_build import build_agent
+from tailpod.agent_client.build import build_agent
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER = REPO / "benchmarks" / "synthetic_server.py"
@@ -258,7 +258,7 @@ def start_peer(workdir: Path, cpu: int | None) -> tuple[Peer | None, str]:
         return None, f"vllm.benchmarks.serve not importable: {exc!r}"
     try:
         sys.path.insert(0, str(REPO))
-        from tailpod.bootstrap.tiny_checkpoint import build_tokenizer
+        from tailpod.engines.tiny_checkpoint import build_tokenizer
 
         tok = workdir / "tokenizer"
         tok.mkdir()

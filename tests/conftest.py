@@ -49,7 +49,7 @@ def vllm_python() -> str:
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from tailpod.bootstrap.tiny_checkpoint import build_checkpoint
+    from tailpod.engines.tiny_checkpoint import build_checkpoint
 
     root = tmp_path_factory.mktemp("models")
     return {kind: build_checkpoint(root / kind, kind) for kind in ("target", "draft", "mimo")}

@@ -1,6 +1,6 @@
 """tailpod's pod agent: everything that runs on a pod, as one stdlib-only package (Python 3.8+).
 
-Built into one deterministic zipapp by tailpod/bootstrap/agent_build.py and run on the pod as
+Built into one deterministic zipapp by tailpod/agent_client/build.py and run on the pod as
 `python3 -I agent-<hash>.pyz <verb> [<sub>]` with a JSON object on stdin; it answers with one JSON
 envelope on the last line of stdout (docs/agent.md). `bootstrap` starts and guards the engine;
 `probes` measures it. Nothing here imports anything outside this package and the standard

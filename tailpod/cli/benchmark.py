@@ -9,14 +9,14 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from tailpod.bootstrap.engines.base import EngineConfig
 from tailpod.cli.common import console, handle_errors, ledger_for, settings_from
-from tailpod.cli.lifecycle import SPEC_METHODS, startup_progress
-from tailpod.config import Settings
+from tailpod.cli.pods import SPEC_METHODS, startup_progress
+from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
-from tailpod.ledger import Ledger, PodRecord
-from tailpod.probes.plan import SweepPlan, spec_arms
-from tailpod.probes.sweep import RunContext, RunDirectory, SweepHost, run_sweep
+from tailpod.ledger import PodRecord
+from tailpod.measure.hosts import sweep_host
+from tailpod.measure.plan import SweepPlan, spec_arms
+from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
 from tailpod.results.io import STAMP
 
 
@@ -70,23 +70,6 @@ def summary_table(run_dir: Path, title: str) -> Table:
             ",".join(cell["flags"]) or "",
         )
     return table
-
-
-def make_host(
-    settings: Settings,
-    ledger: Ledger,
-    record: PodRecord,
-    progress: Any,
-    cache: str,
-    from_here: bool,
-) -> SweepHost:
-    if record.provider == "local":
-        from tailpod.probes.hosts import LocalSweepHost
-
-        return LocalSweepHost(settings, ledger, record, progress, cache)
-    from tailpod.probes.hosts import RemoteSweepHost
-
-    return RemoteSweepHost(settings, ledger, record, progress, cache, from_here=from_here)
 
 
 def register(app: typer.Typer) -> None:
@@ -180,7 +163,7 @@ def register(app: typer.Typer) -> None:
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
         with startup_progress("benchmark") as progress:
-            host = make_host(settings, ledger, record, progress, cache, from_here)
+            host = sweep_host(settings, ledger, record, progress, cache, from_here)
             try:
                 run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
             finally:

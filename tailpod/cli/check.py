@@ -13,7 +13,7 @@ from tailpod.cli.common import console, handle_errors, print_json
 from tailpod.errors import ConfigError
 
 if TYPE_CHECKING:
-    from tailpod.provision.preflight import PreflightReport
+    from tailpod.preflight import PreflightReport
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check keys, access, checkpoint, fit, image, tailnet, SSH, offers and cost. Creates
         nothing; exits 1 when any check fails."""
-        from tailpod.provision.preflight import Plan, load_preflight_settings, run_preflight
+        from tailpod.preflight import Plan, load_preflight_settings, run_preflight
 
         if context_length <= 0:
             raise ConfigError("--context-length must be positive")

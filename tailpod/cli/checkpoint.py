@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="Weights seed; the same seed gives the same bytes."),
     ) -> None:
         """Build a small, deterministic checkpoint that vLLM serves, in a few seconds."""
-        from tailpod.bootstrap.tiny_checkpoint import KINDS, build_checkpoint
+        from tailpod.engines.tiny_checkpoint import KINDS, build_checkpoint
 
         if kind not in KINDS:
             raise ConfigError(f"unknown kind {kind!r}", hint=f"choose one of: {', '.join(KINDS)}")

@@ -2,62 +2,28 @@
 
 By default it runs the cloud path against the sandbox cloud: rent on the emulated RunPod (the first
 GPU choice has no capacity, so the fallback is visible), the tailnet registration, real SSH into the
-pod's sshd, the real CPU vLLM engine started there by the on-pod runner, the probe copied over SSH
+pod's sshd, the real CPU vLLM engine started there by the pod agent, the probe copied over SSH
 and run against 127.0.0.1, and `down` with the billing-stopped proof. `--local` skips the cloud.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.cli.common import console, handle_errors, ledger_for
-from tailpod.cli.lifecycle import requirements_on_refusal, startup_progress
+from tailpod.cli.demo_world import DEMO_GPUS, demo_model, sandbox_settings
+from tailpod.cli.pods import requirements_on_refusal, startup_progress
 from tailpod.cli.remote import evidence_table
 from tailpod.config import Settings, load_settings
+from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.probes.plan import SweepPlan, spec_arms
-from tailpod.probes.sweep import RunContext, RunDirectory, SweepHost, run_sweep
+from tailpod.measure.plan import SweepPlan, spec_arms
+from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost, run_sweep
 from tailpod.results.hardware import check_pod
-
-DEMO_IMAGE = "vllm/vllm-openai:v0.11.0"
-DEMO_DIGEST = "sha256:" + "7a1" * 21 + "d"
-DEMO_GPUS = ("NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe")
-
-
-def demo_model(home: Path) -> Path:
-    """The tiny checkpoint, built once and reused (building takes a few seconds)."""
-    from tailpod.bootstrap.tiny_checkpoint import build_checkpoint, is_checkpoint
-
-    path = home / "models" / "tiny-target"
-    if not is_checkpoint(path):
-        build_checkpoint(path, "target")
-    return path
-
-
-def demo_ssh_key(home: Path) -> Path:
-    """A key for the demo pods only, so the demo never needs the user's own."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    path = home / "demo" / "id_ed25519"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        pem = Ed25519PrivateKey.generate().private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.OpenSSH,
-            serialization.NoEncryption(),
-        )
-        path.touch(mode=0o600)
-        path.write_bytes(pem)
-    return path
 
 
 def run_benchmark(
@@ -87,103 +53,59 @@ def run_benchmark(
     return run_dir.path
 
 
+def lifecycle(settings: Settings, ledger: Ledger, cfg: EngineConfig, bench: dict[str, Any],
+              what: str) -> Path:
+    """up → benchmark on the pod → proven down, through the pod kind of `settings.provider`: the
+    same steps whether the pod is this machine or one rented on the sandbox cloud."""
+    from tailpod.cli import remote
+    from tailpod.measure.hosts import sweep_host
+    from tailpod.pods.base import UpOptions
+    from tailpod.pods.kinds import kind_for
+
+    kind = kind_for(settings.provider)
+    with startup_progress(f"up: {what}") as update, requirements_on_refusal(settings.provider):
+        result = kind.up(settings, cfg, ledger, update, UpOptions())
+    record = result.record
+    warning = remote.fallback_warning(result.info) if result.info else None
+    if warning:
+        console.print(warning)
+    where = "" if kind.engine_here else (
+        f": {record.gpu} at ${record.price_per_hr or 0:.2f}/hr, image {record.image}")
+    console.print(f"[green]up[/] {record.run_tag}{where}, engine at {record.endpoint}"
+                  + ("" if kind.engine_here else " (tailnet only)"))
+    stamp = check_pod(record).get("stamp")
+    if stamp:
+        console.print(f"[bold red]{stamp}[/]")
+    try:
+        with startup_progress("benchmark beside the engine") as update:
+            host = sweep_host(settings, ledger, record, update)
+            try:
+                run_dir = run_benchmark(settings, record, host, cfg, **bench)
+            finally:
+                host.close()
+    finally:
+        current = ledger.get(record.run_tag) or record
+        evidence = kind.down(settings, ledger, current)  # raises unless proven
+        console.print(evidence_table(evidence, f"down {record.run_tag}"))
+    return run_dir
+
+
 def local_demo(
     settings: Settings, ledger: Ledger, cfg: EngineConfig, bench: dict[str, Any]
 ) -> None:
-    from tailpod.probes.hosts import LocalSweepHost
-    from tailpod.provision.local.lifecycle import down_local, up_local
-
-    with startup_progress("up: starting vLLM locally") as update:
-        record = up_local(settings, cfg, ledger, update)
-    console.print(f"[green]up[/] {record.run_tag} at {record.endpoint}")
-    try:
-        with startup_progress("benchmark") as update:
-            run_dir = run_benchmark(
-                settings, record, LocalSweepHost(settings, ledger, record, update), cfg, **bench
-            )
-    finally:
-        current = ledger.get(record.run_tag) or record
-        evidence = down_local(settings, current, ledger)  # raises unless proven
-        console.print(evidence_table(evidence, f"down {record.run_tag}"))
+    run_dir = lifecycle(settings, ledger, cfg, bench, "starting vLLM locally")
     console.print(f"results and billing proof: {run_dir}")
-
-
-@contextmanager
-def sandbox_settings(settings: Settings) -> Iterator[tuple[Settings, Any]]:
-    """A sandbox cloud with sshd pods, the Tailscale emulator and a stand-in registry."""
-    from tailpod.sandbox.server import start_sandbox
-    from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
-
-    repo, tag = DEMO_IMAGE.split(":")
-    sandbox = start_sandbox(
-        sshd=True,
-        workdir=settings.home / "demo" / "sandbox",
-        stand_in_config={"registry": {"images": {repo: {tag: DEMO_DIGEST}}}},
-    )
-    try:
-        env = {
-            **os.environ,
-            **sandbox.env(),
-            "TAILSCALE_API_KEY": DEFAULT_API_TOKEN,
-            "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
-            "TAILPOD_SSH_KEY": str(demo_ssh_key(settings.home)),
-        }
-        cloud = load_settings(
-            overrides={
-                "home": settings.home,
-                "results_dir": settings.results_dir,
-                "provider": "runpod",
-                "image": DEMO_IMAGE,
-                "gpus": DEMO_GPUS,
-                "max_price": 3.5,
-                "ttl_hours": 1.0,
-                "port": settings.port,
-                "engine_python": settings.engine_python,
-            },
-            env=env,
-        )
-        yield cloud, sandbox
-    finally:
-        sandbox.close()
 
 
 def cloud_demo(
     settings: Settings, ledger: Ledger, cfg: EngineConfig, bench: dict[str, Any]
 ) -> None:
-    from tailpod.cli import remote
-    from tailpod.probes.hosts import RemoteSweepHost
-    from tailpod.provision.cloud_up import up_cloud
-    from tailpod.provision.lifecycle import down_remote
-
     with sandbox_settings(settings) as (cloud, sandbox):
         # The first choice has no capacity right now: the fallback must be visible.
         sandbox.add_fault("capacity", gpu=DEMO_GPUS[0])
         console.print(f"sandbox cloud: RunPod {sandbox.runpod_url}, admin {sandbox.admin_url}")
-        with startup_progress("up: rent, join the tailnet, start vLLM over SSH") as update, \
-                requirements_on_refusal(cloud.provider):
-            record, info = up_cloud(cloud, cfg, ledger, lambda line: update(0.0, line))
-        warning = remote.fallback_warning(info)
-        if warning:
-            console.print(warning)
-        console.print(
-            f"[green]up[/] {record.run_tag}: {record.gpu} at ${record.price_per_hr or 0:.2f}/hr, "
-            f"image {record.image}, engine at {record.endpoint} (tailnet only)"
-        )
-        stamp = check_pod(record).get("stamp")
-        if stamp:
-            console.print(f"[bold red]{stamp}[/]")
-        run_dir: Path | None = None
-        try:
-            with startup_progress("benchmark on the pod over SSH") as update:
-                host = RemoteSweepHost(cloud, ledger, record, update)
-                try:
-                    run_dir = run_benchmark(cloud, record, host, cfg, **bench)
-                finally:
-                    host.close()
-        finally:
-            current = ledger.get(record.run_tag) or record
-            evidence = down_remote(cloud, ledger, current)  # raises unless proven
-            console.print(evidence_table(evidence, f"down {record.run_tag}"))
+        run_dir = lifecycle(cloud, ledger, cfg, bench,
+                            "rent, join the tailnet, start vLLM over SSH")
         meter = sandbox.meter()
         console.print(
             f"sandbox meter: {len(meter['billing_now'])} resources billing; "

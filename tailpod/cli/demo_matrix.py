@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tailpod.bootstrap.engines.base import EngineConfig
 from tailpod.cli.common import console
 from tailpod.config import Settings
+from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger
 
 # Three sandbox cards, three emulated prices, both clouds (docs/sandbox.md lists the catalogs).
@@ -35,9 +35,9 @@ def pods_overlapped(ledger: Ledger, run_tags: list[str]) -> bool:
 
 
 def matrix_demo(settings: Settings, cfg: EngineConfig, bench: dict[str, Any], cards: int) -> None:
-    from tailpod.cli.demo import sandbox_settings
+    from tailpod.cli.demo_world import sandbox_settings
     from tailpod.cli.matrix import finish, run_matrix
-    from tailpod.cli.matrix_run import CloudSteps, CostModel, SweepSpec
+    from tailpod.measure.matrix_run import CloudSteps, CostModel, SweepSpec
     from tailpod.results.matrix import parse_cards
 
     chosen = parse_cards(DEMO_CARDS[:cards])

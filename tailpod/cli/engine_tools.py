@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         engine: str = typer.Option(..., "--engine", "-e", help="sglang, vllm or llamacpp."),
     ) -> None:
         """Print the facts an engine's startup log states (KV pool, capacity, spec, readiness)."""
-        from tailpod.bootstrap.engines.registry import get_adapter
+        from tailpod.engines.adapters import get_adapter
 
         adapter = get_adapter(engine)
         if file == "-":
@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """What a checkpoint holds (architecture, MTP head, weights, quantization) without
         downloading its weights."""
-        from tailpod.bootstrap.checkpoint import fix_mtp_ignore_list, inspect_checkpoint
+        from tailpod.engines.checkpoint import fix_mtp_ignore_list, inspect_checkpoint
 
         settings = settings_from(hf_url=hf_url)
         report = inspect_checkpoint(model, settings, revision=revision)

@@ -14,12 +14,12 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from tailpod.bootstrap.engines.base import EngineConfig
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.config import Settings
+from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.probes.sweep import RunContext, RunDirectory
+from tailpod.measure.sweep import RunContext, RunDirectory
 
 eval_app = typer.Typer(
     name="eval",
@@ -62,9 +62,9 @@ def results_table(doc: dict[str, Any]) -> Table:
 def _up_local(
     settings: Settings, ledger: Ledger, model: str, context_length: int | None, top_k: int
 ) -> PodRecord:
-    from tailpod.cli.lifecycle import engine_config, startup_progress
-    from tailpod.probes.kl_eval import with_max_logprobs
-    from tailpod.provision.local.lifecycle import up_local
+    from tailpod.cli.pods import engine_config, startup_progress
+    from tailpod.measure.kl_eval import with_max_logprobs
+    from tailpod.pods.local import up_local
 
     cfg = engine_config(replace(settings, model=model), 0, None, None, context_length or 1024,
                         None, True)  # fmt: skip
@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
         Each arm is served on the same pod in turn; the probe collects top-k logprobs there with
         teacher forcing, so every candidate is scored on exactly the reference's tokens.
         """
-        from tailpod.probes.kl_eval import (
+        from tailpod.measure.kl_eval import (
             EndpointLogprobSource,
             kl_run_id,
             label_arms,
@@ -212,11 +212,10 @@ def _run_on_pod(
     restore: bool,
     say: Any,
 ) -> dict[str, Any]:
-    from tailpod.cli.benchmark import make_host
-    from tailpod.cli.lifecycle import startup_progress
-    from tailpod.probes.hosts import AgentSweepHost
-    from tailpod.probes.kl_eval import PodLogprobSource, kl_run_id, label_arms, run_kl_eval
-    from tailpod.probes.plan import Arm
+    from tailpod.cli.pods import startup_progress
+    from tailpod.measure.hosts import AgentSweepHost, sweep_host
+    from tailpod.measure.kl_eval import PodLogprobSource, kl_run_id, label_arms, run_kl_eval
+    from tailpod.measure.plan import Arm
 
     if record.status != "running":
         raise ConfigError(f"{record.run_tag} is {record.status}, not running", hint="tailpod up")
@@ -227,7 +226,7 @@ def _run_on_pod(
     rid = run_id or kl_run_id(settings.results_dir, record.run_tag)
     ctx = _context(record, rid, arms[0].model)
     with startup_progress("KL evaluation") as progress:
-        host = make_host(settings, ledger, record, progress, "cold", False)
+        host = sweep_host(settings, ledger, record, progress, "cold", False)
         try:
             assert isinstance(host, AgentSweepHost)
             source = PodLogprobSource(host, original, top_k)

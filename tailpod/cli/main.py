@@ -20,7 +20,7 @@ app = typer.Typer(
 # Each module defines `register(app)`. Order is the order of `tailpod --help`.
 COMMAND_MODULES = [
     "tailpod.cli.check",
-    "tailpod.cli.lifecycle",
+    "tailpod.cli.pods",
     "tailpod.cli.benchmark",
     "tailpod.cli.matrix",
     "tailpod.cli.eval",

@@ -14,10 +14,12 @@ from typing import Any
 
 import typer
 
-from tailpod.bootstrap.engines.base import EngineConfig
-from tailpod.bootstrap.engines.registry import CLOUD_ENGINES, require_cloud_engine
 from tailpod.cli.common import console, handle_errors
-from tailpod.cli.matrix_run import (
+from tailpod.config import Settings, check_run_settings, load_settings
+from tailpod.engines.adapters import CLOUD_ENGINES, require_cloud_engine
+from tailpod.engines.base import EngineConfig
+from tailpod.errors import BillingNotProven, ConfigError, TailpodError
+from tailpod.measure.matrix_run import (
     BudgetPolicy,
     CardSteps,
     CloudSteps,
@@ -27,8 +29,6 @@ from tailpod.cli.matrix_run import (
     SweepSpec,
     price_cards,
 )
-from tailpod.config import Settings, check_run_settings, load_settings
-from tailpod.errors import BillingNotProven, ConfigError, TailpodError
 from tailpod.results.matrix import (
     MATRIX_PLOT,
     MATRIX_REPORT,
@@ -168,7 +168,7 @@ def register(app: typer.Typer) -> None:
         $/Mtok at each concurrency and names any card that failed.
         """
         from tailpod.cli.benchmark import int_list
-        from tailpod.cli.lifecycle import SPEC_METHODS, engine_config
+        from tailpod.cli.pods import SPEC_METHODS, engine_config
 
         if budget is None:
             raise ConfigError("--budget is required: the total USD the matrix may spend")
@@ -206,7 +206,7 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
 
     None after a dry run. A resumed matrix keeps its cards, sweep, image and cost model; the
     budget covers every pod of the matrix, those of earlier runs included."""
-    from tailpod.provision.cloud_up import pinned_image
+    from tailpod.pods.cloud import pinned_image
 
     results = Path(settings.results_dir)
     state: MatrixState | None = None

@@ -1,4 +1,4 @@
-"""Rendering for the cloud side of `up`, `status` and `down` (called from tailpod.cli.lifecycle)."""
+"""Rendering for the cloud side of `up`, `status` and `down` (called from tailpod.cli.pods)."""
 
 from __future__ import annotations
 

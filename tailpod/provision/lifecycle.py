@@ -721,7 +721,7 @@ def _tailnet_lister(settings: Settings) -> Callable[[str], bool] | None:
     if not settings.tailscale_api_key:
         return None
     from tailpod.provision.tailnet.devices import find_devices, tailnet_hostname
-    from tailpod.provision.tailnet.lifecycle import api_from_settings
+    from tailpod.provision.tailnet.steps import api_from_settings
 
     def lists(tag: str) -> bool:
         try:
@@ -785,7 +785,7 @@ def run_dir_for(settings: Settings, run_tag: str) -> Path:
 
 
 def _providers_for(settings: Settings, names: Iterable[str], **options: Any) -> dict[str, Provider]:
-    from tailpod.provision.registry import CLOUD_PROVIDERS, get_provider, remote_providers
+    from tailpod.provision.providers import CLOUD_PROVIDERS, get_provider, remote_providers
 
     out = remote_providers(settings, **options)
     for name in names:
@@ -797,7 +797,7 @@ def _providers_for(settings: Settings, names: Iterable[str], **options: Any) -> 
 def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
               policy: LifecyclePolicy | None = None, **options: Any) -> tuple[PodRecord, PodInfo]:
     """Rent one pod on `settings.provider` with the ledger, TTL and price cap rules applied."""
-    from tailpod.provision.registry import CLOUD_PROVIDERS, canonical_name, get_provider
+    from tailpod.provision.providers import CLOUD_PROVIDERS, canonical_name, get_provider
 
     name = canonical_name(settings.provider)
     if name not in CLOUD_PROVIDERS:
@@ -818,7 +818,7 @@ def _tailnet_proof(settings: Settings,
 
     def extra() -> list[ProofCheck]:
         # Ephemeral nodes vanish on no fixed schedule: delete the device, then list again.
-        from tailpod.provision.tailnet.lifecycle import tailnet_down_proof
+        from tailpod.provision.tailnet.steps import tailnet_down_proof
 
         return [tailnet_down_proof(settings, record.run_tag)]
     return extra
@@ -827,13 +827,13 @@ def _tailnet_proof(settings: Settings,
 def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
                 policy: LifecyclePolicy | None = None, **options: Any) -> BillingEvidence:
     """`down RUN_TAG` for a cloud pod; raises UnprovenTeardown (exit 3) when not proven."""
-    from tailpod.provision.registry import get_provider
+    from tailpod.provision.providers import get_provider
 
     provider = get_provider(record.provider, settings, **options)
     evidence = teardown(provider, ledger, record, run_dir_for(settings, record.run_tag),
                         policy=policy, extra_proofs=_tailnet_proof(settings, record))
     if record.ssh:
-        from tailpod.provision.tailnet.lifecycle import forget_pod_ssh
+        from tailpod.provision.tailnet.steps import forget_pod_ssh
 
         forget_pod_ssh(settings, record.run_tag, record.ssh)
     return evidence

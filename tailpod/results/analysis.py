@@ -20,13 +20,15 @@ import math
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from tailpod.results.fingerprint import BROKEN_HEAD_ACCEPT_LEN
 from tailpod.results.hardware import recorded_or_computed
 from tailpod.results.io import STAMP, Run
 from tailpod.results.schema import ArmRecord
+from tailpod.results.stats import ratio_spread, spread
 
 ANALYSIS_VERSION = 1
 LATENCY_METRICS = ("ttft_p50_s", "e2e_p50_s", "decode_tok_s_p50", "tpot_p50_s")
@@ -37,9 +39,6 @@ REQUEST_FIELD = {
     "tpot_p50_s": "tpot_s",
 }
 GIB_TO_GB = 1.073741824
-# A loaded-but-broken MTP head accepts ~nothing: e.g. GLM-4.x-FP8 + MTP drafted at ~1% acceptance
-# until https://github.com/vllm-project/vllm/pull/32101 fixed its weight-scale loading.
-BROKEN_HEAD_ACCEPT_LEN = 1.05
 
 
 @dataclass(frozen=True)
@@ -53,39 +52,6 @@ class AnalysisSettings:
 
 
 # --- small statistics ----------------------------------------------------------------------------
-
-
-def spread(values: Iterable[float | None]) -> dict[str, Any] | None:
-    """Median, min/max and inclusive quartiles of the non-null values; None when there are none."""
-    vals = sorted(float(v) for v in values if v is not None and not math.isnan(v))
-    if not vals:
-        return None
-    if len(vals) == 1:
-        q1 = q3 = vals[0]
-    else:
-        q1, _, q3 = statistics.quantiles(vals, n=4, method="inclusive")
-    return {
-        "n": len(vals),
-        "median": statistics.median(vals),
-        "min": vals[0],
-        "max": vals[-1],
-        "q1": q1,
-        "q3": q3,
-        "iqr": q3 - q1,
-        "values": vals,
-    }
-
-
-def ratio_spread(num: dict[str, Any] | None, den: dict[str, Any] | None) -> dict[str, Any] | None:
-    """num/den with the widest range the reps allow, and whether the two spreads overlap."""
-    if not num or not den or den["median"] == 0 or den["min"] <= 0:
-        return None
-    return {
-        "speedup": num["median"] / den["median"],
-        "lo": num["min"] / den["max"],
-        "hi": num["max"] / den["min"],
-        "overlap": num["max"] >= den["min"] and den["max"] >= num["min"],
-    }
 
 
 # --- samples -------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ do not describe the claimed card.
 
 "Emulated" is decided from a general fact, never by recognising tailpod's sandbox: the provider
 API tailpod rented through was not the vendor's public endpoint (`api_endpoint`, recorded by
-`up`; tailpod/provision/cloud_up.py `non_vendor_api_endpoint`), so no vendor stands behind the
+`up`; tailpod/pods/cloud.py `non_vendor_api_endpoint`), so no vendor stands behind the
 claimed card or its price, and the stamp names that endpoint and what the pod itself reported.
 
 Provider names and `nvidia-smi` names differ in spelling ("RTX 4090" vs "NVIDIA GeForce RTX 4090",

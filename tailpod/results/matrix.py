@@ -60,7 +60,7 @@ def _unquote(text: str) -> str:
 
 def parse_card(text: str) -> Card:
     """`provider:GPU[xN]`, e.g. `runpod:NVIDIA H100 80GB HBM3` or `vastai:"RTX 4090"x2`."""
-    from tailpod.provision.registry import CLOUD_PROVIDERS, canonical_name
+    from tailpod.provision.providers import CLOUD_PROVIDERS, canonical_name
 
     found = _CARD.match(text or "")
     if not found:

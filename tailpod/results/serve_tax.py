@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tailpod.results.analysis import spread
 from tailpod.results.io import Run
+from tailpod.results.stats import spread
 
 
 def _bare_by_concurrency(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any] | None]:

@@ -29,7 +29,7 @@ from tailpod.sandbox.vast_api import VastEmulator
 
 # name -> module with `serve(host, port, **config) -> (server, url)`
 STAND_INS = {
-    "registry": "tailpod.sandbox.registry",
+    "registry": "tailpod.sandbox.image_registry",
     "hub": "tailpod.sandbox.hub",
     "tailscale": "tailpod.sandbox.tailscale",
 }

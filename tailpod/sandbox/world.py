@@ -38,7 +38,7 @@ def registry_images() -> dict[str, dict[str, str]]:
 def hub_repos(workdir: Path) -> dict[str, Path]:
     """`{repo id: directory}` for the Hub stand-in: the tiny checkpoint, built once into
     `workdir/hub/` (a few seconds, offline)."""
-    from tailpod.bootstrap.tiny_checkpoint import build_checkpoint, is_checkpoint
+    from tailpod.engines.tiny_checkpoint import build_checkpoint, is_checkpoint
 
     path = Path(workdir) / "hub" / SANDBOX_MODEL_ID
     if not is_checkpoint(path):

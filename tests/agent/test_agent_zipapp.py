@@ -19,7 +19,7 @@ import pytest
 from tailpod.agent import AGENT_VERSION
 from tailpod.agent.cli import VERBS
 from tailpod.agent.probes import prompt_classes
-from tailpod.bootstrap import agent_build
+from tailpod.agent_client import build as agent_build
 from tailpod.sandbox.synthetic_server import SyntheticServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -316,7 +316,7 @@ def test_runs_under_python_3_8(
 
 def test_minify_takes_turns_across_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Matrix cards build their guards in parallel threads; CPython 3.11's AST constructor fails
-    when two threads parse at once (tailpod/bootstrap/agent_build.py _AST_LOCK), so minify never
+    when two threads parse at once (tailpod/agent_client/build.py _AST_LOCK), so minify never
     runs in two threads at the same time."""
     import threading
     import time

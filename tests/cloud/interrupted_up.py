@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tailpod.bootstrap.engines.base import EngineConfig
 from tailpod.config import load_settings
+from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger
-from tailpod.provision import cloud_up, lifecycle
-from tailpod.provision import registry as provider_registry
+from tailpod.pods import cloud as cloud_up
+from tailpod.provision import lifecycle
+from tailpod.provision import providers as provider_registry
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.ssh.client import SshTarget
 

@@ -6,7 +6,7 @@ import pytest
 
 from tailpod.errors import AuthError, CapacityError, ConfigError, TailpodError
 from tailpod.provision.lifecycle import create_pod_safely
-from tailpod.provision.registry import get_provider
+from tailpod.provision.providers import get_provider
 
 from .conftest import Cloud, settings_for
 

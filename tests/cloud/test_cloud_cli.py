@@ -14,7 +14,7 @@ from tailpod.ledger import Ledger
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.lifecycle import LifecyclePolicy, up_remote
-from tailpod.provision.registry import get_provider
+from tailpod.provision.providers import get_provider
 from tailpod.sandbox import Sandbox
 
 from .conftest import settings_for

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.cli.demo import demo_ssh_key
+from tailpod.cli.demo_world import demo_ssh_key
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
 from tailpod.sandbox import start_sandbox

@@ -121,7 +121,7 @@ def test_create_answer_slower_than_the_client_timeout(cloud: Cloud) -> None:
     from dataclasses import replace
 
     from tailpod.provision.apiclient import ApiTimings
-    from tailpod.provision.registry import get_provider
+    from tailpod.provision.providers import get_provider
 
     cloud.provider = get_provider(cloud.kind, cloud.settings,
                                   timings=replace(ApiTimings.fast(), request_timeout_s=0.4))

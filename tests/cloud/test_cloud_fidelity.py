@@ -19,20 +19,21 @@ from typing import Any
 import httpx
 import pytest
 
-from tailpod.bootstrap.engines.base import EngineConfig
-from tailpod.bootstrap.engines.registry import get_adapter
+from tailpod.agent_client.driver import EngineStarted
 from tailpod.config import Settings, load_settings
+from tailpod.engines.adapters import get_adapter
+from tailpod.engines.base import EngineConfig
 from tailpod.errors import CapacityError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.probes.driver import EngineStarted
-from tailpod.provision import bootlog, cloud_up
+from tailpod.pods import cloud as cloud_up
+from tailpod.provision import bootlog
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodState
-from tailpod.provision.registry import get_provider
+from tailpod.provision.providers import get_provider
 from tailpod.provision.runpod import provider as runpod_provider
 from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox.image_registry import CONFIG_TYPE
 from tailpod.sandbox.images import compose, image_config, parse_start_command
-from tailpod.sandbox.registry import CONFIG_TYPE
 from tailpod.sandbox.sshd import sshd_available
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 
@@ -256,7 +257,7 @@ def test_runpod_and_vast_container_logs_through_their_endpoints(
 
 
 def up_settings(sb: Sandbox, home: Path) -> Settings:
-    from tailpod.cli.demo import demo_ssh_key
+    from tailpod.cli.demo_world import demo_ssh_key
 
     return load_settings(env={
         **sb.env(), "TAILPOD_HOME": str(home), "TAILSCALE_API_KEY": DEFAULT_API_TOKEN,

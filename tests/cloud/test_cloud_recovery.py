@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.bootstrap.engines.base import EngineConfig
-from tailpod.bootstrap.engines.registry import get_adapter
-from tailpod.cli.demo import demo_ssh_key
+from tailpod.agent_client.driver import EngineStarted
+from tailpod.cli.demo_world import demo_ssh_key
 from tailpod.cli.main import app
+from tailpod.engines.adapters import get_adapter
+from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger
-from tailpod.probes.driver import EngineStarted
-from tailpod.provision import cloud_up
+from tailpod.pods import cloud as cloud_up
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.lifecycle import LifecyclePolicy, up_remote

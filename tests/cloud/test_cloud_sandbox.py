@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tailpod.provision.apiclient import ApiTimings
-from tailpod.provision.registry import get_provider
+from tailpod.provision.providers import get_provider
 from tailpod.sandbox import Sandbox, admin_call, start_sandbox
 from tailpod.sandbox.model import VastOffer
 

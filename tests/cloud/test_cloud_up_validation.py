@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.cli.demo import demo_ssh_key
+from tailpod.cli.demo_world import demo_ssh_key
 from tailpod.cli.main import app
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger
-from tailpod.provision import cloud_up
+from tailpod.pods import cloud as cloud_up
 from tailpod.sandbox import Sandbox
 
 BASE = ["up", "--provider", "runpod", "--gpu", "NVIDIA A40", "--model", "org/model",

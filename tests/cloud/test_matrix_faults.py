@@ -17,14 +17,15 @@ from typing import Any
 
 import pytest
 
-from tailpod.bootstrap.engines.base import EngineConfig
+from tailpod.agent_client.driver import ArmStart
 from tailpod.cli.matrix import run_matrix
-from tailpod.cli.matrix_run import BudgetPolicy, CostModel, MatrixRun, SweepSpec
 from tailpod.config import Settings, load_settings
+from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
-from tailpod.probes.plan import Arm, Cell, SweepPlan
-from tailpod.probes.sweep import ArmStart, GateResult
+from tailpod.measure.matrix_run import BudgetPolicy, CostModel, MatrixRun, SweepSpec
+from tailpod.measure.plan import Arm, Cell, SweepPlan
+from tailpod.measure.sweep import GateResult
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import BillingEvidence, PodSpec
 from tailpod.provision.lifecycle import LifecyclePolicy, down_many, down_remote, up_remote

@@ -16,7 +16,7 @@ from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.lifecycle import LifecyclePolicy, create_pod_safely, teardown
-from tailpod.provision.registry import get_provider
+from tailpod.provision.providers import get_provider
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.secrets import Secret
 

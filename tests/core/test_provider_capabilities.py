@@ -21,7 +21,7 @@ from tailpod.provision.base import (
     SupportsPodScopedTermination,
     capabilities,
 )
-from tailpod.provision.registry import CLOUD_PROVIDERS, PROVIDERS, provider_class
+from tailpod.provision.providers import CLOUD_PROVIDERS, PROVIDERS, provider_class
 
 EXPECTED = {
     "local": [],

@@ -14,7 +14,7 @@ import tailpod
 
 PACKAGE = Path(tailpod.__file__).parent
 SANDBOX = PACKAGE / "sandbox"
-ALLOWED = {PACKAGE / "cli" / "sandbox.py", PACKAGE / "cli" / "demo.py",
+ALLOWED = {PACKAGE / "cli" / "sandbox.py", PACKAGE / "cli" / "demo.py", PACKAGE / "cli" / "demo_world.py",
            PACKAGE / "cli" / "demo_matrix.py"}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tailpod.probes.driver import SubprocessTransport
+from tailpod.agent_client.driver import SubprocessTransport
 
 CHATTY = r"""
 import json, sys

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tailpod.bootstrap.tiny_checkpoint import build_checkpoint, is_checkpoint, to_bf16_bits
+from tailpod.engines.tiny_checkpoint import build_checkpoint, is_checkpoint, to_bf16_bits
 
 
 def digest(path: Path) -> str:

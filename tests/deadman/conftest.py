@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tailpod.bootstrap import agent_build
+from tailpod.agent_client import build as agent_build
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.model import SandboxPod
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.bootstrap import deadman_control
-from tailpod.cli.demo import demo_ssh_key
+from tailpod.agent_client import deadman_control
+from tailpod.cli.demo_world import demo_ssh_key
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
 from tailpod.sandbox import start_sandbox

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tailpod.cli.demo import demo_ssh_key
+from tailpod.cli.demo_world import demo_ssh_key
 from tailpod.sandbox.podhost import free_port
 from tailpod.sandbox.server import Sandbox, start_sandbox
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.bootstrap.tiny_checkpoint import build_checkpoint
 from tailpod.cli.main import app
+from tailpod.engines.tiny_checkpoint import build_checkpoint
 from tailpod.sandbox.podhost import free_port
 
 pytestmark = pytest.mark.engine

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.bootstrap.tiny_checkpoint import build_checkpoint
 from tailpod.cli.main import app
 from tailpod.config import load_settings
+from tailpod.engines.tiny_checkpoint import build_checkpoint
 from tailpod.ledger import Ledger
 from tailpod.sandbox.podhost import free_port
 from tests.kl.perturb import perturbed_copy

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.cli.main import app
 from tailpod.config import load_settings
+from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.ledger import Ledger
-from tailpod.probes.hosts import LocalSweepHost
-from tailpod.probes.plan import Arm, SweepPlan
-from tailpod.probes.sweep import RunContext, RunDirectory, run_sweep
+from tailpod.measure.hosts import LocalSweepHost
+from tailpod.measure.plan import Arm, SweepPlan
+from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
 from tailpod.sandbox.podhost import free_port
 
 pytestmark = pytest.mark.engine

@@ -1,6 +1,6 @@
 """A tiny checkpoint that carries the MTP ignore-list trap and that the CPU vLLM engine can serve.
 
-The `mimo` tiny checkpoint (tailpod/bootstrap/tiny_checkpoint.py) with its trunk's linear layers
+The `mimo` tiny checkpoint (tailpod/engines/tiny_checkpoint.py) with its trunk's linear layers
 quantized to int8 per output channel (compressed-tensors W8A8, dynamic per-token activations,
 which the CPU build of vLLM runs) while the MTP layer stays bfloat16 and the quantization ignore
 list names only `lm_head`: the layout of real checkpoints whose quantizer left the MTP head out.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tailpod.bootstrap.tiny_checkpoint import build_checkpoint, to_bf16_bits
+from tailpod.engines.tiny_checkpoint import build_checkpoint, to_bf16_bits
 
 _TRUNK_LINEAR = re.compile(r"^model\.layers\.\d+\.(self_attn|mlp)\.\w+_proj\.weight$")
 

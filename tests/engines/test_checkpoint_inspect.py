@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from mtp_ckpt_builder import build, write_safetensors
 
-from tailpod.bootstrap.checkpoint import (
+from tailpod.config import Settings
+from tailpod.engines.checkpoint import (
     PATCH_RECORD,
     fix_mtp_ignore_list,
     inspect_checkpoint,
     pattern_covers,
     read_local_header,
 )
-from tailpod.config import Settings
 from tailpod.errors import AuthError, ConfigError, ProviderError
 from tailpod.sandbox import hub
 from tailpod.secrets import Secret

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
-from tailpod.bootstrap.engines.llamacpp import LlamaCppAdapter, parse_timings, sum_timings
-from tailpod.bootstrap.engines.registry import engine_names, get_adapter
-from tailpod.bootstrap.engines.sglang import MRR_UNPINNED_WARNING, SglangAdapter
-from tailpod.bootstrap.engines.vllm import VllmAdapter
+from tailpod.engines.adapters import engine_names, get_adapter
+from tailpod.engines.base import EngineConfig, SpecArm
+from tailpod.engines.llamacpp import LlamaCppAdapter, parse_timings, sum_timings
+from tailpod.engines.sglang import MRR_UNPINNED_WARNING, SglangAdapter
+from tailpod.engines.vllm import VllmAdapter
 from tailpod.errors import ConfigError
 
 

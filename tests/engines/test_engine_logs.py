@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tailpod.bootstrap.engines.llamacpp import parse_llamacpp_log
-from tailpod.bootstrap.engines.registry import get_adapter
-from tailpod.bootstrap.engines.sglang import parse_sglang_log
-from tailpod.bootstrap.engines.vllm import parse_vllm_log
+from tailpod.engines.adapters import get_adapter
+from tailpod.engines.llamacpp import parse_llamacpp_log
+from tailpod.engines.sglang import parse_sglang_log
+from tailpod.engines.vllm import parse_vllm_log
 
 
 def _matches(expected: Any, got: Any) -> bool:

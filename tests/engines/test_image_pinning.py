@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tailpod.bootstrap.image import is_mutable_tag, parse_image_ref, pin_image
+from tailpod.engines.image import is_mutable_tag, parse_image_ref, pin_image
 from tailpod.errors import AuthError, ConfigError, ProviderError
-from tailpod.sandbox import registry
+from tailpod.sandbox import image_registry as registry
 
 SGLANG_DIGEST = "sha256:" + "a" * 64
 UBUNTU_DIGEST = "sha256:" + "b" * 64

@@ -15,12 +15,12 @@ import pytest
 from typer.testing import CliRunner
 
 from tailpod.agent.bootstrap.facts import machine_facts
-from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
-from tailpod.bootstrap.engines.llamacpp import LlamaCppAdapter, parse_llamacpp_log
 from tailpod.cli.main import app
+from tailpod.engines.base import EngineConfig, SpecArm
+from tailpod.engines.llamacpp import LlamaCppAdapter, parse_llamacpp_log
+from tailpod.engines.local_install import check_gguf, check_llama_server
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger
-from tailpod.provision.local.lifecycle import check_gguf, check_llama_server
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from mtp_ckpt_builder import build
 
-from tailpod.bootstrap.checkpoint import inspect_checkpoint
-from tailpod.bootstrap.engines.base import EngineConfig, SpecArm
 from tailpod.config import load_settings
-from tailpod.provision.local.lifecycle import work_around_mtp_trap
+from tailpod.engines.base import EngineConfig, SpecArm
+from tailpod.engines.checkpoint import inspect_checkpoint
+from tailpod.pods.local import work_around_mtp_trap
 
 
 def settings_for(tmp_path: Path):  # type: ignore[no-untyped-def]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tailpod.bootstrap.engines.base import EngineConfig
-from tailpod.bootstrap.engines.registry import get_adapter
-from tailpod.bootstrap.engines.sglang import parse_sglang_log
-from tailpod.bootstrap.engines.vllm import parse_vllm_log
 from tailpod.config import load_settings
+from tailpod.engines.adapters import get_adapter
+from tailpod.engines.base import EngineConfig
+from tailpod.engines.sglang import parse_sglang_log
+from tailpod.engines.vllm import parse_vllm_log
 from tailpod.errors import ConfigError
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "engine-logs"

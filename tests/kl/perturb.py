@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tailpod.bootstrap.tiny_checkpoint import write_safetensors_bf16
+from tailpod.engines.tiny_checkpoint import write_safetensors_bf16
 
 
 def read_safetensors_bf16(path: Path) -> dict[str, np.ndarray]:

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.bootstrap.engines.base import EngineConfig
+from tailpod.agent_client.driver import ArmStart, PodAgent, SubprocessTransport
 from tailpod.cli.main import app
 from tailpod.config import load_settings
+from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.probes.driver import PodAgent, SubprocessTransport
-from tailpod.probes.hosts import AgentSweepHost
-from tailpod.probes.kl_eval import (
+from tailpod.measure.hosts import AgentSweepHost
+from tailpod.measure.kl_eval import (
     EndpointLogprobSource,
     KlArm,
     PodLogprobSource,
@@ -28,8 +28,8 @@ from tailpod.probes.kl_eval import (
     run_kl_eval,
     with_max_logprobs,
 )
-from tailpod.probes.plan import Arm
-from tailpod.probes.sweep import ArmStart, RunContext, RunDirectory
+from tailpod.measure.plan import Arm
+from tailpod.measure.sweep import RunContext, RunDirectory
 from tailpod.results.io import load_run, write_run
 from tailpod.results.report import write_report
 from tailpod.sandbox.kl_engine import FakeEngine, FakeModel, serve
@@ -177,7 +177,7 @@ def test_cli_on_a_running_pod_relaunches_and_restores_the_original(
     engine = FakeEngine(FakeModel())
     with serve(engine) as url:
         host = FakePodHost(engine, url, ledger, "tp-test")
-        monkeypatch.setattr("tailpod.cli.benchmark.make_host", lambda *a, **k: host)
+        monkeypatch.setattr("tailpod.measure.hosts.sweep_host", lambda *a, **k: host)
         result = runner.invoke(app, ["eval", "kl", "--candidate", "/m/weak", "--candidate",
                                      "/m/copy", "--max-tokens", "4", "--prompt-classes", "code",
                                      "--top-k", "4"])  # fmt: skip

@@ -13,8 +13,8 @@ import pytest
 from tailpod.agent.probes import logprobs as probe
 from tailpod.agent.probes.common import ProbeError
 from tailpod.agent.probes.prompt_classes import load_prompt_classes
-from tailpod.probes.driver import AgentError, PodAgent, SubprocessTransport
-from tailpod.probes.kl_eval import PROMPTS_FILE, load_prompts, slim_reference
+from tailpod.agent_client.driver import AgentError, PodAgent, SubprocessTransport
+from tailpod.measure.kl_eval import PROMPTS_FILE, load_prompts, slim_reference
 from tailpod.results import kl
 from tailpod.sandbox.kl_engine import FakeEngine, FakeModel, serve, tokenize
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tailpod.bootstrap.tiny_checkpoint import (
+from tailpod.engines.tiny_checkpoint import (
     build_checkpoint,
     to_bf16_bits,
     write_safetensors_bf16,

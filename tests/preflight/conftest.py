@@ -18,10 +18,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tailpod.config import Settings, load_settings
-from tailpod.provision.preflight import CHECKS, Plan, PreflightReport, run_preflight
+from tailpod.preflight import CHECKS, Plan, PreflightReport, run_preflight
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox import hub as hub_standin
-from tailpod.sandbox import registry as registry_standin
+from tailpod.sandbox import image_registry as registry_standin
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 from tailpod.sandbox.tailscale import serve as serve_tailscale
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tailpod.provision.preflight import Plan, Status, load_preflight_settings
+from tailpod.preflight import Plan, Status, load_preflight_settings
 
 from .conftest import (
     HF_TOKEN,

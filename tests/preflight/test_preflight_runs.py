@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from tailpod.cli import common
 from tailpod.cli.main import app
 from tailpod.config import load_settings
-from tailpod.provision.preflight import CHECKS, Check, Outcome, Plan, Status, run_preflight
-from tailpod.provision.preflight.base import Context, Fact
+from tailpod.preflight import CHECKS, Check, Outcome, Plan, Status, run_preflight
+from tailpod.preflight.base import Context, Fact
 
 from .conftest import HF_TOKEN, RUNPOD_KEY, VAST_KEY, World
 from .test_preflight_checks import SECRETS, write_env
@@ -140,7 +140,7 @@ def test_checks_run_concurrently_and_facts_are_computed_once() -> None:
                   {"answer": Fact("answer", "the answer", "a", slow_fact),
                    "broken": Fact("broken", "the broken fact", "b", failing)})
     checks = [Check(f"c{i}", "user", user) for i in range(6)]
-    from tailpod.provision.preflight import runner
+    from tailpod.preflight import runner
 
     slots = [runner._Slot(c) for c in checks]
     threads = [threading.Thread(target=s.run, args=(ctx,)) for s in slots]

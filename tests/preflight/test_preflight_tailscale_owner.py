@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import httpx
 
-from tailpod.provision.preflight.base import Status
+from tailpod.preflight.base import Status
 
 from .conftest import World
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tailpod.preflight.base import Findings, Status
+from tailpod.preflight.cloud import summarize
+from tailpod.preflight.envfile import malformed
+from tailpod.preflight.fit import GIB, card_fit, kv_bytes_per_token
 from tailpod.provision.base import Offer
-from tailpod.provision.preflight.base import Findings, Status
-from tailpod.provision.preflight.cloud import summarize
-from tailpod.provision.preflight.envfile import malformed
-from tailpod.provision.preflight.fit import GIB, card_fit, kv_bytes_per_token
 from tailpod.secrets import Secret, redact
 
 

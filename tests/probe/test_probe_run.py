@@ -11,9 +11,9 @@ import pytest
 
 from tailpod.agent import OFF_POD_FLAG
 from tailpod.agent.probes import common, metrics, transport
-from tailpod.bootstrap.engines.base import EngineConfig
-from tailpod.probes.hosts import probe_cells
-from tailpod.probes.plan import Arm, Cell
+from tailpod.engines.base import EngineConfig
+from tailpod.measure.hosts import probe_cells
+from tailpod.measure.plan import Arm, Cell
 from tailpod.sandbox.synthetic_server import SyntheticServer
 
 from .conftest import call_agent, probe_run, sweep_cells

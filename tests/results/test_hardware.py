@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from tailpod.agent.bootstrap.facts import machine_facts
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.probes.sweep import RunContext, RunDirectory, run_sweep
+from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
 from tailpod.results import plots
 from tailpod.results.hardware import hardware_check, recorded_or_computed, same_card
 from tailpod.results.io import write_run

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from tailpod.bootstrap.agent_build import build_agent
-from tailpod.bootstrap.engines.base import EngineConfig, LaunchPlan
-from tailpod.bootstrap.engines.vllm import VllmAdapter
+from tailpod.agent_client.build import build_agent
+from tailpod.agent_client.driver import AgentError, PodAgent, SshTransport
 from tailpod.config import Settings, load_settings
+from tailpod.engines.base import EngineConfig, LaunchPlan
+from tailpod.engines.vllm import VllmAdapter
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.probes.driver import AgentError, PodAgent, SshTransport
-from tailpod.probes.hosts import RemoteSweepHost
-from tailpod.probes.plan import Arm, Cell, SweepPlan
+from tailpod.measure.hosts import RemoteSweepHost
+from tailpod.measure.plan import Arm, Cell, SweepPlan
 from tailpod.provision.ssh import SshTarget, open_ssh
 from tailpod.sandbox.sshd import SshdHost, free_port, start_sshd_host
 
@@ -111,7 +111,7 @@ def test_a_cloud_benchmark_cell_uploads_nothing_and_uses_one_session(
 ) -> None:
     host, state = pod
     port = free_port()
-    monkeypatch.setattr("tailpod.provision.cloud_up.get_adapter", lambda _e: SyntheticAdapter(port))
+    monkeypatch.setattr("tailpod.pods.cloud.get_adapter", lambda _e: SyntheticAdapter(port))
     with _agent(settings, host) as agent:  # `up` left the agent on the pod
         agent.version()
     before = logins(host)

@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tailpod.bootstrap.pod_start import start_command
+from tailpod.agent_client.pod_start import start_command
 from tailpod.config import load_settings
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.provision.ssh import KnownHosts, open_ssh

@@ -3,8 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tailpod.bootstrap.engines.base import EngineConfig
-from tailpod.probes.plan import (
+from tailpod.engines.base import EngineConfig
+from tailpod.measure.plan import (
     Cell,
     Restart,
     SweepPlan,

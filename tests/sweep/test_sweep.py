@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from tailpod.bootstrap.engines.base import EngineConfig
-from tailpod.probes.plan import Arm, Cell, SweepPlan, spec_arms
-from tailpod.probes.sweep import ArmStart, GateResult, RunContext, RunDirectory, run_sweep
+from tailpod.agent_client.driver import ArmStart
+from tailpod.engines.base import EngineConfig
+from tailpod.measure.plan import Arm, Cell, SweepPlan, spec_arms
+from tailpod.measure.sweep import GateResult, RunContext, RunDirectory, run_sweep
 
 BASE = EngineConfig(engine="vllm", model="/m")
 

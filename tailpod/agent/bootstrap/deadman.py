@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The on-pod dead-man switch: the pod terminates itself when tailpod stops looking after it.
 
-Moved from tailpod/bootstrap/deadman.py (issue 15). The agent's verbs drive it with JSON on stdin
+The agent's verbs drive it with JSON on stdin
 (docs/agent.md): `deadman arm|heartbeat|status|disarm`. The daemon itself is the internal verb
 
     python3 -I agent.pyz deadman run --provider runpod|vastai --ttl-at EPOCH \

@@ -2,8 +2,6 @@
 
 Secrets travel in the process environment of the agent (the provider's env mechanism) or in
 the env file the pod's start script kept, never in the plan or on a command line.
-
-Moved from tailpod/bootstrap/onpod.py (issue 15).
 """
 
 
@@ -29,7 +27,7 @@ from .overlay import build_overlay
 STATE_FILE = "engine.json"
 
 # What the CPU build of vLLM needs on a machine without a GPU (read by launch() below and by
-# tailpod/probes/bare.py, so the served and the bare engine start alike):
+# tailpod/measure/bare.py, so the served and the bare engine start alike):
 # - VLLM_CPU_KVCACHE_SPACE sizes the KV cache in GiB; without it the CPU backend reserves a
 #   fraction of all memory and fails on a shared machine.
 # - VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the model worker inside the EngineCore process (the
@@ -283,7 +281,7 @@ LOG_TEXT_MAX_BYTES = 8 * 1024 * 1024  # a start's log is far smaller; a runaway 
 
 def log_since(path: Path, offset: int, limit: int = LOG_TEXT_MAX_BYTES) -> str:
     """This start's part of the engine log (from `offset`, the log's size before the launch):
-    the laptop parses the startup facts from it (tailpod/bootstrap/engines)."""
+    the laptop parses the startup facts from it (tailpod/engines)."""
     try:
         with open(path, "rb") as fh:
             fh.seek(offset)

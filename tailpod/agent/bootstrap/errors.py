@@ -1,6 +1,4 @@
 """The error a failed engine start raises, with the tail of the engine's log.
-
-Moved from tailpod/bootstrap/onpod.py (issue 15).
 """
 
 from __future__ import annotations

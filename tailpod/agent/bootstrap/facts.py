@@ -1,6 +1,4 @@
 """Machine facts (nvidia-smi, CPU, disk) and checkpoint identity: what a result ran on and served.
-
-Moved from tailpod/bootstrap/onpod.py (issue 15).
 """
 
 

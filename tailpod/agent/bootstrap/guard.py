@@ -10,7 +10,7 @@ saying "not found", means the pod is gone.
 argv: provider, ttl_at (epoch s, 0 = none), heartbeat timeout (s, 0 = none), heartbeat file,
 API base URL. Credentials come from the container's environment, never from argv.
 
-This is readable source: tailpod/bootstrap/agent_build.py `guard_code` fills in the four
+This is readable source: tailpod/agent_client/build.py `guard_code` fills in the four
 constants below for one provider (from terminate.py), strips docstrings, comments and
 indentation, and deflates it into the start command, which must fit vast.ai's 4048-character
 `onstart` limit (tests/deadman/test_deadman_control.py).

@@ -1,6 +1,4 @@
 """The MTP ignore-list overlay: a patched model directory the engine loads instead of the checkpoint.
-
-Moved from tailpod/bootstrap/onpod.py (issue 15).
 """
 
 

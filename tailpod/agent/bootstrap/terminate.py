@@ -1,10 +1,9 @@
 """The ONE pod-side termination table: how a pod ends itself, per provider.
 
 The dead-man daemon (deadman.py) walks it on every attempt; the stage-0 guard in the start
-command walks the same table (tailpod/bootstrap/agent_build.py fills it into guard.py when it
+command walks the same table (tailpod/agent_client/build.py fills it into guard.py when it
 minifies the guard); the laptop's provider adapters follow it too
 (tests/core/test_provider_capabilities.py). So every path kills a pod the same ways.
-Moved from tailpod/bootstrap/deadman.py (issue 15).
 """
 
 from __future__ import annotations

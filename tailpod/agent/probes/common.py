@@ -1,6 +1,4 @@
 """Constants, the log line and the setup error every probe layer shares.
-
-Moved from tailpod/probes/probe.py (issue 15); the code is unchanged.
 """
 
 from __future__ import annotations

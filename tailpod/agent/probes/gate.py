@@ -1,6 +1,4 @@
 """The token-identity gate: the same prompts, greedy, on two servers; the first differing token.
-
-Moved from tailpod/probes/probe.py (issue 15); the code is unchanged.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
 """The load loop (asyncio and threads), the request bodies, and one measured cell.
-
-Moved from tailpod/probes/probe.py (issue 15); the code is unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from .metrics import (
     spec_snapshot,
 )
 from .prompt_classes import load_prompt_classes, prompt_text
-from .rows import CellPlan, RowWriter, cell_row, request_row
+from .rows import CellPlan, LoopOutcome, RowWriter, cell_row, request_row
 from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
 from .transport import (
     AsyncConnection,
@@ -66,14 +64,6 @@ class LagMonitor:
 
     def stop(self) -> None:
         self._stop.set()
-
-
-@dataclass
-class LoopOutcome:
-    results: list[RequestResult]
-    wall_s: float
-    cpu_s: float
-    loop_lag_max_s: float | None
 
 
 def _outcome(
@@ -408,7 +398,7 @@ def run_cells(
     opts: RunOptions, cells: list[CellPlan], writer: RowWriter | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Measure exactly `cells`, in order, and return (run facts, rows): each cell's request rows
-    then its cell row. The sweep (which cells, which rep) is the laptop's (tailpod/probes/sweep.py);
+    then its cell row. The sweep (which cells, which rep) is the laptop's (tailpod/measure/sweep.py);
     rep and cell id are written as given. `writer` also appends each row to a file on the pod."""
     if opts.transport not in TRANSPORTS:
         raise ProbeError(f"unknown transport {opts.transport!r}")

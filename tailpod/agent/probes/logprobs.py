@@ -1,6 +1,4 @@
 """Greedy continuations and teacher-forced top-k logprobs, for the KL evaluation (docs/kl-eval.md).
-
-Moved from tailpod/probes/probe.py (issue 15); the code is unchanged.
 """
 
 from __future__ import annotations

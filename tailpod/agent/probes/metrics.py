@@ -1,6 +1,4 @@
 """Statistics, the Prometheus text parser and the speculative-decoding acceptance maths.
-
-Moved from tailpod/probes/probe.py (issue 15); the code is unchanged.
 """
 
 from __future__ import annotations

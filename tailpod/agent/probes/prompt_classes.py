@@ -1,8 +1,5 @@
 """Prompt classes and the gate prompts: package data under prompts/, read with pkgutil.get_data
 so they load the same from the source tree and from inside the zipapp.
-
-Moved from tailpod/probes/probe.py (issue 15); the code is unchanged,
-except that the built-in classes are now package data instead of an embedded copy.
 """
 
 from __future__ import annotations

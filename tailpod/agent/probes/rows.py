@@ -1,6 +1,4 @@
 """Result rows, format v1 (docs/probe.md, docs/results-schema.json): request rows and cell rows.
-
-Moved from tailpod/probes/probe.py (issue 15); the code is unchanged.
 """
 
 from __future__ import annotations
@@ -8,15 +6,22 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import OFF_POD_FLAG, SCHEMA_VERSION
 from .common import LOOP_LAG_FLAG_S
 from .metrics import _finite_or_none, percentile
 from .stream import RequestResult
 
-if TYPE_CHECKING:  # the load loop imports rows; its outcome type is only an annotation here
-    from .load import LoopOutcome
+
+@dataclass
+class LoopOutcome:
+    """What one load loop measured: its requests, its wall and CPU time, its worst loop lag."""
+
+    results: list[RequestResult]
+    wall_s: float
+    cpu_s: float
+    loop_lag_max_s: float | None
 
 
 @dataclass

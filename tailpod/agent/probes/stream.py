@@ -1,7 +1,5 @@
 """Stream parsing: SSE and chunked decoders, the HTTP/1.1 response parser, and the stream
 recorder that turns one streamed response into one request result (the request and result records).
-
-Moved from tailpod/probes/probe.py (issue 15); the code is unchanged.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The HTTP/1.1 client: endpoints, plain requests, /metrics scrapes, and the two connection kinds the
 load loop drives (asyncio protocol, http.client in threads). Errors are carried as data in the
 request result (stream.RequestResult).
-
-Moved from tailpod/probes/probe.py (issue 15); the code is unchanged.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from tailpod.provision.tailnet.devices import (
 )
 from tailpod.provision.tailnet.join import AUTH_KEY_ENV, join_script, pod_env
 from tailpod.provision.tailnet.keys import AuthKeyCheck, auth_key_id, check_auth_key
-from tailpod.provision.tailnet.lifecycle import (
+from tailpod.provision.tailnet.steps import (
     api_from_settings,
     check_tailnet_requirements,
     forget_pod_ssh,

@@ -1,0 +1,450 @@
+"""`tailpod up`, `status` and `down`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import typer
+from rich.console import Console, Group
+from rich.measure import Measurement
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tailpod.cli import remote
+from tailpod.cli.common import (
+    console,
+    err_console,
+    handle_errors,
+    ledger_for,
+    print_json,
+    settings_from,
+)
+from tailpod.config import Settings, check_run_settings
+from tailpod.engines.base import EngineConfig, SpecArm
+from tailpod.engines.llamacpp import SPLIT_MODES
+from tailpod.errors import ConfigError
+from tailpod.ledger import PodRecord, interrupted_step
+from tailpod.pods.base import UpOptions
+from tailpod.pods.kinds import kind_for
+from tailpod.provision.providers import PROVIDERS
+from tailpod.results.hardware import check_pod, gpu_column
+from tailpod.secrets import redact
+
+SPEC_METHODS = ("mtp", "ngram", "draft_model", "eagle", "eagle3")
+
+
+@contextmanager
+def startup_progress(what: str) -> Iterator[Any]:
+    """A spinner with elapsed time and the engine's latest log line."""
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[line]}", style="dim"),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(what, line="")
+
+        def update(elapsed: float, line: str) -> None:
+            progress.update(task, line=redact(line)[-90:])
+
+        yield update
+
+
+@contextmanager
+def requirements_on_refusal(provider: str) -> Iterator[None]:
+    """When preflight refuses the rent, print the table `check-requirements` prints; the error
+    line (exit 2) follows."""
+    from tailpod.pods.cloud import PreflightRefused
+
+    try:
+        yield
+    except PreflightRefused as exc:
+        from tailpod.cli.check import print_requirements
+
+        print_requirements(exc.report, provider, err_console)  # stderr: `--json` output stays JSON
+        raise
+
+
+def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
+    """`status`'s pods: one table when it fits the terminal whole, else a block of `key value`
+    lines per pod (eleven columns at 80 wrapped every header and cut the run tag and the
+    endpoint; rich shortens a cell with an ellipsis rather than overflow the width)."""
+    cells = [
+        {
+            "run tag": row["run_tag"],
+            "provider": row["provider"],
+            "status": row["status"],
+            "engine": row["engine"] or "-",
+            "arm": row["arm"] or "-",
+            "endpoint": row["endpoint"] or "-",
+            "GPU": gpu_column(row["gpu"], row["hardware"]),
+            "$/hr": "-" if row["price_per_hr"] is None else f"{row['price_per_hr']:.3f}",
+            "uptime": f"{row['uptime_s'] / 60:.1f} min",
+            "spent": "-" if row["spend_usd"] is None else f"${row['spend_usd']:.4f}",
+            "health": {True: "[green]healthy[/]", False: "[red]down[/]"}.get(row["healthy"], "unknown"),
+        }
+        for row in rows
+    ]
+    table = Table(title="tailpod pods")
+    for col in cells[0]:
+        table.add_column(col, no_wrap=True)
+    for cell in cells:
+        table.add_row(*cell.values())
+    if Measurement.get(out, out.options.update_width(10_000), table).maximum <= out.width:
+        return table
+    blocks: list[Table] = []
+    for cell in cells:
+        block = Table(title=f"tailpod pod {cell['run tag']}", show_header=False, box=None,
+                      title_justify="left")
+        block.add_column(style="bold", no_wrap=True)
+        block.add_column(overflow="fold")
+        for key, value in cell.items():
+            if key != "run tag":
+                block.add_row(key, value)
+        blocks.append(block)
+    return Group(*blocks)
+
+
+def engine_config(
+    settings: Settings,
+    spec_k: int,
+    spec_method: str | None,
+    draft_model: str | None,
+    context_length: int | None,
+    max_running_requests: int | None,
+    enforce_eager: bool,
+) -> EngineConfig:
+    if spec_k < 0:
+        raise ConfigError("--spec-k must be 0 (plain decode) or more")
+    for flag, value in (("--context-length", context_length),
+                        ("--max-running-requests", max_running_requests)):
+        if value is not None and value <= 0:
+            raise ConfigError(f"{flag} must be positive, got {value}")
+    if spec_method and spec_method not in SPEC_METHODS:
+        raise ConfigError(f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS))
+    if spec_k and spec_method == "draft_model" and not draft_model:
+        raise ConfigError("--spec-method draft_model needs --draft-model DIR")
+    method = spec_method or ("draft_model" if draft_model else "mtp")
+    return EngineConfig(
+        engine=settings.engine,
+        model=settings.model,
+        served_name=settings.served_name,
+        port=settings.port,
+        context_length=context_length,
+        max_running_requests=max_running_requests,
+        spec=SpecArm(k=spec_k, method=method if spec_k else None, draft_model=draft_model),
+        enforce_eager=enforce_eager,
+    )
+
+
+def check_provider(name: str) -> None:
+    if name not in PROVIDERS:
+        raise ConfigError(
+            f"unknown provider {name!r}", hint=f"choose one of: {', '.join(PROVIDERS)}"
+        )
+
+
+def relaunch_arm(
+    run_tag: str,
+    model: str | None,
+    spec_k: int,
+    spec_method: str | None,
+    draft_model: str | None,
+    json_out: bool,
+) -> None:
+    """Restart a running pod's engine with another arm; its startup facts land in the ledger."""
+    settings = settings_from()
+    ledger = ledger_for(settings)
+    record = ledger.resolve(run_tag)
+    if record.status != "running":
+        raise ConfigError(f"{record.run_tag} is {record.status}, not running")
+    current = EngineConfig.from_json(record.engine)
+    wanted = engine_config(
+        replace(settings, model=model or current.model, engine=current.engine,
+                port=current.port, served_name=current.served_name),
+        spec_k, spec_method, draft_model, current.context_length,
+        current.max_running_requests, current.enforce_eager,
+    )  # fmt: skip
+    wanted = replace(wanted, tensor_parallel=current.tensor_parallel, extra_args=current.extra_args)
+    with startup_progress(f"relaunching {wanted.engine} ({wanted.spec.label()})") as update:
+        started = kind_for(record.provider).relaunch(settings, record, wanted, ledger, update)
+    facts = started.startup.get("facts") or {}
+    final = ledger.get(record.run_tag)
+    assert final is not None
+    if json_out:
+        print_json(final.to_json())
+        return
+    console.print(
+        f"[green]relaunched[/] {record.run_tag}: {wanted.spec.label()} on {wanted.model}; "
+        f"KV cache {facts.get('kv_tokens')} tokens, "
+        f"max concurrency {facts.get('max_concurrency')}"
+    )
+
+
+def print_cloud_up(settings: Settings, record: PodRecord) -> None:
+    from tailpod.provision.ssh.client import SshTarget
+    from tailpod.provision.ssh.keys import resolve_key_path
+    from tailpod.provision.ssh.user_config import write_ssh_config_entry
+
+    target = SshTarget.from_record(record.ssh)
+    path, include = write_ssh_config_entry(
+        settings.home, record.run_tag, target.host, target.port, target.user, resolve_key_path(settings.ssh_key),
+        host_key_alias=target.pin_name,
+    )  # fmt: skip
+    console.print(
+        f"[green]up[/] {record.run_tag} on {record.provider}: {record.gpu} at "
+        f"${record.price_per_hr or 0:.3f}/hr, image {record.image}"
+    )
+    console.print(f"  ssh: tailpod ssh {record.run_tag}   (or add to ~/.ssh/config: {include})")
+    console.print(f"  ssh config entry written to {path}")
+
+
+def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
+    healthy = kind_for(record.provider).engine_healthy(settings, record)
+    engine = record.engine or {}
+    uptime = time.time() - record.created_at
+    spend = (
+        (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
+    )
+    step = interrupted_step(record)
+    return {
+        "run_tag": record.run_tag,
+        "provider": record.provider,
+        "status": f"interrupted during {step}" if step else record.status,
+        "interrupted_during": step,
+        "owner": record.operation or None,
+        "settle": f"tailpod down {record.run_tag}" if step else None,
+        "engine": engine.get("engine"),
+        "model": engine.get("model"),
+        "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,
+        "endpoint": record.endpoint,
+        "gpu": record.gpu,
+        "hardware": check_pod(record),
+        "price_per_hr": record.price_per_hr,
+        "uptime_s": round(uptime, 1),
+        "spend_usd": None if spend is None else round(spend, 4),
+        "healthy": healthy,
+        "ttl_expired": bool(record.ttl_expires_at and time.time() > record.ttl_expires_at),
+    }
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @handle_errors
+    def up(
+        provider: str = typer.Option(None, help="local, runpod or vastai (env TAILPOD_PROVIDER)."),
+        engine: str = typer.Option(None, help="vllm, sglang or llamacpp (env TAILPOD_ENGINE)."),
+        model: str = typer.Option(None, help="Checkpoint directory or Hub id (env TAILPOD_MODEL)."),
+        port: int = typer.Option(None, help="Engine port on the pod (env TAILPOD_PORT)."),
+        spec_k: int = typer.Option(0, "--spec-k", help="Draft tokens per step; 0 = plain decode."),
+        spec_method: str = typer.Option(
+            None, help="Speculation: mtp (the checkpoint's own head), ngram, draft_model."
+        ),
+        draft_model: str = typer.Option(None, help="Draft checkpoint for draft_model speculation."),
+        context_length: int = typer.Option(None, help="Maximum context length."),
+        max_running_requests: int = typer.Option(
+            None, help="Pin the engine's request slots (same in every arm)."
+        ),
+        enforce_eager: bool = typer.Option(
+            None, help="Skip graph compilation (faster start); default on for the local CPU engine."
+        ),
+        gpu: list[str] = typer.Option(
+            None, "--gpu", help="GPU preference, repeatable; the order is the fallback order."
+        ),
+        gpu_count: int = typer.Option(None, help="GPUs per pod (tensor-parallel size)."),
+        max_price: float = typer.Option(None, help="Refuse offers above this $/hr."),
+        image: str = typer.Option(None, help="Engine image; pinned to its digest before renting."),
+        ttl_hours: float = typer.Option(None, help="The pod terminates itself after this."),
+        allow_unpinned: bool = typer.Option(False, help="Accept a mutable tag such as latest."),
+        allow_nonephemeral: bool = typer.Option(
+            False, help="Accept a reusable, non-ephemeral Tailscale auth key."
+        ),
+        tailnet: bool = typer.Option(
+            True, help="Join the pod to the tailnet (off: SSH to the provider's endpoint)."
+        ),
+        keep_on_failure: bool = typer.Option(
+            False, help="Keep (and keep paying for) a pod whose engine failed to start."
+        ),
+        relaunch: str = typer.Option(
+            None,
+            "--relaunch",
+            help="RUN_TAG of a running pod: restart its engine with this arm (--spec-k, "
+            "--spec-method, --draft-model, --model) instead of renting a new pod.",
+        ),
+        llama_server: str = typer.Option(
+            None,
+            help="Your llama.cpp server binary, for --provider local --engine llamacpp "
+            "(env TAILPOD_LLAMA_SERVER; default: llama-server on PATH).",
+        ),
+        split_mode: str = typer.Option(
+            None,
+            help="llama.cpp with --gpu-count > 1: layer (whole layers per GPU, the default) "
+            "or row (each weight split by rows).",
+        ),
+        json_out: bool = typer.Option(False, "--json", help="Print the ledger record as JSON."),
+    ) -> None:
+        """Start a pod and its serving engine, and record it in the ledger.
+
+        A pod that fails before tailpod can SSH in is torn down; the error shows the last lines
+        of its container log (kept as container.log in the run directory) and names the cause it
+        recognises: the image's entrypoint rejected the start command, the image pull failed, the
+        disk is full, sshd did not start, or the tailnet join failed.
+        """
+        if relaunch:
+            relaunch_arm(relaunch, model, spec_k, spec_method, draft_model, json_out)
+            return
+        settings = settings_from(
+            provider=provider,
+            engine=engine,
+            model=model,
+            port=port,
+            gpus=tuple(gpu) if gpu else None,
+            gpu_count=gpu_count,
+            max_price=max_price,
+            image=image,
+            ttl_hours=ttl_hours,
+            llama_server=llama_server,
+        )
+        check_provider(settings.provider)
+        check_run_settings(settings)  # before preflight, the ledger or any rental
+        kind = kind_for(settings.provider)
+        # The local CPU engine (vLLM) gets a small context and eager mode; llama.cpp on your own
+        # GPU box is served like a rented GPU.
+        adapter = kind.engine_adapter(settings.engine)
+        llamacpp = adapter.name == "llamacpp"
+        cpu_engine = kind.serves_on_cpu(adapter)
+        cfg = engine_config(
+            settings,
+            spec_k,
+            spec_method,
+            draft_model,
+            context_length if context_length is not None else (1024 if cpu_engine else None),
+            max_running_requests,
+            (cpu_engine if enforce_eager is None else enforce_eager),
+        )
+        if not cpu_engine:
+            cfg = cfg.on_gpus(settings.gpu_count)
+        if split_mode is not None:
+            if not llamacpp or split_mode not in SPLIT_MODES:
+                raise ConfigError(
+                    f"--split-mode {split_mode!r}: llama.cpp only, one of {', '.join(SPLIT_MODES)}"
+                )
+            cfg = replace(cfg, extra_args=(*cfg.extra_args, "--split-mode", split_mode))
+        ledger = ledger_for(settings)
+        with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
+            with requirements_on_refusal(settings.provider):
+                result = kind.up(settings, cfg, ledger, update, UpOptions(
+                    allow_unpinned=allow_unpinned, allow_nonephemeral=allow_nonephemeral,
+                    use_tailnet=tailnet, keep_on_failure=keep_on_failure,
+                ))  # fmt: skip
+            record = result.record
+            warning = remote.fallback_warning(result.info) if result.info else None
+            if warning:
+                console.print(warning)
+        if json_out:
+            print_json(record.to_json())
+            return
+        if not kind.engine_here:
+            print_cloud_up(settings, record)
+        facts = record.extra.get("startup", {}).get("facts", {})
+        console.print(
+            f"[green]up[/] {record.run_tag}: {cfg.engine} serving {cfg.model} "
+            f"({cfg.spec.label()}) at {record.endpoint} "
+            f"in {record.extra.get('startup_s', 0):.0f} s"
+        )
+        console.print(
+            f"  KV cache: {facts.get('kv_tokens')} tokens; "
+            f"max concurrency: {facts.get('max_concurrency')}"
+        )
+        console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
+        stamp = check_pod(record).get("stamp")
+        if stamp:
+            console.print(f"  [bold red]{stamp}[/]")
+
+    @app.command()
+    @handle_errors
+    def status(
+        run_tag: str = typer.Argument(None, help="One run tag; default: every active pod."),
+        json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+        all_records: bool = typer.Option(False, "--all", help="Include terminated pods."),
+        beat: bool = typer.Option(
+            True, help="Send each cloud pod's dead-man switch a heartbeat (over SSH)."
+        ),
+    ) -> None:
+        """What is running: provider, engine, model, endpoint, GPU, $/hr, uptime, spend, health."""
+        settings = settings_from()
+        ledger = ledger_for(settings)
+        if run_tag:
+            records = [ledger.resolve(run_tag)]
+        else:
+            records = ledger.all() if all_records else ledger.active()
+        rows = [pod_status(settings, r) for r in records]
+        if beat:
+            for row, record in zip(rows, records, strict=True):
+                row["deadman"] = kind_for(record.provider).heartbeat(settings, record)
+        cloud = remote.remote_report(settings, ledger)
+        if json_out:
+            print_json({"pods": rows, **({"cloud": cloud.to_json()} if cloud else {})})
+            return
+        if cloud:
+            remote.print_remote(cloud)
+        if not rows:
+            console.print("nothing is running")
+            return
+        console.print(pods_table(rows, console))
+        for row in rows:
+            if row["hardware"].get("stamp"):
+                console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")
+            if row.get("settle") and (cloud is None or kind_for(row["provider"]).engine_here):
+                owner = row.get("owner") or {}
+                console.print(
+                    f"[bold red]{row['run_tag']}: {row['status']}[/] (pid {owner.get('pid')} on "
+                    f"{owner.get('host')} is gone); settle it with: {row['settle']}")
+            deadman = row.get("deadman")
+            if deadman and "error" in deadman:
+                console.print(f"  {row['run_tag']}: dead-man heartbeat failed: {deadman['error']}")
+            elif deadman:
+                ttl = deadman.get("ttl_left_s")
+                console.print(
+                    f"  {row['run_tag']}: dead-man switch {deadman.get('state')}, heartbeat sent"
+                    + (f", TTL left {ttl / 3600:.1f} h" if isinstance(ttl, (int, float)) else "")
+                )
+
+    @app.command()
+    @handle_errors
+    def down(
+        run_tag: str = typer.Argument(None, help="Run tag; default: the only active pod."),
+        json_out: bool = typer.Option(False, "--json", help="Print the proof as JSON."),
+        all_tagged: bool = typer.Option(
+            False, "--all", help="Every tailpod-tagged resource of the cloud accounts."
+        ),
+        expired: bool = typer.Option(False, "--expired", help="Every pod past its TTL."),
+        timeout: float = typer.Option(
+            None, "--timeout", min=1.0,
+            help="Give up waiting after this many seconds (exit 3, billing not proven); "
+            "default: the full retry and wait schedule, about 5 minutes.",
+        ),
+    ) -> None:
+        """Terminate the pod, then prove that it is gone and nothing bills.
+
+        Works from the providers' listing when the ledger is damaged or lost: `down --all`
+        finds every tailpod-tagged pod, and `down RUN_TAG` a tag the ledger does not hold."""
+        settings = settings_from()
+        ledger = ledger_for(settings)
+        policy = remote.down_policy(timeout)
+        if all_tagged or expired:
+            return remote.down_many_cli(
+                settings, ledger, expired_only=not all_tagged, json_out=json_out, policy=policy
+            )
+        record = remote.record_or_provider_truth(settings, ledger, run_tag)
+        if record.status == "terminated":
+            console.print(f"{record.run_tag} is already terminated")
+            return
+        # Every provider, local included, goes through the same proven teardown.
+        remote.down_remote_cli(settings, ledger, record, json_out, policy=policy)

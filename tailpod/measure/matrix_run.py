@@ -1,0 +1,637 @@
+"""The card matrix run: rent, measure and tear down several cards in parallel within a budget.
+
+A thin orchestrator over the single-pod functions: each card is rented and started by `up_cloud`,
+measured on the pod by `run_sweep` with the pod's `RemoteSweepHost`, and torn down by `down_remote`
+with its billing proof. What it adds is money safety across many pods:
+
+- before anything is rented (`price_cards`): every card is priced from the provider's offers, an
+  unknown card is refused, and the projected spend (CostModel) must fit the budget;
+- while it runs (`MatrixRun`): at most `parallel` pods; the live spend (ledger prices x time since
+  each create) plus the running rate over a safety margin is checked every few seconds, and when
+  the budget would be crossed no further card is rented and every pod of the matrix is torn down;
+- a card that fails (capacity, provider down, bootstrap, gate) fails alone and the state names it;
+  every pod is known to the ledger from before its create (Ctrl-C or a crash leaves it there for
+  `tailpod down --all`), and every pod the matrix rented ends with a billing proof;
+- a resumed matrix skips finished cards; the others rerun into their own run directory, whose
+  finished cells the sweep skips.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from tailpod.config import Settings
+from tailpod.engines.base import EngineConfig
+from tailpod.errors import ConfigError, TailpodError
+from tailpod.ledger import Ledger, PodRecord
+from tailpod.measure.plan import Arm, Cell, SweepPlan, spec_arms
+from tailpod.measure.sweep import (
+    ArmStart,
+    GateResult,
+    RunContext,
+    RunDirectory,
+    SweepHost,
+    run_sweep,
+)
+from tailpod.provision.base import BillingEvidence
+from tailpod.results.matrix import MATRIX_FILE, Card
+from tailpod.secrets import redact
+
+Say = Callable[[str], None]
+STATE_SCHEMA = "tailpod.matrix/1"
+_COUNTER = re.compile(r"^\[\s*\d+s\]\s*")
+
+
+# -- the plan and its cost -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """What one card is projected to cost: the hours it bills times the card's $/hr.
+
+    An estimate stated up front (the real rate is unknown until the engine runs): a fixed setup
+    (rent, boot, image pull, first engine start), one engine restart per further arm, a fixed time
+    per measured cell, and teardown. The live budget check is what enforces the cap."""
+
+    setup_min: float = 20.0
+    restart_min: float = 3.0
+    cell_min: float = 1.0
+    teardown_min: float = 2.0
+
+    def card_hours(self, arms: int, cells: int) -> float:
+        minutes = (self.setup_min + self.restart_min * max(0, arms - 1)
+                   + self.cell_min * cells + self.teardown_min)
+        return minutes / 60.0
+
+    def cell_usd(self, price_per_hr: float) -> float:
+        return price_per_hr * self.cell_min / 60.0
+
+    def to_json(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The sweep every card runs, identical across cards (stored in matrix.json for resume)."""
+
+    ks: tuple[int, ...] = (0,)
+    spec_method: str = "mtp"
+    draft_model: str | None = None
+    concurrency: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    reps: int = 3
+    max_tokens: int = 256
+    requests_per_cell: int | None = None
+    prompt_classes: tuple[str, ...] = ("prose",)
+    cache: str = "cold"
+    extend_k: bool = True
+    max_k: int = 8
+
+    def plan(self, cfg: EngineConfig) -> SweepPlan:
+        """A fresh plan for one card (the K extension grows a plan, so none is shared)."""
+        return SweepPlan(
+            arms=spec_arms(cfg, list(self.ks), self.spec_method, self.draft_model),
+            concurrency=list(self.concurrency), prompt_classes=list(self.prompt_classes),
+            reps=self.reps, max_tokens=self.max_tokens,
+            requests_per_cell=self.requests_per_cell, extend_k=self.extend_k, max_k=self.max_k,
+        )
+
+    def projected_arms(self) -> int:
+        """Arms the sweep may run: the K extension adds one past the largest K asked for."""
+        spec = [k for k in self.ks if k > 0]
+        extra = 1 if self.extend_k and spec and max(spec) < self.max_k else 0
+        return len(set(self.ks)) + extra
+
+    def projected_cells(self) -> int:
+        return (self.projected_arms() * len(self.concurrency) * self.reps
+                * len(self.prompt_classes))
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SweepSpec:
+        data = dict(data)
+        for key in ("ks", "concurrency", "prompt_classes"):
+            data[key] = tuple(data[key])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class BudgetPolicy:
+    """How the live spend is watched: every `poll_s`, stop when the spend plus the running rate
+    over `margin_s` (time to notice and tear down) would reach the budget."""
+
+    poll_s: float = 5.0
+    margin_s: float = 180.0
+
+
+# -- the matrix state (matrix.json) --------------------------------------------------------------
+
+
+class MatrixState:
+    """matrix.json: the cards, their pods, status and spend; written atomically on every change."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.data = data
+        self.lock = threading.RLock()
+
+    @classmethod
+    def create(cls, directory: Path, matrix_id: str, cards: list[Card], *, budget: float,
+               parallel: int, image: str, digest: str | None, cfg: EngineConfig,
+               sweep: SweepSpec, cost: CostModel) -> MatrixState:
+        data = {
+            "schema": STATE_SCHEMA, "matrix_id": matrix_id,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "budget_usd": budget, "parallel": parallel,
+            "image": {"ref": image, "digest": digest}, "engine_config": cfg.to_json(),
+            "sweep": sweep.to_json(), "cost_model": cost.to_json(), "stopped": None,
+            "cards": {c.label: {"card": c.to_json(), "status": "pending", "error": None,
+                                "pods": [], "run_tag": None, "proofs": {},
+                                "run_dir": str(directory / c.slug), "projected_usd": None,
+                                "price_per_hr": None, "spend_usd": 0.0} for c in cards},
+        }
+        state = cls(directory / MATRIX_FILE, data)
+        state.save()
+        return state
+
+    @classmethod
+    def load(cls, directory: Path) -> MatrixState:
+        path = directory / MATRIX_FILE
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            raise ConfigError(f"no readable matrix at {path}",
+                              hint="--run-id names a matrix directory under the results dir") \
+                from None
+        if data.get("schema") != STATE_SCHEMA:
+            raise ConfigError(f"{path} is not a tailpod matrix ({data.get('schema')!r})")
+        return cls(path, data)
+
+    @property
+    def cards(self) -> list[Card]:
+        return [Card(**{k: v for k, v in entry["card"].items() if k != "label"})
+                for entry in self.data["cards"].values()]
+
+    def card(self, label: str) -> dict[str, Any]:
+        entry: dict[str, Any] = self.data["cards"][label]
+        return entry
+
+    def update(self, label: str, **fields: Any) -> None:
+        with self.lock:
+            self.data["cards"][label].update(fields)
+            self.save()
+
+    def save(self) -> None:
+        with self.lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".json.tmp")
+            tmp.write_text(redact(json.dumps(self.data, indent=2, default=str)))
+            tmp.replace(self.path)
+
+
+# -- how one card is rented, measured and torn down ------------------------------------------
+
+
+class CardSteps(Protocol):
+    def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, say: Say) -> PodRecord:
+        """Rent the pod and start the engine with `cfg`; the ledger knows the pod throughout."""
+        ...
+
+    def host(self, settings: Settings, ledger: Ledger, record: PodRecord,
+             cache: str) -> SweepHost:
+        """Where the sweep runs: next to the engine, on the pod."""
+        ...
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
+        """Terminate and prove billing stopped (raises unless proven)."""
+        ...
+
+
+@dataclass
+class CloudSteps:
+    """The single-pod path every cloud `up` / `benchmark` / `down` takes."""
+
+    use_tailnet: bool = True
+    allow_unpinned: bool = False
+    allow_nonephemeral: bool = False
+
+    def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, say: Say) -> PodRecord:
+        from tailpod.pods.base import UpOptions
+        from tailpod.pods.kinds import kind_for
+
+        options = UpOptions(use_tailnet=self.use_tailnet, allow_unpinned=self.allow_unpinned,
+                            allow_nonephemeral=self.allow_nonephemeral)
+        result = kind_for(settings.provider).up(settings, cfg, ledger,
+                                                lambda _f, line: say(line), options)
+        return result.record
+
+    def host(self, settings: Settings, ledger: Ledger, record: PodRecord,
+             cache: str) -> SweepHost:
+        from tailpod.measure.hosts import sweep_host
+
+        return sweep_host(settings, ledger, record, None, cache)
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
+        from tailpod.pods.kinds import kind_for
+
+        return kind_for(record.provider).down(settings, ledger, record)
+
+
+class MatrixStopped(TailpodError):
+    """The matrix was stopped (budget, Ctrl-C) while this card ran."""
+
+
+class StopAwareHost:
+    """A sweep host that refuses the next restart or cell once the matrix is stopped."""
+
+    def __init__(self, host: SweepHost, stop: threading.Event, why: Callable[[], str]) -> None:
+        self.host = host
+        self.stop = stop
+        self.why = why
+        self.measured_from = host.measured_from
+
+    def _check(self) -> None:
+        if self.stop.is_set():
+            raise MatrixStopped(f"stopped: {self.why()}")
+
+    def restart(self, arm: Arm) -> ArmStart:
+        self._check()
+        return self.host.restart(arm)
+
+    def run_cells(self, arm: Arm, cells: list[Cell], plan: SweepPlan,
+                  run_id: str) -> list[dict[str, Any]]:
+        self._check()
+        return self.host.run_cells(arm, cells, plan, run_id)
+
+    def gate_reference(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        self._check()
+        return self.host.gate_reference(arm, plan)
+
+    def gate_compare(self, arm: Arm, reference: dict[str, Any], plan: SweepPlan) -> GateResult:
+        self._check()
+        return self.host.gate_compare(arm, reference, plan)
+
+    def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        self._check()
+        return self.host.bare_decode(arm, plan)
+
+    def close(self) -> None:
+        self.host.close()
+
+
+class _CardLedger(Ledger):
+    """The one ledger file, seen by one card: reports the run tag the moment the intent record
+    is written (before the create request leaves), so the matrix can track and stop that pod."""
+
+    def __init__(self, home: Path, on_new_tag: Callable[[str], None]) -> None:
+        super().__init__(home)
+        self._on_new_tag = on_new_tag
+
+    def put(self, record: PodRecord) -> PodRecord:
+        saved = super().put(record)
+        self._on_new_tag(record.run_tag)
+        return saved
+
+
+# -- spend -----------------------------------------------------------------------------------
+
+
+def record_spend(record: PodRecord, now: float, fallback_price: float | None) -> float:
+    """What a pod has cost so far: its $/hr from the create (or, before the provider answered,
+    the offer's) times the time from the create request to the proof (or now, while active)."""
+    start = next((e["t"] for e in record.events if e.get("event") == "creating"),
+                 record.created_at)
+    end = now if record.active else max((e["t"] for e in record.events), default=now)
+    price = record.price_per_hr if record.price_per_hr is not None else fallback_price
+    return (price or 0.0) * max(0.0, end - start) / 3600.0
+
+
+def refresh_price(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
+    """The pod's own $/hr once it runs, when the create's read-back could not tell it yet (RunPod
+    reports a cost only for a RUNNING pod): $/Mtok needs the price this pod bills at."""
+    if record.price_per_hr is not None or not record.pod_id:
+        return record
+    from tailpod.provision.providers import get_provider
+
+    info = get_provider(record.provider, settings).get(record.pod_id)
+    if info is None or info.price_per_hr is None:
+        return record
+    return ledger.update(record.run_tag, event="price-read", price_per_hr=info.price_per_hr)
+
+
+# -- preflight: price every card, refuse bad input -------------------------------------------
+
+
+def card_settings(settings: Settings, card: Card, image: str) -> Settings:
+    return dataclasses.replace(settings, provider=card.provider, gpus=(card.gpu,),
+                               gpu_count=card.count, image=image)
+
+
+def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: CostModel,
+                budget: float, image: str) -> dict[str, dict[str, Any]]:
+    """Each card's $/hr and projected spend, from the providers' offers; nothing is rented.
+
+    Refuses (ConfigError) a card's projected hours past the pods' TTL, an unknown card, a budget
+    below one cell of the cheapest card, and a projected total above the budget. A card whose
+    provider cannot be asked fails alone."""
+    from tailpod.preflight.cloud import PREFLIGHT_TIMINGS
+    from tailpod.provision.providers import get_provider
+
+    if budget <= 0:
+        raise ConfigError(f"--budget must be positive, got {budget}")
+    hours = cost.card_hours(sweep.projected_arms(), sweep.projected_cells())
+    if hours > settings.ttl_hours:
+        raise ConfigError(
+            f"each card is projected to need {hours:.2f} h, past the pods' TTL of "
+            f"{settings.ttl_hours:g} h (the dead-man switch would end them mid-sweep); "
+            "nothing was rented",
+            hint=f"set TAILPOD_TTL_HOURS={hours * 1.25:.1f}, or plan fewer arms, levels or reps")
+    priced: dict[str, dict[str, Any]] = {}
+    unknown: list[str] = []
+    for card in cards:
+        provider = get_provider(card.provider, card_settings(settings, card, image),
+                                timings=PREFLIGHT_TIMINGS)
+        entry: dict[str, Any] = {"price_per_hr": None, "projected_usd": None, "problem": None}
+        try:
+            offer = provider.offers([card.gpu], card.count, settings.max_price)[0]
+        except ConfigError:
+            raise
+        except TailpodError as exc:
+            entry["problem"] = f"{card.provider} could not be asked for offers: {exc.message}"
+            priced[card.label] = entry
+            continue
+        if offer.detail.get("error") == "unknown GPU type":
+            unknown.append(card.label)
+            continue
+        if offer.price_per_hr is None:
+            entry["problem"] = f"no {card.provider} offer for {card.count}x {card.gpu} right now"
+        else:
+            entry["price_per_hr"] = offer.price_per_hr
+            entry["projected_usd"] = round(offer.price_per_hr * hours, 4)
+            entry["cell_usd"] = cost.cell_usd(offer.price_per_hr)
+            entry["gpu"] = offer.gpu_type
+        priced[card.label] = entry
+    if unknown:
+        raise ConfigError(f"unknown card(s): {', '.join(unknown)}; nothing was rented",
+                          hint="use GPU names from the provider's catalog "
+                               "(`tailpod check-requirements` lists the offers)")
+    costs = {k: v for k, v in priced.items() if v["price_per_hr"] is not None}
+    if not costs:
+        raise ConfigError("no card could be priced, so nothing was rented: "
+                          + "; ".join(f"{k}: {v['problem']}" for k, v in priced.items()))
+    cheapest_cell = min(costs.items(), key=lambda kv: kv[1]["cell_usd"])
+    if budget < cheapest_cell[1]["cell_usd"]:
+        raise ConfigError(
+            f"the budget ${budget:.4f} is below the projected cost of one cell "
+            f"(${cheapest_cell[1]['cell_usd']:.4f} on {cheapest_cell[0]}); nothing was rented",
+            hint="raise --budget")
+    total = sum(v["projected_usd"] for v in costs.values())
+    if total > budget:
+        lines = ", ".join(f"{k} ${v['projected_usd']:.2f}" for k, v in costs.items())
+        raise ConfigError(
+            f"the projected spend ${total:.2f} is above the budget ${budget:.2f} ({lines}; "
+            f"{hours:.2f} h per card); nothing was rented",
+            hint="raise --budget, or drop cards, arms, concurrency levels or reps")
+    return priced
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+class MatrixRun:
+    """Runs the cards of a matrix state in parallel, watching the budget from the main thread."""
+
+    def __init__(self, settings: Settings, state: MatrixState, steps: CardSteps, *,
+                 say: Say, policy: BudgetPolicy | None = None,
+                 port_for: Callable[[int], int] | None = None) -> None:
+        self.settings = settings
+        self.state = state
+        self.steps = steps
+        self.say = say
+        self.policy = policy or BudgetPolicy()
+        self.port_for = port_for
+        self.stop = threading.Event()
+        self.stop_reason = ""
+        self.unproven: set[str] = set()
+        self._card_locks = {c.label: threading.Lock() for c in state.cards}
+        self.budget = float(state.data["budget_usd"])
+        self.sweep = SweepSpec.from_json(state.data["sweep"])
+        self.base = EngineConfig.from_json(state.data["engine_config"])
+        self.image = str(state.data["image"]["ref"])
+
+    # -- bookkeeping --
+    def ledger(self) -> Ledger:
+        return Ledger(self.settings.state_dir)
+
+    def _attach(self, label: str, run_tag: str) -> None:
+        with self.state.lock:
+            entry = self.state.card(label)
+            if run_tag not in entry["pods"]:
+                entry["pods"].append(run_tag)
+            entry["run_tag"] = run_tag
+            self.state.save()
+
+    def spend(self) -> tuple[float, float]:
+        """(USD spent so far by every pod of the matrix, USD/h now billing)."""
+        ledger, now = self.ledger(), time.time()
+        spent = rate = 0.0
+        for entry in self.state.data["cards"].values():
+            for tag in entry["pods"]:
+                record = ledger.get(tag)
+                if record is None:
+                    continue
+                spent += record_spend(record, now, entry.get("price_per_hr"))
+                if record.active:
+                    rate += record.price_per_hr or entry.get("price_per_hr") or 0.0
+        return spent, rate
+
+    def _card_spend(self, label: str) -> float:
+        ledger, now = self.ledger(), time.time()
+        entry = self.state.card(label)
+        return round(sum(record_spend(r, now, entry.get("price_per_hr"))
+                         for tag in entry["pods"] if (r := ledger.get(tag)) is not None), 6)
+
+    # -- stopping --
+    def request_stop(self, reason: str) -> None:
+        if not self.stop.is_set():
+            self.stop_reason = reason
+            self.stop.set()
+            self.state.data["stopped"] = reason
+            self.state.save()
+            self.say(f"[bold red]matrix stopped[/]: {reason}; no further card is rented, "
+                     "tearing every pod down")
+        self.teardown_active()
+
+    def teardown_active(self) -> None:
+        """Tear down, side by side, every pod of the matrix the ledger still holds as active."""
+        ledger = self.ledger()
+        labels = [label for label, entry in self.state.data["cards"].items()
+                  if any((r := ledger.get(t)) is not None and r.active for t in entry["pods"])]
+        threads = [threading.Thread(target=self.teardown, args=(label, False), daemon=True)
+                   for label in labels]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def watch_budget(self) -> None:
+        spent, rate = self.spend()
+        margin = rate * self.policy.margin_s / 3600.0
+        if not self.stop.is_set() and spent + margin >= self.budget:
+            self.state.data["spent_at_stop_usd"] = round(spent, 6)
+            self.request_stop(f"budget: ${spent:.4f} spent and ${rate:.2f}/h billing would cross "
+                              f"${self.budget:.4f} within {self.policy.margin_s:.0f} s")
+
+    def _budget_refuses(self, label: str) -> str | None:
+        """Why renting this card now could cross the budget (None: go ahead)."""
+        spent, _rate = self.spend()
+        committed = 0.0
+        for other, entry in self.state.data["cards"].items():
+            if other != label and entry["status"] in ("renting", "measuring"):
+                committed += max(0.0, (entry.get("projected_usd") or 0.0) - self._card_spend(other))
+        projected = self.state.card(label).get("projected_usd") or 0.0
+        if spent + committed + projected > self.budget:
+            return (f"not rented: ${spent:.4f} spent, ${committed:.4f} committed to running "
+                    f"cards and its own ${projected:.4f} would cross the budget ${self.budget:.4f}")
+        return None
+
+    # -- one card --
+    def teardown(self, label: str, wait: bool = True) -> None:
+        """Tear down every pod of this card that lacks a billing proof; idempotent. With
+        `wait=False` it leaves a card alone whose teardown is already under way."""
+        from tailpod.provision.lifecycle import PROOF_FILE, run_dir_for
+
+        lock = self._card_locks[label]
+        if not lock.acquire(blocking=wait):
+            return
+        try:
+            entry = self.state.card(label)
+            ledger = self.ledger()
+            for tag in list(entry["pods"]):
+                record = ledger.get(tag)
+                proof = run_dir_for(self.settings, tag) / PROOF_FILE
+                if record is None or (not record.active and proof.exists()):
+                    continue
+                card_cfg = card_settings(self.settings, self.card_of(label), self.image)
+                try:
+                    self.steps.down(card_cfg, ledger, record)
+                except TailpodError as exc:
+                    self.unproven.add(tag)
+                    self.say(f"[bold red]{label}: teardown of {tag} NOT proven[/]: {exc.message}")
+                    continue
+                self.unproven.discard(tag)
+                with self.state.lock:
+                    entry["proofs"][tag] = str(proof)
+                    self.state.save()
+                self.say(f"{label}: {tag} torn down, billing proven stopped")
+            self.state.update(label, spend_usd=self._card_spend(label))
+        finally:
+            lock.release()
+
+    def card_of(self, label: str) -> Card:
+        return next(c for c in self.state.cards if c.label == label)
+
+    def run_card(self, index: int, card: Card) -> None:
+        label = card.label
+        last = [""]
+
+        def say(line: str) -> None:
+            # The pod agent repeats its latest engine line every second under a counter;
+            # with several pods on one console, print each line once.
+            text = _COUNTER.sub("", line)
+            if text != last[0]:
+                last[0] = text
+                self.say(f"[dim]{label}[/] {line}")
+
+        if self.stop.is_set():
+            self.state.update(label, status="skipped", error=f"not rented: {self.stop_reason}")
+            return
+        refused = self._budget_refuses(label)
+        if refused:
+            self.state.update(label, status="skipped", error=refused)
+            say(refused)
+            return
+        settings = card_settings(self.settings, card, self.image)
+        cfg = self.base if self.port_for is None \
+            else dataclasses.replace(self.base, port=self.port_for(index))
+        cfg = cfg.on_gpus(card.count)
+        ledger = _CardLedger(self.settings.state_dir, lambda tag: self._attach(label, tag))
+        self.state.update(label, status="renting", error=None)
+        run_dir = Path(self.state.card(label)["run_dir"])
+        try:
+            record = refresh_price(settings, ledger, self.steps.up(settings, cfg, ledger, say))
+            prices = {**self.state.card(label).get("pod_prices", {}),
+                      record.run_tag: record.price_per_hr}
+            self.state.update(label, status="measuring", gpu=record.gpu, pod_prices=prices)
+            host = self.steps.host(settings, ledger, record, self.sweep.cache)
+            try:
+                run_id = f"{self.state.data['matrix_id']}-{card.slug}"
+                run_sweep(self.sweep.plan(cfg), RunDirectory(run_dir),
+                          StopAwareHost(host, self.stop, lambda: self.stop_reason),
+                          RunContext.for_pod(record, run_id, cfg), log=say)
+            finally:
+                host.close()
+            self.state.update(label, status="done")
+        except Exception as exc:  # one card's failure, whatever it is, never stops the others
+            stopped = self.stop.is_set()
+            message = exc.message if isinstance(exc, TailpodError) else \
+                f"{exc.__class__.__name__}: {exc}"
+            self.state.update(label, status="stopped" if stopped else "failed",
+                              error=redact(self.stop_reason if stopped else message))
+            say(f"[red]{'stopped' if stopped else 'failed'}[/]: "
+                f"{redact(self.stop_reason if stopped else message)}")
+        finally:
+            self.teardown(label)
+
+    # -- all cards --
+    def run(self, only: set[str] | None = None) -> None:
+        """Run the cards not yet done (of `only`, when given)."""
+        cards = [(i, c) for i, c in enumerate(self.state.cards)
+                 if self.state.card(c.label)["status"] != "done"
+                 and (only is None or c.label in only)]
+        parallel = max(1, int(self.state.data["parallel"]))
+        pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="tailpod-matrix")
+        futures: dict[Future[None], str] = {pool.submit(self.run_card, i, c): c.label
+                                            for i, c in cards}
+        try:
+            self._wait(futures)
+        except BaseException as exc:  # Ctrl-C or a crash here: stop, tear down, then re-raise
+            self.request_stop("interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt)
+                              else f"interrupted ({exc.__class__.__name__})")
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._drain(futures)
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            for future, label in futures.items():
+                if future.cancelled() and self.state.card(label)["status"] == "pending":
+                    self.state.update(label, status="skipped",
+                                      error=f"not rented: {self.stop_reason}")
+            for label in self.state.data["cards"]:
+                self.state.update(label, spend_usd=self._card_spend(label))
+
+    def _wait(self, futures: dict[Future[None], str]) -> None:
+        remaining = set(futures)
+        while remaining:
+            _done, remaining = wait(remaining, timeout=self.policy.poll_s,
+                                    return_when=FIRST_COMPLETED)
+            self.watch_budget()
+            if self.stop.is_set():
+                self.teardown_active()  # a pod created after the stop is torn down too
+
+    def _drain(self, futures: dict[Future[None], str]) -> None:
+        """After a stop, wait for the cards still running; each ends with its own teardown."""
+        remaining = {f for f in futures if not f.done()}
+        while remaining:
+            _done, remaining = wait(remaining, timeout=self.policy.poll_s)
+            self.teardown_active()

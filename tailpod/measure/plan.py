@@ -1,0 +1,169 @@
+"""The sweep plan: which engine configurations (arms) to measure, in which order, and what is done.
+
+Runs on the laptop side (it never travels to a pod; only the pod agent does). The order is the
+protocol: one engine restart per distinct configuration, reps interleaved across concurrency levels;
+or, with `interleave_arms`, every arm inside every rep with the arm order rotated between reps, so
+slow drift (thermals, a noisy neighbour) lands on every arm alike.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tailpod.engines.base import EngineConfig, SpecArm
+
+DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class Arm:
+    label: str
+    config: EngineConfig
+
+    @property
+    def spec_k(self) -> int:
+        return self.config.spec.k
+
+
+@dataclass(frozen=True)
+class Cell:
+    arm: str
+    concurrency: int
+    rep: int
+    prompt_class: str
+
+    @property
+    def cell_id(self) -> str:
+        return f"{self.arm}|c{self.concurrency}|r{self.rep}|{self.prompt_class}"
+
+
+@dataclass(frozen=True)
+class Restart:
+    arm: str
+
+
+Step = Cell | Restart
+
+
+@dataclass
+class SweepPlan:
+    arms: list[Arm]
+    concurrency: list[int] = field(default_factory=lambda: list(DEFAULT_CONCURRENCY))
+    prompt_classes: list[str] = field(default_factory=lambda: ["prose"])
+    reps: int = 5
+    max_tokens: int = 256
+    requests_per_cell: int | None = None  # None: as many as the concurrency, at least 4
+    interleave_arms: bool = False
+    extend_k: bool = True  # run K one step past the best, so the optimum is shown to stop
+    max_k: int = 8
+    # Before each arm's served start, measure the engine's offline decode at the same settings
+    # (probes/bare.py): one more engine start per arm.
+    serve_tax: bool = False
+
+    def arm(self, label: str) -> Arm:
+        for arm in self.arms:
+            if arm.label == label:
+                return arm
+        raise KeyError(label)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "arms": [a.label for a in self.arms],
+            "arm_configs": {a.label: a.config.to_json() for a in self.arms},
+            "concurrency": self.concurrency,
+            "prompt_classes": self.prompt_classes,
+            "reps": self.reps,
+            "max_tokens": self.max_tokens,
+            "requests_per_cell": self.requests_per_cell,
+            "interleave_arms": self.interleave_arms,
+            "extend_k": self.extend_k,
+            "max_k": self.max_k,
+            "serve_tax": self.serve_tax,
+        }
+
+
+def spec_arms(base: EngineConfig, ks: list[int], method: str, draft_model: str | None) -> list[Arm]:
+    """One arm per SPEC_K value; K = 0 is plain decode and always comes first."""
+    arms = []
+    for k in sorted(set(ks)):
+        spec = SpecArm(
+            k=k, method=None if k == 0 else method, draft_model=draft_model if k else None
+        )
+        cfg = replace(base, spec=spec)
+        arms.append(Arm(label=spec.label(), config=cfg))
+    return arms
+
+
+def schedule(plan: SweepPlan) -> list[Step]:
+    """The ordered steps of a sweep (restarts and cells)."""
+    steps: list[Step] = []
+    if plan.interleave_arms:
+        for rep in range(plan.reps):
+            shift = rep % len(plan.arms)
+            for arm in plan.arms[shift:] + plan.arms[:shift]:
+                steps.append(Restart(arm.label))
+                steps += _rep_cells(plan, arm.label, rep)
+        return steps
+    for arm in plan.arms:
+        steps.append(Restart(arm.label))
+        for rep in range(plan.reps):
+            steps += _rep_cells(plan, arm.label, rep)
+    return steps
+
+
+def _rep_cells(plan: SweepPlan, arm: str, rep: int) -> list[Step]:
+    # Within one rep the concurrency order alternates direction, so no level always runs first
+    # after a restart (when caches are coldest).
+    levels = plan.concurrency if rep % 2 == 0 else list(reversed(plan.concurrency))
+    return [Cell(arm, c, rep, cls) for c in levels for cls in plan.prompt_classes]
+
+
+def pending(plan: SweepPlan, finished: set[str]) -> list[Step]:
+    """The schedule minus finished cells, and minus restarts that no longer precede any cell."""
+    steps = [s for s in schedule(plan) if not (isinstance(s, Cell) and s.cell_id in finished)]
+    kept: list[Step] = []
+    for i, step in enumerate(steps):
+        if isinstance(step, Restart):
+            nxt = steps[i + 1] if i + 1 < len(steps) else None
+            if not isinstance(nxt, Cell):
+                continue
+        kept.append(step)
+    return kept
+
+
+def finished_cells(rows_path: Path) -> set[str]:
+    """Cells whose summary row was written: the unit a resumed sweep skips."""
+    done: set[str] = set()
+    if not rows_path.exists():
+        return done
+    for line in rows_path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a crash: that cell is simply run again
+        if row.get("kind") == "cell" and row.get("cell"):
+            done.add(row["cell"])
+    return done
+
+
+def best_k_needs_extension(
+    throughput_by_k: dict[int, float], max_k: int, measured_ks: set[int] | None = None
+) -> int | None:
+    """The next K to measure if the best K is the largest measured; None once it is shown to stop.
+
+    `throughput_by_k` maps K (0 = plain) to a single-stream figure (median output tok/s at the
+    lowest concurrency) for the arms whose numbers count. `measured_ks` are all K the sweep ran, void arms
+    included: a void K above the best one stops the extension too (it cannot be the optimum).
+    Plain is a baseline, not a candidate: a sweep whose only K is 0 needs no extension.
+    """
+    spec = {k: v for k, v in throughput_by_k.items() if k > 0}
+    if not spec:
+        return None
+    best = max(spec, key=lambda k: (spec[k], -k))
+    largest = max({k for k in (measured_ks or set()) if k > 0} | set(spec))
+    if best < largest or largest >= max_k:
+        return None
+    return largest + 1

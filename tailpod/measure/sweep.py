@@ -1,0 +1,404 @@
+"""The sweep orchestrator: restart the engine per arm, gate speculative arms, run the probe per cell.
+
+Laptop side. Where the engine and the probe run is a `SweepHost`: the local machine, or a pod over
+SSH. Either way the probe measures against 127.0.0.1 on the machine that serves, and every row it
+writes lands in `rows.jsonl` of the run directory as soon as its cell ends, so an interruption keeps
+every finished cell and a rerun picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from tailpod import __version__
+from tailpod.agent_client.driver import ArmStart
+from tailpod.engines.base import EngineConfig, SpecArm
+from tailpod.ledger import PodRecord
+from tailpod.measure.plan import (
+    Arm,
+    Cell,
+    Restart,
+    SweepPlan,
+    best_k_needs_extension,
+    finished_cells,
+    pending,
+)
+from tailpod.results.hardware import hardware_check
+from tailpod.results.schema import SCHEMA_VERSION, unverified_reason
+from tailpod.secrets import redact
+
+
+@dataclass
+class GateResult:
+    status: str  # pass | fail | skipped
+    method: str | None = None
+    prompts: int = 0
+    first_mismatch: dict[str, Any] | None = None
+    detail: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class SweepHost(Protocol):
+    """Where the engine runs (tailpod/measure/hosts.py: a thin adapter over the pod agent).
+    `measured_from` is "pod" when the probe runs beside the engine."""
+
+    measured_from: str
+
+    def restart(self, arm: Arm) -> ArmStart:
+        """Serve this arm (relaunching the engine when it serves another); its start facts."""
+        ...
+
+    def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        """The serve tax's bare decode of this arm (the served engine stopped first), or a
+        `not_measured` entry saying why not."""
+        ...
+
+    def close(self) -> None:
+        """Let go of the pod (its one SSH session)."""
+        ...
+
+    def run_cells(
+        self, arm: Arm, cells: list[Cell], plan: SweepPlan, run_id: str
+    ) -> list[dict[str, Any]]:
+        """Run the probe for these cells of the running arm; return its rows (requests and cells)."""
+        ...
+
+    def gate_reference(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        """Greedy token ids of the gate prompts from the running (plain) arm."""
+        ...
+
+    def gate_compare(self, arm: Arm, reference: dict[str, Any], plan: SweepPlan) -> GateResult:
+        """Compare the running arm's greedy token ids with the reference."""
+        ...
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    provider: str
+    model: str
+    engine: str
+    engine_version: str | None = None
+    gpu: str | None = None
+    gpu_count: int | None = None
+    price_per_hr: float | None = None
+    machine: dict[str, Any] = field(default_factory=dict)
+    emulated: bool = False  # rented through a non-vendor API endpoint: claims unverified
+    api_endpoint: str | None = None  # that endpoint (results/hardware.py)
+    image_ref: str | None = None
+    image_digest: str | None = None
+    run_tag: str | None = None
+
+    @classmethod
+    def for_pod(cls, record: PodRecord, run_id: str, cfg: EngineConfig) -> RunContext:
+        """Provenance of a run on this pod: what the ledger knows about where it ran."""
+        return cls(
+            run_id=run_id,
+            run_tag=record.run_tag,
+            provider=record.provider,
+            model=cfg.model,
+            engine=cfg.engine,
+            engine_version=record.extra.get("engine_version"),
+            gpu=record.gpu,
+            gpu_count=record.gpu_count,
+            price_per_hr=record.price_per_hr,
+            machine=record.extra.get("machine") or {},
+            emulated=bool(record.extra.get("emulated")),
+            api_endpoint=record.extra.get("api_endpoint"),
+            image_ref=record.image,
+            image_digest=(record.extra.get("image") or {}).get("digest"),
+        )
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class RunDirectory:
+    """run.json + rows.jsonl, written so a crash at any point leaves both readable."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.run_json = self.path / "run.json"
+        self.rows = self.path / "rows.jsonl"
+
+    def load(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.run_json.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def save(self, run: dict[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.run_json.with_suffix(".json.tmp")
+        tmp.write_text(redact(json.dumps(run, indent=2, default=str)))
+        tmp.replace(self.run_json)
+
+    def append_rows(self, rows: list[dict[str, Any]]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        with self.rows.open("a", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(redact(json.dumps(row, default=str)) + "\n")
+            fh.flush()
+
+    def drop_unfinished_requests(self) -> int:
+        """Remove request rows of cells that never wrote their summary (a cell killed mid-way)."""
+        if not self.rows.exists():
+            return 0
+        done = finished_cells(self.rows)
+        kept, dropped = [], 0
+        for line in self.rows.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                dropped += 1
+                continue
+            if row.get("cell") in done:
+                kept.append(line)
+            else:
+                dropped += 1
+        if dropped:
+            tmp = self.rows.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+            tmp.replace(self.rows)
+        return dropped
+
+    def read_rows(self) -> list[dict[str, Any]]:
+        if not self.rows.exists():
+            return []
+        out = []
+        for line in self.rows.read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+
+def new_run(ctx: RunContext, plan: SweepPlan, measured_from: str) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": ctx.run_id,
+        "run_tag": ctx.run_tag,
+        "tailpod_version": __version__,
+        "created_at": _now(),
+        "finished_at": None,
+        "provider": ctx.provider,
+        "pod": {
+            "gpu": ctx.gpu,
+            "gpu_count": ctx.gpu_count,
+            "price_per_hr": ctx.price_per_hr,
+            "machine": ctx.machine,
+            "emulated": ctx.emulated,
+            # The claimed GPU against the pod's own nvidia-smi facts; a stamp when they disagree.
+            "hardware_check": hardware_check(ctx.gpu, ctx.gpu_count, ctx.machine, ctx.emulated,
+                                             ctx.api_endpoint),
+        },
+        "measured_from": measured_from,
+        "image": {"ref": ctx.image_ref, "digest": ctx.image_digest},
+        "model": ctx.model,
+        "engine": {"name": ctx.engine, "version": ctx.engine_version},
+        "plan": plan.to_json(),
+        "arms": [],
+        "notes": [],
+    }
+
+
+def _arm_entry(run: dict[str, Any], arm: Arm) -> dict[str, Any]:
+    for entry in run["arms"]:
+        if entry["label"] == arm.label:
+            return entry
+    entry = {
+        "label": arm.label,
+        "engine_config": arm.config.to_json(),
+        "argv": [],
+        "startup": None,
+        "starts": [],
+        "gate": None,
+        "void": False,
+        "void_reason": None,
+        "unverified": None,
+        "restart_s": None,
+    }
+    run["arms"].append(entry)
+    return entry
+
+
+def single_stream_throughput(rows: list[dict[str, Any]], plan: SweepPlan) -> dict[int, float]:
+    """Median aggregate tok/s per K at the lowest concurrency, over cells that are not void."""
+    lowest = min(plan.concurrency)
+    by_k: dict[int, list[float]] = {}
+    for row in rows:
+        if row.get("kind") != "cell" or row.get("concurrency") != lowest or row.get("void"):
+            continue
+        try:
+            k = plan.arm(row["arm"]).spec_k
+        except KeyError:
+            continue
+        if row.get("output_tok_s") is not None:
+            by_k.setdefault(k, []).append(float(row["output_tok_s"]))
+    return {k: statistics.median(v) for k, v in by_k.items() if v}
+
+
+def run_sweep(
+    plan: SweepPlan,
+    run_dir: RunDirectory,
+    host: SweepHost,
+    ctx: RunContext,
+    log: Any = print,
+) -> dict[str, Any]:
+    """Run (or resume) a sweep. Returns the final run.json content."""
+    run = run_dir.load() or new_run(ctx, plan, host.measured_from)
+    dropped = run_dir.drop_unfinished_requests()
+    if dropped:
+        run["notes"].append(f"resumed: dropped {dropped} rows of cells that did not finish")
+        log(f"resuming: {dropped} rows of unfinished cells dropped; finished cells are kept")
+    run_dir.save(run)
+    reference: dict[str, Any] | None = run.get("gate_reference")
+    running: str | None = None
+
+    while True:
+        steps = pending(plan, finished_cells(run_dir.rows))
+        for step in steps:
+            arm = plan.arm(step.arm)
+            entry = _arm_entry(run, arm)
+            if isinstance(step, Restart) or running != arm.label:
+                if not arm.config.spec.plain and reference is None:
+                    # The gate needs plain decode's greedy tokens before any spec number.
+                    plain = next((a for a in plan.arms if a.config.spec.plain), None)
+                    if plain is not None:
+                        reference = _start_and_reference(plain, run, run_dir, host, plan, log)
+                if plan.serve_tax and entry.get("serve_tax") is None:
+                    log(f"bare decode of {arm.label} for the serve tax (one more engine start)")
+                    # The engine's own offline decode at the arm's settings, served engine
+                    # stopped first (hosts.py).
+                    entry["serve_tax"] = host.bare_decode(arm, plan)
+                    run_dir.save(run)
+                log(f"starting arm {arm.label}")
+                t0 = time.time()
+                start = host.restart(arm)
+                running = arm.label
+                entry.update(
+                    argv=start.argv,
+                    startup=start.startup,
+                    checkpoints=start.checkpoints,
+                    restart_s=round(time.time() - t0, 2),
+                )
+                entry["starts"].append({"at": _now(), "startup_s": start.startup_s})
+                gated = any(not a.config.spec.plain for a in plan.arms)
+                if arm.config.spec.plain and reference is None and gated:
+                    reference = host.gate_reference(arm, plan)
+                    run["gate_reference"] = reference
+                if not arm.config.spec.plain and entry["gate"] is None:
+                    gate = (
+                        host.gate_compare(arm, reference or {}, plan)
+                        if reference
+                        else GateResult(
+                            "skipped", detail="no plain arm in this sweep to gate against"
+                        )
+                    )
+                    entry["gate"] = gate.to_json()
+                    if gate.status == "fail":
+                        entry["void"] = True
+                        entry["void_reason"] = _void_reason(gate)
+                        log(f"arm {arm.label} VOID: {entry['void_reason']}")
+                    entry["unverified"] = unverified_reason(gate.status, gate.method)
+                    if entry["unverified"]:
+                        log(f"arm {arm.label} UNVERIFIED: {entry['unverified']}")
+                run_dir.save(run)
+            if isinstance(step, Restart):
+                continue
+            rows = host.run_cells(arm, [step], plan, ctx.run_id)
+            if entry["void"]:
+                for row in rows:
+                    row["void"] = True
+                    if row.get("kind") == "cell":
+                        row.setdefault("flags", []).append("void")
+            elif entry.get("unverified"):
+                for row in rows:
+                    if row.get("kind") == "cell":
+                        row.setdefault("flags", []).append("unverified")
+            run_dir.append_rows(rows)
+            summary = next((r for r in rows if r.get("kind") == "cell"), None)
+            if summary:
+                log(
+                    f"  {step.cell_id}: {summary.get('output_tok_s', 0):.1f} tok/s, "
+                    f"failed {summary.get('failed', 0)}"
+                )
+        next_k = (
+            best_k_needs_extension(
+                single_stream_throughput(run_dir.read_rows(), plan),
+                plan.max_k,
+                {a.spec_k for a in plan.arms},
+            )
+            if plan.extend_k
+            else None
+        )
+        if next_k is None or any(a.spec_k == next_k for a in plan.arms):
+            break
+        template = max((a for a in plan.arms if a.spec_k > 0), key=lambda a: a.spec_k)
+        spec = SpecArm(
+            k=next_k,
+            method=template.config.spec.method,
+            draft_model=template.config.spec.draft_model,
+        )
+        plan.arms.append(Arm(label=spec.label(), config=replace(template.config, spec=spec)))
+        run["plan"] = plan.to_json()
+        run["notes"].append(f"best K was the largest measured; extended the sweep to K={next_k}")
+        log(f"best K is the largest measured: extending to K={next_k}")
+        run_dir.save(run)
+
+    run["finished_at"] = _now()
+    run_dir.save(run)
+    _record_fingerprint(run, run_dir)
+    return run
+
+
+def _record_fingerprint(run: dict[str, Any], run_dir: RunDirectory) -> None:
+    """The run's acceptance fingerprint (results/fingerprint.py), from the files just written.
+    The measurements are saved already; a fingerprint that cannot be built is a note, not a loss."""
+    from tailpod.errors import TailpodError
+    from tailpod.results.fingerprint import run_fingerprint
+    from tailpod.results.io import load_run
+
+    try:
+        run["fingerprint"] = run_fingerprint(load_run(run_dir.path))
+    except (TailpodError, ValueError) as exc:
+        run["notes"].append(f"no acceptance fingerprint: {exc}")
+    run_dir.save(run)
+
+
+def _start_and_reference(
+    plain: Arm,
+    run: dict[str, Any],
+    run_dir: RunDirectory,
+    host: SweepHost,
+    plan: SweepPlan,
+    log: Any,
+) -> dict[str, Any]:
+    log(f"starting arm {plain.label} for the gate reference")
+    start = host.restart(plain)
+    entry = _arm_entry(run, plain)
+    entry.update(argv=start.argv, startup=start.startup, checkpoints=start.checkpoints)
+    entry["starts"].append(
+        {"at": _now(), "startup_s": start.startup_s, "purpose": "gate reference"}
+    )
+    reference = host.gate_reference(plain, plan)
+    run["gate_reference"] = reference
+    run_dir.save(run)
+    return reference
+
+
+def _void_reason(gate: GateResult) -> str:
+    where = gate.first_mismatch or {}
+    return (
+        f"token-identity gate failed: prompt {where.get('prompt')} differs from plain decode at "
+        f"token {where.get('position')}"
+    )

@@ -1,0 +1,76 @@
+"""The one pod protocol every caller uses: the CLI, the sweep's hosts, the card matrix and the demo.
+
+A pod kind says how a pod is brought up, how its engine is switched to another arm, how tailpod
+reaches it and how it goes down; callers ask `pods.kinds.kind_for(provider)` and never choose by
+hand. Every kind keeps the ledger's rules: the pod is in the ledger before it exists and `down`
+proves it gone (tailpod/provision/lifecycle.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tailpod.agent_client.driver import ArmStart
+from tailpod.config import Settings
+from tailpod.engines.base import EngineAdapter, EngineConfig
+from tailpod.ledger import Ledger, PodRecord
+from tailpod.provision.base import BillingEvidence, PodInfo
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    """What `up` may relax or keep; each kind reads what applies to it."""
+
+    allow_unpinned: bool = False
+    allow_nonephemeral: bool = False
+    use_tailnet: bool = True
+    keep_on_failure: bool = False
+
+
+@dataclass
+class UpResult:
+    record: PodRecord
+    info: PodInfo | None = None  # the provider's view at RUNNING (None: no provider to ask)
+
+
+class PodKind(Protocol):
+    name: str
+    # True: the engine is a child of this machine, and so is the agent that measures it. False:
+    # the pod agent runs on the pod and is reached over SSH.
+    engine_here: bool
+
+    def engine_adapter(self, engine: str) -> EngineAdapter:
+        """The adapter for `engine`, or a ConfigError when this kind cannot serve it."""
+        ...
+
+    def serves_on_cpu(self, adapter: EngineAdapter) -> bool:
+        """True when `adapter` would run on this machine's CPU (small context, eager mode)."""
+        ...
+
+    def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, progress: Progress,
+           options: UpOptions) -> UpResult:
+        """Rent or claim the machine and start the engine with `cfg`; the ledger knows the pod
+        throughout."""
+        ...
+
+    def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
+                 progress: Progress) -> ArmStart:
+        """Restart the pod's engine with another arm; its startup facts land in the ledger."""
+        ...
+
+    def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
+        """Beat the pod's dead-man switch and return its status; None when it has none."""
+        ...
+
+    def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
+        """Whether the engine answers its health check; None when tailpod cannot tell from here
+        (a cloud pod's engine listens on the pod's 127.0.0.1 only)."""
+        ...
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
+        """Stop or terminate, and prove it (raises unless proven)."""
+        ...

@@ -1,0 +1,488 @@
+"""`up` on a cloud provider: rent (ledger first), join the tailnet, SSH in, start the engine there.
+
+Steps, each recoverable by `status`/`down` because the ledger knows the pod from before the create
+request leaves:
+1. preflight that costs nothing: model, SSH key, image pinned to its digest, Tailscale auth key;
+2. rent through `up_remote` (capacity fallback, price cap, TTL, stray cleanup on any error);
+3. wait for the pod's tailnet device (or, with `--no-tailnet`, the provider's SSH endpoint);
+4. over ONE SSH session, the pod agent (tailpod/agent/, uploaded once by content hash) arms the
+   dead-man switch and starts the engine with the chosen arm, returning its start facts; the
+   engine listens on 127.0.0.1 only and is reached over the tailnet.
+Any failure after step 2 tears the pod down (unless asked to keep it) and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tailpod.agent_client.pod_start import start_command
+from tailpod.config import Settings, check_run_settings
+from tailpod.engines.adapters import get_adapter
+from tailpod.engines.base import EngineConfig
+from tailpod.errors import BillingNotProven, ConfigError, TailpodError, TransientError
+from tailpod.ledger import Ledger, PodRecord, new_run_tag, operation_stamp
+from tailpod.provision.base import PodInfo, PodSpec
+from tailpod.provision.ssh.client import SshTarget, boot_wait_seconds, open_ssh
+from tailpod.secrets import Secret
+
+if TYPE_CHECKING:
+    from tailpod.agent_client.driver import EngineStarted, PodAgent
+    from tailpod.preflight import PreflightReport
+    from tailpod.provision.bootlog import BootDiagnosis
+
+Say = Callable[[str], None]
+TRANSIENT_RETRY_S = 60.0  # the least a refusal for a rate limit or outage tells the user to wait
+
+
+def non_vendor_api_endpoint(settings: Settings) -> str | None:
+    """The provider API URL when it is not the vendor's public default (a proxy, a mirror, an
+    emulator), else None. Then nothing the vendor said backs the pod's claimed GPU and price, and
+    the report says so next to the numbers (tailpod/results/hardware.py)."""
+    from tailpod.agent_client.deadman_control import api_url_for
+
+    used = api_url_for(settings, settings.provider)
+    vendor = api_url_for(Settings(), settings.provider)  # the field defaults: the public APIs
+    return None if used.rstrip("/") == vendor.rstrip("/") else used
+
+
+def pod_python(settings: Settings) -> str:
+    """The Python that runs the engine on the pod: the image's own unless told otherwise."""
+    return settings.engine_python or "python3"
+
+
+def ssh_public_key(settings: Settings) -> str:
+    from tailpod.provision.ssh.keys import load_private_key, resolve_key_path
+
+    key = load_private_key(resolve_key_path(settings.ssh_key), settings.ssh_key_passphrase)
+    return f"{key.get_name()} {key.get_base64()} tailpod"
+
+
+def pinned_image(settings: Settings, allow_unpinned: bool) -> tuple[str, str | None]:
+    if not settings.image:
+        raise ConfigError("no engine image given", hint="pass --image or set TAILPOD_IMAGE")
+    from tailpod.engines.image import pin_image
+
+    pinned = pin_image(settings.image, settings, allow_unpinned=allow_unpinned)
+    return pinned.pinned_ref, pinned.digest
+
+
+def open_pod_agent(
+    settings: Settings, target: SshTarget, wait_s: float, say: Say | None = None
+) -> PodAgent:
+    """The pod's agent over ONE SSH session: every call of this pod (arm, start, relaunch,
+    probe, heartbeat) goes through it; close it when done with the pod."""
+    from tailpod.agent_client.driver import PodAgent, SshTransport
+
+    session = open_ssh(settings, target, wait_s=wait_s, on_event=say)
+    try:
+        return PodAgent(SshTransport(session))
+    except BaseException:
+        session.close()
+        raise
+
+
+def start_arm(
+    agent: PodAgent,
+    settings: Settings,
+    cfg: EngineConfig,
+    say: Say | None = None,
+    *,
+    relaunch: bool = False,
+) -> EngineStarted:
+    """Start (or relaunch) the engine on the pod with this arm; its start facts, returned."""
+    from tailpod.engines.checkpoint import hub_overlay_patch
+
+    label = cfg.spec.label()
+    # A Hub checkpoint with the MTP ignore-list trap: the patch is worked out here from the
+    # Hub (no weights), the pod builds the overlay (tailpod/agent/bootstrap/overlay.py) and
+    # serves it.
+    try:
+        overlay = hub_overlay_patch(cfg.model, settings)
+    except TailpodError as exc:  # preflight reported the Hub's answer; the engine will too
+        overlay = None
+        if say:
+            say(f"could not check {cfg.model} for the MTP ignore-list trap ({exc.message})")
+    if overlay is not None:
+        overlay |= {"dir": f"{agent.state_dir}/models/{label}", "python": pod_python(settings)}
+        cfg = dataclasses.replace(cfg, model=overlay["dir"])
+        if say:
+            added = ", ".join(overlay["record"]["added"])
+            say(f"{overlay['source']}: serving a patched overlay (ignore list + {added})")
+    adapter = get_adapter(cfg.engine)
+    plan = adapter.launch_plan(cfg, python=pod_python(settings))
+    return agent.engine_start(
+        adapter, plan, cfg,
+        timeout_s=settings.startup_timeout_s,
+        env_file=f"{agent.state_dir}/pod.env",
+        overlay=overlay,
+        relaunch=relaunch,
+        say=say,
+    )  # fmt: skip
+
+
+def arm_deadman(agent: PodAgent, settings: Settings, provider: str, ttl_at: float) -> dict[str, Any]:
+    """Arm the pod's dead-man switch (idempotent; also a heartbeat). No credential travels: the
+    switch reads the pod-scoped key from the pod's own environment."""
+    from tailpod.agent_client import deadman_control as dm
+
+    status = agent.deadman_arm(dm.arm_request(
+        settings, provider, ttl_at, agent.deadman_layout, environ_from=f"{agent.state_dir}/pod.env"
+    ))  # fmt: skip
+    if not status.get("armed"):
+        raise TailpodError(f"the dead-man switch did not arm on the pod: {status}")
+    return status
+
+
+def _wait_ssh_endpoint(
+    settings: Settings, record: PodRecord, timeout_s: float, say: Say
+) -> SshTarget:
+    """The provider's SSH endpoint, once the pod publishes it (RUNNING alone does not mean ready)."""
+    from tailpod.provision.providers import get_provider
+
+    provider = get_provider(record.provider, settings)
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        info = provider.get(record.pod_id or "")
+        if info is None:
+            raise TailpodError(f"pod {record.pod_id} disappeared while booting")
+        if info.ssh_host and info.ssh_port:
+            return SshTarget(info.ssh_host, int(info.ssh_port), "root", name=record.run_tag)
+        say(f"waiting for {record.provider} to publish the SSH endpoint ({info.state.value})")
+        time.sleep(3)
+    raise TailpodError(f"no SSH endpoint after {timeout_s:.0f} s")
+
+
+RUNNING_POLL_S = 2.0
+
+
+def await_running(settings: Settings, record: PodRecord, timeout_s: float, say: Say,
+                  poll_s: float = RUNNING_POLL_S) -> PodInfo:
+    """The pod once its provider says it runs: the GPU and price it states then are the ones
+    to record and to hold against the price cap (a create answer may come before either).
+
+    RunPod walks PROVISIONING -> STARTING -> RUNNING (v2 PodStatus; some pods answer RUNNING at
+    once, which is handled the same way). ERROR, or a container that stopped, is a failed boot.
+    """
+    from tailpod.provision.base import PodState
+    from tailpod.provision.providers import get_provider
+
+    provider = get_provider(record.provider, settings)
+    deadline = time.time() + timeout_s
+    last = ""
+    while True:
+        info = provider.get(record.pod_id or "")
+        if info is None:
+            raise TailpodError(f"pod {record.pod_id} disappeared while booting")
+        status = str(info.detail.get("status") or info.state.value)
+        if info.state is PodState.ERROR:
+            raise TailpodError(f"the pod's container failed: {record.provider} reports {status}")
+        if info.state is PodState.STOPPED:
+            raise TailpodError(f"the pod's container stopped while booting ({status})")
+        if info.state is PodState.RUNNING:
+            return info
+        if status != last:
+            say(f"pod {record.pod_id}: {status}")
+            last = status
+        if time.time() >= deadline:
+            raise TailpodError(f"pod {record.pod_id} was not running after {timeout_s:.0f} s "
+                               f"(last status {status})")
+        time.sleep(poll_s)
+
+
+def check_stated_price(record: PodRecord, info: PodInfo, max_price: float | None) -> None:
+    """The price cap, applied to the price the provider states for the running pod."""
+    from tailpod.errors import CapacityError
+
+    if max_price is not None and info.price_per_hr is not None \
+            and info.price_per_hr > max_price + 1e-9:
+        raise CapacityError(
+            f"{record.provider} states ${info.price_per_hr:.2f}/h for pod {record.pod_id} now "
+            f"that it runs, above the cap ${max_price:.2f}/h",
+            hint="raise --max-price or choose cheaper GPU types",
+        )
+
+
+def reach_pod(settings: Settings, record: PodRecord, say: Say, timeout_s: float) -> SshTarget:
+    if record.tailnet.get("enabled", True) and settings.tailscale_auth_key:
+        from tailpod.provision.tailnet.steps import tailnet_ssh_target, wait_for_pod_device
+
+        device = wait_for_pod_device(settings, record.run_tag, timeout_s=timeout_s, on_event=say)
+        return tailnet_ssh_target(settings, device)
+    return _wait_ssh_endpoint(settings, record, timeout_s, say)
+
+
+def _spec(
+    settings: Settings,
+    run_tag: str,
+    image: str,
+    use_tailnet: bool,
+    engine_port: int,
+    ttl_at: float,
+) -> PodSpec:
+    from tailpod.agent_client import deadman_control as dm
+    from tailpod.provision.tailnet.join import pod_env
+
+    env: dict[str, str | Secret] = {
+        "TAILPOD_RUN_TAG": run_tag,
+        "TAILPOD_TAILSCALE_TAGS": ",".join(settings.tailscale_tags),
+        "TAILPOD_ENGINE_PORT": str(engine_port),
+        "PUBLIC_KEY": ssh_public_key(settings),
+    }
+    if settings.hf_token:
+        env["HF_TOKEN"] = settings.hf_token
+    if use_tailnet:
+        assert settings.tailscale_auth_key is not None
+        env.update(pod_env(settings.tailscale_auth_key))
+    if not settings.gpus:
+        raise ConfigError(
+            "no GPU preference list", hint="pass --gpu (repeatable) or set TAILPOD_GPUS"
+        )
+    return PodSpec(
+        run_tag=run_tag,
+        gpu_preference=list(settings.gpus),
+        image=image,
+        # The stage-0 dead-man guard runs from the first second: a laptop that dies before the
+        # SSH bootstrap still cannot leave this pod billing past its TTL or heartbeat timeout.
+        start_command=dm.guarded_start_command(
+            start_command(run_tag, settings.tailscale_tags),
+            settings.provider,
+            ttl_at,
+            dm.heartbeat_timeout_for(settings),
+            dm.api_url_for(settings, settings.provider),
+            layout=dm.DeadmanLayout(remote_dir="~/.tailpod"),
+        ),
+        gpu_count=settings.gpu_count,
+        max_price=settings.max_price,
+        env=env,
+        disk_gb=settings.disk_gb,
+        ports=[22],  # SSH only; the engine port is never published
+    )
+
+
+class PreflightRefused(ConfigError):
+    """A check `up` needs failed; nothing was rented. Carries the whole report, so the caller can
+    print the same table `check-requirements` prints (tailpod/cli/check.py)."""
+
+    def __init__(self, report: PreflightReport, failed: list[str]) -> None:
+        super().__init__(
+            f"preflight failed, nothing was rented: {len(failed)} check(s) failed "
+            f"({', '.join(failed)}); the table above says how to fix each",
+            hint="re-check with `tailpod check-requirements`",
+        )
+        self.report = report
+
+
+def check_before_renting(settings: Settings, cfg: EngineConfig) -> None:
+    """Every value that would otherwise only fail once the pod bills: bounds of the settings,
+    and the engine's launch plan, built here exactly as it will be on the pod."""
+    check_run_settings(settings)
+    if cfg.context_length is not None and cfg.context_length <= 0:
+        raise ConfigError(f"--context-length must be positive, got {cfg.context_length}")
+    if cfg.max_running_requests is not None and cfg.max_running_requests <= 0:
+        raise ConfigError(
+            f"--max-running-requests must be positive, got {cfg.max_running_requests}")
+    get_adapter(cfg.engine).launch_plan(cfg, python=pod_python(settings))
+
+
+def raise_transient_refusal(failed: list[Any]) -> None:
+    """Every failed check met a rate limit or a provider outage: a retry, not a fix, is needed."""
+    waits = [float(r.data["retry_after_s"]) for r in failed
+             if isinstance(r.data.get("retry_after_s"), (int, float))]
+    wait = max([*waits, TRANSIENT_RETRY_S])
+    raise TransientError(
+        "preflight could not finish, nothing was rented: "
+        + "; ".join(f"{r.name}: {r.detail}" for r in failed)
+        + ". This is transient (a rate limit or a provider outage), not a setting to fix",
+        hint=f"run the same command again in about {wait:.0f} s",
+    )
+
+
+def run_preflight_or_refuse(
+    settings: Settings,
+    cfg: EngineConfig,
+    allow_unpinned: bool,
+    allow_nonephemeral: bool,
+    use_tailnet: bool,
+    say: Say,
+) -> None:
+    """check-requirements, before anything bills; any failed check refuses the rent."""
+    from tailpod.preflight.base import Plan, Status
+    from tailpod.preflight.runner import run_preflight
+
+    plan = Plan(
+        context_length=cfg.context_length or 4096,
+        allow_unpinned=allow_unpinned,
+        allow_nonephemeral=allow_nonephemeral,
+    )
+    # The engine config is what will be served; the preflight checks that, not a default.
+    report = run_preflight(dataclasses.replace(settings, model=cfg.model), plan)
+    failed = [r for r in report.results if r.status is Status.FAIL]
+    if not use_tailnet:
+        failed = [r for r in failed if r.name != "tailscale"]
+    if failed and all(r.data.get("transient") for r in failed):
+        raise_transient_refusal(failed)
+    if failed:
+        raise PreflightRefused(report, [r.name for r in failed])
+    say(f"preflight passed ({len(report.results)} checks)")
+
+
+def up_cloud(
+    settings: Settings,
+    cfg: EngineConfig,
+    ledger: Ledger,
+    say: Say,
+    *,
+    allow_unpinned: bool = False,
+    allow_nonephemeral: bool = False,
+    use_tailnet: bool = True,
+    keep_on_failure: bool = False,
+    image_gb: float | None = None,
+    preflight: bool = True,
+) -> tuple[PodRecord, PodInfo]:
+    from tailpod.provision.lifecycle import down_remote, up_remote
+
+    if not cfg.model:
+        raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
+    if cfg.host != "127.0.0.1":
+        raise ConfigError("the engine must listen on 127.0.0.1 on a pod")
+    check_before_renting(settings, cfg)
+    if preflight:
+        run_preflight_or_refuse(settings, cfg, allow_unpinned, allow_nonephemeral, use_tailnet, say)
+    image, digest = pinned_image(settings, allow_unpinned)
+    if use_tailnet:
+        from tailpod.provision.tailnet.steps import check_tailnet_requirements
+
+        check_tailnet_requirements(settings, allow_nonephemeral=allow_nonephemeral)
+    run_tag = new_run_tag()
+    ttl_at = time.time() + settings.ttl_hours * 3600
+    spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at)
+    say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
+    record, info = up_remote(settings, ledger, spec)
+    current = record
+
+    def step(event: str, **fields: Any) -> PodRecord:
+        """ledger.update; a record the ledger lost meanwhile (files deleted) is written back."""
+        nonlocal current
+        if ledger.get(run_tag) is None:
+            say(f"the ledger lost {run_tag} while `up` ran; writing it back")
+            current.note("written-back", reason="the ledger no longer held this record")
+            ledger.put(current)
+        current = ledger.update(run_tag, event=event, **fields)
+        return current
+
+    try:
+        step("image-pinned", image=image, engine=cfg.to_json(),
+             tailnet={"enabled": use_tailnet},
+             extra={**record.extra, "image": {"ref": image, "digest": digest}},
+             operation=operation_stamp("ssh-wait"))
+        running = await_running(settings, current, boot_wait_seconds(image_gb), say)
+        step("running", gpu=running.gpu_type or current.gpu,
+             price_per_hr=running.price_per_hr if running.price_per_hr is not None
+             else current.price_per_hr)
+        check_stated_price(current, running, spec.max_price)
+        # what the running pod states, plus what only the create knew (capacity fallback)
+        info = dataclasses.replace(running, detail={**info.detail, **running.detail})
+        target = reach_pod(settings, current, say, boot_wait_seconds(image_gb))
+        step("reachable", ssh=target.to_record(), operation=operation_stamp("engine-start"))
+        with open_pod_agent(settings, target, boot_wait_seconds(image_gb), say) as agent:
+            deadman = arm_deadman(agent, settings, settings.provider, ttl_at)
+            say(f"dead-man switch armed (pid {deadman.get('pid')})")
+            started = start_arm(agent, settings, cfg, say)
+        name = target.pin_name
+        result = started.record
+        arms = {cfg.spec.label(): started.ledger_arm()}
+        final = step(
+            "engine-healthy",
+            status="running",
+            operation={},
+            endpoint=f"http://{name}:{cfg.port}",
+            extra={**current.extra, "startup": started.facts.to_json(), "arms": arms,
+                   "startup_s": result.get("startup_s"), "pod_state_dir": agent.state_dir,
+                   "machine": result.get("machine"),
+                   "emulated": non_vendor_api_endpoint(settings) is not None,
+                   "api_endpoint": non_vendor_api_endpoint(settings),
+                   "engine_version": result.get("engine_version"),
+                   "deadman": {"ttl_at": ttl_at, "pid": deadman.get("pid"),
+                               "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}},
+        )  # fmt: skip
+        return final, info
+    except BaseException as exc:
+        if keep_on_failure:
+            with contextlib.suppress(TailpodError):
+                step("kept-on-failure", operation={})  # kept on purpose, not interrupted
+            raise TailpodError(
+                f"{run_tag} is up but not serving: {exc}",
+                hint=f"it still bills: inspect with `tailpod ssh {run_tag}`, "
+                f"stop it with `tailpod down {run_tag}`",
+            ) from None
+        diagnosis = None
+        if isinstance(exc, Exception):  # not on Ctrl-C: that tears down without delay
+            with contextlib.suppress(TailpodError):
+                diagnosis = _diagnose_boot(settings, current, say)
+                step("boot-diagnosed",
+                     extra={**current.extra, "boot_failure": diagnosis.to_json()})
+        say(f"bootstrap failed ({exc.__class__.__name__}); tearing {run_tag} down")
+        current = ledger.get(run_tag) or current  # teardown writes a lost record back
+        try:
+            down_remote(settings, ledger, current)
+        except TailpodError as down_exc:
+            raise BillingNotProven(  # exit 3: it may still bill (docs/exit-codes.md)
+                f"bootstrap failed ({exc}) and teardown is NOT proven: {down_exc}",
+                hint=f"run `tailpod down {run_tag}`",
+            ) from None
+        if isinstance(exc, TailpodError):
+            message, hint = exc.message, exc.hint
+            if diagnosis is not None:
+                from tailpod.provision.bootlog import explain
+                from tailpod.provision.tailnet.api import TailnetError
+
+                message, hint = explain(message, hint, diagnosis,
+                                        tailnet_wait=isinstance(exc, TailnetError))
+            raise TailpodError(
+                f"{message}\n  the pod was torn down, billing proven stopped", hint
+            ) from None
+        raise
+
+
+def _diagnose_boot(settings: Settings, record: PodRecord, say: Say) -> BootDiagnosis:
+    """The pod's container log, kept in the run directory, its last lines shown."""
+    from tailpod.provision.bootlog import diagnose
+    from tailpod.provision.lifecycle import run_dir_for
+    from tailpod.provision.providers import get_provider
+
+    provider = get_provider(record.provider, settings)
+    diagnosis = diagnose(provider, record.pod_id, run_dir_for(settings, record.run_tag))
+    if diagnosis.path is not None:
+        say(f"container log kept in {diagnosis.path}")
+    return diagnosis
+
+
+def relaunch_cloud(
+    settings: Settings,
+    record: PodRecord,
+    cfg: EngineConfig,
+    ledger: Ledger,
+    say: Say | None = None,
+    agent: PodAgent | None = None,
+) -> EngineStarted:
+    """Restart the pod's engine with another arm through `agent` (the caller's one session to
+    the pod; a new one only when the caller has none) and return the arm's start facts. The
+    ledger records them for `status` and recovery; nobody reads them back from there."""
+    if agent is None:
+        with open_pod_agent(settings, SshTarget.from_record(record.ssh), 60) as own:
+            return relaunch_cloud(settings, record, cfg, ledger, say, own)
+    started = start_arm(agent, settings, cfg, say, relaunch=True)
+    current = ledger.get(record.run_tag)
+    assert current is not None
+    arms = {**current.extra.get("arms", {}), cfg.spec.label(): started.ledger_arm()}
+    ledger.update(
+        record.run_tag,
+        event="engine-relaunched",
+        engine=cfg.to_json(),
+        extra={**current.extra, "startup": started.facts.to_json(), "arms": arms},
+    )
+    return started

@@ -1,0 +1,107 @@
+"""The pod kinds, one row each: which kind serves a provider name. A new kind of machine is a module
+under pods/ plus one row here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tailpod.agent_client.driver import ArmStart
+from tailpod.config import Settings
+from tailpod.engines.adapters import get_adapter, require_cloud_engine
+from tailpod.engines.base import EngineAdapter, EngineConfig
+from tailpod.errors import TailpodError
+from tailpod.ledger import Ledger, PodRecord
+from tailpod.pods import cloud, local
+from tailpod.pods.base import PodKind, Progress, UpOptions, UpResult
+from tailpod.provision.base import BillingEvidence
+from tailpod.provision.lifecycle import down_remote
+
+
+class CloudPods:
+    """A rented pod (RunPod, vast.ai): the engine and the agent on the pod, reached over SSH."""
+
+    name = "cloud"
+    engine_here = False
+
+    def engine_adapter(self, engine: str) -> EngineAdapter:
+        return require_cloud_engine(engine)
+
+    def serves_on_cpu(self, adapter: EngineAdapter) -> bool:
+        return False
+
+    def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
+        return None
+
+    def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, progress: Progress,
+           options: UpOptions) -> UpResult:
+        record, info = cloud.up_cloud(
+            settings, cfg, ledger, lambda line: progress(0.0, line),
+            allow_unpinned=options.allow_unpinned, allow_nonephemeral=options.allow_nonephemeral,
+            use_tailnet=options.use_tailnet, keep_on_failure=options.keep_on_failure,
+        )  # fmt: skip
+        return UpResult(record, info)
+
+    def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
+                 progress: Progress) -> ArmStart:
+        started = cloud.relaunch_cloud(settings, record, cfg, ledger,
+                                       lambda line: progress(0.0, line))
+        return started.arm_start()
+
+    def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
+        if record.status != "running" or not record.ssh:
+            return None
+        from tailpod.provision.ssh.client import SshTarget
+
+        try:
+            with cloud.open_pod_agent(settings, SshTarget.from_record(record.ssh), 15) as agent:
+                return agent.deadman_heartbeat()
+        except TailpodError as exc:
+            return {"error": exc.message}
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
+        return down_remote(settings, ledger, record)
+
+
+class LocalPods:
+    """This machine: the engine is a child process; nothing bills."""
+
+    name = "local"
+    engine_here = True
+
+    def engine_adapter(self, engine: str) -> EngineAdapter:
+        return get_adapter(engine)
+
+    def serves_on_cpu(self, adapter: EngineAdapter) -> bool:
+        return adapter.name != "llamacpp"  # llama.cpp on your own GPU box serves like a rented GPU
+
+    def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
+        from tailpod.agent.bootstrap import engine
+        from tailpod.provision.local.provider import LocalProvider
+
+        state = LocalProvider(settings.home).engine_state(record.run_tag)
+        if state is None or not engine.is_running(state):
+            return False
+        return engine.healthy(state["host"], int(state["port"]), state["health_path"])
+
+    def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, progress: Progress,
+           options: UpOptions) -> UpResult:
+        return UpResult(local.up_local(settings, cfg, ledger, progress))
+
+    def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
+                 progress: Progress) -> ArmStart:
+        return local.relaunch_local(settings, record, cfg, ledger, progress)
+
+    def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
+        return None  # no dead-man switch: nothing bills
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
+        return local.down_local(settings, record, ledger)
+
+
+KINDS: dict[str, PodKind] = {"local": LocalPods()}
+CLOUD = CloudPods()
+
+
+def kind_for(provider: str) -> PodKind:
+    """The kind that serves pods of `provider` (a name the provider table accepts)."""
+    return KINDS.get(provider, CLOUD)

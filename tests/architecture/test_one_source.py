@@ -1,0 +1,77 @@
+"""One source per fact: the provider list, the results format version and the off-pod stamp are
+each written once in tailpod's code (issue 15 step 5); the rest of tailpod imports them."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import tailpod
+from tailpod import agent
+from tailpod.agent.bootstrap import terminate
+from tailpod.preflight.envfile import REQUIRED_KEYS
+from tailpod.provision.providers import CLOUD_PROVIDERS, PROVIDERS
+
+PACKAGE = Path(tailpod.__file__).parent
+# The sandbox emulates the providers from their side; it names them as a cloud would.
+SKIPPED = (PACKAGE / "sandbox",)
+
+
+def _modules() -> list[tuple[Path, ast.Module]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if not any(path.is_relative_to(skip) for skip in SKIPPED):
+            out.append((path, ast.parse(path.read_text(encoding="utf-8"))))
+    return out
+
+
+def _where(path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(PACKAGE.parent)}:{getattr(node, 'lineno', '?')}"
+
+
+def test_the_provider_names_are_listed_once() -> None:
+    """No tuple, list or set spells out the cloud providers again (the registry's
+    CLOUD_PROVIDERS does; the pod agent's terminate.py keeps its own table because it runs
+    without tailpod)."""
+    cloud = set(CLOUD_PROVIDERS)
+    found = []
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                names = {e.value for e in node.elts if isinstance(e, ast.Constant)}
+                if cloud <= names:
+                    found.append(_where(path, node))
+    assert found == []
+
+
+def test_the_results_format_version_and_stamp_are_defined_once() -> None:
+    """Only the pod agent's package assigns SCHEMA_VERSION a number and the stamp its text."""
+    versions, stamps = [], []
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            value = node.value
+            if not isinstance(value, ast.Constant):
+                continue
+            if any(n.endswith("SCHEMA_VERSION") and not n.startswith("KL_") for n in names):
+                versions.append(_where(path, node))
+            if value.value == agent.OFF_POD_FLAG:
+                stamps.append(_where(path, node))
+    assert versions == ["tailpod/agent/__init__.py:" + str(_line_of(agent, "SCHEMA_VERSION ="))]
+    assert stamps == ["tailpod/agent/__init__.py:" + str(_line_of(agent, "OFF_POD_FLAG ="))]
+
+
+def _line_of(module: object, prefix: str) -> int:
+    lines = Path(module.__file__).read_text(encoding="utf-8").splitlines()  # type: ignore[attr-defined]
+    return next(i for i, line in enumerate(lines, 1) if line.startswith(prefix))
+
+
+def test_provider_tables_cover_exactly_the_registry() -> None:
+    assert set(REQUIRED_KEYS) == set(PROVIDERS)
+    # The on-pod switch cannot import the registry: its tables must name the same clouds.
+    assert set(terminate.PROVIDERS) == set(CLOUD_PROVIDERS)
+    assert set(terminate.TERMINATE_ROUTES) == set(CLOUD_PROVIDERS)
+    assert {terminate.ALIASES[name] for name in CLOUD_PROVIDERS} == set(CLOUD_PROVIDERS)
