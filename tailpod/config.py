@@ -17,6 +17,7 @@ from typing import Any
 
 from dotenv.parser import parse_stream
 
+from tailpod.agent.bootstrap.terminate import PROVIDERS as POD_PROVIDERS
 from tailpod.errors import ConfigError
 from tailpod.secrets import Secret
 
@@ -30,6 +31,9 @@ def default_home() -> Path:
 def _meta(env: str, secret: bool = False, kind: str = "str") -> dict[str, Any]:
     return {"env": env, "secret": secret, "kind": kind}
 
+
+# 30 min: several missed beats, yet cheap if the laptop died (the dead-man switch, docs/deadman.md).
+DEFAULT_HEARTBEAT_TIMEOUT_S = 1800.0
 
 @dataclass(frozen=True)
 class Settings:
@@ -45,7 +49,7 @@ class Settings:
     max_price: float | None = field(default=None, metadata=_meta("TAILPOD_MAX_PRICE", kind="float"))
     ttl_hours: float = field(default=4.0, metadata=_meta("TAILPOD_TTL_HOURS", kind="float"))
     heartbeat_timeout_s: float = field(
-        default=1800.0, metadata=_meta("TAILPOD_HEARTBEAT_TIMEOUT", kind="float")
+        default=DEFAULT_HEARTBEAT_TIMEOUT_S, metadata=_meta("TAILPOD_HEARTBEAT_TIMEOUT", kind="float")
     )
     disk_gb: int = field(default=80, metadata=_meta("TAILPOD_DISK_GB", kind="int"))
     startup_timeout_s: float = field(
@@ -80,8 +84,10 @@ class Settings:
     tailscale_tags: tuple[str, ...] = field(
         default=("tag:tailpod",), metadata=_meta("TAILPOD_TAILSCALE_TAGS", kind="list")
     )
-    runpod_url: str = field(default="https://api.runpod.io", metadata=_meta("TAILPOD_RUNPOD_URL"))
-    vast_url: str = field(default="https://console.vast.ai", metadata=_meta("TAILPOD_VAST_URL"))
+    runpod_url: str = field(default=POD_PROVIDERS["runpod"]["api_url"],
+                            metadata=_meta("TAILPOD_RUNPOD_URL"))
+    vast_url: str = field(default=POD_PROVIDERS["vastai"]["api_url"],
+                          metadata=_meta("TAILPOD_VAST_URL"))
     tailscale_url: str = field(
         default="https://api.tailscale.com", metadata=_meta("TAILPOD_TAILSCALE_URL")
     )

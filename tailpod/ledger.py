@@ -46,8 +46,13 @@ LAST_GOOD_FILE = "ledger.last-good.json"
 ACTIVE_STATES = ("intent", "creating", "running", "stopped", "terminating", "failed")
 
 
+# Every pod, volume and tailnet device tailpod makes is named with this prefix, so the orphan sweep
+# finds it at the provider even when the ledger is lost.
+RUN_TAG_PREFIX = "tp-"
+
+
 def new_run_tag() -> str:
-    return "tp-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+    return RUN_TAG_PREFIX + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
 def _process_start(pid: int) -> str | None:

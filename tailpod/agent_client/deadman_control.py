@@ -23,7 +23,6 @@ from tailpod.agent_client.build import guard_code
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 
-DEFAULT_HEARTBEAT_TIMEOUT_S = 1800.0  # 30 min: several missed beats, yet cheap if the laptop died
 DEFAULT_POLL_S = 30.0
 DEFAULT_REMOTE_DIR = "/root/.tailpod"  # RunPod and vast.ai containers log SSH in as root
 DEFAULT_PYTHON = "python3"
@@ -87,7 +86,9 @@ def heartbeat_timeout_for(settings: Settings) -> float:
 
 def api_url_for(settings: Settings, provider: str) -> str:
     """The provider API the pod should call: the one tailpod uses (the sandbox's in tests)."""
-    return settings.runpod_url if provider_name(provider) == "runpod" else settings.vast_url
+    from tailpod.provision.providers import api_url
+
+    return api_url(settings, provider_name(provider))
 
 
 def arm_request(
@@ -133,7 +134,7 @@ def start_guard(provider: str, ttl_at: float, heartbeat_timeout_s: float,
     """
     layout = layout or DeadmanLayout()
     name = provider_name(provider)
-    base = api_url or ("https://api.runpod.io" if name == "runpod" else "https://console.vast.ai")
+    base = api_url or PROVIDERS[name]["api_url"]
     deflate = zlib.compressobj(9, zlib.DEFLATED, -15)  # raw deflate: no header, no checksum
     raw = deflate.compress(guard_code(name, poll_s, retry_s).encode()) + deflate.flush()
     packed = base64.b85encode(raw).decode()  # no quote or backslash in base85's alphabet

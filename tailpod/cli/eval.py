@@ -14,6 +14,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from tailpod.agent.probes.common import PROBE_ENGINES
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
@@ -220,7 +221,7 @@ def _run_on_pod(
     if record.status != "running":
         raise ConfigError(f"{record.run_tag} is {record.status}, not running", hint="tailpod up")
     original = EngineConfig.from_json(record.engine)
-    if original.engine not in ("vllm", "sglang"):
+    if original.engine not in PROBE_ENGINES:
         raise ConfigError(f"the KL evaluation needs vLLM or SGLang, not {original.engine}")
     arms = label_arms(reference or original.model, candidates)
     rid = run_id or kl_run_id(settings.results_dir, record.run_tag)

@@ -30,7 +30,7 @@ from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord, interrupted_step
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
-from tailpod.provision.providers import PROVIDERS
+from tailpod.provision.providers import canonical_name
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
 
@@ -144,10 +144,7 @@ def engine_config(
 
 
 def check_provider(name: str) -> None:
-    if name not in PROVIDERS:
-        raise ConfigError(
-            f"unknown provider {name!r}", hint=f"choose one of: {', '.join(PROVIDERS)}"
-        )
+    canonical_name(name)  # a ConfigError naming the choices for an unknown provider
 
 
 def relaunch_arm(

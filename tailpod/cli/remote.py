@@ -10,7 +10,7 @@ from rich.table import Table
 from tailpod.cli.common import console, err_console, print_json
 from tailpod.config import Settings
 from tailpod.errors import ConfigError, TailpodError
-from tailpod.ledger import Ledger, PodRecord
+from tailpod.ledger import RUN_TAG_PREFIX, Ledger, PodRecord
 from tailpod.provision.base import BillingEvidence, PodInfo
 from tailpod.provision.lifecycle import (
     PROOF_FILE,
@@ -25,6 +25,7 @@ from tailpod.provision.lifecycle import (
     run_dir_for,
     status_remote,
 )
+from tailpod.provision.providers import any_cloud_key
 
 
 def down_policy(timeout_s: float | None) -> LifecyclePolicy:
@@ -45,8 +46,7 @@ def record_or_provider_truth(settings: Settings, ledger: Ledger, run_tag: str | 
     try:
         return ledger.resolve(run_tag)
     except ConfigError:
-        if not run_tag or not run_tag.startswith("tp-") or not (
-                settings.runpod_api_key or settings.vast_api_key):
+        if not run_tag or not run_tag.startswith(RUN_TAG_PREFIX) or not any_cloud_key(settings):
             raise
         found = find_at_providers(settings, ledger, run_tag)
         if found is None:
@@ -119,7 +119,7 @@ def down_many_cli(settings: Settings, ledger: Ledger, *, expired_only: bool,
 
 def remote_report(settings: Settings, ledger: Ledger) -> StatusReport | None:
     """Provider truth for status; None when no cloud key is configured and nothing remote runs."""
-    if not (settings.runpod_api_key or settings.vast_api_key) and not any(
+    if not any_cloud_key(settings) and not any(
         r.provider != "local" for r in ledger.active()
     ):
         return None

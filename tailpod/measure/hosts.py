@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tailpod.agent.probes.common import PROBE_ENGINES
 from tailpod.agent_client.driver import ArmStart, PodAgent, SubprocessTransport
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
@@ -41,7 +42,7 @@ def probe_options(
         "run_id": run_id,
         "requests_per_cell": plan.requests_per_cell or max(4, concurrency),
         "max_tokens": plan.max_tokens,
-        "engine": arm.config.engine if arm.config.engine in ("vllm", "sglang") else "auto",
+        "engine": arm.config.engine if arm.config.engine in PROBE_ENGINES else "auto",
     }
 
 

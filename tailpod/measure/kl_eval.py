@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tailpod import __version__
+from tailpod.agent.probes.common import PROBE_ENGINES
 from tailpod.agent_client.driver import PodAgent
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.errors import ConfigError, TailpodError
@@ -114,7 +115,7 @@ def logprobs_request(
     return {
         "base_url": base_url, "model": model, "prompts": prompts, "reference": reference,
         "top_k": top_k, "max_tokens": max_tokens,
-        "engine": engine if engine in ("vllm", "sglang") else "auto",
+        "engine": engine if engine in PROBE_ENGINES else "auto",
     }  # fmt: skip
 
 

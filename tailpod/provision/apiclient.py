@@ -22,6 +22,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from tailpod.config import Settings
 from tailpod.errors import AuthError, ConfigError, ProviderError
 from tailpod.provision.base import PodInfo, PodState, Provider
 from tailpod.secrets import Secret, redact
@@ -236,9 +237,12 @@ class ApiProvider(Provider):
 
     label: ClassVar[str]  # the provider as messages name it ("RunPod", "vast.ai")
 
-    def __init__(self, api_key: Secret | None, base_url: str, *, auth_env: str,
-                 timings: ApiTimings | None, transport: httpx.BaseTransport | None,
-                 sleep: Callable[[float], None]) -> None:
+    def __init__(self, settings: Settings, *, timings: ApiTimings | None,
+                 transport: httpx.BaseTransport | None, sleep: Callable[[float], None]) -> None:
+        assert self.key_setting and self.url_setting and self.key_env
+        api_key: Secret | None = getattr(settings, self.key_setting)
+        base_url: str = getattr(settings, self.url_setting)
+        auth_env = self.key_env
         if not api_key:
             raise ConfigError(
                 f"{auth_env} is not set",

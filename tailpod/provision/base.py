@@ -85,8 +85,11 @@ class BillingEvidence:
 
 class Provider(abc.ABC):
     name: ClassVar[str]
-    # Resources the provider tags with the run tag are matched by this prefix for `down --all`.
-    tag_prefix: ClassVar[str] = "tp-"
+    # The provider's facts, declared once on its class: which Settings fields hold its API key and
+    # URL and which environment variable the user sets (None: a provider with no API).
+    key_setting: ClassVar[str | None] = None
+    url_setting: ClassVar[str | None] = None
+    key_env: ClassVar[str | None] = None
     # Set by the lifecycle before create(): called with each provider id the moment an API answer
     # names it, so the ledger holds the id even if create() is interrupted right afterwards.
     on_created: Callable[[str], None] | None = None

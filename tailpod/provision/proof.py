@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from tailpod.ledger import RUN_TAG_PREFIX
 from tailpod.provision.base import PodInfo, PodState, ProofCheck
 
-TAG_PREFIX = "tp-"
+TAG_PREFIX = RUN_TAG_PREFIX
 
 
 def is_tailpod_tag(name: str | None) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from tailpod.agent.bootstrap.terminate import ALIASES as POD_ALIASES
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 from tailpod.provision.base import Provider
@@ -20,7 +21,8 @@ PROVIDERS: dict[str, tuple[str, str]] = {
 LOCAL = "local"
 # The providers that rent pods which bill (everything but the local runner).
 CLOUD_PROVIDERS: tuple[str, ...] = tuple(name for name in PROVIDERS if name != LOCAL)
-ALIASES = {"vast": "vastai", "vast.ai": "vastai", "run-pod": "runpod"}
+# The pod agent holds the cloud aliases (it parses --provider on the pod, without tailpod).
+ALIASES = {alias: name for alias, name in POD_ALIASES.items() if alias != name}
 
 
 def canonical_name(name: str) -> str:
@@ -47,9 +49,28 @@ def get_provider(name: str, settings: Settings, **options: Any) -> Provider:
 
 def remote_providers(settings: Settings, **options: Any) -> dict[str, Provider]:
     """Every cloud adapter whose API key is set (what `status` and `down --all` consult)."""
-    keys = {"runpod": settings.runpod_api_key, "vastai": settings.vast_api_key}
     return {name: get_provider(name, settings, **options)
-            for name in CLOUD_PROVIDERS if keys[name]}
+            for name in CLOUD_PROVIDERS if api_key(settings, name)}
+
+
+def api_key(settings: Settings, name: str) -> Any:
+    """The provider's API key from `settings` (a Secret, or None when not set)."""
+    setting = provider_class(name).key_setting
+    return getattr(settings, setting) if setting else None
+
+
+def api_url(settings: Settings, name: str) -> str:
+    """The provider API tailpod (and the pod it rents) calls: the vendor's or the sandbox's."""
+    setting = provider_class(name).url_setting
+    if setting is None:
+        raise ConfigError(f"{name} has no API")
+    url: str = getattr(settings, setting)
+    return url
+
+
+def any_cloud_key(settings: Settings) -> bool:
+    """True when some cloud account is configured."""
+    return any(api_key(settings, name) for name in CLOUD_PROVIDERS)
 
 
 def provider_class(name: str) -> type[Provider]:

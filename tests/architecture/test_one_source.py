@@ -75,3 +75,45 @@ def test_provider_tables_cover_exactly_the_registry() -> None:
     assert set(terminate.PROVIDERS) == set(CLOUD_PROVIDERS)
     assert set(terminate.TERMINATE_ROUTES) == set(CLOUD_PROVIDERS)
     assert {terminate.ALIASES[name] for name in CLOUD_PROVIDERS} == set(CLOUD_PROVIDERS)
+
+
+def _string_constants(value: str) -> list[str]:
+    return [_where(path, node) for path, tree in _modules() for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value == value]
+
+
+def test_the_run_tag_prefix_is_written_once() -> None:
+    """`tp-` names every pod, volume and device tailpod makes: only the ledger spells it."""
+    assert [w.split(":")[0] for w in _string_constants("tp-")] == ["tailpod/ledger.py"]
+
+
+def test_the_vendor_api_urls_and_aliases_are_written_once() -> None:
+    """The pod agent's termination table holds each provider's API URL and its aliases; settings,
+    the dead-man control and the provider table take them from there."""
+    for url in ("https://api.runpod.io", "https://console.vast.ai"):
+        assert [w.split(":")[0] for w in _string_constants(url)] == [
+            "tailpod/agent/bootstrap/terminate.py"], url
+    alias_tables = [str(path.relative_to(PACKAGE.parent)) for path, tree in _modules()
+                    for node in ast.walk(tree) if isinstance(node, ast.Dict)
+                    and any(isinstance(k, ast.Constant) and k.value == "vast" for k in node.keys)]
+    assert alias_tables == ["tailpod/agent/bootstrap/terminate.py"]
+
+
+def test_the_engines_the_probe_reads_are_listed_once() -> None:
+    """("vllm", "sglang") as a literal: the probe's PROBE_ENGINES and the cloud engine list only."""
+    found = []
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                names = [e.value for e in node.elts if isinstance(e, ast.Constant)
+                         and isinstance(e.value, str)]
+                if sorted(names) == ["sglang", "vllm"]:
+                    found.append(str(path.relative_to(PACKAGE.parent)))
+    assert sorted(found) == ["tailpod/agent/probes/common.py", "tailpod/engines/adapters.py"]
+
+
+def test_the_heartbeat_default_is_written_once() -> None:
+    """The dead-man control reads the setting, whose default is the one constant."""
+    from tailpod.config import DEFAULT_HEARTBEAT_TIMEOUT_S, Settings
+
+    assert Settings.__dataclass_fields__["heartbeat_timeout_s"].default == DEFAULT_HEARTBEAT_TIMEOUT_S

@@ -89,7 +89,7 @@ def test_heartbeat_timeout_setting(tmp_path: Path) -> None:
     def settings(**env: str):  # noqa: ANN202
         return load_settings(env=env, dotenv_path=tmp_path / "absent.env")
 
-    assert settings().heartbeat_timeout_s == dc.DEFAULT_HEARTBEAT_TIMEOUT_S == 1800.0
+    assert settings().heartbeat_timeout_s == 1800.0
     s = settings(TAILPOD_HEARTBEAT_TIMEOUT="900", TAILPOD_RUNPOD_URL="http://127.0.0.1:9")
     assert dc.heartbeat_timeout_for(s) == 900.0
     arm = dc.arm_request(s, "runpod", 1_800_000_000.0, dc.DeadmanLayout())

@@ -18,7 +18,8 @@ PROVIDERS: dict[str, dict[str, str]] = {
     "vastai": {"id_env": "CONTAINER_ID", "key_env": "CONTAINER_API_KEY",
                "api_url": "https://console.vast.ai"},
 }
-ALIASES = {"vast": "vastai", "vast.ai": "vastai", "runpod": "runpod", "vastai": "vastai"}
+ALIASES = {"vast": "vastai", "vast.ai": "vastai", "run-pod": "runpod", "runpod": "runpod",
+           "vastai": "vastai"}
 
 RUNPOD_TERMINATE_GQL = (
     "mutation DeadmanTerminate($input: PodTerminateInput!) { podTerminate(input: $input) }"

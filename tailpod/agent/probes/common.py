@@ -12,6 +12,9 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 CLIENT_BOUND_CPU_FRACTION = 0.8
 # Scheduling lag above this (seconds) distorts TTFT and chunk gaps enough to be worth a flag.
 LOOP_LAG_FLAG_S = 0.05
+# The engines whose streams, usage and metrics the probe reads in their own dialect; any other
+# engine is measured as a generic OpenAI-compatible server.
+PROBE_ENGINES = ("vllm", "sglang")
 
 
 API_KEY_ENV = "TAILPOD_PROBE_API_KEY"

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import OFF_POD_FLAG
-from .common import CLIENT_BOUND_CPU_FRACTION, DEFAULT_BASE_URL, USER_AGENT, ProbeError, log
+from .common import (
+    CLIENT_BOUND_CPU_FRACTION,
+    DEFAULT_BASE_URL,
+    PROBE_ENGINES,
+    USER_AGENT,
+    ProbeError,
+    log,
+)
 from .metrics import (
     _delta,
     acceptance_from_sglang_meta,
@@ -346,7 +353,7 @@ def run_cell(
         specs.append(RequestSpec(i, path, body, plan.cache, opts.api))
 
     before: dict[str, Any] = {}
-    if engine in ("vllm", "sglang"):
+    if engine in PROBE_ENGINES:
         before = _quiet_snapshot(ep, engine)
     outcome = loop_fn(ep, specs, plan.concurrency, opts.request_timeout, opts.api)
 
@@ -357,7 +364,7 @@ def run_cell(
     flags: list[str] = []
     if opts.api == "generate":
         acceptance = acceptance_from_sglang_meta([r.meta for r in ok if r.meta])
-    elif engine in ("vllm", "sglang"):
+    elif engine in PROBE_ENGINES:
         after = _settled_after(ep, engine, before, usage_tokens if clean else None)
         if engine == "vllm":
             acceptance, flags = acceptance_from_vllm(before, after)

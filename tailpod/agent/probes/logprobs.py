@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from .common import PROBE_VERSION, ProbeError, log
+from .common import PROBE_ENGINES, PROBE_VERSION, ProbeError, log
 from .prompt_classes import prompt_text
 from .transport import (
     Endpoint,
@@ -288,7 +288,7 @@ def collect_logprobs(
     ep = Endpoint.parse(base_url)
     if engine == "auto":
         engine = detect_engine(scrape_metrics(ep))
-        engine = engine if engine in ("vllm", "sglang") else "vllm"
+        engine = engine if engine in PROBE_ENGINES else "vllm"
     name = model or ("" if engine == "sglang" else discover_model(ep))
     client = LogprobClient(ep, name, engine, timeout, ignore_eos)
     ref_by_id = {p["id"]: p for p in (reference or {}).get("prompts", [])}

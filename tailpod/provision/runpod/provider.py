@@ -148,6 +148,9 @@ def parse_log_events(text: str) -> list[str]:
 class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsContainerLog,
                      SupportsPodScopedTermination):
     name = "runpod"
+    key_setting = "runpod_api_key"
+    url_setting = "runpod_url"
+    key_env = "RUNPOD_API_KEY"
     label = "RunPod"
     pod_termination = "runpod"
 
@@ -160,8 +163,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         sleep: Callable[[float], None] = time.sleep,
         cloud: str = "SECURE",
     ) -> None:
-        super().__init__(settings.runpod_api_key, settings.runpod_url, auth_env="RUNPOD_API_KEY",
-                         timings=timings, transport=transport, sleep=sleep)
+        super().__init__(settings, timings=timings, transport=transport, sleep=sleep)
         self.cloud = cloud
 
     # -- catalog ----------------------------------------------------------------------------------

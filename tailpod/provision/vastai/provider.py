@@ -66,6 +66,9 @@ def normalise_gpu_name(name: str) -> str:
 class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                    SupportsPodScopedTermination):
     name = "vastai"
+    key_setting = "vast_api_key"
+    url_setting = "vast_url"
+    key_env = "VAST_API_KEY"
     label = "vast.ai"
     pod_termination = "vastai"
 
@@ -80,8 +83,7 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         min_inet_down_mbps: float = 100.0,
         min_cuda: float | None = None,
     ) -> None:
-        super().__init__(settings.vast_api_key, settings.vast_url, auth_env="VAST_API_KEY",
-                         timings=timings, transport=transport, sleep=sleep)
+        super().__init__(settings, timings=timings, transport=transport, sleep=sleep)
         self.min_reliability = min_reliability
         self.min_inet_down_mbps = min_inet_down_mbps
         self.min_cuda = min_cuda
