@@ -30,6 +30,18 @@ class AdminApi:
         r.add("DELETE", "/admin/accounts", self.remove_account)
         r.add("POST", "/admin/reset", self.reset)
         r.add("POST", "/admin/catalog/runpod", self.set_runpod_stock)
+        r.add("GET", "/admin/settings", lambda _req: Response(200, self.cloud.settings()))
+        r.add("POST", "/admin/settings", self.set_settings)
+
+    def set_settings(self, req: Request) -> Response:
+        """Behaviours no vendor text settles (docs/sandbox.md): each can be played both ways."""
+        try:
+            body: Any = req.json()
+            if not isinstance(body, dict):
+                raise ValueError("expected an object of settings")
+            return Response(200, self.cloud.apply_settings(body))
+        except ValueError as exc:
+            return _bad(str(exc))
 
     def list_faults(self, _req: Request) -> Response:
         return Response(200, {"faults": self.cloud.faults.list(), "kinds": FAULT_KINDS})

@@ -59,6 +59,9 @@ class SandboxCloud:
         # Whether REST refuses the keys injected into pods (undocumented either way): the
         # dead-man switch must still terminate its pod through another route.
         self.refuse_pod_key_on_rest = False
+        # Whether RunPod v2 `args` decodes the JSON start form `{"entrypoint", "cmd"}`
+        # (undocumented either way): False shlex-splits it onto the image's ENTRYPOINT.
+        self.runpod_json_start_form = True
         # RunPod `GET /v2/pods` answers in pages of this many pods (None: one answer, as v2 documents).
         self.runpod_list_page_size: int | None = None
         self.host: PodHost = pod_host or ProcessPodHost(self.workdir, run_commands=run_commands)
@@ -76,6 +79,23 @@ class SandboxCloud:
         # route would, and only REST v2 is left (tailpod must still prove billing stopped).
         self.graphql_retired = False
         self.closed = False
+
+    SETTINGS = ("refuse_pod_key_on_rest", "runpod_json_start_form", "graphql_retired")
+
+    def settings(self) -> dict[str, Any]:
+        """The behaviours no vendor text settles, as the admin API shows and sets them."""
+        return {name: getattr(self, name) for name in self.SETTINGS}
+
+    def apply_settings(self, values: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(values) - set(self.SETTINGS))
+        if unknown:
+            raise ValueError(f"unknown setting(s) {', '.join(unknown)}; known: "
+                             + ", ".join(self.SETTINGS))
+        for name, value in values.items():
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be true or false")
+            setattr(self, name, value)
+        return self.settings()
 
     # -- accounts ---------------------------------------------------------------------------------
     def set_account(

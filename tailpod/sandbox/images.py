@@ -74,19 +74,23 @@ def image_config(image: str) -> ImageConfig:
         or ImageConfig(repo)
 
 
-def parse_start_command(args: str | list[str] | None) -> tuple[list[str] | None, list[str] | None]:
+def parse_start_command(args: str | list[str] | None, *, json_form: bool = True,
+                        ) -> tuple[list[str] | None, list[str] | None]:
     """(entrypoint override, cmd) from a start command.
 
     RunPod splits a start-command string either as the JSON object `{"cmd": [...],
     "entrypoint": [...]}` or shlex-style (runpod/docs pods/templates/manage-templates.mdx); a
-    list is already argv (vast `args`). None for a part that is not overridden.
+    list is already argv (vast `args`). None for a part that is not overridden. Whether v2
+    `args` decodes the JSON form is undocumented (BaseContainerConfig.args says only
+    "Arguments passed to the container entrypoint"): `json_form=False` plays the other answer,
+    where the JSON text is shlex-split onto the image's ENTRYPOINT like any other string.
     """
     if args is None or args == "" or args == []:
         return None, None
     if isinstance(args, list):
         return None, [str(a) for a in args]
     text = args.strip()
-    if text.startswith("{"):
+    if json_form and text.startswith("{"):
         try:
             data = json.loads(text)
         except ValueError:
@@ -99,10 +103,11 @@ def parse_start_command(args: str | list[str] | None) -> tuple[list[str] | None,
     return None, shlex.split(text)
 
 
-def compose(config: ImageConfig, args: str | list[str] | None) -> list[str]:
+def compose(config: ImageConfig, args: str | list[str] | None, *,
+            json_form: bool = True) -> list[str]:
     """The container's argv as Docker composes it: an entrypoint override also clears the
     image's CMD; otherwise given arguments replace CMD and follow the image's ENTRYPOINT."""
-    entry_override, cmd = parse_start_command(args)
+    entry_override, cmd = parse_start_command(args, json_form=json_form)
     if entry_override is not None:
         return entry_override + (cmd or [])
     return list(config.entrypoint) + (cmd if cmd is not None else list(config.cmd))

@@ -39,7 +39,8 @@ def container_argv(pod: SandboxPod) -> list[str]:
         # in a shell (vast-cli `create instance --help`; docs/providers.md).
         argv = ["/bin/sh", "-c", str(pod.command)] if pod.command else ["sleep", "infinity"]
     else:
-        argv = compose(image_config(pod.image), pod.command)
+        argv = compose(image_config(pod.image), pod.command,
+                       json_form=bool(pod.meta.get("json_start_form", True)))
     verdict = entrypoint_verdict(argv)
     pod.meta["argv"] = argv
     pod.meta["crashing"] = bool(verdict and "unrecognized arguments" in verdict)

@@ -46,6 +46,15 @@ CREATE_KEYS = {
     "globalNetworking", "gpu", "mounts", "startJupyter", "startSsh", "templateId",
 }
 GPU_KEYS = {"id", "count", "allowedCudaVersions", "minCudaVersion"}
+CPU_KEYS = {"id", "vcpuCount"}  # CreateCpuConfig: BaseCpuConfig, unevaluatedProperties: false
+# CPU flavors (`CpuType`: id, name, group, vcpu {min,max}, ramGbPerVcpu, price.securePerVcpu);
+# the figures are the sandbox's, shaped like the spec's examples (cpu5c, $0.04 per vCPU).
+CPU_CATALOG: tuple[dict[str, Any], ...] = (
+    {"id": "cpu3c", "name": "Compute-Optimized", "group": "Gen 3", "vcpu": {"min": 2, "max": 32},
+     "ramGbPerVcpu": 2.0, "price": {"securePerVcpu": 0.03, "serverlessPerVcpu": 0.02}},
+    {"id": "cpu5c", "name": "Compute-Optimized", "group": "Gen 5", "vcpu": {"min": 2, "max": 32},
+     "ramGbPerVcpu": 2.5, "price": {"securePerVcpu": 0.04, "serverlessPerVcpu": 0.03}},
+)
 PORT_RE = re.compile(r"^\d{1,5}/(tcp|http)$")
 TITLES = {
     400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 403: "Forbidden",
@@ -165,6 +174,7 @@ class RunPodEmulator:
         r.add("GET", "/v2/pods/{pod_id}/logs", self.pod_logs)
         r.add("GET", "/v2/catalog/gpus", self.catalog)
         r.add("GET", "/v2/catalog/gpus/{gpu_id}", self.catalog_one)
+        r.add("GET", "/v2/catalog/cpus", self.cpu_catalog)
         r.add("GET", "/v2/billing/pods", self.billing)
         r.add("POST", "/graphql", self.graphql)
 
@@ -282,6 +292,11 @@ class RunPodEmulator:
             "createdAt": rfc3339(pod.created_at),
             "startedAt": rfc3339(pod.started_at),
         }
+        if "cpu" in pod.meta:  # Pod.cpu "Present for CPU pods"; Pod.gpu "omitted from CPU pods"
+            del body["gpu"]
+            flavor = next(c for c in CPU_CATALOG if c["id"] == pod.meta["cpu"]["id"])
+            body["cpu"] = {**pod.meta["cpu"], "memory": max(1, int(
+                flavor["ramGbPerVcpu"] * pod.meta["cpu"]["vcpuCount"]))}
         return body
 
     def list_pods(self, req: Request) -> Response:
@@ -405,6 +420,10 @@ class RunPodEmulator:
         if isinstance(gpu_in, dict):
             unknown += [f"$.gpu: additional properties '{k}' not allowed"
                         for k in sorted(set(gpu_in) - GPU_KEYS)]
+        cpu_in = body.get("cpu")
+        if isinstance(cpu_in, dict):
+            unknown += [f"$.cpu: additional properties '{k}' not allowed"
+                        for k in sorted(set(cpu_in) - CPU_KEYS)]
         if isinstance(mounts_in, dict):
             unknown += [f"$.mounts: additional properties '{k}' not allowed"
                         for k in sorted(set(mounts_in) - {"persistent", "network"})]
@@ -441,8 +460,19 @@ class RunPodEmulator:
             return problem(422, "Request validation failed.", errors), {}
         if (gpu is None) == (body.get("cpu") is None):
             return problem(400, "exactly one of gpu or cpu must be set"), {}
-        if body.get("cpu") is not None:
-            return problem(400, "CPU pods are not offered by the sandbox"), {}
+        cpu = body.get("cpu")
+        if cpu is not None:
+            flavor = next((c for c in CPU_CATALOG if isinstance(cpu, dict)
+                           and c["id"] == cpu.get("id")), None)
+            vcpus = cpu.get("vcpuCount") if isinstance(cpu, dict) else None
+            if not isinstance(vcpus, int) or isinstance(vcpus, bool) or vcpus < 2 \
+                    or vcpus & (vcpus - 1):
+                return problem(422, "Request validation failed.",
+                               ["$.cpu.vcpuCount: must be an integer >= 2 and a power of two"]), {}
+            if flavor is None:
+                return problem(400, f"unknown CPU flavor {cpu.get('id')!r}"), {}
+            if not flavor["vcpu"]["min"] <= vcpus <= flavor["vcpu"]["max"]:
+                return problem(400, f"vcpuCount {vcpus} is not offered for {flavor['id']}"), {}
         if not body.get("image") and not body.get("templateId"):
             return problem(400, "image is required unless templateId is set"), {}
         volume = 0
@@ -451,6 +481,7 @@ class RunPodEmulator:
             volume = int(mounts["persistent"].get("size") or 0)
         return None, {
             "name": name, "gpu": gpu["id"] if gpu else "", "count": (gpu or {}).get("count", 1),
+            "cpu": dict(cpu) if isinstance(cpu, dict) else None,
             "image": body.get("image"),
             "args": body.get("args") or None, "env": env, "ports": ports, "disk": disk,
             "cloud": cloud, "volume": volume,
@@ -467,6 +498,8 @@ class RunPodEmulator:
         error, spec = self._validate_create(body)
         if error is not None:
             return error
+        if spec["cpu"] is not None:
+            return self._create_cpu_pod(account, spec)
         gpu_type = self.cloud.runpod_catalog.get(spec["gpu"])
         if gpu_type is None:
             return problem(404, f"gpu type not found: {spec['gpu']}")
@@ -486,6 +519,38 @@ class RunPodEmulator:
                             spec["args"], spec["env"], spec["ports"], spec["disk"], spec["cloud"],
                             spec["volume"])
         return self._created(pod, Response(201, None, dict(RATE_HEADERS)))
+
+    def _create_cpu_pod(self, account: Account, spec: dict[str, Any]) -> Response:
+        """A CPU pod (`cpu: {id, vcpuCount}`): priced per vCPU (`CpuType.price.securePerVcpu`
+        times the count); it bills, boots and dies like a GPU pod, with no GPU."""
+        flavor = next(c for c in CPU_CATALOG if c["id"] == spec["cpu"]["id"])
+        vcpus = int(spec["cpu"]["vcpuCount"])
+        rate = round(float(flavor["price"]["securePerVcpu"]) * vcpus, 4)
+        if self.cloud.balance(account) < rate:
+            return problem(402, "insufficient balance: at least one hour of credit is required "
+                                "to deploy this pod")
+        cpu_type = RunPodGpuType(flavor["id"], flavor["name"], 0, rate / vcpus, rate / vcpus)
+        pod = self._new_pod(account, cpu_type, vcpus, rate, spec["name"], spec["image"],
+                            spec["args"], spec["env"], spec["ports"], spec["disk"], spec["cloud"],
+                            0)
+        pod.gpu_count = 0
+        pod.meta["cpu"] = {"id": flavor["id"], "vcpuCount": vcpus}
+        return self._created(pod, Response(201, None, dict(RATE_HEADERS)))
+
+    def cpu_catalog(self, req: Request) -> Response:
+        """`GET /v2/catalog/cpus` (listCpuTypes): `include=AVAILABILITY` needs `product`."""
+        account = self._gate(req, "catalog")
+        if isinstance(account, Response):
+            return account
+        include = (req.q("include") or "").upper()
+        if include and include != "AVAILABILITY":
+            return problem(422, "Request validation failed.",
+                           ["include: value must be one of 'AVAILABILITY'"])
+        if bool(include) != bool(req.q("product")):
+            return problem(400, "product is required with include=AVAILABILITY and valid "
+                                "only with it")
+        cpus = [{**c, "availability": "HIGH"} if include else dict(c) for c in CPU_CATALOG]
+        return Response(200, {"cpus": cpus}, dict(RATE_HEADERS))
 
     def _created(self, pod: SandboxPod, ok: Response) -> Response:
         faults = self.cloud.faults
@@ -509,6 +574,7 @@ class RunPodEmulator:
             cuda=gpu_type.cuda, volume_gb=volume,
             storage_cost_gb_month=RUNPOD_DISK_RUNNING_GB_MONTH,
         )
+        pod.meta["json_start_form"] = self.cloud.runpod_json_start_form
         return self.cloud.add_pod(pod)
 
     def _gpu_json(self, g: RunPodGpuType, include: bool) -> dict[str, Any]:

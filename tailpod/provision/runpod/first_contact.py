@@ -1,0 +1,345 @@
+"""First contact: the RunPod behaviours no vendor text settles, verified live on a CPU pod.
+
+Two assumptions every RunPod rental rests on are undocumented (docs/providers.md, "unverified"):
+whether v2 `args` decodes tailpod's JSON start form `{"entrypoint": [...], "cmd": [...]}`
+(`BaseContainerConfig.args` says only "Arguments passed to the container entrypoint"), and
+whether the pod-scoped `RUNPOD_API_KEY` may terminate its own pod through REST v2 (the dead-man's
+first routes, tailpod/agent/bootstrap/terminate.py). A third number decides what a billing proof
+can show: how long the account's meter (`GET /v2/billing/pods`) takes to show a pod's spend.
+
+`run_first_contact` rents the cheapest CPU pod (`CreatePodRequest.cpu`, a `CreateCpuConfig`
+`{id, vcpuCount}`; flavors from `GET /v2/catalog/cpus`: runpod/docs
+api-reference-v2/openapi.json @ a900806e253c4f8c16da27d1a4370e72456da4cb) with the image and the
+start-command form tailpod would use. The start command prints a marker (fact 1), holds while the
+meter is read (fact 3), then deletes its own pod with the pod-scoped key through the REST routes
+of the dead-man's table and prints each answer (fact 2); tailpod watches the pod go. Every wait is
+bounded, the pod is created and torn down by the money-safe lifecycle (create_pod_safely /
+teardown), so it is proven down whatever happens, and the cost is said before and after.
+
+The facts are kept in TAILPOD_HOME/first-contact.json per account (a hash of the key, never the
+key) and image; check-requirements shows them and `up` acts on a refused one (preflight).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
+from tailpod.config import Settings
+from tailpod.errors import ConfigError, ProviderError, TailpodError
+from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.provision.base import PodInfo, PodSpec, PodState
+from tailpod.provision.runpod.provider import RunPodProvider
+from tailpod.secrets import redact
+
+FACTS_FILE = "first-contact.json"
+FACTS_SCHEMA = "tailpod.first-contact/1"
+MARKER = "tailpod-first-contact"
+# The pod-side REST routes of the dead-man's table; GraphQL is left out on purpose: the fact in
+# doubt is whether REST v2 takes the pod key (GraphQL retires in early 2027).
+SELF_KILL_ROUTES = [(m, p, b) for m, p, b in TERMINATE_ROUTES["runpod"] if "graphql" not in p]
+SELF_KILL_CODE = (
+    "import json,os,sys,urllib.request as u\n"
+    "i=os.environ.get('RUNPOD_POD_ID','');k=os.environ.get('RUNPOD_API_KEY','')\n"
+    "for m,p,b in json.loads(sys.argv[2]):\n"
+    " d=None if b is None else json.dumps(b).encode()\n"
+    " r=u.Request(sys.argv[1]+p.replace('{id}',i),d,{'Authorization':'Bearer '+k,"
+    "'Content-Type':'application/json'},method=m)\n"
+    " try:c=u.urlopen(r,timeout=30).status\n"
+    " except u.HTTPError as e:c=e.code\n"
+    " except Exception:c=0\n"
+    " print(sys.argv[3],'route',m,p,c,flush=True)\n"
+    " if 199<c<300:break\n"
+)
+
+
+@dataclass(frozen=True)
+class FirstContactTimings:
+    """Bounds of each step (seconds). The live defaults keep a CPU pod's bill under a cent."""
+
+    boot_s: float = 900.0  # until the marker shows in the container log (an image pull)
+    hold_s: float = 90.0  # the pod waits this long before deleting itself: the meter window
+    gone_s: float = 90.0  # after the hold, how long the pod has to vanish by its own hand
+    poll_s: float = 5.0
+
+    @classmethod
+    def fast(cls) -> FirstContactTimings:
+        return cls(boot_s=20.0, hold_s=2.0, gone_s=10.0, poll_s=0.1)
+
+    def bound_s(self) -> float:
+        return self.boot_s + self.hold_s + self.gone_s
+
+
+@dataclass
+class FirstContactFacts:
+    account: str  # sha256 of the key, first 16 hex digits
+    image: str
+    checked_at: float
+    start_form: str  # "json" (entrypoint replaced) or "plain"
+    start_command_ran: bool | None  # the marker showed in the container log
+    pod_key_self_kill: bool | None  # the pod deleted itself with the pod-scoped key over REST v2
+    self_kill_answers: list[str] = field(default_factory=list)  # "DELETE /v2/pods/{id} 204"
+    meter_delay_s: float | None = None  # pod created -> billing history first shows spend
+    meter_bound_s: float = 0.0  # how long the meter was watched
+    cost_estimate_usd: float | None = None
+    cost_usd: float | None = None
+    pod_id: str | None = None
+    run_tag: str | None = None
+    cpu: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def meter_line(self) -> str:
+        if self.meter_delay_s is not None:
+            return f"the meter showed spend {self.meter_delay_s:.0f} s after create"
+        return f"the meter showed no spend within {self.meter_bound_s:.0f} s"
+
+    def summary(self) -> str:
+        def word(value: bool | None, yes: str, no: str) -> str:
+            return "not checked" if value is None else (yes if value else no)
+
+        return "; ".join([
+            f"start command ({self.start_form} form): "
+            + word(self.start_command_ran, "ran", "did NOT run"),
+            "pod key self-kill over REST v2: "
+            + word(self.pod_key_self_kill, "works", "REFUSED")
+            + (f" ({', '.join(self.self_kill_answers)})" if self.self_kill_answers else ""),
+            self.meter_line(),
+        ])
+
+
+def account_id(key: str | None) -> str:
+    """Which account the facts belong to: a hash of its key, never the key."""
+    if not key:
+        raise ConfigError("no RunPod API key", hint="set RUNPOD_API_KEY")
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _facts_path(settings: Settings) -> Path:
+    return Path(settings.home) / FACTS_FILE
+
+
+def load_all(settings: Settings) -> list[FirstContactFacts]:
+    try:
+        data = json.loads(_facts_path(settings).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    out = []
+    for item in data.get("facts", []) if isinstance(data, dict) else []:
+        try:
+            out.append(FirstContactFacts(**item))
+        except TypeError:
+            continue
+    return out
+
+
+def facts_for(settings: Settings, image: str | None = None) -> list[FirstContactFacts]:
+    """This account's recorded facts (for `image` only when given), newest first."""
+    try:
+        account = account_id(settings.runpod_api_key.reveal()
+                             if settings.runpod_api_key else None)
+    except ConfigError:
+        return []
+    found = [f for f in load_all(settings) if f.account == account
+             and (image is None or f.image == image)]
+    return sorted(found, key=lambda f: -f.checked_at)
+
+
+def save(settings: Settings, facts: FirstContactFacts) -> Path:
+    path = _facts_path(settings)
+    kept = [f for f in load_all(settings)
+            if not (f.account == facts.account and f.image == facts.image)]
+    kept.append(facts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"schema": FACTS_SCHEMA, "facts": [asdict(f) for f in kept]},
+                              indent=2), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def probe_script(nonce: str, api_url: str, hold_s: float, python: str = "python3") -> str:
+    """The probe pod's shell script: the marker, a hold, the self-kill, then idle."""
+    tag = f"{MARKER}-{nonce}"
+    kill = shlex.join([python, "-c", SELF_KILL_CODE, api_url.rstrip("/"),
+                       json.dumps(SELF_KILL_ROUTES, separators=(",", ":")), tag])
+    return (f"echo {tag} start; sleep {max(0.0, hold_s):g}; {kill}; "
+            f"echo {tag} self-kill-done; exec sleep 3600")
+
+
+class RunPodCpuProbe(RunPodProvider):
+    """RunPod, creating CPU pods: `spec.gpu_preference[0]` is the CPU flavor id and
+    `spec.gpu_count` the vCPU count (the lifecycle's create and teardown need no change)."""
+
+    def cpu_catalog(self) -> list[dict[str, Any]]:
+        response = self.api.call("GET", "/v2/catalog/cpus", "reading the CPU catalog",
+                                 params={"include": "AVAILABILITY", "product": "POD"})
+        body = self.api.body_of(response)
+        cpus = body.get("cpus") if isinstance(body, dict) else None
+        if not isinstance(cpus, list):
+            raise ProviderError("RunPod: the CPU catalog answer has no `cpus` list")
+        return [c for c in cpus if isinstance(c, dict) and c.get("id")]
+
+    def cheapest_cpu(self) -> tuple[str, int, float]:
+        """(flavor id, vCPU count, $/h) of the cheapest CPU pod on offer."""
+        best: tuple[float, str, int] | None = None
+        for c in self.cpu_catalog():
+            if c.get("availability") == "NONE":
+                continue
+            low = int((c.get("vcpu") or {}).get("min") or 2)
+            vcpus = 2
+            while vcpus < low:  # vcpuCount "must be a power of two", at least 2
+                vcpus *= 2
+            per = (c.get("price") or {}).get("securePerVcpu")
+            if not isinstance(per, (int, float)):
+                continue
+            rate = round(float(per) * vcpus, 4)
+            if best is None or rate < best[0]:
+                best = (rate, str(c["id"]), vcpus)
+        if best is None:
+            raise ProviderError("RunPod offers no CPU pod now; the first-contact check needs one",
+                                hint="run it again later")
+        return best[1], best[2], best[0]
+
+    def create(self, spec: PodSpec) -> PodInfo:
+        cpu_id, vcpus = spec.gpu_preference[0], spec.gpu_count
+        body = self._create_body(spec, "unused")
+        del body["gpu"]
+        body["cpu"] = {"id": cpu_id, "vcpuCount": vcpus}
+        what = f"creating a CPU pod ({cpu_id} x{vcpus})"
+        reasons: list[str] = []
+
+        def created(status: int, answer: Any) -> str | None:
+            if status in (200, 201) and isinstance(answer, dict) and answer.get("id"):
+                return str(answer["id"])
+            return None
+
+        def refused(status: int, answer: Any, detail: str) -> str:
+            raise ProviderError(f"RunPod refused the first-contact CPU pod (HTTP {status}): "
+                                f"{detail}; nothing was created")
+
+        pod_id = self._create_candidate(
+            spec.run_tag, cpu_id, reasons,
+            send=lambda: self.api.send("POST", "/v2/pods", what, json=body),
+            created=created, refused=refused, retry_ok=(200, 201))
+        if pod_id is None:
+            raise ProviderError(f"RunPod: {what} failed: {'; '.join(reasons) or 'no answer'}")
+        info = self.get(pod_id) or PodInfo(pod_id, spec.run_tag, PodState.PENDING)
+        return info
+
+
+def _log_lines(provider: RunPodProvider, pod_id: str) -> list[str]:
+    try:
+        return provider.container_log(pod_id, tail=500) or []
+    except TailpodError:
+        return []
+
+
+def run_first_contact(
+    settings: Settings,
+    image: str,
+    *,
+    timings: FirstContactTimings | None = None,
+    provider: RunPodCpuProbe | None = None,
+    say: Callable[[str], None] = lambda _line: None,
+    policy: Any = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> FirstContactFacts:
+    """Rent, verify the three facts, prove the pod down, record and return the facts."""
+    from tailpod.provision.lifecycle import create_pod_safely, run_dir_for, teardown
+
+    timings = timings or FirstContactTimings()
+    key = settings.runpod_api_key.reveal() if settings.runpod_api_key else None
+    facts = FirstContactFacts(account=account_id(key), image=image, checked_at=time.time(),
+                              start_form="json", start_command_ran=None, pod_key_self_kill=None)
+    provider = provider or RunPodCpuProbe(settings)
+    cpu_id, vcpus, rate = provider.cheapest_cpu()
+    facts.cpu = f"{cpu_id} x{vcpus}"
+    facts.cost_estimate_usd = round(rate * timings.bound_s() / 3600.0, 6)
+    say(f"first contact: renting a RunPod CPU pod ({cpu_id}, {vcpus} vCPU) at ${rate:.4f}/h "
+        f"with {image}; at most {timings.bound_s():.0f} s, about "
+        f"${facts.cost_estimate_usd:.6f} at most (cost before)")
+    nonce = secrets.token_hex(4)
+    tag = f"{MARKER}-{nonce}"
+    run_tag = new_run_tag()
+    facts.run_tag = run_tag
+    spec = PodSpec(run_tag=run_tag, gpu_preference=[cpu_id], image=image,
+                   start_command=["/bin/sh", "-c", probe_script(nonce, provider.base_url,
+                                                                timings.hold_s)],
+                   gpu_count=vcpus, env={"TAILPOD_RUN_TAG": run_tag}, disk_gb=20, ports=[])
+    ledger = Ledger(Path(settings.home))
+    record = PodRecord(run_tag=run_tag, provider=provider.name)
+    started = clock()
+    info: PodInfo | None = None
+    try:
+        info = create_pod_safely(provider, spec, ledger, record, ttl_hours=1.0, policy=policy)
+        facts.pod_id = info.pod_id
+        created = clock()
+        # Fact 1: the marker in the container log, within the boot bound.
+        lines: list[str] = []
+        while clock() - created < timings.boot_s:
+            lines = _log_lines(provider, info.pod_id)
+            if any(f"{tag} start" in line for line in lines):
+                facts.start_command_ran = True
+                break
+            sleep(timings.poll_s)
+        if not facts.start_command_ran:
+            facts.start_command_ran = False
+            shown = " | ".join(redact(line)[:160] for line in lines[-3:]) or "an empty log"
+            facts.notes.append(f"no marker within {timings.boot_s:.0f} s; the log ends: {shown}")
+            return facts
+        say("first contact: the start command ran (marker in the container log)")
+        # Fact 3, while the pod holds: when does the billing history first show spend?
+        marked = clock()
+        while clock() - marked < timings.hold_s:
+            billed = provider.billed_so_far(info.pod_id)
+            if billed is not None and billed > 0 and facts.meter_delay_s is None:
+                facts.meter_delay_s = round(clock() - created, 1)
+                break
+            sleep(timings.poll_s)
+        facts.meter_bound_s = round(clock() - created, 1)
+        # Fact 2: the pod deletes itself with its own key; tailpod watches it go.
+        deadline = marked + timings.hold_s + timings.gone_s
+        gone = False
+        while clock() < deadline:
+            if provider.get(info.pod_id) is None:
+                gone = True
+                break
+            lines = _log_lines(provider, info.pod_id)
+            if any(f"{tag} self-kill-done" in line for line in lines):
+                break
+            sleep(timings.poll_s)
+        lines = _log_lines(provider, info.pod_id) if not gone else lines
+        facts.self_kill_answers = [" ".join(line.split()[2:]) for line in lines
+                                   if line.startswith(f"{tag} route ")]
+        if gone:
+            facts.pod_key_self_kill = True
+        elif facts.self_kill_answers:
+            facts.pod_key_self_kill = False
+        else:
+            facts.notes.append("the self-kill printed nothing (no python3 in the image?)")
+        if facts.meter_delay_s is None and gone:
+            billed = provider.billed_so_far(info.pod_id)
+            if billed is not None and billed > 0:
+                facts.meter_delay_s = round(clock() - created, 1)
+        return facts
+    finally:
+        try:
+            current = ledger.get(run_tag)
+            if current is not None:
+                teardown(provider, ledger, current, run_dir_for(settings, run_tag), policy=policy)
+        finally:
+            spent = provider.billed_so_far(facts.pod_id) if facts.pod_id else None
+            facts.cost_usd = round(spent if spent is not None
+                                   else rate * (clock() - started) / 3600.0, 6)
+            save(settings, facts)
+            say(f"first contact: the pod is proven down; it cost ${facts.cost_usd:.6f} "
+                "(cost after)")
