@@ -10,7 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from tailpod.cli.common import console, handle_errors, print_json
+from tailpod.config import Settings
 from tailpod.errors import ConfigError
+
+err_console = Console(stderr=True, highlight=False)
 
 if TYPE_CHECKING:
     from tailpod.preflight import PreflightReport
@@ -34,6 +37,27 @@ def print_requirements(report: PreflightReport, provider: str, out: Console = co
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     verdict = "[green]ready[/]" if report.ok else "[bold red]not ready[/]"
     out.print(f"{verdict}: {summary} in {report.elapsed_s:.1f} s; nothing was created")
+
+
+def run_live(settings: Settings, allow_unpinned: bool) -> None:
+    """First contact (provision/runpod/first_contact.py): its lines go to stderr, so --json
+    output stays one document; a pod not proven down raises (exit 3)."""
+    import os
+
+    from tailpod.engines.image import pin_image
+    from tailpod.provision.providers import canonical_name
+    from tailpod.provision.runpod.first_contact import FirstContactTimings, run_first_contact
+
+    if canonical_name(settings.provider) != "runpod":
+        raise ConfigError("--live checks RunPod's undocumented contracts; the provider is "
+                          f"{settings.provider!r}", hint="pass --provider runpod")
+    if not settings.image.strip():
+        raise ConfigError("--live needs the image tailpod would rent with", hint="pass --image")
+    pinned = pin_image(settings.image, settings, allow_unpinned=allow_unpinned)
+    facts = run_first_contact(settings, pinned.pinned_ref, say=err_console.print,
+                              timings=FirstContactTimings.from_env(os.environ),
+                              image_label=settings.image.strip())
+    err_console.print(f"first contact: {facts.summary()}")
 
 
 def register(app: typer.Typer) -> None:
@@ -60,9 +84,13 @@ def register(app: typer.Typer) -> None:
             False, "--allow-nonephemeral", help="Accept a Tailscale auth key that is not ephemeral."
         ),
         json_out: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+        live: bool = typer.Option(
+            False, "--live", help="RunPod first contact: rent the cheapest CPU pod (cents) with "
+                                  "this image to verify the start form, the pod key's self-kill "
+                                  "and the meter delay; the pod is proven down."),
     ) -> None:
         """Check keys, access, checkpoint, fit, image, tailnet, SSH, offers and cost. Creates
-        nothing; exits 1 when any check fails."""
+        nothing (except with --live: one CPU pod, proven down); exits 1 when any check fails."""
         from tailpod.preflight import Plan, load_preflight_settings, run_preflight
 
         if context_length <= 0:
@@ -70,6 +98,8 @@ def register(app: typer.Typer) -> None:
         overrides = {"provider": provider, "model": model, "image": image,
                      "max_price": max_price, "gpus": tuple(gpu) if gpu else None}
         settings, problems = load_preflight_settings(overrides)
+        if live:
+            run_live(settings, allow_unpinned)
         plan = Plan(hours=hours, context_length=context_length, allow_unpinned=allow_unpinned,
                     allow_nonephemeral=allow_nonephemeral)
         report = run_preflight(settings, plan, settings_problems=problems)

@@ -15,7 +15,7 @@ from typing import Any
 
 from tailpod.config import Settings
 from tailpod.errors import TailpodError
-from tailpod.preflight import cloud, envfile, fit, image, model, ssh, tailnet, tools
+from tailpod.preflight import cloud, envfile, first_contact, fit, image, model, ssh, tailnet, tools
 from tailpod.preflight.base import (
     Check,
     CheckSkipped,
@@ -41,6 +41,8 @@ CHECKS: tuple[Check, ...] = (
     Check("offers", "GPU capacity within the cap", cloud.check_offers, timeout_s=30.0),
     Check("cost", "cost of the planned run", cloud.check_cost, timeout_s=30.0),
     Check("tools", "local tools", tools.check_tools, timeout_s=20.0),
+    Check("first-contact", "RunPod first contact (start form, pod key)",
+          first_contact.check_first_contact, timeout_s=5.0),
 )
 FACTS: dict[str, Fact] = {f.name: f for f in (*cloud.FACTS, *model.FACTS)}
 

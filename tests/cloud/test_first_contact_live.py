@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tailpod.ledger import Ledger
 from tailpod.provision.apiclient import ApiTimings
@@ -94,3 +95,25 @@ def test_a_refused_pod_key_is_seen_and_tailpod_kills_the_pod(sandbox: Sandbox,
 def test_settings_refuse_unknown_names(sandbox: Sandbox) -> None:
     answer = httpx.post(f"{sandbox.admin_url}/admin/settings", json={"no_such": True})
     assert answer.status_code == 400 and "no_such" in answer.text
+
+
+def test_check_requirements_live_on_the_sandbox(sandbox: Sandbox, tailpod_home: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from tailpod.cli.main import app
+
+    for name, value in {**sandbox.env(), "TAILPOD_FIRST_CONTACT_HOLD_S": "1",
+                        "TAILPOD_FIRST_CONTACT_BOOT_S": "20", "TAILPOD_FIRST_CONTACT_POLL_S":
+                        "0.2", "TAILPOD_FIRST_CONTACT_GONE_S": "15"}.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(app, ["check-requirements", "--live", "--provider", "runpod",
+                                      "--image", IMAGE, "--json"])
+    err = " ".join(result.stderr.split())
+    assert "cost before" in err and "cost after" in err, result.output
+    assert "start command (json form): ran" in err
+    assert "pod key self-kill over REST v2: works" in err
+    assert sandbox.runpod_key not in result.output
+    _nothing_bills(sandbox)
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["first-contact"]["status"] == "pass", checks["first-contact"]

@@ -35,8 +35,11 @@ def test_fully_green_run(world: World, env_file: Path) -> None:
     assert [r.name for r in report.results] == [c.name for c in CHECKS]
     bad = {r.name: (r.status.value, r.detail) for r in report.results
            if r.status is not Status.PASS}
+    # an account that never met first contact (check-requirements --live) is only warned about
+    first = bad.pop("first-contact")
+    assert first[0] == "warn" and "not verified on this account" in first[1]
     assert bad == {}
-    assert report.ok and report.counts()["pass"] == len(CHECKS)
+    assert report.ok and report.counts()["pass"] == len(CHECKS) - 1
     world.nothing_created()
 
 
@@ -45,6 +48,7 @@ def test_green_run_on_vast(world: World, env_file: Path) -> None:
     settings = world.settings(TAILPOD_PROVIDER="vastai", TAILPOD_GPUS="RTX 4090,H100 SXM")
     report = world.run(settings, Plan(hours=2.0, env_file=env_file))
     bad = {r.name: r.detail for r in report.results if r.status is not Status.PASS}
+    assert bad.pop("first-contact") == "first contact is a RunPod check"
     assert bad == {} and report.by_name()["offers"].data["expected"]["gpu"] == "RTX 4090"
 
 
@@ -240,7 +244,8 @@ def test_cli_malformed_env_file_is_a_failure_not_a_crash(cli_env: Path) -> None:
 def test_cli_local_provider(world: World, cli_env: Path) -> None:
     code, out = run_cli("--json", "--provider", "local", "--model", str(world.models["small"]))
     statuses = {c["name"]: c["status"] for c in json.loads(out)["checks"]}
-    skipped = {"provider", "hf", "fit", "image", "tailscale", "ssh", "offers", "cost"}
+    skipped = {"provider", "hf", "fit", "image", "tailscale", "ssh", "offers", "cost",
+               "first-contact"}
     assert {n for n, s in statuses.items() if s == "skip"} == skipped
     assert statuses["checkpoint"] == "pass"
     assert code == (0 if statuses["tools"] == "pass" else 1)

@@ -27,8 +27,8 @@ import json
 import secrets
 import shlex
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,20 @@ class FirstContactTimings:
     @classmethod
     def fast(cls) -> FirstContactTimings:
         return cls(boot_s=20.0, hold_s=2.0, gone_s=10.0, poll_s=0.1)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> FirstContactTimings:
+        """TAILPOD_FIRST_CONTACT_{BOOT,HOLD,GONE,POLL}_S override the defaults (the sandbox)."""
+        values: dict[str, float] = {}
+        for name in ("boot", "hold", "gone", "poll"):
+            raw = environ.get(f"TAILPOD_FIRST_CONTACT_{name.upper()}_S")
+            if raw:
+                try:
+                    values[f"{name}_s"] = float(raw)
+                except ValueError:
+                    raise ConfigError(f"TAILPOD_FIRST_CONTACT_{name.upper()}_S={raw!r} is "
+                                      "not a number of seconds") from None
+        return replace(cls(), **values)
 
     def bound_s(self) -> float:
         return self.boot_s + self.hold_s + self.gone_s
@@ -252,13 +266,16 @@ def run_first_contact(
     policy: Any = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    image_label: str | None = None,
 ) -> FirstContactFacts:
-    """Rent, verify the three facts, prove the pod down, record and return the facts."""
+    """Rent `image`, verify the three facts, prove the pod down, record and return the facts
+    (kept under `image_label`, the reference as the user gives it, default `image`)."""
     from tailpod.provision.lifecycle import create_pod_safely, run_dir_for, teardown
 
     timings = timings or FirstContactTimings()
     key = settings.runpod_api_key.reveal() if settings.runpod_api_key else None
-    facts = FirstContactFacts(account=account_id(key), image=image, checked_at=time.time(),
+    facts = FirstContactFacts(account=account_id(key), image=image_label or image,
+                              checked_at=time.time(),
                               start_form="json", start_command_ran=None, pod_key_self_kill=None)
     provider = provider or RunPodCpuProbe(settings)
     cpu_id, vcpus, rate = provider.cheapest_cpu()

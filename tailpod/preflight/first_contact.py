@@ -1,0 +1,68 @@
+"""Check: what first contact (`check-requirements --live`) learned about this RunPod account.
+
+The facts are read from TAILPOD_HOME (provision/runpod/first_contact.py); nothing is rented
+here. A refused fact fails the check, so `up` acts on it before any GPU rents: a start form the
+account did not run refuses the image it was seen with, naming images that did run; a pod key
+that cannot delete its own pod over REST v2 means the dead-man switch has no self-kill, which
+`up` accepts only with `--ttl-hours 0`.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tailpod.preflight.base import CheckSkipped, Context, Findings, Outcome
+from tailpod.preflight.cloud import remote_provider
+from tailpod.provision.runpod.first_contact import facts_for
+
+
+def _age(t: float) -> str:
+    hours = max(0.0, time.time() - t) / 3600.0
+    return f"{hours:.0f} h ago" if hours >= 1 else "within the hour"
+
+
+def check_first_contact(ctx: Context) -> Outcome:
+    if remote_provider(ctx) != "runpod":
+        raise CheckSkipped("first contact is a RunPod check")
+    settings = ctx.settings
+    known = facts_for(settings)
+    found = Findings()
+    if not known:
+        found.warn("the start form and the pod key's self-kill are not verified on this "
+                   "account (no vendor text settles them)",
+                   "run `tailpod check-requirements --live` once (a CPU pod, under a cent)")
+        return found.outcome()
+    image = settings.image.strip()
+    mine = [f for f in known if f.image == image]
+    ran = sorted({f.image for f in known if f.start_command_ran})
+    for facts in mine[:1]:
+        if facts.start_command_ran is False:
+            works = ("images that ran here: " + ", ".join(ran)) if ran else \
+                "an image without an ENTRYPOINT (lmsysorg/sglang, runpod/pytorch) is started " \
+                "by a plain command line instead"
+            found.fail(f"RunPod did not run tailpod's {facts.start_form} start form with "
+                       f"{image} on this account (first contact {_age(facts.checked_at)}): "
+                       "a pod would bill until the boot wait ran out", works)
+        elif facts.start_command_ran:
+            found.ok(f"{image}: the {facts.start_form} start form ran "
+                     f"(first contact {_age(facts.checked_at)})")
+    if not mine:
+        found.warn(f"{image or 'this image'} has not met first contact on this account"
+                   + (f" (verified: {', '.join(ran)})" if ran else ""),
+                   "run `tailpod check-requirements --live` with this image")
+    killed = [f for f in known if f.pod_key_self_kill is not None]
+    if killed and killed[0].pod_key_self_kill is False:
+        answers = ", ".join(killed[0].self_kill_answers) or "no answer"
+        text = ("the pod-scoped key cannot delete its own pod over REST v2 "
+                f"({answers}): the dead-man switch has no self-kill on this account")
+        if settings.ttl_hours > 0:
+            found.fail(text, "pass `--ttl-hours 0` to rent without a self-kill, knowing only "
+                             "`tailpod down` ends the pod")
+        else:
+            found.warn(text + "; accepted with --ttl-hours 0")
+    elif killed:
+        found.ok("the pod key deleted its own pod over REST v2")
+    meters = [f for f in known if f.meter_bound_s]
+    if meters:
+        found.ok(meters[0].meter_line())
+    return found.outcome({"facts": [f.summary() for f in known[:3]]})
