@@ -259,7 +259,15 @@ def register(app: typer.Typer) -> None:
                 run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
             finally:
                 host.close()
-        console.print(summary_table(run_dir.path, f"benchmark {rid}"))
+        if plan.request_rates:
+            from tailpod.results.analysis import analyze
+            from tailpod.results.io import load_run
+            from tailpod.results.slo import render as render_slo
+
+            console.print("\n".join(render_slo(analyze(load_run(run_dir.path)).get("slo"))),
+                          markup=False)
+        else:
+            console.print(summary_table(run_dir.path, f"benchmark {rid}"))
         if host.measured_from != "pod":
             console.print(f"[bold red]{STAMP}[/]: measured off the pod")
         console.print(f"results: {run_dir.path} ({time.time() - t0:.0f} s)")
