@@ -138,9 +138,17 @@ def test_poisson_at_70_percent_load_matches_md1_and_the_closed_loop_reports_less
     rate = rho / service
     server = synthetic(slots=1, ttft_s=service, fixed_tokens=1)
     arrival = {"process": "poisson", "rate": rate, "seed": seed, "requests": n}
-    rows = probe_run({"base_url": server.base_url, "prompts_dir": str(prompt_dir("hi")),
-                      "max_tokens": 1, "warmup": 0}, [_cell(arrival)])
-    cell = rows[-1]
+    # Client and server share this process: on a loaded machine a stall of the whole process
+    # shows as the probe's own loop lag, which the probe flags. Such a run says nothing about
+    # the queue, so it is measured again (at most 3 tries); the figures asserted are a clean run's.
+    for _ in range(3):
+        server.reset_stats()
+        rows = probe_run({"base_url": server.base_url, "prompts_dir": str(prompt_dir("hi")),
+                          "max_tokens": 1, "warmup": 0}, [_cell(arrival)])
+        cell = rows[-1]
+        if "loop_lag" not in cell["flags"] and "behind_schedule" not in cell["flags"]:
+            break
+    assert "loop_lag" not in cell["flags"] and "behind_schedule" not in cell["flags"], cell
     assert cell["failed"] == 0 and cell["requests"] == n
     measured = cell["ttft_sched_mean_s"]
     # M/D/1 (Pollaczek-Khinchine with zero service variance): Wq = rho / (2 mu (1 - rho))
