@@ -24,6 +24,7 @@ from .envelope import (
     scrub,
     success,
 )
+from .probes.arrival import parse_arrival, parse_slo
 from .probes.common import DEFAULT_BASE_URL, ProbeError
 from .probes.gate import (
     GATE_METHODS,
@@ -104,9 +105,11 @@ _RUN_OPTIONS = {"base_url": DEFAULT_BASE_URL, "model": None, "run_id": None,
                 "requests_per_cell": 16, "max_tokens": 256, "ignore_eos": True,
                 "temperature": 0.0, "prompts_dir": None, "warmup": 1, "engine": "auto",
                 "api": "chat", "transport": "asyncio", "request_timeout": 600.0,
-                "client_bound_threshold": 0.8}
-_CELL = {"arm": _REQUIRED, "concurrency": _REQUIRED, "rep": _REQUIRED,
-         "prompt_class": _REQUIRED, "cache": "cold", "cell": None}
+                "client_bound_threshold": 0.8, "slo": None, "slo_percentile": None}
+# A closed-loop cell needs concurrency; an open-loop one carries `arrival` and then concurrency
+# caps the requests in flight (null or absent: no cap).
+_CELL = {"arm": _REQUIRED, "concurrency": None, "rep": _REQUIRED,
+         "prompt_class": _REQUIRED, "cache": "cold", "cell": None, "arrival": None}
 
 
 def cmd_probe_run(args: dict[str, Any]) -> dict[str, Any]:
@@ -123,14 +126,25 @@ def cmd_probe_run(args: dict[str, Any]) -> dict[str, Any]:
             api=str(o["api"]), transport=str(o["transport"]),
             request_timeout=float(o["request_timeout"]),
             client_bound_threshold=float(o["client_bound_threshold"]),
+            slo=parse_slo(o["slo"]),
+            slo_percentile=None if o["slo_percentile"] is None else float(o["slo_percentile"]),
         )
+        if opts.slo_percentile is not None and not 0 < opts.slo_percentile <= 100:
+            raise UsageError("slo_percentile must be in (0, 100]")
         cells = []
         for raw in a["cells"]:
             c = take(raw, _CELL)
-            cells.append(CellPlan(str(c["arm"]), int(c["concurrency"]), int(c["rep"]),
-                                  str(c["prompt_class"]), str(c["cache"]), c["cell"]))
+            arrival = None
+            if c["arrival"] is not None:
+                arrival = parse_arrival(c["arrival"]).as_json()
+            elif c["concurrency"] is None:
+                raise UsageError("missing key: concurrency (a cell without arrival)")
+            cells.append(CellPlan(str(c["arm"]), int(c["concurrency"] or 0), int(c["rep"]),
+                                  str(c["prompt_class"]), str(c["cache"]), c["cell"], arrival))
     except (TypeError, ValueError) as exc:
         raise UsageError(f"bad option or cell: {exc}") from None
+    except ProbeError as exc:
+        raise UsageError(str(exc)) from None
     writer = RowWriter(a["out"]) if a["out"] else None
     try:
         facts, rows = run_cells(opts, cells, writer)

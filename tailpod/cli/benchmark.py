@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.measure.hosts import sweep_host
-from tailpod.measure.plan import SweepPlan, spec_arms
+from tailpod.measure.plan import ARRIVAL_PROCESSES, SweepPlan, spec_arms
 from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
 from tailpod.results.io import STAMP
 
@@ -28,6 +29,69 @@ def int_list(text: str, what: str) -> list[int]:
     if not values or any(v < 0 for v in values):
         raise ConfigError(f"{what} must list non-negative integers")
     return values
+
+
+def rate_list(text: str) -> list[float]:
+    """`--request-rate 1,2,4,inf`: requests per second, each > 0 (inf: all at once)."""
+    out: list[float] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            value = math.inf if part.lower() == "inf" else float(part)
+        except ValueError:
+            raise ConfigError(f"--request-rate must be a comma list of numbers or inf, got "
+                              f"{part!r}") from None
+        if math.isnan(value) or value <= 0:
+            raise ConfigError(f"--request-rate values must be > 0, got {part!r}")
+        out.append(value)
+    if not out:
+        raise ConfigError("--request-rate needs at least one rate")
+    return out
+
+
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms")
+
+
+def slo_spec(text: str) -> dict[str, float]:
+    """`--slo ttft_ms=500,tpot_ms=50`: any of ttft_ms, tpot_ms, e2el_ms, each > 0."""
+    out: dict[str, float] = {}
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        key, sep, raw = part.partition("=")
+        if not sep or key not in SLO_KEYS:
+            raise ConfigError(f"--slo takes {', '.join(k + '=MS' for k in SLO_KEYS)}; "
+                              f"got {part!r}")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ConfigError(f"--slo {key} must be a number of ms, got {raw!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"--slo {key} must be > 0 ms")
+        out[key] = value
+    if not out:
+        raise ConfigError("--slo needs at least one target")
+    return out
+
+
+def open_loop_options(
+    request_rate: str | None, arrival: str, burstiness: float, slo: str | None,
+    slo_percentile: float,
+) -> tuple[list[float], dict[str, float] | None]:
+    """The open-loop flags, checked before anything waits on a pod."""
+    if arrival not in ARRIVAL_PROCESSES:
+        raise ConfigError(f"--arrival must be one of {', '.join(ARRIVAL_PROCESSES)}")
+    if not math.isfinite(burstiness) or burstiness <= 0:
+        raise ConfigError("--burstiness must be > 0 (1.0 = Poisson)")
+    if burstiness != 1.0 and arrival != "gamma":
+        raise ConfigError("--burstiness shapes gamma arrivals", hint="--arrival gamma")
+    if not 0 < slo_percentile <= 100:
+        raise ConfigError("--slo-percentile must be in (0, 100]")
+    rates = rate_list(request_rate) if request_rate else []
+    if not rates and (arrival != "poisson" or burstiness != 1.0):
+        raise ConfigError("--arrival and --burstiness need --request-rate")
+    return rates, slo_spec(slo) if slo else None
 
 
 def run_id_for(record: PodRecord, results_dir: Path) -> str:
@@ -103,6 +167,22 @@ def register(app: typer.Typer) -> None:
             help="Measure from this machine over the tailnet instead of on the pod "
             "(every number is then stamped DO NOT QUOTE AGGREGATE).",
         ),
+        request_rate: str = typer.Option(
+            None, help="Open loop: requests/s per cell instead of concurrency levels, e.g. "
+            "1,2,4,inf (each request sent at its scheduled time; latency from that time).",
+        ),
+        arrival: str = typer.Option("poisson", help="Arrival process: poisson, gamma, constant."),
+        burstiness: float = typer.Option(
+            1.0, help="Gamma shape of the inter-arrival times (with --arrival gamma; <1 burstier)."
+        ),
+        arrival_seed: int = typer.Option(0, help="Schedule seed (rep r uses seed + r)."),
+        slo: str = typer.Option(
+            None, help="Latency targets, e.g. ttft_ms=500,tpot_ms=50,e2el_ms=4000: each cell "
+            "reports SLO attainment and goodput."
+        ),
+        slo_percentile: float = typer.Option(
+            90.0, help="Share of requests (%) that must meet the SLO for a cell to pass."
+        ),
         serve_tax: bool = typer.Option(
             False,
             "--serve-tax",
@@ -122,6 +202,11 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(
                 f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS)
             )
+        rates, slo_targets = open_loop_options(
+            request_rate, arrival, burstiness, slo, slo_percentile
+        )
+        if rates and serve_tax:
+            raise ConfigError("--serve-tax measures closed-loop cells; drop --request-rate")
         ks = int_list(spec_k, "--spec-k")
         if any(ks) and spec_method == "draft_model" and not draft_model:
             raise ConfigError("--spec-method draft_model needs --draft-model DIR")
@@ -151,6 +236,12 @@ def register(app: typer.Typer) -> None:
             extend_k=extend_k,
             max_k=max_k,
             serve_tax=serve_tax,
+            request_rates=rates,
+            arrival=arrival,
+            burstiness=burstiness,
+            arrival_seed=arrival_seed,
+            slo=slo_targets,
+            slo_percentile=slo_percentile,
         )
         if serve_tax:
             console.print(
@@ -168,7 +259,15 @@ def register(app: typer.Typer) -> None:
                 run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
             finally:
                 host.close()
-        console.print(summary_table(run_dir.path, f"benchmark {rid}"))
+        if plan.request_rates:
+            from tailpod.results.analysis import analyze
+            from tailpod.results.io import load_run
+            from tailpod.results.slo import render as render_slo
+
+            console.print("\n".join(render_slo(analyze(load_run(run_dir.path)).get("slo"))),
+                          markup=False)
+        else:
+            console.print(summary_table(run_dir.path, f"benchmark {rid}"))
         if host.measured_from != "pod":
             console.print(f"[bold red]{STAMP}[/]: measured off the pod")
         console.print(f"results: {run_dir.path} ({time.time() - t0:.0f} s)")

@@ -43,18 +43,30 @@ def probe_options(
         "requests_per_cell": plan.requests_per_cell or max(4, concurrency),
         "max_tokens": plan.max_tokens,
         "engine": arm.config.engine if arm.config.engine in PROBE_ENGINES else "auto",
+        **({"slo": plan.slo, "slo_percentile": plan.slo_percentile} if plan.slo else {}),
     }
 
 
-def probe_cells(arm: Arm, cells: list[Cell], cache: str) -> list[dict[str, Any]]:
+def probe_cells(
+    arm: Arm, cells: list[Cell], cache: str, plan: SweepPlan | None = None
+) -> list[dict[str, Any]]:
     """The cells as the agent measures them: the sweep's rep index and cell id written in.
-    `cache="both"` measures each cell cold, then warm (the agent marks the warm one's id `|warm`)."""
+    `cache="both"` measures each cell cold, then warm (the agent marks the warm one's id `|warm`).
+    An open-loop cell carries the plan's `arrival` (its concurrency is then a cap; 0 = none)."""
     caches = ["cold", "warm"] if cache == "both" else [cache]
-    return [
-        {"arm": arm.label, "concurrency": cell.concurrency, "rep": cell.rep,
-         "prompt_class": cell.prompt_class, "cache": one, "cell": cell.cell_id}
-        for cell in cells for one in caches
-    ]  # fmt: skip
+    out = []
+    for cell in cells:
+        arrival = plan.arrival_for(cell) if plan is not None else None
+        for one in caches:
+            row: dict[str, Any] = {
+                "arm": arm.label, "rep": cell.rep, "prompt_class": cell.prompt_class,
+                "cache": one, "cell": cell.cell_id,
+                "concurrency": (cell.concurrency or None) if arrival else cell.concurrency,
+            }
+            if arrival:
+                row["arrival"] = arrival
+            out.append(row)
+    return out
 
 
 def parse_jsonl(text: str) -> list[dict[str, Any]]:
@@ -135,7 +147,7 @@ class AgentSweepHost:
             self.keep_alive()
             rows += self.measurer.probe_run(
                 probe_options(self.base_url, arm, plan, run_id, concurrency),
-                probe_cells(arm, same, self.cache),
+                probe_cells(arm, same, self.cache, plan),
             )
         return rows
 

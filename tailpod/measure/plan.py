@@ -9,6 +9,7 @@ slow drift (thermals, a noisy neighbour) lands on every arm alike.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,12 @@ from typing import Any
 from tailpod.engines.base import EngineConfig, SpecArm
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
+ARRIVAL_PROCESSES = ("poisson", "gamma", "constant")
+
+
+def rate_text(rate: float) -> str:
+    """A request rate as cell ids and tables write it: 1, 2.5, inf."""
+    return "inf" if math.isinf(rate) else f"{rate:g}"
 
 
 @dataclass(frozen=True)
@@ -34,9 +41,15 @@ class Cell:
     concurrency: int
     rep: int
     prompt_class: str
+    # Open loop: requests per second (inf = all at once); concurrency is then the cap on
+    # requests in flight, 0 for none. None = the closed loop of `concurrency` workers.
+    rate: float | None = None
 
     @property
     def cell_id(self) -> str:
+        if self.rate is not None:
+            cap = f"|c{self.concurrency}" if self.concurrency else ""
+            return f"{self.arm}|rate{rate_text(self.rate)}{cap}|r{self.rep}|{self.prompt_class}"
         return f"{self.arm}|c{self.concurrency}|r{self.rep}|{self.prompt_class}"
 
 
@@ -62,6 +75,28 @@ class SweepPlan:
     # Before each arm's served start, measure the engine's offline decode at the same settings
     # (probes/bare.py): one more engine start per arm.
     serve_tax: bool = False
+    # Open loop (`--request-rate`): one cell per rate instead of per concurrency level, each a
+    # schedule drawn from `arrival_seed + rep` (docs/agent.md, "Open loop").
+    request_rates: list[float] = field(default_factory=list)
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    arrival_seed: int = 0
+    slo: dict[str, float] | None = None
+    slo_percentile: float = 90.0
+
+    def arrival_for(self, cell: Cell) -> dict[str, Any] | None:
+        """The agent's `arrival` for an open-loop cell; None for a closed-loop one."""
+        if cell.rate is None:
+            return None
+        return {"process": self.arrival, "rate": "inf" if math.isinf(cell.rate) else cell.rate,
+                "burstiness": self.burstiness, "seed": self.arrival_seed + cell.rep,
+                "requests": self.open_loop_requests(cell.rate)}
+
+    def open_loop_requests(self, rate: float) -> int:
+        """Requests per open-loop cell: as asked, else about 10 s of the rate (8 to 200)."""
+        if self.requests_per_cell:
+            return self.requests_per_cell
+        return 16 if math.isinf(rate) else max(8, min(200, round(rate * 10)))
 
     def arm(self, label: str) -> Arm:
         for arm in self.arms:
@@ -82,6 +117,10 @@ class SweepPlan:
             "extend_k": self.extend_k,
             "max_k": self.max_k,
             "serve_tax": self.serve_tax,
+            **({"request_rates": [rate_text(r) for r in self.request_rates],
+                "arrival": self.arrival, "burstiness": self.burstiness,
+                "arrival_seed": self.arrival_seed} if self.request_rates else {}),
+            **({"slo": self.slo, "slo_percentile": self.slo_percentile} if self.slo else {}),
         }
 
 
@@ -117,6 +156,9 @@ def schedule(plan: SweepPlan) -> list[Step]:
 def _rep_cells(plan: SweepPlan, arm: str, rep: int) -> list[Step]:
     # Within one rep the concurrency order alternates direction, so no level always runs first
     # after a restart (when caches are coldest).
+    if plan.request_rates:
+        rates = plan.request_rates if rep % 2 == 0 else list(reversed(plan.request_rates))
+        return [Cell(arm, 0, rep, cls, rate) for rate in rates for cls in plan.prompt_classes]
     levels = plan.concurrency if rep % 2 == 0 else list(reversed(plan.concurrency))
     return [Cell(arm, c, rep, cls) for c in levels for cls in plan.prompt_classes]
 

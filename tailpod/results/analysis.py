@@ -85,6 +85,8 @@ def build_samples(
     cache = effective_cache(run, cache)
     groups: dict[tuple[str, int, int], list[Any]] = defaultdict(list)
     for cell in run.cells:
+        if getattr(cell, "arrival", None) is not None:
+            continue  # open-loop cells are the SLO section's (results/slo.py), not concurrency's
         if (prompt_class is None or cell.prompt_class == prompt_class) and (
             cache is None or cell.cache == cache
         ):
@@ -93,6 +95,7 @@ def build_samples(
     for req in run.requests:
         if (
             req.ok
+            and getattr(req, "scheduled_at", None) is None
             and (prompt_class is None or req.prompt_class == prompt_class)
             and (cache is None or req.cache == cache)
         ):
@@ -550,6 +553,7 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
     """Everything the report shows, as a JSON-ready dict (see docs/results.md for the keys)."""
     from tailpod.results.fingerprint import recorded_fingerprint  # they build on this module
     from tailpod.results.serve_tax import serve_tax
+    from tailpod.results.slo import compute as slo_section
 
     st = settings or AnalysisSettings()
     meta = run.meta
@@ -914,6 +918,7 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         "acceptance": acceptance,
         "fingerprint": recorded_fingerprint(run),
         "serve_tax": serve_tax(run, cells, void),
+        "slo": slo_section(run, void),
         "bytes_model": bytes_rows,
     }
     if meta.plan.prompt_classes and len(meta.plan.prompt_classes) > 1 and st.prompt_class is None:

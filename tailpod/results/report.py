@@ -18,6 +18,7 @@ from tailpod.results.compare import compare_analyses
 from tailpod.results.io import STAMP, load_run
 from tailpod.results.kl import KL_FILE
 from tailpod.results.plots import PLOT_FILES, plot_compare, write_plots
+from tailpod.results.slo import render as render_slo_section
 from tailpod.secrets import redact
 
 REPORT_FILE = "report.md"
@@ -296,6 +297,7 @@ def render_run_markdown(an: dict[str, Any]) -> str:
     if bk.get("excluded_void"):
         L += ["Excluded (void): " + ", ".join(f"~~{v}~~" for v in bk["excluded_void"]), ""]
     L += render_serve_tax_section(an.get("serve_tax"), _voids(an), stamp)
+    L += render_slo_section(an.get("slo"), stamp)
 
     L += ["## Acceptance", ""]
     L += _table(

@@ -56,6 +56,12 @@ class SyntheticConfig:
     diverge_marker: str | None = None
     record_bodies: bool = True
     vocab: int = 32000
+    # Service-time mode (ground truth for open-loop load): `slots` requests are served at once,
+    # the rest wait in one FIFO queue. A request holds its slot for ttft_s + (n - 1) / rate (its
+    # last token), so with a fixed length the service time is deterministic: an M/D/c queue.
+    # The queue runs on the server's own clock from each request's arrival (a virtual FIFO, so
+    # timer jitter delays what is observed, never whom the queue serves next). None = no limit.
+    slots: int | None = None
 
 
 @dataclass
@@ -129,6 +135,7 @@ class SyntheticServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self.control_port: int | None = None
+        self._slot_free: list[float] = [0.0] * max(0, self.config.slots or 0)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -189,6 +196,7 @@ class SyntheticServer:
     def reset_stats(self) -> None:
         with self._lock:
             self.stats = Stats()
+            self._slot_free = [0.0] * len(self._slot_free)
 
     def counters(self) -> Counters:
         """Counters summed over the engine labels (what a correct scraper should see)."""
@@ -411,6 +419,16 @@ class SyntheticServer:
             b"}]}\n\n",
         ))
 
+    def _admit(self, arrival: float, n: int) -> float:
+        """When the request's service starts: at arrival, or (service-time mode) when the
+        earliest-free slot frees up, FIFO by arrival. Called in arrival order on the loop."""
+        if not self._slot_free:
+            return arrival
+        i = min(range(len(self._slot_free)), key=self._slot_free.__getitem__)
+        start = max(arrival, self._slot_free[i])
+        self._slot_free[i] = start + self.config.ttft_s + max(0, n - 1) / self.config.rate
+        return start
+
     async def _stream(self, api: str, body: dict[str, Any], prompt: str, ids: list[int],
                       usage: bool, drop_after: int | None, engine: int, arrival: float,
                       writer: asyncio.StreamWriter) -> bool:
@@ -421,7 +439,7 @@ class SyntheticServer:
                      b"transfer-encoding: chunked\r\n\r\n")
         bounds = self._chunk_bounds(len(ids))
         rate = self.config.rate
-        t_first = arrival + self.config.ttft_s
+        t_first = self._admit(arrival, len(ids)) + self.config.ttft_s
         sched = [t_first + (b - 1) / rate for (_, b) in bounds]
         transport = writer.transport
         finished: asyncio.Future[bool] = loop.create_future()
@@ -583,6 +601,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fixed-tokens", type=int, default=None)
     ap.add_argument("--metrics", choices=["vllm", "sglang", "none"], default="vllm")
     ap.add_argument("--spec-k", type=int, default=0)
+    ap.add_argument("--slots", type=int, default=None,
+                    help="service-time mode: this many requests served at once, FIFO queue")
     ap.add_argument("--no-usage", action="store_true")
     ap.add_argument("--model", default="synthetic")
     ap.add_argument("--reuse-port", action="store_true",
@@ -594,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         model=args.model, rate=args.rate, ttft_s=args.ttft,
         tokens_per_chunk=tuple(int(x) for x in args.tokens_per_chunk.split(",")),
         fixed_tokens=args.fixed_tokens, usage=not args.no_usage, metrics=args.metrics,
-        spec_k=args.spec_k, record_bodies=False,
+        spec_k=args.spec_k, record_bodies=False, slots=args.slots,
     )
     server = SyntheticServer(cfg, args.host, args.port)
 

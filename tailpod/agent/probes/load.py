@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import OFF_POD_FLAG
+from .arrival import parse_arrival, schedule
 from .common import (
     CLIENT_BOUND_CPU_FRACTION,
     DEFAULT_BASE_URL,
@@ -198,6 +199,72 @@ def run_loop_threads(
     return _outcome(results, t0, t1, cpu1 - cpu0, monitor.max_lag)
 
 
+async def _run_open_async(
+    ep: Endpoint, specs: list[RequestSpec], offsets: list[float], cap: int, timeout: float,
+    api: str,
+) -> LoopOutcome:
+    """Send specs[i] at offsets[i] after the start, whether or not earlier ones have ended;
+    at most `cap` in flight (0 = no cap: a request due while the cap is full waits, and that
+    wait counts in its latency from the schedule). Idle keep-alive connections are reused."""
+    results: list[RequestResult | None] = [None] * len(specs)
+    headers = _auth_headers()
+    sem = asyncio.Semaphore(cap) if cap > 0 else None
+    idle: list[AsyncConnection] = []
+    for _ in range(min(len(specs), cap if cap > 0 else 16)):
+        conn = AsyncConnection(ep, headers)
+        await conn.open(timeout)
+        idle.append(conn)
+
+    async def one(spec: RequestSpec, due: float) -> None:
+        conn = idle.pop() if idle else AsyncConnection(ep, headers)
+        rec = StreamRecorder(api)
+        rec.start()
+        try:
+            await conn.exchange(spec, rec, timeout)
+        except asyncio.TimeoutError:
+            rec.fail(f"timeout after {timeout:.0f} s")
+        except (OSError, ProtocolError, ssl.SSLError) as exc:
+            rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
+        finally:
+            if sem is not None:
+                sem.release()
+        rec.finish(time.perf_counter())
+        res = result_from_recorder(spec, rec)
+        res.t_sched_perf = due
+        results[spec.index] = res
+        idle.append(conn)
+
+    monitor = LagMonitor()
+    mon_task = asyncio.ensure_future(monitor.run_async())
+    cpu0 = time.process_time()
+    t0 = time.perf_counter() + 0.01
+    tasks = []
+    for spec, off in zip(specs, offsets):
+        due = t0 + off
+        wait = due - time.perf_counter()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        if sem is not None:
+            await sem.acquire()
+        tasks.append(asyncio.ensure_future(one(spec, due)))
+    await asyncio.gather(*tasks)
+    t1, cpu1 = time.perf_counter(), time.process_time()
+    monitor.stop()
+    mon_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await mon_task
+    for conn in idle:
+        conn.close()
+    return _outcome(results, t0, t1, cpu1 - cpu0, monitor.max_lag)
+
+
+def run_open_loop(
+    ep: Endpoint, specs: list[RequestSpec], offsets: list[float], cap: int, timeout: float,
+    api: str,
+) -> LoopOutcome:
+    return asyncio.run(_run_open_async(ep, specs, offsets, cap, timeout, api))
+
+
 TRANSPORTS: dict[str, Callable[..., LoopOutcome]] = {
     "asyncio": run_loop_asyncio,
     "threads": run_loop_threads,
@@ -232,6 +299,8 @@ class RunOptions:
     transport: str = DEFAULT_TRANSPORT
     request_timeout: float = 600.0
     client_bound_threshold: float = CLIENT_BOUND_CPU_FRACTION
+    slo: dict[str, float] | None = None  # any of ttft_ms, tpot_ms, e2el_ms
+    slo_percentile: float | None = None  # share of requests (%) that must meet it; default 90
 
 
 def new_salt(run_id: str) -> str:
@@ -345,8 +414,13 @@ def run_cell(
         if bad:
             log(f"warning: {len(bad)} warm-up request(s) failed in {plan.cell}: {bad[0].error}")
 
+    offsets: list[float] | None = None
+    n_requests = opts.requests_per_cell
+    if plan.arrival is not None:
+        offsets = schedule(parse_arrival(plan.arrival))
+        n_requests = len(offsets)
     specs: list[RequestSpec] = []
-    for i in range(opts.requests_per_cell):
+    for i in range(n_requests):
         pr = prompts[i % len(prompts)]
         salt = new_salt(run_id) if plan.cache == "cold" else None
         path, body = build_body(opts, model, pclass, pr, salt)
@@ -355,7 +429,11 @@ def run_cell(
     before: dict[str, Any] = {}
     if engine in PROBE_ENGINES:
         before = _quiet_snapshot(ep, engine)
-    outcome = loop_fn(ep, specs, plan.concurrency, opts.request_timeout, opts.api)
+    if offsets is not None:
+        outcome = run_open_loop(ep, specs, offsets, plan.concurrency, opts.request_timeout,
+                                opts.api)
+    else:
+        outcome = loop_fn(ep, specs, plan.concurrency, opts.request_timeout, opts.api)
 
     ok = [r for r in outcome.results if r.ok]
     clean = len(ok) == len(outcome.results) and all(r.completion_tokens is not None for r in ok)
@@ -376,7 +454,8 @@ def run_cell(
             flags.append("acceptance_window_mismatch")
     rows = [request_row(run_id, plan, r, where) for r in outcome.results]
     return rows, cell_row(
-        run_id, plan, outcome, acceptance, flags, where, opts.client_bound_threshold
+        run_id, plan, outcome, acceptance, flags, where, opts.client_bound_threshold,
+        opts.slo, opts.slo_percentile,
     )
 
 
@@ -397,8 +476,21 @@ def _progress_line(cell: dict[str, Any]) -> str:
         f"{_fmt(cell['output_tok_s'], '.1f')} tok/s, ttft p50 {_fmt(cell['ttft_p50_s'], '.4f')}s, "
         f"e2e p50 {_fmt(cell['e2e_p50_s'], '.3f')}s, "
         f"cpu {100.0 * cell['client_cpu_s'] / wall if wall else 0.0:.0f}%, "
-        f"accept len {_fmt(acc.get('acceptance_length'), '.3f')}{flags}"
+        f"accept len {_fmt(acc.get('acceptance_length'), '.3f')}{_open_loop_note(cell)}{flags}"
     )
+
+
+def _open_loop_note(cell: dict[str, Any]) -> str:
+    out = ""
+    if "arrival" in cell:
+        out += (f", offered {_fmt(cell.get('offered_rate_rps'), '.2f')} req/s, achieved "
+                f"{_fmt(cell.get('achieved_rate_rps'), '.2f')} req/s, ttft p50 from schedule "
+                f"{_fmt(cell.get('ttft_sched_p50_s'), '.4f')}s, lag max "
+                f"{_fmt(cell.get('schedule_lag_max_s'), '.4f')}s")
+    if "slo_attainment" in cell:
+        out += (f", SLO {_fmt(100.0 * (cell['slo_attainment'] or 0.0), '.1f')}% "
+                f"goodput {_fmt(cell.get('goodput_rps'), '.2f')} req/s")
+    return out
 
 
 def run_cells(
@@ -414,7 +506,13 @@ def run_cells(
     for plan in cells:
         if plan.cache not in ("cold", "warm"):
             raise ProbeError(f"cell {plan.cell}: cache must be cold or warm")
-        if plan.concurrency < 1:
+        if plan.arrival is not None:
+            parse_arrival(plan.arrival)  # every cell checked before the first is measured
+            if plan.concurrency < 0:
+                raise ProbeError(f"cell {plan.cell}: an in-flight cap must be >= 0")
+            if opts.transport != "asyncio":
+                raise ProbeError(f"cell {plan.cell}: an open-loop cell needs transport asyncio")
+        elif plan.concurrency < 1:
             raise ProbeError(f"cell {plan.cell}: concurrency must be >= 1")
     if opts.requests_per_cell < 1:
         raise ProbeError("requests per cell must be >= 1")
@@ -433,7 +531,7 @@ def run_cells(
         f"cells={len(cells)} n={opts.requests_per_cell}")
     rows: list[dict[str, Any]] = []
     for plan in cells:
-        if opts.requests_per_cell < plan.concurrency:
+        if plan.arrival is None and opts.requests_per_cell < plan.concurrency:
             log(f"note: {opts.requests_per_cell} requests per cell < concurrency {plan.concurrency}")
         request_rows, cell = run_cell(
             opts, ep, model, engine, run_id, plan, classes[plan.prompt_class], where

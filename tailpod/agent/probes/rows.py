@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import OFF_POD_FLAG, SCHEMA_VERSION
+from .arrival import SCHEDULE_LAG_FLAG_S, meets_slo
 from .common import LOOP_LAG_FLAG_S
 from .metrics import _finite_or_none, percentile
 from .stream import RequestResult
@@ -34,9 +35,17 @@ class CellPlan:
     # The sweep's own cell id when the laptop gives one (`probe run` measures the cells it is
     # given and writes their ids as given); None = derived from the fields, the same text.
     cell_id: str | None = None
+    # Open loop: the cell's `arrival` (arrival.Arrival.as_json()); concurrency is then the cap
+    # on requests in flight, 0 for none. None = the closed loop of `concurrency` workers.
+    arrival: dict[str, Any] | None = None
 
     @property
     def cell(self) -> str:
+        if self.cell_id is None and self.arrival is not None:
+            cap = f"|c{self.concurrency}" if self.concurrency else ""
+            base = (f"{self.arm}|rate{self.arrival.get('rate')}{cap}|r{self.rep}|"
+                    f"{self.prompt_class}")
+            return base + ("|warm" if self.cache == "warm" else "")
         base = self.cell_id or f"{self.arm}|c{self.concurrency}|r{self.rep}|{self.prompt_class}"
         return base + ("|warm" if self.cache == "warm" else "")
 
@@ -69,6 +78,30 @@ def _row_head(kind: str, run_id: str, plan: CellPlan) -> dict[str, Any]:
     }
 
 
+def _lag(r: RequestResult) -> float | None:
+    """How late the request went out against its schedule (s); None in a closed loop."""
+    return None if r.t_sched_perf is None else max(0.0, r.t_send_perf - r.t_sched_perf)
+
+
+def _from_schedule(r: RequestResult, value: float | None) -> float | None:
+    lag = _lag(r)
+    return None if value is None or lag is None else value + lag
+
+
+def _open_loop_fields(r: RequestResult) -> dict[str, Any]:
+    """scheduled_at and sent_at on the clock of t_start; TTFT and end-to-end from the
+    scheduled time (what the user at the other end waited, queueing in the client included)."""
+    lag = _lag(r)
+    if lag is None:
+        return {}
+    return {
+        "scheduled_at": r.t_start - lag,
+        "sent_at": r.t_start,
+        "ttft_sched_s": _finite_or_none(_from_schedule(r, r.ttft_s)),
+        "e2e_sched_s": _finite_or_none(_from_schedule(r, r.e2e_s)),
+    }
+
+
 def request_row(run_id: str, plan: CellPlan, r: RequestResult, where: str) -> dict[str, Any]:
     return {
         **_row_head("request", run_id, plan),
@@ -89,6 +122,64 @@ def request_row(run_id: str, plan: CellPlan, r: RequestResult, where: str) -> di
         "measured_from": where,
         "flags": list(r.flags),
         **({"server_timings": r.server_timings} if r.server_timings else {}),
+        **_open_loop_fields(r),
+    }
+
+
+def slo_fields(results: list[RequestResult], wall: float, slo: dict[str, float] | None,
+               percentile_target: float | None) -> dict[str, Any]:
+    """SLO attainment (share of all requests, failed ones included, meeting every target),
+    request goodput (such requests per second of the cell's wall time) and token goodput (their
+    output tokens per second). Latencies from the scheduled time in an open loop."""
+    if not slo:
+        return {}
+    met = [r for r in results
+           if meets_slo(slo, _from_schedule(r, r.ttft_s) if r.t_sched_perf is not None
+                        else r.ttft_s, r.tpot_s,
+                        _from_schedule(r, r.e2e_s) if r.t_sched_perf is not None else r.e2e_s,
+                        r.ok)]
+    attainment = len(met) / len(results) if results else None
+    target = 90.0 if percentile_target is None else float(percentile_target)
+    return {
+        "slo": dict(slo),
+        "slo_percentile": target,
+        "slo_attainment": attainment,
+        "slo_met": attainment is not None and attainment * 100.0 >= target,
+        "goodput_rps": len(met) / wall if wall > 0 else 0.0,
+        "goodput_tok_s": sum(r.completion_tokens or 0 for r in met) / wall if wall > 0 else 0.0,
+    }
+
+
+def _open_loop_cell(plan: CellPlan, results: list[RequestResult], wall: float,
+                    flags: list[str]) -> dict[str, Any]:
+    if plan.arrival is None:
+        return {}
+    lags = [lag for lag in (_lag(r) for r in results) if lag is not None]
+    lag_p50 = percentile(lags, 50)
+    if lag_p50 is not None and lag_p50 > SCHEDULE_LAG_FLAG_S:
+        flags.append("behind_schedule")
+    ok = [r for r in results if r.ok]
+
+    def p(name: str, q: float) -> float | None:
+        return _finite_or_none(percentile([_from_schedule(r, getattr(r, name)) for r in ok], q))
+
+    ttft_sched = [_from_schedule(r, r.ttft_s) for r in ok]
+    ttft_vals = [v for v in ttft_sched if v is not None]
+    rate = plan.arrival.get("rate")
+    return {
+        "arrival": dict(plan.arrival),
+        "offered_rate_rps": rate if isinstance(rate, (int, float)) and rate != float("inf")
+        else None,
+        "achieved_rate_rps": len(ok) / wall if wall > 0 else 0.0,
+        "schedule_lag_p50_s": _finite_or_none(lag_p50),
+        "schedule_lag_max_s": _finite_or_none(max(lags)) if lags else None,
+        "ttft_sched_mean_s": sum(ttft_vals) / len(ttft_vals) if ttft_vals else None,
+        "ttft_sched_p50_s": p("ttft_s", 50),
+        "ttft_sched_p90_s": p("ttft_s", 90),
+        "ttft_sched_p99_s": p("ttft_s", 99),
+        "e2e_sched_p50_s": p("e2e_s", 50),
+        "e2e_sched_p90_s": p("e2e_s", 90),
+        "e2e_sched_p99_s": p("e2e_s", 99),
     }
 
 
@@ -100,6 +191,8 @@ def cell_row(
     extra_flags: list[str],
     where: str,
     threshold: float,
+    slo: dict[str, float] | None = None,
+    slo_percentile: float | None = None,
 ) -> dict[str, Any]:
     """Aggregate one cell. Failed requests are counted, flagged, and left out of latency stats."""
     results = outcome.results
@@ -118,6 +211,7 @@ def cell_row(
         flags.append("client_bound")
     if outcome.loop_lag_max_s is not None and outcome.loop_lag_max_s > LOOP_LAG_FLAG_S:
         flags.append("loop_lag")
+    open_loop = _open_loop_cell(plan, results, wall, flags)
     for f in extra_flags:
         if f not in flags:
             flags.append(f)
@@ -153,4 +247,6 @@ def cell_row(
         "flags": flags,
         "void": False,
         "measured_from": where,
+        **open_loop,
+        **slo_fields(results, wall, slo, slo_percentile),
     }

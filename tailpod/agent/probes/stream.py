@@ -475,6 +475,8 @@ class RequestResult:
     server_timings: dict[str, float] | None = None
     t_send_perf: float = 0.0  # perf_counter at send and at stream end: the cell's wall clock
     t_end_perf: float = 0.0
+    # Open loop: perf_counter at which the schedule said to send it (None in a closed loop).
+    t_sched_perf: float | None = None
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -1,0 +1,123 @@
+"""The open-loop section: SLO attainment and goodput against request rate, per arm, and the highest
+rate at which the SLO holds (with its $/Mtok when the run knows the pod's price).
+
+Reads the cell rows of open-loop cells (those with `arrival`, docs/agent.md "Open loop"): per
+(arm, rate), the median over reps of each figure. The max rate under SLO of an arm is the highest
+measured rate at which it, and every lower measured rate, meets the target (median attainment >=
+the SLO percentile): a rate that passes only above a failing one is not counted as safe.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from tailpod.results.io import Run
+from tailpod.results.stats import spread
+
+FIGURES = ("slo_attainment", "goodput_rps", "goodput_tok_s", "achieved_rate_rps",
+           "output_tok_s", "ttft_sched_p90_s", "schedule_lag_max_s")  # fmt: skip
+
+
+def _rate(arrival: Any) -> float | None:
+    if not isinstance(arrival, dict):
+        return None
+    raw = arrival.get("rate")
+    if raw == "inf":
+        return math.inf
+    return float(raw) if isinstance(raw, (int, float)) else None
+
+
+def compute(run: Run, void: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """None when the run has no open-loop cell; else {points, arms, slo, slo_percentile}."""
+    void = void or {}
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = defaultdict(list)
+    slo: dict[str, Any] | None = None
+    target: float | None = None
+    for cell in run.cells:
+        row = cell.model_dump()
+        rate = _rate(row.get("arrival"))
+        if rate is None:
+            continue
+        groups[(cell.arm, rate)].append(row)
+        if row.get("slo"):
+            slo, target = row["slo"], row.get("slo_percentile")
+    if not groups:
+        return None
+    price = run.meta.pod.price_per_hr
+    points = []
+    for (arm, rate), rows in sorted(groups.items()):
+        point: dict[str, Any] = {"arm": arm, "rate": rate, "reps": len(rows),
+                                 "void": arm in void}
+        for key in FIGURES:
+            sp = spread(r.get(key) for r in rows)
+            point[key] = sp["median"] if sp else None
+        att = point["slo_attainment"]
+        point["slo_met"] = (None if att is None or target is None
+                            else att * 100.0 >= float(target))
+        points.append(point)
+    arms = []
+    for arm in sorted({p["arm"] for p in points}):
+        mine = sorted((p for p in points if p["arm"] == arm), key=lambda p: p["rate"])
+        best: dict[str, Any] | None = None
+        for p in mine:
+            if p["slo_met"] is not True:
+                break
+            best = p
+        usd_mtok = None
+        if best is not None and price and best.get("output_tok_s"):
+            usd_mtok = price / (best["output_tok_s"] * 3600.0) * 1e6
+        arms.append({
+            "arm": arm, "void": arm in void,
+            "max_rate_under_slo": best["rate"] if best else None,
+            "goodput_rps_at_max": best["goodput_rps"] if best else None,
+            "usd_per_mtok_at_max": usd_mtok,
+            "bracket_above": next((p["rate"] for p in mine if p["slo_met"] is not True), None),
+        })  # fmt: skip
+    return {"slo": slo, "slo_percentile": target, "points": points, "arms": arms}
+
+
+def _num(v: float | None, spec: str, scale: float = 1.0) -> str:
+    if v is None:
+        return "-"
+    return "inf" if math.isinf(v) else format(v * scale, spec)
+
+
+def render(section: dict[str, Any] | None, stamp: str | None = None) -> list[str]:
+    """Markdown lines for the report; nothing when the run had no open-loop cell."""
+    if not section:
+        return []
+    L = ["## Open loop: SLO attainment and goodput against request rate", ""]
+    slo = section.get("slo")
+    if slo:
+        targets = ", ".join(f"{k} {v:g}" for k, v in slo.items())
+        L += [f"SLO: {targets}; a rate passes when at least {section['slo_percentile']:g}% of "
+              "its requests meet every target (latency from the scheduled send).", ""]
+    else:
+        L += ["No SLO was given (`--slo`): attainment and goodput are not measured.", ""]
+    if stamp:
+        L += [f"**{stamp}**", ""]
+    L += ["| arm | rate req/s | reps | achieved req/s | attainment | goodput req/s | "
+          "goodput tok/s | TTFT p90 ms (sched) | lag max ms | SLO |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
+    for p in section["points"]:
+        arm = f"~~{p['arm']}~~ VOID" if p["void"] else p["arm"]
+        met = {True: "met", False: "missed", None: "-"}[p["slo_met"]]
+        L.append(f"| {arm} | {_num(p['rate'], 'g')} | {p['reps']} | "
+                 f"{_num(p['achieved_rate_rps'], '.2f')} | "
+                 f"{_num(p['slo_attainment'], '.1f', 100.0)}% | {_num(p['goodput_rps'], '.2f')} | "
+                 f"{_num(p['goodput_tok_s'], '.1f')} | {_num(p['ttft_sched_p90_s'], '.0f', 1e3)} | "
+                 f"{_num(p['schedule_lag_max_s'], '.1f', 1e3)} | {met} |")
+    L.append("")
+    if slo:
+        L += ["| arm | max rate under SLO | goodput there req/s | $/Mtok there | first failing rate |",
+              "|---|---|---|---|---|"]
+        for a in section["arms"]:
+            arm = f"~~{a['arm']}~~ VOID" if a["void"] else a["arm"]
+            L.append(f"| {arm} | {_num(a['max_rate_under_slo'], 'g')} | "
+                     f"{_num(a['goodput_rps_at_max'], '.2f')} | "
+                     f"{_num(a['usd_per_mtok_at_max'], '.3f')} | "
+                     f"{_num(a['bracket_above'], 'g')} |")
+        L.append("")
+    return L

@@ -1,0 +1,172 @@
+"""Open-loop cells (docs/agent.md, "probe run": `arrival`): the schedule, the rows, the SLO
+figures, and the ground truth of a service-time synthetic server against M/D/1 queueing."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tailpod.agent.probes.arrival import Arrival, parse_arrival, schedule
+from tailpod.agent.probes.common import ProbeError
+
+from .conftest import call_agent, probe_run
+
+
+def _cell(arrival: dict[str, Any], concurrency: int | None = None) -> dict[str, Any]:
+    return {"arm": "a", "rep": 0, "prompt_class": "t", "concurrency": concurrency,
+            "arrival": arrival}
+
+
+def test_poisson_schedule_is_seeded_expovariate_gaps() -> None:
+    # Independently: the same generator drawn by hand.
+    rng = random.Random(7)
+    expected = [0.0]
+    for _ in range(4):
+        expected.append(expected[-1] + rng.expovariate(5.0))
+    got = schedule(parse_arrival({"process": "poisson", "rate": 5, "seed": 7, "requests": 5}))
+    assert got == pytest.approx(expected)
+    assert got == schedule(Arrival("poisson", 5.0, 1.0, 7, 5))  # deterministic
+
+
+def test_gamma_schedule_has_the_rate_and_burstiness_asked_for() -> None:
+    offs = schedule(parse_arrival({"process": "gamma", "rate": 10, "burstiness": 0.25,
+                                   "seed": 1, "requests": 20001}))
+    gaps = [b - a for a, b in zip(offs, offs[1:], strict=False)]
+    mean = sum(gaps) / len(gaps)
+    var = sum((g - mean) ** 2 for g in gaps) / len(gaps)
+    assert mean == pytest.approx(0.1, rel=0.05)
+    # gamma(shape k): squared coefficient of variation 1/k = 4
+    assert var / mean**2 == pytest.approx(4.0, rel=0.15)
+
+
+def test_constant_duration_and_inf_schedules() -> None:
+    assert schedule(parse_arrival({"process": "constant", "rate": 4, "duration_s": 1.0})) \
+        == pytest.approx([0.0, 0.25, 0.5, 0.75])
+    assert schedule(parse_arrival({"process": "poisson", "rate": math.inf, "requests": 3})) \
+        == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("bad", [
+    {"process": "poisson", "rate": 1},  # neither requests nor duration
+    {"process": "poisson", "rate": 1, "requests": 2, "duration_s": 1},
+    {"process": "poisson", "rate": 0, "requests": 2},
+    {"process": "uniform", "rate": 1, "requests": 2},
+    {"process": "gamma", "rate": 1, "burstiness": 0, "requests": 2},
+    {"process": "poisson", "rate": 1, "requests": 2, "sede": 1},
+])
+def test_bad_arrivals_are_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(ProbeError):
+        parse_arrival(bad)
+
+
+def test_bad_arrival_is_a_usage_error_before_any_request(synthetic: Any,
+                                                         prompt_dir: Any) -> None:
+    server = synthetic()
+    code, env = call_agent("probe run", {
+        "options": {"base_url": server.base_url, "prompts_dir": str(prompt_dir("hi"))},
+        "cells": [_cell({"process": "poisson", "rate": -1, "requests": 2})]})
+    assert code != 0 and env["error"]["kind"] == "usage"
+    assert server.stats.requests == 0
+
+
+def test_open_loop_rows_carry_schedule_and_slo_figures(synthetic: Any, prompt_dir: Any,
+                                                       tmp_path: Path) -> None:
+    # 20 ms per request on one slot, constant arrivals every 10 ms: the queue grows by 10 ms a
+    # request, which only latency measured from the schedule shows.
+    server = synthetic(slots=1, ttft_s=0.02, fixed_tokens=1)
+    rows = probe_run({"base_url": server.base_url, "prompts_dir": str(prompt_dir("hi")),
+                      "max_tokens": 1, "warmup": 0, "run_id": "r",
+                      "slo": {"ttft_ms": 60}, "slo_percentile": 50},
+                     [_cell({"process": "constant", "rate": 100, "requests": 10})])
+    reqs = sorted((r for r in rows if r["kind"] == "request"), key=lambda r: r["index"])
+    cell = rows[-1]
+    assert cell["kind"] == "cell" and len(reqs) == 10 and all(r["ok"] for r in reqs)
+    for r in reqs:
+        assert r["sent_at"] == r["t_start"] and r["sent_at"] >= r["scheduled_at"]
+        assert r["ttft_sched_s"] >= r["ttft_s"]
+    gaps = [b["scheduled_at"] - a["scheduled_at"] for a, b in zip(reqs, reqs[1:], strict=False)]
+    assert gaps == pytest.approx([0.01] * 9, abs=1e-3)
+    # request i starts service at 20 ms * i, arrives at 10 ms * i: TTFT from schedule
+    # = 20 ms * (i + 1) - 10 ms * i = 10 ms * i + 20 ms (lower bounds only for time).
+    for i, r in enumerate(reqs):
+        assert r["ttft_sched_s"] >= 0.010 * i + 0.020 - 0.002
+    assert reqs[-1]["ttft_sched_s"] < 0.2
+    met = sum(1 for r in reqs if r["ttft_sched_s"] * 1000 <= 60)
+    assert cell["slo_attainment"] == pytest.approx(met / 10)
+    assert cell["slo_met"] is (met / 10 * 100 >= 50)
+    assert cell["goodput_rps"] == pytest.approx(met / cell["wall_s"])
+    assert cell["goodput_tok_s"] == pytest.approx(met / cell["wall_s"])  # one token each
+    assert cell["offered_rate_rps"] == 100 and cell["arrival"]["process"] == "constant"
+    assert cell["achieved_rate_rps"] == pytest.approx(10 / cell["wall_s"])
+    assert cell["concurrency"] == 0 and cell["cell"] == "a|rate100.0|r0|t"
+    assert cell["schedule_lag_max_s"] is not None and cell["schedule_lag_max_s"] >= 0
+
+
+def test_in_flight_cap_delays_sends_and_counts_the_wait(synthetic: Any, prompt_dir: Any) -> None:
+    server = synthetic(ttft_s=0.05, fixed_tokens=1)  # no slots: the server never queues
+    rows = probe_run({"base_url": server.base_url, "prompts_dir": str(prompt_dir("hi")),
+                      "max_tokens": 1, "warmup": 0},
+                     [_cell({"process": "poisson", "rate": "inf", "requests": 4}, 1)])
+    reqs = sorted((r for r in rows if r["kind"] == "request"), key=lambda r: r["index"])
+    # all due at once, one in flight: the k-th waits for k answers of >= 50 ms each
+    for k, r in enumerate(reqs):
+        assert r["sent_at"] - r["scheduled_at"] >= 0.05 * k - 0.002
+        assert r["ttft_sched_s"] >= 0.05 * (k + 1) - 0.002
+    assert rows[-1]["concurrency"] == 1 and rows[-1]["offered_rate_rps"] is None
+    assert rows[-1]["arrival"]["rate"] == "inf" and rows[-1]["cell"] == "a|rateinf|c1|r0|t"
+
+
+def _md1_wait_on(offsets: list[float], service: float) -> float:
+    """Mean wait in a FIFO single server with a fixed service time, by Lindley's recursion
+    on these arrival times (exact for this sample)."""
+    free = total = 0.0
+    for a in offsets:
+        start = max(a, free)
+        total += start - a
+        free = start + service
+    return total / len(offsets)
+
+
+def test_poisson_at_70_percent_load_matches_md1_and_the_closed_loop_reports_less(
+    synthetic: Any, prompt_dir: Any
+) -> None:
+    service, rho, n, seed = 0.02, 0.7, 800, 0  # ~23 s; client overhead ~1 ms stays < 5%
+    rate = rho / service
+    server = synthetic(slots=1, ttft_s=service, fixed_tokens=1)
+    arrival = {"process": "poisson", "rate": rate, "seed": seed, "requests": n}
+    # Client and server share this process: on a loaded machine a stall of the whole process
+    # shows as the probe's own loop lag, which the probe flags. Such a run says nothing about
+    # the queue, so it is measured again (at most 3 tries); the figures asserted are a clean run's.
+    for _ in range(3):
+        server.reset_stats()
+        rows = probe_run({"base_url": server.base_url, "prompts_dir": str(prompt_dir("hi")),
+                          "max_tokens": 1, "warmup": 0}, [_cell(arrival)])
+        cell = rows[-1]
+        if "loop_lag" not in cell["flags"] and "behind_schedule" not in cell["flags"]:
+            break
+    assert "loop_lag" not in cell["flags"] and "behind_schedule" not in cell["flags"], cell
+    assert cell["failed"] == 0 and cell["requests"] == n
+    measured = cell["ttft_sched_mean_s"]
+    # M/D/1 (Pollaczek-Khinchine with zero service variance): Wq = rho / (2 mu (1 - rho))
+    theory = rho * service / (2 * (1 - rho)) + service
+    sample = _md1_wait_on(schedule(Arrival("poisson", rate, 1.0, seed, n)), service) + service
+    assert measured == pytest.approx(theory, rel=0.10), (measured, theory)
+    assert measured == pytest.approx(sample, rel=0.10), (measured, sample)
+    # From the send instead of the schedule the open loop still sees the server's queue...
+    send_based = [r["ttft_s"] for r in rows if r["kind"] == "request"]
+    assert sum(send_based) / n > service * 1.5
+    # ...but a closed loop of one worker, at a higher throughput, never queues at all.
+    server.reset_stats()
+    closed = probe_run({"base_url": server.base_url, "prompts_dir": str(prompt_dir("hi")),
+                        "max_tokens": 1, "warmup": 0, "requests_per_cell": 100},
+                       [{"arm": "a", "rep": 0, "prompt_class": "t", "concurrency": 1}])[-1]
+    assert closed["requests"] / closed["wall_s"] >= 0.9 * cell["achieved_rate_rps"]
+    assert closed["ttft_p50_s"] < measured
+    assert "ttft_sched_mean_s" not in closed and "arrival" not in closed
+    print(f"M/D/1 rho={rho}: measured {measured:.5f} s, theory {theory:.5f} s, this sample "
+          f"{sample:.5f} s, closed loop p50 {closed['ttft_p50_s']:.5f} s at "
+          f"{closed['requests'] / closed['wall_s']:.1f} req/s vs {cell['achieved_rate_rps']:.1f}")
