@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# The GPU benchmark for vLLM: vLLM 0.26.0 on a lent H200, through tailpod itself
+# (`up --provider local --engine vllm`, the pod agent, the gated sweep, `report`, a proven `down`).
+#
+# vLLM and what it imports come as wheels first: benchmarks/gpu_vllm_carry.sh prints the device
+# calls that carry and install them into /tmp/site (SITE). Then, in one call of at most 600 s:
+#
+#   gpu_vllm.sh env    OUT             machine stamp (GPU, driver, CUDA, torch, vLLM) in OUT/machine.txt
+#   gpu_vllm.sh models MODELS          tiny checkpoints: mimo (target with its own MTP layer), target, draft
+#   gpu_vllm.sh run    MODELS WORK     up (mimo, plain) / benchmark (MTP K sweep) / /metrics / report / down
+#   gpu_vllm.sh resume WORK            up again and finish the run id that `run` left unfinished
+#   gpu_vllm.sh draft  WORK            the draft-model arm: up (target) / benchmark (draft_model) / down
+#   gpu_vllm.sh all    WORK            env, models (WORK/models), run
+#
+# Everything that comes back is written under $OUT as it happens (at most 8 files come back):
+# gpu_vllm.log (this script's output, live), machine.txt, metrics-up.txt (/metrics after `up`),
+# metrics-end.txt (after the sweep), engine-startup.log (this call's first engine start), engine-logs.tgz
+# (every engine log of the run), results.tgz (results dir, up/down JSON, benchmark and report text).
+#
+# Settings (environment, defaults in brackets):
+#   SPEC_K [0,1,2,3]  SPEC_METHOD [mtp]  CONCURRENCY [1,2,4,8,16,32,64]  REPS [3]
+#   MAX_TOKENS []  REQUESTS []         empty: tailpod's defaults (256 tokens; max(4, c) requests)
+#   EXTEND_K [0]  MAX_K [8]            1: extend K past the best (one engine start per extra K)
+#   ENFORCE_EAGER [0]                  0: torch.compile and CUDA graphs, as vLLM runs on a GPU
+#   CONTEXT_LENGTH [2048]              the tiny checkpoints' max_position_embeddings
+#   DRAFT_SPEC_K [0,2]                 K values of the draft-model stage
+#   MTP_KIND [mimo]  TARGET_KIND [target]  DRAFT_KIND [draft]  CHECKPOINT_ARGS []  (checkpoint build)
+#   DEADLINE [570]  RESERVE [90]       seconds from the start by which the script ends; seconds kept
+#                                      for /metrics, report, down and packing when the sweep is cut
+#   STARTUP_TIMEOUT [240]  PORT [8000]  SITE [/tmp/site]  TAILPOD ["python3 -m tailpod.cli.main"]
+set -euo pipefail
+
+T0=$(date +%s)
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+SPEC_K="${SPEC_K:-0,1,2,3}"
+SPEC_METHOD="${SPEC_METHOD:-mtp}"
+CONCURRENCY="${CONCURRENCY:-1,2,4,8,16,32,64}"
+REPS="${REPS:-3}"
+MAX_TOKENS="${MAX_TOKENS:-}"
+REQUESTS="${REQUESTS:-}"
+EXTEND_K="${EXTEND_K:-0}"
+MAX_K="${MAX_K:-8}"
+ENFORCE_EAGER="${ENFORCE_EAGER:-0}"
+CONTEXT_LENGTH="${CONTEXT_LENGTH:-2048}"
+DRAFT_SPEC_K="${DRAFT_SPEC_K:-0,2}"
+MTP_KIND="${MTP_KIND:-mimo}"
+TARGET_KIND="${TARGET_KIND:-target}"
+DRAFT_KIND="${DRAFT_KIND:-draft}"
+CHECKPOINT_ARGS="${CHECKPOINT_ARGS:-}"
+DEADLINE="${DEADLINE:-570}"
+RESERVE="${RESERVE:-90}"
+STARTUP_TIMEOUT="${STARTUP_TIMEOUT:-240}"
+PORT="${PORT:-8000}"
+SITE="${SITE:-/tmp/site}"
+TAILPOD="${TAILPOD:-python3 -m tailpod.cli.main}"
+read -ra TP <<< "$TAILPOD"
+
+export PYTHONUNBUFFERED=1
+# The carried wheels, then this checkout (tailpod is not installed there: it runs from the tree).
+[ -d "$SITE" ] && PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+# The engine is the image's python3 with PYTHONPATH (inherited by the engine's process group).
+TAILPOD_ENGINE_PYTHON="${TAILPOD_ENGINE_PYTHON:-$(command -v python3)}"
+export TAILPOD_ENGINE_PYTHON TAILPOD_STARTUP_TIMEOUT="$STARTUP_TIMEOUT"
+# Never NVLink multicast (device README); one GPU here, but keep it off regardless.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+say() { printf '[%s +%ss] %s\n' "$(date -u +%H:%M:%S)" "$(( $(date +%s) - T0 ))" "$*" >&2; }
+left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
+
+# Output lands in $OUT (the device tool's folder) or WORK/out, this script's log live among it.
+start_out() {  # WORK
+    OUT="${OUT:-$1/out}"
+    mkdir -p "$OUT"
+    exec > >(tee -a "$OUT/gpu_vllm.log") 2>&1
+    TEE_PID=$!
+    say "gpu_vllm.sh $* (deadline ${DEADLINE} s); PYTHONPATH=$PYTHONPATH"
+}
+
+machine() {  # OUT
+    local out="$1/machine.txt"
+    {
+        date -u +%FT%TZ
+        nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap,pci.bus_id \
+            --format=csv 2>&1 || true
+        nvidia-smi 2>&1 | sed -n '1,4p' || true
+        nvcc --version 2>&1 | tail -2 || true
+        python3 - <<'EOF' 2>&1 || true
+import importlib.metadata as md, platform, sys
+print("python", platform.python_version(), sys.executable)
+import torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())
+for name in ("vllm", "flashinfer-python", "xgrammar", "transformers", "tokenizers", "triton",
+             "numpy", "numba", "pydantic", "fastapi", "openai"):
+    try:
+        print(name, md.version(name))
+    except md.PackageNotFoundError:
+        print(name, "not installed")
+EOF
+    } > "$out"
+    cat "$out" >&2
+}
+
+models() {  # MODELS
+    local dir="$1" kind
+    mkdir -p "$dir"
+    for kind in "$MTP_KIND" "$TARGET_KIND" "$DRAFT_KIND"; do
+        if [ -f "$dir/$kind/config.json" ]; then continue; fi
+        # shellcheck disable=SC2086
+        "${TP[@]}" checkpoint build "$dir/$kind" --kind "$kind" $CHECKPOINT_ARGS >&2
+    done
+    say "checkpoints: $(find "$dir" -mindepth 1 -maxdepth 1 -printf '%f ')"
+}
+
+dump_metrics() {  # NAME: the engine's /metrics, as the probe reads it
+    python3 - "http://127.0.0.1:$PORT/metrics" "$OUT/metrics-$1.txt" <<'EOF' || return 1
+import sys, urllib.request
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=10) as r:
+        body = r.read()
+except OSError as exc:
+    sys.exit(f"GET {sys.argv[1]}: {exc}")
+open(sys.argv[2], "wb").write(body)
+EOF
+    say "metrics-$1.txt: $(wc -l < "$OUT/metrics-$1.txt") lines"
+}
+
+collect() {  # pack what the run left, whatever state it is in
+    local first
+    if [ -d "$TAILPOD_HOME/local" ]; then
+        first="$(find "$TAILPOD_HOME/local/${tag:-}" -name 'engine-*.log' -printf '%T@ %p\n' 2>/dev/null \
+            | sort -n | head -1 | cut -d' ' -f2-)"
+        [ -n "$first" ] && cp "$first" "$OUT/engine-startup.log"
+        tar czf "$OUT/engine-logs.tgz" -C "$TAILPOD_HOME" local 2>/dev/null || true
+    fi
+    local keep=()
+    mapfile -t keep < <(cd "$work" && find . -maxdepth 1 \( -name results -o -name '*.json' \
+        -o -name '*.txt' \) -printf '%f\n')
+    [ "${#keep[@]}" -gt 0 ] && tar czf "$OUT/results.tgz" -C "$work" "${keep[@]}"
+    say "packed: $(find "$OUT" -maxdepth 1 -type f -printf '%f ')"
+}
+
+finish() {  # EXIT trap of run/resume/draft: /metrics, report, a proven down, then pack
+    local rc=$?
+    trap - EXIT
+    if [ -n "${tag:-}" ]; then
+        dump_metrics end || say "no /metrics at the end (engine down?)"
+    fi
+    if [ -n "${rid:-}" ] && [ -f "$TAILPOD_RESULTS_DIR/$rid/rows.jsonl" ]; then
+        timeout 45 "${TP[@]}" report "$TAILPOD_RESULTS_DIR/$rid" > "$work/report.txt" 2>&1 \
+            || say "report exited non-zero (see report.txt)"
+        tail -40 "$work/report.txt" >&2 || true
+    fi
+    if [ -n "${tag:-}" ]; then
+        if timeout 90 "${TP[@]}" down "$tag" --json > "$work/down.json"; then
+            say "down: proven ($work/down.json)"
+        else
+            say "down FAILED: see down.json"
+            [ "$rc" = 0 ] && rc=1
+        fi
+    fi
+    collect
+    say "done, rc=$rc"
+    exec 1>&- 2>&-
+    wait "${TEE_PID:-}" 2>/dev/null || true  # the log is complete before the call returns
+    exit "$rc"
+}
+
+setup_work() {  # WORK
+    work="$1"
+    mkdir -p "$work"
+    export TAILPOD_HOME="$work/home" TAILPOD_RESULTS_DIR="$work/results"
+    cd "$repo"
+}
+
+up() {  # MODEL: start the plain arm; sets tag
+    local model="$1" eager=--no-enforce-eager slots="${CONCURRENCY##*,}" budget
+    [ "$ENFORCE_EAGER" = 1 ] && eager=--enforce-eager
+    budget=$(( $(left) - RESERVE ))
+    [ "$budget" -gt 30 ] || { say "no time left to start the engine ($budget s)"; return 1; }
+    say "up: $model (plain, $eager, context $CONTEXT_LENGTH, $slots slots)"
+    timeout "$budget" "${TP[@]}" up --provider local --engine vllm --model "$model" \
+        --port "$PORT" --context-length "$CONTEXT_LENGTH" --max-running-requests "$slots" \
+        "$eager" --spec-k 0 --json > "$work/up.json"
+    tag="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_tag"])' "$work/up.json")"
+    say "up: $tag"
+}
+
+sweep() {  # SPEC_K SPEC_METHOD [DRAFT]: the gated sweep, cut at the deadline (resumable)
+    local ks="$1" method="$2" draft="${3:-}" budget args=()
+    budget=$(( $(left) - RESERVE ))
+    [ "$budget" -gt 30 ] || { say "no time left for the sweep ($budget s)"; return 1; }
+    [ "$EXTEND_K" = 1 ] && args+=(--extend-k --max-k "$MAX_K") || args+=(--no-extend-k)
+    [ -n "$MAX_TOKENS" ] && args+=(--max-tokens "$MAX_TOKENS")
+    [ -n "$REQUESTS" ] && args+=(--requests-per-cell "$REQUESTS")
+    [ -n "$draft" ] && args+=(--draft-model "$draft")
+    say "benchmark $rid: K in $ks ($method), c in $CONCURRENCY, $REPS reps; $budget s left for it"
+    echo "$rid" > "$work/rid"
+    local rc=0
+    timeout -k 20 -s INT "$budget" "${TP[@]}" benchmark "$tag" --spec-k "$ks" --spec-method "$method" \
+        --concurrency "$CONCURRENCY" --reps "$REPS" --run-id "$rid" "${args[@]}" \
+        2>&1 | tee -a "$work/benchmark.txt" >&2 || rc=$?
+    if [ "$rc" = 124 ] || [ "$rc" = 130 ]; then
+        say "benchmark cut at the deadline: finish it with 'gpu_vllm.sh resume $work' (run id $rid)"
+    elif [ "$rc" != 0 ]; then
+        say "benchmark exited $rc"
+    fi
+    return "$rc"
+}
+
+run() {  # MODELS WORK
+    local dir="$1"
+    setup_work "$2"
+    trap finish EXIT
+    up "$dir/$MTP_KIND"
+    rid="$tag"
+    dump_metrics up || true
+    collect  # the first startup log comes back even if the call is cut later
+    sweep "$SPEC_K" "$SPEC_METHOD"
+}
+
+resume() {  # WORK
+    setup_work "$1"
+    [ -f "$work/rid" ] || { say "no run id in $work/rid: nothing to resume"; exit 2; }
+    rid="$(cat "$work/rid")"
+    trap finish EXIT
+    up "$work/models/$MTP_KIND"
+    sweep "$SPEC_K" "$SPEC_METHOD"
+}
+
+draft() {  # WORK
+    setup_work "$1"
+    local dir="$work/models"
+    models "$dir"
+    trap finish EXIT
+    up "$dir/$TARGET_KIND"
+    rid="$tag"
+    sweep "$DRAFT_SPEC_K" draft_model "$dir/$DRAFT_KIND"
+}
+
+cmd="${1:-}"
+shift || true
+case "$cmd" in
+    env) start_out "$1"; machine "$OUT" ;;
+    models) models "$@" ;;
+    run) start_out "$2"; run "$@" ;;
+    resume) start_out "$1"; resume "$@" ;;
+    draft) start_out "$1"; machine "$OUT"; draft "$@" ;;
+    all)
+        start_out "$1"
+        machine "$OUT"
+        models "$1/models"
+        run "$1/models" "$1"
+        ;;
+    *) sed -n '2,33p' "$0" >&2; exit 2 ;;
+esac
