@@ -70,8 +70,9 @@ def wait_status(sb: Sandbox, pod_id: str, want: str, timeout: float = 15.0) -> d
 
 @pytest.fixture()
 def slow_sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    """Pods that take visible time in each documented state."""
-    sb = start_sandbox(start_delay_s=0.6, workdir=tmp_path / "sandbox", stand_ins=False)
+    """Pods that take visible time in each documented state: long enough that a loaded machine
+    (CI ran these at load 8 on 2 cores) still polls each state before the next one."""
+    sb = start_sandbox(start_delay_s=3.0, workdir=tmp_path / "sandbox", stand_ins=False)
     try:
         yield sb
     finally:
