@@ -136,6 +136,22 @@ class PodRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def ended_at(record: PodRecord) -> float | None:
+    """When a pod proven down stopped billing (its first proof's end); None while it may bill.
+
+    Its uptime and spend stop there: a terminated pod's numbers never grow afterwards."""
+    if record.status != "terminated":
+        return None
+    stored = record.extra.get("ended_at")
+    if isinstance(stored, (int, float)):
+        return float(stored)
+    for event in record.events:  # records proven before `ended_at` was kept
+        if event.get("event") in ("billing-proven", "create-failed-clean") and isinstance(
+                event.get("t"), (int, float)):
+            return float(event["t"])
+    return record.updated_at
+
+
 class _Damaged(Exception):
     """A ledger file that exists but cannot be read back as a ledger."""
 
