@@ -305,3 +305,54 @@ def test_an_api_error_during_downs_wait_is_not_read_as_gone(cloud: Cloud) -> Non
     checks = {c.name: c for c in err.value.evidence.checks}
     assert checks["gone-from-provider"].passed is False
     assert [r["name"] for r in cloud.billing()] == [spec.run_tag]
+
+
+def test_the_provider_holds_the_cap_to_the_price_the_new_pod_states(cloud: Cloud) -> None:
+    """Mutant: the cap check after create removed (runpod/provider.py, vastai/provider.py).
+    The sandbox rents at 3x the offer (A40 $0.40/h on RunPod; RTX 4090 offers $0.35-0.42/h on
+    vast), above a $0.60/h cap that every offer is under."""
+    from tailpod.errors import CapacityError
+
+    cloud.fault("price_above_offer", factor=3.0)
+    spec = cloud.spec(gpus=[cloud.gpu("second")], max_price=0.60)
+    with pytest.raises(CapacityError, match="above the cap"):
+        create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec),
+                          policy=cloud.policy)
+    deadline = time.monotonic() + 5
+    while cloud.billing() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cloud.billing() == []  # terminated at once
+
+
+@pytest.mark.parametrize(("provider", "gpu"), [("runpod", "NVIDIA A40"), ("vastai", "RTX 4090")])
+def test_up_refuses_a_running_pod_that_states_a_price_above_the_cap(
+        provider: str, gpu: str, tmp_path: Path, tailpod_home: Path,
+        tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutant: `up`'s check_stated_price call removed (pods/cloud.py): the read-back after create
+    states the offer's price, under the cap; the running pod states 3x it. (On RunPod the
+    create's read-back may already see it running and priced, so the adapter's own check can
+    catch it first: the vast case is the one that pins `up`'s.)"""
+    from tailpod.cli.demo_world import demo_ssh_key
+    from tailpod.sandbox import start_sandbox
+    from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+
+    image = "vllm/vllm-openai:v0.11.0"
+    sandbox = start_sandbox(start_delay_s=0.3, workdir=tmp_path / "sandbox", stand_in_config={
+        "registry": {"images": {"vllm/vllm-openai": {"v0.11.0": "sha256:" + "ab" * 32}}}})
+    try:
+        env = {**sandbox.env(), "TAILPOD_HOME": str(tailpod_home),
+               "TAILPOD_RESULTS_DIR": str(tailpod_home / "results"),
+               "TAILSCALE_API_KEY": DEFAULT_API_TOKEN, "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
+               "TAILPOD_SSH_KEY": str(demo_ssh_key(tailpod_home)), "TAILPOD_PROVIDER": provider,
+               "TAILPOD_MODEL": str(tiny_models["target"]), "TAILPOD_IMAGE": image,
+               "TAILPOD_GPUS": gpu, "TAILPOD_MAX_PRICE": "0.60"}
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        sandbox.add_fault("price_rises_running", provider="runpod" if provider == "runpod"
+                          else "vast", factor=3.0)
+        up = CliRunner().invoke(app, ["up"])
+        assert up.exit_code == 1, up.output
+        assert "above the cap" in up.output
+        assert sandbox.billing_now() == []  # torn down, proven
+    finally:
+        sandbox.close()
