@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tailpod.errors import ConfigError, TailpodError
+from tailpod.secrets import redact
 
 LEDGER_VERSION = 1
 LEDGER_FILE = "ledger.json"
@@ -253,7 +254,8 @@ class Ledger:
         fd, tmp = tempfile.mkstemp(dir=self.home, prefix=".ledger.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(payload, fh, indent=1, sort_keys=True)
+                # Scrubbed: an engine's startup line kept as a fact can carry a credential.
+                fh.write(redact(json.dumps(payload, indent=1, sort_keys=True)))
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(tmp, 0o600)
