@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -172,10 +173,35 @@ class Ledger:
         self._lock_path = self.home / "ledger.lock"
         self._state = _Snapshot({})
 
+    def _check_home(self) -> None:
+        """Refuse a home, lock or ledger that another user could have written or planted, as
+        OpenSSH refuses such a ~/.ssh: the ledger decides what tailpod believes is billing."""
+        st = os.stat(self.home)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise ConfigError(
+                f"TAILPOD_HOME {self.home} can be written by other users (mode "
+                f"{stat.S_IMODE(st.st_mode):o}, owner uid {st.st_uid}); its ledger is not trusted",
+                hint=f"chmod 700 {self.home} (and make sure you own it)")
+        for path in (self.path, self.last_good_path, self._lock_path):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                raise ConfigError(f"{path} is a symbolic link; tailpod does not follow it",
+                                  hint=f"remove it (rm {path}) if you did not make it")
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                raise ConfigError(
+                    f"{path} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}, "
+                    f"owner uid {st.st_uid}); it is not trusted",
+                    hint=f"chmod 600 {path} (and make sure you own it)")
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self._lock_path, "a+") as lock:
+        self._check_home()
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "a+") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
                 yield

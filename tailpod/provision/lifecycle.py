@@ -925,11 +925,18 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
     """`down --all` (every tailpod-tagged resource of the accounts) or `down --expired`.
 
     `on_recovery` gets one line for each piece of ledger damage this run recovered from."""
+    now = time.time()
     names = {r.provider for r in ledger.active()}
     providers = _providers_for(settings, names, **options)
-    if not providers:
+    # The local runner is settled too, whatever clouds are configured (it may hold a GPU).
+    local = [r for r in ledger.active() if r.provider == "local" and (
+        not expired_only or (r.ttl_expires_at is not None and r.ttl_expires_at <= now))]
+    if not providers and not local:
         raise ConfigError("no cloud provider is configured",
                           hint="set RUNPOD_API_KEY and/or VAST_API_KEY")
+    outcomes = [_down_one(settings, ledger, rec, policy, **options) for rec in local]
+    if not providers:
+        return outcomes
     for line in recover_ledger(settings, ledger, providers):
         if on_recovery is not None:
             on_recovery(line)
@@ -938,9 +945,23 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
         return run_dir_for(settings, tag)
 
     if expired_only:
-        return teardown_expired(providers, ledger, run_dir, policy=policy)
-    return teardown_all(providers, ledger, run_dir, policy=policy,
-                        extra_proofs_for=lambda rec: _tailnet_proof(settings, rec))
+        return outcomes + teardown_expired(providers, ledger, run_dir, policy=policy)
+    return outcomes + teardown_all(providers, ledger, run_dir, policy=policy,
+                                   extra_proofs_for=lambda rec: _tailnet_proof(settings, rec))
+
+
+def _down_one(settings: Settings, ledger: Ledger, record: PodRecord,
+              policy: LifecyclePolicy | None, **options: Any) -> TeardownOutcome:
+    """`down_remote` of one record as a TeardownOutcome (never raises a TailpodError)."""
+    proof = str(run_dir_for(settings, record.run_tag) / PROOF_FILE)
+    try:
+        evidence = down_remote(settings, ledger, record, policy=policy, **options)
+        return TeardownOutcome(record.run_tag, record.provider, evidence, proof_path=proof)
+    except UnprovenTeardown as exc:
+        return TeardownOutcome(record.run_tag, record.provider, exc.evidence, exc.message,
+                               str(exc.proof_path) if exc.proof_path else None)
+    except TailpodError as exc:
+        return TeardownOutcome(record.run_tag, record.provider, None, exc.message)
 
 
 def status_remote(settings: Settings, ledger: Ledger, **options: Any) -> StatusReport:

@@ -4,6 +4,7 @@ and a disk that refuses the ledger never stops a terminate."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import socket
@@ -356,3 +357,38 @@ def test_up_refuses_a_running_pod_that_states_a_price_above_the_cap(
         assert sandbox.billing_now() == []  # torn down, proven
     finally:
         sandbox.close()
+
+
+def test_down_all_settles_a_local_pod_with_no_cloud_configured(
+        tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`down --all` with only a `--provider local` pod in the ledger stops it (it holds the GPU on
+    a GPU box), instead of "no cloud provider is configured"."""
+    import os
+    import socket as sock
+    import sys
+
+    from tailpod.ledger import PodRecord
+    from tailpod.provision.local.provider import LocalProvider
+
+    for key in ("RUNPOD_API_KEY", "VAST_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("TAILPOD_RESULTS_DIR", str(tailpod_home / "results"))
+    with sock.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    spec = PodSpec(run_tag="tp-local-1", gpu_preference=["local"], image="",
+                   start_command=[sys.executable, "-c", "import time; time.sleep(120)"],
+                   ports=[port])
+    info = LocalProvider(tailpod_home).create(spec)
+    pgid = int(info.detail["pgid"])
+    Ledger(tailpod_home).put(PodRecord(run_tag="tp-local-1", provider="local", status="running",
+                                       pod_id=info.pod_id))
+    try:
+        down = CliRunner().invoke(app, ["down", "--all"])
+        assert down.exit_code == 0, down.output
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pgid, 0)  # the process group is gone
+        assert Ledger(tailpod_home).get("tp-local-1").status == "terminated"  # type: ignore[union-attr]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, 9)
