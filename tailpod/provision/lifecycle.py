@@ -86,7 +86,6 @@ class LifecyclePolicy:
 
 # Where a user stops a pod by hand when tailpod cannot (the providers' consoles).
 CONSOLE_URLS = {"runpod": "https://console.runpod.io/pods", "vastai": "https://cloud.vast.ai/instances/"}
-KEY_ENV = {"runpod": "RUNPOD_API_KEY", "vastai": "VAST_API_KEY"}
 
 
 def manual_stop(provider: Provider, pod_id: str) -> str:
@@ -96,13 +95,14 @@ def manual_stop(provider: Provider, pod_id: str) -> str:
     parts = [f"console: {console_url}"] if console_url else []
     route = getattr(provider, "pod_termination", None)
     base = getattr(provider, "base_url", None)
-    if route is not None and base and provider.name in KEY_ENV:
+    key_env = getattr(provider, "key_env", None)  # declared once, on the provider class
+    if route is not None and base and key_env:
         from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
 
         method, path, body = TERMINATE_ROUTES[route][0]
         data = (f" -H 'Content-Type: application/json' -d '{json.dumps(body)}'"
                 if body is not None else "")
-        parts.append(f"API: curl -X {method} -H \"Authorization: Bearer ${KEY_ENV[provider.name]}\""
+        parts.append(f"API: curl -X {method} -H \"Authorization: Bearer ${key_env}\""
                      f"{data} {base}{path.replace('{id}', pod_id)}")
     return f"{provider.name} pod {pod_id}: stop it by hand — " + "; ".join(
         parts or [f"the {provider.name} console"])
