@@ -434,9 +434,11 @@ def teardown(
                                    "; ".join([gone_detail, *notes])))
     if extra_proofs is not None:
         try:
-            extra_checks += extra_proofs()
+            side = extra_proofs()
         except TailpodError as exc:
-            extra_checks.append(ProofCheck("extra-proof", False, str(exc)))
+            side = [ProofCheck("extra-proof", False, str(exc))]
+    else:
+        side = []
     if known_active_tags is None:
         known = {r.run_tag for r in ledger.active()
                  if r.run_tag != tag and r.provider == provider.name}
@@ -455,11 +457,22 @@ def teardown(
     # still makes the proof fail.
     evidence = BillingEvidence(checks=extra_checks + evidence.checks,
                                still_billing=evidence.still_billing + still)
+    # Checks of the same teardown that are not the pod's (its tailnet device) come last, so each
+    # failure names its own cause: a pod proven gone is not blamed for a device left behind.
+    evidence = BillingEvidence(checks=evidence.checks + side,
+                               still_billing=list(evidence.still_billing))
+    side_ids = {id(c) for c in side}
+    pod_failed = any(not c.passed for c in evidence.checks if id(c) not in side_ids)
     if not evidence.proven and not evidence.still_billing:
-        evidence.still_billing.append(
-            f"{provider.name}: {tag} ({', '.join(ids) or 'no id'}) is not proven gone — retry: "
-            f"tailpod down {tag}")
-    if not evidence.proven:
+        if pod_failed:
+            evidence.still_billing.append(
+                f"{provider.name}: {tag} ({', '.join(ids) or 'no id'}) is not proven gone — "
+                f"retry: tailpod down {tag}")
+        else:
+            evidence.still_billing += [
+                f"{tag}: {c.name} failed ({c.detail}); {provider.name} shows the pod gone — "
+                f"retry: tailpod down {tag}" for c in side if not c.passed]
+    if not evidence.proven and pod_failed:
         # Per pod, the stop that needs no tailpod and no answer from it (docs/exit-codes.md).
         evidence.still_billing.extend(manual_stop(provider, pod_id) for pod_id in ids)
     payload = proof_payload(record, provider, ids, evidence)

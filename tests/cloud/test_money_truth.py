@@ -392,3 +392,27 @@ def test_down_all_settles_a_local_pod_with_no_cloud_configured(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, 9)
+
+
+def test_a_failed_tailnet_check_is_named_as_the_cause_not_the_provider(cloud: Cloud) -> None:
+    """The pod is gone (meter 0) but its tailnet device could not be deleted: the failure names
+    the device, not "<provider>: ... is not proven gone", and no manual pod stop is offered."""
+    from tailpod.provision.base import ProofCheck
+
+    spec = cloud.spec(gpus=[cloud.gpu("second")])
+    create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec), policy=cloud.policy)
+    record = cloud.ledger.get(spec.run_tag)
+    assert record is not None
+
+    def tailnet() -> list[ProofCheck]:
+        return [ProofCheck("tailnet device removed", False, "Tailscale API: HTTP 503")]
+
+    with pytest.raises(UnprovenTeardown) as err:
+        teardown(cloud.provider, cloud.ledger, record, cloud.run_dir(spec.run_tag),
+                 policy=cloud.policy, extra_proofs=tailnet)
+    assert cloud.billing() == []  # the pod really is gone
+    message = err.value.message
+    assert "tailnet device removed failed (Tailscale API: HTTP 503)" in message
+    assert "is not proven gone" not in message and "stop it by hand" not in message
+    failed = [c.name for c in err.value.evidence.checks if not c.passed]
+    assert failed == ["tailnet device removed"]
