@@ -9,7 +9,7 @@ QUIET_FLAG ?= -q
 export TAILPOD_ENGINE_PYTHON := $(abspath $(ENGINE_VENV))/bin/python
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup setup-demo engine sshd demo-requirements test-requirements demo test lint typecheck unit clean
+.PHONY: setup setup-demo engine sshd demo-requirements test-requirements demo test lint typecheck unit mutate clean
 
 # tailpod with what the demo needs (the `local` extra) and nothing more, so a demo that needed a
 # test-only package would fail in CI (.ci/run runs the demo first); `make test` adds `dev`.
@@ -66,6 +66,11 @@ unit: setup
 
 test: test-requirements setup engine lint typecheck
 	$(VENV)/bin/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup
+
+# Mutation testing of the money core ([tool.mutmut] in pyproject.toml); slow, so not in `test`.
+# The score and every survivor go to docs/testing.md.
+mutate: setup
+	$(VENV)/bin/mutmut run; $(VENV)/bin/mutmut results
 
 clean:
 	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .mypy_cache .ruff_cache

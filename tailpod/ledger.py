@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from tailpod.errors import ConfigError, TailpodError
+from tailpod.secrets import redact
 
 LEDGER_VERSION = 1
 LEDGER_FILE = "ledger.json"
@@ -136,6 +138,22 @@ class PodRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def ended_at(record: PodRecord) -> float | None:
+    """When a pod proven down stopped billing (its first proof's end); None while it may bill.
+
+    Its uptime and spend stop there: a terminated pod's numbers never grow afterwards."""
+    if record.status != "terminated":
+        return None
+    stored = record.extra.get("ended_at")
+    if isinstance(stored, (int, float)):
+        return float(stored)
+    for event in record.events:  # records proven before `ended_at` was kept
+        if event.get("event") in ("billing-proven", "create-failed-clean") and isinstance(
+                event.get("t"), (int, float)):
+            return float(event["t"])
+    return record.updated_at
+
+
 class _Damaged(Exception):
     """A ledger file that exists but cannot be read back as a ledger."""
 
@@ -155,10 +173,35 @@ class Ledger:
         self._lock_path = self.home / "ledger.lock"
         self._state = _Snapshot({})
 
+    def _check_home(self) -> None:
+        """Refuse a home, lock or ledger that another user could have written or planted, as
+        OpenSSH refuses such a ~/.ssh: the ledger decides what tailpod believes is billing."""
+        st = os.stat(self.home)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise ConfigError(
+                f"TAILPOD_HOME {self.home} can be written by other users (mode "
+                f"{stat.S_IMODE(st.st_mode):o}, owner uid {st.st_uid}); its ledger is not trusted",
+                hint=f"chmod 700 {self.home} (and make sure you own it)")
+        for path in (self.path, self.last_good_path, self._lock_path):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                raise ConfigError(f"{path} is a symbolic link; tailpod does not follow it",
+                                  hint=f"remove it (rm {path}) if you did not make it")
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                raise ConfigError(
+                    f"{path} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}, "
+                    f"owner uid {st.st_uid}); it is not trusted",
+                    hint=f"chmod 600 {path} (and make sure you own it)")
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self._lock_path, "a+") as lock:
+        self._check_home()
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "a+") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
                 yield
@@ -237,7 +280,8 @@ class Ledger:
         fd, tmp = tempfile.mkstemp(dir=self.home, prefix=".ledger.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(payload, fh, indent=1, sort_keys=True)
+                # Scrubbed: an engine's startup line kept as a fact can carry a credential.
+                fh.write(redact(json.dumps(payload, indent=1, sort_keys=True)))
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(tmp, 0o600)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
@@ -57,14 +58,27 @@ class Secret:
         raise TypeError("Secret values are not picklable")
 
 
+# Credentials this process was never told of but that a pod's output can carry: the pod-scoped
+# key RunPod injects (RUNPOD_API_KEY), vast's CONTAINER_API_KEY, the tailnet auth key, an HF
+# token an engine echoes in its arguments. Masked by the name they are assigned to and by shape.
+_SENSITIVE_NAME = (r"(?:[A-Za-z0-9_]*(?:TOKEN|SECRET|API_KEY|APIKEY|AUTHKEY|AUTH_KEY|PASSWORD)"
+                   r"|CONTAINER_API_KEY)")
+_ASSIGNED = re.compile(
+    rf"(?i)(?P<name>['\"]?\b{_SENSITIVE_NAME}['\"]?\s*[=:]\s*['\"]?)(?P<value>(?=[^\s'\",}}\]]*[A-Za-z])[^\s'\",}}\]]{{6,}})")
+_SHAPES = re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|tskey-[A-Za-z0-9-]{10,}|rpa_[A-Za-z0-9]{20,})")
+
+
 def redact(text: str) -> str:
-    """Replace every known secret value in `text` with a mask."""
+    """Replace every known secret value in `text` with a mask (every occurrence), then every
+    value assigned to a credential's name and every token of a known credential shape."""
     with _lock:
         values = sorted(_known, key=len, reverse=True)
     for value in values:
         if value in text:
             text = text.replace(value, _MASK)
-    return text
+    text = _ASSIGNED.sub(lambda m: m.group("name") + (
+        m.group("value") if m.group("value") == _MASK else _MASK), text)
+    return _SHAPES.sub(_MASK, text)
 
 
 def reveal_env(env: dict[str, str | Secret]) -> dict[str, str]:

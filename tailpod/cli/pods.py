@@ -27,9 +27,10 @@ from tailpod.config import Settings, check_run_settings
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
-from tailpod.ledger import PodRecord, interrupted_step
+from tailpod.ledger import PodRecord, ended_at, interrupted_step
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
+from tailpod.provision.apiclient import call_deadline
 from tailpod.provision.providers import canonical_name
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
@@ -205,7 +206,8 @@ def print_cloud_up(settings: Settings, record: PodRecord) -> None:
 def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
     healthy = kind_for(record.provider).engine_healthy(settings, record)
     engine = record.engine or {}
-    uptime = time.time() - record.created_at
+    # A pod proven down stops at its proven end: its uptime and spend never grow afterwards.
+    uptime = max(0.0, (ended_at(record) or time.time()) - record.created_at)
     spend = (
         (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
     )
@@ -373,8 +375,17 @@ def register(app: typer.Typer) -> None:
         beat: bool = typer.Option(
             True, help="Send each cloud pod's dead-man switch a heartbeat (over SSH)."
         ),
+        timeout: float = typer.Option(
+            remote.STATUS_TIMEOUT_S, "--timeout", min=1.0,
+            help="Stop asking the providers after this many seconds, every call included; what "
+            "they did not answer is reported unknown (exit 3).",
+        ),
     ) -> None:
-        """What is running: provider, engine, model, endpoint, GPU, $/hr, uptime, spend, health."""
+        """What is running: provider, engine, model, endpoint, GPU, $/hr, uptime, spend, health.
+
+        When a provider cannot be asked, status says so on stderr, never "nothing is running",
+        and exits 3: something may bill that it cannot see (docs/exit-codes.md)."""
+        deadline = time.monotonic() + timeout
         settings = settings_from()
         ledger = ledger_for(settings)
         if run_tag:
@@ -385,12 +396,24 @@ def register(app: typer.Typer) -> None:
         if beat:
             for row, record in zip(rows, records, strict=True):
                 row["deadman"] = kind_for(record.provider).heartbeat(settings, record)
-        cloud = remote.remote_report(settings, ledger)
+        with call_deadline(deadline):
+            cloud = remote.remote_report(settings, ledger)
+        unknown = remote.unknown_line(cloud, ledger) if cloud else None
         if json_out:
-            print_json({"pods": rows, **({"cloud": cloud.to_json()} if cloud else {})})
+            print_json({"pods": rows, **({"cloud": cloud.to_json()} if cloud else {}),
+                        "unknown": unknown})
+            if unknown:
+                err_console.print(f"[bold red]unknown:[/] {unknown}")
+                raise typer.Exit(3)
             return
         if cloud:
             remote.print_remote(cloud)
+        if unknown:
+            # Never reassure without evidence: no "nothing is running" after a provider failed.
+            if rows:
+                console.print(pods_table(rows, console))
+            err_console.print(f"[bold red]unknown:[/] {unknown}")
+            raise typer.Exit(3)
         if not rows:
             console.print("nothing is running")
             return
@@ -423,9 +446,9 @@ def register(app: typer.Typer) -> None:
         ),
         expired: bool = typer.Option(False, "--expired", help="Every pod past its TTL."),
         timeout: float = typer.Option(
-            None, "--timeout", min=1.0,
-            help="Give up waiting after this many seconds (exit 3, billing not proven); "
-            "default: the full retry and wait schedule, about 5 minutes.",
+            remote.DOWN_TIMEOUT_S, "--timeout", min=1.0,
+            help="A wall-clock deadline over every provider call, connect and read included; "
+            "at it, exit 3 with each pod's id and its manual stop (billing not proven).",
         ),
     ) -> None:
         """Terminate the pod, then prove that it is gone and nothing bills.
@@ -435,13 +458,15 @@ def register(app: typer.Typer) -> None:
         settings = settings_from()
         ledger = ledger_for(settings)
         policy = remote.down_policy(timeout)
-        if all_tagged or expired:
-            return remote.down_many_cli(
-                settings, ledger, expired_only=not all_tagged, json_out=json_out, policy=policy
-            )
-        record = remote.record_or_provider_truth(settings, ledger, run_tag)
-        if record.status == "terminated":
-            console.print(f"{record.run_tag} is already terminated")
-            return
-        # Every provider, local included, goes through the same proven teardown.
-        remote.down_remote_cli(settings, ledger, record, json_out, policy=policy)
+        with call_deadline(policy.deadline):
+            if all_tagged or expired:
+                return remote.down_many_cli(
+                    settings, ledger, expired_only=not all_tagged, json_out=json_out,
+                    policy=policy)
+            record = remote.record_or_provider_truth(settings, ledger, run_tag)
+            if record.status == "terminated":
+                # The ledger's word is no evidence: the provider is asked again all the same.
+                err_console.print(f"{record.run_tag} is terminated in the ledger; asking "
+                                  f"{record.provider} again")
+            # Every provider, local included, goes through the same proven teardown.
+            remote.down_remote_cli(settings, ledger, record, json_out, policy=policy)

@@ -27,6 +27,19 @@ from tailpod.provision.lifecycle import (
 )
 from tailpod.provision.providers import any_cloud_key
 
+STATUS_TIMEOUT_S = 30.0  # status: every provider call together, then it reports unknown
+DOWN_TIMEOUT_S = 360.0  # down: the whole terminate, wait and proof (its schedule is ~5 min)
+
+
+def unknown_line(report: StatusReport, ledger: Ledger) -> str | None:
+    """What status could not learn, for stderr: the providers not asked and the ledger's count."""
+    if not report.errors:
+        return None
+    held = len([r for r in ledger.active() if r.provider != "local"])
+    return ("could not ask " + "; ".join(report.errors)
+            + f"; the ledger holds {held} cloud pod{'s' if held != 1 else ''}, and pods it does "
+            "not hold cannot be ruled out: whether anything bills is unknown")
+
 
 def down_policy(timeout_s: float | None) -> LifecyclePolicy:
     """`down`'s waits, bounded by --timeout, with a progress line on stderr while it waits."""
@@ -160,7 +173,7 @@ def print_remote(report: StatusReport) -> None:
                           f"gone); the provider says {row.provider_state or 'nothing'}; settle "
                           f"it with: {row.settle}")
     for error in report.errors:
-        console.print(f"[red]provider check failed:[/] {error}")
+        err_console.print(f"[red]provider check failed:[/] {error}")
     if report.orphans:
         console.print("[bold red]orphans bill outside the ledger:[/] kill them with "
                       "`tailpod down --all`")

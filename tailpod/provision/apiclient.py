@@ -9,8 +9,10 @@ passed through `redact`, so a key cannot reach an exception, a log line or a res
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -68,6 +70,37 @@ class ApiError(ProviderError):
 
 class TransientApiError(ApiError):
     """429, 5xx or a transport failure: worth another attempt with backoff."""
+
+
+class DeadlineReached(ProviderError):
+    """The command's wall-clock deadline (`down --timeout`, `status --timeout`) passed before
+    this call could be sent or answered; never retried."""
+
+    def __init__(self, provider: str, what: str) -> None:
+        super().__init__(f"{provider}: {what} not answered: the command's deadline passed")
+        self.provider = provider
+
+
+# A time.monotonic() after which no provider call starts and none waits longer: one deadline
+# over every call of a command, connect and read included (None: each call's own timeouts).
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("tailpod_deadline",
+                                                                        default=None)
+
+
+@contextlib.contextmanager
+def call_deadline(deadline: float | None) -> Iterator[None]:
+    """Every JsonApi call inside the block ends by `deadline` (a time.monotonic() value)."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds until the current deadline (never below 0); None when there is none."""
+    deadline = _DEADLINE.get()
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def summarize_body(body: Any, limit: int = 300) -> str:
@@ -135,11 +168,20 @@ class JsonApi:
 
     def send(self, method: str, path: str, what: str, *, json: Any = None,
              params: dict[str, Any] | None = None) -> httpx.Response:
-        """One HTTP exchange; transport failures become TransientApiError (never the raw text)."""
+        """One HTTP exchange; transport failures become TransientApiError (never the raw text).
+        Under a deadline (`call_deadline`) every timeout of the exchange is cut to what is left,
+        and no exchange starts once it has passed (DeadlineReached)."""
+        left = time_left()
+        timeout = self.timings.request_timeout_s if left is None else min(
+            self.timings.request_timeout_s, left)
+        if left is not None and left <= 0.05:
+            raise DeadlineReached(self.provider, what)
         try:
             return self._client.request(method, path, json=json, params=params,
-                                        headers=self._headers())
+                                        headers=self._headers(), timeout=timeout)
         except httpx.TimeoutException:
+            if left is not None and time_left() == 0.0:
+                raise DeadlineReached(self.provider, what) from None
             raise TransientApiError(self.provider, what, None, "timed out") from None
         except httpx.TransportError as exc:
             raise TransientApiError(self.provider, what, None, exc.__class__.__name__) from None
@@ -152,8 +194,14 @@ class JsonApi:
         came. Transport failures become TransientApiError, as in `send`."""
         chunks: list[bytes] = []
         got = 0
+        left = time_left()
+        if left is not None and left <= 0.05:
+            raise DeadlineReached(self.provider, what)
+        if left is not None:
+            max_s, idle_s = min(max_s, left), min(idle_s, left)
         deadline = time.monotonic() + max_s
-        timeout = httpx.Timeout(self.timings.request_timeout_s, read=idle_s)
+        timeout = httpx.Timeout(self.timings.request_timeout_s if left is None else
+                                min(self.timings.request_timeout_s, left), read=idle_s)
         try:
             with self._client.stream("GET", path, params=params, headers=self._headers(),
                                      timeout=timeout) as response:
@@ -206,8 +254,9 @@ class JsonApi:
         backoff = min(self.timings.backoff_max_s,
                       self.timings.backoff_s * (2 ** (state.attempt_number - 1)))
         if isinstance(exc, TransientApiError) and exc.retry_after is not None:
-            return min(exc.retry_after, self.timings.max_retry_after_s)
-        return backoff
+            backoff = min(exc.retry_after, self.timings.max_retry_after_s)
+        left = time_left()
+        return backoff if left is None else min(backoff, left)
 
     def retrying(self, attempts: int | None = None) -> Retrying:
         return Retrying(

@@ -8,6 +8,7 @@ directory, prints its last lines and names the cause when it recognises one. The
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from tailpod.errors import TailpodError
 from tailpod.provision.base import Provider, SupportsContainerLog
+from tailpod.secrets import redact
 
 LOG_FILE = "container.log"
 SHOWN_LINES = 15
@@ -111,7 +113,12 @@ def diagnose(provider: Provider, pod_id: str | None, run_dir: Path) -> BootDiagn
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         assert path is not None
-        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        # Kept scrubbed and private: a container's output can carry the pod's own credentials.
+        lines = [redact(line) for line in lines]
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write("".join(line + "\n" for line in lines))
     except OSError:
         path = None
     return BootDiagnosis(lines, recognise(lines), path)

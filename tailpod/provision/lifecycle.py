@@ -31,7 +31,7 @@ from tailpod.errors import (
     ConfigError,
     TailpodError,
 )
-from tailpod.ledger import Ledger, PodRecord, interrupted_step, operation_stamp
+from tailpod.ledger import Ledger, PodRecord, ended_at, interrupted_step, operation_stamp
 from tailpod.provision.base import (
     BillingEvidence,
     PodInfo,
@@ -84,6 +84,30 @@ class LifecyclePolicy:
                    poll_interval_s=0.05, reterminate_every=4, sweep_timeout_s=1.2)
 
 
+# Where a user stops a pod by hand when tailpod cannot (the providers' consoles).
+CONSOLE_URLS = {"runpod": "https://console.runpod.io/pods", "vastai": "https://cloud.vast.ai/instances/"}
+
+
+def manual_stop(provider: Provider, pod_id: str) -> str:
+    """How to stop `pod_id` without tailpod: the console page and the exact API call, with the
+    key left as an environment variable (never its value)."""
+    console_url = CONSOLE_URLS.get(provider.name)
+    parts = [f"console: {console_url}"] if console_url else []
+    route = getattr(provider, "pod_termination", None)
+    base = getattr(provider, "base_url", None)
+    key_env = getattr(provider, "key_env", None)  # declared once, on the provider class
+    if route is not None and base and key_env:
+        from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
+
+        method, path, body = TERMINATE_ROUTES[route][0]
+        data = (f" -H 'Content-Type: application/json' -d '{json.dumps(body)}'"
+                if body is not None else "")
+        parts.append(f"API: curl -X {method} -H \"Authorization: Bearer ${key_env}\""
+                     f"{data} {base}{path.replace('{id}', pod_id)}")
+    return f"{provider.name} pod {pod_id}: stop it by hand — " + "; ".join(
+        parts or [f"the {provider.name} console"])
+
+
 class UnprovenTeardown(BillingNotProven):
     """`down` could not prove billing stopped; carries the evidence and the proof file path."""
 
@@ -92,6 +116,11 @@ class UnprovenTeardown(BillingNotProven):
         super().__init__(message, hint)
         self.evidence = evidence
         self.proof_path = proof_path
+
+
+class LedgerUnwritable(UnprovenTeardown):
+    """The disk refused the ledger or the proof (full, read-only): what tailpod proved cannot be
+    kept, so nobody may rely on it. Exit 3, one line, never a traceback."""
 
 
 def _now_iso(t: float | None = None) -> str:
@@ -154,7 +183,14 @@ def create_pod_safely(
                          "max_price": spec.max_price})
     record.note("intent", gpus=list(spec.gpu_preference), max_price=spec.max_price)
     record.operation = operation_stamp("create")  # the caller moves it on, or clears it
-    ledger.put(record)
+    try:
+        ledger.put(record)
+    except OSError as exc:
+        # No intent on disk, no rental: a pod the ledger cannot hold is a pod nobody knows of.
+        raise TailpodError(
+            f"the ledger cannot be written ({exc.strerror or exc}); nothing was rented",
+            hint=f"free space under {ledger.home} (or fix its permissions), then run `up` again",
+        ) from None
 
     provider.on_created = lambda pod_id: _record_provider_id(ledger, spec.run_tag, pod_id)
     try:
@@ -349,14 +385,24 @@ def teardown(
     """
     policy = policy or LifecyclePolicy()
     tag = record.run_tag
-    if ledger.get(tag) is None:
-        ledger.put(record)  # a record the ledger lost (damage) is written back before anything
-    ledger.update(tag, event="down", status="terminating", operation=operation_stamp("teardown"))
-    record = ledger.get(tag) or record
+    disk: list[str] = []
+
+    def save(write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A ledger or proof write; a disk that refuses it is remembered, never fatal here."""
+        try:
+            return write(*args, **kwargs)
+        except OSError as exc:
+            disk.append(f"{exc.strerror or exc.__class__.__name__} ({exc.filename or 'ledger'})")
+            return None
+
+    stored = ledger.get(tag)
+    record = stored or record
+    proven_before = ended_at(record) if record.status == "terminated" else None
     ids = _provider_ids(record)
     extra_checks: list[ProofCheck] = []
     still: list[str] = []
     notes: list[str] = []
+    # Terminate first, record after: nothing that needs the disk comes before the terminates.
     try:
         for p in provider.list_by_tag(tag):
             if p.pod_id not in ids:
@@ -369,8 +415,13 @@ def teardown(
             _terminate_with_retries(provider, pod_id, policy)
         except TailpodError as exc:
             extra_checks.append(ProofCheck(f"terminate {pod_id}", False, str(exc)))
+    if stored is None:
+        save(ledger.put, record)  # a record the ledger lost (damage) is written back
+    save(ledger.update, tag, event="down", status="terminating",
+         operation=operation_stamp("teardown"))
     waited = time.monotonic()
     gone, remaining = _wait_gone(provider, tag, ids, policy, policy.gone_timeout_s)
+    gone_at = time.time()
     waited = time.monotonic() - waited
     cut_short = policy.deadline is not None and waited < policy.gone_timeout_s
     gone_detail = (
@@ -383,9 +434,11 @@ def teardown(
                                    "; ".join([gone_detail, *notes])))
     if extra_proofs is not None:
         try:
-            extra_checks += extra_proofs()
+            side = extra_proofs()
         except TailpodError as exc:
-            extra_checks.append(ProofCheck("extra-proof", False, str(exc)))
+            side = [ProofCheck("extra-proof", False, str(exc))]
+    else:
+        side = []
     if known_active_tags is None:
         known = {r.run_tag for r in ledger.active()
                  if r.run_tag != tag and r.provider == provider.name}
@@ -404,20 +457,53 @@ def teardown(
     # still makes the proof fail.
     evidence = BillingEvidence(checks=extra_checks + evidence.checks,
                                still_billing=evidence.still_billing + still)
+    # Checks of the same teardown that are not the pod's (its tailnet device) come last, so each
+    # failure names its own cause: a pod proven gone is not blamed for a device left behind.
+    evidence = BillingEvidence(checks=evidence.checks + side,
+                               still_billing=list(evidence.still_billing))
+    side_ids = {id(c) for c in side}
+    pod_failed = any(not c.passed for c in evidence.checks if id(c) not in side_ids)
     if not evidence.proven and not evidence.still_billing:
-        evidence.still_billing.append(
-            f"{provider.name}: {tag} ({', '.join(ids) or 'no id'}) is not proven gone — retry: "
-            f"tailpod down {tag}")
-    proof_path = write_proof(run_dir, proof_payload(record, provider, ids, evidence))
+        if pod_failed:
+            evidence.still_billing.append(
+                f"{provider.name}: {tag} ({', '.join(ids) or 'no id'}) is not proven gone — "
+                f"retry: tailpod down {tag}")
+        else:
+            evidence.still_billing += [
+                f"{tag}: {c.name} failed ({c.detail}); {provider.name} shows the pod gone — "
+                f"retry: tailpod down {tag}" for c in side if not c.passed]
+    if not evidence.proven and pod_failed:
+        # Per pod, the stop that needs no tailpod and no answer from it (docs/exit-codes.md).
+        evidence.still_billing.extend(manual_stop(provider, pod_id) for pod_id in ids)
+    payload = proof_payload(record, provider, ids, evidence)
     if evidence.proven:
-        ledger.update(tag, event="billing-proven", status="terminated", operation={})
-        _note(ledger, tag, "proof", path=str(proof_path))
+        # The proven end: the first proof's, kept when a later `down` proves it again.
+        payload["ended_at"] = _now_iso(proven_before or gone_at)
+    proof_path = save(write_proof, run_dir, payload)
+    if evidence.proven:
+        save(ledger.update, tag, event="billing-proven", status="terminated", operation={})
+        with contextlib.suppress(OSError), ledger.transaction() as pods:
+            if tag in pods:
+                pods[tag].extra["ended_at"] = proven_before or gone_at
+                pods[tag].note("proof", path=str(proof_path))
+    else:
+        save(ledger.update, tag, event="billing-not-proven", status="terminating", operation={})
+        save(_note, ledger, tag, "proof", path=str(proof_path),
+             still_billing=evidence.still_billing)
+    if disk:
+        said = ("billing proven stopped at the provider" if evidence.proven else
+                "billing is NOT proven stopped: " + " | ".join(evidence.still_billing))
+        raise LedgerUnwritable(
+            redact(f"{tag}: terminate sent, {said}; but the disk refused the ledger or the "
+                   f"proof ({'; '.join(sorted(set(disk)))}), so nothing of it is recorded"),
+            f"free space under {ledger.home} and {run_dir.parent}, then run "
+            f"`tailpod down {tag}` again to prove and record it",
+            evidence, None)
+    if evidence.proven:
         return evidence
-    ledger.update(tag, event="billing-not-proven", status="terminating", operation={})
-    _note(ledger, tag, "proof", path=str(proof_path), still_billing=evidence.still_billing)
     raise UnprovenTeardown(
         redact(f"billing is NOT proven stopped for {tag}: " + " | ".join(evidence.still_billing)),
-        redact(f"kill it with `tailpod down {tag}` (proof: {proof_path})"),
+        redact(f"kill it with `tailpod down {tag}` or by hand as above (proof: {proof_path})"),
         evidence,
         proof_path,
     )
@@ -530,10 +616,12 @@ def raise_if_unproven(outcomes: list[TeardownOutcome]) -> None:
         if o.evidence and o.evidence.still_billing:
             lines += o.evidence.still_billing
         else:
-            lines.append(f"{o.provider} {o.run_tag}: {o.error}")
+            where = CONSOLE_URLS.get(o.provider)
+            lines.append(f"{o.provider} {o.run_tag}: {o.error}"
+                         + (f" — see what bills at {where}" if where else ""))
     raise BillingNotProven(redact("billing is NOT proven stopped: " + " | ".join(lines)),
-                           hint="run `tailpod down --all` again, or kill them with the "
-                                "commands above")
+                           hint="run `tailpod down --all` again, or stop each pod by hand as "
+                                "named above")
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -578,8 +666,12 @@ class StatusReport:
     def to_json(self) -> dict[str, Any]:
         return {"checked_at": _now_iso(self.checked_at), "rows": [asdict(r) for r in self.rows],
                 "errors": list(self.errors), "ledger_notices": list(self.ledger_notices),
-                "rate_per_hr_now": round(sum(r.price_per_hr or 0.0 for r in self.rows
-                                             if r.provider_state == "running"), 6)}
+                # A provider that did not answer makes the rate unknown, never 0.
+                "rate_per_hr_now": None if self.errors else round(
+                    sum(r.price_per_hr or 0.0 for r in self.rows
+                        if r.provider_state == "running"), 6),
+                "rate_unknown_reason": ("could not ask " + "; ".join(self.errors))
+                if self.errors else None}
 
 
 def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
@@ -846,11 +938,18 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
     """`down --all` (every tailpod-tagged resource of the accounts) or `down --expired`.
 
     `on_recovery` gets one line for each piece of ledger damage this run recovered from."""
+    now = time.time()
     names = {r.provider for r in ledger.active()}
     providers = _providers_for(settings, names, **options)
-    if not providers:
+    # The local runner is settled too, whatever clouds are configured (it may hold a GPU).
+    local = [r for r in ledger.active() if r.provider == "local" and (
+        not expired_only or (r.ttl_expires_at is not None and r.ttl_expires_at <= now))]
+    if not providers and not local:
         raise ConfigError("no cloud provider is configured",
                           hint="set RUNPOD_API_KEY and/or VAST_API_KEY")
+    outcomes = [_down_one(settings, ledger, rec, policy, **options) for rec in local]
+    if not providers:
+        return outcomes
     for line in recover_ledger(settings, ledger, providers):
         if on_recovery is not None:
             on_recovery(line)
@@ -859,9 +958,23 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
         return run_dir_for(settings, tag)
 
     if expired_only:
-        return teardown_expired(providers, ledger, run_dir, policy=policy)
-    return teardown_all(providers, ledger, run_dir, policy=policy,
-                        extra_proofs_for=lambda rec: _tailnet_proof(settings, rec))
+        return outcomes + teardown_expired(providers, ledger, run_dir, policy=policy)
+    return outcomes + teardown_all(providers, ledger, run_dir, policy=policy,
+                                   extra_proofs_for=lambda rec: _tailnet_proof(settings, rec))
+
+
+def _down_one(settings: Settings, ledger: Ledger, record: PodRecord,
+              policy: LifecyclePolicy | None, **options: Any) -> TeardownOutcome:
+    """`down_remote` of one record as a TeardownOutcome (never raises a TailpodError)."""
+    proof = str(run_dir_for(settings, record.run_tag) / PROOF_FILE)
+    try:
+        evidence = down_remote(settings, ledger, record, policy=policy, **options)
+        return TeardownOutcome(record.run_tag, record.provider, evidence, proof_path=proof)
+    except UnprovenTeardown as exc:
+        return TeardownOutcome(record.run_tag, record.provider, exc.evidence, exc.message,
+                               str(exc.proof_path) if exc.proof_path else None)
+    except TailpodError as exc:
+        return TeardownOutcome(record.run_tag, record.provider, None, exc.message)
 
 
 def status_remote(settings: Settings, ledger: Ledger, **options: Any) -> StatusReport:

@@ -174,6 +174,9 @@ class SandboxCloud:
             self.faults.hold(held)
         slow = self.faults.peek("slow_start", pod.provider, "create")
         delay = slow.seconds if slow else self.start_delay_s
+        dearer = self.faults.take("price_above_offer", pod.provider, "create")
+        if dearer:
+            pod.compute_rate = round(pod.compute_rate * dearer.factor, 6)
         now = time.time()
         pod.created_at = now
         pod.ready_at = now + delay
@@ -205,6 +208,11 @@ class SandboxCloud:
             if pod is None or pod.status != "running" or self.closed:
                 return
             pod.started_at = time.time()
+            rises = self.faults.take("price_rises_running", pod.provider, "create")
+            if rises:
+                pod.compute_rate = round(pod.compute_rate * rises.factor, 6)
+                if pod.provider == "runpod":
+                    self.meter.set_rate(pod.provider, pod.pod_id, pod.running_rate(), "gpu+disk")
             if pod.provider == "vast":
                 self.meter.set_rate(pod.provider, pod.pod_id, pod.running_rate(), "gpu+disk")
         self.host.start(pod)

@@ -37,6 +37,11 @@ FAULT_KINDS = {
     "terminate_unlisted": "terminate answers success and the pod leaves every listing and "
     "lookup, but keeps billing",
     # lets a test act (kill the client) while the provider holds an unanswered create
+    # the price the provider states for a pod above the offer it was rented from
+    "price_above_offer": "create places the pod at `factor` times the offer's price (it bills "
+    "and states that price from the start)",
+    "price_rises_running": "the pod states and bills `factor` times its offer's price once its "
+    "container is up (the create's read-back still states the offer's)",
     "hold_create": "create waits before doing anything until the test releases it (at most "
     "`seconds`, default 60), then goes on",
 }
@@ -57,6 +62,7 @@ class Fault:
     retry_after: float = 1.0
     seconds: float = 0.0
     carry_id: bool = True
+    factor: float = 2.0
     fired: int = field(default=0)
 
     def __post_init__(self) -> None:
@@ -70,7 +76,8 @@ class Fault:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Fault:
         allowed = {
-            "kind", "provider", "op", "times", "gpu", "status", "retry_after", "seconds", "carry_id"
+            "kind", "provider", "op", "times", "gpu", "status", "retry_after", "seconds", "carry_id",
+            "factor",
         }
         unknown = set(data) - allowed
         if unknown:

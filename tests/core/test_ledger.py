@@ -109,3 +109,39 @@ def test_resolve_rules(tmp_path: Path) -> None:
     assert ledger.resolve(None).run_tag == "tp-a"
     with pytest.raises(TailpodError, match="no pod"):
         ledger.resolve("tp-zzz")
+
+
+def test_a_home_other_users_can_write_is_refused_with_the_fix(tmp_path: Path) -> None:
+    import os
+
+    from tailpod.errors import ConfigError
+    from tailpod.ledger import Ledger
+
+    home = tmp_path / "shared-home"
+    home.mkdir()
+    os.chmod(home, 0o777)
+    with pytest.raises(ConfigError) as err:
+        Ledger(home).all()
+    assert err.value.exit_code == 2 and f"chmod 700 {home}" in (err.value.hint or "")
+    os.chmod(home, 0o700)
+    assert Ledger(home).all() == []
+
+
+def test_a_planted_lock_or_ledger_symlink_is_never_followed(tmp_path: Path) -> None:
+    import os
+
+    from tailpod.errors import ConfigError
+    from tailpod.ledger import Ledger
+
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    target = tmp_path / "victim-file"
+    os.symlink(target, home / "ledger.lock")
+    with pytest.raises(ConfigError, match="symbolic link"):
+        Ledger(home).all()
+    assert not target.exists()  # tailpod created nothing through the link
+    os.unlink(home / "ledger.lock")
+    os.symlink(target, home / "ledger.json")
+    with pytest.raises(ConfigError, match="symbolic link"):
+        Ledger(home).all()
+    assert not target.exists()
