@@ -72,7 +72,11 @@ class LocalPods:
         return get_adapter(engine)
 
     def serves_on_cpu(self, adapter: EngineAdapter) -> bool:
-        return adapter.name != "llamacpp"  # llama.cpp on your own GPU box serves like a rented GPU
+        """The CPU build of vLLM here, unless this machine has GPUs (then any engine serves like
+        on a rented GPU); llama.cpp is always served like a rented GPU."""
+        from tailpod.agent.bootstrap import facts
+
+        return adapter.name != "llamacpp" and not facts.gpu_facts()[0]
 
     def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
         from tailpod.agent.bootstrap import engine

@@ -152,12 +152,12 @@ def up_local(
             check_gguf(cfg.spec.draft_model, "draft model")
         binary, version = check_llama_server(settings.llama_server)
         extra = {"llama_server": binary, "llama_server_version": version}
-        gpus = check_local_gpus(cfg)["gpus"]
-        if gpus:  # the engine serves from this machine's GPUs: the record names them
-            gpu, gpu_count = str(gpus[0]["name"]), max(1, cfg.tensor_parallel)
     else:
         check_model(cfg.model)
         check_engine_installed(engine_python(settings))
+    gpus = check_local_gpus(cfg)["gpus"]
+    if gpus:  # the engine serves from this machine's GPUs (any engine): the record names them
+        gpu, gpu_count = str(gpus[0]["name"]), max(1, cfg.tensor_parallel)
     if engine.port_open(cfg.host, cfg.port):
         raise ConfigError(f"port {cfg.port} is already in use", hint="pass another --port")
     provider = LocalProvider(settings.home)

@@ -185,3 +185,24 @@ def test_check_requirements_checks_the_llama_server_and_the_gguf(tmp_path: Path)
     model.write_bytes(b"{}")
     bad = CliRunner().invoke(app, args, env=env)
     assert {c["name"]: c for c in json.loads(bad.stdout)["checks"]}["checkpoint"]["status"] == "fail"
+
+
+def test_a_local_vllm_on_a_gpu_box_is_served_like_a_rented_gpu(h200_nvidia_smi: None) -> None:
+    """On the H200 a local vLLM was recorded as "local CPU" with the CPU build's small context and
+    eager mode; with a GPU in nvidia-smi it gets neither."""
+    from tailpod.engines.adapters import get_adapter
+    from tailpod.pods.kinds import kind_for
+
+    local = kind_for("local")
+    assert local.serves_on_cpu(get_adapter("vllm")) is False
+    assert local.serves_on_cpu(get_adapter("llamacpp")) is False
+
+
+def test_a_local_vllm_without_a_gpu_gets_the_cpu_defaults(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from tailpod.engines.adapters import get_adapter
+    from tailpod.pods.kinds import kind_for
+
+    _script(tmp_path / "nvidia-smi", "exit 9\n")  # a box whose nvidia-smi finds no GPU
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert kind_for("local").serves_on_cpu(get_adapter("vllm")) is True
