@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tailpod.agent_client.layout import POD_STATE, DeadmanLayout
 from tailpod.errors import TailpodError
 from tailpod.secrets import redact
 
 if TYPE_CHECKING:
-    from tailpod.agent_client.deadman_control import DeadmanLayout
     from tailpod.engines.base import EngineAdapter, EngineConfig, LaunchPlan, StartupFacts
 
 Say = Callable[[str], None]
@@ -99,7 +99,6 @@ class SshTransport:
     python = "python3"
 
     def __init__(self, session: Any, state_dir: str | None = None) -> None:
-        from tailpod.agent_client.pod_start import POD_STATE
 
         self.session = session
         self.uploads: list[str] = []
@@ -358,7 +357,6 @@ class PodAgent:
     @property
     def deadman_layout(self) -> DeadmanLayout:
         """Where the switch keeps its heartbeat, state and log: the pod's state directory."""
-        from tailpod.agent_client.deadman_control import DeadmanLayout
 
         return DeadmanLayout(remote_dir=self.state_dir)
 

@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tailpod.agent_client.pod_start import start_command
 from tailpod.config import Settings, check_run_settings
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import BillingNotProven, ConfigError, TailpodError, TransientError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag, operation_stamp
+from tailpod.pods.start_command import start_command
 from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.ssh.client import SshTarget, boot_wait_seconds, open_ssh
 from tailpod.secrets import Secret
@@ -42,7 +42,7 @@ def non_vendor_api_endpoint(settings: Settings) -> str | None:
     """The provider API URL when it is not the vendor's public default (a proxy, a mirror, an
     emulator), else None. Then nothing the vendor said backs the pod's claimed GPU and price, and
     the report says so next to the numbers (tailpod/results/hardware.py)."""
-    from tailpod.agent_client.deadman_control import api_url_for
+    from tailpod.pods.deadman_control import api_url_for
 
     used = api_url_for(settings, settings.provider)
     vendor = api_url_for(Settings(), settings.provider)  # the field defaults: the public APIs
@@ -127,7 +127,7 @@ def start_arm(
 def arm_deadman(agent: PodAgent, settings: Settings, provider: str, ttl_at: float) -> dict[str, Any]:
     """Arm the pod's dead-man switch (idempotent; also a heartbeat). No credential travels: the
     switch reads the pod-scoped key from the pod's own environment."""
-    from tailpod.agent_client import deadman_control as dm
+    from tailpod.pods import deadman_control as dm
 
     status = agent.deadman_arm(dm.arm_request(
         settings, provider, ttl_at, agent.deadman_layout, environ_from=f"{agent.state_dir}/pod.env"
@@ -223,7 +223,7 @@ def _spec(
     engine_port: int,
     ttl_at: float,
 ) -> PodSpec:
-    from tailpod.agent_client import deadman_control as dm
+    from tailpod.pods import deadman_control as dm
     from tailpod.provision.tailnet.join import pod_env
 
     env: dict[str, str | Secret] = {

@@ -1,6 +1,6 @@
 """PATH stand-ins that let tailpod's unchanged pod start script run on a sandbox pod.
 
-tailpod's start script (tailpod/agent_client/pod_start.py) and its tailnet join step
+tailpod's start script (tailpod/pods/start_command.py) and its tailnet join step
 (tailpod/provision/tailnet/join.py) are written for a real container: they start `sshd` and run
 `tailscaled` and `tailscale up`, found through PATH. A sandbox pod is a process on this machine
 whose host (tailpod/sandbox/sshd.py `SshdPodHost`) has already started the pod's own sshd on its

@@ -22,12 +22,12 @@ RANKS: dict[str, int] = {
     "config": 2,
     "ledger": 3,
     "engines": 4,  # engine adapters, log parsers, checkpoints, images
-    "provision": 5,  # providers, tailnet, SSH; create, teardown + proof, reconcile
-    "results": 6,  # rows, analysis, reports (no network, no pods)
-    "sandbox": 6,  # the emulated clouds; only the CLI (and tests) start them
-    "preflight": 7,  # check-requirements
-    "agent_client": 8,  # the laptop's side of the pod agent
-    "pods": 9,  # one pod protocol over cloud, local and SSH boxes
+    "agent_client": 5,  # the laptop's side of the pod agent: driver, zipapp build, pod layout
+    "provision": 6,  # providers (clouds and your own box), tailnet, SSH; create, teardown, reconcile
+    "results": 7,  # rows, analysis, reports (no network, no pods)
+    "sandbox": 7,  # the emulated clouds; only the CLI (and tests) start them
+    "preflight": 8,  # check-requirements
+    "pods": 9,  # one pod protocol over cloud, local and SSH boxes; start command, dead-man control
     "measure": 10,  # plan, sweep, hosts, bare decode, KL, the card matrix
     "cli": 11,  # verbs only
 }

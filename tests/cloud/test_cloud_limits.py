@@ -70,8 +70,8 @@ def test_tailpod_start_command_fits_vast_onstart() -> None:
     import shlex
     import time
 
-    from tailpod.agent_client import deadman_control as dm
-    from tailpod.agent_client.pod_start import start_command
+    from tailpod.pods import deadman_control as dm
+    from tailpod.pods.start_command import start_command
 
     argv = dm.guarded_start_command(start_command("tp-20261201-150000-abcdef", ["tag:tailpod"]),
                                     "vastai", time.time() + 7200, 900, "https://console.vast.ai",

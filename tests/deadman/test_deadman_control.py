@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tailpod.agent_client import deadman_control as dc
 from tailpod.agent_client.driver import PodAgent, SubprocessTransport
 from tailpod.config import Settings, load_settings
 from tailpod.errors import ConfigError
+from tailpod.pods import deadman_control as dc
 from tailpod.sandbox import Sandbox
 
 from .conftest import FAST, Daemons, clean_env, create_pod, deadman, last_json, wait_for
@@ -217,7 +217,7 @@ def test_guard_walks_deadman_termination_table_and_fits_vast_onstart() -> None:
     """One table for guard and daemon; the guarded start command stays within vast.ai's
     4048-character `onstart` limit (vast-ai/docs API reference) with room for longer tags."""
     from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
-    from tailpod.agent_client.pod_start import start_command
+    from tailpod.pods.start_command import start_command
 
     for provider in ("runpod", "vastai"):
         code = dc.guard_code(provider)

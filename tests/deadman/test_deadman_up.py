@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.agent_client import deadman_control
 from tailpod.cli.demo_world import demo_ssh_key
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
+from tailpod.pods import deadman_control
 from tailpod.sandbox import start_sandbox
 from tailpod.sandbox.sshd import sshd_available
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY

@@ -13,9 +13,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tailpod.agent_client.pod_start import start_command
 from tailpod.config import load_settings
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.pods.start_command import start_command
 from tailpod.provision.ssh import KnownHosts, open_ssh
 from tailpod.provision.tailnet import (
     check_tailnet_requirements,

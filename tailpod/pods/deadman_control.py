@@ -15,41 +15,21 @@ import base64
 import shlex
 import time
 import zlib
-from dataclasses import dataclass
 from typing import Any
 
 from tailpod.agent.bootstrap.terminate import ALIASES, PROVIDERS
 from tailpod.agent_client.build import guard_code
+from tailpod.agent_client.layout import DeadmanLayout
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 
 DEFAULT_POLL_S = 30.0
-DEFAULT_REMOTE_DIR = "/root/.tailpod"  # RunPod and vast.ai containers log SSH in as root
 DEFAULT_PYTHON = "python3"
 CONTAINER_ENVIRON = "/proc/1/environ"
 
 # The switch's provider names, aliases and credential variables are the agent's own (it runs on
 # the pod without tailpod, so it is their single source).
 CREDENTIAL_ENV = {name: (facts["id_env"], facts["key_env"]) for name, facts in PROVIDERS.items()}
-
-
-@dataclass(frozen=True)
-class DeadmanLayout:
-    """Where the switch's files live on the pod (absolute paths, so any shell agrees)."""
-
-    remote_dir: str = DEFAULT_REMOTE_DIR
-
-    @property
-    def heartbeat(self) -> str:
-        return f"{self.remote_dir.rstrip('/')}/heartbeat"
-
-    @property
-    def state(self) -> str:
-        return self.heartbeat + ".deadman.json"
-
-    @property
-    def log(self) -> str:
-        return f"{self.remote_dir.rstrip('/')}/deadman.log"
 
 
 def provider_name(provider: str) -> str:
