@@ -378,3 +378,59 @@ def stop_lanes(settings: Settings, record: PodRecord) -> list[dict[str, Any]]:
     if alive:
         raise TailpodError("lane engines still alive: " + "; ".join(alive))
     return proofs
+
+
+# --- lanes of a real engine (`tailpod up --provider local --lanes spec:K,plain`) -----------------
+
+
+DEFAULT_LANE_KV_GIB = 1.0  # CPU: VLLM_CPU_KVCACHE_SPACE per lane
+DEFAULT_LANE_MEM_FRACTION = 0.45  # GPU: each lane's --gpu-memory-utilization (two fit in 0.9)
+
+
+def engine_lanes(settings: Settings, cfg: Any, specs: Sequence[LaneSpec], on_cpu: bool,
+                 kv_gib: float | None = None,
+                 mem_fraction: float | None = None) -> list[LaneLaunch]:
+    """One LaneLaunch per lane of `cfg`'s checkpoint: the spec lane with K draft tokens, the plain
+    lane without, on the two ports after the proxy's, each with its own memory budget."""
+    from dataclasses import replace
+
+    from tailpod.engines.adapters import get_adapter
+    from tailpod.engines.local_install import engine_python, local_engine_env
+
+    adapter = get_adapter(cfg.engine)
+    out = []
+    for i, lane in enumerate(specs):
+        spec = replace(cfg.spec, k=lane.k, method=(cfg.spec.method or "ngram") if lane.k else None,
+                       draft_model=cfg.spec.draft_model if lane.k else None)
+        env: dict[str, str] = {}
+        budget: dict[str, Any]
+        if on_cpu:
+            gib = kv_gib if kv_gib is not None else DEFAULT_LANE_KV_GIB
+            env["VLLM_CPU_KVCACHE_SPACE"] = f"{gib:g}"
+            budget = {"VLLM_CPU_KVCACHE_SPACE_gib": gib}
+            lane_cfg = replace(cfg, port=cfg.port + 1 + i, spec=spec)
+        else:
+            frac = mem_fraction if mem_fraction is not None else DEFAULT_LANE_MEM_FRACTION
+            budget = {"mem_fraction": frac}
+            lane_cfg = replace(cfg, port=cfg.port + 1 + i, spec=spec, mem_fraction=frac)
+        plan = adapter.launch_plan(lane_cfg, python=engine_python(settings))
+        out.append(LaneLaunch(
+            name=lane.name, argv=plan.argv, port=lane_cfg.port,
+            env={**plan.env, **local_engine_env(settings, lane.name), **env},
+            health_path=plan.health_path, budget=budget, engine_config=lane_cfg.to_json(),
+            parse_startup=lambda text: adapter.parse_startup(text).to_json(),
+        ))  # fmt: skip
+    return out
+
+
+def limit_from_decision(path: Path) -> tuple[int, int]:
+    """(K, admission limit) of a decision.json whose deployment is two lanes."""
+    try:
+        dec = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the decision {path}: {exc}") from None
+    dep = dec.get("deployment") or {}
+    if dep.get("kind") != "lanes":
+        raise ConfigError(f"{path}: the deployment is {dep.get('kind')!r}, not two lanes",
+                          hint="a static deployment needs no proxy: `tailpod up --spec-k K`")
+    return int(dep["lanes"][0]["k"]), int(dep["admission_limit"])

@@ -167,3 +167,61 @@ def test_admission_limit_fills_spec_then_overflows_to_plain(tailpod_home: Path,
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still open"
     assert (ledger.get(record.run_tag) or record).status == "terminated"
+
+
+def test_status_shows_both_lanes_and_the_proxy_and_down_stops_all_three(
+        tailpod_home: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tailpod.cli.main import app
+    from tailpod.provision.lifecycle import run_dir_for
+
+    front, spec_port, plain_port = _free_ports(3)
+    settings = load_settings()
+    ledger = Ledger(settings.state_dir)
+    record = lanes.up_lanes(settings, ledger, [_synthetic("spec", spec_port),
+                                               _synthetic("plain", plain_port)],
+                            admission_limit=1, front_port=front, startup_timeout_s=60)
+    try:
+        _stream(record.endpoint or "")
+        res = CliRunner().invoke(app, ["status", record.run_tag, "--json", "--no-beat"])
+        assert res.exit_code == 0, res.output
+        (row,) = json.loads(res.stdout)["pods"]
+        assert row["healthy"] is True
+        assert row["lanes"]["proxy"]["alive"] is True
+        assert row["lanes"]["admission_limit"] == 1
+        assert row["lanes"]["lanes"]["spec"]["healthy"] and row["lanes"]["lanes"]["plain"]["healthy"]
+        assert row["lanes"]["lanes"]["spec"]["requests"] == 1
+        assert row["lanes"]["lanes"]["plain"]["requests"] == 0
+        text = CliRunner().invoke(app, ["status", record.run_tag, "--no-beat"]).output
+        assert "lane spec" in text and "lane plain" in text and "HAProxy" in text
+    finally:
+        down = CliRunner().invoke(app, ["down", record.run_tag, "--json"])
+    assert down.exit_code == 0, down.output
+    for port in (front, spec_port, plain_port):
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still open"
+    final = Ledger(settings.state_dir).get(record.run_tag)
+    assert final is not None and final.status == "terminated"
+    assert [p["gone"] for p in final.extra["lanes_down"]] == [True, True]
+    saved = json.loads((run_dir_for(settings, record.run_tag) / lanes.LANES_FILE).read_text())
+    assert saved["lanes"]["spec"]["requests"] == 1 and saved["lanes"]["plain"]["requests"] == 0
+
+
+def test_up_lanes_refuses_what_it_cannot_deploy(tailpod_home: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tailpod.cli.main import app
+
+    model = tmp_path / "model"
+    model.mkdir()
+    base = ["up", "--provider", "local", "--engine", "vllm", "--model", str(model)]
+    res = CliRunner().invoke(app, [*base, "--lanes", "spec:2,plain"])
+    assert res.exit_code != 0 and "--admission-limit" in res.output
+    res = CliRunner().invoke(app, [*base, "--lanes", "plain,spec:2", "--admission-limit", "2"])
+    assert res.exit_code != 0 and "spec:K,plain" in res.output
+    static = tmp_path / "decision.json"
+    static.write_text(json.dumps({"deployment": {"kind": "static", "arm": "plain"}}))
+    res = CliRunner().invoke(app, [*base, "--decision", str(static)])
+    assert res.exit_code != 0 and "not two lanes" in res.output
+    assert not (tailpod_home / "lanes").exists()  # nothing was started
