@@ -245,7 +245,12 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
                  admission_limit: int | None, decision: Path | None, cpu_engine: bool,
                  kv_gib: float | None, mem_fraction: float | None, json_out: bool) -> None:
     """`up --lanes spec:K,plain`: both engines one after the other, HAProxy in front."""
-    from tailpod.engines.local_install import check_engine_installed, check_model, engine_python
+    from tailpod.engines.local_install import (
+        check_engine_installed,
+        check_local_gpus,
+        check_model,
+        engine_python,
+    )
     from tailpod.pods import lanes as lanes_mod
 
     if settings.provider != "local":
@@ -263,10 +268,14 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
         raise ConfigError("--lanes needs --admission-limit N (or --decision decision.json)")
     check_model(cfg.model)
     check_engine_installed(engine_python(settings))
+    gpus = check_local_gpus(cfg)["gpus"]  # both lanes share this machine's GPU(s), if any
+    gpu, gpu_count = (str(gpus[0]["name"]), max(1, cfg.tensor_parallel)) if gpus else \
+        ("local CPU", 0)
     launches = lanes_mod.engine_lanes(settings, cfg, specs, cpu_engine, kv_gib, mem_fraction)
     with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update:
         record = lanes_mod.up_lanes(settings, ledger, launches, admission_limit, cfg.port,
-                                    update, engine_cfg=cfg.to_json())
+                                    update, engine_cfg=cfg.to_json(), gpu=gpu,
+                                    gpu_count=gpu_count)
     if json_out:
         print_json(record.to_json())
         return

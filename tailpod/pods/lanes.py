@@ -163,7 +163,8 @@ def _stop_started(provider: LocalProvider, tags: list[str]) -> None:
 def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
              admission_limit: int, front_port: int, progress: Progress | None = None,
              engine_cfg: dict[str, Any] | None = None, run_dir: Path | None = None,
-             startup_timeout_s: float | None = None) -> PodRecord:
+             startup_timeout_s: float | None = None, gpu: str = "local CPU",
+             gpu_count: int = 0) -> PodRecord:
     """Start the lanes one after the other, then HAProxy in front; the ledger holds the proxy as
     the pod and every lane in `extra.lanes`. Anything started is stopped again on failure."""
     from tailpod.provision.lifecycle import run_dir_for
@@ -180,8 +181,8 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
             raise ConfigError(f"port {port} is already in use", hint="pass another --port")
     run_tag = new_run_tag()
     ledger.put(PodRecord(
-        run_tag=run_tag, provider="local", engine=engine_cfg or {}, gpu="local CPU",
-        gpu_count=0, price_per_hr=0.0,
+        run_tag=run_tag, provider="local", engine=engine_cfg or {}, gpu=gpu,
+        gpu_count=gpu_count, price_per_hr=0.0,
         ttl_expires_at=time.time() + settings.ttl_hours * 3600,
         extra={"lanes": {"admission_limit": admission_limit, "lanes": {}}},
     ))  # fmt: skip
