@@ -226,10 +226,8 @@ def pick(cands: dict[str, dict[str, Any]], arms: dict[str, dict[str, Any]],
 # --- the decision ---------------------------------------------------------------------------------
 
 
-def _fmt_load(axis: str, load: float) -> str:
-    if math.isinf(load):
-        return "inf"
-    return f"{load:g}"
+def _fmt_load(axis: str, load: float | str) -> str:
+    return load if isinstance(load, str) else f"{load:g}"
 
 
 def compute(runs: Sequence[Run], objective: str = "throughput",
@@ -253,14 +251,15 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
         won = pick(cands, arms, lower)
         if won is None:
             continue
-        bands.append({"axis": axis, "load": load, "prompt_class": pc, **won})
+        shown: float | str = "inf" if math.isinf(load) else load  # decision.json stays JSON
+        bands.append({"axis": axis, "load": shown, "prompt_class": pc, **won})
         for key, s in spreads.items():
             if not arms[key]["deployment"] or arms[key]["void"]:
                 continue
             w = cands[won["arm"]]
             gap = (s["median"] / w["median"] - 1.0) if w["median"] else None
             loses = (s["min"] > w["max"]) if lower else (s["max"] < w["min"])
-            gaps.append({"arm": key, "axis": axis, "load": load, "prompt_class": pc,
+            gaps.append({"arm": key, "axis": axis, "load": shown, "prompt_class": pc,
                          "median": s["median"], "best_arm": won["arm"], "best": w["median"],
                          "gap": gap, "loses": loses})
     pooled_bands = [b for b in bands if b["prompt_class"] == POOLED]
@@ -334,7 +333,8 @@ def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
                 bands: list[dict[str, Any]], rests_on: dict[str, list[dict[str, Any]]],
                 warnings: list[str]) -> dict[str, Any]:
     conc = sorted((b for b in bands if b["axis"] == "concurrency"), key=lambda b: b["load"])
-    rate = sorted((b for b in bands if b["axis"] == "rate"), key=lambda b: b["load"])
+    rate = sorted((b for b in bands if b["axis"] == "rate"),
+                  key=lambda b: math.inf if isinstance(b["load"], str) else b["load"])
     winners = {b["arm"] for b in conc + rate}
     if not winners:
         return {"kind": "none", "reason": "no band has a usable arm"}

@@ -114,10 +114,14 @@ def test_goodput_objective_ranks_open_loop_rates_by_recorded_goodput(make_run: A
     for rep in (0, 1):
         run.cells.append(_open("plain", 2.0, rep, 300.0 + rep, 320.0))
         run.cells.append(_open("mtp-k2", 2.0, rep, 200.0 + rep, 400.0))
-    good = {b["load"]: b["arm"] for b in compute([run], objective="goodput")["bands"]
-            if b["axis"] == "rate"}
+    for rep in (0, 1):  # an all-at-once cell: rate inf, written as "inf" (decision.json is JSON)
+        run.cells.append(_open("plain", math.inf, rep, 100.0, 500.0))
+        run.cells[-1].arrival["rate"] = "inf"  # type: ignore[index]
+    dec = compute([run], objective="goodput")
+    json.dumps(dec, allow_nan=False)
+    good = {b["load"]: b["arm"] for b in dec["bands"] if b["axis"] == "rate"}
     tput = {b["load"]: b["arm"] for b in compute([run])["bands"] if b["axis"] == "rate"}
-    assert good == {2.0: "plain"} and tput == {2.0: "mtp-k2"}
+    assert good == {2.0: "plain", "inf": "plain"} and tput[2.0] == "mtp-k2"
 
 
 def test_a_deploy_arm_is_compared_not_chosen(make_run: Any) -> None:
