@@ -225,3 +225,54 @@ def test_up_lanes_refuses_what_it_cannot_deploy(tailpod_home: Path, tmp_path: Pa
     res = CliRunner().invoke(app, [*base, "--decision", str(static)])
     assert res.exit_code != 0 and "not two lanes" in res.output
     assert not (tailpod_home / "lanes").exists()  # nothing was started
+
+
+def _open_loop(base: str, interval_s: float, count: int) -> None:
+    """Requests sent on a fixed schedule (every interval_s, whatever is in flight)."""
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            _stream(base)
+        except BaseException as exc:  # noqa: BLE001 - surfaced below
+            errors.append(exc)
+
+    threads = []
+    t0 = time.monotonic()
+    for i in range(count):
+        time.sleep(max(0.0, t0 + i * interval_s - time.monotonic()))
+        threads.append(threading.Thread(target=one))
+        threads[-1].start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors[:1]
+
+
+def test_open_loop_schedule_overflows_only_when_the_spec_lane_is_full(tailpod_home: Path) -> None:
+    # each request holds a lane ~0.2 s (12 tokens at 60 tok/s). Every 0.15 s: at most 2 in
+    # flight, under N = 3, so all on spec. Every 0.02 s: ~10 in flight, so spec fills to 3 and
+    # the rest overflow.
+    n = 3
+    front, spec_port, plain_port = _free_ports(3)
+    settings = load_settings()
+    ledger = Ledger(settings.state_dir)
+    record = lanes.up_lanes(settings, ledger, [_synthetic("spec", spec_port),
+                                               _synthetic("plain", plain_port)],
+                            admission_limit=n, front_port=front, startup_timeout_s=60)
+    try:
+        c0 = lanes.lane_counts(record)
+        _open_loop(record.endpoint or "", 0.15, 12)
+        c1 = lanes.lane_counts(record)
+        _open_loop(record.endpoint or "", 0.02, 30)
+        c2 = lanes.lane_counts(record)
+        assert c0 and c1 and c2
+        assert c1["spec"]["stot"] - c0["spec"]["stot"] == 12
+        assert c1["plain"]["stot"] - c0["plain"]["stot"] == 0
+        d_spec = c2["spec"]["stot"] - c1["spec"]["stot"]
+        d_plain = c2["plain"]["stot"] - c1["plain"]["stot"]
+        assert d_spec + d_plain == 30 and d_plain >= 10
+        assert c2["spec"]["smax"] == n
+    finally:
+        from tailpod.pods.kinds import kind_for
+
+        kind_for("local").down(settings, ledger, ledger.get(record.run_tag) or record)
