@@ -2,18 +2,21 @@
 # What `make demo` and `make test` need from the system, checked before anything is downloaded:
 # Python 3.10+ with its venv module (the two virtual environments), and OpenSSH's server and
 # ssh-keygen (a real sshd plays each pod's SSH server in the demo and in the SSH tests; tailpod
-# runs /usr/sbin/sshd, tailpod/sandbox/sshd.py).
+# runs /usr/sbin/sshd, tailpod/sandbox/sshd.py). For `test` also HAProxy (the lane tests put a
+# real one in front of two engines, tailpod/pods/lanes.py).
 #
 # Usage: system-requirements.sh demo|test
 #   As root with apt-get (Debian, Ubuntu): installs what is missing.
 #   Otherwise: names what is missing and the command that installs it, and exits 1, so that make
-#   stops before its first download. For `test` a missing sshd is only a note (the SSH tests skip).
-# SSHD overrides the server's path (tests use it to stand for a machine without one).
+#   stops before its first download. For `test` a missing sshd or haproxy is only a note (the SSH
+#   or lane tests skip).
+# SSHD and HAPROXY override the servers' paths (tests use them to stand for a machine without one).
 set -eu
 
 goal=${1:-demo}
 PYTHON=${PYTHON:-python3}
 SSHD=${SSHD:-/usr/sbin/sshd}
+HAPROXY=${HAPROXY:-$(command -v haproxy 2>/dev/null || echo /usr/sbin/haproxy)}
 
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
   echo "error: $PYTHON not found; tailpod needs Python 3.10 or newer (make $goal PYTHON=...)" >&2
@@ -39,6 +42,13 @@ if [ ! -x "$SSHD" ] || ! command -v ssh-keygen >/dev/null 2>&1; then
   needs="$needs
   - OpenSSH's server at $SSHD and ssh-keygen (the demo's pods are real SSH servers on this machine)"
 fi
+haproxy_missing=no
+if [ "$goal" = test ] && [ ! -x "$HAPROXY" ]; then
+  haproxy_missing=yes
+  packages="$packages haproxy"
+  needs="$needs
+  - HAProxy at $HAPROXY (the lane tests run a real one in front of two engines)"
+fi
 [ -z "$packages" ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -49,13 +59,27 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "error: apt-get installed openssh-server but $SSHD is still missing" >&2
     exit 1
   fi
+  if [ "$haproxy_missing" = yes ] && [ ! -x "$HAPROXY" ] && ! command -v haproxy >/dev/null 2>&1
+  then
+    echo "error: apt-get installed haproxy but $HAPROXY is still missing" >&2
+    exit 1
+  fi
   exit 0
 fi
 
-if [ "$goal" = test ] && [ "$packages" = " openssh-server" ]; then
-  echo "note: OpenSSH's server is not installed and this is not root: the SSH tests will skip" \
-       "(install it with: sudo apt-get install openssh-server)"
-  exit 0
+if [ "$goal" = test ]; then
+  case "$packages" in
+    " openssh-server"|" haproxy"|" openssh-server haproxy")
+      if [ "$sshd_missing" = yes ]; then
+        echo "note: OpenSSH's server is not installed and this is not root: the SSH tests will" \
+             "skip (install it with: sudo apt-get install openssh-server)"
+      fi
+      if [ "$haproxy_missing" = yes ]; then
+        echo "note: HAProxy is not installed and this is not root: the lane tests will skip" \
+             "(install it with: sudo apt-get install haproxy)"
+      fi
+      exit 0 ;;
+  esac
 fi
 
 cat >&2 <<MSG

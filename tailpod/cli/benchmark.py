@@ -136,6 +136,32 @@ def summary_table(run_dir: Path, title: str) -> Table:
     return table
 
 
+def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
+                   deployment: dict[str, Any]) -> Any:
+    """The sweep host that serves `deploy-lanes` as two lanes behind HAProxy (measure/deploy.py)."""
+    from tailpod.measure.deploy import DeployingHost
+    from tailpod.pods import lanes as lanes_mod
+    from tailpod.pods.kinds import kind_for
+    from tailpod.provision.local.provider import LocalProvider
+
+    kind = kind_for(record.provider)
+    if not kind.engine_here:
+        raise ConfigError("--deploy of a lanes deployment runs on --provider local for now",
+                          hint="cloud pods: the pod bootstrap does not install HAProxy yet")
+
+    def launches_for(arm: Any, dep: dict[str, Any]) -> Any:
+        on_cpu = kind.serves_on_cpu(kind.engine_adapter(arm.config.engine))
+        specs = [lanes_mod.LaneSpec("spec", arm.config.spec.k), lanes_mod.LaneSpec("plain", 0)]
+        return lanes_mod.engine_lanes(settings, arm.config, specs, on_cpu)
+
+    def stop_engine() -> None:
+        if record.pod_id:
+            LocalProvider(settings.home).terminate(record.pod_id)
+        host.engine_stopped = True
+
+    return DeployingHost(host, settings, ledger, record, deployment, launches_for, stop_engine)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     @handle_errors
@@ -190,6 +216,11 @@ def register(app: typer.Typer) -> None:
             "prompts, output length and concurrency, for the report's bare-vs-served table; "
             "costs one more engine start per arm (vLLM).",
         ),
+        deploy: Path = typer.Option(
+            None, "--deploy", help="Also measure this decision.json's deployment (`tailpod "
+            "decide`) as one more arm, deploy-static or deploy-lanes (two lanes behind HAProxy, "
+            "--provider local), through the same gate, cells and reps.",
+        ),
     ) -> None:
         """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
 
@@ -243,6 +274,16 @@ def register(app: typer.Typer) -> None:
             slo=slo_targets,
             slo_percentile=slo_percentile,
         )
+        deployment = None
+        if deploy is not None:
+            from tailpod.measure.deploy import deploy_arm, read_deployment
+
+            deployment = read_deployment(deploy)
+            arm = deploy_arm(base, deployment, spec_method)
+            if not any(a.config.spec.plain for a in plan.arms):
+                raise ConfigError("--deploy needs the plain arm in the sweep (--spec-k 0,…) for "
+                                  "the gate and the comparison")
+            plan.arms.append(arm)
         if serve_tax:
             console.print(
                 f"serve tax: each of the {len(plan.arms)} arm(s) first runs the engine's offline "
@@ -255,6 +296,8 @@ def register(app: typer.Typer) -> None:
         t0 = time.time()
         with startup_progress("benchmark") as progress:
             host = sweep_host(settings, ledger, record, progress, cache, from_here)
+            if deployment is not None and deployment["kind"] == "lanes":
+                host = deploying_host(settings, ledger, record, host, deployment)
             try:
                 run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
             finally:

@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "tailpod.cli.demo",
     "tailpod.cli.checkpoint",
     "tailpod.cli.results",
+    "tailpod.cli.decide",
     "tailpod.cli.ssh",
     "tailpod.cli.engine_tools",
     "tailpod.cli.sandbox",

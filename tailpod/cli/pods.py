@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -27,7 +28,7 @@ from tailpod.config import Settings, check_run_settings
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
-from tailpod.ledger import PodRecord, ended_at, interrupted_step
+from tailpod.ledger import Ledger, PodRecord, ended_at, interrupted_step
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline
@@ -230,7 +231,63 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         "spend_usd": None if spend is None else round(spend, 4),
         "healthy": healthy,
         "ttl_expired": bool(record.ttl_expires_at and time.time() > record.ttl_expires_at),
+        **({"lanes": _lanes_status(settings, record)} if record.extra.get("lanes") else {}),
     }
+
+
+def _lanes_status(settings: Settings, record: PodRecord) -> dict[str, Any] | None:
+    from tailpod.pods.lanes import lanes_status
+
+    return lanes_status(settings, record) if record.status == "running" else None
+
+
+def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: str | None,
+                 admission_limit: int | None, decision: Path | None, cpu_engine: bool,
+                 kv_gib: float | None, mem_fraction: float | None, json_out: bool) -> None:
+    """`up --lanes spec:K,plain`: both engines one after the other, HAProxy in front."""
+    from tailpod.engines.local_install import (
+        check_engine_installed,
+        check_local_gpus,
+        check_model,
+        engine_python,
+    )
+    from tailpod.pods import lanes as lanes_mod
+
+    if settings.provider != "local":
+        raise ConfigError("--lanes runs on --provider local for now",
+                          hint="cloud pods: the pod bootstrap does not install HAProxy yet")
+    if decision is not None:
+        k, limit = lanes_mod.limit_from_decision(decision)
+        specs = lanes_mod.parse_lanes(lanes or f"spec:{k},plain")
+        if specs[0].k != k:
+            raise ConfigError(f"--lanes spec:{specs[0].k} disagrees with the decision's K={k}")
+        admission_limit = admission_limit or limit
+    else:
+        specs = lanes_mod.parse_lanes(lanes or "")
+    if not admission_limit or admission_limit < 1:
+        raise ConfigError("--lanes needs --admission-limit N (or --decision decision.json)")
+    check_model(cfg.model)
+    check_engine_installed(engine_python(settings))
+    gpus = check_local_gpus(cfg)["gpus"]  # both lanes share this machine's GPU(s), if any
+    gpu, gpu_count = (str(gpus[0]["name"]), max(1, cfg.tensor_parallel)) if gpus else \
+        ("local CPU", 0)
+    launches = lanes_mod.engine_lanes(settings, cfg, specs, cpu_engine, kv_gib, mem_fraction)
+    with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update:
+        record = lanes_mod.up_lanes(settings, ledger, launches, admission_limit, cfg.port,
+                                    update, engine_cfg=cfg.to_json(), gpu=gpu,
+                                    gpu_count=gpu_count)
+    if json_out:
+        print_json(record.to_json())
+        return
+    info = record.extra["lanes"]
+    console.print(f"[green]up[/] {record.run_tag}: two lanes of {cfg.model} behind HAProxy at "
+                  f"{record.endpoint}; spec lane admits {admission_limit} in flight")
+    for name, row in info["lanes"].items():
+        facts = (row.get("startup") or {}).get("facts", {})
+        console.print(f"  {name}: port {row['port']}, {row['budget']}, KV cache "
+                      f"{facts.get('kv_tokens')} tokens, max concurrency "
+                      f"{facts.get('max_concurrency')}, healthy in {row['startup_s']:.0f} s")
+    console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
 
 
 def register(app: typer.Typer) -> None:
@@ -286,6 +343,24 @@ def register(app: typer.Typer) -> None:
             help="llama.cpp with --gpu-count > 1: layer (whole layers per GPU, the default) "
             "or row (each weight split by rows).",
         ),
+        lanes: str = typer.Option(
+            None, "--lanes", help="spec:K,plain: two engines of the checkpoint behind one HAProxy "
+            "endpoint; the spec lane admits --admission-limit requests in flight, the rest go to "
+            "plain (--provider local).",
+        ),
+        admission_limit: int = typer.Option(
+            None, "--admission-limit", help="With --lanes: the spec lane's maxconn."
+        ),
+        decision: Path = typer.Option(
+            None, "--decision", help="With --lanes: take K and the admission limit from this "
+            "decision.json (`tailpod decide`)."
+        ),
+        lane_kv_gib: float = typer.Option(
+            None, help="With --lanes on a CPU: each lane's KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)."
+        ),
+        lane_mem_fraction: float = typer.Option(
+            None, help="With --lanes on a GPU: each lane's --gpu-memory-utilization."
+        ),
         json_out: bool = typer.Option(False, "--json", help="Print the ledger record as JSON."),
     ) -> None:
         """Start a pod and its serving engine, and record it in the ledger.
@@ -336,6 +411,10 @@ def register(app: typer.Typer) -> None:
                 )
             cfg = replace(cfg, extra_args=(*cfg.extra_args, "--split-mode", split_mode))
         ledger = ledger_for(settings)
+        if lanes or decision:
+            up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,
+                         lane_kv_gib, lane_mem_fraction, json_out)
+            return
         with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
             with requirements_on_refusal(settings.provider):
                 result = kind.up(settings, cfg, ledger, update, UpOptions(
@@ -419,6 +498,16 @@ def register(app: typer.Typer) -> None:
             return
         console.print(pods_table(rows, console))
         for row in rows:
+            for name, lane in ((row.get("lanes") or {}).get("lanes") or {}).items():
+                console.print(
+                    f"  {row['run_tag']} lane {name}: port {lane['port']}, "
+                    f"{'healthy' if lane['healthy'] else 'DOWN'}, {lane['requests']} requests, "
+                    f"{lane['in_flight']} in flight (HAProxy: {lane['proxy_status']})")
+            if row.get("lanes"):
+                proxy = row["lanes"]["proxy"]
+                console.print(f"  {row['run_tag']} HAProxy {proxy['endpoint']}: "
+                              f"{'alive' if proxy['alive'] else 'DOWN'}, spec lane admits "
+                              f"{row['lanes']['admission_limit']}")
             if row["hardware"].get("stamp"):
                 console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")
             if row.get("settle") and (cloud is None or kind_for(row["provider"]).engine_here):
@@ -468,5 +557,10 @@ def register(app: typer.Typer) -> None:
                 # The ledger's word is no evidence: the provider is asked again all the same.
                 err_console.print(f"{record.run_tag} is terminated in the ledger; asking "
                                   f"{record.provider} again")
+            if record.extra.get("lanes"):  # the lane engines first, each proven gone
+                from tailpod.pods.lanes import stop_lanes
+
+                record = ledger.update(record.run_tag, event="lanes-stopped", extra={
+                    **record.extra, "lanes_down": stop_lanes(settings, record)})
             # Every provider, local included, goes through the same proven teardown.
             remote.down_remote_cli(settings, ledger, record, json_out, policy=policy)

@@ -93,12 +93,20 @@ class LocalPods:
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
                  progress: Progress) -> ArmStart:
+        if record.extra.get("lanes"):
+            raise TailpodError(f"{record.run_tag} serves two lanes behind a proxy",
+                               hint="tailpod down it and `up --lanes` again")
         return local.relaunch_local(settings, record, cfg, ledger, progress)
 
     def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
         return None  # no dead-man switch: nothing bills
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
+        if record.extra.get("lanes"):  # the lane engines first, each proven gone; then the proxy
+            from tailpod.pods.lanes import stop_lanes
+
+            ledger.update(record.run_tag, event="lanes-stopped",
+                          extra={**record.extra, "lanes_down": stop_lanes(settings, record)})
         return local.down_local(settings, record, ledger)
 
 

