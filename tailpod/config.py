@@ -63,6 +63,8 @@ class Settings:
     # looked up on PATH).
     llama_server: str = field(default="llama-server", metadata=_meta("TAILPOD_LLAMA_SERVER"))
     ssh_key: Path | None = field(default=None, metadata=_meta("TAILPOD_SSH_KEY", kind="path"))
+    # `--provider ssh`: your own box, user@host[:port] (provision/ssh_box/provider.py).
+    ssh_host: str | None = field(default=None, metadata=_meta("TAILPOD_SSH_HOST"))
     # An OpenSSH client config whose HostName/Port say where to open TCP for a pod's tailnet
     # name or address (tailpod/provision/ssh/client_config.py; docs/ssh-and-tailnet.md).
     ssh_config: Path | None = field(

@@ -294,7 +294,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @handle_errors
     def up(
-        provider: str = typer.Option(None, help="local, runpod or vastai (env TAILPOD_PROVIDER)."),
+        provider: str = typer.Option(
+            None, help="local, runpod, vastai or ssh (your own box; env TAILPOD_PROVIDER)."
+        ),
         engine: str = typer.Option(None, help="vllm, sglang or llamacpp (env TAILPOD_ENGINE)."),
         model: str = typer.Option(None, help="Checkpoint directory or Hub id (env TAILPOD_MODEL)."),
         port: int = typer.Option(None, help="Engine port on the pod (env TAILPOD_PORT)."),
@@ -332,6 +334,10 @@ def register(app: typer.Typer) -> None:
             "--relaunch",
             help="RUN_TAG of a running pod: restart its engine with this arm (--spec-k, "
             "--spec-method, --draft-model, --model) instead of renting a new pod.",
+        ),
+        host: str = typer.Option(
+            None, "--host", metavar="USER@HOST[:PORT]",
+            help="--provider ssh: your own box, reached over SSH (env TAILPOD_SSH_HOST).",
         ),
         llama_server: str = typer.Option(
             None,
@@ -384,6 +390,7 @@ def register(app: typer.Typer) -> None:
             image=image,
             ttl_hours=ttl_hours,
             llama_server=llama_server,
+            ssh_host=host,
         )
         check_provider(settings.provider)
         check_run_settings(settings)  # before preflight, the ledger or any rental

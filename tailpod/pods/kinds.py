@@ -13,6 +13,7 @@ from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import cloud, local
 from tailpod.pods.base import PodKind, Progress, UpOptions, UpResult
+from tailpod.pods.ssh_box import SshBoxPods
 from tailpod.provision.base import BillingEvidence
 from tailpod.provision.lifecycle import down_remote
 
@@ -110,7 +111,7 @@ class LocalPods:
         return local.down_local(settings, record, ledger)
 
 
-KINDS: dict[str, PodKind] = {"local": LocalPods()}
+KINDS: dict[str, PodKind] = {"local": LocalPods(), "ssh": SshBoxPods()}
 CLOUD = CloudPods()
 
 

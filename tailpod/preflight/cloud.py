@@ -21,7 +21,7 @@ from tailpod.preflight.base import (
 )
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import AccountFacts, Offer, Provider, SupportsAccount
-from tailpod.provision.providers import canonical_name, get_provider
+from tailpod.provision.providers import LOCAL, SSH_BOX, canonical_name, get_provider
 
 # Preflight asks, it does not insist: short time-outs and one retry, so a dead API is a fast fail.
 PREFLIGHT_TIMINGS = ApiTimings(request_timeout_s=10.0, attempts=2, backoff_s=0.3,
@@ -34,8 +34,10 @@ def remote_provider(ctx: Context) -> str:
         name = canonical_name(ctx.settings.provider)
     except ConfigError:
         raise CheckSkipped(f"unknown provider {ctx.settings.provider!r} (see env)") from None
-    if name == "local":
+    if name == LOCAL:
         raise CheckSkipped("provider local rents nothing")
+    if name == SSH_BOX:
+        raise CheckSkipped("your own box rents nothing: no account, image or tailnet")
     return name
 
 

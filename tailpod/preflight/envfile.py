@@ -30,6 +30,7 @@ REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
     "runpod": ("RUNPOD_API_KEY", "TAILSCALE_API_KEY", "TAILSCALE_AUTH_KEY"),
     "vastai": ("VAST_API_KEY", "TAILSCALE_API_KEY", "TAILSCALE_AUTH_KEY"),
     "local": (),
+    "ssh": (),  # your own box: its address comes from --host or TAILPOD_SSH_HOST, no account
 }
 # How copied-and-not-edited example values begin (random keys practically never do).
 _PLACEHOLDERS = ("your", "change", "replace", "insert", "paste", "xxx", "todo", "placeholder",

@@ -7,11 +7,13 @@ from pathlib import Path
 
 from tailpod.preflight.base import Context, Findings, Outcome
 from tailpod.preflight.cloud import remote_provider
+from tailpod.provision.providers import SSH_BOX, canonical_name
 from tailpod.provision.ssh.keys import load_private_key, resolve_key_path
 
 
 def check_ssh(ctx: Context) -> Outcome:
-    remote_provider(ctx)  # the local provider needs no SSH
+    if canonical_name(ctx.settings.provider) != SSH_BOX:  # your own box is reached over SSH too
+        remote_provider(ctx)  # the local provider needs no SSH
     settings = ctx.settings
     path = resolve_key_path(settings.ssh_key)
     key = load_private_key(path, settings.ssh_key_passphrase)

@@ -90,7 +90,11 @@ CONSOLE_URLS = {"runpod": "https://console.runpod.io/pods", "vastai": "https://c
 
 def manual_stop(provider: Provider, pod_id: str) -> str:
     """How to stop `pod_id` without tailpod: the console page and the exact API call, with the
-    key left as an environment variable (never its value)."""
+    key left as an environment variable (never its value). A provider with no console says its
+    own steps (`manual_stop_steps`)."""
+    own_steps = getattr(provider, "manual_stop_steps", None)
+    if own_steps is not None:
+        return f"{provider.name} pod {pod_id}: stop it by hand — " + "; ".join(own_steps(pod_id))
     console_url = CONSOLE_URLS.get(provider.name)
     parts = [f"console: {console_url}"] if console_url else []
     route = getattr(provider, "pod_termination", None)
@@ -919,12 +923,12 @@ def _tailnet_proof(settings: Settings,
 def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
                 policy: LifecyclePolicy | None = None, **options: Any) -> BillingEvidence:
     """`down RUN_TAG` for a cloud pod; raises UnprovenTeardown (exit 3) when not proven."""
-    from tailpod.provision.providers import get_provider
+    from tailpod.provision.providers import SSH_BOX, get_provider
 
     provider = get_provider(record.provider, settings, **options)
     evidence = teardown(provider, ledger, record, run_dir_for(settings, record.run_tag),
                         policy=policy, extra_proofs=_tailnet_proof(settings, record))
-    if record.ssh:
+    if record.ssh and record.provider != SSH_BOX:  # your own box keeps its pinned host key
         from tailpod.provision.tailnet.steps import forget_pod_ssh
 
         forget_pod_ssh(settings, record.run_tag, record.ssh)

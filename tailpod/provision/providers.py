@@ -17,10 +17,12 @@ PROVIDERS: dict[str, tuple[str, str]] = {
     "local": ("tailpod.provision.local.provider", "LocalProvider"),
     "runpod": ("tailpod.provision.runpod.provider", "RunPodProvider"),
     "vastai": ("tailpod.provision.vastai.provider", "VastProvider"),
+    "ssh": ("tailpod.provision.ssh_box.provider", "SshBoxProvider"),
 }
 LOCAL = "local"
-# The providers that rent pods which bill (everything but the local runner).
-CLOUD_PROVIDERS: tuple[str, ...] = tuple(name for name in PROVIDERS if name != LOCAL)
+SSH_BOX = "ssh"
+# The providers that rent pods which bill (not this machine, not your own box over SSH).
+CLOUD_PROVIDERS: tuple[str, ...] = tuple(name for name in PROVIDERS if name not in (LOCAL, SSH_BOX))
 # The pod agent holds the cloud aliases (it parses --provider on the pod, without tailpod).
 ALIASES = {alias: name for alias, name in POD_ALIASES.items() if alias != name}
 

@@ -1,0 +1,103 @@
+"""`up --provider ssh --host user@box`: your own machine as the pod (dstack's SSH fleets).
+
+Nothing is rented, so there is no dead-man switch and no TTL to enforce: the box bills nothing
+through tailpod. Everything else is the rented pod's path: the ledger first, one pinned SSH
+session, the same pod agent and engine start (pods/cloud.py `start_arm`), the same sweep over SSH
+(measure/hosts.py RemoteSweepHost), and a proven `down` that stops the engine and shows its port
+closed on the box (provision/ssh_box/provider.py). The box's host key stays pinned after `down`:
+unlike a cloud address, the box is the same machine next time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tailpod.agent_client.driver import ArmStart
+from tailpod.config import Settings
+from tailpod.engines.adapters import require_cloud_engine
+from tailpod.engines.base import EngineAdapter, EngineConfig
+from tailpod.errors import ConfigError, TailpodError
+from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.pods import cloud
+from tailpod.pods.base import Progress, UpOptions, UpResult
+from tailpod.provision.base import BillingEvidence
+from tailpod.provision.lifecycle import run_dir_for, teardown
+from tailpod.provision.ssh_box.provider import HOST_HINT, BoxAddress, SshBoxProvider
+
+
+class SshBoxPods:
+    name = "ssh"
+    engine_here = False
+
+    def engine_adapter(self, engine: str) -> EngineAdapter:
+        return require_cloud_engine(engine)  # the engines a pod bootstrap serves: vllm, sglang
+
+    def serves_on_cpu(self, adapter: EngineAdapter) -> bool:
+        return False  # the pod agent sizes a GPU-less box's KV cache itself
+
+    def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, progress: Progress,
+           options: UpOptions) -> UpResult:
+        if not settings.ssh_host:
+            raise ConfigError("--provider ssh needs the box", hint=HOST_HINT)
+        box = BoxAddress.parse(settings.ssh_host)  # bad input: refused before the ledger
+        if not cfg.model:
+            raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
+        provider = SshBoxProvider(settings)
+        run_tag = new_run_tag()
+        record = ledger.put(PodRecord(
+            run_tag=run_tag, provider=self.name, pod_id=box.pod_id(run_tag),
+            engine=cfg.to_json(), gpu=f"your box {box.host}", price_per_hr=0.0,
+            ssh=box.target.to_record(), extra={"box": settings.ssh_host},
+        ))  # fmt: skip
+        say = lambda line: progress(0.0, line)  # noqa: E731
+        try:
+            with provider.agent(box) as agent:
+                holder = provider.holder(agent)
+                if holder is not None and holder != run_tag:
+                    current = ledger.get(holder)
+                    if current is not None and current.status == "running":
+                        raise ConfigError(
+                            f"{box.host} already serves {holder}",
+                            hint=f"tailpod down {holder} first (a box serves one engine)")
+                provider.claim(agent, run_tag)
+                say(f"claimed {box.target.describe()} for {run_tag}")
+                started = cloud.start_arm(agent, settings, cfg, say)
+                state_dir = agent.state_dir
+            machine = started.record.get("machine") or {}
+            gpus = machine.get("gpus") or []
+            final = ledger.update(
+                run_tag, event="engine-healthy", status="running",
+                endpoint=f"http://{box.host}:{cfg.port}",
+                gpu=str(gpus[0]["name"]) if gpus else f"your box {box.host} (CPU)",
+                gpu_count=max(1, cfg.tensor_parallel) if gpus else 0,
+                extra={**record.extra, "startup": started.facts.to_json(),
+                       "arms": {cfg.spec.label(): started.ledger_arm()},
+                       "startup_s": started.record.get("startup_s"), "pod_state_dir": state_dir,
+                       "machine": machine, "engine_version": started.record.get("engine_version")},
+            )  # fmt: skip
+            return UpResult(final)
+        except BaseException as exc:
+            # The box bills nothing, but its engine may hold the GPU: stop it and prove it.
+            say(f"up failed ({exc.__class__.__name__}); stopping the engine on {box.host}")
+            try:
+                self.down(settings, ledger, ledger.get(run_tag) or record)
+            except TailpodError as down_exc:
+                raise TailpodError(f"up failed ({exc}) and the box's engine is not proven "
+                                   f"stopped: {down_exc}") from exc
+            raise
+
+    def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
+                 progress: Progress) -> ArmStart:
+        started = cloud.relaunch_cloud(settings, record, cfg, ledger,
+                                       lambda line: progress(0.0, line))
+        return started.arm_start()
+
+    def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
+        return None  # nothing rented: no dead-man switch on your own box
+
+    def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
+        return None  # the engine listens on the box's 127.0.0.1 only
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
+        return teardown(SshBoxProvider(settings), ledger, record,
+                        run_dir_for(settings, record.run_tag))
