@@ -21,14 +21,38 @@ from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
 from tailpod.results.io import STAMP
 
 
-def int_list(text: str, what: str) -> list[int]:
+def int_list(text: str, what: str, minimum: int = 0) -> list[int]:
+    """A comma list of integers, each at least `minimum`: no empty entry ("1,,2" is refused,
+    not read as 1,2), checked before anything waits on a pod."""
+    parts = text.replace(" ", "").split(",")
+    if parts and parts[-1] == "" and len(parts) > 1:
+        parts = parts[:-1]  # one trailing comma is harmless
+    if not parts or any(p == "" for p in parts):
+        raise ConfigError(f"{what} must be a comma list of integers with no empty entry, "
+                          f"got {text!r}")
     try:
-        values = [int(x) for x in text.replace(" ", "").split(",") if x]
+        values = [int(x) for x in parts]
     except ValueError:
         raise ConfigError(f"{what} must be a comma list of integers, got {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise ConfigError(f"{what} must list non-negative integers")
+    low = [v for v in values if v < minimum]
+    if low:
+        raise ConfigError(f"{what} values must be at least {minimum}, got {low[0]}")
     return values
+
+
+def prompt_class_list(text: str, what: str = "--prompt-classes") -> list[str]:
+    """Prompt classes the pod agent ships, checked before anything waits on a pod."""
+    from tailpod.agent.probes.prompt_classes import builtin_prompt_classes
+
+    known = sorted(builtin_prompt_classes())
+    names = [p for p in text.replace(" ", "").split(",") if p]
+    if not names:
+        raise ConfigError(f"{what} needs at least one class", hint=", ".join(known))
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(f"unknown prompt class {unknown[0]!r} in {what}",
+                          hint=f"one of {', '.join(known)}")
+    return names
 
 
 def rate_list(text: str) -> list[float]:
@@ -241,6 +265,13 @@ def register(app: typer.Typer) -> None:
         ks = int_list(spec_k, "--spec-k")
         if any(ks) and spec_method == "draft_model" and not draft_model:
             raise ConfigError("--spec-method draft_model needs --draft-model DIR")
+        # Every flag is checked here, before the ledger, the SSH wait or the pod.
+        levels = int_list(concurrency, "--concurrency", minimum=1)
+        classes = prompt_class_list(prompt_classes)
+        if max_k < 1:
+            raise ConfigError(f"--max-k must be at least 1, got {max_k}")
+        if requests_per_cell is not None and requests_per_cell < 1:
+            raise ConfigError(f"--requests-per-cell must be at least 1, got {requests_per_cell}")
         settings = settings_from()
         ledger = ledger_for(settings)
         record = ledger.resolve(run_tag)
@@ -258,8 +289,8 @@ def register(app: typer.Typer) -> None:
             )
         plan = SweepPlan(
             arms=spec_arms(base, ks, spec_method, draft_model),
-            concurrency=int_list(concurrency, "--concurrency"),
-            prompt_classes=[p for p in prompt_classes.split(",") if p],
+            concurrency=levels,
+            prompt_classes=classes,
             reps=reps,
             max_tokens=max_tokens,
             requests_per_cell=requests_per_cell,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import typer
@@ -10,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tailpod.cli.common import console, handle_errors, print_json
-from tailpod.config import Settings
+from tailpod.config import Settings, check_run_settings
 from tailpod.errors import ConfigError
 
 err_console = Console(stderr=True, highlight=False)
@@ -98,6 +99,11 @@ def register(app: typer.Typer) -> None:
         overrides = {"provider": provider, "model": model, "image": image,
                      "max_price": max_price, "gpus": tuple(gpu) if gpu else None}
         settings, problems = load_preflight_settings(overrides)
+        # The same validator `up` runs: a value `up` would refuse is refused here too (exit 2),
+        # not reported as a cap or a plan.
+        check_run_settings(settings)
+        if hours is not None and (not math.isfinite(hours) or hours <= 0):
+            raise ConfigError(f"--hours must be a positive number, got {hours!r}")
         if live:
             run_live(settings, allow_unpinned)
         plan = Plan(hours=hours, context_length=context_length, allow_unpinned=allow_unpinned,

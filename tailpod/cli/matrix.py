@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -167,11 +168,20 @@ def register(app: typer.Typer) -> None:
         the pod, and torn down with its billing proof. The report (matrix.md) ranks the cards by
         $/Mtok at each concurrency and names any card that failed.
         """
-        from tailpod.cli.benchmark import int_list
+        from tailpod.cli.benchmark import int_list, prompt_class_list
         from tailpod.cli.pods import SPEC_METHODS, engine_config
 
         if budget is None:
             raise ConfigError("--budget is required: the total USD the matrix may spend")
+        if not math.isfinite(budget) or budget <= 0:
+            raise ConfigError(f"--budget must be a positive number of USD, got {budget!r}")
+        for flag, minutes in (("--setup-minutes", setup_minutes),
+                              ("--restart-minutes", restart_minutes),
+                              ("--cell-minutes", cell_minutes)):
+            if not math.isfinite(minutes) or minutes < 0:
+                raise ConfigError(f"{flag} must be a non-negative number, got {minutes!r}")
+        if requests_per_cell is not None and requests_per_cell < 1:
+            raise ConfigError(f"--requests-per-cell must be at least 1, got {requests_per_cell}")
         if spec_method not in SPEC_METHODS:
             raise ConfigError(f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS))
         settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
@@ -183,8 +193,8 @@ def register(app: typer.Typer) -> None:
         if any(ks) and spec_method == "draft_model" and not draft_model:
             raise ConfigError("--spec-method draft_model needs --draft-model DIR")
         sweep = SweepSpec(tuple(sorted(set(ks))), spec_method, draft_model,
-                          tuple(int_list(concurrency, "--concurrency")), reps, max_tokens,
-                          requests_per_cell, tuple(p for p in prompt_classes.split(",") if p))
+                          tuple(int_list(concurrency, "--concurrency", minimum=1)), reps,
+                          max_tokens, requests_per_cell, tuple(prompt_class_list(prompt_classes)))
         if not run_id and not settings.model:
             raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
         base = engine_config(settings, 0, None, None, context_length, max_running_requests, False)

@@ -113,6 +113,25 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
     return Group(*blocks)
 
 
+FLAG_MEANINGS = {
+    "ghost": "the ledger holds the pod as live but its provider no longer has it: it ended "
+             "outside tailpod (its dead-man switch, its TTL, or a delete by hand); nothing "
+             "bills for it; `tailpod down TAG` proves and records that",
+    "orphan": "the provider holds a tailpod-tagged pod the ledger does not: it bills outside "
+              "the ledger (another machine's run, an old crash); `tailpod down --all` stops it",
+    "interrupted": "a tailpod command was stopped part-way on this pod (its owner process is "
+                   "gone); `tailpod down TAG` settles it",
+    "expired": "the pod is past its TTL; `tailpod down --expired`",
+}
+
+
+def flag_legend(report: Any) -> list[str]:
+    """What each flag in the cloud table means, for the flags that table shows."""
+    shown = {f.split(" ")[0] for row in report.rows for f in row.flags}
+    lines = [f"  {name}: {text}" for name, text in FLAG_MEANINGS.items() if name in shown]
+    return ["flags:", *lines] if lines else []
+
+
 def engine_config(
     settings: Settings,
     spec_k: int,
@@ -485,6 +504,13 @@ def register(app: typer.Typer) -> None:
         with call_deadline(deadline):
             cloud = remote.remote_report(settings, ledger)
         unknown = remote.unknown_line(cloud, ledger) if cloud else None
+        gone = {g.run_tag: g for g in cloud.ghosts} if cloud else {}
+        for row in rows:
+            ghost = gone.get(row["run_tag"])
+            if ghost is not None:  # the ledger's "running" is not what the provider says
+                row["status"] = f"gone (ledger: {row['status']})"
+                row["gone"] = next((f for f in ghost.flags if f != "ghost"), None)
+                row["settle"] = ghost.settle
         if json_out:
             print_json({"pods": rows, **({"cloud": cloud.to_json()} if cloud else {}),
                         "unknown": unknown})
@@ -494,6 +520,8 @@ def register(app: typer.Typer) -> None:
             return
         if cloud:
             remote.print_remote(cloud)
+            for line in flag_legend(cloud):
+                console.print(line, markup=False)
         if unknown:
             # Never reassure without evidence: no "nothing is running" after a provider failed.
             if rows:
@@ -517,7 +545,10 @@ def register(app: typer.Typer) -> None:
                               f"{row['lanes']['admission_limit']}")
             if row["hardware"].get("stamp"):
                 console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")
-            if row.get("settle") and (cloud is None or kind_for(row["provider"]).engine_here):
+            if row.get("gone"):
+                console.print(f"[bold red]{row['run_tag']}: gone at {row['provider']}[/]: "
+                              f"{row['gone']}; record it with: {row['settle']}")
+            elif row.get("settle") and (cloud is None or kind_for(row["provider"]).engine_here):
                 owner = row.get("owner") or {}
                 console.print(
                     f"[bold red]{row['run_tag']}: {row['status']}[/] (pid {owner.get('pid')} on "

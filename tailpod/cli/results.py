@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,12 @@ def _settings(
         raise ConfigError("--cache must be cold, warm or all")
     if knee_metric not in LATENCY_METRICS:
         raise ConfigError(f"--knee-metric must be one of {', '.join(LATENCY_METRICS)}")
+    # A knee is a step that adds less than this share of throughput (0.10 = 10 %) while latency
+    # grows more than that share: both are fractions, and a negative one means no knee at all.
+    for flag, value in (("--knee-gain", knee_gain), ("--knee-latency", knee_latency)):
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{flag} must be a non-negative fraction (0.10 = 10 %), "
+                              f"got {value!r}")
     return AnalysisSettings(
         interpolation=interpolation,  # type: ignore[arg-type]
         knee_throughput_gain=knee_gain,
@@ -177,12 +184,15 @@ def register(app: typer.Typer) -> None:
         from tailpod.results.analysis import analyze
         from tailpod.results.compare import compare_analyses
         from tailpod.results.io import load_run
-        from tailpod.results.report import write_report
+        from tailpod.results.report import check_settings_for_run, write_report
 
         st = _settings(interpolation, knee_gain, knee_latency, knee_metric, prompt_class, cache)
         dirs = [resolve_run(r) for r in runs]
         if as_json:
-            analyses = [analyze(load_run(d), st) for d in dirs]
+            loaded = [load_run(d) for d in dirs]
+            for run in loaded:
+                check_settings_for_run(run, st)
+            analyses = [analyze(run, st) for run in loaded]
             if len(analyses) == 1:
                 print_json(analyses[0])
             else:

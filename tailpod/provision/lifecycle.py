@@ -635,7 +635,7 @@ class StatusRow:
     provider: str
     pod_id: str | None
     ledger_status: str | None  # None: not in the ledger (an orphan)
-    provider_state: str | None  # None: not at the provider (a ghost) or not checked
+    provider_state: str | None  # "gone": not at the provider (a ghost); None: not checked
     gpu: str | None
     gpu_count: int | None
     price_per_hr: float | None
@@ -678,6 +678,22 @@ class StatusReport:
                 if self.errors else None}
 
 
+def gone_reason(record: PodRecord, now: float) -> str:
+    """Why a pod the ledger holds as live is no longer at its provider, as far as tailpod knows:
+    its dead-man switch (armed by `up`) ends it at its TTL or after the heartbeat timeout; a pod
+    with no switch was deleted by hand or by the provider."""
+    deadman = record.extra.get("deadman") if isinstance(record.extra, dict) else None
+    if not isinstance(deadman, dict):
+        return "ended outside tailpod (deleted by hand or by the provider)"
+    ttl_at = deadman.get("ttl_at")
+    if isinstance(ttl_at, (int, float)) and ttl_at <= now:
+        return "ended, most likely by its dead-man switch at its TTL"
+    timeout = deadman.get("heartbeat_timeout_s")
+    after = f" {float(timeout) / 60:.0f} min" if isinstance(timeout, (int, float)) else ""
+    return (f"ended, most likely by its dead-man switch (no heartbeat for{after or ' its timeout'}),"
+            " or deleted outside tailpod")
+
+
 def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
               now: float | None = None) -> StatusReport:
     """Join the ledger with what each provider reports; flag orphans, ghosts and expired TTLs."""
@@ -714,7 +730,9 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
                 except TailpodError as exc:
                     flags.append(f"lookup failed: {exc}")
             if info is None and not any("lookup failed" in f for f in flags):
-                flags.append("ghost")
+                # The ledger says live, the provider holds no such pod: it ended outside tailpod.
+                flags += ["ghost", gone_reason(rec, t)]
+                state = "gone"
         if info is not None:
             state = info.state.value
         if rec.ttl_expires_at is not None and rec.ttl_expires_at <= t:
@@ -907,8 +925,30 @@ def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
     return ledger.get(spec.run_tag) or record, info
 
 
+ORPHAN_DEVICE_CHECK = "orphan's tailnet device"
+
+
+def _is_orphan(record: PodRecord) -> bool:
+    """A record `down --all` adopted from a provider listing: nothing says whether it joined."""
+    return not record.tailnet and any(e.get("event") == "orphan-adopted" for e in record.events)
+
+
 def _tailnet_proof(settings: Settings,
                    record: PodRecord) -> Callable[[], list[ProofCheck]] | None:
+    if _is_orphan(record):
+        # The ledger never saw this pod join, so its device (tailpod-<tag>) is looked for and
+        # deleted when the tailnet API can be asked, and the proof says so when it cannot.
+        def orphan() -> list[ProofCheck]:
+            from tailpod.provision.tailnet.devices import tailnet_hostname
+            from tailpod.provision.tailnet.steps import tailnet_down_proof
+
+            if not settings.tailscale_api_key:
+                return [ProofCheck(ORPHAN_DEVICE_CHECK, True, (
+                    f"not checked: TAILSCALE_API_KEY is unset, so a device "
+                    f"{tailnet_hostname(record.run_tag)} (if this orphan joined the tailnet) "
+                    "could not be looked for or deleted; it does not bill"))]
+            return [tailnet_down_proof(settings, record.run_tag)]
+        return orphan
     if not record.tailnet.get("enabled"):
         return None
 

@@ -285,6 +285,8 @@ def flat_rows(run: Run, kind: str = "cells") -> list[dict[str, Any]]:
 def export_table(run: Run, fmt: str, out: str | os.PathLike[str], kind: str = "cells") -> Path:
     """Write the flat table as csv, jsonl or parquet (parquet only when pyarrow is installed)."""
     out = Path(out)
+    if fmt not in ("csv", "jsonl", "parquet"):
+        raise TailpodError(f"unknown format {fmt!r}", hint="use csv, jsonl or parquet")
     rows = flat_rows(run, kind)
     cols = table_columns(kind)
     if fmt == "csv":
@@ -306,7 +308,13 @@ def export_table(run: Run, fmt: str, out: str | os.PathLike[str], kind: str = "c
                 "parquet export needs pyarrow, which is not installed",
                 hint="use --format csv or jsonl, or install pyarrow yourself",
             ) from None
-        pq.write_table(pa.Table.from_pylist(rows), out)
-    else:
-        raise TailpodError(f"unknown format {fmt!r}", hint="use csv, jsonl or parquet")
+        # Written beside the target and renamed into place, as the text formats are.
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
+        os.close(fd)
+        try:
+            pq.write_table(pa.Table.from_pylist(rows), tmp)
+            os.replace(tmp, out)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return out

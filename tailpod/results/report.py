@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tailpod.errors import ConfigError
 from tailpod.results.analysis import AnalysisSettings, analyze
 from tailpod.results.compare import compare_analyses
-from tailpod.results.io import STAMP, load_run
+from tailpod.results.io import STAMP, Run, load_run
 from tailpod.results.kl import KL_FILE
 from tailpod.results.plots import PLOT_FILES, plot_compare, write_plots
 from tailpod.results.slo import render as render_slo_section
@@ -733,6 +735,34 @@ def decision_section(run: Any, an: dict[str, Any]) -> str:
     return ("\n" + redact("\n".join(lines))) if lines else ""
 
 
+def run_prompt_classes(run: Run) -> list[str]:
+    """The prompt classes a run holds: its plan's, and any a row names."""
+    found = list(run.meta.plan.prompt_classes) if run.meta.plan else []
+    found += [c.prompt_class for c in run.cells] + [r.prompt_class for r in run.requests]
+    return sorted(dict.fromkeys(found))
+
+
+def check_settings_for_run(run: Run, settings: AnalysisSettings | None) -> None:
+    """ConfigError (exit 2) when the settings ask for something the run does not hold: a report
+    of a prompt class the run never measured would be empty tables over a good report."""
+    if settings is None or settings.prompt_class is None:
+        return
+    held = run_prompt_classes(run)
+    if settings.prompt_class not in held:
+        raise ConfigError(
+            f"run {run.meta.run_id} has no prompt class {settings.prompt_class!r}; nothing was "
+            "written",
+            hint=f"--prompt-class one of {', '.join(held) or '(none)'}, or leave it out to pool",
+        )
+
+
+def _move_into_place(staged: Sequence[Path], final_dir: Path) -> None:
+    """Each staged file renamed over its final name (same filesystem: atomic per file); the
+    report itself comes last, so a report.md is never newer than its plots."""
+    for path in staged:
+        os.replace(path, final_dir / path.name)
+
+
 def write_report(
     run_dirs: Sequence[str | os.PathLike[str]],
     settings: AnalysisSettings | None = None,
@@ -740,24 +770,35 @@ def write_report(
 ) -> Path:
     """Write report.md and the PNGs into each run directory. With several runs also write a
     comparison (compare-<ids>.md + compare_throughput.png) into out_dir or the first run's
-    directory, and return its path; with one run, return that run's report.md."""
+    directory, and return its path; with one run, return that run's report.md.
+
+    Every run is loaded, checked against the settings and analysed before anything is written;
+    each file is rendered into a staging directory beside its target and renamed into place only
+    when all of that run's files are complete, so a refused or failed report leaves the previous
+    report.md and plots as they were."""
     if not run_dirs:
         raise ValueError("no run directories")
-    analyses = []
+    loaded = []
     for d in run_dirs:
         run = load_run(d)
-        an = analyze(run, settings)
+        check_settings_for_run(run, settings)
+        loaded.append(run)
+    analyses = [analyze(run, settings) for run in loaded]
+    for run, an in zip(loaded, analyses, strict=True):
         assert run.path is not None
         kl = load_kl(run.path)
-        if kl is not None and not run.cells:  # a KL evaluation only: no throughput to plot
-            (run.path / REPORT_FILE).write_text(render_kl_markdown(kl))
-        else:
-            write_plots(an, run.path)
-            text = render_run_markdown(an) + decision_section(run, an)
-            if kl is not None:
-                text += "\n" + redact("\n".join(render_kl_section(kl)))
-            (run.path / REPORT_FILE).write_text(text)
-        analyses.append(an)
+        with tempfile.TemporaryDirectory(dir=run.path, prefix=".report-") as tmp:
+            stage = Path(tmp)
+            if kl is not None and not run.cells:  # a KL evaluation only: no throughput to plot
+                text = render_kl_markdown(kl)
+            else:
+                write_plots(an, stage)
+                text = render_run_markdown(an) + decision_section(run, an)
+                if kl is not None:
+                    text += "\n" + redact("\n".join(render_kl_section(kl)))
+            plots = sorted(stage.iterdir())  # whatever the plotter drew, all complete by now
+            (stage / REPORT_FILE).write_text(text)
+            _move_into_place([*plots, stage / REPORT_FILE], run.path)
     first = Path(analyses[0]["run_dir"])
     if len(analyses) == 1:
         return first / REPORT_FILE
@@ -768,6 +809,9 @@ def write_report(
     cmp["plot_file"] = path.with_suffix(".png").name
     cmp["hardware_stamps"] = {a["run_id"]: a["hardware"]["stamp"] for a in analyses
                               if (a.get("hardware") or {}).get("stamp")}
-    plot_compare(analyses, path.with_suffix(".png"))
-    path.write_text(render_compare_markdown(cmp))
+    with tempfile.TemporaryDirectory(dir=target, prefix=".report-") as tmp:
+        stage = Path(tmp)
+        png = plot_compare(analyses, stage / path.with_suffix(".png").name)
+        (stage / path.name).write_text(render_compare_markdown(cmp))
+        _move_into_place([png, stage / path.name], target)
     return path

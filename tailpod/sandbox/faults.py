@@ -42,6 +42,8 @@ FAULT_KINDS = {
     "and states that price from the start)",
     "price_rises_running": "the pod states and bills `factor` times its offer's price once its "
     "container is up (the create's read-back still states the offer's)",
+    # an API that quotes the credential it refused: what the client must redact, not trust
+    "echo_key": "an auth failure (401/403) quotes the key it was presented in its error body",
     "hold_create": "create waits before doing anything until the test releases it (at most "
     "`seconds`, default 60), then goes on",
 }

@@ -179,14 +179,17 @@ class RunPodEmulator:
         r.add("POST", "/graphql", self.graphql)
 
     # -- shared gates -----------------------------------------------------------------------------
-    def _auth(self, req: Request) -> Account | Response:
+    def _auth(self, req: Request, op: str = "any") -> Account | Response:
         try:
             return self.cloud.authenticate("runpod", req.bearer())
         except AuthFailure as exc:
+            echo = (f" {req.bearer()!r}" if req.bearer()
+                    and self.cloud.faults.take("echo_key", "runpod", op) else "")
             if exc.status == 403:
-                return problem(403, "access denied")
+                return problem(403, f"access denied for API key{echo}" if echo
+                               else "access denied")
             detail = "missing bearer token" if not req.bearer() else "invalid bearer token"
-            return problem(401, detail)
+            return problem(401, detail + echo)
 
     def _injected(self, op: str) -> Response | None:
         faults = self.cloud.faults
@@ -200,7 +203,7 @@ class RunPodEmulator:
         return None
 
     def _gate(self, req: Request, op: str) -> Account | Response:
-        account = self._auth(req)
+        account = self._auth(req, op)
         if isinstance(account, Response):
             return account
         if account.scope_pod is not None and self.cloud.refuse_pod_key_on_rest:

@@ -87,10 +87,12 @@ class VastEmulator:
         try:
             account = self.cloud.authenticate("vast", req.bearer())
         except AuthFailure as exc:
+            echo = (f" {req.bearer()}" if req.bearer()
+                    and self.cloud.faults.take("echo_key", "vast", op) else "")
             if exc.status == 403:
                 return vast_error(403, "forbidden", "This API key does not have permission for "
-                                                    "this action")
-            return vast_error(401, "auth_error", "Invalid user key")
+                                                    "this action" + (f":{echo}" if echo else ""))
+            return vast_error(401, "auth_error", "Invalid user key" + echo)
         if not self.cloud.scope_allows(account, req.params.get("instance_id")):
             # CONTAINER_API_KEY can only act on its own instance (vast's create answer names it
             # `instance_api_key`: vast-ai/docs create_instance.yaml @ c6246226).

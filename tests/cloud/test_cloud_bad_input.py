@@ -24,19 +24,23 @@ def attempt(cloud: Cloud, **spec_kw: object) -> TailpodError:
 def test_invalid_api_key_is_401(cloud: Cloud) -> None:
     env_key = "RUNPOD_API_KEY" if cloud.kind == "runpod" else "VAST_API_KEY"
     cloud.provider = cloud.new_provider(**{env_key: "definitely-not-a-key-123"})
+    echo = cloud.fault("echo_key")  # the error body quotes the key: tailpod must not
     err = attempt(cloud)
     assert isinstance(err, AuthError) and "401" in err.message
     assert env_key in (err.hint or "")
-    assert "definitely-not-a-key-123" not in str(err)
+    assert echo.fired >= 1  # the body tailpod read did carry the key
+    assert "definitely-not-a-key-123" not in str(err) + repr(err) + (err.hint or "")
 
 
 def test_key_without_access_is_403(cloud: Cloud) -> None:
     env_key = "RUNPOD_API_KEY" if cloud.kind == "runpod" else "VAST_API_KEY"
     cloud.sandbox.set_account(cloud.sandbox_name, "restricted-key-abc123", restricted=True)
     cloud.provider = cloud.new_provider(**{env_key: "restricted-key-abc123"})
+    echo = cloud.fault("echo_key")
     err = attempt(cloud)
     assert isinstance(err, AuthError) and "403" in err.message
-    assert "restricted-key-abc123" not in str(err)
+    assert echo.fired >= 1
+    assert "restricted-key-abc123" not in str(err) + repr(err) + (err.hint or "")
 
 
 def test_unknown_gpu_name(cloud: Cloud) -> None:

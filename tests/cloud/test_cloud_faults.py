@@ -96,9 +96,13 @@ def test_create_that_errors_after_creating_is_adopted_not_duplicated(cloud: Clou
     spec, info = up(cloud)
     assert fault.fired == 1
     assert len(pods_named(cloud, spec.run_tag)) == 1
-    assert len(cloud.billing()) == 1
-    assert info.detail.get("fallback_reasons") is None or all(
-        "created despite" in r for r in info.detail.get("fallback_reasons", []))
+    # The one pod that bills, by the emulator's meter, is the one create answered with an error
+    # and the one up reports and the ledger holds; it was adopted on the first choice, not
+    # replaced by a second pod on the next one.
+    assert [b["id"] for b in cloud.billing()] == [info.pod_id]
+    record = cloud.ledger.get(spec.run_tag)
+    assert record is not None and record.pod_id == info.pod_id
+    assert "fallback_from" not in info.detail
     down(cloud, spec.run_tag)
 
 
@@ -219,13 +223,36 @@ def test_rate_limited_terminate_is_retried(cloud: Cloud) -> None:
 
 
 def test_down_before_the_container_is_up_kills_the_process_too(cloud: Cloud) -> None:
-    slow = cloud.fault("slow_start", op="create", seconds=5.0)
+    """A pod torn down while its container is still starting must never start its process.
+    The check runs past the moment the container would have come up: a control pod with the
+    same slow start, left alone, does start its process then (so the check can fail)."""
+    start_s = 1.5
+    slow = cloud.fault("slow_start", op="create", seconds=start_s)
     spec, info = up(cloud)
+    control_spec, control = up(cloud)
     assert slow.fired == 0  # a standing condition: consulted, never counted
-    assert not cloud.sandbox.cloud.pods[f"{cloud.sandbox_name}:{info.pod_id}"].is_ready(time.time())
+    pods = cloud.sandbox.cloud.pods
+    pod = pods[f"{cloud.sandbox_name}:{info.pod_id}"]
+    control_pod = pods[f"{cloud.sandbox_name}:{control.pod_id}"]
+    assert not pod.is_ready(time.time())
     assert info.ssh_port is None or info.detail.get("container_up") is False
-    down(cloud, spec.run_tag)
-    assert cloud.sandbox.cloud.host.running_pids() == []  # type: ignore[attr-defined]
+    host = cloud.sandbox.cloud.host
+    assert host.running_pids() == []  # type: ignore[attr-defined]
+    record = cloud.ledger.get(spec.run_tag)
+    assert record is not None
+    assert teardown(cloud.provider, cloud.ledger, record, cloud.run_dir(spec.run_tag),
+                    policy=cloud.policy).proven
+    assert [b["id"] for b in cloud.billing()] == [control.pod_id]
+    # past the moment both containers come up (a lower bound on the wait, never an upper one)
+    time.sleep(max(0.0, max(pod.ready_at, control_pod.ready_at) + 0.5 - time.time()))
+    deadline = time.monotonic() + 30
+    while not host.running_pids() and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        time.sleep(0.05)
+    assert pod.started_at is None  # the torn-down pod's container never started
+    assert control_pod.started_at is not None
+    assert host.running_pids() != []  # type: ignore[attr-defined]  # the control's process
+    down(cloud, control_spec.run_tag)
+    assert host.running_pids() == []  # type: ignore[attr-defined]
 
 
 def test_a_pod_that_keeps_running_its_process_is_killed_on_down(cloud: Cloud) -> None:

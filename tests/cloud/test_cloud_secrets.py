@@ -62,8 +62,10 @@ def test_auth_errors_never_quote_the_key(cloud: Cloud) -> None:
     env_key = "RUNPOD_API_KEY" if cloud.kind == "runpod" else "VAST_API_KEY"
     bad = "sk-live-THISMUSTNOTLEAK-0042"
     provider = cloud.new_provider(**{env_key: bad})
+    echo = cloud.fault("echo_key")  # the emulator's error body quotes the key it refused
     with pytest.raises(TailpodError) as err:
         provider.list_by_tag(None)
+    assert echo.fired >= 1
     assert bad not in str(err.value) and bad not in repr(err.value)
     assert bad not in (err.value.hint or "")
 

@@ -238,3 +238,80 @@ def test_cost_cli_own_from_a_run(app: typer.Typer, tmp_path: Path) -> None:
     assert res.exit_code == 2 and "--power-w" in res.output
     res = CliRunner().invoke(app, ["cost", "--pod-usd-hr", "1"])
     assert res.exit_code == 2 and "--log" in res.output
+
+
+def _plant_good_report(run_dir: Path) -> dict[str, bytes]:
+    """A previous report and plots, each with content no renderer writes."""
+    from tailpod.results.plots import PLOT_FILES
+
+    good = {"report.md": b"GOOD REPORT\n"} | {
+        name: f"GOOD {name}".encode() for name in PLOT_FILES.values()}
+    for name, data in good.items():
+        (run_dir / name).write_bytes(data)
+    return good
+
+
+def _left(run_dir: Path, good: dict[str, bytes]) -> dict[str, bytes]:
+    return {name: (run_dir / name).read_bytes() for name in good}
+
+
+@pytest.mark.parametrize("flags", [
+    ["--prompt-class", "prsoe"],  # a typo of the run's one class
+    ["--prompt-class", "code"],  # a real class the run never measured
+    ["--knee-gain", "-1"],
+    ["--knee-gain", "nan"],
+    ["--knee-latency", "-0.5"],
+])
+def test_report_refuses_a_bad_setting_and_keeps_the_good_report(
+    app: typer.Typer, tmp_path: Path, flags: list[str]
+) -> None:
+    run_dir = small_run(tmp_path)
+    good = _plant_good_report(run_dir)
+    res = CliRunner().invoke(app, ["report", str(run_dir), *flags])
+    assert res.exit_code == 2, res.output
+    assert flags[0].lstrip("-").split("-")[0] in res.output.replace("--", "")
+    assert _left(run_dir, good) == good
+    res = CliRunner().invoke(app, ["report", str(run_dir), "--json", *flags])
+    assert res.exit_code == 2, res.output
+    # the class the run holds is accepted, and that report does replace the planted one
+    res = CliRunner().invoke(app, ["report", str(run_dir), "--prompt-class", "prose"])
+    assert res.exit_code == 0, res.output
+    now = _left(run_dir, good)
+    assert all(now[name] != good[name] for name in good)
+    assert now["throughput.png"].startswith(b"\x89PNG")
+
+
+def test_a_report_that_fails_midway_leaves_the_previous_one_whole(
+    app: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plots are drawn before the markdown; a failure in the markdown must not leave new
+    plots beside the old report (nor touch the old report), nor a staging directory."""
+    import tailpod.results.report as report_mod
+
+    run_dir = small_run(tmp_path)
+    good = _plant_good_report(run_dir)
+
+    def broken(_an: object) -> str:
+        raise RuntimeError("renderer broke")
+
+    monkeypatch.setattr(report_mod, "render_run_markdown", broken)
+    with pytest.raises(RuntimeError, match="renderer broke"):
+        report_mod.write_report([run_dir])
+    assert _left(run_dir, good) == good
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_multi_run_report_checks_every_run_before_writing_any(
+    app: typer.Typer, tmp_path: Path
+) -> None:
+    a = small_run(tmp_path, "a")
+    other = build_run({"plain": {1: [100.0, 101.0]}}, run_id="b")
+    for cell in other.cells:
+        cell.prompt_class = "code"
+    other.meta.plan.prompt_classes = ["code"]
+    b = write_run(other, tmp_path / "b")
+    good_a = _plant_good_report(a)
+    res = CliRunner().invoke(app, ["report", str(a), str(b), "--prompt-class", "prose"])
+    assert res.exit_code == 2, res.output
+    assert "run b has no prompt class 'prose'" in res.output.replace("\n", " ")
+    assert _left(a, good_a) == good_a

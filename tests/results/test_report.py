@@ -161,13 +161,17 @@ def test_tables_show_the_figures_worked_out_by_hand(on_pod_report: Path) -> None
          "$0.001462 ($1.462)", "$0.001462 ($1.462)"],
         [void_k3] + ["VOID"] * 5,
     ]
-    an = analyze(load_run(run_dir))
-
+    # Crossover by hand: the speedup of the medians falls through 1 between c=2 (140/118) and
+    # c=4 (220/230); linear in log2(c): t = (s2 - 1) / (s2 - s4), c = 2 ** (1 + t) = 3.51.
+    s2, s4 = 140 / 118, 220 / 230
+    by_hand = 2 ** (1 + (s2 - 1) / (s2 - s4))
+    assert f"{by_hand:.2f}" == "3.51"
     cross = table_under(text, "Crossover and knee", 0)
     mtp = next(r for r in cross if r[0] == "mtp-k2")
-    cx = next(c for c in an["crossover"] if c["arm"] == "mtp-k2")
-    assert mtp[1] == cx["status"] == "crossover" and cx["bracket"] == [2, 4]
-    assert mtp[2] == f"{cx['concurrency']:.2f}"
+    assert mtp[1] == "crossover"
+    assert mtp[2] == "3.51"
+    cx = next(c for c in analyze(load_run(run_dir))["crossover"] if c["arm"] == "mtp-k2")
+    assert cx["bracket"] == [2, 4] and cx["concurrency"] == pytest.approx(by_hand)
     knee = table_under(text, "Crossover and knee", 1)
     plain_knee = next(r for r in knee if r[0] == "plain")
     assert plain_knee[1:4] == ["knee", "8", "420.6"]

@@ -14,6 +14,7 @@ from urllib.parse import quote
 import httpx
 
 from tailpod.errors import AuthError, ProviderError
+from tailpod.provision.apiclient import DeadlineReached, time_left
 from tailpod.secrets import Secret, redact
 
 
@@ -48,6 +49,7 @@ class TailscaleAPI:
             )
         self.base_url = base_url.rstrip("/")
         self.tailnet = tailnet or "-"
+        self.timeout_s = timeout_s
         self._client = httpx.Client(
             base_url=self.base_url + "/api/v2/",
             headers={"Authorization": f"Bearer {api_key.reveal()}", "Accept": "application/json"},
@@ -58,8 +60,24 @@ class TailscaleAPI:
     # -- plumbing -----------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """One call. Under the command's deadline (`apiclient.call_deadline`, as for the
+        providers' calls) no call starts once it has passed, and every timeout of the exchange,
+        connect and read included, is cut to what is left."""
+        what = f"Tailscale API {method} /{path.split('?')[0]}"
+        left = time_left()
+        if left is not None:
+            if left <= 0.05:
+                raise DeadlineReached("tailscale", what)
+            kwargs["timeout"] = min(self.timeout_s, left)
         try:
             response = self._client.request(method, path, **kwargs)
+        except httpx.TimeoutException as exc:
+            if left is not None and time_left() == 0.0:
+                raise DeadlineReached("tailscale", what) from None
+            raise TailnetError(
+                f"{what} timed out: {redact(exc.__class__.__name__)}",
+                hint=f"is {self.base_url} reachable?",
+            ) from None
         except httpx.HTTPError as exc:
             # httpx messages carry the URL, never the Authorization header; redact regardless
             raise TailnetError(
