@@ -11,8 +11,8 @@ import typer
 from rich.table import Table
 
 from tailpod.cli.common import console, handle_errors, ledger_for, settings_from
-from tailpod.cli.pods import SPEC_METHODS, startup_progress
-from tailpod.engines.base import EngineConfig
+from tailpod.cli.pods import startup_progress
+from tailpod.engines.base import SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.measure.hosts import sweep_host
@@ -253,10 +253,7 @@ def register(app: typer.Typer) -> None:
         """
         if cache not in ("cold", "warm", "both"):
             raise ConfigError("--cache must be cold, warm or both")
-        if spec_method not in SPEC_METHODS:
-            raise ConfigError(
-                f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS)
-            )
+        check_spec_method(spec_method)
         rates, slo_targets = open_loop_options(
             request_rate, arrival, burstiness, slo, slo_percentile
         )

@@ -169,7 +169,8 @@ def register(app: typer.Typer) -> None:
         $/Mtok at each concurrency and names any card that failed.
         """
         from tailpod.cli.benchmark import int_list, prompt_class_list
-        from tailpod.cli.pods import SPEC_METHODS, engine_config
+        from tailpod.cli.pods import engine_config
+        from tailpod.engines.base import check_spec_method
 
         if budget is None:
             raise ConfigError("--budget is required: the total USD the matrix may spend")
@@ -182,8 +183,7 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"{flag} must be a non-negative number, got {minutes!r}")
         if requests_per_cell is not None and requests_per_cell < 1:
             raise ConfigError(f"--requests-per-cell must be at least 1, got {requests_per_cell}")
-        if spec_method not in SPEC_METHODS:
-            raise ConfigError(f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS))
+        check_spec_method(spec_method)
         settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
                                             "max_price": max_price})
         check_run_settings(settings)  # before the registry, the ledger or any rental

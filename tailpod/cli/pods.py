@@ -25,7 +25,7 @@ from tailpod.cli.common import (
     settings_from,
 )
 from tailpod.config import Settings, check_run_settings
-from tailpod.engines.base import EngineConfig, SpecArm
+from tailpod.engines.base import EngineConfig, SpecArm, check_spec_method
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord, ended_at, interrupted_step
@@ -35,8 +35,6 @@ from tailpod.provision.apiclient import call_deadline
 from tailpod.provision.providers import canonical_name
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
-
-SPEC_METHODS = ("mtp", "ngram", "draft_model", "eagle", "eagle3")
 
 
 @contextmanager
@@ -147,8 +145,8 @@ def engine_config(
                         ("--max-running-requests", max_running_requests)):
         if value is not None and value <= 0:
             raise ConfigError(f"{flag} must be positive, got {value}")
-    if spec_method and spec_method not in SPEC_METHODS:
-        raise ConfigError(f"unknown --spec-method {spec_method!r}", hint=", ".join(SPEC_METHODS))
+    if spec_method:
+        check_spec_method(spec_method)
     if spec_k and spec_method == "draft_model" and not draft_model:
         raise ConfigError("--spec-method draft_model needs --draft-model DIR")
     method = spec_method or ("draft_model" if draft_model else "mtp")

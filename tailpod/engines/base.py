@@ -7,13 +7,25 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
+from tailpod.errors import ConfigError
+
+# The speculation methods tailpod names, engine-neutral; each adapter maps the ones it serves to its
+# own flags (vllm.py, sglang.py, llamacpp.py) and the CLI offers exactly these.
+SPEC_METHODS: tuple[str, ...] = ("mtp", "ngram", "draft_model", "eagle", "eagle3")
+
+
+def check_spec_method(method: str) -> str:
+    """`--spec-method` checked the same way by up, benchmark and matrix."""
+    if method not in SPEC_METHODS:
+        raise ConfigError(f"unknown --spec-method {method!r}", hint=", ".join(SPEC_METHODS))
+    return method
 
 @dataclass(frozen=True)
 class SpecArm:
     """The speculative-decoding arm. k == 0 is plain decode and ignores the rest."""
 
     k: int = 0
-    method: str | None = None  # engine-neutral: "mtp", "ngram", "draft_model", "eagle", "eagle3"
+    method: str | None = None  # engine-neutral: one of SPEC_METHODS
     draft_model: str | None = None
 
     @property

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from tailpod.engines.base import (
+    SPEC_METHODS,
     EngineAdapter,
     EngineConfig,
     LaunchPlan,
@@ -52,7 +53,7 @@ _LEGACY_NAMES = set(LEGACY_MTP_METHODS.values()) | {
     "hy_v3_mtp",
     "gemma4_mtp",
 }
-_METHODS = {"mtp", "ngram", "draft_model", "eagle", "eagle3"}
+_METHODS = set(SPEC_METHODS)  # vLLM serves every method tailpod names
 _NEEDS_DRAFT = {"draft_model", "eagle", "eagle3"}
 # extra_args spellings that only newer releases understand
 _GATED_EXTRA_FLAGS = {

@@ -117,3 +117,22 @@ def test_the_heartbeat_default_is_written_once() -> None:
     from tailpod.config import DEFAULT_HEARTBEAT_TIMEOUT_S, Settings
 
     assert Settings.__dataclass_fields__["heartbeat_timeout_s"].default == DEFAULT_HEARTBEAT_TIMEOUT_S
+
+
+def test_the_speculation_methods_are_listed_once() -> None:
+    """The methods tailpod names: engines/base.py SPEC_METHODS, which up, benchmark and matrix
+    check through one function (check_spec_method)."""
+    from tailpod.engines.base import SPEC_METHODS
+
+    found = []
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                names = {e.value for e in node.elts if isinstance(e, ast.Constant)}
+                if names == set(SPEC_METHODS):
+                    found.append(str(path.relative_to(PACKAGE.parent)))
+    assert found == ["tailpod/engines/base.py"]
+    raising = [str(path.relative_to(PACKAGE.parent)) for path, tree in _modules()
+               for node in ast.walk(tree) if isinstance(node, ast.Constant)
+               and isinstance(node.value, str) and node.value.startswith("unknown --spec-method")]
+    assert raising == ["tailpod/engines/base.py"]
