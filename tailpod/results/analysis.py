@@ -28,7 +28,7 @@ from tailpod.results.fingerprint import BROKEN_HEAD_ACCEPT_LEN
 from tailpod.results.hardware import recorded_or_computed
 from tailpod.results.io import STAMP, Run
 from tailpod.results.schema import ArmRecord
-from tailpod.results.stats import ratio_spread, spread
+from tailpod.results.stats import ratio_spread, spread, usd_per_mtok
 
 ANALYSIS_VERSION = 1
 LATENCY_METRICS = ("ttft_p50_s", "e2e_p50_s", "decode_tok_s_p50", "tpot_p50_s")
@@ -429,11 +429,11 @@ def cost_per_tokens(price_per_hr: float | None, tok_s: float | None) -> dict[str
             "usd_per_1m": None,
             "reason": "no throughput",
         }
-    per_token = price_per_hr / 3600.0 / tok_s
+    per_mtok = usd_per_mtok(price_per_hr, tok_s)
     return {
         "status": "ok",
-        "usd_per_1k": per_token * 1e3,
-        "usd_per_1m": per_token * 1e6,
+        "usd_per_1k": per_mtok / 1e3,
+        "usd_per_1m": per_mtok,
         "reason": None,
     }
 

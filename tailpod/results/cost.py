@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tailpod.agent.probes.metrics import percentile
 from tailpod.errors import ConfigError, TailpodError
+from tailpod.results.stats import usd_per_mtok
 
 HOURS_PER_YEAR = 8760.0
 
@@ -102,7 +104,7 @@ def _stats(values: Sequence[float]) -> dict[str, Any]:
     if not values:
         return {"n": 0, "min": None, "p50": None, "mean": None, "p90": None, "max": None}
     vals = sorted(values)
-    p90 = vals[0] if len(vals) == 1 else statistics.quantiles(vals, n=10, method="inclusive")[8]
+    p90 = percentile(vals, 90)
     return {
         "n": len(vals),
         "min": vals[0],
@@ -285,7 +287,7 @@ def concurrency_projection(
                 "tok_s": tput,
                 "busy_s": busy,
                 "pod_cost_usd": pod,
-                "usd_per_1m": pod_usd_hr / 3600 / tput * 1e6,
+                "usd_per_1m": usd_per_mtok(pod_usd_hr, tput),
                 "saving_vs_current_usd": current - pod,
                 "serverless_cost_usd": serverless_usd_hr * busy / 3600
                 if serverless_usd_hr
@@ -364,7 +366,7 @@ def own_box_cost(
         "verdict": None,
     }
     if rent_usd_hr is not None and rent_usd_hr > 0:
-        rent_mtok = rent_usd_hr / (tok_s * 3600 / 1e6)
+        rent_mtok = usd_per_mtok(rent_usd_hr, tok_s)
         out["rent_usd_per_mtok"] = rent_mtok
         margin = rent_usd_hr - (busy_power_hr - idle_power_hr)
         fixed = capex_hr + idle_power_hr

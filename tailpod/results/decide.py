@@ -35,7 +35,7 @@ from typing import Any
 from tailpod.agent.probes.arrival import meets_slo
 from tailpod.results.analysis import analyze, effective_cache
 from tailpod.results.io import Run
-from tailpod.results.stats import spread
+from tailpod.results.stats import spread, usd_per_mtok
 
 DECISION_FILE = "decision.json"
 DECISION_VERSION = 1
@@ -185,7 +185,7 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
                 if price is None:
                     del cands[key]
                     continue
-                cands[key] = [price / (3600.0 * v) * 1e6 if v > 0 else math.inf
+                cands[key] = [usd_per_mtok(price, v) if v > 0 else math.inf
                               for v in cands[key]]
         unpriced = sorted(k for k, a in arms.items() if a["price_per_hr"] is None)
         if unpriced:

@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from tailpod.results.io import Run
-from tailpod.results.stats import spread
+from tailpod.results.stats import spread, usd_per_mtok
 
 FIGURES = ("slo_attainment", "goodput_rps", "goodput_tok_s", "achieved_rate_rps",
            "output_tok_s", "ttft_sched_p90_s", "schedule_lag_max_s")  # fmt: skip
@@ -67,7 +67,7 @@ def compute(run: Run, void: dict[str, str] | None = None) -> dict[str, Any] | No
             best = p
         usd_mtok = None
         if best is not None and price and best.get("output_tok_s"):
-            usd_mtok = price / (best["output_tok_s"] * 3600.0) * 1e6
+            usd_mtok = usd_per_mtok(price, best["output_tok_s"])
         arms.append({
             "arm": arm, "void": arm in void,
             "max_rate_under_slo": best["rate"] if best else None,

@@ -8,16 +8,17 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
+from tailpod.agent.probes.metrics import percentile
+
 
 def spread(values: Iterable[float | None]) -> dict[str, Any] | None:
     """Median, min/max and inclusive quartiles of the non-null values; None when there are none."""
     vals = sorted(float(v) for v in values if v is not None and not math.isnan(v))
     if not vals:
         return None
-    if len(vals) == 1:
-        q1 = q3 = vals[0]
-    else:
-        q1, _, q3 = statistics.quantiles(vals, n=4, method="inclusive")
+    # The probe's percentile (numpy's linear method, = statistics' "inclusive"): one quantile rule.
+    q1, q3 = percentile(vals, 25), percentile(vals, 75)
+    assert q1 is not None and q3 is not None
     return {
         "n": len(vals),
         "median": statistics.median(vals),
@@ -40,3 +41,8 @@ def ratio_spread(num: dict[str, Any] | None, den: dict[str, Any] | None) -> dict
         "hi": num["max"] / den["min"],
         "overlap": num["max"] >= den["min"] and den["max"] >= num["min"],
     }
+
+
+def usd_per_mtok(usd_per_hr: float, tok_s: float) -> float:
+    """Dollars per million output tokens at `tok_s` on a card billed `usd_per_hr` (tok_s > 0)."""
+    return usd_per_hr / (tok_s * 3600.0) * 1e6

@@ -136,3 +136,15 @@ def test_the_speculation_methods_are_listed_once() -> None:
                for node in ast.walk(tree) if isinstance(node, ast.Constant)
                and isinstance(node.value, str) and node.value.startswith("unknown --spec-method")]
     assert raising == ["tailpod/engines/base.py"]
+
+
+def test_one_quantile_rule_and_one_dollars_per_mtok() -> None:
+    """Quantiles come from the probe's percentile (no statistics.quantiles beside it), and $/Mtok
+    from results/stats.py usd_per_mtok (no second `* 1e6` of a price over tokens)."""
+    quantiles = [_where(path, node) for path, tree in _modules() for node in ast.walk(tree)
+                 if isinstance(node, ast.Attribute) and node.attr == "quantiles"]
+    assert quantiles == []
+    per_million = [_where(path, node) for path, tree in _modules() for node in ast.walk(tree)
+                   if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)
+                   and isinstance(node.right, ast.Constant) and node.right.value == 1e6]
+    assert [w.split(":")[0] for w in per_million] == ["tailpod/results/stats.py"]
