@@ -19,10 +19,6 @@ def _adapters() -> dict[str, type[EngineAdapter]]:
 CLOUD_ENGINES = ("vllm", "sglang")
 
 
-def engine_names() -> list[str]:
-    return list(_adapters())
-
-
 def get_adapter(name: str) -> EngineAdapter:
     adapters = _adapters()
     # "llama.cpp", "llama-cpp" and "llama_cpp" all name the llamacpp adapter.

@@ -178,22 +178,6 @@ def parse_timings(payload: Any) -> dict[str, Any]:
     return out
 
 
-def sum_timings(items: list[Any]) -> dict[str, Any]:
-    """Draft totals over several responses (e.g. one per request of a probe window)."""
-    parsed = [parse_timings(item) for item in items]
-    drafted = sum(p["draft_n"] or 0 for p in parsed)
-    accepted = sum(p["draft_n_accepted"] or 0 for p in parsed)
-    predicted = sum(p["predicted_n"] or 0 for p in parsed)
-    return {
-        "responses": len(parsed),
-        "responses_with_drafts": sum(1 for p in parsed if p["draft_n"]),
-        "draft_n": drafted,
-        "draft_n_accepted": accepted,
-        "predicted_n": predicted,
-        "acceptance_rate": accepted / drafted if drafted else None,
-    }
-
-
 # ---------------------------------------------------------------------------------------------
 # Startup-log parsing
 #

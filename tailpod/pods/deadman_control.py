@@ -29,7 +29,6 @@ CONTAINER_ENVIRON = "/proc/1/environ"
 
 # The switch's provider names, aliases and credential variables are the agent's own (it runs on
 # the pod without tailpod, so it is their single source).
-CREDENTIAL_ENV = {name: (facts["id_env"], facts["key_env"]) for name, facts in PROVIDERS.items()}
 
 
 def provider_name(provider: str) -> str:
@@ -39,11 +38,6 @@ def provider_name(provider: str) -> str:
         raise ConfigError(f"the dead-man switch has no provider {provider!r}",
                           hint="it runs on rented pods only: runpod or vastai")
     return name
-
-
-def credential_env_names(provider: str) -> tuple[str, str]:
-    """(pod id variable, pod-scoped key variable) the provider injects into the pod."""
-    return CREDENTIAL_ENV[provider_name(provider)]
 
 
 def ttl_at_for(ttl_hours: float, created_at: float | None = None) -> float:

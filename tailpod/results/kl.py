@@ -92,21 +92,6 @@ def topk_kl(
     return max(0.0, total), min(1.0, p_shared), len(shared)
 
 
-def full_kl(p_logprobs: Sequence[float], q_logprobs: Sequence[float]) -> float:
-    """Exact KL(P‖Q) over two full distributions given as logprobs over the same vocabulary."""
-    if len(p_logprobs) != len(q_logprobs):
-        raise ValueError("distributions over different vocabularies")
-    total = 0.0
-    for lp, lq in zip(p_logprobs, q_logprobs, strict=True):
-        p = math.exp(lp)
-        if p == 0.0:
-            continue
-        if math.exp(lq) == 0.0:
-            return math.inf
-        total += p * (lp - lq)
-    return max(0.0, total)
-
-
 def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     """First index where two greedy continuations differ; None when identical.
 

@@ -27,6 +27,7 @@ EXPECTED = {
     "local": [],
     "runpod": ["account", "spend-rate", "container-log", "pod-scoped-termination"],
     "vastai": ["account", "container-log", "pod-scoped-termination"],
+    "ssh": [],  # your own box: nothing rented, no account, no log of a container
 }
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tailpod.engines.adapters import engine_names, get_adapter
+from tailpod.engines.adapters import CLOUD_ENGINES, get_adapter
 from tailpod.engines.base import EngineConfig, SpecArm
-from tailpod.engines.llamacpp import LlamaCppAdapter, parse_timings, sum_timings
+from tailpod.engines.llamacpp import LlamaCppAdapter, parse_timings
 from tailpod.engines.sglang import MRR_UNPINNED_WARNING, SglangAdapter
 from tailpod.engines.vllm import VllmAdapter
 from tailpod.errors import ConfigError
@@ -35,7 +35,9 @@ def _cfg(engine: str, k: int = 0, version: str | None = None, **kw: object) -> E
 
 
 def test_registry_knows_three_engines_and_names_them_on_error() -> None:
-    assert set(engine_names()) == {"vllm", "sglang", "llamacpp"}
+    assert {get_adapter(n).name for n in ("vllm", "sglang", "llamacpp")} == {
+        "vllm", "sglang", "llamacpp"}
+    assert set(CLOUD_ENGINES) == {"vllm", "sglang"}
     assert isinstance(get_adapter("llama.cpp"), LlamaCppAdapter)
     with pytest.raises(ConfigError) as err:
         get_adapter("tgi")
@@ -296,9 +298,3 @@ def test_llamacpp_timings_parser() -> None:
     plain = parse_timings({"timings": {"predicted_n": 64}})
     assert plain["draft_n"] is None and plain["acceptance_rate"] is None
     assert parse_timings("not json")["predicted_n"] is None
-    total = sum_timings([response, response, {"timings": {"predicted_n": 5}}])
-    assert (total["draft_n"], total["draft_n_accepted"], total["responses_with_drafts"]) == (
-        96,
-        60,
-        2,
-    )
