@@ -16,6 +16,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tailpod.cli import remote
+from tailpod.cli import volume as volume_cli
 from tailpod.cli.common import (
     console,
     err_console,
@@ -307,6 +308,11 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
 
 
+def vol_only_rows(report: Any) -> Any:
+    """The storage report without its provider errors (status reports those as unknown)."""
+    return type(report)(report.rows)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     @handle_errors
@@ -501,6 +507,7 @@ def register(app: typer.Typer) -> None:
                 row["deadman"] = kind_for(record.provider).heartbeat(settings, record)
         with call_deadline(deadline):
             cloud = remote.remote_report(settings, ledger)
+            storage = volume_cli.down_storage(settings, ledger, None, delete_volumes=False)
         unknown = remote.unknown_line(cloud, ledger) if cloud else None
         gone = {g.run_tag: g for g in cloud.ghosts} if cloud else {}
         for row in rows:
@@ -509,8 +516,12 @@ def register(app: typer.Typer) -> None:
                 row["status"] = f"gone (ledger: {row['status']})"
                 row["gone"] = next((f for f in ghost.flags if f != "ghost"), None)
                 row["settle"] = ghost.settle
+        if storage and storage.errors and not unknown:
+            unknown = "; ".join(f"{n}: volumes could not be listed ({e})"
+                                for n, e in storage.errors.items())
         if json_out:
             print_json({"pods": rows, **({"cloud": cloud.to_json()} if cloud else {}),
+                        **({"storage": storage.to_json()} if storage else {}),
                         "unknown": unknown})
             if unknown:
                 err_console.print(f"[bold red]unknown:[/] {unknown}")
@@ -520,6 +531,8 @@ def register(app: typer.Typer) -> None:
             remote.print_remote(cloud)
             for line in flag_legend(cloud):
                 console.print(line, markup=False)
+        if storage and storage.rows:
+            volume_cli.print_storage(vol_only_rows(storage))
         if unknown:
             # Never reassure without evidence: no "nothing is running" after a provider failed.
             if rows:
@@ -527,7 +540,8 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"[bold red]unknown:[/] {unknown}")
             raise typer.Exit(3)
         if not rows:
-            console.print("nothing is running")
+            console.print("no pod is running" if storage and storage.rows
+                          else "nothing is running")
             return
         console.print(pods_table(rows, console))
         for row in rows:
@@ -570,6 +584,9 @@ def register(app: typer.Typer) -> None:
             False, "--all", help="Every tailpod-tagged resource of the cloud accounts."
         ),
         expired: bool = typer.Option(False, "--expired", help="Every pod past its TTL."),
+        volumes: bool = typer.Option(
+            False, "--volumes", help="Also delete the volumes this run mounted (else they are "
+            "kept, and listed with what they bill)."),
         timeout: float = typer.Option(
             remote.DOWN_TIMEOUT_S, "--timeout", min=1.0,
             help="A wall-clock deadline over every provider call, connect and read included; "
@@ -585,9 +602,15 @@ def register(app: typer.Typer) -> None:
         policy = remote.down_policy(timeout)
         with call_deadline(policy.deadline):
             if all_tagged or expired:
-                return remote.down_many_cli(
-                    settings, ledger, expired_only=not all_tagged, json_out=json_out,
-                    policy=policy)
+                try:
+                    return remote.down_many_cli(
+                        settings, ledger, expired_only=not all_tagged, json_out=json_out,
+                        policy=policy)
+                finally:  # storage is listed, never deleted, by --all
+                    report = volume_cli.down_storage(settings, ledger, None,
+                                                     delete_volumes=False)
+                    if report and report.rows:
+                        volume_cli.print_storage(report, err=json_out)
             record = remote.record_or_provider_truth(settings, ledger, run_tag)
             if record.status == "terminated":
                 # The ledger's word is no evidence: the provider is asked again all the same.
@@ -598,5 +621,16 @@ def register(app: typer.Typer) -> None:
 
                 record = ledger.update(record.run_tag, event="lanes-stopped", extra={
                     **record.extra, "lanes_down": stop_lanes(settings, record)})
+            storage: list[Any] = []
+
+            def after(proof: Any) -> None:
+                storage.append(volume_cli.down_storage(settings, ledger, record.run_tag,
+                                                       delete_volumes=volumes, proof=proof))
+
             # Every provider, local included, goes through the same proven teardown.
-            remote.down_remote_cli(settings, ledger, record, json_out, policy=policy)
+            try:
+                remote.down_remote_cli(settings, ledger, record, json_out, policy=policy,
+                                       after=after)
+            finally:
+                if storage and storage[0] is not None and storage[0].rows:
+                    volume_cli.print_storage(storage[0], err=json_out)

@@ -86,9 +86,13 @@ class RunPodVolumes(SupportsVolumes):
         body: dict[str, Any] = {"name": name, "size": size_gb, "dataCenter": data_center}
         if volume_type:
             body["type"] = volume_type
-        answer = self.api.body_of(self.api.call(
-            "POST", "/v2/network-volumes", f"creating network volume {name}", json=body,
-            ok=(200, 201)))
+        what = f"creating network volume {name}"
+        # One exchange, never retried here: a 5xx may mean the volume exists and bills, so the
+        # caller looks the name up before anything else (provision/volumes.py).
+        response = self.api.send("POST", "/v2/network-volumes", what, json=body)
+        if response.status_code not in (200, 201):
+            self.api.raise_for(response, what)
+        answer = self.api.body_of(response)
         if not isinstance(answer, dict) or not answer.get("id"):
             raise ProviderError(f"RunPod: the create answer for volume {name} has no id")
         return self._to_volume(answer)
