@@ -390,6 +390,9 @@ def register(app: typer.Typer) -> None:
         lane_mem_fraction: float = typer.Option(
             None, help="With --lanes on a GPU: each lane's --gpu-memory-utilization."
         ),
+        volume: str = typer.Option(
+            None, "--volume", help="A network volume (tailpod volume create) to mount: the pod "
+            "goes to its data center and keeps weights and compile caches on it."),
         json_out: bool = typer.Option(False, "--json", help="Print the ledger record as JSON."),
     ) -> None:
         """Start a pod and its serving engine, and record it in the ledger.
@@ -417,6 +420,8 @@ def register(app: typer.Typer) -> None:
         )
         check_provider(settings.provider)
         check_run_settings(settings)  # before preflight, the ledger or any rental
+        if volume and kind_for(settings.provider).engine_here:
+            raise ConfigError("--volume is for cloud pods", hint="--provider runpod")
         kind = kind_for(settings.provider)
         # The local CPU engine (vLLM) gets a small context and eager mode; llama.cpp on your own
         # GPU box is served like a rented GPU.
@@ -449,7 +454,7 @@ def register(app: typer.Typer) -> None:
             with requirements_on_refusal(settings.provider):
                 result = kind.up(settings, cfg, ledger, update, UpOptions(
                     allow_unpinned=allow_unpinned, allow_nonephemeral=allow_nonephemeral,
-                    use_tailnet=tailnet, keep_on_failure=keep_on_failure,
+                    use_tailnet=tailnet, keep_on_failure=keep_on_failure, volume=volume,
                 ))  # fmt: skip
             record = result.record
             warning = remote.fallback_warning(result.info) if result.info else None

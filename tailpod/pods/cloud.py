@@ -276,6 +276,32 @@ class PreflightRefused(ConfigError):
         self.report = report
 
 
+def _mount_volume(settings: Settings, ledger: Ledger, cfg: EngineConfig, spec: PodSpec,
+                  name: str, say: Say) -> Any:
+    """`up --volume`: the pod goes to the volume's data center with the GPU list filtered to it,
+    mounts the volume, and keeps the engine's caches there (compile caches under a key of engine
+    image, checkpoint and argv). Refused before anything is rented when the volume cannot serve."""
+    from tailpod.provision.providers import get_provider
+    from tailpod.provision.volumes import cache_env, compile_cache_key, prepare_mount
+
+    mount = prepare_mount(get_provider(settings.provider, settings), ledger, name,
+                          spec.gpu_preference)
+    if mount.dropped:
+        say(f"volume {name} is in {mount.data_center}, which has none of "
+            f"{', '.join(mount.dropped)}: GPUs tried are {', '.join(mount.gpus)}")
+    plan = get_adapter(cfg.engine).launch_plan(cfg, python=pod_python(settings))
+    model, _, revision = cfg.model.partition("@")
+    key = compile_cache_key(cfg.engine, spec.image, model, revision or None, list(plan.argv))
+    spec.gpu_preference = list(mount.gpus)
+    spec.volume_id = mount.volume_id
+    spec.volume_mount_path = mount.mount_path
+    spec.data_center_ids = [mount.data_center]
+    spec.env.update(cache_env(mount.mount_path, key))
+    say(f"mounting volume {name} at {mount.mount_path} ({mount.data_center}); compile cache "
+        f"key {key}")
+    return mount
+
+
 def check_before_renting(settings: Settings, cfg: EngineConfig) -> None:
     """Every value that would otherwise only fail once the pod bills: bounds of the settings,
     and the engine's launch plan, built here exactly as it will be on the pod."""
@@ -342,6 +368,7 @@ def up_cloud(
     keep_on_failure: bool = False,
     image_gb: float | None = None,
     preflight: bool = True,
+    volume: str | None = None,
 ) -> tuple[PodRecord, PodInfo]:
     from tailpod.provision.lifecycle import down_remote, up_remote
 
@@ -360,8 +387,15 @@ def up_cloud(
     run_tag = new_run_tag()
     ttl_at = time.time() + settings.ttl_hours * 3600
     spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at)
+    mount = _mount_volume(settings, ledger, cfg, spec, volume, say) if volume else None
     say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
     record, info = up_remote(settings, ledger, spec)
+    if mount is not None:
+        from tailpod.provision.volumes import note_use
+
+        note_use(ledger, mount.tag, run_tag)
+        record = ledger.update(run_tag, event="volume-mounted",
+                               extra={**record.extra, "volume": mount.to_json()})
     current = record
 
     def step(event: str, **fields: Any) -> PodRecord:

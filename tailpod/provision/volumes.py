@@ -347,3 +347,88 @@ def delete_volume_proven(provider: Provider, ledger: Ledger, name: str,
             volumes[tag].updated_at = time.time()
             volumes[tag].note("deleted-proven", volume_ids=targets)
     return proof
+
+
+# -- `up --volume`: placement, mount, caches ---------------------------------------------------
+# Where each engine keeps what it downloads or compiles, as the environment variable it reads:
+# HF_HOME (huggingface_hub: hub/ under it), VLLM_CACHE_ROOT (vLLM: torch_compile_cache/ and more,
+# vllm/envs.py), TRITON_CACHE_DIR (Triton kernels), TORCHINDUCTOR_CACHE_DIR (torch.compile's
+# Inductor), FLASHINFER_WORKSPACE_BASE (FlashInfer's JIT cache [unverified name]),
+# SGLANG_CACHE_DIR [unverified name]. The weights are shared by every run (the Hub cache is
+# keyed by revision already); every compile cache lives under a key of engine + checkpoint
+# revision + argv, so a different one never reuses a stale cache.
+WEIGHTS_ENV = ("HF_HOME",)
+COMPILE_ENV = {"VLLM_CACHE_ROOT": "vllm", "TRITON_CACHE_DIR": "triton",
+               "TORCHINDUCTOR_CACHE_DIR": "inductor", "FLASHINFER_WORKSPACE_BASE": "flashinfer",
+               "SGLANG_CACHE_DIR": "sglang"}
+CACHE_ENV_NAMES = (*WEIGHTS_ENV, *COMPILE_ENV)
+
+
+def compile_cache_key(engine: str, image: str, model: str, revision: str | None,
+                      argv: list[str] | tuple[str, ...]) -> str:
+    """16 hex digits over what makes a compiled artefact valid: the engine and its image (its
+    version), the checkpoint and its revision, and the engine's arguments."""
+    import hashlib
+    import json
+
+    blob = json.dumps({"engine": engine, "image": image, "model": model, "revision": revision,
+                       "argv": list(argv)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def cache_env(mount_path: str, key: str) -> dict[str, str]:
+    root = mount_path.rstrip("/") + "/tailpod"
+    env = {"HF_HOME": f"{root}/hf"}
+    env.update({name: f"{root}/compile/{key}/{sub}" for name, sub in COMPILE_ENV.items()})
+    return env
+
+
+@dataclass
+class VolumeMount:
+    """What `up --volume` changes in the pod spec."""
+
+    tag: str
+    volume_id: str
+    data_center: str
+    mount_path: str
+    gpus: list[str]
+    dropped: list[str]
+    size_gb: int
+    price_per_month: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": short_name(self.tag), "tag": self.tag, "volume_id": self.volume_id,
+                "data_center": self.data_center, "mount_path": self.mount_path,
+                "gpus": self.gpus, "dropped": self.dropped, "size_gb": self.size_gb,
+                "price_per_month": self.price_per_month}
+
+
+def prepare_mount(provider: Provider, ledger: Ledger, name: str,
+                  gpu_preference: list[str]) -> VolumeMount:
+    """Check, before anything is rented, that the volume exists at the provider and that its
+    data center has a GPU of the list; the list filtered to that data center."""
+    vp = volume_capable(provider)
+    tag = volume_tag(name)
+    record = ledger.volume(tag)
+    if record is None or not record.active or not record.volume_id:
+        raise ConfigError(f"no volume {short_name(tag)} in the ledger",
+                          hint="tailpod volume ls; tailpod volume create NAME ...")
+    if record.provider != provider.name:
+        raise ConfigError(f"volume {short_name(tag)} is on {record.provider}, not "
+                          f"{provider.name}; nothing was rented")
+    info = vp.volume_get(record.volume_id)
+    if info is None:
+        raise ConfigError(f"{provider.name} no longer has volume {short_name(tag)} "
+                          f"({record.volume_id}); nothing was rented",
+                          hint="tailpod volume ls settles the ledger")
+    dc = next((d for d in vp.data_centers() if d.dc_id == info.data_center), None)
+    if dc is None:
+        raise ConfigError(f"{provider.name} does not list data center {info.data_center} of "
+                          f"volume {short_name(tag)}; nothing was rented")
+    kept, dropped = filter_gpus(dc, gpu_preference)
+    if not kept:
+        raise ConfigError(f"volume {short_name(tag)} is in {dc.dc_id}, which has none of "
+                          f"{', '.join(gpu_preference)} in stock; nothing was rented",
+                          hint="add a GPU that data center has, or make a volume elsewhere")
+    return VolumeMount(tag, info.volume_id, dc.dc_id, vp.volume_mount_path, kept, dropped,
+                       info.size_gb, info.price_per_month)
