@@ -429,6 +429,10 @@ def up_cloud(
         name = target.pin_name
         result = started.record
         arms = {cfg.spec.label(): started.ledger_arm()}
+        from tailpod.provision.volumes import cold_start
+
+        cold = cold_start(current.events, current.price_per_hr, time.time(),
+                          started.facts.facts, current.extra.get("volume"))
         final = step(
             "engine-healthy",
             status="running",
@@ -436,6 +440,7 @@ def up_cloud(
             endpoint=f"http://{name}:{cfg.port}",
             extra={**current.extra, "startup": started.facts.to_json(), "arms": arms,
                    "startup_s": result.get("startup_s"), "pod_state_dir": agent.state_dir,
+                   "cold_start": cold,
                    "machine": result.get("machine"),
                    "emulated": non_vendor_api_endpoint(settings) is not None,
                    "api_endpoint": non_vendor_api_endpoint(settings),

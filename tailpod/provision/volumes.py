@@ -432,3 +432,23 @@ def prepare_mount(provider: Provider, ledger: Ledger, name: str,
                           hint="add a GPU that data center has, or make a volume elsewhere")
     return VolumeMount(tag, info.volume_id, dc.dc_id, vp.volume_mount_path, kept, dropped,
                        info.size_gb, info.price_per_month)
+
+
+# -- what the cold start cost ------------------------------------------------------------------
+def cold_start(events: list[dict[str, Any]], price_per_hr: float | None, ready_at: float,
+               facts: dict[str, Any], volume: dict[str, Any] | None) -> dict[str, Any]:
+    """Billed seconds and dollars from the create call (the ledger's `creating` event: the pod
+    may bill from then) to the engine serving, with the engine's own startup phases and whether
+    the compile cache was hit. The first measured token comes later, in the sweep: its row
+    adds what the first request cost."""
+    start = next((float(e["t"]) for e in events if e.get("event") == "creating"
+                  and isinstance(e.get("t"), (int, float))), None)
+    billed_s = max(0.0, ready_at - start) if start is not None else None
+    usd = (round(billed_s * price_per_hr / 3600.0, 6)
+           if billed_s is not None and price_per_hr is not None else None)
+    phases = dict(facts.get("startup_phases") or {})
+    return {"create_at": start, "ready_at": ready_at,
+            "billed_s_to_ready": round(billed_s, 3) if billed_s is not None else None,
+            "usd_to_ready": usd, "price_per_hr": price_per_hr, "phases": phases,
+            "compile_cache_hit": phases.get("compile_cache_hit"),
+            "volume": (volume or {}).get("name")}
