@@ -290,8 +290,8 @@ def _mount_volume(settings: Settings, ledger: Ledger, cfg: EngineConfig, spec: P
         say(f"volume {name} is in {mount.data_center}, which has none of "
             f"{', '.join(mount.dropped)}: GPUs tried are {', '.join(mount.gpus)}")
     plan = get_adapter(cfg.engine).launch_plan(cfg, python=pod_python(settings))
-    model, _, revision = cfg.model.partition("@")
-    key = compile_cache_key(cfg.engine, spec.image, model, revision or None, list(plan.argv))
+    revision = _hub_revision(settings, cfg.model, say)
+    key = compile_cache_key(cfg.engine, spec.image, cfg.model, revision, list(plan.argv))
     spec.gpu_preference = list(mount.gpus)
     spec.volume_id = mount.volume_id
     spec.volume_mount_path = mount.mount_path
@@ -300,6 +300,28 @@ def _mount_volume(settings: Settings, ledger: Ledger, cfg: EngineConfig, spec: P
     say(f"mounting volume {name} at {mount.mount_path} ({mount.data_center}); compile cache "
         f"key {key}")
     return mount
+
+
+def _hub_revision(settings: Settings, model: str, say: Say) -> str | None:
+    """The commit a Hub id resolves to now (one metadata call), for the compile-cache key; None
+    for a local directory or when the Hub cannot be asked (said)."""
+    from pathlib import Path
+
+    if Path(model).expanduser().exists() or model.count("/") != 1 or model.startswith((".", "/")):
+        return None
+    from tailpod.engines.checkpoint import HubSource
+
+    token = settings.hf_token.reveal() if settings.hf_token else None
+    try:
+        hub = HubSource(model, settings.hf_url, token, timeout=10.0)
+    except Exception as exc:  # the Hub's answer is not needed to rent; the key says less
+        say(f"could not resolve {model}'s revision ({exc.__class__.__name__}); the compile "
+            "cache is keyed by its name")
+        return None
+    try:
+        return hub.revision
+    finally:
+        hub.close()
 
 
 def check_before_renting(settings: Settings, cfg: EngineConfig) -> None:

@@ -41,7 +41,7 @@ def test_the_pod_goes_to_the_volumes_data_center_with_the_list_filtered(
     settings = settings_for(sandbox, tailpod_home, TAILPOD_PROVIDER="runpod")
     said: list[str] = []
     spec = _spec(["H200 SXM", "A40"])
-    cfg = EngineConfig(engine="vllm", model="org/tiny@0123abc", context_length=1024)
+    cfg = EngineConfig(engine="vllm", model=str(tailpod_home), context_length=1024)  # a local dir
     mount = _mount_volume(settings, Ledger(tailpod_home), cfg, spec, "ro", said.append)
     assert spec.gpu_preference == ["NVIDIA A40"]
     assert spec.volume_id == ro_volume.volume_id and spec.data_center_ids == ["EU-RO-1"]
@@ -64,11 +64,20 @@ def test_the_pod_goes_to_the_volumes_data_center_with_the_list_filtered(
 
     same = key_of(cfg)
     assert same == str(spec.env["VLLM_CACHE_ROOT"]).split("/")[4]
-    assert key_of(EngineConfig(engine="vllm", model="org/tiny@fedcba9", context_length=1024)) \
-        != same  # another checkpoint revision
-    assert key_of(EngineConfig(engine="vllm", model="org/tiny@0123abc", context_length=2048)) \
+    assert key_of(EngineConfig(engine="vllm", model=str(tailpod_home), context_length=2048)) \
         != same  # another argv
     assert key_of(cfg, image="vllm/vllm-openai@sha256:cd") != same  # another engine build
+
+
+def test_the_compile_cache_key_covers_engine_revision_and_argv() -> None:
+    base = ("vllm", "vllm/vllm-openai@sha256:ab", "org/m", "0123abc", ["vllm", "serve", "x"])
+    key = vol.compile_cache_key(*base)  # type: ignore[arg-type]
+    assert len(key) == 16 and key == vol.compile_cache_key(*base)  # type: ignore[arg-type]
+    for i, other in ((1, "vllm/vllm-openai@sha256:cd"), (3, "fedcba9"),
+                     (4, ["vllm", "serve", "y"])):
+        changed = list(base)
+        changed[i] = other
+        assert vol.compile_cache_key(*changed) != key  # type: ignore[arg-type]
 
 
 def test_a_volume_whose_data_center_has_none_of_the_gpus_rents_nothing(
