@@ -611,14 +611,14 @@ class RunPodEmulator:
                      if v.volume_id == req.params["volume_id"]), None)
 
     def list_volumes(self, req: Request) -> Response:
-        account = self._gate(req, "list")
+        account = self._gate(req, "volume_list")
         if isinstance(account, Response):
             return account
         rows = [self.volume_json(v) for v in self.cloud.volumes_of(account)]
         return Response(200, {"networkVolumes": rows}, dict(RATE_HEADERS))
 
     def get_volume(self, req: Request) -> Response:
-        account = self._gate(req, "get")
+        account = self._gate(req, "volume_get")
         if isinstance(account, Response):
             return account
         volume = self._account_volume(req, account)
@@ -676,7 +676,7 @@ class RunPodEmulator:
 
     def update_volume(self, req: Request) -> Response:
         """`UpdateNetworkVolumeRequest` `{name?, size?}`, at least one; size may only grow."""
-        account = self._gate(req, "get")
+        account = self._gate(req, "volume_get")
         if isinstance(account, Response):
             return account
         try:
@@ -722,7 +722,7 @@ class RunPodEmulator:
     def data_centers(self, req: Request) -> Response:
         """`GET /v2/catalog/datacenters` (listDataCenters); `include=GPU_AVAILABILITY` adds
         `gpuAvailability`, `networkVolumeTypes` filters with AND semantics."""
-        account = self._gate(req, "catalog")
+        account = self._gate(req, "datacenters")
         if isinstance(account, Response):
             return account
         include = {p for p in (req.q("include") or "").upper().split(",") if p}
@@ -750,7 +750,7 @@ class RunPodEmulator:
     def volume_billing(self, req: Request) -> Response:
         """`GET /v2/billing/network-volumes`: one record per volume (one bucket from its
         creation), `standardAmount` / `highPerformanceAmount` split by its tier."""
-        account = self._gate(req, "list")
+        account = self._gate(req, "volume_list")
         if isinstance(account, Response):
             return account
         wanted = req.q("networkVolumeId")
