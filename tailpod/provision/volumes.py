@@ -23,6 +23,9 @@ from tailpod.provision.base import DataCenterInfo, Provider, SupportsVolumes, Vo
 VOLUME_PREFIX = RUN_TAG_PREFIX + "vol-"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 STOCKED = ("LOW", "MEDIUM", "HIGH")
+# How long an `intent`/`creating` record the provider does not list is taken for a create still
+# in flight (it may yet appear and bill) before it is settled as never created.
+CREATE_GRACE_S = 120.0
 
 
 def volume_tag(name: str) -> str:
@@ -235,6 +238,9 @@ class VolumeRow:
             return (f"billing by mistake? {self.size_gb} GB at {price} — {self.name} ({where}, "
                     f"{self.volume_id}) carries a tailpod name but is not in the ledger; delete "
                     f"with: tailpod volume rm {short_name(self.name)} --provider {self.provider}")
+        if self.state == "creating":
+            return (f"creating: volume {short_name(self.name)} ({where}) — a create in progress "
+                    "or interrupted moments ago; it may bill: tailpod volume ls again")
         return (f"{self.state}: volume {short_name(self.name)} ({where}) — the provider could "
                 "not be asked; it may bill")
 
@@ -300,8 +306,16 @@ def reconcile_volumes(providers: Mapping[str, Provider], ledger: Ledger) -> Volu
                                       info.volume_type, info.price_per_month, info.volume_id))
         names = {v.name for v in listed}
         for record in records.values():
-            if record.provider == pname and record.active and record.name not in names:
-                _set(ledger, record.name, "deleted", "not-listed-by-provider")
+            if record.provider != pname or not record.active or record.name in names:
+                continue
+            if record.status in ("intent", "creating") and \
+                    time.time() - record.updated_at < CREATE_GRACE_S:
+                # a create may be in flight in another process: not settled yet, may bill
+                rows.append(VolumeRow(record.name, pname, "creating", record.size_gb,
+                                      record.data_center, record.volume_type,
+                                      record.price_per_month, record.volume_id))
+                continue
+            _set(ledger, record.name, "deleted", "not-listed-by-provider")
     for record in records.values():
         if record.active and record.provider not in asked:
             rows.append(VolumeRow(record.name, record.provider, "unknown", record.size_gb,

@@ -303,3 +303,36 @@ def test_the_emulator_keeps_the_specs_volume_rules(sandbox: Sandbox) -> None:
     billing = httpx.get(url + "/v2/billing/network-volumes", headers=headers, timeout=5).json()
     assert billing["records"][0]["networkVolumeId"] == vid
     assert billing["metadata"]["totals"]["highPerformanceAmount"] == 0.0
+
+
+@pytest.mark.parametrize("step", ["intent", "creating-not-sent", "creating-sent"])
+def test_a_crash_at_any_step_of_create_leaves_nothing_unseen(
+        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str], step: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `volume create` killed after writing its record, after marking it creating, or after
+    the provider created the volume but before the id was written: `volume ls` (and so status
+    and down) finds whatever bills, and settles what never came to exist."""
+    ledger = Ledger(tailpod_home)
+    with ledger.volume_transaction() as volumes:
+        volumes["tp-vol-crash"] = vol.VolumeRecord(
+            name="tp-vol-crash", provider="runpod", size_gb=10, data_center="SBX-LOCAL-1",
+            status="intent" if step == "intent" else "creating")
+    if step == "creating-sent":
+        created = httpx.post(sandbox.runpod_url + "/v2/network-volumes", timeout=5,
+                             headers={"Authorization": f"Bearer {sandbox.runpod_key}"},
+                             json={"name": "tp-vol-crash", "size": 10,
+                                   "dataCenter": "SBX-LOCAL-1"})
+        assert created.status_code == 201
+    runner = CliRunner()
+    fresh = json.loads(runner.invoke(app, ["volume", "ls", "--json"]).output)
+    if step == "creating-sent":
+        [row] = fresh["kept_on_purpose"]
+        assert row["volume_id"] == created.json()["id"]
+        assert Ledger(tailpod_home).volume("tp-vol-crash").status == "kept"  # type: ignore[union-attr]
+        return
+    # moments after the crash it may still be in flight: shown as possibly billing
+    assert [r["state"] for r in fresh["billing_by_mistake"]] == ["creating"]
+    monkeypatch.setattr(vol, "CREATE_GRACE_S", 0.0)  # later: settled as never created
+    later = json.loads(runner.invoke(app, ["volume", "ls", "--json"]).output)
+    assert later["kept_on_purpose"] == [] and later["billing_by_mistake"] == []
+    assert Ledger(tailpod_home).volume("tp-vol-crash").status == "deleted"  # type: ignore[union-attr]
