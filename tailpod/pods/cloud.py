@@ -222,6 +222,7 @@ def _spec(
     use_tailnet: bool,
     engine_port: int,
     ttl_at: float,
+    keep_caches: bool = False,
 ) -> PodSpec:
     from tailpod.pods import deadman_control as dm
     from tailpod.provision.tailnet.join import pod_env
@@ -248,7 +249,7 @@ def _spec(
         # The stage-0 dead-man guard runs from the first second: a laptop that dies before the
         # SSH bootstrap still cannot leave this pod billing past its TTL or heartbeat timeout.
         start_command=dm.guarded_start_command(
-            start_command(run_tag, settings.tailscale_tags),
+            start_command(run_tag, settings.tailscale_tags, keep_caches=keep_caches),
             settings.provider,
             ttl_at,
             dm.heartbeat_timeout_for(settings),
@@ -408,7 +409,8 @@ def up_cloud(
         check_tailnet_requirements(settings, allow_nonephemeral=allow_nonephemeral)
     run_tag = new_run_tag()
     ttl_at = time.time() + settings.ttl_hours * 3600
-    spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at)
+    spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at,
+                 keep_caches=bool(volume))
     mount = _mount_volume(settings, ledger, cfg, spec, volume, say) if volume else None
     say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
     record, info = up_remote(settings, ledger, spec)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tailpod.errors import ConfigError, ProviderError, TailpodError
+from tailpod.errors import BillingNotProven, ConfigError, ProviderError, TailpodError
 from tailpod.ledger import RUN_TAG_PREFIX, Ledger, VolumeRecord
 from tailpod.provision.base import DataCenterInfo, Provider, SupportsVolumes, VolumeInfo
 
@@ -347,8 +347,8 @@ def delete_volume_proven(provider: Provider, ledger: Ledger, name: str,
         if all(direct.values()) and not listed:
             break
         if time.monotonic() > deadline:
-            raise ProviderError(f"volume {short_name(tag)} is still listed by {provider.name} "
-                                "after delete; it may still bill",
+            raise BillingNotProven(f"volume {short_name(tag)} is still listed by "
+                                   f"{provider.name} after delete; it may still bill",
                                 hint=f"tailpod volume rm {short_name(tag)} again")
         time.sleep(0.2)
     billed = {vid: getattr(vp, "volume_billed", lambda _v: None)(vid) for vid in targets}

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
-from tailpod.pods.start_command import KEPT_ENV
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger
 from tailpod.pods.cloud import _mount_volume
+from tailpod.pods.start_command import KEPT_ENV, start_script
 from tailpod.provision import volumes as vol
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
@@ -98,5 +98,8 @@ def test_the_dead_man_and_the_engine_see_the_volume_only_as_caches() -> None:
     assert not any("volume" in path for routes in TERMINATE_ROUTES.values()
                    for _m, path, _b in routes)
     import re
-    kept = re.compile(f"^({KEPT_ENV})$")
+    line = next(x for x in start_script("tp-x", ["tag:t"], keep_caches=True).splitlines()
+                if x.startswith("env | grep -E"))
+    kept = re.compile("^(" + line.split("'^(")[1].split(")='")[0] + ")$")
     assert all(kept.match(name) for name in vol.CACHE_ENV_NAMES)
+    assert not any(re.match(f"^({KEPT_ENV})$", name) for name in vol.CACHE_ENV_NAMES)
