@@ -65,7 +65,12 @@ class SandboxVolume:
     deleted_at: float | None = None
 
     def rate(self) -> float:
-        return self.size_gb * RUNPOD_VOLUME_GB_MONTH[self.volume_type] / HOURS_PER_MONTH
+        if self.volume_type == "STANDARD":  # $0.07/GB/month for the first TB, $0.05 beyond
+            first = min(self.size_gb, 1024)
+            monthly = first * 0.07 + (self.size_gb - first) * 0.05
+        else:
+            monthly = self.size_gb * RUNPOD_VOLUME_GB_MONTH[self.volume_type]
+        return monthly / HOURS_PER_MONTH
 DEFAULT_VAST_KEY = "vast_sandbox_key_0001"
 
 

@@ -336,3 +336,37 @@ def test_a_crash_at_any_step_of_create_leaves_nothing_unseen(
     later = json.loads(runner.invoke(app, ["volume", "ls", "--json"]).output)
     assert later["kept_on_purpose"] == [] and later["billing_by_mistake"] == []
     assert Ledger(tailpod_home).volume("tp-vol-crash").status == "deleted"  # type: ignore[union-attr]
+
+
+def test_a_kept_volume_never_reads_as_a_pod_billing_on(
+        sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The account's spend rate includes storage (as the sandbox plays it; unverified at
+    RunPod): a 4 TB volume's ~$0.31/h, more than the proof's tolerance for an A40 pod (half its
+    rate), must be explained, or every pod's proof would fail."""
+    settings = settings_for(sandbox, tailpod_home)
+    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    ledger = Ledger(tailpod_home)
+    vol.create_volume_safely(provider, ledger, "big", 4096,
+                             vol.Placement("SBX-LOCAL-1", None, ["NVIDIA A40"]))
+    rate = next(r["rate_per_hr"] for r in sandbox.billing_now() if r["name"] == "tp-vol-big")
+    # the documented tiers: $0.07/GB/month for the first TB, $0.05 beyond
+    assert rate == pytest.approx((1024 * 0.07 + 3072 * 0.05) / SANDBOX_HOURS_PER_MONTH, abs=1e-5)
+
+    def one_pod() -> bool:
+        tag = new_run_tag()
+        spec = PodSpec(run_tag=tag, gpu_preference=["NVIDIA A40"], image="img",
+                       start_command=["sleep", "30"])
+        create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag, provider="runpod"),
+                          ttl_hours=1.0, policy=LifecyclePolicy.fast())
+        record = ledger.get(tag)
+        assert record is not None
+        try:
+            return teardown(provider, ledger, record, tailpod_home / "run" / tag,
+                            policy=LifecyclePolicy.fast()).proven
+        except Exception:
+            return False
+
+    assert one_pod()
+    # the check is not vacuous: with the volumes left unexplained, the same proof fails
+    monkeypatch.setattr(type(provider), "volumes_rate_per_hr", lambda self: 0.0)
+    assert not one_pod()
