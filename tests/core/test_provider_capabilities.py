@@ -27,6 +27,7 @@ EXPECTED = {
     "local": [],
     "runpod": ["account", "spend-rate", "container-log", "pod-scoped-termination", "volumes"],
     "vastai": ["account", "container-log", "pod-scoped-termination"],
+    "ssh": [],
 }
 
 
