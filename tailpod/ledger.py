@@ -154,6 +154,45 @@ def ended_at(record: PodRecord) -> float | None:
     return record.updated_at
 
 
+# A volume's life: `intent` before the create call, `creating` while it may exist unseen, `kept`
+# once the provider lists it (it bills until deleted), `deleting`, then `deleted` once the provider
+# no longer lists it. Every state but `deleted` may bill.
+VOLUME_ACTIVE_STATES = ("intent", "creating", "kept", "deleting", "failed")
+
+
+@dataclass
+class VolumeRecord:
+    """A storage volume tailpod asked for; `name` is its `tp-` name at the provider."""
+
+    name: str
+    provider: str
+    size_gb: int
+    data_center: str
+    volume_type: str | None = None
+    status: str = "intent"
+    volume_id: str | None = None
+    price_per_month: float | None = None
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    used_by: list[str] = field(default_factory=list)  # run tags that mounted it
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def active(self) -> bool:
+        return self.status in VOLUME_ACTIVE_STATES
+
+    def note(self, event: str, **data: Any) -> None:
+        self.events.append({"t": time.time(), "event": event, **data})
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> VolumeRecord:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
 class _Damaged(Exception):
     """A ledger file that exists but cannot be read back as a ledger."""
 
@@ -163,6 +202,7 @@ class _Snapshot:
     pods: dict[str, PodRecord]
     generation: int = 0
     recovery: list[dict[str, Any]] = field(default_factory=list)
+    volumes: dict[str, VolumeRecord] = field(default_factory=dict)
 
 
 class Ledger:
@@ -217,7 +257,9 @@ class Ledger:
             if any(rec.run_tag != tag for tag, rec in pods.items()):
                 raise ValueError("a record's run tag differs from its key")
             recovery = [dict(n) for n in raw.get("recovery", [])]
-            return _Snapshot(pods, int(raw.get("generation", 0)), recovery)
+            volumes = {str(n): VolumeRecord.from_json(rec)
+                       for n, rec in (raw.get("volumes") or {}).items()}
+            return _Snapshot(pods, int(raw.get("generation", 0)), recovery, volumes)
         except FileNotFoundError:
             return None
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -271,7 +313,8 @@ class Ledger:
         self._state.generation += 1
         payload = {"version": LEDGER_VERSION, "generation": self._state.generation,
                    "recovery": self._state.recovery,
-                   "pods": {t: r.to_json() for t, r in pods.items()}}
+                   "pods": {t: r.to_json() for t, r in pods.items()},
+                   "volumes": {n: v.to_json() for n, v in self._state.volumes.items()}}
         # The copy first: a crash between the two renames leaves two readable generations.
         for path in (self.last_good_path, self.path):
             self._write_file(path, payload)
@@ -303,6 +346,25 @@ class Ledger:
             pods = self._read()
             yield pods
             self._write(pods)
+
+    @contextlib.contextmanager
+    def volume_transaction(self) -> Iterator[dict[str, VolumeRecord]]:
+        """Read-modify-write of the volume records under the lock (kept apart from the pods, so
+        no pod path can mistake a volume for a pod and terminate or adopt it)."""
+        with self._locked():
+            pods = self._read()
+            yield self._state.volumes
+            self._write(pods)
+
+    def volumes(self) -> list[VolumeRecord]:
+        with self._locked():
+            self._read()
+            return sorted(self._state.volumes.values(), key=lambda v: v.created_at)
+
+    def volume(self, name: str) -> VolumeRecord | None:
+        with self._locked():
+            self._read()
+            return self._state.volumes.get(name)
 
     def pending_recovery(self) -> list[dict[str, Any]]:
         """Damage found and repaired that no provider check has settled yet (oldest first)."""

@@ -21,6 +21,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "tailpod.cli.check",
     "tailpod.cli.pods",
+    "tailpod.cli.volume",
     "tailpod.cli.benchmark",
     "tailpod.cli.matrix",
     "tailpod.cli.eval",

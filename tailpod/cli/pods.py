@@ -16,6 +16,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tailpod.cli import remote
+from tailpod.cli import volume as volume_cli
 from tailpod.cli.common import (
     console,
     err_console,
@@ -307,6 +308,11 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
 
 
+def vol_only_rows(report: Any) -> Any:
+    """The storage report without its provider errors (status reports those as unknown)."""
+    return type(report)(report.rows)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     @handle_errors
@@ -384,6 +390,9 @@ def register(app: typer.Typer) -> None:
         lane_mem_fraction: float = typer.Option(
             None, help="With --lanes on a GPU: each lane's --gpu-memory-utilization."
         ),
+        volume: str = typer.Option(
+            None, "--volume", help="A network volume (tailpod volume create) to mount: the pod "
+            "goes to its data center and keeps weights and compile caches on it."),
         json_out: bool = typer.Option(False, "--json", help="Print the ledger record as JSON."),
     ) -> None:
         """Start a pod and its serving engine, and record it in the ledger.
@@ -411,6 +420,8 @@ def register(app: typer.Typer) -> None:
         )
         check_provider(settings.provider)
         check_run_settings(settings)  # before preflight, the ledger or any rental
+        if volume and kind_for(settings.provider).engine_here:
+            raise ConfigError("--volume is for cloud pods", hint="--provider runpod")
         kind = kind_for(settings.provider)
         # The local CPU engine (vLLM) gets a small context and eager mode; llama.cpp on your own
         # GPU box is served like a rented GPU.
@@ -443,7 +454,7 @@ def register(app: typer.Typer) -> None:
             with requirements_on_refusal(settings.provider):
                 result = kind.up(settings, cfg, ledger, update, UpOptions(
                     allow_unpinned=allow_unpinned, allow_nonephemeral=allow_nonephemeral,
-                    use_tailnet=tailnet, keep_on_failure=keep_on_failure,
+                    use_tailnet=tailnet, keep_on_failure=keep_on_failure, volume=volume,
                 ))  # fmt: skip
             record = result.record
             warning = remote.fallback_warning(result.info) if result.info else None
@@ -501,6 +512,7 @@ def register(app: typer.Typer) -> None:
                 row["deadman"] = kind_for(record.provider).heartbeat(settings, record)
         with call_deadline(deadline):
             cloud = remote.remote_report(settings, ledger)
+            storage = volume_cli.down_storage(settings, ledger, None, delete_volumes=False)
         unknown = remote.unknown_line(cloud, ledger) if cloud else None
         gone = {g.run_tag: g for g in cloud.ghosts} if cloud else {}
         for row in rows:
@@ -509,8 +521,12 @@ def register(app: typer.Typer) -> None:
                 row["status"] = f"gone (ledger: {row['status']})"
                 row["gone"] = next((f for f in ghost.flags if f != "ghost"), None)
                 row["settle"] = ghost.settle
+        if storage and storage.errors and not unknown:
+            unknown = "; ".join(f"{n}: volumes could not be listed ({e})"
+                                for n, e in storage.errors.items())
         if json_out:
             print_json({"pods": rows, **({"cloud": cloud.to_json()} if cloud else {}),
+                        **({"storage": storage.to_json()} if storage else {}),
                         "unknown": unknown})
             if unknown:
                 err_console.print(f"[bold red]unknown:[/] {unknown}")
@@ -520,6 +536,8 @@ def register(app: typer.Typer) -> None:
             remote.print_remote(cloud)
             for line in flag_legend(cloud):
                 console.print(line, markup=False)
+        if storage and storage.rows:
+            volume_cli.print_storage(vol_only_rows(storage))
         if unknown:
             # Never reassure without evidence: no "nothing is running" after a provider failed.
             if rows:
@@ -527,7 +545,8 @@ def register(app: typer.Typer) -> None:
             err_console.print(f"[bold red]unknown:[/] {unknown}")
             raise typer.Exit(3)
         if not rows:
-            console.print("nothing is running")
+            console.print("no pod is running" if storage and storage.rows
+                          else "nothing is running")
             return
         console.print(pods_table(rows, console))
         for row in rows:
@@ -570,6 +589,9 @@ def register(app: typer.Typer) -> None:
             False, "--all", help="Every tailpod-tagged resource of the cloud accounts."
         ),
         expired: bool = typer.Option(False, "--expired", help="Every pod past its TTL."),
+        volumes: bool = typer.Option(
+            False, "--volumes", help="Also delete the volumes this run mounted (else they are "
+            "kept, and listed with what they bill)."),
         timeout: float = typer.Option(
             remote.DOWN_TIMEOUT_S, "--timeout", min=1.0,
             help="A wall-clock deadline over every provider call, connect and read included; "
@@ -585,9 +607,15 @@ def register(app: typer.Typer) -> None:
         policy = remote.down_policy(timeout)
         with call_deadline(policy.deadline):
             if all_tagged or expired:
-                return remote.down_many_cli(
-                    settings, ledger, expired_only=not all_tagged, json_out=json_out,
-                    policy=policy)
+                try:
+                    return remote.down_many_cli(
+                        settings, ledger, expired_only=not all_tagged, json_out=json_out,
+                        policy=policy)
+                finally:  # storage is listed, never deleted, by --all
+                    report = volume_cli.down_storage(settings, ledger, None,
+                                                     delete_volumes=False)
+                    if report and report.rows:
+                        volume_cli.print_storage(report, err=json_out)
             record = remote.record_or_provider_truth(settings, ledger, run_tag)
             if record.status == "terminated":
                 # The ledger's word is no evidence: the provider is asked again all the same.
@@ -598,5 +626,16 @@ def register(app: typer.Typer) -> None:
 
                 record = ledger.update(record.run_tag, event="lanes-stopped", extra={
                     **record.extra, "lanes_down": stop_lanes(settings, record)})
+            storage: list[Any] = []
+
+            def after(proof: Any) -> None:
+                storage.append(volume_cli.down_storage(settings, ledger, record.run_tag,
+                                                       delete_volumes=volumes, proof=proof))
+
             # Every provider, local included, goes through the same proven teardown.
-            remote.down_remote_cli(settings, ledger, record, json_out, policy=policy)
+            try:
+                remote.down_remote_cli(settings, ledger, record, json_out, policy=policy,
+                                       after=after)
+            finally:
+                if storage and storage[0] is not None and storage[0].rows:
+                    volume_cli.print_storage(storage[0], err=json_out)

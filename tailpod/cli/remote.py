@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from rich.table import Table
 
@@ -86,18 +88,24 @@ def _print_unproven(evidence: BillingEvidence) -> None:
 
 
 def down_remote_cli(settings: Settings, ledger: Ledger, record: PodRecord,
-                    json_out: bool, policy: LifecyclePolicy | None = None) -> None:
-    """Terminate a cloud pod, print the proof table; exit 3 unless billing is proven stopped."""
+                    json_out: bool, policy: LifecyclePolicy | None = None,
+                    after: Callable[[Path], None] | None = None) -> None:
+    """Terminate a cloud pod, print the proof table; exit 3 unless billing is proven stopped.
+    `after` sees the proof file before it is printed (volumes add the storage that bills)."""
     proof = run_dir_for(settings, record.run_tag) / PROOF_FILE
     try:
         evidence = down_remote(settings, ledger, record, policy=policy)
     except UnprovenTeardown as exc:
+        if after and exc.proof_path:
+            after(Path(exc.proof_path))
         if json_out and exc.proof_path:
             print_json(json.loads(exc.proof_path.read_text()))
         else:
             console.print(evidence_table(exc.evidence, f"down {record.run_tag}"))
             _print_unproven(exc.evidence)
         raise
+    if after:
+        after(proof)
     if json_out:
         print_json(json.loads(proof.read_text()))
         return

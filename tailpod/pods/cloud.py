@@ -222,6 +222,7 @@ def _spec(
     use_tailnet: bool,
     engine_port: int,
     ttl_at: float,
+    keep_caches: bool = False,
 ) -> PodSpec:
     from tailpod.pods import deadman_control as dm
     from tailpod.provision.tailnet.join import pod_env
@@ -248,7 +249,7 @@ def _spec(
         # The stage-0 dead-man guard runs from the first second: a laptop that dies before the
         # SSH bootstrap still cannot leave this pod billing past its TTL or heartbeat timeout.
         start_command=dm.guarded_start_command(
-            start_command(run_tag, settings.tailscale_tags),
+            start_command(run_tag, settings.tailscale_tags, keep_caches=keep_caches),
             settings.provider,
             ttl_at,
             dm.heartbeat_timeout_for(settings),
@@ -274,6 +275,54 @@ class PreflightRefused(ConfigError):
             hint="re-check with `tailpod check-requirements`",
         )
         self.report = report
+
+
+def _mount_volume(settings: Settings, ledger: Ledger, cfg: EngineConfig, spec: PodSpec,
+                  name: str, say: Say) -> Any:
+    """`up --volume`: the pod goes to the volume's data center with the GPU list filtered to it,
+    mounts the volume, and keeps the engine's caches there (compile caches under a key of engine
+    image, checkpoint and argv). Refused before anything is rented when the volume cannot serve."""
+    from tailpod.provision.providers import get_provider
+    from tailpod.provision.volumes import cache_env, compile_cache_key, prepare_mount
+
+    mount = prepare_mount(get_provider(settings.provider, settings), ledger, name,
+                          spec.gpu_preference)
+    if mount.dropped:
+        say(f"volume {name} is in {mount.data_center}, which has none of "
+            f"{', '.join(mount.dropped)}: GPUs tried are {', '.join(mount.gpus)}")
+    plan = get_adapter(cfg.engine).launch_plan(cfg, python=pod_python(settings))
+    revision = _hub_revision(settings, cfg.model, say)
+    key = compile_cache_key(cfg.engine, spec.image, cfg.model, revision, list(plan.argv))
+    spec.gpu_preference = list(mount.gpus)
+    spec.volume_id = mount.volume_id
+    spec.volume_mount_path = mount.mount_path
+    spec.data_center_ids = [mount.data_center]
+    spec.env.update(cache_env(mount.mount_path, key))
+    say(f"mounting volume {name} at {mount.mount_path} ({mount.data_center}); compile cache "
+        f"key {key}")
+    return mount
+
+
+def _hub_revision(settings: Settings, model: str, say: Say) -> str | None:
+    """The commit a Hub id resolves to now (one metadata call), for the compile-cache key; None
+    for a local directory or when the Hub cannot be asked (said)."""
+    from pathlib import Path
+
+    if Path(model).expanduser().exists() or model.count("/") != 1 or model.startswith((".", "/")):
+        return None
+    from tailpod.engines.checkpoint import HubSource
+
+    token = settings.hf_token.reveal() if settings.hf_token else None
+    try:
+        hub = HubSource(model, settings.hf_url, token, timeout=10.0)
+    except Exception as exc:  # the Hub's answer is not needed to rent; the key says less
+        say(f"could not resolve {model}'s revision ({exc.__class__.__name__}); the compile "
+            "cache is keyed by its name")
+        return None
+    try:
+        return hub.revision
+    finally:
+        hub.close()
 
 
 def check_before_renting(settings: Settings, cfg: EngineConfig) -> None:
@@ -342,6 +391,7 @@ def up_cloud(
     keep_on_failure: bool = False,
     image_gb: float | None = None,
     preflight: bool = True,
+    volume: str | None = None,
 ) -> tuple[PodRecord, PodInfo]:
     from tailpod.provision.lifecycle import down_remote, up_remote
 
@@ -359,9 +409,17 @@ def up_cloud(
         check_tailnet_requirements(settings, allow_nonephemeral=allow_nonephemeral)
     run_tag = new_run_tag()
     ttl_at = time.time() + settings.ttl_hours * 3600
-    spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at)
+    spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at,
+                 keep_caches=bool(volume))
+    mount = _mount_volume(settings, ledger, cfg, spec, volume, say) if volume else None
     say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
     record, info = up_remote(settings, ledger, spec)
+    if mount is not None:
+        from tailpod.provision.volumes import note_use
+
+        note_use(ledger, mount.tag, run_tag)
+        record = ledger.update(run_tag, event="volume-mounted",
+                               extra={**record.extra, "volume": mount.to_json()})
     current = record
 
     def step(event: str, **fields: Any) -> PodRecord:
@@ -395,6 +453,10 @@ def up_cloud(
         name = target.pin_name
         result = started.record
         arms = {cfg.spec.label(): started.ledger_arm()}
+        from tailpod.provision.volumes import cold_start
+
+        cold = cold_start(current.events, current.price_per_hr, time.time(),
+                          started.facts.facts, current.extra.get("volume"))
         final = step(
             "engine-healthy",
             status="running",
@@ -402,6 +464,7 @@ def up_cloud(
             endpoint=f"http://{name}:{cfg.port}",
             extra={**current.extra, "startup": started.facts.to_json(), "arms": arms,
                    "startup_s": result.get("startup_s"), "pod_state_dir": agent.state_dir,
+                   "cold_start": cold,
                    "machine": result.get("machine"),
                    "emulated": non_vendor_api_endpoint(settings) is not None,
                    "api_endpoint": non_vendor_api_endpoint(settings),

@@ -39,6 +39,7 @@ class CloudPods:
             settings, cfg, ledger, lambda line: progress(0.0, line),
             allow_unpinned=options.allow_unpinned, allow_nonephemeral=options.allow_nonephemeral,
             use_tailnet=options.use_tailnet, keep_on_failure=options.keep_on_failure,
+            volume=options.volume,
         )  # fmt: skip
         return UpResult(record, info)
 

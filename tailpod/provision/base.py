@@ -48,6 +48,11 @@ class PodSpec:
     disk_gb: int = 80
     ports: list[int] = field(default_factory=lambda: [22])
     ssh_public_key: str | None = None
+    # A network volume mounted at create (the only time a provider attaches one) and the data
+    # centers the pod may be placed in (the volume's own, when one is mounted).
+    volume_id: str | None = None
+    volume_mount_path: str | None = None
+    data_center_ids: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -177,11 +182,74 @@ class SupportsPodScopedTermination(abc.ABC):
     pod_termination: ClassVar[str]  # the provider's key in tailpod/agent/bootstrap/terminate.py
 
 
+@dataclass(frozen=True)
+class DataCenterInfo:
+    """One data center: the volume tiers it offers and each GPU's stock there (id -> level)."""
+
+    dc_id: str
+    name: str
+    volume_types: tuple[str, ...]
+    gpus: dict[str, str] = field(default_factory=dict)
+    gpu_names: dict[str, str] = field(default_factory=dict)  # id -> the catalog's short name
+
+
+@dataclass
+class VolumeInfo:
+    """A storage volume as the provider reports it; `price_per_month` None when unknown."""
+
+    volume_id: str
+    name: str
+    size_gb: int
+    data_center: str
+    volume_type: str | None
+    price_per_month: float | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class SupportsVolumes(abc.ABC):
+    """Storage that outlives a pod, attached at pod create only, billed until deleted.
+
+    The provider owns the facts: the size range, the tiers, the mount path, the price. A volume
+    is named with its `tp-` name so the orphan sweep finds it without the ledger; `volume_delete`
+    is idempotent (a volume already gone is success); `volume_get` answers None once it is gone.
+    """
+
+    volume_size_gb: ClassVar[tuple[int, int]]
+    volume_types: ClassVar[tuple[str, ...]]
+    volume_mount_path: ClassVar[str]
+
+    @abc.abstractmethod
+    def data_centers(self) -> list[DataCenterInfo]:
+        """Every data center with its volume tiers and GPU stock (one read)."""
+
+    @abc.abstractmethod
+    def volume_price_per_month(self, size_gb: int, volume_type: str | None) -> float | None:
+        """USD per month the volume costs while it exists; None when the provider publishes none."""
+
+    @abc.abstractmethod
+    def volume_create(self, name: str, size_gb: int, data_center: str,
+                      volume_type: str | None = None) -> VolumeInfo:
+        """Create one volume. On any error the caller looks the name up (it may exist)."""
+
+    @abc.abstractmethod
+    def volume_list(self) -> list[VolumeInfo]:
+        """Every volume of the account (tailpod's carry a `tp-` name)."""
+
+    @abc.abstractmethod
+    def volume_get(self, volume_id: str) -> VolumeInfo | None:
+        """The volume, or None once the provider says it is gone."""
+
+    @abc.abstractmethod
+    def volume_delete(self, volume_id: str) -> None:
+        """Delete it. Idempotent."""
+
+
 CAPABILITIES: dict[str, type] = {
     "account": SupportsAccount,
     "spend-rate": SupportsSpendRate,
     "container-log": SupportsContainerLog,
     "pod-scoped-termination": SupportsPodScopedTermination,
+    "volumes": SupportsVolumes,
 }
 
 

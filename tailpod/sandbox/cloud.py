@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 from tailpod.sandbox.faults import FaultPlan
 from tailpod.sandbox.meter import BillingMeter
 from tailpod.sandbox.model import (
+    HOURS_PER_MONTH,
     Account,
     RunPodGpuType,
     SandboxPod,
@@ -26,6 +28,49 @@ from tailpod.sandbox.model import (
 from tailpod.sandbox.podhost import PodHost, ProcessPodHost
 
 DEFAULT_RUNPOD_KEY = "rp_sandbox_key_0001"
+# The sandbox's own figures for RunPod network volumes: standard is the documented $0.07/GB/month
+# (runpod/docs storage/network-volumes.mdx); high-performance "varies by data center"
+# (storage/high-performance-storage.mdx), so its figure here is the sandbox's.
+RUNPOD_VOLUME_GB_MONTH = {"STANDARD": 0.07, "HIGH_PERFORMANCE": 0.14}
+
+
+def default_runpod_data_centers() -> list[dict[str, Any]]:
+    """Data centers shaped like v2 `DataCenter`: the volume tiers each offers and the GPU ids it
+    has (None: every GPU of the catalog). Pods with no data center named land in the first one
+    that has their GPU."""
+    return [
+        {"id": "SBX-LOCAL-1", "name": "Sandbox Local 1", "region": "NORTH_AMERICA",
+         "networkVolumeTypes": ["STANDARD", "HIGH_PERFORMANCE"], "gpus": None},
+        {"id": "EU-RO-1", "name": "Europe Romania 1", "region": "EUROPE",
+         "networkVolumeTypes": ["STANDARD"],
+         "gpus": ["NVIDIA GeForce RTX 4090", "NVIDIA A40", "NVIDIA RTX A6000"]},
+        {"id": "US-CA-2", "name": "US California 2", "region": "NORTH_AMERICA",
+         "networkVolumeTypes": [], "gpus": ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]},
+    ]
+
+
+@dataclasses.dataclass
+class SandboxVolume:
+    """A network volume: a directory under the sandbox's workdir that every pod mounting it
+    shares, on the meter from create to delete."""
+
+    volume_id: str
+    name: str
+    account: str
+    size_gb: int
+    data_center: str
+    volume_type: str
+    host_dir: Path
+    created_at: float = dataclasses.field(default_factory=time.time)
+    deleted_at: float | None = None
+
+    def rate(self) -> float:
+        if self.volume_type == "STANDARD":  # $0.07/GB/month for the first TB, $0.05 beyond
+            first = min(self.size_gb, 1024)
+            monthly = first * 0.07 + (self.size_gb - first) * 0.05
+        else:
+            monthly = self.size_gb * RUNPOD_VOLUME_GB_MONTH[self.volume_type]
+        return monthly / HOURS_PER_MONTH
 DEFAULT_VAST_KEY = "vast_sandbox_key_0001"
 
 
@@ -71,6 +116,8 @@ class SandboxCloud:
         }
         self.vast_offers: dict[int, VastOffer] = {o.offer_id: o for o in default_vast_offers()}
         self.pods: dict[str, SandboxPod] = {}  # key "provider:id"
+        self.runpod_data_centers: list[dict[str, Any]] = default_runpod_data_centers()
+        self.volumes: dict[str, SandboxVolume] = {}  # RunPod network volumes by id
         self._timers: dict[str, threading.Timer] = {}
         self._next_vast_id = 31000001
         # (provider, pod-scoped key) -> pod id: the keys providers inject into their pods
@@ -201,6 +248,64 @@ class SandboxCloud:
             timer.start()
         return pod
 
+    # -- network volumes (RunPod) ----------------------------------------------------------------
+    def data_center_gpus(self, dc: dict[str, Any]) -> list[str]:
+        return list(self.runpod_catalog) if dc.get("gpus") is None else list(dc["gpus"])
+
+    def create_volume(self, account: Account, name: str, size_gb: int, data_center: str,
+                      volume_type: str) -> SandboxVolume:
+        volume_id = secrets.token_hex(5)
+        host_dir = self.workdir / "volumes" / volume_id
+        host_dir.mkdir(parents=True, exist_ok=True)
+        volume = SandboxVolume(volume_id, name, account.name, size_gb, data_center, volume_type,
+                               host_dir)
+        with self.lock:
+            self.volumes[volume_id] = volume
+            self.meter.open("runpod", volume_id, name, account.name, volume.rate(),
+                            f"network volume {volume_type}")
+        return volume
+
+    def volumes_of(self, account: Account) -> list[SandboxVolume]:
+        with self.lock:
+            return [v for v in self.volumes.values()
+                    if v.account == account.name and v.deleted_at is None]
+
+    def resize_volume(self, volume: SandboxVolume, size_gb: int) -> None:
+        with self.lock:
+            volume.size_gb = size_gb
+            self.meter.set_rate("runpod", volume.volume_id, volume.rate(),
+                                f"network volume {volume.volume_type}")
+
+    def delete_volume(self, volume: SandboxVolume) -> None:
+        with self.lock:
+            volume.deleted_at = time.time()
+            self.meter.close("runpod", volume.volume_id)
+        shutil.rmtree(volume.host_dir, ignore_errors=True)
+
+    def volume_in_use(self, volume: SandboxVolume) -> bool:
+        with self.lock:
+            return any(p.status != "terminated" and p.meta.get("volume_id") == volume.volume_id
+                       for p in self.pods.values())
+
+    def _mount_volume(self, pod: SandboxPod) -> None:
+        """Stand in for the bind mount a container runtime would make: the pod's view of the
+        mount path is its directory's `<path>` link to the volume's directory, and every env
+        value under the mount path is rewritten to the host directory (a process pod shares the
+        host's root, so an absolute /workspace would be the host's)."""
+        volume = self.volumes.get(str(pod.meta.get("volume_id") or ""))
+        pod_dir = getattr(self.host, "pod_dir", None)
+        if volume is None or pod_dir is None:
+            return
+        mount = str(pod.meta.get("volume_path") or "/workspace").rstrip("/") or "/workspace"
+        link = Path(pod_dir(pod)) / mount.lstrip("/")
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            link.symlink_to(volume.host_dir, target_is_directory=True)
+        for key, value in list(pod.env.items()):
+            if value == mount or value.startswith(mount + "/"):
+                pod.env[key] = str(volume.host_dir) + value[len(mount):]
+        pod.env.setdefault("TAILPOD_SANDBOX_VOLUME_DIR", str(volume.host_dir))
+
     def _bring_up(self, key: str) -> None:
         with self.lock:
             pod = self.pods.get(key)
@@ -215,6 +320,7 @@ class SandboxCloud:
                     self.meter.set_rate(pod.provider, pod.pod_id, pod.running_rate(), "gpu+disk")
             if pod.provider == "vast":
                 self.meter.set_rate(pod.provider, pod.pod_id, pod.running_rate(), "gpu+disk")
+            self._mount_volume(pod)
         self.host.start(pod)
         if pod.status != "running":  # terminated or stopped while the container was starting
             self.host.stop(pod)
@@ -306,6 +412,10 @@ class SandboxCloud:
             pods = [p for p in self.pods.values() if p.status != "terminated"]
         for pod in pods:
             self.terminate(pod)
+        with self.lock:
+            volumes = [v for v in self.volumes.values() if v.deleted_at is None]
+        for volume in volumes:
+            self.delete_volume(volume)
         with self.lock:
             for pod in self.pods.values():
                 pod.visible_until = None

@@ -50,7 +50,9 @@ FAULT_KINDS = {
 
 HOLD_DEFAULT_S = 60.0
 
-OPERATIONS = {"create", "terminate", "list", "get", "search", "catalog", "user", "graphql", "any"}
+OPERATIONS = {"create", "terminate", "list", "get", "search", "catalog", "user", "graphql", "any",
+              # RunPod network volumes and the data-center catalog
+              "volume_create", "volume_list", "volume_get", "volume_delete", "datacenters"}
 
 
 @dataclass

@@ -176,6 +176,13 @@ class RunPodEmulator:
         r.add("GET", "/v2/catalog/gpus/{gpu_id}", self.catalog_one)
         r.add("GET", "/v2/catalog/cpus", self.cpu_catalog)
         r.add("GET", "/v2/billing/pods", self.billing)
+        r.add("GET", "/v2/network-volumes", self.list_volumes)
+        r.add("POST", "/v2/network-volumes", self.create_volume)
+        r.add("GET", "/v2/network-volumes/{volume_id}", self.get_volume)
+        r.add("PATCH", "/v2/network-volumes/{volume_id}", self.update_volume)
+        r.add("DELETE", "/v2/network-volumes/{volume_id}", self.delete_volume)
+        r.add("GET", "/v2/catalog/datacenters", self.data_centers)
+        r.add("GET", "/v2/billing/network-volumes", self.volume_billing)
         r.add("POST", "/graphql", self.graphql)
 
     # -- shared gates -----------------------------------------------------------------------------
@@ -280,7 +287,10 @@ class RunPodEmulator:
             "registry": None,
             "status": status,
             "actions": actions,
-            "mounts": {"persistent": {"size": pod.volume_gb, "path": "/workspace"}}
+            "mounts": {"network": [{"volumeId": pod.meta["volume_id"],
+                                    "path": pod.meta.get("volume_path")}]}
+            if pod.meta.get("volume_id") else
+            {"persistent": {"size": pod.volume_gb, "path": "/workspace"}}
             if pod.volume_gb else {},
             "gpu": {"id": pod.gpu_type, "count": pod.gpu_count},
             "cloud": pod.cloud,
@@ -482,7 +492,16 @@ class RunPodEmulator:
         mounts = body.get("mounts") or {}
         if isinstance(mounts, dict) and isinstance(mounts.get("persistent"), dict):
             volume = int(mounts["persistent"].get("size") or 0)
+        network, refused = self._network_mount(mounts, cloud)
+        if refused is not None:
+            return refused, {}
+        dcs = body.get("dataCenterIds")
+        if dcs is not None and (not isinstance(dcs, list)
+                                or not all(isinstance(d, str) and d for d in dcs)):
+            return problem(422, "Request validation failed.",
+                           ["$.dataCenterIds: value must be an array of strings"]), {}
         return None, {
+            "network": network, "data_centers": list(dcs or []),
             "name": name, "gpu": gpu["id"] if gpu else "", "count": (gpu or {}).get("count", 1),
             "cpu": dict(cpu) if isinstance(cpu, dict) else None,
             "image": body.get("image"),
@@ -518,10 +537,244 @@ class RunPodEmulator:
             "capacity", "runpod", "create", gpu=gpu_type.gpu_id
         ):
             return problem(400, CAPACITY_DETAIL)
+        placed = self._place(account, gpu_type.gpu_id, spec["data_centers"], spec["network"])
+        if isinstance(placed, Response):
+            return placed
         pod = self._new_pod(account, gpu_type, spec["count"], rate, spec["name"], spec["image"],
                             spec["args"], spec["env"], spec["ports"], spec["disk"], spec["cloud"],
                             spec["volume"])
+        pod.data_center = placed
+        if spec["network"]:
+            pod.meta["volume_id"] = spec["network"]["volumeId"]
+            pod.meta["volume_path"] = spec["network"]["path"]
         return self._created(pod, Response(201, None, dict(RATE_HEADERS)))
+
+    # -- network volumes --------------------------------------------------------------------------
+    def _network_mount(self, mounts: Any, cloud: str) -> tuple[dict[str, str] | None,
+                                                                Response | None]:
+        """`Mounts.network` (`maxItems` 1, NetworkMount `{volumeId, path}` both required,
+        `additionalProperties: false`); `persistent` and `network` are exclusive (400)."""
+        if not isinstance(mounts, dict) or mounts.get("network") is None:
+            return None, None
+        network = mounts["network"]
+        if mounts.get("persistent") is not None:
+            return None, problem(400, "mounts.persistent and mounts.network are mutually "
+                                      "exclusive")
+        if not isinstance(network, list) or len(network) > 1:
+            return None, problem(422, "Request validation failed.",
+                                 ["$.mounts.network: must be an array of at most 1 item"])
+        if not network:
+            return None, None
+        entry = network[0]
+        if not isinstance(entry, dict):
+            return None, problem(422, "Request validation failed.",
+                                 ["$.mounts.network[0]: value must be an object"])
+        extra = sorted(set(entry) - {"volumeId", "path"})
+        if extra:
+            return None, problem(400, "Request validation failed.",
+                                 [f"$.mounts.network[0]: additional properties '{k}' not allowed"
+                                  for k in extra])
+        if not all(isinstance(entry.get(k), str) and entry.get(k) for k in ("volumeId", "path")):
+            return None, problem(422, "Request validation failed.",
+                                 ["$.mounts.network[0]: volumeId and path are required strings"])
+        if cloud != "SECURE":
+            return None, problem(400, "network volumes are only available in Secure Cloud")
+        return {"volumeId": entry["volumeId"], "path": entry["path"]}, None
+
+    def _place(self, account: Account, gpu_id: str, wanted: list[str],
+               network: dict[str, str] | None) -> str | Response:
+        """The data center a pod lands in: the volume's own when one is mounted (it must be in
+        `dataCenterIds` when those are given), else the first wanted one with the GPU."""
+        dcs = self.cloud.runpod_data_centers
+        if network:
+            volume = next((v for v in self.cloud.volumes_of(account)
+                           if v.volume_id == network["volumeId"]), None)
+            if volume is None:
+                return problem(400, f"network volume {network['volumeId']} not found")
+            if wanted and volume.data_center not in wanted:
+                return problem(400, f"network volume {volume.volume_id} is in "
+                                    f"{volume.data_center}, not in dataCenterIds")
+            wanted = [volume.data_center]
+        for dc in dcs:
+            if (not wanted or dc["id"] in wanted) and gpu_id in self.cloud.data_center_gpus(dc):
+                return str(dc["id"])
+        if wanted and not any(dc["id"] in wanted for dc in dcs):
+            return problem(400, f"unknown data center(s): {', '.join(wanted)}")
+        return problem(400, CAPACITY_DETAIL)
+
+    def volume_json(self, volume: Any) -> dict[str, Any]:
+        return {"id": volume.volume_id, "name": volume.name, "size": volume.size_gb,
+                "dataCenter": volume.data_center, "type": volume.volume_type}
+
+    def _account_volume(self, req: Request, account: Account) -> Any:
+        return next((v for v in self.cloud.volumes_of(account)
+                     if v.volume_id == req.params["volume_id"]), None)
+
+    def list_volumes(self, req: Request) -> Response:
+        account = self._gate(req, "volume_list")
+        if isinstance(account, Response):
+            return account
+        rows = [self.volume_json(v) for v in self.cloud.volumes_of(account)]
+        return Response(200, {"networkVolumes": rows}, dict(RATE_HEADERS))
+
+    def get_volume(self, req: Request) -> Response:
+        account = self._gate(req, "volume_get")
+        if isinstance(account, Response):
+            return account
+        volume = self._account_volume(req, account)
+        if volume is None:
+            return problem(404, "network volume not found")
+        return Response(200, self.volume_json(volume), dict(RATE_HEADERS))
+
+    @staticmethod
+    def _size_error(size: Any) -> str | None:
+        if not isinstance(size, int) or isinstance(size, bool) or not 10 <= size <= 4096:
+            return "$.size: value must be an integer between 10 and 4096"
+        return None
+
+    def create_volume(self, req: Request) -> Response:
+        """`CreateNetworkVolumeRequest` `{name, size, dataCenter, type?}`,
+        `additionalProperties: false`; the tier must be one the data center offers."""
+        account = self._gate(req, "volume_create")
+        if isinstance(account, Response):
+            return account
+        try:
+            body = req.json()
+        except ValueError:
+            return problem(400, "request body is not valid JSON")
+        if not isinstance(body, dict):
+            return problem(422, "Request validation failed.", ["$: value must be an object"])
+        extra = sorted(set(body) - {"name", "size", "dataCenter", "type"})
+        if extra:
+            return problem(400, "Request validation failed.",
+                           [f"$: additional properties '{k}' not allowed" for k in extra])
+        errors = [e for e in (self._size_error(body.get("size")),) if e]
+        for key in ("name", "dataCenter"):
+            if not isinstance(body.get(key), str) or not body.get(key):
+                errors.append(f"$.{key}: value must be a non-empty string")
+        if body.get("type") is not None and body["type"] not in ("STANDARD", "HIGH_PERFORMANCE"):
+            errors.append("$.type: value must be one of 'STANDARD', 'HIGH_PERFORMANCE'")
+        if errors:
+            return problem(422, "Request validation failed.", errors)
+        dc = next((d for d in self.cloud.runpod_data_centers if d["id"] == body["dataCenter"]),
+                  None)
+        if dc is None:
+            return problem(400, f"unknown data center {body['dataCenter']}")
+        tiers = list(dc["networkVolumeTypes"])
+        vtype = body.get("type") or (tiers[0] if tiers else None)
+        if vtype is None or vtype not in tiers:
+            return problem(400, f"data center {dc['id']} does not offer "
+                                f"{vtype or 'network volumes'}")
+        if self.cloud.balance(account) <= 0:
+            return problem(402, "insufficient balance")
+        volume = self.cloud.create_volume(account, body["name"], body["size"], dc["id"], vtype)
+        fault = self.cloud.faults.take("error_after_create", "runpod", "volume_create")
+        if fault:
+            return problem(fault.status if fault.status >= 500 else 500,
+                           "create network volume: failed to read back the created volume")
+        return Response(201, self.volume_json(volume), dict(RATE_HEADERS))
+
+    def update_volume(self, req: Request) -> Response:
+        """`UpdateNetworkVolumeRequest` `{name?, size?}`, at least one; size may only grow."""
+        account = self._gate(req, "volume_get")
+        if isinstance(account, Response):
+            return account
+        try:
+            body = req.json()
+        except ValueError:
+            return problem(400, "request body is not valid JSON")
+        if not isinstance(body, dict) or not body:
+            return problem(422, "Request validation failed.", ["$: at least one field"])
+        extra = sorted(set(body) - {"name", "size"})
+        if extra:
+            return problem(400, "Request validation failed.",
+                           [f"$: additional properties '{k}' not allowed" for k in extra])
+        volume = self._account_volume(req, account)
+        if volume is None:
+            return problem(404, "network volume not found")
+        if "size" in body:
+            error = self._size_error(body["size"])
+            if error:
+                return problem(422, "Request validation failed.", [error])
+            if body["size"] < volume.size_gb:
+                return problem(400, "network volume storage cannot be reduced")
+            self.cloud.resize_volume(volume, body["size"])
+        if "name" in body:
+            if not isinstance(body["name"], str) or not body["name"]:
+                return problem(422, "Request validation failed.",
+                               ["$.name: value must be a non-empty string"])
+            volume.name = body["name"]
+        return Response(200, self.volume_json(volume), dict(RATE_HEADERS))
+
+    def delete_volume(self, req: Request) -> Response:
+        account = self._gate(req, "volume_delete")
+        if isinstance(account, Response):
+            return account
+        volume = self._account_volume(req, account)
+        if volume is None:
+            return problem(404, "network volume not found")
+        if self.cloud.volume_in_use(volume):
+            # [unverified] the spec does not say what deleting a mounted volume does
+            return problem(400, "network volume is attached to a pod")
+        self.cloud.delete_volume(volume)
+        return Response(204, None, dict(RATE_HEADERS))
+
+    def data_centers(self, req: Request) -> Response:
+        """`GET /v2/catalog/datacenters` (listDataCenters); `include=GPU_AVAILABILITY` adds
+        `gpuAvailability`, `networkVolumeTypes` filters with AND semantics."""
+        account = self._gate(req, "datacenters")
+        if isinstance(account, Response):
+            return account
+        include = {p for p in (req.q("include") or "").upper().split(",") if p}
+        if include - {"GPU_AVAILABILITY", "CPU_AVAILABILITY"}:
+            return problem(422, "Request validation failed.",
+                           ["include: values must be GPU_AVAILABILITY, CPU_AVAILABILITY"])
+        need = {t for t in (req.q("networkVolumeTypes") or "").upper().split(",") if t}
+        rows = []
+        for dc in self.cloud.runpod_data_centers:
+            if not need <= set(dc["networkVolumeTypes"]):
+                continue
+            row: dict[str, Any] = {"id": dc["id"], "name": dc["name"], "region": dc["region"],
+                                   "globalNetwork": False,
+                                   "networkVolumeTypes": list(dc["networkVolumeTypes"]),
+                                   "compliance": []}
+            gpus = self.cloud.data_center_gpus(dc)
+            if "GPU_AVAILABILITY" in include and gpus:
+                row["gpuAvailability"] = [
+                    {"id": g, "name": self.cloud.runpod_catalog[g].name,
+                     "availability": self.cloud.runpod_catalog[g].stock}
+                    for g in gpus if g in self.cloud.runpod_catalog]
+            rows.append(row)
+        return Response(200, {"dataCenters": rows}, dict(RATE_HEADERS))
+
+    def volume_billing(self, req: Request) -> Response:
+        """`GET /v2/billing/network-volumes`: one record per volume (one bucket from its
+        creation), `standardAmount` / `highPerformanceAmount` split by its tier."""
+        account = self._gate(req, "volume_list")
+        if isinstance(account, Response):
+            return account
+        wanted = req.q("networkVolumeId")
+        now = time.time()
+        with self.cloud.lock:
+            volumes = [v for v in self.cloud.volumes.values() if v.account == account.name
+                       and (wanted is None or v.volume_id == wanted)]
+        records = []
+        for v in volumes:
+            total = round(self.cloud.meter.accrued("runpod", v.volume_id), 8)
+            hp = v.volume_type == "HIGH_PERFORMANCE"
+            records.append({"startTime": rfc3339(v.created_at),
+                            "endTime": rfc3339(v.deleted_at or now),
+                            "networkVolumeId": v.volume_id, "totalAmount": total,
+                            "standardAmount": 0.0 if hp else total,
+                            "highPerformanceAmount": total if hp else 0.0})
+        totals = {k: round(sum(r[k] for r in records), 8)  # type: ignore[misc]
+                  for k in ("totalAmount", "standardAmount", "highPerformanceAmount")}
+        metadata = {"query": {"startTime": records[0]["startTime"] if records else rfc3339(now),
+                              "endTime": rfc3339(now), "bucketSize": req.q("bucketSize") or "day",
+                              "networkVolumeId": wanted},
+                    "recordCount": len(records), "uniqueNetworkVolumeCount": len(records),
+                    "totals": totals}
+        return Response(200, {"records": records, "metadata": metadata}, dict(RATE_HEADERS))
 
     def _create_cpu_pod(self, account: Account, spec: dict[str, Any]) -> Response:
         """A CPU pod (`cpu: {id, vcpuCount}`): priced per vCPU (`CpuType.price.securePerVcpu`

@@ -34,6 +34,13 @@ RUNPOD = {
         "pod_action": ("POST", "/v2/pods/{id}/action"),
         "catalog_gpus": ("GET", "/v2/catalog/gpus"),
         "billing_pods": ("GET", "/v2/billing/pods"),
+        "list_network_volumes": ("GET", "/v2/network-volumes"),
+        "create_network_volume": ("POST", "/v2/network-volumes"),
+        "get_network_volume": ("GET", "/v2/network-volumes/{id}"),
+        "update_network_volume": ("PATCH", "/v2/network-volumes/{id}"),
+        "delete_network_volume": ("DELETE", "/v2/network-volumes/{id}"),
+        "catalog_datacenters": ("GET", "/v2/catalog/datacenters"),
+        "billing_network_volumes": ("GET", "/v2/billing/network-volumes"),
     },
 }
 VAST = {

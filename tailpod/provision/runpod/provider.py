@@ -41,6 +41,7 @@ from tailpod.provision.base import (
     SupportsSpendRate,
 )
 from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
+from tailpod.provision.runpod.volumes import RunPodVolumes
 from tailpod.secrets import redact, reveal_env
 
 STATUS_MAP = {
@@ -146,7 +147,7 @@ def parse_log_events(text: str) -> list[str]:
 
 
 class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsContainerLog,
-                     SupportsPodScopedTermination):
+                     SupportsPodScopedTermination, RunPodVolumes):
     name = "runpod"
     key_setting = "runpod_api_key"
     url_setting = "runpod_url"
@@ -251,6 +252,12 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         }
         if spec.start_command:
             body["args"] = start_command_args(spec.start_command)
+        if spec.volume_id:  # attached at create only, in the volume's own data center
+            body["mounts"] = {"network": [{"volumeId": spec.volume_id,
+                                           "path": spec.volume_mount_path or
+                                           self.volume_mount_path}]}
+        if spec.data_center_ids:
+            body["dataCenterIds"] = list(spec.data_center_ids)
         return body
 
     def _create_one(self, spec: PodSpec, gpu_id: str, reasons: list[str]) -> str | None:
@@ -598,6 +605,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
                                      "no pod id was ever recorded; the tag listing is the proof"))
 
         others_rate = sum(stated_rate(p) for p in everything if p.detail.get("name") != run_tag)
+        others_rate += self.volumes_rate_per_hr()  # storage kept on purpose bills account-wide
         rate = price_per_hr or 0.0
         tolerance = max(0.5 * rate, 0.005)
         spend: float | None = None
