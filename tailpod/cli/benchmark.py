@@ -235,7 +235,7 @@ def register(app: typer.Typer) -> None:
         ),
         serve_tax: bool = typer.Option(
             False,
-            "--serve-tax",
+            "--serve-tax/--no-serve-tax",
             help="Also measure each arm's bare engine decode (vLLM's offline LLM API) at the same "
             "prompts, output length and concurrency, for the report's bare-vs-served table; "
             "costs one more engine start per arm (vLLM).",

@@ -79,14 +79,15 @@ def register(app: typer.Typer) -> None:
         context_length: int = typer.Option(4096, help="Context length the KV cache must hold "
                                                       "for one request."),
         allow_unpinned: bool = typer.Option(
-            False, "--allow-unpinned", help="Accept an image tag that moves (latest, nightly, ...)."
+            False, "--allow-unpinned/--no-allow-unpinned", help="Accept an image tag that moves (latest, nightly, ...)."
         ),
         allow_nonephemeral: bool = typer.Option(
-            False, "--allow-nonephemeral", help="Accept a Tailscale auth key that is not ephemeral."
+            False, "--allow-nonephemeral/--no-allow-nonephemeral",
+            help="Accept a Tailscale auth key that is not ephemeral."
         ),
         json_out: bool = typer.Option(False, "--json", help="Print the results as JSON."),
         live: bool = typer.Option(
-            False, "--live", help="RunPod first contact: rent the cheapest CPU pod (cents) with "
+            False, "--live/--no-live", help="RunPod first contact: rent the cheapest CPU pod (cents) with "
                                   "this image to verify the start form, the pod key's self-kill "
                                   "and the meter delay; the pod is proven down."),
     ) -> None:
