@@ -36,6 +36,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "tailpod.cli.check",
     "tailpod.cli.pods",
+    "tailpod.cli.gpus",
     "tailpod.cli.benchmark",
     "tailpod.cli.matrix",
     "tailpod.cli.eval",
