@@ -45,7 +45,7 @@ COMMAND_MODULES = [
     "tailpod.cli.results",
     "tailpod.cli.decide",
     "tailpod.cli.ssh",
-    "tailpod.cli.engine_tools",
+    "tailpod.cli.engine_tools",  # also `logs` (cli/logs.py)
     "tailpod.cli.sandbox",
 ]
 
