@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import typer
@@ -30,8 +32,12 @@ def ledger_for(settings: Settings) -> Ledger:
     return Ledger(settings.state_dir)
 
 
+_json_state = threading.local()  # documents printed by the command now running
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(redact(json.dumps(data, indent=2, default=str)) + "\n")
+    _json_state.printed = getattr(_json_state, "printed", 0) + 1
 
 
 def fail(exc: TailpodError) -> typer.Exit:
@@ -41,16 +47,56 @@ def fail(exc: TailpodError) -> typer.Exit:
     return typer.Exit(code=exc.exit_code)
 
 
+def error_document(kind: str, message: str, hint: str | None, exit_code: int) -> dict[str, Any]:
+    """What stdout holds under --json when the command failed before printing its document."""
+    return {"ok": False, "error": {"kind": kind, "message": redact(message),
+                                   "hint": redact(hint) if hint else None,
+                                   "exit_code": exit_code}}
+
+
+@contextmanager
+def stdout_for_json(enabled: bool) -> Iterator[None]:
+    """Under --json, stdout carries one JSON document and nothing else: every console line
+    (progress, steps, tables) goes to stderr meanwhile."""
+    if not enabled:
+        yield
+        return
+    before = console._file  # noqa: SLF001 (None: the console follows sys.stdout)
+    console.file = sys.stderr
+    try:
+        yield
+    finally:
+        console._file = before  # noqa: SLF001
+
+
+def _wants_json(kwargs: dict[str, Any]) -> bool:
+    return bool(kwargs.get("json_out") or kwargs.get("as_json"))
+
+
 def handle_errors(fn: F) -> F:
-    """Turn TailpodError into one clear line and its exit code; Ctrl-C into exit 130."""
+    """Turn TailpodError into one clear line and its exit code; Ctrl-C into exit 130.
+
+    Under --json (a `json_out` or `as_json` parameter that is true) the console writes to
+    stderr, and a failure before the command printed its document also prints a JSON error
+    object on stdout (`{"ok": false, "error": {...}}`), so stdout always parses."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = _wants_json(kwargs)
+        _json_state.printed = 0
+
+        def json_error(kind: str, message: str, hint: str | None, code: int) -> None:
+            if as_json and not getattr(_json_state, "printed", 0):
+                print_json(error_document(kind, message, hint, code))
+
         try:
-            return fn(*args, **kwargs)
+            with stdout_for_json(as_json):
+                return fn(*args, **kwargs)
         except TailpodError as exc:
+            json_error(type(exc).__name__, exc.message, exc.hint, exc.exit_code)
             raise fail(exc) from None
         except KeyboardInterrupt:
+            json_error("Interrupted", "interrupted", None, 130)
             err_console.print("interrupted")
             raise typer.Exit(code=130) from None
 
