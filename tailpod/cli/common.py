@@ -101,3 +101,54 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(code=130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+MIN_WRAP_WIDTH = 24  # a wrapping column narrower than this reads as a word per line
+
+
+def table_or_blocks(out: Console, title: str, columns: list[str], rows: list[list[Any]],
+                    *, wrap: tuple[str, ...] = (), key: str | None = None) -> Any:
+    """One table when every cell fits whole at the console's width, else a block per row.
+
+    Columns not in `wrap` never wrap; the table is used only when they keep their whole width
+    and each `wrap` column still gets MIN_WRAP_WIDTH (and at least its longest word). Otherwise
+    each row becomes a block titled by its `key` column (default: the first), with one
+    `column  value` line per other column, the values wrapping at spaces — so a run tag, a
+    price or a flag is never cut to `tp-2…`."""
+    from rich.console import Group
+    from rich.measure import Measurement
+    from rich.table import Table
+    from rich.text import Text
+
+    key = key or columns[0]
+    table = Table(title=title)
+    for col in columns:
+        if col in wrap:
+            table.add_column(col, overflow="fold", min_width=MIN_WRAP_WIDTH)
+        else:
+            table.add_column(col, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    measure = Measurement.get(out, out.options.update_width(10_000), table)
+    if (measure.maximum if not wrap else measure.minimum) <= out.width:
+        return table
+    blocks: list[Any] = []
+    at = columns.index(key)
+    for row in rows:
+        block = Table(show_header=False, box=None, padding=(0, 1), pad_edge=False)
+        block.add_column(style="bold", no_wrap=True)
+        block.add_column(overflow="fold")
+        for col, value in zip(columns, row, strict=True):
+            if col != key and _plain(value) not in ("", "-"):
+                block.add_row(col, value)
+        blocks.append(Text(f"{title}: {_plain(row[at])}", style="bold", overflow="fold"))
+        blocks.append(block)
+    return Group(*blocks)
+
+
+def _plain(value: Any) -> str:
+    from rich.text import Text
+
+    if isinstance(value, Text):
+        return value.plain
+    return Text.from_markup(str(value)).plain

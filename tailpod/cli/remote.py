@@ -142,31 +142,71 @@ def remote_report(settings: Settings, ledger: Ledger) -> StatusReport | None:
         return StatusReport(rows=[], errors=[exc.message], checked_at=time.time())
 
 
-def remote_table(report: StatusReport) -> Table:
-    table = Table(title="cloud pods (provider truth)")
-    for col in ("run tag", "provider", "pod", "ledger", "provider says", "GPU", "$/hr",
-                "uptime", "spent", "flags"):
-        table.add_column(col)
+REMOTE_COLUMNS = ["run tag", "provider", "pod", "ledger", "provider says", "GPU", "$/hr",
+                  "uptime", "spent", "flags"]
+REMOTE_TITLE = "cloud pods (provider truth)"
+
+# What each flag of the provider table means, and what settles it (printed under the table for
+# the flags it shows).
+FLAG_LEGEND: dict[str, str] = {
+    "ghost": "the ledger says it runs but the provider has no such pod: nothing bills for it; "
+             "`tailpod down TAG` settles the ledger",
+    "orphan": "a tailpod-tagged pod the ledger does not know: it bills outside tailpod's "
+              "records; `tailpod down --all` kills it",
+    "interrupted": "the tailpod process that was running a step on it is gone (Ctrl-C, a "
+                   "crash): `tailpod down TAG` settles it",
+    "expired": "past its TTL: `tailpod down --expired`",
+    "provider unreachable": "the provider did not answer, so whether it bills is unknown",
+}
+
+
+def remote_rows(report: StatusReport) -> list[list[str]]:
+    rows = []
     for r in report.rows:
         flags = ", ".join(r.flags)
         if r.fallback_from:
             flags = ", ".join(filter(None, [flags, f"fell back from {r.fallback_from}"]))
-        table.add_row(
+        rows.append([
             r.run_tag, r.provider, r.pod_id or "-", r.ledger_status or "[red]not in ledger[/]",
             r.provider_state or "-", r.gpu or "-",
             "-" if r.price_per_hr is None else f"{r.price_per_hr:.3f}",
             "-" if r.uptime_s is None else f"{r.uptime_s / 60:.1f} min",
             "-" if r.spend_usd is None else f"${r.spend_usd:.4f}",
             f"[red]{flags}[/]" if flags else "",
-        )
+        ])
+    return rows
+
+
+def remote_table(report: StatusReport) -> Table:
+    table = Table(title=REMOTE_TITLE)
+    for col in REMOTE_COLUMNS:
+        table.add_column(col)
+    for row in remote_rows(report):
+        table.add_row(*row)
     return table
+
+
+def flag_legend(report: StatusReport) -> list[str]:
+    """`flag: meaning` for each kind of flag the table shows."""
+    shown: list[str] = []
+    for r in report.rows:
+        for flag in r.flags:
+            name = "interrupted" if flag.startswith("interrupted") else flag
+            if name in FLAG_LEGEND and name not in shown:
+                shown.append(name)
+    return [f"{name}: {FLAG_LEGEND[name]}" for name in shown]
 
 
 def print_remote(report: StatusReport) -> None:
     for line in report.ledger_notices:
         console.print(f"[bold yellow]ledger:[/] {line}")
     if report.rows:
-        console.print(remote_table(report))
+        from tailpod.cli.common import table_or_blocks
+
+        console.print(table_or_blocks(console, REMOTE_TITLE, REMOTE_COLUMNS,
+                                      remote_rows(report)))
+        for line in flag_legend(report):
+            console.print(f"  {line}", markup=False)
     for row in report.rows:
         if row.settle and any(f.startswith("interrupted") for f in row.flags):
             console.print(f"[bold red]{row.run_tag}: {', '.join(row.flags)}[/] ({row.owner} is "
