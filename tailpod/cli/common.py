@@ -152,3 +152,53 @@ def _plain(value: Any) -> str:
     if isinstance(value, Text):
         return value.plain
     return Text.from_markup(str(value)).plain
+
+
+def step_say(what: str) -> Callable[[float, str], None]:
+    """A progress callback for a console that is not a terminal (a log, a pipe, CI): one plain
+    line per new step on stderr, with the seconds since the start, instead of a spinner that
+    leaves nothing behind."""
+    import time
+
+    started = time.monotonic()
+    last = [""]
+    err_console.print(f"[{0:>4.0f} s] {what}", markup=False, highlight=False)
+
+    def update(elapsed: float, line: str) -> None:
+        text = redact(" ".join(str(line).split()))
+        if not text or text == last[0]:
+            return
+        last[0] = text
+        err_console.print(f"[{time.monotonic() - started:>4.0f} s] {text}", markup=False,
+                          highlight=False, soft_wrap=True)
+
+    return update
+
+
+class StepLedger(Ledger):
+    """The ledger `up` writes through, saying on stderr what the provider gave as soon as the
+    ledger holds it: the pod id, the GPU rented and its price (so a failed `up` without a
+    terminal still leaves a record of what was rented). Every write goes through
+    `transaction`, so that is where the change is seen."""
+
+    FIELDS = (("pod_id", "pod id"), ("gpu", "GPU"), ("price_per_hr", "price"))
+
+    def __init__(self, state_dir: Any, say: Callable[[str], None] | None = None) -> None:
+        super().__init__(state_dir)
+        self._say = say or (lambda text: err_console.print(text, markup=False, highlight=False,
+                                                           soft_wrap=True))
+
+    @contextmanager
+    def transaction(self) -> Iterator[dict[str, Any]]:
+        with super().transaction() as pods:
+            before = {tag: tuple(getattr(r, k) for k, _ in self.FIELDS)
+                      for tag, r in pods.items()}
+            yield pods
+        for tag, record in pods.items():
+            old = before.get(tag, (None,) * len(self.FIELDS))
+            for (key, label), was in zip(self.FIELDS, old, strict=True):
+                value = getattr(record, key)
+                if value is None or value == was:
+                    continue
+                shown = f"${value:.3f}/h" if key == "price_per_hr" else str(value)
+                self._say(f"{tag}: {label} {shown} ({record.provider})")
