@@ -126,11 +126,20 @@ def usd(value: float, _pos: Any = None) -> str:
 
 
 def dollar_axis(ax: Axes) -> None:
-    """Plain-decimal dollar labels on the y axis, log scale included (major ticks only)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    """Plain-decimal dollar labels on the y axis. On a log axis the minor ticks are labelled
+    too, thinned the way matplotlib thins them, so a range under one decade still has labels."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
 
-    ax.yaxis.set_major_formatter(FuncFormatter(usd))
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    if ax.get_yscale() != "log":
+        ax.yaxis.set_major_formatter(FuncFormatter(usd))
+        return
+
+    class PlainDollars(LogFormatter):
+        def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+            return usd(x)
+
+    ax.yaxis.set_major_formatter(PlainDollars(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(PlainDollars(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
 
 
 def _log2_x(ax: Axes, concs: Sequence[int]) -> None:
@@ -162,18 +171,22 @@ def _hardware_stamp(fig: Figure, stamps: Sequence[str]) -> None:
     if not stamps:
         fig.tight_layout()
         return
-    text = "\n".join(textwrap.fill(s, 130) for s in stamps)
-    fig.text(0.5, 0.995, text, fontsize=8, color="red", ha="center", va="top", weight="bold")
-    band = 0.03 * (text.count("\n") + 1) + 0.01  # the stamp's lines, in figure height
+    import math
+
+    text = "\n".join(stamps)
+    fig.text(0.5, 0.995, text, fontsize=8, color="red", ha="center", va="top", weight="bold",
+             wrap=True)
+    # the lines the wrapped stamp takes (8 pt bold: ~14 characters per inch of figure width)
+    per_line = max(40, int(fig.get_figwidth() * 14))
+    lines = sum(math.ceil(len(s) / per_line) for s in stamps)
+    band = (lines * 11 + 8) / (fig.get_figheight() * 72)  # in figure height
     suptitle = getattr(fig, "_suptitle", None)
     if suptitle is not None:
         # a figure title goes under the stamp, never beneath it (tight_layout keeps it put)
         suptitle.set_y(1 - band)
         suptitle.set_va("top")
-        lines = suptitle.get_text().count("\n") + 1
-        fig.tight_layout(rect=(0, 0, 1, 1 - band - 0.035 * lines))
-    else:
-        fig.tight_layout(rect=(0, 0, 1, 1 - band))
+    fig.tight_layout(rect=(0, 0, 1, 1 - band))  # it makes room for a figure title itself
+
 
 
 def _hardware_stamps(analyses: Sequence[dict[str, Any]]) -> list[str]:
