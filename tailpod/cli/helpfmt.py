@@ -101,6 +101,11 @@ METAVARS: dict[str, str] = {
     "context_length": "TOKENS",
     "max_tokens": "TOKENS",
     "arm": "ARM",
+    "lanes": "spec:K,plain",
+    "decision": "FILE",
+    "deploy": "FILE",
+    "lane_kv_gib": "GiB",
+    "lane_mem_fraction": "FRACTION",
     "command": "COMMAND",
 }
 
@@ -113,9 +118,12 @@ PANELS: dict[str, dict[str, list[str]]] = {
         "Engine": ["engine", "model", "port", "context_length", "max_running_requests",
                    "enforce_eager", "llama_server", "split_mode"],
         "Speculation": ["spec_k", "spec_method", "draft_model", "relaunch"],
+        "Lanes (spec and plain behind one endpoint)": ["lanes", "admission_limit", "decision",
+                                                        "lane_kv_gib", "lane_mem_fraction"],
     },
     "benchmark": {
-        "Arms": ["spec_k", "spec_method", "draft_model", "extend_k", "max_k", "serve_tax"],
+        "Arms": ["spec_k", "spec_method", "draft_model", "extend_k", "max_k", "serve_tax",
+                 "deploy"],
         "Cells": ["concurrency", "reps", "max_tokens", "requests_per_cell", "prompt_classes",
                   "cache", "interleave_arms"],
         "Open loop": ["request_rate", "arrival", "burstiness", "arrival_seed", "slo",
