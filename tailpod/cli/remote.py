@@ -146,20 +146,6 @@ REMOTE_COLUMNS = ["run tag", "provider", "pod", "ledger", "provider says", "GPU"
                   "uptime", "spent", "flags"]
 REMOTE_TITLE = "cloud pods (provider truth)"
 
-# What each flag of the provider table means, and what settles it (printed under the table for
-# the flags it shows).
-FLAG_LEGEND: dict[str, str] = {
-    "ghost": "the ledger says it runs but the provider has no such pod: nothing bills for it; "
-             "`tailpod down TAG` settles the ledger",
-    "orphan": "a tailpod-tagged pod the ledger does not know: it bills outside tailpod's "
-              "records; `tailpod down --all` kills it",
-    "interrupted": "the tailpod process that was running a step on it is gone (Ctrl-C, a "
-                   "crash): `tailpod down TAG` settles it",
-    "expired": "past its TTL: `tailpod down --expired`",
-    "provider unreachable": "the provider did not answer, so whether it bills is unknown",
-}
-
-
 def remote_rows(report: StatusReport) -> list[list[str]]:
     rows = []
     for r in report.rows:
@@ -186,17 +172,6 @@ def remote_table(report: StatusReport) -> Table:
     return table
 
 
-def flag_legend(report: StatusReport) -> list[str]:
-    """`flag: meaning` for each kind of flag the table shows."""
-    shown: list[str] = []
-    for r in report.rows:
-        for flag in r.flags:
-            name = "interrupted" if flag.startswith("interrupted") else flag
-            if name in FLAG_LEGEND and name not in shown:
-                shown.append(name)
-    return [f"{name}: {FLAG_LEGEND[name]}" for name in shown]
-
-
 def print_remote(report: StatusReport) -> None:
     for line in report.ledger_notices:
         console.print(f"[bold yellow]ledger:[/] {line}")
@@ -204,9 +179,7 @@ def print_remote(report: StatusReport) -> None:
         from tailpod.cli.common import table_or_blocks
 
         console.print(table_or_blocks(console, REMOTE_TITLE, REMOTE_COLUMNS,
-                                      remote_rows(report)))
-        for line in flag_legend(report):
-            console.print(f"  {line}", markup=False)
+                                      remote_rows(report)))  # the flags' legend: pods.py
     for row in report.rows:
         if row.settle and any(f.startswith("interrupted") for f in row.flags):
             console.print(f"[bold red]{row.run_tag}: {', '.join(row.flags)}[/] ({row.owner} is "
