@@ -10,6 +10,8 @@ import dataclasses
 import io
 import math
 import os
+import re
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,6 +121,24 @@ class Settings:
         return out
 
 
+_DOTENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.*)$", re.S)
+
+
+def dotenv_line_problem(text: str) -> str:
+    """What is wrong with a .env line python-dotenv refused, in words (never its value)."""
+    line = text.rstrip("\n")
+    m = _DOTENV_LINE.match(line)
+    if m is None:
+        if "=" not in line:
+            return "is not KEY=VALUE (no '=')"
+        return "is not KEY=VALUE (the name before '=' is not a valid variable name)"
+    key, value = m.group(1), m.group(2).strip()
+    if value[:1] in ("'", '"') and value[0] not in value[1:]:
+        return (f"opens a quote ({value[0]}) in {key}'s value that is never closed; "
+                "close it or drop the quotes")
+    return f"sets {key} in a form python-dotenv does not read (stray characters after a quote?)"
+
+
 def read_dotenv(path: Path) -> dict[str, str]:
     """Parse a .env file strictly: a line python-dotenv cannot parse is an error, not a warning."""
     try:
@@ -132,7 +152,7 @@ def read_dotenv(path: Path) -> dict[str, str]:
         if binding.error:
             line = binding.original.line
             raise ConfigError(
-                f"{path}: line {line} is not KEY=VALUE",
+                f"{path}: line {line} {dotenv_line_problem(binding.original.string)}",
                 hint="fix or remove that line; see .env.example",
             )
         if binding.key is not None and binding.value is not None:
@@ -178,6 +198,7 @@ def load_settings(
     dotenv = read_dotenv(dotenv_path)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     kwargs: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for f in dataclasses.fields(Settings):
         meta = f.metadata
         if f.name in overrides:
@@ -191,7 +212,24 @@ def load_settings(
         value = _convert(f.name, meta["kind"], meta["secret"], raw, source)
         if value is not None or meta["secret"]:
             kwargs[f.name] = value
-    return Settings(**kwargs)
+            sources[f.name] = source
+    settings = Settings(**kwargs)
+    _SOURCES[id(settings)] = (weakref.ref(settings), sources)
+    weakref.finalize(settings, _SOURCES.pop, id(settings), None)
+    return settings
+
+
+# Where load_settings found each value ("the command line", "environment variable X", "FILE (X)"),
+# by the Settings object it made; a Settings made otherwise (dataclasses.replace) has none.
+_SOURCES: dict[int, tuple[weakref.ref[Settings], dict[str, str]]] = {}
+
+
+def source_of(settings: Settings, name: str) -> str | None:
+    """Where `settings.<name>` came from, when load_settings made `settings` and found it."""
+    entry = _SOURCES.get(id(settings))
+    if entry is None or entry[0]() is not settings:
+        return None
+    return entry[1].get(name)
 
 
 # Bounds for the settings that only bite once a pod bills: `up` checks them before preflight.
@@ -203,25 +241,34 @@ def run_settings_problems(settings: Settings) -> list[str]:
     """What is wrong with the settings `up` would rent with; [] when nothing is."""
     problems: list[str] = []
 
-    def positive(name: str, flag: str, value: float | None, upper: float | None = None) -> None:
+    def origin(field_name: str, env_name: str) -> str:
+        found = source_of(settings, field_name)
+        return f"from {found}" if found else env_name
+
+    def positive(name: str, flag: str, value: float | None, upper: float | None = None,
+                 field_name: str = "") -> None:
         if value is None:
             return
         if not math.isfinite(value) or value <= 0 or (upper is not None and value > upper):
             limit = f"at most {upper:g}" if upper is not None else "finite"
-            problems.append(f"{flag} must be a positive number ({limit}), got {value!r} ({name})")
+            problems.append(f"{flag} must be a positive number ({limit}), got {value!r} "
+                            f"({origin(field_name, name)})")
 
     if not 1 <= settings.port <= 65535:
-        problems.append(f"--port must be 1-65535, got {settings.port} (TAILPOD_PORT)")
-    positive("TAILPOD_MAX_PRICE", "--max-price", settings.max_price)
-    positive("TAILPOD_TTL_HOURS", "--ttl-hours", settings.ttl_hours, MAX_TTL_HOURS)
-    positive("TAILPOD_HEARTBEAT_TIMEOUT", "the heartbeat timeout", settings.heartbeat_timeout_s)
-    positive("TAILPOD_STARTUP_TIMEOUT", "the startup timeout", settings.startup_timeout_s)
+        problems.append(f"--port must be 1-65535, got {settings.port} "
+                        f"({origin('port', 'TAILPOD_PORT')})")
+    positive("TAILPOD_MAX_PRICE", "--max-price", settings.max_price, field_name="max_price")
+    positive("TAILPOD_TTL_HOURS", "--ttl-hours", settings.ttl_hours, MAX_TTL_HOURS, "ttl_hours")
+    positive("TAILPOD_HEARTBEAT_TIMEOUT", "the heartbeat timeout", settings.heartbeat_timeout_s,
+             field_name="heartbeat_timeout_s")
+    positive("TAILPOD_STARTUP_TIMEOUT", "the startup timeout", settings.startup_timeout_s,
+             field_name="startup_timeout_s")
     if not 1 <= settings.gpu_count <= MAX_GPU_COUNT:
         problems.append(f"--gpu-count must be 1-{MAX_GPU_COUNT}, got {settings.gpu_count} "
-                        "(TAILPOD_GPU_COUNT)")
+                        f"({origin('gpu_count', 'TAILPOD_GPU_COUNT')})")
     if settings.disk_gb <= 0:
         problems.append(f"the disk size must be positive, got {settings.disk_gb} "
-                        "(TAILPOD_DISK_GB)")
+                        f"({origin('disk_gb', 'TAILPOD_DISK_GB')})")
     return problems
 
 

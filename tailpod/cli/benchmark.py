@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from tailpod.cli.common import console, handle_errors, ledger_for, settings_from
+from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.cli.pods import startup_progress
 from tailpod.engines.base import SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.errors import ConfigError
@@ -186,6 +186,20 @@ def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
     return DeployingHost(host, settings, ledger, record, deployment, launches_for, stop_engine)
 
 
+def benchmark_document(run_dir: Path, run_id: str, measured_from: str,
+                       elapsed_s: float) -> dict[str, Any]:
+    """`benchmark --json`: where the run is, its stamp, and the analysis's arms and cells."""
+    from tailpod.results.analysis import analyze
+    from tailpod.results.io import load_run
+
+    analysis = analyze(load_run(run_dir))
+    return {"ok": True, "run_id": run_id, "results": str(run_dir),
+            "measured_from": measured_from, "elapsed_s": round(elapsed_s, 1),
+            "stamp": analysis.get("stamp"), "hardware": analysis.get("hardware"),
+            "arms": analysis.get("arms"), "cells": analysis.get("cells"),
+            "slo": analysis.get("slo")}
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     @handle_errors
@@ -235,7 +249,7 @@ def register(app: typer.Typer) -> None:
         ),
         serve_tax: bool = typer.Option(
             False,
-            "--serve-tax",
+            "--serve-tax/--no-serve-tax",
             help="Also measure each arm's bare engine decode (vLLM's offline LLM API) at the same "
             "prompts, output length and concurrency, for the report's bare-vs-served table; "
             "costs one more engine start per arm (vLLM).",
@@ -245,6 +259,8 @@ def register(app: typer.Typer) -> None:
             "decide`) as one more arm, deploy-static or deploy-lanes (two lanes behind HAProxy, "
             "--provider local), through the same gate, cells and reps.",
         ),
+        json_out: bool = typer.Option(False, "--json", help="Print the run's cells and arms as "
+                                      "JSON (progress goes to stderr)."),
     ) -> None:
         """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
 
@@ -330,6 +346,10 @@ def register(app: typer.Typer) -> None:
                 run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
             finally:
                 host.close()
+        if json_out:
+            print_json(benchmark_document(run_dir.path, rid, host.measured_from,
+                                          time.time() - t0))
+            return
         if plan.request_rates:
             from tailpod.results.analysis import analyze
             from tailpod.results.io import load_run

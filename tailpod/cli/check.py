@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from tailpod.cli.common import console, handle_errors, print_json
@@ -24,16 +25,15 @@ STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 
 def print_requirements(report: PreflightReport, provider: str, out: Console = console) -> None:
     """The check-requirements table and verdict; `up` prints the same (to stderr) when preflight
-    refuses."""
-    table = Table(title=f"check-requirements ({provider})", show_lines=True)
-    table.add_column("check", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("detail", overflow="fold")
-    table.add_column("how to fix", overflow="fold")
-    for r in report.results:
-        table.add_row(r.title, Text(r.status.value, style=STYLE[r.status.value]),
-                      Text(r.detail), Text(r.fix))
-    out.print(table)
+    refuses. At a width where the detail and fix columns would break identifiers mid-word
+    (`TAILSCALE_API_K` / `EY`), one block per check instead."""
+    from tailpod.cli.common import table_or_blocks
+
+    rows = [[r.title, Text(r.status.value, style=STYLE[r.status.value]), Text(r.detail),
+             Text(r.fix)] for r in report.results]
+    out.print(table_or_blocks(out, f"check-requirements ({provider})",
+                              ["check", "status", "detail", "how to fix"], rows,
+                              wrap=("detail", "how to fix")))
     counts = report.counts()
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
     verdict = "[green]ready[/]" if report.ok else "[bold red]not ready[/]"
@@ -61,6 +61,23 @@ def run_live(settings: Settings, allow_unpinned: bool) -> None:
     err_console.print(f"first contact: {facts.summary()}")
 
 
+@contextmanager
+def checking(total: int) -> Iterator[Callable[[Any], None]]:
+    """A spinner on stderr (a terminal only) counting finished checks and naming the last, so
+    a check waiting on an API that does not answer is not a blank screen."""
+    if not err_console.is_terminal:
+        yield lambda result: None
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("[bold]checking[/] {task.completed}/{task.total}"),
+                  TimeElapsedColumn(), TextColumn("{task.fields[last]}", style="dim"),
+                  console=err_console, transient=True) as progress:
+        task = progress.add_task("checks", total=total, last="")
+        yield lambda result: progress.update(task, advance=1,
+                                             last=f"{result.title}: {result.status.value}")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("check-requirements")
     @handle_errors
@@ -79,20 +96,21 @@ def register(app: typer.Typer) -> None:
         context_length: int = typer.Option(4096, help="Context length the KV cache must hold "
                                                       "for one request."),
         allow_unpinned: bool = typer.Option(
-            False, "--allow-unpinned", help="Accept an image tag that moves (latest, nightly, ...)."
+            False, "--allow-unpinned/--no-allow-unpinned", help="Accept an image tag that moves (latest, nightly, ...)."
         ),
         allow_nonephemeral: bool = typer.Option(
-            False, "--allow-nonephemeral", help="Accept a Tailscale auth key that is not ephemeral."
+            False, "--allow-nonephemeral/--no-allow-nonephemeral",
+            help="Accept a Tailscale auth key that is not ephemeral."
         ),
         json_out: bool = typer.Option(False, "--json", help="Print the results as JSON."),
         live: bool = typer.Option(
-            False, "--live", help="RunPod first contact: rent the cheapest CPU pod (cents) with "
+            False, "--live/--no-live", help="RunPod first contact: rent the cheapest CPU pod (cents) with "
                                   "this image to verify the start form, the pod key's self-kill "
                                   "and the meter delay; the pod is proven down."),
     ) -> None:
         """Check keys, access, checkpoint, fit, image, tailnet, SSH, offers and cost. Creates
         nothing (except with --live: one CPU pod, proven down); exits 1 when any check fails."""
-        from tailpod.preflight import Plan, load_preflight_settings, run_preflight
+        from tailpod.preflight import CHECKS, Plan, load_preflight_settings, run_preflight
 
         if context_length <= 0:
             raise ConfigError("--context-length must be positive")
@@ -108,7 +126,9 @@ def register(app: typer.Typer) -> None:
             run_live(settings, allow_unpinned)
         plan = Plan(hours=hours, context_length=context_length, allow_unpinned=allow_unpinned,
                     allow_nonephemeral=allow_nonephemeral)
-        report = run_preflight(settings, plan, settings_problems=problems)
+        with checking(len(CHECKS)) as on_result:
+            report = run_preflight(settings, plan, settings_problems=problems,
+                                   on_result=on_result)
         if json_out:
             print_json(report.to_json())
         else:

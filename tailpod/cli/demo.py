@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from tailpod.cli.common import console, handle_errors, ledger_for
+from tailpod.cli.common import console, handle_errors, ledger_for, print_json
 from tailpod.cli.demo_world import DEMO_GPUS, demo_model, sandbox_settings
 from tailpod.cli.pods import requirements_on_refusal, startup_progress
 from tailpod.cli.remote import evidence_table
@@ -92,14 +92,15 @@ def lifecycle(settings: Settings, ledger: Ledger, cfg: EngineConfig, bench: dict
 
 def local_demo(
     settings: Settings, ledger: Ledger, cfg: EngineConfig, bench: dict[str, Any]
-) -> None:
+) -> Path:
     run_dir = lifecycle(settings, ledger, cfg, bench, "starting vLLM locally")
     console.print(f"results and billing proof: {run_dir}")
+    return run_dir
 
 
 def cloud_demo(
     settings: Settings, ledger: Ledger, cfg: EngineConfig, bench: dict[str, Any]
-) -> None:
+) -> Path:
     with sandbox_settings(settings) as (cloud, sandbox):
         # The first choice has no capacity right now: the fallback must be visible.
         sandbox.add_fault("capacity", gpu=DEMO_GPUS[0])
@@ -112,6 +113,7 @@ def cloud_demo(
             f"${meter.get('total_accrued_usd', 0):.4f} accrued in total"
         )
         console.print(f"results and billing proof: {run_dir}")
+    return run_dir
 
 
 def register(app: typer.Typer) -> None:
@@ -128,6 +130,8 @@ def register(app: typer.Typer) -> None:
         spec_k: str = typer.Option("0,2", help="Arms to compare (0 = plain; ngram speculation)."),
         concurrency: str = typer.Option("1,2,4", help="Concurrency levels."),
         max_tokens: int = typer.Option(64, help="Output tokens per request."),
+        json_out: bool = typer.Option(False, "--json", help="Print where the results are as "
+                                      "JSON (the walkthrough goes to stderr)."),
     ) -> None:
         """The whole lifecycle with no account: up, benchmark on the pod, down with the proof.
 
@@ -159,10 +163,15 @@ def register(app: typer.Typer) -> None:
             "concurrency": int_list(concurrency, "--concurrency"),
             "max_tokens": max_tokens,
         }
+        run_dir: Path | None = None
         if matrix:
             from tailpod.cli.demo_matrix import matrix_demo
 
             matrix_demo(settings, cfg, bench, cards)
         else:
-            (local_demo if local else cloud_demo)(settings, ledger, cfg, bench)
+            run_dir = (local_demo if local else cloud_demo)(settings, ledger, cfg, bench)
         console.print(f"[green]demo done[/] in {time.time() - t0:.0f} s; nothing left running.")
+        if json_out:
+            print_json({"ok": True, "mode": "matrix" if matrix else "local" if local else "cloud",
+                        "results": str(run_dir) if run_dir else str(settings.results_dir),
+                        "elapsed_s": round(time.time() - t0, 1), "left_running": 0})

@@ -1,8 +1,8 @@
-"""`tailpod logs parse` and `tailpod inspect`: engine logs and checkpoints, read offline."""
+"""`tailpod inspect`: what a checkpoint holds, read without its weights (`logs parse` is in
+logs.py)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,30 +64,9 @@ def _report_table(report: Any) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    logs = typer.Typer(help="Read serving-engine logs offline.", no_args_is_help=True)
-    app.add_typer(logs, name="logs")
+    from tailpod.cli import logs
 
-    @logs.command("parse")
-    @handle_errors
-    def parse(
-        file: str = typer.Argument(..., help="Startup log to read ('-' for stdin)."),
-        engine: str = typer.Option(..., "--engine", "-e", help="sglang, vllm or llamacpp."),
-    ) -> None:
-        """Print the facts an engine's startup log states (KV pool, capacity, spec, readiness)."""
-        from tailpod.engines.adapters import get_adapter
-
-        adapter = get_adapter(engine)
-        if file == "-":
-            text = sys.stdin.read()
-        else:
-            path = Path(file).expanduser()
-            if not path.is_file():
-                raise ConfigError(f"no such log file: {path}")
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError as exc:
-                raise ConfigError(f"cannot read {path}: {exc.__class__.__name__}") from None
-        print_json(adapter.parse_startup(text).to_json())
+    logs.register(app)  # `logs parse` reads offline too; `logs TAG` reads a pod's
 
     @app.command("inspect")
     @handle_errors

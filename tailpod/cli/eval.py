@@ -105,13 +105,15 @@ def register(app: typer.Typer) -> None:
     @eval_app.command("kl")
     @handle_errors
     def kl(
+        tag: str = typer.Argument(None, help="Pod to use; default: the only active one."),
         reference: str = typer.Option(
             None, help="Reference checkpoint (e.g. the BF16 one); default: what the pod serves."
         ),
         candidate: list[str] = typer.Option(
             None, "--candidate", help="Candidate checkpoint, repeatable (FP8, NVFP4, …)."
         ),
-        run_tag: str = typer.Option(None, help="Pod to use; default: the only active one."),
+        run_tag: str = typer.Option(None, "--run-tag", hidden=True,
+                                    help="The pod, as TAG (the old spelling)."),
         provider: str = typer.Option(
             None, help="local: use the local engine, starting one (and stopping it after) if none runs."
         ),
@@ -146,6 +148,10 @@ def register(app: typer.Typer) -> None:
             run_kl_eval,
         )
 
+        if tag and run_tag and tag != run_tag:
+            raise ConfigError(f"two pods named: {tag} and --run-tag {run_tag}",
+                              hint="give the pod once, as TAG")
+        run_tag = tag or run_tag
         classes = [c for c in (prompt_classes or "").split(",") if c]
         prompt_set = load_prompts(prompts, classes or None)
         candidates = list(candidate or [])

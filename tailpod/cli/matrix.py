@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from tailpod.cli.common import console, handle_errors
+from tailpod.cli.common import console, handle_errors, print_json
 from tailpod.config import Settings, check_run_settings, load_settings
 from tailpod.engines.adapters import CLOUD_ENGINES, require_cloud_engine
 from tailpod.engines.base import EngineConfig
@@ -161,6 +161,8 @@ def register(app: typer.Typer) -> None:
                                      "nothing."),
         tailnet: bool = typer.Option(True, help="Join each pod to the tailnet."),
         allow_unpinned: bool = typer.Option(False, help="Accept a mutable image tag."),
+        json_out: bool = typer.Option(False, "--json", help="Print the prices (with --dry-run) "
+                                      "or the matrix report as JSON."),
     ) -> None:
         """Compare cards: the same gated sweep on each, in parallel, and which is cheapest per token.
 
@@ -198,11 +200,17 @@ def register(app: typer.Typer) -> None:
         if not run_id and not settings.model:
             raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
         base = engine_config(settings, 0, None, None, context_length, max_running_requests, False)
-        run = run_matrix(settings, cards=cards, sweep=sweep,
-                         cost=CostModel(setup_minutes, restart_minutes, cell_minutes),
-                         budget=budget, parallel=parallel, base=base, run_id=run_id,
-                         dry_run=dry_run, allow_unpinned=allow_unpinned,
-                         steps=CloudSteps(use_tailnet=tailnet, allow_unpinned=allow_unpinned))
+        report: dict[str, Any] = {}
+        try:
+            run = run_matrix(settings, cards=cards, sweep=sweep,
+                             cost=CostModel(setup_minutes, restart_minutes, cell_minutes),
+                             budget=budget, parallel=parallel, base=base, run_id=run_id,
+                             dry_run=dry_run, allow_unpinned=allow_unpinned,
+                             steps=CloudSteps(use_tailnet=tailnet, allow_unpinned=allow_unpinned),
+                             report=report)
+        finally:
+            if json_out and report:
+                print_json(matrix_document(report))
         if run is not None:
             finish(run)
 
@@ -211,7 +219,8 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
                cost: CostModel, budget: float, parallel: int, base: EngineConfig,
                steps: CardSteps, run_id: str | None = None, dry_run: bool = False,
                allow_unpinned: bool = False, port_for: Callable[[int], int] | None = None,
-               policy: BudgetPolicy | None = None) -> MatrixRun | None:
+               policy: BudgetPolicy | None = None,
+               report: dict[str, Any] | None = None) -> MatrixRun | None:
     """Price, refuse or start (or resume, with `run_id`) a matrix, run it and write its report.
 
     None after a dry run. A resumed matrix keeps its cards, sweep, image and cost model; the
@@ -246,6 +255,9 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
                 if entry["price_per_hr"] is not None else f"cannot run: {entry['problem']}")
         console.print(f"  {label}: {line}")
     total = sum(e["projected_usd"] or 0 for e in prices.values())
+    if report is not None:
+        report.update(dry_run=dry_run, budget_usd=budget, prices=prices,
+                      projected_usd=round(total, 4))
     console.print(f"projected spend ${total:.2f} of ${budget - spent_before:.2f} left in the "
                   f"budget ({sweep.projected_cells()} cells per card, at most)")
     if dry_run:
@@ -270,5 +282,18 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     try:
         run.run(only={label for label, e in prices.items() if not e["problem"]})
     finally:
-        print_summary(state, write_matrix_report(state))
+        paths = write_matrix_report(state)
+        if report is not None:
+            report.update(matrix_id=state.data["matrix_id"], paths=paths)
+        print_summary(state, paths)
     return run
+
+
+def matrix_document(report: dict[str, Any]) -> dict[str, Any]:
+    """`matrix --json`: the projection, and after a run the report's own matrix.json."""
+    doc = {k: v for k, v in report.items() if k != "paths"}
+    paths = report.get("paths")
+    if paths:
+        doc["report"] = json.loads(Path(paths["json"]).read_text())
+        doc["paths"] = {k: str(v) for k, v in paths.items()}
+    return doc

@@ -18,12 +18,14 @@ from rich.table import Table
 from tailpod.cli import remote
 from tailpod.cli import volume as volume_cli
 from tailpod.cli.common import (
+    StepLedger,
     console,
     err_console,
     handle_errors,
     ledger_for,
     print_json,
     settings_from,
+    step_say,
 )
 from tailpod.config import Settings, check_run_settings
 from tailpod.engines.base import EngineConfig, SpecArm, check_spec_method
@@ -40,7 +42,11 @@ from tailpod.secrets import redact
 
 @contextmanager
 def startup_progress(what: str) -> Iterator[Any]:
-    """A spinner with elapsed time and the engine's latest log line."""
+    """A spinner with elapsed time and the engine's latest log line; without a terminal, a
+    plain line per step on stderr (cli/common.py step_say)."""
+    if not console.is_terminal:
+        yield step_say(what)
+        return
     with Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.description}"),
@@ -445,7 +451,7 @@ def register(app: typer.Typer) -> None:
                     f"--split-mode {split_mode!r}: llama.cpp only, one of {', '.join(SPLIT_MODES)}"
                 )
             cfg = replace(cfg, extra_args=(*cfg.extra_args, "--split-mode", split_mode))
-        ledger = ledger_for(settings)
+        ledger = StepLedger(settings.state_dir)  # says the pod id, GPU and price as they come
         if lanes or decision:
             up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,
                          lane_kv_gib, lane_mem_fraction, json_out)

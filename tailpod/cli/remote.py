@@ -150,23 +150,33 @@ def remote_report(settings: Settings, ledger: Ledger) -> StatusReport | None:
         return StatusReport(rows=[], errors=[exc.message], checked_at=time.time())
 
 
-def remote_table(report: StatusReport) -> Table:
-    table = Table(title="cloud pods (provider truth)")
-    for col in ("run tag", "provider", "pod", "ledger", "provider says", "GPU", "$/hr",
-                "uptime", "spent", "flags"):
-        table.add_column(col)
+REMOTE_COLUMNS = ["run tag", "provider", "pod", "ledger", "provider says", "GPU", "$/hr",
+                  "uptime", "spent", "flags"]
+REMOTE_TITLE = "cloud pods (provider truth)"
+
+def remote_rows(report: StatusReport) -> list[list[str]]:
+    rows = []
     for r in report.rows:
         flags = ", ".join(r.flags)
         if r.fallback_from:
             flags = ", ".join(filter(None, [flags, f"fell back from {r.fallback_from}"]))
-        table.add_row(
+        rows.append([
             r.run_tag, r.provider, r.pod_id or "-", r.ledger_status or "[red]not in ledger[/]",
             r.provider_state or "-", r.gpu or "-",
             "-" if r.price_per_hr is None else f"{r.price_per_hr:.3f}",
             "-" if r.uptime_s is None else f"{r.uptime_s / 60:.1f} min",
             "-" if r.spend_usd is None else f"${r.spend_usd:.4f}",
             f"[red]{flags}[/]" if flags else "",
-        )
+        ])
+    return rows
+
+
+def remote_table(report: StatusReport) -> Table:
+    table = Table(title=REMOTE_TITLE)
+    for col in REMOTE_COLUMNS:
+        table.add_column(col)
+    for row in remote_rows(report):
+        table.add_row(*row)
     return table
 
 
@@ -174,7 +184,10 @@ def print_remote(report: StatusReport) -> None:
     for line in report.ledger_notices:
         console.print(f"[bold yellow]ledger:[/] {line}")
     if report.rows:
-        console.print(remote_table(report))
+        from tailpod.cli.common import table_or_blocks
+
+        console.print(table_or_blocks(console, REMOTE_TITLE, REMOTE_COLUMNS,
+                                      remote_rows(report)))  # the flags' legend: pods.py
     for row in report.rows:
         if row.settle and any(f.startswith("interrupted") for f in row.flags):
             console.print(f"[bold red]{row.run_tag}: {', '.join(row.flags)}[/] ({row.owner} is "

@@ -363,6 +363,11 @@ def register(app: typer.Typer) -> None:
         """Write a flat table of a run that pandas reads without tailpod."""
         from tailpod.results.io import export_table, load_run
 
+        # a malformed flag is a usage error before anything is read (docs/exit-codes.md)
+        if fmt not in ("csv", "jsonl", "parquet"):
+            raise ConfigError(f"unknown --format {fmt!r}", hint="use csv, jsonl or parquet")
+        if table not in ("cells", "requests"):
+            raise ConfigError(f"unknown --table {table!r}", hint="use cells or requests")
         run_dir = resolve_run(run)
         target = out or run_dir / f"{table}.{fmt}"
         path = export_table(load_run(run_dir), fmt, target, table)

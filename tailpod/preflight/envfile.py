@@ -54,7 +54,9 @@ def load_preflight_settings(
     try:
         dotenv = read_dotenv(path)
     except ConfigError:
-        dotenv = {}  # the settings check re-reads the file and reports the line
+        # Not half-read: the settings check re-reads the file, reports the bad line, and says
+        # of each key the file does hold that it is there but unread (not "not set").
+        dotenv = {}
     merged = {**dotenv, **env}  # the environment wins over .env, as in load_settings
     problems: list[TailpodError] = []
     for f in dataclasses.fields(Settings):
@@ -126,6 +128,7 @@ def check_settings(ctx: Context) -> Outcome:
     path = env_file_path(ctx.plan.env_file)
     found = Findings()
     lines: dict[str, int] = {}
+    unreadable: str | None = None  # the bad line, when the file could not be read
     if not path.exists():
         found.warn(f"no {path}: settings come from the environment and flags only",
                    f"cp .env.example {path} && chmod 600 {path}")
@@ -134,17 +137,23 @@ def check_settings(ctx: Context) -> Outcome:
             read_dotenv(path)
         except ConfigError as exc:
             found.fail(exc.message, exc.hint or f"fix {path}")
+            unreadable = exc.message
         lines = key_lines(path)
         try:
             mode = stat.S_IMODE(path.stat().st_mode)
         except OSError as exc:
             found.fail(f"cannot stat {path} ({exc.strerror})")
         else:
-            if mode & 0o077:
-                found.warn(f"{path} is readable by other users (mode {mode:04o}) and holds keys",
-                           f"chmod 600 {path}")
+            secrets_in_file = [k for k in lines if k in _secret_fields()]
+            if mode & 0o077 and secrets_in_file:
+                found.warn(f"{path} is readable by other users (mode {mode:04o}) and holds "
+                           f"keys ({', '.join(secrets_in_file)})", f"chmod 600 {path}")
             elif not lines and not found.items:
-                found.ok(f"{path} (mode {mode:04o}) sets nothing")
+                size = path.stat().st_size
+                found.warn(f"{path} is empty" if size == 0 else f"{path} sets nothing",
+                           "add the keys (see .env.example) or unset TAILPOD_ENV_FILE")
+            elif mode & 0o077:
+                found.ok(f"{path} (mode {mode:04o}, no keys in it)")
             else:
                 found.ok(f"{path} (mode {mode:04o})")
     for error in ctx.settings_problems:
@@ -169,8 +178,13 @@ def check_settings(ctx: Context) -> Outcome:
         secret = getattr(settings, fields[name])
         if not secret:
             keys[name] = "missing"
-            found.fail(f"{name} is not set (provider {provider} needs it)",
-                       f"add {name}=... to {path}")
+            if unreadable and name in lines:
+                keys[name] = "unread"
+                found.fail(f"{name} is in {path.name} line {lines[name]}, but the file was not "
+                           "read because of its broken line", f"fix that line of {path}")
+            else:
+                found.fail(f"{name} is not set (provider {provider} needs it)",
+                           f"add {name}=... to {path}")
             continue
         problem = malformed(name, secret)
         keys[name] = "malformed" if problem else "set"

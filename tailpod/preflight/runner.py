@@ -7,15 +7,27 @@ table or the JSON.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tailpod.config import Settings
 from tailpod.errors import TailpodError
-from tailpod.preflight import cloud, envfile, first_contact, fit, image, model, ssh, tailnet, tools
+from tailpod.preflight import (
+    cloud,
+    envfile,
+    first_contact,
+    fit,
+    image,
+    model,
+    network,
+    ssh,
+    tailnet,
+    tools,
+)
 from tailpod.preflight.base import (
     Check,
     CheckSkipped,
@@ -31,6 +43,7 @@ from tailpod.secrets import redact
 
 CHECKS: tuple[Check, ...] = (
     Check("env", ".env and settings", envfile.check_settings, timeout_s=5.0),
+    Check("network", "network (hosts the run calls)", network.check_network, timeout_s=6.0),
     Check("provider", "provider key and account", cloud.check_provider, timeout_s=25.0),
     Check("hf", "Hugging Face access", model.check_hf, timeout_s=25.0),
     Check("checkpoint", "checkpoint (MTP, quantization)", model.check_checkpoint, timeout_s=40.0),
@@ -45,6 +58,23 @@ CHECKS: tuple[Check, ...] = (
           first_contact.check_first_contact, timeout_s=5.0),
 )
 FACTS: dict[str, Fact] = {f.name: f for f in (*cloud.FACTS, *model.FACTS)}
+
+# The dependency graph: check -> the host roles (preflight/network.py) it calls. The network
+# check runs first; a check whose host does not answer is skipped with that reason, not run
+# into its own time-out. (Checks that share a fact already skip when its owner fails:
+# base.Context.need.)
+NEEDS: dict[str, tuple[str, ...]] = {
+    "provider": ("provider",),
+    "offers": ("provider",),
+    "cost": ("provider",),
+    "first-contact": ("provider",),
+    "hf": ("hf",),
+    "checkpoint": ("hf",),
+    "fit": ("hf",),
+    "image": ("registry",),
+    "tailscale": ("tailscale",),
+}
+ROOT = "network"
 
 
 @dataclass
@@ -103,10 +133,14 @@ class _Slot:
         self.check = check
         self.done = threading.Event()
         self.result: CheckResult | None = None
+        self.skip_reason: str | None = None  # set before run(): a host it needs is unreachable
 
     def run(self, ctx: Context) -> None:
         started = time.monotonic()
-        outcome = _outcome_of(self.check, ctx)
+        if self.skip_reason is not None:
+            outcome = Outcome(Status.SKIP, self.skip_reason)
+        else:
+            outcome = _outcome_of(self.check, ctx)
         self.result = CheckResult(
             self.check.name, self.check.title, outcome.status, redact(outcome.detail),
             redact(outcome.fix), time.monotonic() - started, _scrub(outcome.data))
@@ -123,6 +157,13 @@ def _scrub(data: Any) -> Any:
     return data
 
 
+def _report_when_done(slot: _Slot, on_result: Callable[[CheckResult], None]) -> None:
+    slot.done.wait()
+    if slot.result is not None:
+        with contextlib.suppress(Exception):  # a progress display must not stop the preflight
+            on_result(slot.result)
+
+
 def run_preflight(
     settings: Settings,
     plan: Plan | None = None,
@@ -131,15 +172,45 @@ def run_preflight(
     provider_options: Mapping[str, Any] | None = None,
     settings_problems: Sequence[TailpodError] = (),
     timeout_s: float | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> PreflightReport:
-    """Run `checks` concurrently; nothing is created anywhere. `timeout_s` caps every check."""
+    """Run `checks` concurrently, the network first; nothing is created anywhere. `timeout_s`
+    caps every check; `on_result` hears of each check as it finishes (progress)."""
     ctx = Context(settings, plan or Plan(), FACTS, provider_options=provider_options,
                   settings_problems=list(settings_problems))
     started = time.monotonic()
     slots = [_Slot(check) for check in checks]
-    for slot in slots:
+
+    def start(slot: _Slot) -> None:
         threading.Thread(target=slot.run, args=(ctx,), name=f"preflight-{slot.check.name}",
                          daemon=True).start()
+
+    root = next((s for s in slots if s.check.name == ROOT), None)
+    if root is not None:
+        start(root)
+        # what needs no host starts at once; what needs one waits for the root's answer
+        for slot in slots:
+            if slot is not root and not NEEDS.get(slot.check.name):
+                start(slot)
+        limit = root.check.timeout_s if timeout_s is None else min(timeout_s,
+                                                                   root.check.timeout_s)
+        root.done.wait(limit)
+        unreachable = dict((root.result.data.get("unreachable") or {}) if root.result else {})
+        for slot in slots:
+            needs = NEEDS.get(slot.check.name)
+            if slot is root or not needs:
+                continue
+            down = [unreachable[role] for role in needs if role in unreachable]
+            if down:
+                slot.skip_reason = f"not tried: {down[0]} (see network)"
+            start(slot)
+    else:
+        for slot in slots:
+            start(slot)
+    if on_result is not None:
+        for slot in slots:
+            threading.Thread(target=_report_when_done, args=(slot, on_result),
+                             daemon=True).start()
     results: list[CheckResult] = []
     for slot in slots:
         limit = slot.check.timeout_s if timeout_s is None else min(timeout_s,

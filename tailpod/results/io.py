@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tailpod.agent import OFF_POD_FLAG
-from tailpod.errors import TailpodError
+from tailpod.errors import ConfigError, TailpodError
 from tailpod.results.migrate import migrate_row, migrate_run_json, version_of
 from tailpod.results.schema import ROW_ADAPTER, CellRow, RequestRow, RunMeta
 
@@ -222,8 +222,33 @@ def _run_part(run: Run) -> dict[str, Any]:
         "price_per_hr": m.pod.price_per_hr,
         "measured_from": m.measured_from,
         "image_digest": m.image.digest,
-        "stamp": run.stamp or "",
+        "stamp": run_provenance(run),
     }
+
+
+def run_provenance(run: Run) -> str:
+    """What every exported row carries about where its numbers come from: measured off the pod,
+    an emulated or non-vendor provider, a claimed GPU the pod did not report. "" when nothing
+    needs saying. (The arm's unverified gate is added per row: `_arm_part`.)"""
+    from tailpod.results.hardware import recorded_or_computed
+
+    parts = [run.stamp] if run.stamp else []
+    hardware = recorded_or_computed(run.meta.pod.model_dump()).get("stamp")
+    if hardware:
+        parts.append(str(hardware))
+    return "; ".join(parts)
+
+
+def _with_arm_stamp(row: dict[str, Any], run: Run, label: str) -> dict[str, Any]:
+    arm = run.meta.arm(label)
+    note = None
+    if arm is not None and arm.is_void:
+        note = f"arm {label} VOID: {arm.void_text()}"
+    elif arm is not None and arm.unverified_text:
+        note = f"arm {label} unverified: {arm.unverified_text}"
+    if note:
+        row["stamp"] = "; ".join(filter(None, [row.get("stamp"), note]))
+    return row
 
 
 def _arm_part(run: Run, label: str) -> dict[str, Any]:
@@ -250,7 +275,7 @@ def _arm_part(run: Run, label: str) -> dict[str, Any]:
 def flat_rows(run: Run, kind: str = "cells") -> list[dict[str, Any]]:
     """One flat dict per cell (or request) with the run and arm context repeated on every row."""
     if kind not in ("cells", "requests"):
-        raise TailpodError(f"unknown table {kind!r}", hint="use cells or requests")
+        raise ConfigError(f"unknown table {kind!r}", hint="use cells or requests")
     base = _run_part(run)
     out: list[dict[str, Any]] = []
     if kind == "cells":
@@ -274,10 +299,12 @@ def flat_rows(run: Run, kind: str = "cells") -> list[dict[str, Any]]:
                 "acceptance_source": acc.source if acc else None,
                 "flags": ";".join(c.flags),
             }
+            row = _with_arm_stamp(row, run, c.arm)
             out.append({col: row[col] for col in table_columns(kind)})
     else:
         for r in run.requests:
             row = base | _arm_part(run, r.arm) | {col: getattr(r, col) for col in REQUEST_COLUMNS}
+            row = _with_arm_stamp(row, run, r.arm)
             out.append({col: row[col] for col in table_columns(kind)})
     return out
 
@@ -286,7 +313,7 @@ def export_table(run: Run, fmt: str, out: str | os.PathLike[str], kind: str = "c
     """Write the flat table as csv, jsonl or parquet (parquet only when pyarrow is installed)."""
     out = Path(out)
     if fmt not in ("csv", "jsonl", "parquet"):
-        raise TailpodError(f"unknown format {fmt!r}", hint="use csv, jsonl or parquet")
+        raise ConfigError(f"unknown format {fmt!r}", hint="use csv, jsonl or parquet")
     rows = flat_rows(run, kind)
     cols = table_columns(kind)
     if fmt == "csv":

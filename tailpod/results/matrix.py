@@ -330,7 +330,7 @@ def plot_matrix_cost(matrix: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tailpod.results.plots import _log2_x
+    from tailpod.results.plots import _log2_x, dollar_axis
 
     fig, ax = plt.subplots(figsize=(9, 6))
     drawn = False
@@ -353,6 +353,7 @@ def plot_matrix_cost(matrix: dict[str, Any], path: Path) -> Path:
     if drawn:
         _log2_x(ax, matrix["concurrency"])
         ax.set_yscale("log")
+        dollar_axis(ax)
         ax.set_ylabel("USD per 1M output tokens (log scale)")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8, loc="upper right")

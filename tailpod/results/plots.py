@@ -76,10 +76,70 @@ def _stamp(fig: Figure, stamp: str | None) -> None:
     )
 
 
+def short_model(model: str | None, limit: int = 40) -> str:
+    """A model as a subtitle shows it: `org/name` for a Hub id or a Hub cache snapshot path,
+    the directory's name for a local checkpoint; the full path stays in run.json and the report.
+    """
+    text = str(model or "no model").rstrip("/")
+    parts = text.split("/")
+    for part in parts:
+        if part.startswith("models--"):  # ~/.cache/huggingface/hub/models--org--name/snapshots/…
+            return part[len("models--"):].replace("--", "/", 1)
+    if text.startswith(("/", "~", ".")) or len(parts) > 2:
+        name = next((p for p in reversed(parts) if p and p not in ("snapshots", "main")), text)
+        text = name
+    if len(text) > limit:  # a long name keeps its start and its end (quantization suffixes)
+        head = limit // 2 - 1
+        text = f"{text[:head]}…{text[-(limit - head - 1):]}"
+    return text
+
+
 def _title(analysis: dict[str, Any], what: str) -> str:
     gpu = analysis.get("gpu") or "no GPU"
     eng = f"{analysis['engine']} {analysis.get('engine_version') or ''}".strip()
-    return f"{what}\n{analysis['run_id']} · {analysis['model']} · {eng} · {gpu}"
+    return f"{what}\n{analysis['run_id']} · {short_model(analysis['model'])} · {eng} · {gpu}"
+
+
+def one_rep(analysis: dict[str, Any]) -> bool:
+    """Every cell has one rep: error bars would be zero-length, so say there is no spread."""
+    reps = [c.get("reps") for c in analysis.get("cells", []) if c.get("reps") is not None]
+    return bool(reps) and max(reps) <= 1
+
+
+def spread_note(analysis: dict[str, Any], bars: str) -> str:
+    return "no spread (1 rep)" if one_rep(analysis) else bars
+
+
+def usd(value: float, _pos: Any = None) -> str:
+    """A dollar tick in plain decimals ($0.0025, $1.20): never 10⁻³ or 2.5e-03."""
+    if value <= 0:
+        return "$0"
+    import math
+
+    decimals = max(2, 1 - math.floor(math.log10(value)))
+    text = f"{value:,.{decimals}f}"
+    if "." in text:
+        whole, frac = text.split(".")
+        frac = frac.rstrip("0")
+        text = whole + ("." + frac.ljust(2, "0") if frac or decimals else "")
+    return f"${text}"
+
+
+def dollar_axis(ax: Axes) -> None:
+    """Plain-decimal dollar labels on the y axis. On a log axis the minor ticks are labelled
+    too, thinned the way matplotlib thins them, so a range under one decade still has labels."""
+    from matplotlib.ticker import FuncFormatter, LogFormatter
+
+    if ax.get_yscale() != "log":
+        ax.yaxis.set_major_formatter(FuncFormatter(usd))
+        return
+
+    class PlainDollars(LogFormatter):
+        def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+            return usd(x)
+
+    ax.yaxis.set_major_formatter(PlainDollars(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(PlainDollars(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
 
 
 def _log2_x(ax: Axes, concs: Sequence[int]) -> None:
@@ -111,9 +171,22 @@ def _hardware_stamp(fig: Figure, stamps: Sequence[str]) -> None:
     if not stamps:
         fig.tight_layout()
         return
-    fig.text(0.5, 0.995, "\n".join(stamps), fontsize=8, color="red", ha="center", va="top",
-             weight="bold", wrap=True)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.035 * (len(stamps) + 1)))
+    import math
+
+    text = "\n".join(stamps)
+    fig.text(0.5, 0.995, text, fontsize=8, color="red", ha="center", va="top", weight="bold",
+             wrap=True)
+    # the lines the wrapped stamp takes (8 pt bold: ~14 characters per inch of figure width)
+    per_line = max(40, int(fig.get_figwidth() * 14))
+    lines = sum(math.ceil(len(s) / per_line) for s in stamps)
+    band = (lines * 11 + 8) / (fig.get_figheight() * 72)  # in figure height
+    suptitle = getattr(fig, "_suptitle", None)
+    if suptitle is not None:
+        # a figure title goes under the stamp, never beneath it (tight_layout keeps it put)
+        suptitle.set_y(1 - band)
+        suptitle.set_va("top")
+    fig.tight_layout(rect=(0, 0, 1, 1 - band))  # it makes room for a figure title itself
+
 
 
 def _hardware_stamps(analyses: Sequence[dict[str, Any]]) -> list[str]:
@@ -218,7 +291,8 @@ def plot_throughput(analysis: dict[str, Any], path: Path) -> Path:
         )
     if drawn:
         _log2_x(ax, analysis["concurrency"])
-        ax.set_ylabel("aggregate output tokens/s\n(median; bars = min–max over reps)")
+        ax.set_ylabel("aggregate output tokens/s\n(median; "
+                      + spread_note(analysis, "bars = min–max over reps") + ")")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         _legend_below(ax)
@@ -277,7 +351,8 @@ def plot_speedup(analysis: dict[str, Any], path: Path) -> Path:
                     )
         ax.axhline(1.0, color="black", linewidth=1, alpha=0.6)
         _log2_x(ax, analysis["concurrency"])
-        ax.set_ylabel("speedup (×; bars = widest range over reps)")
+        ax.set_ylabel("speedup (×; " + spread_note(analysis, "bars = widest range over reps")
+                      + ")")
         ax.set_title(titles[key], fontsize=10)
         ax.grid(alpha=0.3)
         _legend_below(ax, ncol=1)
@@ -406,6 +481,7 @@ def plot_cost(analysis: dict[str, Any], path: Path) -> Path:
     if ok:
         _log2_x(ax, analysis["concurrency"])
         ax.set_yscale("log")
+        dollar_axis(ax)
         ax.set_ylabel("USD per 1k output tokens (log scale)")
         ax.grid(alpha=0.3, which="both")
         ax.text(

@@ -52,13 +52,18 @@ def fmt_spread(sp: dict[str, Any] | None) -> str:
     if not sp:
         return "—"
     if sp["n"] == 1:
-        return fmt_num(sp["median"])
+        return f"{fmt_num(sp['median'])} ({NO_SPREAD})"
     return f"{fmt_num(sp['median'])} [{fmt_num(sp['min'])}–{fmt_num(sp['max'])}]"
+
+
+NO_SPREAD = "no spread: 1 rep"  # a range over one rep is a single number, not a spread
 
 
 def fmt_ratio(r: dict[str, Any] | None) -> str:
     if not r:
         return "—"
+    if r.get("n") == 1:
+        return f"{r['speedup']:.2f}× ({NO_SPREAD})"
     return f"{r['speedup']:.2f}× [{r['lo']:.2f}–{r['hi']:.2f}]"
 
 

@@ -40,6 +40,7 @@ def ratio_spread(num: dict[str, Any] | None, den: dict[str, Any] | None) -> dict
         "lo": num["min"] / den["max"],
         "hi": num["max"] / den["min"],
         "overlap": num["max"] >= den["min"] and den["max"] >= num["min"],
+        "n": min(int(num.get("n", 0)), int(den.get("n", 0))),  # reps behind the fewer side
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,8 @@ def test_up_refused_by_preflight_prints_the_requirements_table(
         "--image", "vllm/vllm-openai:v0.11.0", "--gpu", "NVIDIA A40", "--max-price", "1", "--json",
     ])  # fmt: skip
     assert result.exit_code == 2, result.output
-    assert result.stdout.strip() == ""  # no record to print; the table goes to stderr
+    # no record to print: stdout holds the JSON error object only; the table goes to stderr
+    assert json.loads(result.stdout)["error"]["kind"] == "PreflightRefused"
     err = " ".join(result.stderr.split())
     assert "check-requirements (runpod)" in err and "how to fix" in err
     assert "Tailscale token and auth key" in err and "SSH key" in err

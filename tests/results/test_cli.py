@@ -112,7 +112,7 @@ def test_export_csv_and_jsonl_are_flat_and_documented(app: typer.Typer, tmp_path
     reqs = [json.loads(line) for line in out.read_text().splitlines()]
     assert reqs and set(reqs[0]) == set(table_columns("requests"))
     res = CliRunner().invoke(app, ["export", str(run_dir), "--format", "xlsx"])
-    assert res.exit_code == 1
+    assert res.exit_code == 2  # a malformed flag is a usage error (docs/exit-codes.md)
 
 
 def test_export_reads_back_with_pandas(app: typer.Typer, tmp_path: Path) -> None:

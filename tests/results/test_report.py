@@ -294,8 +294,8 @@ def test_speedups_the_gate_did_not_verify_are_never_printed_bare() -> None:
     k2_rows = [line for line in speedup.splitlines() if line.startswith("| mtp-k2")]
     k1_rows = [line for line in speedup.splitlines() if line.startswith("| mtp-k1 ")]
     assert len(k2_rows) == 2 and len(k1_rows) == 2  # throughput and decode tables
-    assert k2_rows[0].rstrip(" |").split(" | ")[1:] == ["1.80× [1.80–1.80] UNVERIFIED"] * 2, k2_rows[0]
-    assert k1_rows[0].rstrip(" |").split(" | ")[1:] == ["1.50× [1.50–1.50]"] * 2, k1_rows[0]
+    assert k2_rows[0].rstrip(" |").split(" | ")[1:] == ["1.80× (no spread: 1 rep) UNVERIFIED"] * 2, k2_rows[0]
+    assert k1_rows[0].rstrip(" |").split(" | ")[1:] == ["1.50× (no spread: 1 rep)"] * 2, k1_rows[0]
     arms = md.split("## Arms", 1)[1].split("## Throughput", 1)[0]
     assert "pass — UNVERIFIED: gate compared text only, not token ids" in arms
     assert "mtp-k2: speedup UNVERIFIED (gate compared text only" in md  # the warnings list
@@ -308,4 +308,4 @@ def test_a_skipped_gate_marks_the_arm_unverified() -> None:
     throughput = md.split("## Throughput", 1)[1].split("## Speedup", 1)[0]
     assert "| mtp-k1 (UNVERIFIED: token-identity gate skipped" in throughput
     speedup = md.split("## Speedup over plain", 1)[1].split("## Crossover", 1)[0]
-    assert "| 1.50× [1.50–1.50] UNVERIFIED |" in speedup, speedup
+    assert "| 1.50× (no spread: 1 rep) UNVERIFIED |" in speedup, speedup

@@ -95,7 +95,6 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             "external": {"eq": False},
             "rentable": {"eq": True},
             "rented": {"eq": False},
-            "gpu_name": {"in": gpu_names},
             "num_gpus": {"eq": gpu_count},
             "reliability": {"gte": self.min_reliability},
             "disk_space": {"gte": disk_gb},
@@ -105,6 +104,8 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             "allocated_storage": disk_gb,
             "limit": 64,
         }
+        if gpu_names:  # none: every GPU type (`tailpod gpus`)
+            query["gpu_name"] = {"in": gpu_names}
         if self.min_cuda is not None:
             query["cuda_max_good"] = {"gte": self.min_cuda}
         # The price cap is applied here, not in the query, so "too expensive" and "no such GPU"

@@ -1,0 +1,262 @@
+"""`tailpod logs`: a pod's engine log (over SSH, through the pod agent) or its container log
+(through the provider), and `tailpod logs parse FILE`, which reads a startup log offline.
+
+`tailpod logs TAG` is `tailpod logs show TAG`: a first word that is not a subcommand is the run
+tag (what `kubectl logs POD`, `sky logs CLUSTER` and `runpodctl` users type).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from tailpod.cli.common import (
+    err_console,
+    handle_errors,
+    ledger_for,
+    print_json,
+    settings_from,
+)
+from tailpod.config import Settings
+from tailpod.errors import ConfigError, TailpodError
+from tailpod.ledger import PodRecord
+from tailpod.secrets import redact
+
+FOLLOW_POLL_S = 1.0
+
+
+class LogsGroup(TyperGroup):
+    """`logs TAG …` runs `logs show TAG …`; `logs parse …` and `logs --help` stay as they are."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+
+# -- the engine log ------------------------------------------------------------------------------
+
+
+def _engine_log_path(status: dict[str, Any]) -> str:
+    state = status.get("state") or {}
+    path = state.get("log") if isinstance(state, dict) else None
+    if not path:
+        raise TailpodError("the pod agent has no engine record: no engine was started there",
+                           hint="tailpod up starts one; --container shows the container log")
+    return str(path)
+
+
+class LocalEngineLog:
+    """The engine of `--provider local`: its log is a file on this machine."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read_from(self, offset: int) -> tuple[str, int]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except OSError as exc:
+            raise TailpodError(f"cannot read the engine log {self.path}: "
+                               f"{exc.__class__.__name__}") from None
+        return data.decode("utf-8", errors="replace"), offset + len(data)
+
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    def close(self) -> None:
+        pass
+
+
+class AgentEngineLog:
+    """A pod's engine log through its agent's transport (one SSH session for a cloud pod)."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.path = _engine_log_path(agent.engine_status())
+
+    def _run(self, argv: list[str]) -> str:
+        done = self.agent.transport.execute(argv, b"", None, 60)
+        if done.exit_status != 0:
+            raise TailpodError(f"reading {self.path} on the pod failed (exit {done.exit_status})",
+                               hint="; ".join(done.stderr_tail[-2:]) or None)
+        return str(done.stdout)
+
+    def size(self) -> int:
+        text = self._run(["wc", "-c", self.path]).split()
+        return int(text[0]) if text and text[0].isdigit() else 0
+
+    def read_from(self, offset: int) -> tuple[str, int]:
+        text = self._run(["tail", "-c", f"+{offset + 1}", self.path])
+        return text, offset + len(text.encode("utf-8", errors="replace"))
+
+    def close(self) -> None:
+        self.agent.close()
+
+
+def open_engine_log(settings: Settings, record: PodRecord) -> LocalEngineLog | AgentEngineLog:
+    from tailpod.pods.kinds import kind_for
+
+    if kind_for(record.provider).engine_here:
+        from tailpod.agent.bootstrap.engine import read_state
+        from tailpod.provision.local.provider import LocalProvider
+
+        state = read_state(LocalProvider(settings.state_dir).state_dir(record.run_tag))
+        return LocalEngineLog(Path(_engine_log_path({"state": state})))
+    from tailpod.cli.ssh import target_for_record
+    from tailpod.pods.cloud import open_pod_agent
+
+    agent = open_pod_agent(settings, target_for_record(settings, record), 30,
+                           say=lambda msg: err_console.print(redact(str(msg))))
+    try:
+        return AgentEngineLog(agent)
+    except BaseException:
+        agent.close()
+        raise
+
+
+def last_lines(text: str, n: int) -> list[str]:
+    lines = text.splitlines()
+    return lines[-n:] if n > 0 else lines
+
+
+def engine_lines(log: LocalEngineLog | AgentEngineLog, tail: int, follow: bool,
+                 sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
+    """The last `tail` lines of the engine log; with `follow`, then every new line."""
+    size = log.size()
+    # read a generous window, not the whole log: ~400 bytes a line is plenty for engine logs
+    start = max(0, size - max(tail, 1) * 400)
+    text, offset = log.read_from(start)
+    if start > 0:
+        text = text.split("\n", 1)[-1]  # the first line of a window is partial
+    yield from last_lines(text, tail)
+    pending = ""
+    while follow:
+        sleep(FOLLOW_POLL_S)
+        more, offset = log.read_from(offset)
+        if not more:
+            continue
+        pending += more
+        *complete, pending = pending.split("\n")
+        yield from complete
+
+
+# -- the container log ---------------------------------------------------------------------------
+
+
+def container_lines(settings: Settings, record: PodRecord, tail: int, follow: bool,
+                    sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
+    from tailpod.provision.base import SupportsContainerLog
+    from tailpod.provision.providers import get_provider
+
+    if not record.pod_id:
+        raise ConfigError(f"{record.run_tag} has no provider pod id recorded")
+    provider = get_provider(record.provider, settings)
+    if not isinstance(provider, SupportsContainerLog):
+        raise ConfigError(f"{record.provider} does not serve container logs",
+                          hint="--engine reads the engine's own log over SSH")
+    lines = provider.container_log(record.pod_id, tail)
+    if lines is None:
+        raise TailpodError(f"{record.provider} has no container log for {record.pod_id}")
+    yield from lines
+    seen = list(lines)
+    while follow:
+        sleep(FOLLOW_POLL_S * 2)
+        now = provider.container_log(record.pod_id, 1000) or []
+        yield from _new_lines(seen, now)
+        seen = now
+
+
+def _new_lines(before: list[str], now: list[str]) -> list[str]:
+    """The lines of `now` after its overlap with the end of `before` (both are tails)."""
+    for k in range(min(len(before), len(now)), 0, -1):
+        if before[-k:] == now[:k]:
+            return now[k:]
+    return now
+
+
+# -- the commands --------------------------------------------------------------------------------
+
+
+def register(app: typer.Typer) -> None:
+    logs = typer.Typer(
+        cls=LogsGroup,
+        help="A pod's engine or container log (tailpod logs TAG), or a startup log read "
+             "offline (tailpod logs parse FILE).",
+        no_args_is_help=True,
+    )
+    app.add_typer(logs, name="logs")
+
+    @logs.command("show")
+    @handle_errors
+    def show(
+        run_tag: str = typer.Argument(None, help="The pod (default: the only active one)."),
+        engine: bool = typer.Option(False, "--engine", help="The engine's log, read over SSH "
+                                                           "through the pod agent (the default)."),
+        container: bool = typer.Option(False, "--container", help="The container log, from "
+                                                                  "the provider's API."),
+        follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines "
+                                                                 "until Ctrl-C."),
+        tail: int = typer.Option(200, "--tail", "-n", min=0, help="Lines to show first "
+                                                                 "(0: all)."),
+    ) -> None:
+        """The pod's engine log (default) or container log; `tailpod logs TAG` for short."""
+        if engine and container:
+            raise ConfigError("--engine and --container: pick one")
+        settings = settings_from()
+        record = ledger_for(settings).resolve(run_tag)
+        if container:
+            lines = container_lines(settings, record, tail, follow)
+            for line in lines:
+                sys.stdout.write(redact(line) + "\n")
+                sys.stdout.flush()
+            return
+        log = open_engine_log(settings, record)
+        try:
+            for line in engine_lines(log, tail, follow):
+                sys.stdout.write(redact(line) + "\n")
+                sys.stdout.flush()
+        finally:
+            log.close()
+
+    @logs.command("parse")
+    @handle_errors
+    def parse(
+        file: str = typer.Argument(..., help="Startup log to read ('-' for stdin)."),
+        engine: str = typer.Option(..., "--engine", "-e", help="sglang, vllm or llamacpp."),
+    ) -> None:
+        """Print the facts an engine's startup log states (KV pool, capacity, spec, readiness).
+        Exits 1, with a warning, when no line of the file is one the engine's parser knows."""
+        from tailpod.engines.adapters import get_adapter
+
+        adapter = get_adapter(engine)
+        if file == "-":
+            text = sys.stdin.read()
+        else:
+            path = Path(file).expanduser()
+            if not path.is_file():
+                raise ConfigError(f"no such log file: {path}")
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                raise ConfigError(f"cannot read {path}: {exc.__class__.__name__}") from None
+        facts = adapter.parse_startup(text)
+        print_json(facts.to_json())
+        if not facts.lines:
+            err_console.print(f"[yellow]warning:[/] no line of {file} is a {adapter.name} "
+                              "startup line tailpod recognises; every fact is null",
+                              markup=True)
+            err_console.print("  hint: is it the right --engine, and the engine's own log "
+                              "(not a client's)?")
+            raise typer.Exit(code=1)
+

@@ -1,0 +1,29 @@
+"""Fixtures for the command-line tests: a sandbox cloud and the environment that points at it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tailpod.sandbox import Sandbox, start_sandbox
+
+
+@pytest.fixture()
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
+    try:
+        yield sb
+    finally:
+        sb.close()
+
+
+@pytest.fixture()
+def cloud_env(sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The sandbox's keys and URLs in the environment, an empty tailpod home, no .env."""
+    env = {**sandbox.env(), "TAILPOD_HOME": str(tmp_path / "home"),
+           "TAILPOD_ENV_FILE": str(tmp_path / "absent.env"), "COLUMNS": "80"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
