@@ -301,7 +301,8 @@ def test_up_on_vllm_image_gets_past_the_entrypoint_and_the_old_form_is_explained
 
         down_remote(settings, ledger, record)
 
-        monkeypatch.setattr(runpod_provider, "start_command_args", shlex.join)  # the old form
+        monkeypatch.setattr(runpod_provider, "start_command_args",
+                            lambda argv, _entry=None: shlex.join(argv))  # the old form
         with pytest.raises(TailpodError) as failed:
             cloud_up.up_cloud(settings, cfg, ledger, lambda _l: None, preflight=False)
         text = failed.value.message

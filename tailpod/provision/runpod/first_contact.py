@@ -37,7 +37,7 @@ from tailpod.config import Settings
 from tailpod.errors import ConfigError, ProviderError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.base import PodInfo, PodSpec, PodState
-from tailpod.provision.runpod.provider import RunPodProvider
+from tailpod.provision.runpod.provider import RunPodProvider, start_form
 from tailpod.secrets import redact
 
 FACTS_FILE = "first-contact.json"
@@ -184,8 +184,11 @@ def probe_script(nonce: str, api_url: str, hold_s: float, python: str = "python3
     tag = f"{MARKER}-{nonce}"
     kill = shlex.join([python, "-c", SELF_KILL_CODE, api_url.rstrip("/"),
                        json.dumps(SELF_KILL_ROUTES, separators=(",", ":")), tag])
-    return (f"echo {tag} start; sleep {max(0.0, hold_s):g}; {kill}; "
-            f"echo {tag} self-kill-done; exec sleep 3600")
+    # The echoed marker is split by an empty quote (`-''nonce`), so only a shell that ran the
+    # script prints it whole: a log line that merely quotes the command text never matches.
+    said = f"{MARKER}-''{nonce}"
+    return (f"echo {said} start; sleep {max(0.0, hold_s):g}; {kill}; "
+            f"echo {said} self-kill-done; exec sleep 3600")
 
 
 class RunPodCpuProbe(RunPodProvider):
@@ -249,6 +252,20 @@ class RunPodCpuProbe(RunPodProvider):
         return info
 
 
+def image_entrypoint(settings: Settings, image: str, notes: list[str] | None = None
+                     ) -> tuple[str, ...] | None:
+    """The image's ENTRYPOINT from its config in the registry; None (noted) if unreadable."""
+    from tailpod.engines.image import read_image_facts
+
+    try:
+        return read_image_facts(image, settings).entrypoint
+    except TailpodError as exc:
+        if notes is not None:
+            notes.append(f"the image config could not be read ({exc.message}); the JSON "
+                         "start form was used")
+        return None
+
+
 def _log_lines(provider: RunPodProvider, pod_id: str) -> list[str]:
     try:
         return provider.container_log(pod_id, tail=500) or []
@@ -267,16 +284,25 @@ def run_first_contact(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     image_label: str | None = None,
+    entrypoint: tuple[str, ...] | None | bool = True,
 ) -> FirstContactFacts:
     """Rent `image`, verify the three facts, prove the pod down, record and return the facts
-    (kept under `image_label`, the reference as the user gives it, default `image`)."""
+    (kept under `image_label`, the reference as the user gives it, default `image`).
+
+    The start command takes the form `up` would send for this image: its ENTRYPOINT is read
+    from the registry (`entrypoint=True`, the default) unless given; None = unknown (JSON form).
+    """
     from tailpod.provision.lifecycle import create_pod_safely, run_dir_for, teardown
 
     timings = timings or FirstContactTimings()
     key = settings.runpod_api_key.reveal() if settings.runpod_api_key else None
+    notes: list[str] = []
+    if entrypoint is True:
+        entrypoint = image_entrypoint(settings, image, notes)
+    known_entry = entrypoint if isinstance(entrypoint, tuple) else None
     facts = FirstContactFacts(account=account_id(key), image=image_label or image,
-                              checked_at=time.time(),
-                              start_form="json", start_command_ran=None, pod_key_self_kill=None)
+                              checked_at=time.time(), start_form=start_form(known_entry),
+                              start_command_ran=None, pod_key_self_kill=None, notes=notes)
     provider = provider or RunPodCpuProbe(settings)
     cpu_id, vcpus, rate = provider.cheapest_cpu()
     facts.cpu = f"{cpu_id} x{vcpus}"
@@ -291,7 +317,8 @@ def run_first_contact(
     spec = PodSpec(run_tag=run_tag, gpu_preference=[cpu_id], image=image,
                    start_command=["/bin/sh", "-c", probe_script(nonce, provider.base_url,
                                                                 timings.hold_s)],
-                   gpu_count=vcpus, env={"TAILPOD_RUN_TAG": run_tag}, disk_gb=20, ports=[])
+                   gpu_count=vcpus, env={"TAILPOD_RUN_TAG": run_tag}, disk_gb=20, ports=[],
+                   image_entrypoint=known_entry)
     ledger = Ledger(Path(settings.home))
     record = PodRecord(run_tag=run_tag, provider=provider.name)
     started = clock()
@@ -360,3 +387,19 @@ def run_first_contact(
             save(settings, facts)
             say(f"first contact: the pod is proven down; it cost ${facts.cost_usd:.6f} "
                 "(cost after)")
+
+
+def run_stamp(settings: Settings, image: str) -> dict[str, Any]:
+    """What first contact knows of this account, as each run records it (ledger `extra`):
+    the newest facts for `image` (else the account's newest, marked so), or `verified: False`."""
+    known = facts_for(settings)
+    mine = [f for f in known if f.image == image]
+    chosen = (mine or known)[:1]
+    if not chosen:
+        return {"verified": False, "why": "no first contact on this account "
+                "(`tailpod check-requirements --live`)"}
+    f = chosen[0]
+    return {"verified": True, "account": f.account, "image": f.image,
+            "same_image": bool(mine), "checked_at": f.checked_at, "start_form": f.start_form,
+            "start_command_ran": f.start_command_ran, "pod_key_self_kill": f.pod_key_self_kill,
+            "meter_delay_s": f.meter_delay_s, "meter_bound_s": f.meter_bound_s}

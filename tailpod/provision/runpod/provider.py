@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shlex
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -110,19 +111,28 @@ POD_QUERY = (
     "query TailpodPod($podId: String!) { pod(input: {podId: $podId}) { id desiredStatus "
     "costPerHr } }"
 )
-def start_command_args(argv: list[str]) -> str:
+def start_form(entrypoint: tuple[str, ...] | None) -> str:
+    """"plain" for an image whose config has no ENTRYPOINT, else "json" (also when unknown)."""
+    return "plain" if entrypoint is not None and not entrypoint else "json"
+
+
+def start_command_args(argv: list[str], entrypoint: tuple[str, ...] | None = None) -> str:
     """The v2 `args` string that makes `argv` the container's whole process.
 
     v2 `args` is "Arguments passed to the container entrypoint" and v2 has no entrypoint field
-    (runpod/docs api-reference-v2/openapi.json, BaseContainerConfig.args), so a plain command
-    string is appended to the image's ENTRYPOINT: on vllm/vllm-openai (ENTRYPOINT vllm serve) the
-    engine rejects it and the container exits. RunPod's start command also takes the JSON form
-    `{"cmd": [...], "entrypoint": [...]}` which replaces the entrypoint (runpod/docs
-    pods/templates/manage-templates.mdx); tailpod always sends that form. Both parts are given,
-    so nothing depends on whether an entrypoint override also clears the image's CMD.
+    (runpod/docs api-reference-v2/openapi.json @ a900806e, BaseContainerConfig.args). On an
+    image without an ENTRYPOINT (`entrypoint == ()`, read from its config) the arguments are the
+    whole process, as Docker composes it, so a plain command line is sent: the documented
+    reading. Only where an ENTRYPOINT must be replaced (or it is unknown) is RunPod's JSON form
+    `{"cmd": [...], "entrypoint": [...]}` sent (documented for the console's start-command field,
+    runpod/docs pods/templates/manage-templates.mdx:27-29; whether v2 `args` decodes it is what
+    first contact verifies). Both parts are given, so nothing depends on whether an entrypoint
+    override also clears the image's CMD.
     """
     if not argv:
         raise ValueError("an empty start command")
+    if start_form(entrypoint) == "plain":
+        return shlex.join(argv)
     split = 2 if len(argv) > 2 and argv[1] == "-c" else 1
     return json.dumps({"entrypoint": list(argv[:split]), "cmd": list(argv[split:])},
                       separators=(",", ":"))
@@ -251,13 +261,15 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
             "startSsh": True,
         }
         if spec.start_command:
-            body["args"] = start_command_args(spec.start_command)
+            body["args"] = start_command_args(spec.start_command, spec.image_entrypoint)
         if spec.volume_id:  # attached at create only, in the volume's own data center
             body["mounts"] = {"network": [{"volumeId": spec.volume_id,
                                            "path": spec.volume_mount_path or
                                            self.volume_mount_path}]}
         if spec.data_center_ids:
             body["dataCenterIds"] = list(spec.data_center_ids)
+        if spec.min_cuda:  # CreateGpuConfig.minCudaVersion, "^\d+\.\d+$"
+            body["gpu"]["minCudaVersion"] = spec.min_cuda
         return body
 
     def _create_one(self, spec: PodSpec, gpu_id: str, reasons: list[str]) -> str | None:

@@ -89,7 +89,10 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         self.min_cuda = min_cuda
 
     # -- offers -----------------------------------------------------------------------------------
-    def search(self, gpu_names: list[str], gpu_count: int, disk_gb: int) -> list[dict[str, Any]]:
+    def search(self, gpu_names: list[str], gpu_count: int, disk_gb: int,
+               min_cuda: str | float | None = None) -> list[dict[str, Any]]:
+        """Offers for the GPUs; `min_cuda` (the image's CUDA, "12.8") keeps hosts whose driver
+        supports at least it (`cuda_max_good`, the highest CUDA the host's driver runs)."""
         query: dict[str, Any] = {
             "verified": {"eq": True},
             "external": {"eq": False},
@@ -105,8 +108,10 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             "allocated_storage": disk_gb,
             "limit": 64,
         }
-        if self.min_cuda is not None:
-            query["cuda_max_good"] = {"gte": self.min_cuda}
+        floor = max((float(c) for c in (self.min_cuda, min_cuda) if c is not None),
+                    default=None)
+        if floor is not None:
+            query["cuda_max_good"] = {"gte": floor}
         # The price cap is applied here, not in the query, so "too expensive" and "no such GPU"
         # stay distinguishable in the error.
         response = self.api.call("POST", "/api/v0/bundles/", "searching offers", json=query)
@@ -235,7 +240,8 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                               "created: " + "; ".join(too_big),
                               hint="shorten the start command or the environment "
                                    "(tailpod/provision/vastai/limits.py lists the limits)")
-        grouped = self._by_preference(prefs, self.search(prefs, spec.gpu_count, spec.disk_gb))
+        grouped = self._by_preference(prefs, self.search(prefs, spec.gpu_count, spec.disk_gb,
+                                                         spec.min_cuda))
         if not any(grouped.values()):
             raise CapacityError(
                 f"no vast.ai offer matches {', '.join(repr(p) for p in prefs)} with "
