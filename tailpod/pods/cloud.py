@@ -218,6 +218,13 @@ def await_running(settings: Settings, record: PodRecord, timeout_s: float, say: 
         if info is None:
             raise TailpodError(f"pod {record.pod_id} disappeared while booting")
         status = str(info.detail.get("status") or info.state.value)
+        if info.detail.get("never_running"):
+            avoid = getattr(provider, "avoid_machine", None)
+            if callable(avoid):
+                avoid(info.detail.get("machine_id"))
+            raise NeverRunning(f"{record.provider} reports instance {record.pod_id} {status}, "
+                               "a state it never leaves for running (the vendor says: destroy "
+                               "and retry)")
         if info.state is PodState.ERROR:
             raise TailpodError(f"the pod's container failed: {record.provider} reports {status}")
         if info.state is PodState.STOPPED:
@@ -449,7 +456,23 @@ def run_preflight_or_refuse(
     say(f"preflight passed ({len(report.results)} checks)")
 
 
-def up_cloud(
+class NeverRunning(TailpodError):
+    """The provider reports a state its docs say never reaches running (vast `unknown`,
+    `offline`): the pod is destroyed and `up` rents once more, avoiding that machine."""
+
+
+def up_cloud(settings: Settings, cfg: EngineConfig, ledger: Ledger, say: Say,
+             **options: Any) -> tuple[PodRecord, PodInfo]:
+    """`up` on a cloud: one rent, and one more after a pod the provider says will never run
+    (destroyed and proven down first, its machine avoided)."""
+    try:
+        return _up_cloud_once(settings, cfg, ledger, say, **options)
+    except NeverRunning as exc:
+        say(f"{exc.message.splitlines()[0]}; renting once more")
+        return _up_cloud_once(settings, cfg, ledger, say, **{**options, "preflight": False})
+
+
+def _up_cloud_once(
     settings: Settings,
     cfg: EngineConfig,
     ledger: Ledger,
@@ -584,7 +607,8 @@ def up_cloud(
 
                 message, hint = explain(message, hint, diagnosis,
                                         tailnet_wait=isinstance(exc, TailnetError))
-            raise TailpodError(
+            failed = NeverRunning if isinstance(exc, NeverRunning) else TailpodError
+            raise failed(
                 f"{message}\n  the pod was torn down, billing proven stopped", hint
             ) from None
         raise

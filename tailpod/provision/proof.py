@@ -18,7 +18,9 @@ def describe(info: PodInfo) -> str:
     gpu = f"{info.gpu_count or 1}x {info.gpu_type}" if info.gpu_type else "unknown GPU"
     price = f"${info.price_per_hr:.3f}/h" if info.price_per_hr else "rate unknown"
     state = info.state.value
-    if info.state is PodState.STOPPED:
+    if info.detail.get("gpu_billing") and info.state is not PodState.RUNNING:
+        state = f"{info.detail.get('status') or state} (paused; the GPU still bills)"
+    elif info.state is PodState.STOPPED:
         state = "stopped (GPU released, its disk still bills)"
     return f"{info.pod_id} [{info.run_tag or 'untagged'}] {gpu}, {state}, {price}"
 

@@ -16,7 +16,7 @@ import secrets
 import time
 from typing import Any
 
-from tailpod.provision.vastai.limits import rent_limit_errors
+from tailpod.provision.vastai.limits import RATE_LIMITS, rent_limit_errors
 from tailpod.sandbox.cloud import AuthFailure, SandboxCloud
 from tailpod.sandbox.http import Request, Response, Router
 from tailpod.sandbox.model import Account, SandboxPod, VastOffer
@@ -99,10 +99,13 @@ class VastEmulator:
             return vast_error(403, "forbidden", "This API key is restricted to another instance")
         fault = self.cloud.faults.take("rate_limit", "vast", op)
         if fault:
+            # vast documents no Retry-After on any 429 (x-rate-limit, each endpoint's YAML @
+            # c6246226): the answer carries none, only the documented body of that endpoint.
+            threshold = RATE_LIMITS.get(op, {}).get("threshold", 4.5)
             body = ({"success": False, "error": "rate_limit_exceeded",
                      "msg": "API requests too frequent"} if op == "terminate"
-                    else {"detail": "API requests too frequent endpoint threshold=4.5"})
-            return Response(429, body, {"Retry-After": str(max(0, math.ceil(fault.retry_after)))})
+                    else {"detail": f"API requests too frequent endpoint threshold={threshold}"})
+            return Response(429, body)
         fault = self.cloud.faults.take("server_error", "vast", op)
         if fault:
             return vast_error(fault.status, "server_error", "Internal server error")
@@ -222,9 +225,13 @@ class VastEmulator:
         if not isinstance(env_in, dict):
             return vast_error(400, "invalid_args", "env must be an object")
         onstart, args = body.get("onstart"), body.get("args")
+        args_str = body.get("args_str")
         too_big = rent_limit_errors(onstart if isinstance(onstart, str) else None,
                                     [str(a) for a in args] if isinstance(args, list) else None,
-                                    {str(k): str(v) for k, v in env_in.items()})
+                                    {str(k): str(v) for k, v in env_in.items()},
+                                    image=str(body.get("image") or ""),
+                                    label=str(body.get("label") or ""),
+                                    args_str=args_str if isinstance(args_str, str) else None)
         if too_big:
             return vast_error(400, "invalid_args", "; ".join(too_big))
         env: dict[str, str] = {}
@@ -254,6 +261,9 @@ class VastEmulator:
                          "args": body.get("args"), "machine_id": offer.machine_id,
                          "host_id": offer.host_id, "reliability": offer.reliability,
                          "gpu_ram": offer.gpu_ram, "geolocation": offer.geolocation})
+        stuck = self.cloud.faults.take("vast_state", "vast", "create")
+        if stuck:
+            pod.meta["vast_state"] = stuck.state or "offline"
         with self.cloud.lock:
             offer.rented = True
         self.cloud.add_pod(pod)
@@ -279,6 +289,8 @@ class VastEmulator:
         actual: str | None
         if pod.status == "stopped":
             actual, intended = "stopped", "stopped"
+        elif ready and pod.meta.get("vast_state") and not stale:
+            actual, intended = str(pod.meta["vast_state"]), "running"
         elif ready:
             actual, intended = "running", "running"
         else:
