@@ -78,6 +78,9 @@ class ProofCheck:
     name: str
     passed: bool
     detail: str
+    # False: the check saw nothing that could tell either way (a meter read within its update
+    # delay); it does not block the proof, which then rests on the other checks.
+    informative: bool = True
 
 
 @dataclass

@@ -889,7 +889,7 @@ class RunPodEmulator:
                     and (pod_id is None or p.pod_id == pod_id)]
         records: list[dict[str, Any]] = []
         for pod in pods:
-            total = self.cloud.meter.accrued("runpod", pod.pod_id)
+            total = self.cloud.meter.reported("runpod", pod.pod_id)  # as of the meter's update
             share = pod.compute_rate / pod.running_rate() if pod.running_rate() else 0.0
             start = pod.created_at - (pod.created_at % 3600)
             records.append({

@@ -459,8 +459,9 @@ class VastEmulator:
         # `balance` holds on a real account is not documented beyond "the current balance". The
         # sandbox answers a different number there (charges accrued, as a negative amount) so a
         # client that reads the wrong field sees wrong money here too.
-        credit = round(self.cloud.balance(account), 8)
-        accrued = self.cloud.meter.accrued(provider=account.provider, account=account.name)
+        # both as of the meter's last update (meter_lag_s; vast documents no update interval)
+        accrued = self.cloud.meter.reported(provider=account.provider, account=account.name)
+        credit = round(account.balance - accrued, 8)
         return Response(200, {
             "id": abs(hash(account.name)) % 10**6, "username": account.name,
             "email": f"{account.name}@sandbox.invalid", "credit": credit,

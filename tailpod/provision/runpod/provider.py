@@ -41,7 +41,13 @@ from tailpod.provision.base import (
     SupportsPodScopedTermination,
     SupportsSpendRate,
 )
-from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
+from tailpod.provision.proof import (
+    is_tailpod_tag,
+    listed_check,
+    meter_check,
+    meter_window_s,
+    others_check,
+)
 from tailpod.provision.runpod.volumes import RunPodVolumes
 from tailpod.secrets import redact, reveal_env
 
@@ -176,6 +182,18 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
     ) -> None:
         super().__init__(settings, timings=timings, transport=transport, sleep=sleep)
         self.cloud = cloud
+        self.settings = settings
+
+    def meter_delay(self) -> tuple[float | None, str]:
+        """(seconds, source) of this account's billing-history update delay: what first contact
+        measured (pod created -> spend first shown), else unknown: runpod/docs @ a900806e states
+        none (pods/pricing.mdx says only "billed by the second")."""
+        from tailpod.provision.runpod.first_contact import facts_for
+
+        for facts in facts_for(self.settings):
+            if facts.meter_delay_s is not None:
+                return facts.meter_delay_s, "measured by first contact"
+        return None, "not documented by RunPod, not measured: run check-requirements --live"
 
     # -- catalog ----------------------------------------------------------------------------------
     def catalog(self, gpu_count: int = 1) -> dict[str, dict[str, Any]]:
@@ -556,13 +574,15 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         """Without GraphQL there is no account spend rate: the pod's v2 billing history
         (`GET /v2/billing/pods?podId=`) is read twice, `evidence_window_s` apart, and must not
         grow by more than half of what the pod's rate would add in that time. RunPod aggregates
-        that history with up to ~1 h lag, so this check is weaker than the spend rate was."""
+        that history with an update delay no vendor text states: no growth counts only over a
+        window longer than the delay first contact measured (proof.meter_check)."""
         if not pod_id:
             return ProofCheck("billing-history", True, "no pod id was ever recorded; the tag "
                               "listing is the proof (GraphQL unavailable)"), None
+        delay, source = self.meter_delay()
         t1 = time.monotonic()
         first = self.billed_so_far(pod_id)
-        self._sleep(self.timings.evidence_window_s)
+        self._sleep(meter_window_s(self.timings.evidence_window_s, delay))
         second = self.billed_so_far(pod_id)
         elapsed = max(time.monotonic() - t1, 1e-3)
         if first is None or second is None:
@@ -572,11 +592,10 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         grew = second - first
         allowed = 0.5 * rate * elapsed / 3600.0 + 1e-6
         ok = grew <= allowed
-        check = ProofCheck(
-            "billing-history", ok,
+        check = meter_check(
+            "billing-history", not ok, elapsed, delay, source,
             f"GraphQL unavailable; v2 billing history for {pod_id}: ${first:.6f} then "
-            f"${second:.6f} over {elapsed:.1f}s (this pod was ${rate:.4f}/h; RunPod aggregates "
-            "billing with up to ~1 h lag)",
+            f"${second:.6f} over {elapsed:.1f}s (this pod was ${rate:.4f}/h)",
         )
         line = None
         if not ok and not tagged:

@@ -34,7 +34,13 @@ from tailpod.provision.base import (
     SupportsContainerLog,
     SupportsPodScopedTermination,
 )
-from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
+from tailpod.provision.proof import (
+    is_tailpod_tag,
+    listed_check,
+    meter_check,
+    meter_window_s,
+    others_check,
+)
 from tailpod.provision.vastai.limits import (
     DISK_MIN_GB,
     SEARCH_PER_MINUTE,
@@ -76,6 +82,10 @@ def normalise_gpu_name(name: str) -> str:
     return " ".join(name.replace("_", " ").split())
 
 
+# How long vast's `credit` takes to show a charge: vast-ai/docs @ c6246226 states no update
+# interval, and vast has no first contact yet, so a credit that did not move is not evidence.
+METER_DELAY_S: float | None = None
+METER_DELAY_SOURCE = "vast documents no update interval for `credit`"
 VENDOR_URL = str(POD_PROVIDERS["vastai"]["api_url"]).rstrip("/")
 SEARCH_PACER = WindowPacer(SEARCH_PER_MINUTE, 60.0)
 # Machines this process saw in a state that never reaches running: later searches skip them.
@@ -494,7 +504,8 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
 
         # vast has no spend-rate field: watch the balance for a short window and compare its
         # movement with what the remaining listed instances explain.
-        window = self.timings.evidence_window_s
+        delay, source = METER_DELAY_S, METER_DELAY_SOURCE
+        window = meter_window_s(self.timings.evidence_window_s, delay)
         t0 = time.monotonic()
         b1 = self.balance()
         t1 = (t0 + time.monotonic()) / 2  # the balance was read somewhere inside the call
@@ -518,12 +529,11 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             rate = price_per_hr or 0.0
             tolerance = max(0.5 * rate, 0.01)
             ok = drop_per_hr - others_rate <= tolerance
-            checks.append(ProofCheck(
-                "charges-stopped", ok,
+            checks.append(meter_check(
+                "charges-stopped", not ok, elapsed, delay, source,
                 f"credit moved ${b1 - b2:.6f} over {elapsed:.1f}s (≈${drop_per_hr:.4f}/h); "
                 f"other instances explain ≈${others_rate:.4f}/h; this instance was "
-                f"${rate:.4f}/h (vast updates balances in coarse steps: a short window proves "
-                "little on its own)",
+                f"${rate:.4f}/h",
             ))
             if not ok and not tagged:
                 still.append(f"vast.ai charges still move by ≈${drop_per_hr - others_rate:.3f}/h "
