@@ -341,7 +341,8 @@ class VastEmulator:
             return account
         pod = self._owned(req, account)
         if pod is None or pod.status == "terminated":
-            return vast_error(404, "no_such_instance", "Instance not found")
+            # destroy_instance.yaml responses.404 example (vast-ai/docs @ c6246226)
+            return vast_error(404, "not_found", "Instance not found")
         return pod
 
     def list_v1(self, req: Request) -> Response:
@@ -372,7 +373,8 @@ class VastEmulator:
         label_counts: dict[str, int] = {}
         for r in all_rows:
             label_counts[r["label"] or ""] = label_counts.get(r["label"] or "", 0) + 1
-        return Response(200, {"success": True, "instances_found": len(rows),
+        # instances_found: "Number of instances returned in this page" (show_instances.yaml)
+        return Response(200, {"success": True, "instances_found": len(page),
                               "total_instances": len(all_rows), "label_counts": label_counts,
                               "next_token": token, "instances": page})
 

@@ -323,9 +323,12 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
             if status == 401:
                 raise AuthError("RunPod rejected the API key (HTTP 401) while creating a pod",
                                 hint="check RUNPOD_API_KEY")
-            if status == 422:
+            if status == 422:  # "The body does not match the contract. `errors` lists each"
+                errors = answer.get("errors") if isinstance(answer, dict) else None
+                named = redact("; ".join(map(str, errors))) if isinstance(errors, list) \
+                    and errors else detail
                 raise ProviderError(f"RunPod rejected tailpod's create request as malformed "
-                                    f"(HTTP 422): {detail}",
+                                    f"(HTTP 422): {named}; nothing was created",
                                     hint="this is a tailpod bug; please report it")
             raise ApiError("RunPod", what, status, answer)
 
@@ -459,7 +462,12 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         token: str | None = None
         seen: set[str] = set()
         for _ in range(MAX_LIST_PAGES):
-            params = {PAGE_TOKEN_PARAM: token} if token else None
+            # includeClusterPods: "Include cluster member pods in the result. Defaults to false"
+            # (openapi @ a900806e, paths./v2/pods.get): a tagged cluster member must never hide
+            # from the orphan sweep or the proof's listing.
+            params = {"includeClusterPods": "true"}
+            if token:
+                params[PAGE_TOKEN_PARAM] = token
             body = self.api.body_of(self.api.call("GET", "/v2/pods", "listing pods", params=params))
             page = body.get("pods") if isinstance(body, dict) else None
             if not isinstance(page, list):
