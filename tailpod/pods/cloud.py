@@ -249,7 +249,7 @@ def follow_image(settings: Settings, spec: PodSpec, say: Say
     its CUDA the hosts it may land on), and the facts each run records: those, and what first
     contact verified on this account. An unreadable config leaves the JSON form, no CUDA bound."""
     from tailpod.engines.image import read_image_facts
-    from tailpod.provision.runpod.first_contact import run_stamp
+    from tailpod.provision.runpod.facts import run_stamp
     from tailpod.provision.runpod.provider import start_form
 
     facts: dict[str, Any] = {}

@@ -91,12 +91,12 @@ class BootWatch:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.provider, self.pod_id, self.every_s, self.clock = provider, pod_id, every_s, clock
         self.started = clock()
-        self.last: float | None = None
+        self.last = self.started  # the first read comes `every_s` in: a log needs a moment
         self.reads = 0
 
     def check(self) -> Cause | None:
         now = self.clock()
-        if self.last is not None and now - self.last < self.every_s:
+        if now - self.last < self.every_s:
             return None
         self.last = now
         self.reads += 1

@@ -174,7 +174,11 @@ def test_gpu_and_price_are_taken_once_stated_and_the_cap_applied_then(
     provider.terminate(pod["id"])
 
 
-def test_error_state_is_a_failed_boot(sandbox: Sandbox, tailpod_home: Path) -> None:
+def test_error_state_is_a_failed_boot(sandbox: Sandbox, tailpod_home: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # the state alone decides here: the container-log watch (which would name the cause
+    # sooner) is held off
+    monkeypatch.setattr(cloud_up, "BOOT_WATCH_S", 1e9)
     settings = load_settings(env={**sandbox.env(), "TAILPOD_HOME": str(tailpod_home)},
                              dotenv_path=tailpod_home / "absent.env")
     pod = create(sandbox, VLLM_PINNED, shlex.join(SHELL))

@@ -188,7 +188,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         """(seconds, source) of this account's billing-history update delay: what first contact
         measured (pod created -> spend first shown), else unknown: runpod/docs @ a900806e states
         none (pods/pricing.mdx says only "billed by the second")."""
-        from tailpod.provision.runpod.first_contact import facts_for
+        from tailpod.provision.runpod.facts import facts_for
 
         for facts in facts_for(self.settings):
             if facts.meter_delay_s is not None:
