@@ -258,7 +258,10 @@ def run_settings_problems(settings: Settings) -> list[str]:
         problems.append(f"--port must be 1-65535, got {settings.port} "
                         f"({origin('port', 'TAILPOD_PORT')})")
     positive("TAILPOD_MAX_PRICE", "--max-price", settings.max_price, field_name="max_price")
-    positive("TAILPOD_TTL_HOURS", "--ttl-hours", settings.ttl_hours, MAX_TTL_HOURS, "ttl_hours")
+    if settings.ttl_hours != 0:  # 0 is "no TTL", accepted explicitly (see ttl_warnings); the
+        # heartbeat timeout, which must stay positive, is then what ends a forgotten pod
+        positive("TAILPOD_TTL_HOURS", "--ttl-hours", settings.ttl_hours, MAX_TTL_HOURS,
+                 "ttl_hours")
     positive("TAILPOD_HEARTBEAT_TIMEOUT", "the heartbeat timeout", settings.heartbeat_timeout_s,
              field_name="heartbeat_timeout_s")
     positive("TAILPOD_STARTUP_TIMEOUT", "the startup timeout", settings.startup_timeout_s,
@@ -270,6 +273,21 @@ def run_settings_problems(settings: Settings) -> list[str]:
         problems.append(f"the disk size must be positive, got {settings.disk_gb} "
                         f"({origin('disk_gb', 'TAILPOD_DISK_GB')})")
     return problems
+
+
+def no_ttl(settings: Settings) -> bool:
+    """`--ttl-hours 0`: the pod gets no TTL (the dead-man's heartbeat, if set, still applies)."""
+    return settings.ttl_hours == 0
+
+
+def ttl_warnings(settings: Settings) -> list[str]:
+    """What `up` says before renting with the settings given; [] when nothing needs saying."""
+    if not no_ttl(settings):
+        return []
+    beat = settings.heartbeat_timeout_s
+    return [f"--ttl-hours 0: the pod has NO TTL (accepted explicitly); only the dead-man's "
+            f"heartbeat timeout ({beat:g} s without word from this laptop) or `tailpod down` "
+            "ends it"]
 
 
 def check_run_settings(settings: Settings) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from tenacity import (
@@ -201,3 +202,127 @@ def _fetch_digest(client: httpx.Client, registry: str, repo: str, tag: str, toke
     if not digest or not _DIGEST.match(digest):
         raise ProviderError(f"the registry gave no usable digest for {repo}:{tag}")
     return digest
+
+
+# -- the image's config: ENTRYPOINT (the start form) and CUDA (the host constraint) -------------
+CONFIG_MANIFEST_ACCEPT = ", ".join((
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+))
+_CUDA = re.compile(r"(\d+)\.(\d+)")
+# Where NVIDIA's CUDA base images state the toolkit version (nvidia/cuda Dockerfiles set the
+# CUDA_VERSION env and NVIDIA_REQUIRE_CUDA="cuda>=X.Y ..."; com.nvidia.cuda.version is their label).
+CUDA_ENV = ("CUDA_VERSION",)
+CUDA_LABELS = ("com.nvidia.cuda.version",)
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What the image's config (`GET /v2/<repo>/blobs/<config digest>`, OCI image config) says
+    about how it starts and what it needs from the host."""
+
+    entrypoint: tuple[str, ...]
+    cmd: tuple[str, ...]
+    env: dict[str, str]
+    labels: dict[str, str]
+
+    @property
+    def has_entrypoint(self) -> bool:
+        return bool(self.entrypoint)
+
+    @property
+    def cuda_version(self) -> str | None:
+        """`major.minor` of the CUDA the image is built for (CUDA_VERSION, the NVIDIA label, or
+        NVIDIA_REQUIRE_CUDA's `cuda>=X.Y`), None when the config states none."""
+        for raw in [*(self.env.get(k) for k in CUDA_ENV),
+                    *(self.labels.get(k) for k in CUDA_LABELS)]:
+            found = _CUDA.match((raw or "").strip())
+            if found:
+                return f"{int(found[1])}.{int(found[2])}"
+        found = re.search(r"cuda>=\s*(\d+)\.(\d+)", self.env.get("NVIDIA_REQUIRE_CUDA", ""))
+        return f"{int(found[1])}.{int(found[2])}" if found else None
+
+    def to_json(self) -> dict[str, object]:
+        return {"entrypoint": list(self.entrypoint), "cmd": list(self.cmd),
+                "cuda_version": self.cuda_version}
+
+
+def facts_from_config(blob: object) -> ImageFacts:
+    """ImageFacts from an image config JSON (`config.Entrypoint`, `Cmd`, `Env`, `Labels`)."""
+    config = blob.get("config") if isinstance(blob, dict) else None
+    config = config if isinstance(config, dict) else {}
+
+    def words(value: object) -> tuple[str, ...]:
+        return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+    env: dict[str, str] = {}
+    for item in config.get("Env") or []:
+        name, sep, value = str(item).partition("=")
+        if sep:
+            env[name] = value
+    labels = config.get("Labels")
+    return ImageFacts(words(config.get("Entrypoint")), words(config.get("Cmd")), env,
+                      {str(k): str(v) for k, v in labels.items()}
+                      if isinstance(labels, dict) else {})
+
+
+def read_image_facts(
+    ref: str,
+    settings: Settings | None = None,
+    *,
+    registry_url: str | None = None,
+    auth_url: str | None = None,
+    timeout: float = 15.0,
+    platform: tuple[str, str] = ("linux", "amd64"),
+) -> ImageFacts:
+    """Read a (pinned) image's config through the registry API: the manifest (the linux/amd64
+    entry of an index), then its config blob. Raises ProviderError/AuthError/ConfigError."""
+    parsed = parse_image_ref(ref)
+    reference = parsed.digest or parsed.tag or "latest"
+    settings = settings or Settings()
+    registry = (registry_url or settings.registry_url).rstrip("/")
+    auth = (auth_url or settings.registry_auth_url).rstrip("/")
+    where = f"{parsed.repo}@{reference}" if parsed.digest else f"{parsed.repo}:{reference}"
+    try:
+        with httpx.Client(timeout=timeout, follow_redirects=True) as client:
+            token = _fetch_token(client, auth, parsed.repo)
+            headers = {"Authorization": f"Bearer {token}"}
+            manifest = _get_json(client, f"{registry}/v2/{parsed.repo}/manifests/{reference}",
+                                 {**headers, "Accept": MANIFEST_ACCEPT}, where)
+            if isinstance(manifest.get("manifests"), list):  # an index: pick the platform
+                entry = next((m for m in manifest["manifests"] if isinstance(m, dict)
+                              and (m.get("platform") or {}).get("os") == platform[0]
+                              and (m.get("platform") or {}).get("architecture") == platform[1]),
+                             None)
+                if entry is None or not entry.get("digest"):
+                    raise ProviderError(f"{where} has no {'/'.join(platform)} image")
+                manifest = _get_json(
+                    client, f"{registry}/v2/{parsed.repo}/manifests/{entry['digest']}",
+                    {**headers, "Accept": CONFIG_MANIFEST_ACCEPT}, where)
+            digest = (manifest.get("config") or {}).get("digest")
+            if not isinstance(digest, str) or not _DIGEST.match(digest):
+                raise ProviderError(f"the manifest of {where} names no config blob")
+            blob = _get_json(client, f"{registry}/v2/{parsed.repo}/blobs/{digest}", headers,
+                             where)
+    except httpx.TransportError as exc:
+        raise ProviderError(f"cannot reach the image registry ({exc.__class__.__name__}) to "
+                            f"read the config of {where}") from None
+    return facts_from_config(blob)
+
+
+def _get_json(client: httpx.Client, url: str, headers: dict[str, str], where: str
+              ) -> dict[str, Any]:
+    response = client.get(url, headers=headers)
+    if response.status_code in (401, 403, 404):
+        raise ProviderError(f"the registry answered HTTP {response.status_code} reading the "
+                            f"config of {where}")
+    if response.status_code != 200:
+        raise ProviderError(f"the registry failed (HTTP {response.status_code}) reading the "
+                            f"config of {where}")
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise ProviderError(f"the registry's answer for {where} is not a JSON object")
+    return body

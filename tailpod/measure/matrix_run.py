@@ -350,7 +350,7 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
     if budget <= 0:
         raise ConfigError(f"--budget must be positive, got {budget}")
     hours = cost.card_hours(sweep.projected_arms(), sweep.projected_cells())
-    if hours > settings.ttl_hours:
+    if settings.ttl_hours > 0 and hours > settings.ttl_hours:  # 0: no TTL
         raise ConfigError(
             f"each card is projected to need {hours:.2f} h, past the pods' TTL of "
             f"{settings.ttl_hours:g} h (the dead-man switch would end them mid-sweep); "

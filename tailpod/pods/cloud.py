@@ -17,9 +17,9 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from tailpod.config import Settings, check_run_settings
+from tailpod.config import Settings, check_run_settings, ttl_warnings
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import BillingNotProven, ConfigError, TailpodError, TransientError
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from tailpod.provision.bootlog import BootDiagnosis
 
 Say = Callable[[str], None]
+BOOT_WATCH_S = 2.0  # how often a booting pod's container log is read (provision/bootlog.py)
 TRANSIENT_RETRY_S = 60.0  # the least a refusal for a rate limit or outage tells the user to wait
 
 
@@ -157,6 +158,41 @@ def _wait_ssh_endpoint(
 
 
 RUNNING_POLL_S = 2.0
+T = TypeVar("T")
+
+
+def watching_boot(settings: Settings, record: PodRecord, wait: Callable[[], T]) -> T:
+    """`wait()` (the tailnet or SSH wait of a booting pod) while the pod's container log is read
+    every BOOT_WATCH_S: a cause that cannot heal (bootlog.FATAL_EARLY, an ENTRYPOINT that
+    swallowed the start command) stops `up` within seconds instead of at the wait's timeout.
+    The wait runs in a daemon thread (a read-only poll) left to end on its own when abandoned."""
+    import threading
+
+    from tailpod.provision.bootlog import BootFailed, BootWatch
+    from tailpod.provision.providers import get_provider
+
+    watch = BootWatch(get_provider(record.provider, settings), record.pod_id or "",
+                      every_s=BOOT_WATCH_S)
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = wait()
+        except BaseException as exc:  # handed to the caller's thread below
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"boot-wait-{record.run_tag}", daemon=True)
+    worker.start()
+    while True:
+        worker.join(min(0.25, BOOT_WATCH_S))
+        if not worker.is_alive():
+            break
+        cause = watch.check()
+        if cause is not None:
+            raise BootFailed(cause, record.pod_id or "", watch.elapsed())
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
 
 
 def await_running(settings: Settings, record: PodRecord, timeout_s: float, say: Say,
@@ -168,20 +204,34 @@ def await_running(settings: Settings, record: PodRecord, timeout_s: float, say: 
     once, which is handled the same way). ERROR, or a container that stopped, is a failed boot.
     """
     from tailpod.provision.base import PodState
+    from tailpod.provision.bootlog import BootFailed, BootWatch
     from tailpod.provision.providers import get_provider
 
     provider = get_provider(record.provider, settings)
     deadline = time.time() + timeout_s
     last = ""
+    # The container log is read while the pod boots: an ENTRYPOINT that swallowed the start
+    # command shows there within seconds, and waiting would only bill until the timeout.
+    watch = BootWatch(provider, record.pod_id or "", every_s=max(poll_s, BOOT_WATCH_S))
     while True:
         info = provider.get(record.pod_id or "")
         if info is None:
             raise TailpodError(f"pod {record.pod_id} disappeared while booting")
         status = str(info.detail.get("status") or info.state.value)
+        if info.detail.get("never_running"):
+            avoid = getattr(provider, "avoid_machine", None)
+            if callable(avoid):
+                avoid(info.detail.get("machine_id"))
+            raise NeverRunning(f"{record.provider} reports instance {record.pod_id} {status}, "
+                               "a state it never leaves for running (the vendor says: destroy "
+                               "and retry)")
         if info.state is PodState.ERROR:
             raise TailpodError(f"the pod's container failed: {record.provider} reports {status}")
         if info.state is PodState.STOPPED:
             raise TailpodError(f"the pod's container stopped while booting ({status})")
+        cause = watch.check()
+        if cause is not None:
+            raise BootFailed(cause, record.pod_id or "", watch.elapsed())
         if info.state is PodState.RUNNING:
             return info
         if status != last:
@@ -191,6 +241,33 @@ def await_running(settings: Settings, record: PodRecord, timeout_s: float, say: 
             raise TailpodError(f"pod {record.pod_id} was not running after {timeout_s:.0f} s "
                                f"(last status {status})")
         time.sleep(poll_s)
+
+
+def follow_image(settings: Settings, spec: PodSpec, say: Say
+                 ) -> tuple[PodSpec, dict[str, Any]]:
+    """The spec with what the pinned image's config says (its ENTRYPOINT picks the start form,
+    its CUDA the hosts it may land on), and the facts each run records: those, and what first
+    contact verified on this account. An unreadable config leaves the JSON form, no CUDA bound."""
+    from tailpod.engines.image import read_image_facts
+    from tailpod.provision.runpod.facts import run_stamp
+    from tailpod.provision.runpod.provider import start_form
+
+    facts: dict[str, Any] = {}
+    try:
+        image = read_image_facts(spec.image, settings)
+    except TailpodError as exc:
+        say(f"could not read the image's config ({exc.message}); its ENTRYPOINT is unknown, so "
+            "the start command replaces it, and no CUDA bound is asked of the host")
+        facts["image_config"] = {"error": exc.message}
+    else:
+        spec = dataclasses.replace(spec, image_entrypoint=image.entrypoint,
+                                   min_cuda=image.cuda_version)
+        facts["image_config"] = image.to_json()
+    facts["start_form"] = start_form(spec.image_entrypoint)
+    facts["min_cuda"] = spec.min_cuda
+    if settings.provider == "runpod":
+        facts["first_contact"] = run_stamp(settings, settings.image.strip())
+    return spec, facts
 
 
 def check_stated_price(record: PodRecord, info: PodInfo, max_price: float | None) -> None:
@@ -379,7 +456,23 @@ def run_preflight_or_refuse(
     say(f"preflight passed ({len(report.results)} checks)")
 
 
-def up_cloud(
+class NeverRunning(TailpodError):
+    """The provider reports a state its docs say never reaches running (vast `unknown`,
+    `offline`): the pod is destroyed and `up` rents once more, avoiding that machine."""
+
+
+def up_cloud(settings: Settings, cfg: EngineConfig, ledger: Ledger, say: Say,
+             **options: Any) -> tuple[PodRecord, PodInfo]:
+    """`up` on a cloud: one rent, and one more after a pod the provider says will never run
+    (destroyed and proven down first, its machine avoided)."""
+    try:
+        return _up_cloud_once(settings, cfg, ledger, say, **options)
+    except NeverRunning as exc:
+        say(f"{exc.message.splitlines()[0]}; renting once more")
+        return _up_cloud_once(settings, cfg, ledger, say, **{**options, "preflight": False})
+
+
+def _up_cloud_once(
     settings: Settings,
     cfg: EngineConfig,
     ledger: Ledger,
@@ -400,6 +493,8 @@ def up_cloud(
     if cfg.host != "127.0.0.1":
         raise ConfigError("the engine must listen on 127.0.0.1 on a pod")
     check_before_renting(settings, cfg)
+    for warning in ttl_warnings(settings):
+        say(f"warning: {warning}")
     if preflight:
         run_preflight_or_refuse(settings, cfg, allow_unpinned, allow_nonephemeral, use_tailnet, say)
     image, digest = pinned_image(settings, allow_unpinned)
@@ -408,9 +503,11 @@ def up_cloud(
 
         check_tailnet_requirements(settings, allow_nonephemeral=allow_nonephemeral)
     run_tag = new_run_tag()
-    ttl_at = time.time() + settings.ttl_hours * 3600
+    # 0 = no TTL (--ttl-hours 0): the guard and the dead-man read ttl_at 0 as "none"
+    ttl_at = time.time() + settings.ttl_hours * 3600 if settings.ttl_hours > 0 else 0.0
     spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at,
                  keep_caches=bool(volume))
+    spec, facts = follow_image(settings, spec, say)
     mount = _mount_volume(settings, ledger, cfg, spec, volume, say) if volume else None
     say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
     record, info = up_remote(settings, ledger, spec)
@@ -435,16 +532,21 @@ def up_cloud(
     try:
         step("image-pinned", image=image, engine=cfg.to_json(),
              tailnet={"enabled": use_tailnet},
-             extra={**record.extra, "image": {"ref": image, "digest": digest}},
+             extra={**record.extra, "image": {"ref": image, "digest": digest},
+                    "provider_facts": facts},
              operation=operation_stamp("ssh-wait"))
         running = await_running(settings, current, boot_wait_seconds(image_gb), say)
         step("running", gpu=running.gpu_type or current.gpu,
              price_per_hr=running.price_per_hr if running.price_per_hr is not None
-             else current.price_per_hr)
+             else current.price_per_hr,
+             extra={**current.extra, "provider_facts": {
+                 **facts, "host_cuda": running.detail.get("cuda")
+                 or running.detail.get("cuda_max_good")}})
         check_stated_price(current, running, spec.max_price)
         # what the running pod states, plus what only the create knew (capacity fallback)
         info = dataclasses.replace(running, detail={**info.detail, **running.detail})
-        target = reach_pod(settings, current, say, boot_wait_seconds(image_gb))
+        target = watching_boot(settings, current, lambda: reach_pod(
+            settings, current, say, boot_wait_seconds(image_gb)))
         step("reachable", ssh=target.to_record(), operation=operation_stamp("engine-start"))
         with open_pod_agent(settings, target, boot_wait_seconds(image_gb), say) as agent:
             deadman = arm_deadman(agent, settings, settings.provider, ttl_at)
@@ -505,7 +607,8 @@ def up_cloud(
 
                 message, hint = explain(message, hint, diagnosis,
                                         tailnet_wait=isinstance(exc, TailnetError))
-            raise TailpodError(
+            failed = NeverRunning if isinstance(exc, NeverRunning) else TailpodError
+            raise failed(
                 f"{message}\n  the pod was torn down, billing proven stopped", hint
             ) from None
         raise

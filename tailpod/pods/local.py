@@ -169,7 +169,8 @@ def up_local(
             gpu=gpu,
             gpu_count=gpu_count,
             price_per_hr=0.0,
-            ttl_expires_at=time.time() + settings.ttl_hours * 3600,
+            ttl_expires_at=(time.time() + settings.ttl_hours * 3600
+                            if settings.ttl_hours > 0 else None),  # 0: no TTL
             extra=extra,
         )
     )

@@ -229,11 +229,11 @@ def check_cost(ctx: Context) -> Outcome:
     rate = card.price_per_hr
     cost = rate * hours
     cap = settings.max_price
-    worst = rate * max(hours, settings.ttl_hours)
+    worst = rate * max(hours, settings.ttl_hours)  # no TTL (0): no worst case (None below)
     data = {"gpu": card.gpu_type, "price_per_hr": rate, "hours": hours,
             "estimate_usd": round(cost, 4), "cap_per_hr": cap,
             "cap_usd": round(cap * hours, 4) if cap is not None else None,
-            "ttl_hours": settings.ttl_hours, "worst_case_usd": round(worst, 4)}
+            "ttl_hours": settings.ttl_hours, "worst_case_usd": round(worst, 4) if settings.ttl_hours > 0 else None}
     line = f"{hours:g} h x {_card(card)} = {dollars(cost)}"
     if cap is None:
         found.warn(f"{line}; no price cap, so a fallback may land on any price",
@@ -245,7 +245,11 @@ def check_cost(ctx: Context) -> Outcome:
     else:
         found.ok(f"{line}, within the cap of {dollars(cap)}/h ({dollars(cap * hours)} for "
                  f"{hours:g} h)")
-    if hours > settings.ttl_hours:
+    if settings.ttl_hours == 0:  # --ttl-hours 0: no TTL, accepted explicitly
+        found.warn(f"no TTL (--ttl-hours 0): a forgotten pod bills {dollars(rate)}/h until the "
+                   "heartbeat timeout or `tailpod down` ends it",
+                   "set --ttl-hours N unless the pod key cannot end its own pod")
+    elif hours > settings.ttl_hours:
         found.warn(f"the TTL ends pods after {settings.ttl_hours:g} h, before the planned "
                    f"{hours:g} h", f"set TAILPOD_TTL_HOURS={hours:g} or plan fewer hours")
     else:

@@ -53,6 +53,10 @@ class PodSpec:
     volume_id: str | None = None
     volume_mount_path: str | None = None
     data_center_ids: list[str] = field(default_factory=list)
+    # The image's ENTRYPOINT as its config states it (engines/image.py read_image_facts);
+    # None: not read, so the start command must replace whatever entrypoint there is.
+    image_entrypoint: tuple[str, ...] | None = None
+    min_cuda: str | None = None  # "major.minor" the image is built for: hosts must reach it
 
 
 @dataclass
@@ -74,6 +78,9 @@ class ProofCheck:
     name: str
     passed: bool
     detail: str
+    # False: the check saw nothing that could tell either way (a meter read within its update
+    # delay); it does not block the proof, which then rests on the other checks.
+    informative: bool = True
 
 
 @dataclass

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +41,11 @@ CAUSES: tuple[Cause, ...] = (
           "sends the form that replaces it, so an older tailpod or a template that overrides "
           "the start command is the likely culprit",
           (r"error: unrecognized arguments", r"error: argument .*invalid choice",
-           r"exec: \"?-c\"?: executable file not found")),
+           r"exec: \"?-c\"?: executable file not found",
+           # the whole start command taken as the engine's model argument (a JSON form the
+           # provider did not decode, handed to `vllm serve` as one word)
+           r"\{.?entrypoint.?:.*(is not a local folder and is not a valid model identifier"
+           r"|repo id must)")),
     Cause("image-pull-failed", "the image could not be pulled",
           "check the image name, tag or digest, and registry credentials for a private image",
           (r"pull access denied", r"manifest (for .* )?unknown", r"failed to pull image",
@@ -68,6 +74,52 @@ def recognise(lines: list[str]) -> Cause | None:
         if any(c.search(line) for line in lines for c in compiled):
             return cause
     return None
+
+
+# Causes that can never heal by waiting: seen in the log of a booting pod, `up` stops at once
+# instead of billing until the boot wait (up to 1800 s) runs out.
+FATAL_EARLY = ("entrypoint-rejected-args",)
+WATCH_EVERY_S = 2.0  # how often a booting pod's log is read
+WATCH_LINES = 100
+
+
+class BootWatch:
+    """Reads a booting pod's container log every `every_s` seconds (never more often) and names
+    a cause from FATAL_EARLY as soon as a line shows it; the log's absence is not a verdict."""
+
+    def __init__(self, provider: Provider, pod_id: str, *, every_s: float = WATCH_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.provider, self.pod_id, self.every_s, self.clock = provider, pod_id, every_s, clock
+        self.started = clock()
+        self.last = self.started  # the first read comes `every_s` in: a log needs a moment
+        self.reads = 0
+
+    def check(self) -> Cause | None:
+        now = self.clock()
+        if now - self.last < self.every_s:
+            return None
+        self.last = now
+        self.reads += 1
+        try:
+            lines = fetch_container_log(self.provider, self.pod_id, WATCH_LINES) or []
+        except Exception:  # noqa: BLE001 - a log read that fails is no verdict; the wait goes on
+            return None
+        cause = recognise(lines)
+        return cause if cause is not None and cause.name in FATAL_EARLY else None
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+
+class BootFailed(TailpodError):
+    """The container log shows a boot that cannot succeed (a FATAL_EARLY cause)."""
+
+    def __init__(self, cause: Cause, pod_id: str, after_s: float) -> None:
+        # up's failure path (explain) puts the cause's summary in front of this
+        super().__init__(f"pod {pod_id}: seen in its container log {after_s:.0f} s into the "
+                         "boot; stopped at once instead of waiting out the boot timeout",
+                         hint=cause.hint)
+        self.cause = cause
 
 
 @dataclass

@@ -127,7 +127,18 @@ class SandboxCloud:
         self.graphql_retired = False
         self.closed = False
 
-    SETTINGS = ("refuse_pod_key_on_rest", "runpod_json_start_form", "graphql_retired")
+    SETTINGS = ("refuse_pod_key_on_rest", "runpod_json_start_form", "graphql_retired",
+                "meter_lag_s")
+
+    @property
+    def meter_lag_s(self) -> float:
+        """How often the vendors' meters (RunPod billing history, vast `credit`) update: 0 = at
+        once; neither vendor documents it."""
+        return self.meter.lag_s
+
+    @meter_lag_s.setter
+    def meter_lag_s(self, value: float) -> None:
+        self.meter.lag_s = float(value)
 
     def settings(self) -> dict[str, Any]:
         """The behaviours no vendor text settles, as the admin API shows and sets them."""
@@ -139,7 +150,10 @@ class SandboxCloud:
             raise ValueError(f"unknown setting(s) {', '.join(unknown)}; known: "
                              + ", ".join(self.SETTINGS))
         for name, value in values.items():
-            if not isinstance(value, bool):
+            if name == "meter_lag_s":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                    raise ValueError("meter_lag_s must be a number of seconds >= 0")
+            elif not isinstance(value, bool):
                 raise ValueError(f"{name} must be true or false")
             setattr(self, name, value)
         return self.settings()

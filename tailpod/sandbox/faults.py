@@ -44,6 +44,9 @@ FAULT_KINDS = {
     "container is up (the create's read-back still states the offer's)",
     # an API that quotes the credential it refused: what the client must redact, not trust
     "echo_key": "an auth failure (401/403) quotes the key it was presented in its error body",
+    # vast-ai/docs cli/reference/show-instance.mdx:24-36: states a boot can fall into
+    "vast_state": "a new vast instance reports actual_status `state` (unknown, offline, frozen, "
+    "exited) once its container would be up, and stays there (frozen still bills the GPU)",
     "hold_create": "create waits before doing anything until the test releases it (at most "
     "`seconds`, default 60), then goes on",
 }
@@ -67,6 +70,7 @@ class Fault:
     seconds: float = 0.0
     carry_id: bool = True
     factor: float = 2.0
+    state: str = ""
     fired: int = field(default=0)
 
     def __post_init__(self) -> None:
@@ -81,7 +85,7 @@ class Fault:
     def from_json(cls, data: dict[str, Any]) -> Fault:
         allowed = {
             "kind", "provider", "op", "times", "gpu", "status", "retry_after", "seconds", "carry_id",
-            "factor",
+            "factor", "state",
         }
         unknown = set(data) - allowed
         if unknown:

@@ -15,6 +15,7 @@ arguments that are not the engine's (the usage error argparse prints, exit statu
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -25,13 +26,15 @@ class ImageConfig:
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
     source: str = ""  # where the fact comes from (Dockerfile: repository, path, commit)
+    env: tuple[str, ...] = ()  # the config's Env ("NAME=value"), e.g. CUDA_VERSION
 
     def config_blob(self) -> dict[str, object]:
         """The image config JSON as a registry serves it (OCI image config, `config` part)."""
         return {
             "architecture": "amd64",
             "os": "linux",
-            "config": {"Entrypoint": list(self.entrypoint) or None, "Cmd": list(self.cmd) or None},
+            "config": {"Entrypoint": list(self.entrypoint) or None, "Cmd": list(self.cmd) or None,
+                       "Env": list(self.env) or None},
         }
 
 
@@ -39,6 +42,9 @@ class ImageConfig:
 KNOWN_IMAGES: dict[str, ImageConfig] = {
     "vllm/vllm-openai": ImageConfig(
         "vllm/vllm-openai", entrypoint=("vllm", "serve"),
+        # CUDA_VERSION is what the nvidia/cuda base stage sets; the value is the sandbox's
+        # (the Dockerfile's default ARG), not verified for every published tag
+        env=("CUDA_VERSION=12.8.1", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"),
         source="vllm-project/vllm docker/Dockerfile @ dead20baf70df70580ecb093f82b0b7b8676e4f5 "
                "(stage vllm-openai; older releases: python3 -m vllm.entrypoints.openai.api_server "
                "@ 0000977eaf873be6a295cf73017976d49ca2fb9d)"),
@@ -51,6 +57,8 @@ KNOWN_IMAGES: dict[str, ImageConfig] = {
         source="runpod/containers official-templates/pytorch/Dockerfile @ "
                "76568da4bb0864c8daf0b908a47c4d32f8778e90 (CMD [\"/start.sh\"], no ENTRYPOINT)"),
 }
+
+_REPO_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")  # a Hub repo id, as vllm serve's positional
 
 # Programs whose argument parser the sandbox plays: the first word of an ENTRYPOINT.
 ENGINE_PROGRAMS = {"vllm": "vllm serve", "python3": "python3 -m vllm.entrypoints.openai.api_server"}
@@ -125,7 +133,12 @@ def entrypoint_verdict(argv: list[str]) -> str | None:
     if argv[0] == "vllm" and argv[1:2] != ["serve"]:
         return None
     if argv[0] == "vllm" and rest and not rest[0].startswith("-"):
-        rest = rest[1:]  # `vllm serve` takes one positional: the model
+        model, rest = rest[0], rest[1:]  # `vllm serve` takes one positional: the model
+        if not model.startswith("/") and not _REPO_ID.match(model):
+            # a start command handed over as one word (RunPod's JSON form, shlex-split onto
+            # the ENTRYPOINT) becomes the model: transformers' AutoConfig refuses it
+            return (f"OSError: {model[:200]} is not a local folder and is not a valid model "
+                    "identifier listed on 'https://huggingface.co/models'")
     unknown = [a for a in rest if not a.startswith("--")]
     if not unknown:
         return (f"{program}: the sandbox does not run engine images' own servers; "
@@ -140,7 +153,7 @@ def main(argv: list[str]) -> int:
 
     verdict = entrypoint_verdict(argv) or "the sandbox has no stand-in for this program"
     sys.stderr.write(verdict + "\n")
-    return 2 if "unrecognized arguments" in verdict else 1
+    return 2 if "unrecognized arguments" in verdict else 1  # argparse exits 2, an OSError 1
 
 
 if __name__ == "__main__":

@@ -42,8 +42,13 @@ class MeteredResource:
 
 
 class BillingMeter:
-    def __init__(self, clock: Any = time.time) -> None:
+    """The truth (`accrued`, per second) and what a vendor's meter shows (`reported`): with
+    `lag_s` > 0 the shown figures are those of the last update, published every `lag_s` seconds
+    (no vendor documents its update interval; first contact measures RunPod's)."""
+
+    def __init__(self, clock: Any = time.time, lag_s: float = 0.0) -> None:
         self._clock = clock
+        self.lag_s = lag_s
         self._lock = threading.Lock()
         self._resources: dict[tuple[str, str], MeteredResource] = {}
 
@@ -80,6 +85,25 @@ class BillingMeter:
         account: str | None = None,
     ) -> float:
         now = self._clock()
+        with self._lock:
+            return sum(
+                r.accrued(now)
+                for r in self._resources.values()
+                if (provider is None or r.provider == provider)
+                and (resource_id is None or r.resource_id == resource_id)
+                and (account is None or r.account == account)
+            )
+
+    def reported(
+        self,
+        provider: str | None = None,
+        resource_id: str | None = None,
+        account: str | None = None,
+    ) -> float:
+        """What the vendor's meter shows now: the accrual as of its last update."""
+        now = self._clock()
+        if self.lag_s > 0:
+            now = (now // self.lag_s) * self.lag_s
         with self._lock:
             return sum(
                 r.accrued(now)

@@ -62,7 +62,26 @@ TITLES = {
     500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
     504: "Gateway Timeout",
 }
-RATE_HEADERS = {"RateLimit-Policy": "120;w=10"}
+# components.headers RateLimit-Policy / RateLimit: structured-field lists, one member per window
+# (RateLimitPolicyHeader, RateLimitHeader @ a900806e); the sandbox never runs out.
+CUDA_RE = re.compile(r"^\d+\.\d+$")
+
+
+def cuda_key(version: str) -> tuple[int, int]:
+    """`major.minor` "compared numerically rather than as a decimal — so 12.11 is above 12.2"."""
+    major, _, minor = version.partition(".")
+    return int(major), int(minor or 0)
+
+
+def cuda_fits(host: str, floor: str | None, allowed: list[str]) -> bool:
+    if allowed and host not in allowed:  # "Matching is exact"
+        return False
+    return floor is None or cuda_key(host) >= cuda_key(floor)
+
+
+RATE_HEADERS = {"RateLimit-Policy": '"minute";q=60;w=60, "hour";q=3000;w=3600, '
+                                     '"day";q=50000;w=86400',
+                "RateLimit": '"minute";r=59;t=60, "hour";r=2999;t=3600, "day";r=49999;t=86400'}
 
 
 def problem(status: int, detail: str, errors: list[str] | None = None,
@@ -264,7 +283,7 @@ class RunPodEmulator:
                               "ip": "127.0.0.1" if public else None})
             runtime = {
                 "uptime": int(now - (pod.started_at or now)),
-                "gpus": [{"id": f"GPU-{i}", "utilization": 0, "memoryUtilization": 0}
+                "gpus": [{"util": 0, "memoryUtil": 0}  # PodGpuUtilization
                          for i in range(pod.gpu_count)],
                 "ports": ports,
             }
@@ -425,8 +444,10 @@ class RunPodEmulator:
         if not isinstance(body, dict):
             return problem(422, "Request validation failed.", ["$: value must be an object"]), {}
         # CreatePodRequest and CreateGpuConfig are `unevaluatedProperties: false` and Mounts is
-        # `additionalProperties: false` (runpod/docs api-reference-v2/openapi.json @ a900806);
-        # the real API answers an unknown key with 400, not 422.
+        # `additionalProperties: false` (runpod/docs api-reference-v2/openapi.json @ a900806e);
+        # a body that breaks the contract is 422 by the status table of paths./v2/pods.post
+        # ("The body does not match the contract. `errors` lists each violation"). The only
+        # public 400 observation (runpodctl PR #314) is REST v1.
         unknown = [f"$: additional properties '{k}' not allowed"
                    for k in sorted(set(body) - CREATE_KEYS)]
         gpu_in, mounts_in = body.get("gpu"), body.get("mounts")
@@ -441,7 +462,7 @@ class RunPodEmulator:
             unknown += [f"$.mounts: additional properties '{k}' not allowed"
                         for k in sorted(set(mounts_in) - {"persistent", "network"})]
         if unknown:
-            return problem(400, "Request validation failed.", unknown), {}
+            return problem(422, "Request validation failed.", unknown), {}
         errors: list[str] = []
         name = body.get("name")
         if not isinstance(name, str) or not name:
@@ -487,7 +508,18 @@ class RunPodEmulator:
             if not flavor["vcpu"]["min"] <= vcpus <= flavor["vcpu"]["max"]:
                 return problem(400, f"vcpuCount {vcpus} is not offered for {flavor['id']}"), {}
         if not body.get("image") and not body.get("templateId"):
-            return problem(400, "image is required unless templateId is set"), {}
+            # a schema if/then rule of CreatePodRequest, so a contract violation: 422
+            return problem(422, "Request validation failed.",
+                           ["$.image: required unless templateId is set"]), {}
+        if isinstance(gpu, dict):
+            allowed, floor = gpu.get("allowedCudaVersions"), gpu.get("minCudaVersion")
+            if allowed and floor is not None:  # CreateGpuConfig: "400 if both are sent"
+                return problem(400, "minCudaVersion and a non-empty allowedCudaVersions are "
+                                    "mutually exclusive"), {}
+            for value in ([floor] if floor is not None else []) + list(allowed or []):
+                if not isinstance(value, str) or not CUDA_RE.match(value):
+                    return problem(422, "Request validation failed.",
+                                   ["$.gpu: CUDA versions must look like '12.8'"]), {}
         volume = 0
         mounts = body.get("mounts") or {}
         if isinstance(mounts, dict) and isinstance(mounts.get("persistent"), dict):
@@ -507,6 +539,8 @@ class RunPodEmulator:
             "image": body.get("image"),
             "args": body.get("args") or None, "env": env, "ports": ports, "disk": disk,
             "cloud": cloud, "volume": volume,
+            "min_cuda": (gpu or {}).get("minCudaVersion"),
+            "allowed_cuda": list((gpu or {}).get("allowedCudaVersions") or []),
         }
 
     def create_pod(self, req: Request) -> Response:
@@ -533,6 +567,9 @@ class RunPodEmulator:
         if self.cloud.balance(account) < rate:
             return problem(402, "insufficient balance: at least one hour of credit is required "
                                 "to deploy this pod")
+        if not cuda_fits(gpu_type.cuda, spec["min_cuda"], spec["allowed_cuda"]):
+            # "a version no machine reports yields a capacity error rather than a fallback"
+            return problem(400, CAPACITY_DETAIL)
         if gpu_type.stock == "NONE" or self.cloud.faults.take(
             "capacity", "runpod", "create", gpu=gpu_type.gpu_id
         ):
@@ -889,7 +926,7 @@ class RunPodEmulator:
                     and (pod_id is None or p.pod_id == pod_id)]
         records: list[dict[str, Any]] = []
         for pod in pods:
-            total = self.cloud.meter.accrued("runpod", pod.pod_id)
+            total = self.cloud.meter.reported("runpod", pod.pod_id)  # as of the meter's update
             share = pod.compute_rate / pod.running_rate() if pod.running_rate() else 0.0
             start = pod.created_at - (pod.created_at % 3600)
             records.append({
@@ -903,7 +940,8 @@ class RunPodEmulator:
                   for k in ("totalAmount", "gpuAmount", "cpuAmount", "diskAmount")}
         metadata = {
             "query": {"startTime": records[0]["startTime"] if records else rfc3339(now),
-                      "endTime": rfc3339(now), "bucketSize": req.q("bucketSize") or "hour",
+                      # BillingBucketSize's default is `day` (components.schemas @ a900806e)
+                      "endTime": rfc3339(now), "bucketSize": req.q("bucketSize") or "day",
                       "podId": pod_id},
             "recordCount": len(records), "uniquePodCount": len(records), "totals": totals,
         }

@@ -16,7 +16,7 @@ import secrets
 import time
 from typing import Any
 
-from tailpod.provision.vastai.limits import rent_limit_errors
+from tailpod.provision.vastai.limits import RATE_LIMITS, rent_limit_errors
 from tailpod.sandbox.cloud import AuthFailure, SandboxCloud
 from tailpod.sandbox.http import Request, Response, Router
 from tailpod.sandbox.model import Account, SandboxPod, VastOffer
@@ -99,10 +99,13 @@ class VastEmulator:
             return vast_error(403, "forbidden", "This API key is restricted to another instance")
         fault = self.cloud.faults.take("rate_limit", "vast", op)
         if fault:
+            # vast documents no Retry-After on any 429 (x-rate-limit, each endpoint's YAML @
+            # c6246226): the answer carries none, only the documented body of that endpoint.
+            threshold = RATE_LIMITS.get(op, {}).get("threshold", 4.5)
             body = ({"success": False, "error": "rate_limit_exceeded",
                      "msg": "API requests too frequent"} if op == "terminate"
-                    else {"detail": "API requests too frequent endpoint threshold=4.5"})
-            return Response(429, body, {"Retry-After": str(max(0, math.ceil(fault.retry_after)))})
+                    else {"detail": f"API requests too frequent endpoint threshold={threshold}"})
+            return Response(429, body)
         fault = self.cloud.faults.take("server_error", "vast", op)
         if fault:
             return vast_error(fault.status, "server_error", "Internal server error")
@@ -222,9 +225,13 @@ class VastEmulator:
         if not isinstance(env_in, dict):
             return vast_error(400, "invalid_args", "env must be an object")
         onstart, args = body.get("onstart"), body.get("args")
+        args_str = body.get("args_str")
         too_big = rent_limit_errors(onstart if isinstance(onstart, str) else None,
                                     [str(a) for a in args] if isinstance(args, list) else None,
-                                    {str(k): str(v) for k, v in env_in.items()})
+                                    {str(k): str(v) for k, v in env_in.items()},
+                                    image=str(body.get("image") or ""),
+                                    label=str(body.get("label") or ""),
+                                    args_str=args_str if isinstance(args_str, str) else None)
         if too_big:
             return vast_error(400, "invalid_args", "; ".join(too_big))
         env: dict[str, str] = {}
@@ -254,6 +261,9 @@ class VastEmulator:
                          "args": body.get("args"), "machine_id": offer.machine_id,
                          "host_id": offer.host_id, "reliability": offer.reliability,
                          "gpu_ram": offer.gpu_ram, "geolocation": offer.geolocation})
+        stuck = self.cloud.faults.take("vast_state", "vast", "create")
+        if stuck:
+            pod.meta["vast_state"] = stuck.state or "offline"
         with self.cloud.lock:
             offer.rented = True
         self.cloud.add_pod(pod)
@@ -279,6 +289,8 @@ class VastEmulator:
         actual: str | None
         if pod.status == "stopped":
             actual, intended = "stopped", "stopped"
+        elif ready and pod.meta.get("vast_state") and not stale:
+            actual, intended = str(pod.meta["vast_state"]), "running"
         elif ready:
             actual, intended = "running", "running"
         else:
@@ -329,7 +341,8 @@ class VastEmulator:
             return account
         pod = self._owned(req, account)
         if pod is None or pod.status == "terminated":
-            return vast_error(404, "no_such_instance", "Instance not found")
+            # destroy_instance.yaml responses.404 example (vast-ai/docs @ c6246226)
+            return vast_error(404, "not_found", "Instance not found")
         return pod
 
     def list_v1(self, req: Request) -> Response:
@@ -360,7 +373,8 @@ class VastEmulator:
         label_counts: dict[str, int] = {}
         for r in all_rows:
             label_counts[r["label"] or ""] = label_counts.get(r["label"] or "", 0) + 1
-        return Response(200, {"success": True, "instances_found": len(rows),
+        # instances_found: "Number of instances returned in this page" (show_instances.yaml)
+        return Response(200, {"success": True, "instances_found": len(page),
                               "total_instances": len(all_rows), "label_counts": label_counts,
                               "next_token": token, "instances": page})
 
@@ -447,8 +461,9 @@ class VastEmulator:
         # `balance` holds on a real account is not documented beyond "the current balance". The
         # sandbox answers a different number there (charges accrued, as a negative amount) so a
         # client that reads the wrong field sees wrong money here too.
-        credit = round(self.cloud.balance(account), 8)
-        accrued = self.cloud.meter.accrued(provider=account.provider, account=account.name)
+        # both as of the meter's last update (meter_lag_s; vast documents no update interval)
+        accrued = self.cloud.meter.reported(provider=account.provider, account=account.name)
+        credit = round(account.balance - accrued, 8)
         return Response(200, {
             "id": abs(hash(account.name)) % 10**6, "username": account.name,
             "email": f"{account.name}@sandbox.invalid", "credit": credit,

@@ -68,9 +68,19 @@ def test_rate_limited_create_honours_retry_after(cloud: Cloud) -> None:
     limit = cloud.fault("rate_limit", op="create", times=2, retry_after=1)
     spec, info = up(cloud)
     assert limit.fired == 2
-    assert slept.count(1.0) == 2, slept  # the header's second, once per 429
+    assert_waited_per_429(cloud, slept, 2)
     assert len(pods_named(cloud, spec.run_tag)) == 1
     down(cloud, spec.run_tag)
+
+
+def assert_waited_per_429(cloud: Cloud, slept: list[float], times: int) -> None:
+    """RunPod's 429 carries Retry-After (1 s here), honoured once per 429; vast documents no
+    Retry-After on any 429 (x-rate-limit, vast-ai/docs @ c6246226), so its 429s are met by the
+    client's own backoff (ApiTimings.fast: 0.02 s doubling, at most 0.1 s)."""
+    if cloud.kind == "runpod":
+        assert slept.count(1.0) == times, slept
+    else:
+        assert 1.0 not in slept and len([s for s in slept if 0 < s <= 0.1]) >= times, slept
 
 
 def test_retry_after_longer_than_the_cap_waits_the_cap(cloud: Cloud) -> None:
@@ -78,7 +88,10 @@ def test_retry_after_longer_than_the_cap_waits_the_cap(cloud: Cloud) -> None:
     limit = cloud.fault("rate_limit", op="create", times=1, retry_after=3600)
     spec, info = up(cloud)
     assert limit.fired == 1
-    assert 0.3 in slept and max(slept) == 0.3, slept
+    if cloud.kind == "runpod":
+        assert 0.3 in slept and max(slept) == 0.3, slept
+    else:  # no Retry-After from vast: the client's backoff, under the cap
+        assert max(slept) <= 0.3, slept
     assert len(pods_named(cloud, spec.run_tag)) == 1
     down(cloud, spec.run_tag)
 
@@ -219,7 +232,7 @@ def test_rate_limited_terminate_is_retried(cloud: Cloud) -> None:
     limit = cloud.fault("rate_limit", op="terminate", times=2, retry_after=1)
     down(cloud, spec.run_tag)
     assert limit.fired == 2
-    assert slept.count(1.0) == 2, slept
+    assert_waited_per_429(cloud, slept, 2)
 
 
 def test_down_before_the_container_is_up_kills_the_process_too(cloud: Cloud) -> None:

@@ -174,7 +174,11 @@ def test_gpu_and_price_are_taken_once_stated_and_the_cap_applied_then(
     provider.terminate(pod["id"])
 
 
-def test_error_state_is_a_failed_boot(sandbox: Sandbox, tailpod_home: Path) -> None:
+def test_error_state_is_a_failed_boot(sandbox: Sandbox, tailpod_home: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # the state alone decides here: the container-log watch (which would name the cause
+    # sooner) is held off
+    monkeypatch.setattr(cloud_up, "BOOT_WATCH_S", 1e9)
     settings = load_settings(env={**sandbox.env(), "TAILPOD_HOME": str(tailpod_home)},
                              dotenv_path=tailpod_home / "absent.env")
     pod = create(sandbox, VLLM_PINNED, shlex.join(SHELL))
@@ -301,7 +305,8 @@ def test_up_on_vllm_image_gets_past_the_entrypoint_and_the_old_form_is_explained
 
         down_remote(settings, ledger, record)
 
-        monkeypatch.setattr(runpod_provider, "start_command_args", shlex.join)  # the old form
+        monkeypatch.setattr(runpod_provider, "start_command_args",
+                            lambda argv, _entry=None: shlex.join(argv))  # the old form
         with pytest.raises(TailpodError) as failed:
             cloud_up.up_cloud(settings, cfg, ledger, lambda _l: None, preflight=False)
         text = failed.value.message

@@ -14,7 +14,7 @@ from tailpod.config import Settings
 from tailpod.errors import ConfigError, ProviderError
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.runpod.provider import RunPodProvider
-from tailpod.provision.vastai.limits import ENV_ENTRY_MAX_BYTES, ONSTART_MAX_CHARS
+from tailpod.provision.vastai.limits import ENV_ENTRY_MAX_CHARS, ONSTART_MAX_CHARS
 from tailpod.sandbox import Sandbox
 from tailpod.secrets import Secret
 
@@ -39,7 +39,7 @@ def test_vast_emulator_refuses_onstart_over_4048(sandbox: Sandbox) -> None:
 
 def test_vast_emulator_refuses_oversized_env_value(sandbox: Sandbox) -> None:
     body = {"client_id": "me", "image": "img", "disk": 10, "label": "tp-x",
-            "env": {"BIG": "v" * ENV_ENTRY_MAX_BYTES}}
+            "env": {"BIG": "v" * ENV_ENTRY_MAX_CHARS}}
     answer = rent(sandbox, body)
     assert answer.status_code == 400 and "BIG" in answer.json()["msg"]
     assert "vvvv" not in answer.text  # a value (maybe a secret) is never echoed
@@ -57,10 +57,10 @@ def test_vast_client_checks_limits_before_sending(make_cloud) -> None:  # type: 
 def test_vast_client_names_the_env_limit(make_cloud) -> None:  # type: ignore[no-untyped-def]
     cloud: Cloud = make_cloud("vastai")
     spec = cloud.spec(gpus=[cloud.gpu("second")])
-    spec.env["HUGE"] = Secret("s" * ENV_ENTRY_MAX_BYTES)
+    spec.env["HUGE"] = Secret("s" * ENV_ENTRY_MAX_CHARS)
     with pytest.raises(ConfigError) as err:
         cloud.provider.create(spec)
-    assert "HUGE" in str(err.value) and str(ENV_ENTRY_MAX_BYTES) in str(err.value)
+    assert "HUGE" in str(err.value) and str(ENV_ENTRY_MAX_CHARS) in str(err.value)
     assert "ssss" not in str(err.value)
     assert cloud.sandbox.cloud.pods == {}
 

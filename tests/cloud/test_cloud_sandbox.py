@@ -31,10 +31,11 @@ def rp(sandbox: Sandbox, method: str, path: str, **kw: object) -> httpx.Response
 
 
 def test_runpod_v2_wire_shapes_and_quirks(sandbox: Sandbox) -> None:
-    # an unknown key is a 400 (CreatePodRequest is unevaluatedProperties: false), a bad value 422
+    # an unknown key (CreatePodRequest is unevaluatedProperties: false) and a bad value both
+    # break the contract: 422 by the create status table (openapi @ a900806e)
     bad = rp(sandbox, "POST", "/v2/pods", json={"name": "tp-a", "gpuTypeId": "NVIDIA A40"})
-    assert bad.status_code == 400 and bad.headers["content-type"] == "application/problem+json"
-    assert bad.json()["title"] == "Bad Request"
+    assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
+    assert bad.json()["title"] == "Unprocessable Entity"
     assert any("gpuTypeId" in e for e in bad.json()["errors"])
     bad = rp(sandbox, "POST", "/v2/pods", json={"name": "tp-a", "image": "i", "disk": 0,
                                                 "gpu": {"id": "NVIDIA A40"}})

@@ -25,7 +25,7 @@ BASE = ["up", "--provider", "runpod", "--gpu", "NVIDIA A40", "--model", "org/mod
     (["--max-price", "inf"], "--max-price"),
     (["--max-price", "nan"], "--max-price"),
     (["--max-price", "-1"], "--max-price"),
-    (["--ttl-hours", "0"], "--ttl-hours"),
+    (["--ttl-hours", "-1"], "--ttl-hours"),
     (["--ttl-hours", "100000"], "--ttl-hours"),
     (["--gpu-count", "0"], "--gpu-count"),
     (["--context-length", "0"], "--context-length"),

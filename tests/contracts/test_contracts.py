@@ -100,15 +100,18 @@ BASE_CREATE = {"name": "tp-contract", "image": "img", "gpu": {"id": "NVIDIA A40"
     {**BASE_CREATE, "gpu": {"id": "NVIDIA A40", "count": 1, "type": "x"}},  # CreateGpuConfig
     {**BASE_CREATE, "mounts": {"persistent": {"size": 5, "path": "/w"}, "extra": 1}},
 ])
-def test_runpod_emulator_refuses_unknown_create_keys_with_400(sandbox: Sandbox,
+def test_runpod_emulator_refuses_unknown_create_keys_with_422(sandbox: Sandbox,
                                                               body: dict[str, object]) -> None:
     """`CreatePodRequest` is `unevaluatedProperties: false` (so is `CreateGpuConfig`; `Mounts` is
-    `additionalProperties: false`); the real API answers 400."""
+    `additionalProperties: false`); a body that breaks the contract is 422 by the status table of
+    `paths./v2/pods.post.description` ("The body does not match the contract. `errors` lists
+    each violation"). The one public 400 observation (runpodctl PR #314) is REST v1."""
     create = contract_for("runpod", "POST", "/v2/pods")
     assert create is not None and create.request_errors(body)  # the spec refuses it too
     answer = rp_create(sandbox, body)
-    assert answer.status_code == 400, answer.text
-    assert not create.response_errors(400, answer.json())
+    assert answer.status_code == 422, answer.text
+    assert not create.response_errors(422, answer.json())
+    assert any("not allowed" in e for e in answer.json()["errors"])
     assert sandbox.meter()["billing_count"] == 0
 
 
@@ -132,7 +135,7 @@ def test_runpod_emulator_errors_match_the_spec(sandbox: Sandbox) -> None:
     assert not listing.response_errors(401, anon.json())
 
 
-def test_tailpod_stops_at_a_400_for_an_unknown_key(sandbox: Sandbox, tmp_path: Path,
+def test_tailpod_stops_at_a_422_for_an_unknown_key(sandbox: Sandbox, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """An unknown key is tailpod's bug, not a GPU without capacity: no walk down the list."""
     from tailpod.errors import ProviderError
@@ -149,6 +152,6 @@ def test_tailpod_stops_at_a_400_for_an_unknown_key(sandbox: Sandbox, tmp_path: P
     monkeypatch.setattr(RunPodProvider, "_create_body", with_stray_key)
     spec = PodSpec(run_tag=new_run_tag(), gpu_preference=["NVIDIA A40", "RTX 4090"],
                    image="img", start_command=["sleep", "1"])
-    with pytest.raises(ProviderError, match="rejected a field.*dockerArgs"):
+    with pytest.raises(ProviderError, match="malformed .HTTP 422.*dockerArgs"):
         provider.create(spec)
     assert sandbox.meter()["billing_count"] == 0

@@ -22,13 +22,12 @@ key) and image; check-requirements shows them and `up` acts on a refused one (pr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import shlex
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +36,19 @@ from tailpod.config import Settings
 from tailpod.errors import ConfigError, ProviderError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.base import PodInfo, PodSpec, PodState
-from tailpod.provision.runpod.provider import RunPodProvider
+from tailpod.provision.runpod.facts import (  # noqa: F401 - re-exported
+    FACTS_FILE,
+    FACTS_SCHEMA,
+    FirstContactFacts,
+    account_id,
+    facts_for,
+    load_all,
+    run_stamp,
+    save,
+)
+from tailpod.provision.runpod.provider import RunPodProvider, start_form
 from tailpod.secrets import redact
 
-FACTS_FILE = "first-contact.json"
-FACTS_SCHEMA = "tailpod.first-contact/1"
 MARKER = "tailpod-first-contact"
 # The pod-side REST routes of the dead-man's table; GraphQL is left out on purpose: the fact in
 # doubt is whether REST v2 takes the pod key (GraphQL retires in early 2027).
@@ -92,100 +99,16 @@ class FirstContactTimings:
         return self.boot_s + self.hold_s + self.gone_s
 
 
-@dataclass
-class FirstContactFacts:
-    account: str  # sha256 of the key, first 16 hex digits
-    image: str
-    checked_at: float
-    start_form: str  # "json" (entrypoint replaced) or "plain"
-    start_command_ran: bool | None  # the marker showed in the container log
-    pod_key_self_kill: bool | None  # the pod deleted itself with the pod-scoped key over REST v2
-    self_kill_answers: list[str] = field(default_factory=list)  # "DELETE /v2/pods/{id} 204"
-    meter_delay_s: float | None = None  # pod created -> billing history first shows spend
-    meter_bound_s: float = 0.0  # how long the meter was watched
-    cost_estimate_usd: float | None = None
-    cost_usd: float | None = None
-    pod_id: str | None = None
-    run_tag: str | None = None
-    cpu: str | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def meter_line(self) -> str:
-        if self.meter_delay_s is not None:
-            return f"the meter showed spend {self.meter_delay_s:.0f} s after create"
-        return f"the meter showed no spend within {self.meter_bound_s:.0f} s"
-
-    def summary(self) -> str:
-        def word(value: bool | None, yes: str, no: str) -> str:
-            return "not checked" if value is None else (yes if value else no)
-
-        return "; ".join([
-            f"start command ({self.start_form} form): "
-            + word(self.start_command_ran, "ran", "did NOT run"),
-            "pod key self-kill over REST v2: "
-            + word(self.pod_key_self_kill, "works", "REFUSED")
-            + (f" ({', '.join(self.self_kill_answers)})" if self.self_kill_answers else ""),
-            self.meter_line(),
-        ])
-
-
-def account_id(key: str | None) -> str:
-    """Which account the facts belong to: a hash of its key, never the key."""
-    if not key:
-        raise ConfigError("no RunPod API key", hint="set RUNPOD_API_KEY")
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-def _facts_path(settings: Settings) -> Path:
-    return Path(settings.home) / FACTS_FILE
-
-
-def load_all(settings: Settings) -> list[FirstContactFacts]:
-    try:
-        data = json.loads(_facts_path(settings).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    out = []
-    for item in data.get("facts", []) if isinstance(data, dict) else []:
-        try:
-            out.append(FirstContactFacts(**item))
-        except TypeError:
-            continue
-    return out
-
-
-def facts_for(settings: Settings, image: str | None = None) -> list[FirstContactFacts]:
-    """This account's recorded facts (for `image` only when given), newest first."""
-    try:
-        account = account_id(settings.runpod_api_key.reveal()
-                             if settings.runpod_api_key else None)
-    except ConfigError:
-        return []
-    found = [f for f in load_all(settings) if f.account == account
-             and (image is None or f.image == image)]
-    return sorted(found, key=lambda f: -f.checked_at)
-
-
-def save(settings: Settings, facts: FirstContactFacts) -> Path:
-    path = _facts_path(settings)
-    kept = [f for f in load_all(settings)
-            if not (f.account == facts.account and f.image == facts.image)]
-    kept.append(facts)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"schema": FACTS_SCHEMA, "facts": [asdict(f) for f in kept]},
-                              indent=2), encoding="utf-8")
-    tmp.replace(path)
-    return path
-
-
 def probe_script(nonce: str, api_url: str, hold_s: float, python: str = "python3") -> str:
     """The probe pod's shell script: the marker, a hold, the self-kill, then idle."""
     tag = f"{MARKER}-{nonce}"
     kill = shlex.join([python, "-c", SELF_KILL_CODE, api_url.rstrip("/"),
                        json.dumps(SELF_KILL_ROUTES, separators=(",", ":")), tag])
-    return (f"echo {tag} start; sleep {max(0.0, hold_s):g}; {kill}; "
-            f"echo {tag} self-kill-done; exec sleep 3600")
+    # The echoed marker is split by an empty quote (`-''nonce`), so only a shell that ran the
+    # script prints it whole: a log line that merely quotes the command text never matches.
+    said = f"{MARKER}-''{nonce}"
+    return (f"echo {said} start; sleep {max(0.0, hold_s):g}; {kill}; "
+            f"echo {said} self-kill-done; exec sleep 3600")
 
 
 class RunPodCpuProbe(RunPodProvider):
@@ -249,6 +172,20 @@ class RunPodCpuProbe(RunPodProvider):
         return info
 
 
+def image_entrypoint(settings: Settings, image: str, notes: list[str] | None = None
+                     ) -> tuple[str, ...] | None:
+    """The image's ENTRYPOINT from its config in the registry; None (noted) if unreadable."""
+    from tailpod.engines.image import read_image_facts
+
+    try:
+        return read_image_facts(image, settings).entrypoint
+    except TailpodError as exc:
+        if notes is not None:
+            notes.append(f"the image config could not be read ({exc.message}); the JSON "
+                         "start form was used")
+        return None
+
+
 def _log_lines(provider: RunPodProvider, pod_id: str) -> list[str]:
     try:
         return provider.container_log(pod_id, tail=500) or []
@@ -267,16 +204,25 @@ def run_first_contact(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     image_label: str | None = None,
+    entrypoint: tuple[str, ...] | None | bool = True,
 ) -> FirstContactFacts:
     """Rent `image`, verify the three facts, prove the pod down, record and return the facts
-    (kept under `image_label`, the reference as the user gives it, default `image`)."""
+    (kept under `image_label`, the reference as the user gives it, default `image`).
+
+    The start command takes the form `up` would send for this image: its ENTRYPOINT is read
+    from the registry (`entrypoint=True`, the default) unless given; None = unknown (JSON form).
+    """
     from tailpod.provision.lifecycle import create_pod_safely, run_dir_for, teardown
 
     timings = timings or FirstContactTimings()
     key = settings.runpod_api_key.reveal() if settings.runpod_api_key else None
+    notes: list[str] = []
+    if entrypoint is True:
+        entrypoint = image_entrypoint(settings, image, notes)
+    known_entry = entrypoint if isinstance(entrypoint, tuple) else None
     facts = FirstContactFacts(account=account_id(key), image=image_label or image,
-                              checked_at=time.time(),
-                              start_form="json", start_command_ran=None, pod_key_self_kill=None)
+                              checked_at=time.time(), start_form=start_form(known_entry),
+                              start_command_ran=None, pod_key_self_kill=None, notes=notes)
     provider = provider or RunPodCpuProbe(settings)
     cpu_id, vcpus, rate = provider.cheapest_cpu()
     facts.cpu = f"{cpu_id} x{vcpus}"
@@ -291,7 +237,8 @@ def run_first_contact(
     spec = PodSpec(run_tag=run_tag, gpu_preference=[cpu_id], image=image,
                    start_command=["/bin/sh", "-c", probe_script(nonce, provider.base_url,
                                                                 timings.hold_s)],
-                   gpu_count=vcpus, env={"TAILPOD_RUN_TAG": run_tag}, disk_gb=20, ports=[])
+                   gpu_count=vcpus, env={"TAILPOD_RUN_TAG": run_tag}, disk_gb=20, ports=[],
+                   image_entrypoint=known_entry)
     ledger = Ledger(Path(settings.home))
     record = PodRecord(run_tag=run_tag, provider=provider.name)
     started = clock()
@@ -360,3 +307,4 @@ def run_first_contact(
             save(settings, facts)
             say(f"first contact: the pod is proven down; it cost ${facts.cost_usd:.6f} "
                 "(cost after)")
+

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shlex
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -40,7 +41,13 @@ from tailpod.provision.base import (
     SupportsPodScopedTermination,
     SupportsSpendRate,
 )
-from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
+from tailpod.provision.proof import (
+    is_tailpod_tag,
+    listed_check,
+    meter_check,
+    meter_window_s,
+    others_check,
+)
 from tailpod.provision.runpod.volumes import RunPodVolumes
 from tailpod.secrets import redact, reveal_env
 
@@ -110,19 +117,28 @@ POD_QUERY = (
     "query TailpodPod($podId: String!) { pod(input: {podId: $podId}) { id desiredStatus "
     "costPerHr } }"
 )
-def start_command_args(argv: list[str]) -> str:
+def start_form(entrypoint: tuple[str, ...] | None) -> str:
+    """"plain" for an image whose config has no ENTRYPOINT, else "json" (also when unknown)."""
+    return "plain" if entrypoint is not None and not entrypoint else "json"
+
+
+def start_command_args(argv: list[str], entrypoint: tuple[str, ...] | None = None) -> str:
     """The v2 `args` string that makes `argv` the container's whole process.
 
     v2 `args` is "Arguments passed to the container entrypoint" and v2 has no entrypoint field
-    (runpod/docs api-reference-v2/openapi.json, BaseContainerConfig.args), so a plain command
-    string is appended to the image's ENTRYPOINT: on vllm/vllm-openai (ENTRYPOINT vllm serve) the
-    engine rejects it and the container exits. RunPod's start command also takes the JSON form
-    `{"cmd": [...], "entrypoint": [...]}` which replaces the entrypoint (runpod/docs
-    pods/templates/manage-templates.mdx); tailpod always sends that form. Both parts are given,
-    so nothing depends on whether an entrypoint override also clears the image's CMD.
+    (runpod/docs api-reference-v2/openapi.json @ a900806e, BaseContainerConfig.args). On an
+    image without an ENTRYPOINT (`entrypoint == ()`, read from its config) the arguments are the
+    whole process, as Docker composes it, so a plain command line is sent: the documented
+    reading. Only where an ENTRYPOINT must be replaced (or it is unknown) is RunPod's JSON form
+    `{"cmd": [...], "entrypoint": [...]}` sent (documented for the console's start-command field,
+    runpod/docs pods/templates/manage-templates.mdx:27-29; whether v2 `args` decodes it is what
+    first contact verifies). Both parts are given, so nothing depends on whether an entrypoint
+    override also clears the image's CMD.
     """
     if not argv:
         raise ValueError("an empty start command")
+    if start_form(entrypoint) == "plain":
+        return shlex.join(argv)
     split = 2 if len(argv) > 2 and argv[1] == "-c" else 1
     return json.dumps({"entrypoint": list(argv[:split]), "cmd": list(argv[split:])},
                       separators=(",", ":"))
@@ -166,6 +182,18 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
     ) -> None:
         super().__init__(settings, timings=timings, transport=transport, sleep=sleep)
         self.cloud = cloud
+        self.settings = settings
+
+    def meter_delay(self) -> tuple[float | None, str]:
+        """(seconds, source) of this account's billing-history update delay: what first contact
+        measured (pod created -> spend first shown), else unknown: runpod/docs @ a900806e states
+        none (pods/pricing.mdx says only "billed by the second")."""
+        from tailpod.provision.runpod.facts import facts_for
+
+        for facts in facts_for(self.settings):
+            if facts.meter_delay_s is not None:
+                return facts.meter_delay_s, "measured by first contact"
+        return None, "not documented by RunPod, not measured: run check-requirements --live"
 
     # -- catalog ----------------------------------------------------------------------------------
     def catalog(self, gpu_count: int = 1) -> dict[str, dict[str, Any]]:
@@ -251,13 +279,15 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
             "startSsh": True,
         }
         if spec.start_command:
-            body["args"] = start_command_args(spec.start_command)
+            body["args"] = start_command_args(spec.start_command, spec.image_entrypoint)
         if spec.volume_id:  # attached at create only, in the volume's own data center
             body["mounts"] = {"network": [{"volumeId": spec.volume_id,
                                            "path": spec.volume_mount_path or
                                            self.volume_mount_path}]}
         if spec.data_center_ids:
             body["dataCenterIds"] = list(spec.data_center_ids)
+        if spec.min_cuda:  # CreateGpuConfig.minCudaVersion, "^\d+\.\d+$"
+            body["gpu"]["minCudaVersion"] = spec.min_cuda
         return body
 
     def _create_one(self, spec: PodSpec, gpu_id: str, reasons: list[str]) -> str | None:
@@ -293,9 +323,12 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
             if status == 401:
                 raise AuthError("RunPod rejected the API key (HTTP 401) while creating a pod",
                                 hint="check RUNPOD_API_KEY")
-            if status == 422:
+            if status == 422:  # "The body does not match the contract. `errors` lists each"
+                errors = answer.get("errors") if isinstance(answer, dict) else None
+                named = redact("; ".join(map(str, errors))) if isinstance(errors, list) \
+                    and errors else detail
                 raise ProviderError(f"RunPod rejected tailpod's create request as malformed "
-                                    f"(HTTP 422): {detail}",
+                                    f"(HTTP 422): {named}; nothing was created",
                                     hint="this is a tailpod bug; please report it")
             raise ApiError("RunPod", what, status, answer)
 
@@ -429,7 +462,12 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         token: str | None = None
         seen: set[str] = set()
         for _ in range(MAX_LIST_PAGES):
-            params = {PAGE_TOKEN_PARAM: token} if token else None
+            # includeClusterPods: "Include cluster member pods in the result. Defaults to false"
+            # (openapi @ a900806e, paths./v2/pods.get): a tagged cluster member must never hide
+            # from the orphan sweep or the proof's listing.
+            params = {"includeClusterPods": "true"}
+            if token:
+                params[PAGE_TOKEN_PARAM] = token
             body = self.api.body_of(self.api.call("GET", "/v2/pods", "listing pods", params=params))
             page = body.get("pods") if isinstance(body, dict) else None
             if not isinstance(page, list):
@@ -544,13 +582,15 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         """Without GraphQL there is no account spend rate: the pod's v2 billing history
         (`GET /v2/billing/pods?podId=`) is read twice, `evidence_window_s` apart, and must not
         grow by more than half of what the pod's rate would add in that time. RunPod aggregates
-        that history with up to ~1 h lag, so this check is weaker than the spend rate was."""
+        that history with an update delay no vendor text states: no growth counts only over a
+        window longer than the delay first contact measured (proof.meter_check)."""
         if not pod_id:
             return ProofCheck("billing-history", True, "no pod id was ever recorded; the tag "
                               "listing is the proof (GraphQL unavailable)"), None
+        delay, source = self.meter_delay()
         t1 = time.monotonic()
         first = self.billed_so_far(pod_id)
-        self._sleep(self.timings.evidence_window_s)
+        self._sleep(meter_window_s(self.timings.evidence_window_s, delay))
         second = self.billed_so_far(pod_id)
         elapsed = max(time.monotonic() - t1, 1e-3)
         if first is None or second is None:
@@ -560,11 +600,10 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         grew = second - first
         allowed = 0.5 * rate * elapsed / 3600.0 + 1e-6
         ok = grew <= allowed
-        check = ProofCheck(
-            "billing-history", ok,
+        check = meter_check(
+            "billing-history", not ok, elapsed, delay, source,
             f"GraphQL unavailable; v2 billing history for {pod_id}: ${first:.6f} then "
-            f"${second:.6f} over {elapsed:.1f}s (this pod was ${rate:.4f}/h; RunPod aggregates "
-            "billing with up to ~1 h lag)",
+            f"${second:.6f} over {elapsed:.1f}s (this pod was ${rate:.4f}/h)",
         )
         line = None
         if not ok and not tagged:

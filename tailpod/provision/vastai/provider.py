@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
+from tailpod.agent.bootstrap.terminate import PROVIDERS as POD_PROVIDERS
 from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
 from tailpod.config import Settings
 from tailpod.errors import AuthError, CapacityError, ConfigError, ProviderError
@@ -33,8 +34,19 @@ from tailpod.provision.base import (
     SupportsContainerLog,
     SupportsPodScopedTermination,
 )
-from tailpod.provision.proof import is_tailpod_tag, listed_check, others_check
-from tailpod.provision.vastai.limits import rent_limit_errors
+from tailpod.provision.proof import (
+    is_tailpod_tag,
+    listed_check,
+    meter_check,
+    meter_window_s,
+    others_check,
+)
+from tailpod.provision.vastai.limits import (
+    DISK_MIN_GB,
+    SEARCH_PER_MINUTE,
+    WindowPacer,
+    rent_limit_errors,
+)
 from tailpod.secrets import reveal_env
 
 # States from vast-ai/docs cli/reference/show-instance.mdx @ c6246226. Unknown states must not
@@ -49,10 +61,17 @@ STATUS_MAP = {
     "running": PodState.RUNNING,
     "stopped": PodState.STOPPED,
     "exited": PodState.STOPPED,
+    # "frozen — Container is paused with memory preserved. GPU charges apply."
+    # (show-instance.mdx:32): not running, but billing the GPU (detail gpu_billing).
     "frozen": PodState.STOPPED,
-    "unknown": PodState.UNKNOWN,
-    "offline": PodState.UNKNOWN,
+    # "Poll trap: if `actual_status` becomes `exited`, `unknown`, or `offline` it will never reach
+    # `running` -- destroy and retry" (api-reference/openapi.yaml:15-16, "Key Quirks"): a failed
+    # boot for `up` (ERROR), an instance that still exists for every listing and proof.
+    "unknown": PodState.ERROR,
+    "offline": PodState.ERROR,
 }
+NEVER_RUNNING = ("unknown", "offline")
+GPU_BILLING_WHEN_NOT_RUNNING = ("frozen",)
 STOP_ERRORS = ("insufficient_credit", "missing_billing", "credit")
 MAX_PAGES = 400
 LOG_WAIT_S, LOG_POLL_S = 9.0, 0.3  # how long a requested container log may take to appear
@@ -61,6 +80,16 @@ LOG_WAIT_S, LOG_POLL_S = 9.0, 0.3  # how long a requested container log may take
 def normalise_gpu_name(name: str) -> str:
     """The vast CLI writes `RTX_4090`; offers say `RTX 4090`."""
     return " ".join(name.replace("_", " ").split())
+
+
+# How long vast's `credit` takes to show a charge: vast-ai/docs @ c6246226 states no update
+# interval, and vast has no first contact yet, so a credit that did not move is not evidence.
+METER_DELAY_S: float | None = None
+METER_DELAY_SOURCE = "vast documents no update interval for `credit`"
+VENDOR_URL = str(POD_PROVIDERS["vastai"]["api_url"]).rstrip("/")
+SEARCH_PACER = WindowPacer(SEARCH_PER_MINUTE, 60.0)
+# Machines this process saw in a state that never reaches running: later searches skip them.
+AVOIDED_MACHINES: set[str] = set()
 
 
 class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
@@ -82,14 +111,23 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         min_reliability: float = 0.95,
         min_inet_down_mbps: float = 100.0,
         min_cuda: float | None = None,
+        search_pacer: WindowPacer | None = None,
     ) -> None:
         super().__init__(settings, timings=timings, transport=transport, sleep=sleep)
         self.min_reliability = min_reliability
         self.min_inet_down_mbps = min_inet_down_mbps
         self.min_cuda = min_cuda
+        # vast allows 10 offer searches a minute per IP (search_offers.yaml x-rate-limit): one
+        # window for the whole process on the vendor's API; an emulator or proxy is not paced
+        # unless a pacer is given.
+        vendor = self.base_url.rstrip("/") == VENDOR_URL
+        self.search_pacer = search_pacer or (SEARCH_PACER if vendor else None)
 
     # -- offers -----------------------------------------------------------------------------------
-    def search(self, gpu_names: list[str], gpu_count: int, disk_gb: int) -> list[dict[str, Any]]:
+    def search(self, gpu_names: list[str], gpu_count: int, disk_gb: int,
+               min_cuda: str | float | None = None) -> list[dict[str, Any]]:
+        """Offers for the GPUs; `min_cuda` (the image's CUDA, "12.8") keeps hosts whose driver
+        supports at least it (`cuda_max_good`, the highest CUDA the host's driver runs)."""
         query: dict[str, Any] = {
             "verified": {"eq": True},
             "external": {"eq": False},
@@ -106,16 +144,26 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         }
         if gpu_names:  # none: every GPU type (`tailpod gpus`)
             query["gpu_name"] = {"in": gpu_names}
-        if self.min_cuda is not None:
-            query["cuda_max_good"] = {"gte": self.min_cuda}
+        floor = max((float(c) for c in (self.min_cuda, min_cuda) if c is not None),
+                    default=None)
+        if floor is not None:
+            query["cuda_max_good"] = {"gte": floor}
         # The price cap is applied here, not in the query, so "too expensive" and "no such GPU"
         # stay distinguishable in the error.
+        if self.search_pacer is not None:
+            self.search_pacer.wait()
         response = self.api.call("POST", "/api/v0/bundles/", "searching offers", json=query)
         body = self.api.body_of(response)
         offers = body.get("offers") if isinstance(body, dict) else None
         if not isinstance(offers, list):
             raise ProviderError("vast.ai: the offer search answer has no `offers` list")
-        return [o for o in offers if isinstance(o, dict) and "id" in o]
+        return [o for o in offers if isinstance(o, dict) and "id" in o
+                and str(o.get("machine_id")) not in AVOIDED_MACHINES]
+
+    def avoid_machine(self, machine_id: object) -> None:
+        """Skip this machine's offers from now on (it left an instance `unknown`/`offline`)."""
+        if machine_id is not None:
+            AVOIDED_MACHINES.add(str(machine_id))
 
     @staticmethod
     def _price(offer: dict[str, Any]) -> float:
@@ -230,13 +278,18 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         if spec.gpu_count < 1:
             raise ConfigError("gpu_count must be at least 1")
         body = self._rent_body(spec)
-        too_big = rent_limit_errors(body.get("onstart"), body.get("args"), body.get("env"))
+        too_big = rent_limit_errors(body.get("onstart"), body.get("args"), body.get("env"),
+                                    image=body.get("image"), label=body.get("label"))
+        if spec.disk_gb < DISK_MIN_GB:
+            too_big.append(f"the disk is {spec.disk_gb} GB; vast.ai needs at least "
+                           f"{DISK_MIN_GB:g} GB")
         if too_big:
             raise ConfigError("the vast.ai rent request breaks a vendor limit; nothing was "
                               "created: " + "; ".join(too_big),
                               hint="shorten the start command or the environment "
                                    "(tailpod/provision/vastai/limits.py lists the limits)")
-        grouped = self._by_preference(prefs, self.search(prefs, spec.gpu_count, spec.disk_gb))
+        grouped = self._by_preference(prefs, self.search(prefs, spec.gpu_count, spec.disk_gb,
+                                                         spec.min_cuda))
         if not any(grouped.values()):
             raise CapacityError(
                 f"no vast.ai offer matches {', '.join(repr(p) for p in prefs)} with "
@@ -318,6 +371,11 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                 "status_msg": row.get("status_msg"),
                 "storage_per_hr": row.get("storage_total_cost"),
                 "container_up": status == "running",
+                "gpu_billing": status == "running" or status in GPU_BILLING_WHEN_NOT_RUNNING,
+                "never_running": status in NEVER_RUNNING,
+                "machine_id": row.get("machine_id"),
+                "cuda_max_good": row.get("cuda_max_good"),
+                "driver_version": row.get("driver_version"),
                 "created_at": row.get("start_date"),
             },
         )
@@ -447,7 +505,8 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
 
         # vast has no spend-rate field: watch the balance for a short window and compare its
         # movement with what the remaining listed instances explain.
-        window = self.timings.evidence_window_s
+        delay, source = METER_DELAY_S, METER_DELAY_SOURCE
+        window = meter_window_s(self.timings.evidence_window_s, delay)
         t0 = time.monotonic()
         b1 = self.balance()
         t1 = (t0 + time.monotonic()) / 2  # the balance was read somewhere inside the call
@@ -456,10 +515,13 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         b2 = self.balance()
         elapsed = max((t2 + time.monotonic()) / 2 - t1, 1e-3)
         remaining = self.list_all()
+        def gpu_bills(p: PodInfo) -> bool:  # running, or frozen ("GPU charges apply")
+            return p.state is PodState.RUNNING or bool(p.detail.get("gpu_billing"))
+
         others_rate = sum(p.price_per_hr or 0.0 for p in remaining
-                          if p.detail.get("label") != run_tag and p.state is PodState.RUNNING)
+                          if p.detail.get("label") != run_tag and gpu_bills(p))
         others_rate += sum(float(p.detail.get("storage_per_hr") or 0.0) for p in remaining
-                           if p.detail.get("label") != run_tag and p.state is not PodState.RUNNING)
+                           if p.detail.get("label") != run_tag and not gpu_bills(p))
         if b1 is None or b2 is None:
             checks.append(ProofCheck("charges-stopped", False,
                                      "vast.ai did not report the account's `credit`"))
@@ -468,12 +530,11 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             rate = price_per_hr or 0.0
             tolerance = max(0.5 * rate, 0.01)
             ok = drop_per_hr - others_rate <= tolerance
-            checks.append(ProofCheck(
-                "charges-stopped", ok,
+            checks.append(meter_check(
+                "charges-stopped", not ok, elapsed, delay, source,
                 f"credit moved ${b1 - b2:.6f} over {elapsed:.1f}s (≈${drop_per_hr:.4f}/h); "
                 f"other instances explain ≈${others_rate:.4f}/h; this instance was "
-                f"${rate:.4f}/h (vast updates balances in coarse steps: a short window proves "
-                "little on its own)",
+                f"${rate:.4f}/h",
             ))
             if not ok and not tagged:
                 still.append(f"vast.ai charges still move by ≈${drop_per_hr - others_rate:.3f}/h "
