@@ -283,11 +283,39 @@ def check_stated_price(record: PodRecord, info: PodInfo, max_price: float | None
         )
 
 
+def _mint_pod_key(settings: Settings, run_tag: str,
+                  say: Say) -> tuple[str | None, Secret | None]:
+    """The pod's own single-use auth key when the Tailscale API key can mint one; else the
+    configured TAILSCALE_AUTH_KEY, said (it then sits in the pod's environment for its life)."""
+    if not settings.tailscale_api_key:
+        return None, None
+    from tailpod.provision.tailnet.steps import mint_pod_auth_key
+
+    try:
+        key_id, key = mint_pod_auth_key(settings, run_tag)
+    except TailpodError as exc:
+        say(f"could not mint a single-use auth key for {run_tag} ({exc.message}); the pod gets "
+            "TAILSCALE_AUTH_KEY, which its environment then holds for the pod's life")
+        return None, None
+    say(f"minted a single-use, ephemeral auth key for {run_tag} (expires in 30 min)")
+    return key_id or None, key
+
+
 def reach_pod(settings: Settings, record: PodRecord, say: Say, timeout_s: float) -> SshTarget:
     if record.tailnet.get("enabled", True) and settings.tailscale_auth_key:
-        from tailpod.provision.tailnet.steps import tailnet_ssh_target, wait_for_pod_device
+        from tailpod.provision.tailnet.steps import (
+            revoke_pod_auth_key,
+            tailnet_ssh_target,
+            wait_for_pod_device,
+        )
 
         device = wait_for_pod_device(settings, record.run_tag, timeout_s=timeout_s, on_event=say)
+        key_id = record.tailnet.get("auth_key_id")
+        if key_id:  # joined: the pod's key is spent; delete it so nothing can reuse it
+            try:
+                revoke_pod_auth_key(settings, str(key_id))
+            except TailpodError as exc:
+                say(f"could not delete the pod's spent auth key {key_id}: {exc.message}")
         return tailnet_ssh_target(settings, device)
     return _wait_ssh_endpoint(settings, record, timeout_s, say)
 
@@ -300,6 +328,7 @@ def _spec(
     engine_port: int,
     ttl_at: float,
     keep_caches: bool = False,
+    auth_key: Secret | None = None,
 ) -> PodSpec:
     from tailpod.pods import deadman_control as dm
     from tailpod.provision.tailnet.join import pod_env
@@ -313,8 +342,9 @@ def _spec(
     if settings.hf_token:
         env["HF_TOKEN"] = settings.hf_token
     if use_tailnet:
-        assert settings.tailscale_auth_key is not None
-        env.update(pod_env(settings.tailscale_auth_key))
+        key = auth_key or settings.tailscale_auth_key
+        assert key is not None
+        env.update(pod_env(key))
     if not settings.gpus:
         raise ConfigError(
             "no GPU preference list", hint="pass --gpu (repeatable) or set TAILPOD_GPUS"
@@ -505,8 +535,10 @@ def _up_cloud_once(
     run_tag = new_run_tag()
     # 0 = no TTL (--ttl-hours 0): the guard and the dead-man read ttl_at 0 as "none"
     ttl_at = time.time() + settings.ttl_hours * 3600 if settings.ttl_hours > 0 else 0.0
+    pod_key_id, pod_key = (_mint_pod_key(settings, run_tag, say) if use_tailnet
+                           else (None, None))
     spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at,
-                 keep_caches=bool(volume))
+                 keep_caches=bool(volume), auth_key=pod_key)
     spec, facts = follow_image(settings, spec, say)
     mount = _mount_volume(settings, ledger, cfg, spec, volume, say) if volume else None
     say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
@@ -531,7 +563,8 @@ def _up_cloud_once(
 
     try:
         step("image-pinned", image=image, engine=cfg.to_json(),
-             tailnet={"enabled": use_tailnet},
+             tailnet={"enabled": use_tailnet, **({"auth_key_id": pod_key_id} if pod_key_id
+                                                  else {})},
              extra={**record.extra, "image": {"ref": image, "digest": digest},
                     "provider_facts": facts},
              operation=operation_stamp("ssh-wait"))

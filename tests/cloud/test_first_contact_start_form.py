@@ -236,3 +236,38 @@ def test_ttl_zero_is_accepted_with_a_warning_and_negative_still_refused(tailpod_
                                  "TAILPOD_HEARTBEAT_TIMEOUT": "0"},
                             dotenv_path=tailpod_home / "absent.env")
     assert any("heartbeat" in p for p in run_settings_problems(no_beat))
+
+
+def test_each_pod_gets_its_own_single_use_auth_key(
+        world: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25 item 6: the pod's environment is readable through the provider's API for the
+    pod's life, so with a Tailscale API key it holds a key minted for this pod alone (single use,
+    ephemeral, pre-approved, 30 min), never the configured reusable TAILSCALE_AUTH_KEY."""
+    from tailpod.provision.tailnet.steps import api_from_settings
+
+    _fake_pod_side(monkeypatch)
+    settings = _settings(world, tailpod_home)
+    ledger = Ledger(settings.state_dir)
+    said: list[str] = []
+    monkeypatch.setattr(cloud_up, "pinned_image",
+                        lambda *_a: (_pinned("vllm/vllm-openai", "v0.11.0"), None))
+    record, _info = cloud_up.up_cloud(settings, EngineConfig(engine="vllm", model="org/m"),
+                                      ledger, said.append, preflight=False)
+    try:
+        pod = world.cloud.pods[f"runpod:{record.pod_id}"]
+        sent = str(pod.env["TS_AUTHKEY"])
+        assert sent.startswith("tskey-auth-") and sent != DEFAULT_AUTH_KEY
+        key_id = record.tailnet["auth_key_id"]
+        assert key_id in sent  # the emulator's secrets carry their id
+        with api_from_settings(settings) as api:
+            meta = api.get_key(key_id)
+        create = meta["capabilities"]["devices"]["create"]
+        assert (create["reusable"], create["ephemeral"], create["preauthorized"]) == (
+            False, True, True)
+        assert sorted(create["tags"]) == sorted(settings.tailscale_tags)
+        assert any("single-use" in line for line in said)
+        assert DEFAULT_AUTH_KEY not in json.dumps(ledger.get(record.run_tag).to_json())
+    finally:
+        from tailpod.provision.lifecycle import down_remote
+
+        down_remote(settings, ledger, ledger.get(record.run_tag) or record)

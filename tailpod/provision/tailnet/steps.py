@@ -21,6 +21,7 @@ from tailpod.provision.tailnet.devices import (
     wait_for_device,
 )
 from tailpod.provision.tailnet.keys import AuthKeyCheck, check_auth_key
+from tailpod.secrets import Secret
 
 EventCallback = Callable[[str], None]
 
@@ -53,6 +54,27 @@ def check_tailnet_requirements(
             settings.tailscale_tags,
             allow_nonephemeral=allow_nonephemeral,
         )
+
+
+# A per-pod auth key lives long enough for the pod to boot and join, and no longer.
+POD_KEY_EXPIRY_S = 1800
+
+
+def mint_pod_auth_key(settings: Settings, run_tag: str) -> tuple[str, Secret]:
+    """A single-use, pre-approved, ephemeral auth key for one pod, with a short expiry and the
+    pod's tags, so the pod's environment (readable through the provider's API for the pod's
+    life, e.g. RunPod `GET /v2/pods` `env`) never holds a reusable key. Returns (key id, key)."""
+    with api_from_settings(settings) as api:
+        meta, secret = api.create_auth_key(
+            list(settings.tailscale_tags), ephemeral=True, preauthorized=True, reusable=False,
+            expiry_seconds=POD_KEY_EXPIRY_S, description=f"tailpod {run_tag}")
+    return str(meta.get("id") or ""), secret
+
+
+def revoke_pod_auth_key(settings: Settings, key_id: str) -> None:
+    """Delete the pod's key once its device joined (single use, it is spent anyway)."""
+    with api_from_settings(settings) as api:
+        api.delete_key(key_id)
 
 
 def wait_for_pod_device(
