@@ -289,7 +289,11 @@ class RemoteSweepHost(AgentSweepHost):
         from tailpod.pods.cloud import open_pod_agent
         from tailpod.provision.ssh.client import SshTarget
 
-        self.pod = open_pod_agent(settings, SshTarget.from_record(record.ssh), 60)
+        target = SshTarget.from_record(record.ssh)
+        say = (lambda line: progress(0.0, line)) if progress is not None else None
+        if say is not None:  # a wait of up to 60 s: say what it waits for
+            say(f"connecting to {target.describe()} over SSH (up to 60 s)")
+        self.pod = open_pod_agent(settings, target, 60, say)
         measurer = local_agent(settings) if from_here else self.pod
         super().__init__(settings, ledger, record, measurer, progress, cache)
         self.from_here = from_here

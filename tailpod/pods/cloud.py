@@ -445,14 +445,15 @@ def check_before_renting(settings: Settings, cfg: EngineConfig) -> None:
 
 
 def raise_transient_refusal(failed: list[Any]) -> None:
-    """Every failed check met a rate limit or a provider outage: a retry, not a fix, is needed."""
+    """Every failed check met a rate limit, an outage or no network: a retry, not a fix."""
     waits = [float(r.data["retry_after_s"]) for r in failed
              if isinstance(r.data.get("retry_after_s"), (int, float))]
     wait = max([*waits, TRANSIENT_RETRY_S])
     raise TransientError(
         "preflight could not finish, nothing was rented: "
         + "; ".join(f"{r.name}: {r.detail}" for r in failed)
-        + ". This is transient (a rate limit or a provider outage), not a setting to fix",
+        + ". This is transient (a rate limit, a provider outage or no network from here: each "
+        "failed row above names which), not a setting to fix",
         hint=f"run the same command again in about {wait:.0f} s",
     )
 

@@ -124,7 +124,11 @@ def test_a_cloud_benchmark_cell_uploads_nothing_and_uses_one_session(
     arm = Arm("plain", EngineConfig(engine="vllm", model="/m/tiny", served_name="tiny", port=port))
     plan = SweepPlan(arms=[arm], concurrency=[2], reps=1, prompt_classes=["prose"],
                      max_tokens=8, requests_per_cell=4)  # fmt: skip
-    sweep = RemoteSweepHost(settings, ledger, ledger.get(RUN_TAG))  # type: ignore[arg-type]
+    said: list[str] = []
+    sweep = RemoteSweepHost(settings, ledger, ledger.get(RUN_TAG),  # type: ignore[arg-type]
+                            lambda _f, line: said.append(line))
+    # The SSH wait is said before it starts (it can last 60 s; issue 27: it was silent).
+    assert said and said[0].startswith("connecting to ") and "over SSH" in said[0]
     try:
         started = sweep.restart(arm)  # another arm serves: the relaunch, over the same session
         rows = sweep.run_cells(arm, [Cell("plain", 2, 3, "prose")], plan, "r1")
