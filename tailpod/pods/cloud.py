@@ -30,7 +30,7 @@ from tailpod.provision.ssh.client import SshTarget, boot_wait_seconds, open_ssh
 from tailpod.secrets import Secret
 
 if TYPE_CHECKING:
-    from tailpod.agent_client.driver import EngineStarted, PodAgent
+    from tailpod.agent_client.driver import ArmStart, EngineStarted, PodAgent
     from tailpod.preflight import PreflightReport
     from tailpod.provision.bootlog import BootDiagnosis
 
@@ -686,3 +686,10 @@ def relaunch_cloud(
         extra={**current.extra, "startup": started.facts.to_json(), "arms": arms},
     )
     return started
+
+
+def relaunch_over_ssh(settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
+                      progress: Callable[[float, str], None]) -> ArmStart:
+    """A pod kind's relaunch for any pod reached over SSH (rented, or your own box)."""
+    return relaunch_cloud(settings, record, cfg, ledger,
+                          lambda line: progress(0.0, line)).arm_start()

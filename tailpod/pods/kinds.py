@@ -45,9 +45,7 @@ class CloudPods:
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
                  progress: Progress) -> ArmStart:
-        started = cloud.relaunch_cloud(settings, record, cfg, ledger,
-                                       lambda line: progress(0.0, line))
-        return started.arm_start()
+        return cloud.relaunch_over_ssh(settings, record, cfg, ledger, progress)
 
     def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
         if record.status != "running" or not record.ssh:
