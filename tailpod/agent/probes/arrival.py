@@ -9,6 +9,7 @@ the figures instead of slowing the client down (no coordinated omission).
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import dataclass
@@ -19,6 +20,12 @@ from .common import ProbeError
 PROCESSES = ("poisson", "gamma", "constant", "trace")
 ARRIVAL_KEYS = ("process", "rate", "burstiness", "seed", "requests", "duration_s", "trace")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms")
+TRACE_KEYS = ("path", "format", "speed")
+TRACE_FORMATS = ("tailpod", "mooncake")
+# Without the engine's tokenizer a prompt of N tokens is built as N / TOKENS_PER_WORD words of
+# the prompt class's own text: English prose runs near 1.3 tokens a word in BPE vocabularies,
+# so the length is approximate and every such row says so (`prompt_length: "approx_words"`).
+TOKENS_PER_WORD = 1.3
 # A request sent this much later than its scheduled time means the client fell behind.
 SCHEDULE_LAG_FLAG_S = 0.010
 
@@ -67,7 +74,7 @@ def parse_arrival(raw: Any) -> Arrival:
     if process not in PROCESSES:
         raise ProbeError(f"arrival process must be one of {', '.join(PROCESSES)}")
     if process == "trace":
-        raise ProbeError("arrival process 'trace' is not implemented in this agent yet")
+        return _parse_trace_arrival(raw)
     if raw.get("rate") is None:
         raise ProbeError("arrival rate is required")
     rate = math.inf if raw["rate"] == "inf" else _number(raw["rate"], "rate")
@@ -95,13 +102,143 @@ def parse_arrival(raw: Any) -> Arrival:
     return Arrival(process, rate, burst, seed, requests, duration)
 
 
+@dataclass
+class TraceRequest:
+    offset: float  # s from the trace's first arrival, already divided by the speed
+    input_tokens: int
+    output_tokens: int
+
+
+def _parse_trace_arrival(raw: dict[str, Any]) -> Arrival:
+    if raw.get("rate") is not None:
+        raise ProbeError("arrival rate is not allowed with process trace (the trace's own times)")
+    trace = raw.get("trace")
+    if not isinstance(trace, dict):
+        raise ProbeError("arrival process trace needs trace: {path, format, speed}")
+    unknown = sorted(set(trace) - set(TRACE_KEYS))
+    if unknown:
+        raise ProbeError("unknown trace key(s): " + ", ".join(unknown))
+    path = trace.get("path")
+    if not isinstance(path, str) or not path:
+        raise ProbeError("trace path must be a non-empty string")
+    fmt = trace.get("format", "tailpod")
+    if fmt not in TRACE_FORMATS:
+        raise ProbeError(f"trace format must be one of {', '.join(TRACE_FORMATS)}")
+    speed = _number(trace.get("speed", 1.0), "trace speed")
+    if speed <= 0:
+        raise ProbeError("trace speed must be > 0")
+    requests = raw.get("requests")
+    duration = raw.get("duration_s")
+    if requests is not None and duration is not None:
+        raise ProbeError("a trace takes at most one of requests, duration_s (its first N, or "
+                         "its first seconds)")
+    if requests is not None and (isinstance(requests, bool) or not isinstance(requests, int)
+                                 or requests < 1):
+        raise ProbeError("arrival requests must be an integer >= 1")
+    if duration is not None:
+        duration = _number(duration, "duration_s")
+        if duration <= 0:
+            raise ProbeError("arrival duration_s must be > 0")
+    arrival = Arrival("trace", None, 1.0, 0, requests, duration,
+                      {"path": path, "format": fmt, "speed": speed})
+    trace_requests(arrival)  # the file is read and checked here, before any request is sent
+    return arrival
+
+
+def _int_field(obj: dict[str, Any], key: str, where: str, minimum: int) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ProbeError(f"{where}: {key} must be an integer >= {minimum}, not {value!r}")
+    return value
+
+
+def parse_trace_lines(lines: Any, fmt: str, source: str = "trace") -> list[tuple[float, int, int]]:
+    """(arrival time in s, input tokens, output tokens) per request, in file order.
+
+    tailpod: the request log `tailpod cost --log` reads (rows.jsonl included): `t_start`
+    (or `ts`/`timestamp`, epoch s), `prompt_tokens`, `completion_tokens`; lines whose `kind` is
+    not "request", and failed requests (`ok` false or no completion_tokens), are skipped.
+    mooncake: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`."""
+    out: list[tuple[float, int, int]] = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{source}:{lineno}"
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            raise ProbeError(f"{where}: not valid JSON") from None
+        if not isinstance(obj, dict):
+            raise ProbeError(f"{where}: not a JSON object")
+        if fmt == "mooncake":
+            ts = obj.get("timestamp")
+            if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+                raise ProbeError(f"{where}: timestamp (ms) must be a number")
+            if not isinstance(obj.get("hash_ids", []), list):
+                raise ProbeError(f"{where}: hash_ids must be a list")
+            out.append((float(ts) / 1000.0, _int_field(obj, "input_length", where, 1),
+                        _int_field(obj, "output_length", where, 1)))
+            continue
+        if obj.get("kind", "request") != "request" or obj.get("ok") is False \
+                or obj.get("completion_tokens") is None:
+            continue
+        ts = next((obj[k] for k in ("t_start", "ts", "timestamp") if obj.get(k) is not None),
+                  None)
+        if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+            raise ProbeError(f"{where}: t_start (epoch s) must be a number")
+        out.append((float(ts), _int_field(obj, "prompt_tokens", where, 1),
+                    _int_field(obj, "completion_tokens", where, 1)))
+    if not out:
+        raise ProbeError(f"{source}: no requests in the trace")
+    return out
+
+
+def trace_from_lines(entries: list[tuple[float, int, int]], speed: float,
+                     requests: int | None = None,
+                     duration_s: float | None = None) -> list[TraceRequest]:
+    """Sorted by arrival; offsets from the first arrival divided by speed; then the first
+    `requests`, or those due before `duration_s`."""
+    ordered = sorted(entries, key=lambda e: e[0])  # stable: ties keep file order
+    t0 = ordered[0][0]
+    reqs = [TraceRequest((t - t0) / speed, i, o) for t, i, o in ordered]
+    if requests is not None:
+        reqs = reqs[:requests]
+    if duration_s is not None:
+        reqs = [r for r in reqs if r.offset < duration_s]
+    return reqs
+
+
+def trace_requests(arrival: Arrival) -> list[TraceRequest]:
+    """The requests of a trace arrival, read from its file on this machine."""
+    assert arrival.trace is not None
+    path = arrival.trace["path"]
+    try:
+        with open(path, encoding="utf-8") as fh:
+            entries = parse_trace_lines(fh, arrival.trace["format"], path)
+    except OSError as exc:
+        raise ProbeError(f"trace {path}: {exc.strerror or exc}") from None
+    return trace_from_lines(entries, float(arrival.trace["speed"]), arrival.requests,
+                            arrival.duration_s)
+
+
+def approx_prompt(source_text: str, tokens: int) -> tuple[str, int]:
+    """A prompt of about `tokens` tokens: the source text's words repeated, cut at
+    round(tokens / TOKENS_PER_WORD) words (at least 1). Returns the text and its word count."""
+    words = source_text.split() or ["hello"]
+    n = max(1, int(round(tokens / TOKENS_PER_WORD)))
+    reps = -(-n // len(words))
+    return " ".join((words * reps)[:n]), n
+
+
 def schedule(arrival: Arrival) -> list[float]:
     """The offsets (s, from the cell's start; the first is 0) at which each request is due.
 
     Inter-arrival times: exponential with mean 1/rate (poisson), gamma with shape = burstiness
     and mean 1/rate (gamma; shape 1 is Poisson, < 1 burstier, > 1 smoother), or exactly 1/rate
     (constant). Rate inf sends every request at offset 0. With `duration_s`, the requests due
-    before that offset."""
+    before that offset. A trace: its own arrival times (trace_requests)."""
+    if arrival.process == "trace":
+        return [r.offset for r in trace_requests(arrival)]
     rate = arrival.rate
     assert rate is not None
     if rate == math.inf:

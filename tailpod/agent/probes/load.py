@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import OFF_POD_FLAG
-from .arrival import parse_arrival, schedule
+from .arrival import approx_prompt, parse_arrival, schedule, trace_requests
 from .common import (
     CLIENT_BOUND_CPU_FRACTION,
     DEFAULT_BASE_URL,
@@ -416,15 +416,36 @@ def run_cell(
 
     offsets: list[float] | None = None
     n_requests = opts.requests_per_cell
-    if plan.arrival is not None:
-        offsets = schedule(parse_arrival(plan.arrival))
-        n_requests = len(offsets)
+    trace_extra: list[dict[str, Any]] = []
     specs: list[RequestSpec] = []
-    for i in range(n_requests):
-        pr = prompts[i % len(prompts)]
-        salt = new_salt(run_id) if plan.cache == "cold" else None
-        path, body = build_body(opts, model, pclass, pr, salt)
-        specs.append(RequestSpec(i, path, body, plan.cache, opts.api))
+    if plan.arrival is not None:
+        arrival = parse_arrival(plan.arrival)
+        if arrival.process == "trace":
+            # each request built to the logged input length (approximately: words of the
+            # class's own text) and held to the logged output length with ignore-EOS
+            traced = trace_requests(arrival)
+            offsets = [t.offset for t in traced]
+            held = dict(pclass, ignore_eos=True)
+            for i, t in enumerate(traced):
+                source = prompt_text(prompts[i % len(prompts)]["messages"])
+                text, words = approx_prompt(source, t.input_tokens)
+                salt = new_salt(run_id) if plan.cache == "cold" else None
+                path, body = build_body(opts, model, held,
+                                        {"messages": [{"role": "user", "content": text}]},
+                                        salt, max_tokens=t.output_tokens)
+                specs.append(RequestSpec(i, path, body, plan.cache, opts.api))
+                trace_extra.append({"trace_input_tokens": t.input_tokens,
+                                    "trace_output_tokens": t.output_tokens,
+                                    "prompt_length": "approx_words", "prompt_words": words})
+        else:
+            offsets = schedule(arrival)
+        n_requests = len(offsets)
+    if not specs:
+        for i in range(n_requests):
+            pr = prompts[i % len(prompts)]
+            salt = new_salt(run_id) if plan.cache == "cold" else None
+            path, body = build_body(opts, model, pclass, pr, salt)
+            specs.append(RequestSpec(i, path, body, plan.cache, opts.api))
 
     before: dict[str, Any] = {}
     if engine in PROBE_ENGINES:
@@ -453,10 +474,18 @@ def run_cell(
             # other traffic (or a lagging counter) shares the window: acceptance is suspect
             flags.append("acceptance_window_mismatch")
     rows = [request_row(run_id, plan, r, where) for r in outcome.results]
-    return rows, cell_row(
+    if trace_extra:
+        for row in rows:
+            row.update(trace_extra[row["index"]])
+    cell = cell_row(
         run_id, plan, outcome, acceptance, flags, where, opts.client_bound_threshold,
         opts.slo, opts.slo_percentile,
     )
+    if trace_extra and offsets and len(offsets) > 1 and offsets[-1] > 0:
+        # a trace offers its own mean rate: requests after the first over the span they arrive in
+        cell["offered_rate_rps"] = (len(offsets) - 1) / offsets[-1]
+        cell["prompt_length"] = "approx_words"
+    return rows, cell
 
 
 def default_run_id() -> str:

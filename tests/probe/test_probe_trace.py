@@ -1,0 +1,126 @@
+"""Trace replay (docs/agent.md, "probe run": `arrival.process = "trace"`): the schedule is the
+trace's own arrival times over its speed, prompts are built to the logged input lengths and
+outputs held to the logged output lengths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tailpod.agent.probes.arrival import parse_arrival, schedule
+from tailpod.agent.probes.common import ProbeError
+
+from .conftest import call_agent, probe_run
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _cell(trace: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"arm": "a", "rep": 0, "prompt_class": "t", "cell": "a|trace|r0|t",
+            "arrival": {"process": "trace", "trace": trace, **extra}}
+
+
+MOONCAKE = [  # out of order on purpose: the schedule sorts by timestamp
+    {"timestamp": 1000, "input_length": 26, "output_length": 3, "hash_ids": [1, 2]},
+    {"timestamp": 1240, "input_length": 13, "output_length": 7, "hash_ids": [1]},
+    {"timestamp": 1080, "input_length": 52, "output_length": 1, "hash_ids": [3]},
+    {"timestamp": 1400, "input_length": 1, "output_length": 5, "hash_ids": []},
+]
+
+
+def test_mooncake_schedule_is_relative_ms_over_speed(tmp_path: Path) -> None:
+    f = _write(tmp_path / "m.jsonl", MOONCAKE)
+    # by hand: sorted 1000, 1080, 1240, 1400 ms -> 0, 0.08, 0.24, 0.40 s; speed 2 halves them
+    got = schedule(parse_arrival({"process": "trace", "trace": {"path": str(f),
+                                  "format": "mooncake", "speed": 2}}))
+    assert got == pytest.approx([0.0, 0.04, 0.12, 0.20])
+    first2 = schedule(parse_arrival({"process": "trace", "requests": 2,
+                                     "trace": {"path": str(f), "format": "mooncake"}}))
+    assert first2 == pytest.approx([0.0, 0.08])
+    short = schedule(parse_arrival({"process": "trace", "duration_s": 0.2,
+                                    "trace": {"path": str(f), "format": "mooncake"}}))
+    assert short == pytest.approx([0.0, 0.08])
+
+
+def test_tailpod_log_skips_cells_and_failures(tmp_path: Path) -> None:
+    f = _write(tmp_path / "rows.jsonl", [
+        {"kind": "request", "t_start": 100.5, "prompt_tokens": 10, "completion_tokens": 4},
+        {"kind": "cell", "t_start": 50.0},
+        {"kind": "request", "ok": False, "t_start": 100.7, "prompt_tokens": 9,
+         "completion_tokens": None},
+        {"t_start": 101.0, "prompt_tokens": 3, "completion_tokens": 2},
+    ])
+    got = schedule(parse_arrival({"process": "trace", "trace": {"path": str(f)}}))
+    assert got == pytest.approx([0.0, 0.5])
+
+
+@pytest.mark.parametrize("bad", [
+    {"process": "trace"},  # no trace object
+    {"process": "trace", "rate": 2, "trace": {"path": "PATH"}},
+    {"process": "trace", "trace": {"path": "PATH", "format": "csv"}},
+    {"process": "trace", "trace": {"path": "PATH", "speed": 0}},
+    {"process": "trace", "trace": {"path": "PATH", "sped": 1}},
+    {"process": "trace", "trace": {"path": "/nonexistent/trace.jsonl"}},
+    {"process": "trace", "trace": {"path": "EMPTY"}},
+    {"process": "trace", "trace": {"path": "BADLINE", "format": "mooncake"}},
+])
+def test_bad_traces_are_refused(bad: dict[str, Any], tmp_path: Path) -> None:
+    good = _write(tmp_path / "g.jsonl", [{"t_start": 1.0, "prompt_tokens": 1,
+                                          "completion_tokens": 1}])
+    empty = _write(tmp_path / "e.jsonl", [{"kind": "cell"}])
+    badline = _write(tmp_path / "b.jsonl", [{"timestamp": 1, "input_length": 0,
+                                             "output_length": 1}])
+    if "trace" in bad and bad["trace"].get("path") in ("PATH", "EMPTY", "BADLINE"):
+        bad["trace"]["path"] = str({"PATH": good, "EMPTY": empty,
+                                    "BADLINE": badline}[bad["trace"]["path"]])
+    with pytest.raises(ProbeError):
+        parse_arrival(bad)
+
+
+def test_bad_trace_is_a_usage_error_before_any_request(synthetic: Any, prompt_dir: Any,
+                                                       tmp_path: Path) -> None:
+    server = synthetic()
+    code, env = call_agent("probe run", {
+        "options": {"base_url": server.base_url, "prompts_dir": str(prompt_dir("hi"))},
+        "cells": [_cell({"path": str(tmp_path / "missing.jsonl")})]})
+    assert code != 0 and env["error"]["kind"] == "usage"
+    assert server.stats.requests == 0
+
+
+def test_replay_follows_the_trace_and_holds_the_lengths(synthetic: Any, prompt_dir: Any,
+                                                        tmp_path: Path) -> None:
+    f = _write(tmp_path / "m.jsonl", MOONCAKE)
+    server = synthetic(record_bodies=True)
+    rows = probe_run({"base_url": server.base_url, "warmup": 0, "max_tokens": 99,
+                      "ignore_eos": False,
+                      "prompts_dir": str(prompt_dir("one two three four five"))},
+                     [_cell({"path": str(f), "format": "mooncake", "speed": 1})])
+    reqs = sorted((r for r in rows if r["kind"] == "request"), key=lambda r: r["index"])
+    cell = rows[-1]
+    assert len(reqs) == 4 and all(r["ok"] for r in reqs)
+    logged = sorted(MOONCAKE, key=lambda m: m["timestamp"])
+    # sent times follow the trace: scheduled gaps equal the logged gaps; sends lag little
+    t0 = reqs[0]["scheduled_at"]
+    for r, m in zip(reqs, logged, strict=True):
+        assert r["scheduled_at"] - t0 == pytest.approx((m["timestamp"] - 1000) / 1000, abs=2e-3)
+        assert 0 <= r["sent_at"] - r["scheduled_at"] < 0.05
+        # output held to the logged length (the server answers max_tokens tokens)
+        assert r["completion_tokens"] == m["output_length"]
+        assert r["trace_output_tokens"] == m["output_length"]
+        assert r["trace_input_tokens"] == m["input_length"]
+        # approximate input: round(n / 1.3) words (at least one), the server counts words
+        words = max(1, round(m["input_length"] / 1.3))
+        assert r["prompt_words"] == words and r["prompt_tokens"] == words
+        assert r["prompt_length"] == "approx_words"
+    bodies = sorted(server.stats.bodies, key=lambda b: b["max_tokens"])
+    assert [b["max_tokens"] for b in bodies] == sorted(m["output_length"] for m in MOONCAKE)
+    assert all(b["ignore_eos"] is True for b in bodies)  # held even though options say no
+    assert cell["arrival"]["process"] == "trace" and cell["arrival"]["trace"]["speed"] == 1.0
+    assert cell["offered_rate_rps"] == pytest.approx(3 / 0.4)
+    assert cell["cell"] == "a|trace|r0|t"
