@@ -16,7 +16,7 @@ from tailpod.engines.base import SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.measure.hosts import sweep_host
-from tailpod.measure.plan import ARRIVAL_PROCESSES, SweepPlan, spec_arms
+from tailpod.measure.plan import ARRIVAL_PROCESSES, SweepPlan, spec_arms, trace_spec
 from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
 from tailpod.results.io import STAMP
 
@@ -247,6 +247,16 @@ def register(app: typer.Typer) -> None:
         slo_percentile: float = typer.Option(
             90.0, help="Share of requests (%) that must meet the SLO for a cell to pass."
         ),
+        trace: Path = typer.Option(
+            None, "--trace", help="Replay this request log at its own arrival times (one cell "
+            "per arm, rep and class): the JSONL `tailpod cost --log` reads, or Mooncake's.",
+        ),
+        trace_speed: float = typer.Option(
+            1.0, "--trace-speed", help="Replay speed: 2 sends the trace twice as fast as logged."
+        ),
+        trace_format: str = typer.Option(
+            "tailpod", "--trace-format", help="Trace format: tailpod or mooncake."
+        ),
         serve_tax: bool = typer.Option(
             False,
             "--serve-tax/--no-serve-tax",
@@ -275,6 +285,16 @@ def register(app: typer.Typer) -> None:
         )
         if rates and serve_tax:
             raise ConfigError("--serve-tax measures closed-loop cells; drop --request-rate")
+        trace_entry = None
+        if trace is not None:
+            if rates:
+                raise ConfigError("--trace replays the log's own arrival times; drop "
+                                  "--request-rate (or use --trace-speed)")
+            if serve_tax:
+                raise ConfigError("--serve-tax measures closed-loop cells; drop --trace")
+            trace_entry = trace_spec(trace, trace_format, trace_speed)
+        elif trace_speed != 1.0 or trace_format != "tailpod":
+            raise ConfigError("--trace-speed and --trace-format need --trace FILE")
         ks = int_list(spec_k, "--spec-k")
         if any(ks) and spec_method == "draft_model" and not draft_model:
             raise ConfigError("--spec-method draft_model needs --draft-model DIR")
@@ -317,6 +337,7 @@ def register(app: typer.Typer) -> None:
             arrival_seed=arrival_seed,
             slo=slo_targets,
             slo_percentile=slo_percentile,
+            trace=trace_entry,
         )
         deployment = None
         if deploy is not None:
@@ -350,7 +371,7 @@ def register(app: typer.Typer) -> None:
             print_json(benchmark_document(run_dir.path, rid, host.measured_from,
                                           time.time() - t0))
             return
-        if plan.request_rates:
+        if plan.request_rates or plan.trace:
             from tailpod.results.analysis import analyze
             from tailpod.results.io import load_run
             from tailpod.results.slo import render as render_slo

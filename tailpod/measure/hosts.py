@@ -48,7 +48,8 @@ def probe_options(
 
 
 def probe_cells(
-    arm: Arm, cells: list[Cell], cache: str, plan: SweepPlan | None = None
+    arm: Arm, cells: list[Cell], cache: str, plan: SweepPlan | None = None,
+    trace_path: str | None = None,
 ) -> list[dict[str, Any]]:
     """The cells as the agent measures them: the sweep's rep index and cell id written in.
     `cache="both"` measures each cell cold, then warm (the agent marks the warm one's id `|warm`).
@@ -56,7 +57,7 @@ def probe_cells(
     caches = ["cold", "warm"] if cache == "both" else [cache]
     out = []
     for cell in cells:
-        arrival = plan.arrival_for(cell) if plan is not None else None
+        arrival = plan.arrival_for(cell, trace_path) if plan is not None else None
         for one in caches:
             row: dict[str, Any] = {
                 "arm": arm.label, "rep": cell.rep, "prompt_class": cell.prompt_class,
@@ -142,12 +143,18 @@ class AgentSweepHost:
         self, arm: Arm, cells: list[Cell], plan: SweepPlan, run_id: str
     ) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
+        trace_path = None
+        if plan.trace and any(cell.trace for cell in cells):
+            # the trace travels beside the agent once (content-addressed name), then by path
+            trace_path = self.measurer.transport.ensure_file(
+                plan.trace["name"], Path(plan.trace["local_path"]).read_bytes()
+            )
         for concurrency in sorted({cell.concurrency for cell in cells}):  # one call per level
             same = [cell for cell in cells if cell.concurrency == concurrency]
             self.keep_alive()
             rows += self.measurer.probe_run(
                 probe_options(self.base_url, arm, plan, run_id, concurrency),
-                probe_cells(arm, same, self.cache, plan),
+                probe_cells(arm, same, self.cache, plan, trace_path),
             )
         return rows
 

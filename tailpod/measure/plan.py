@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tailpod.engines.base import EngineConfig, SpecArm
+from tailpod.errors import ConfigError
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 ARRIVAL_PROCESSES = ("poisson", "gamma", "constant")
@@ -44,9 +45,13 @@ class Cell:
     # Open loop: requests per second (inf = all at once); concurrency is then the cap on
     # requests in flight, 0 for none. None = the closed loop of `concurrency` workers.
     rate: float | None = None
+    # Trace replay (`--trace`): the cell replays the plan's trace at its own times.
+    trace: bool = False
 
     @property
     def cell_id(self) -> str:
+        if self.trace:
+            return f"{self.arm}|trace|r{self.rep}|{self.prompt_class}"
         if self.rate is not None:
             cap = f"|c{self.concurrency}" if self.concurrency else ""
             return f"{self.arm}|rate{rate_text(self.rate)}{cap}|r{self.rep}|{self.prompt_class}"
@@ -83,9 +88,19 @@ class SweepPlan:
     arrival_seed: int = 0
     slo: dict[str, float] | None = None
     slo_percentile: float = 90.0
+    # Trace replay (`--trace`): {"name": its file name on the pod (content-addressed),
+    # "format": "tailpod" | "mooncake", "speed": float, "requests": int (the trace's count)};
+    # one cell per arm, rep and class, each the whole trace at its own arrival times.
+    trace: dict[str, Any] | None = None
 
-    def arrival_for(self, cell: Cell) -> dict[str, Any] | None:
-        """The agent's `arrival` for an open-loop cell; None for a closed-loop one."""
+    def arrival_for(self, cell: Cell, trace_path: str | None = None) -> dict[str, Any] | None:
+        """The agent's `arrival` for an open-loop cell; None for a closed-loop one. A trace
+        cell needs the trace's path where the agent runs (`trace_path`)."""
+        if cell.trace:
+            assert self.trace is not None and trace_path is not None
+            return {"process": "trace", "trace": {"path": trace_path,
+                                                  "format": self.trace["format"],
+                                                  "speed": self.trace["speed"]}}
         if cell.rate is None:
             return None
         return {"process": self.arrival, "rate": "inf" if math.isinf(cell.rate) else cell.rate,
@@ -121,7 +136,38 @@ class SweepPlan:
                 "arrival": self.arrival, "burstiness": self.burstiness,
                 "arrival_seed": self.arrival_seed} if self.request_rates else {}),
             **({"slo": self.slo, "slo_percentile": self.slo_percentile} if self.slo else {}),
+            **({"trace": dict(self.trace)} if self.trace else {}),
         }
+
+
+def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
+    """`--trace FILE`, checked here with the agent's own reader (so a file the agent would refuse
+    is refused before any pod wait): the plan's `trace` entry. Bad file: ConfigError (exit 2)."""
+    import hashlib
+
+    from tailpod.agent.probes.arrival import TRACE_FORMATS, parse_trace_lines
+    from tailpod.agent.probes.common import ProbeError
+
+    if fmt not in TRACE_FORMATS:
+        raise ConfigError(f"--trace-format must be one of {', '.join(TRACE_FORMATS)}")
+    if not math.isfinite(speed) or speed <= 0:
+        raise ConfigError("--trace-speed must be > 0 (2 = twice as fast as logged)")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"--trace {path}: {exc.strerror or exc}") from None
+    try:
+        entries = parse_trace_lines(data.decode("utf-8").splitlines(), fmt, str(path))
+    except UnicodeDecodeError:
+        raise ConfigError(f"--trace {path}: not UTF-8 text") from None
+    except ProbeError as exc:
+        raise ConfigError(f"--trace {exc}", hint=f"--trace-format (this read it as {fmt})") \
+            from None
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    times = [e[0] for e in entries]
+    return {"name": f"trace-{digest}.jsonl", "local_path": str(path), "format": fmt,
+            "speed": float(speed), "requests": len(entries),
+            "span_s": (max(times) - min(times)) / speed}
 
 
 def spec_arms(base: EngineConfig, ks: list[int], method: str, draft_model: str | None) -> list[Arm]:
@@ -156,6 +202,8 @@ def schedule(plan: SweepPlan) -> list[Step]:
 def _rep_cells(plan: SweepPlan, arm: str, rep: int) -> list[Step]:
     # Within one rep the concurrency order alternates direction, so no level always runs first
     # after a restart (when caches are coldest).
+    if plan.trace:
+        return [Cell(arm, 0, rep, cls, trace=True) for cls in plan.prompt_classes]
     if plan.request_rates:
         rates = plan.request_rates if rep % 2 == 0 else list(reversed(plan.request_rates))
         return [Cell(arm, 0, rep, cls, rate) for rate in rates for cls in plan.prompt_classes]

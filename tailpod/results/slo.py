@@ -29,22 +29,54 @@ def _rate(arrival: Any) -> float | None:
     return float(raw) if isinstance(raw, (int, float)) else None
 
 
+TRACE_FIGURES = ("offered_rate_rps", *FIGURES)
+
+
+def _is_trace(arrival: Any) -> bool:
+    return isinstance(arrival, dict) and arrival.get("process") == "trace"
+
+
+def _trace_points(rows_by_arm: dict[str, list[dict[str, Any]]], target: float | None,
+                  void: dict[str, str]) -> list[dict[str, Any]]:
+    """Per arm, the median over reps of a trace replay's figures, and whether it met the SLO."""
+    out = []
+    for arm, rows in sorted(rows_by_arm.items()):
+        trace = rows[0]["arrival"].get("trace") or {}
+        point: dict[str, Any] = {"arm": arm, "reps": len(rows), "void": arm in void,
+                                 "format": trace.get("format"), "speed": trace.get("speed"),
+                                 "requests": rows[0].get("requests")}
+        for key in TRACE_FIGURES:
+            sp = spread(r.get(key) for r in rows)
+            point[key] = sp["median"] if sp else None
+        att = point["slo_attainment"]
+        point["slo_met"] = (None if att is None or target is None
+                            else att * 100.0 >= float(target))
+        out.append(point)
+    return out
+
+
 def compute(run: Run, void: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """None when the run has no open-loop cell; else {points, arms, slo, slo_percentile}."""
+    """None when the run has no open-loop cell; else {points, arms, slo, slo_percentile} and,
+    for a trace replay (`--trace`), `trace`: one point per arm."""
     void = void or {}
     groups: dict[tuple[str, float], list[dict[str, Any]]] = defaultdict(list)
+    traced: dict[str, list[dict[str, Any]]] = defaultdict(list)
     slo: dict[str, Any] | None = None
     target: float | None = None
     for cell in run.cells:
         row = cell.model_dump()
+        if row.get("slo"):
+            slo, target = row["slo"], row.get("slo_percentile")
+        if _is_trace(row.get("arrival")):
+            traced[cell.arm].append(row)
+            continue
         rate = _rate(row.get("arrival"))
         if rate is None:
             continue
         groups[(cell.arm, rate)].append(row)
-        if row.get("slo"):
-            slo, target = row["slo"], row.get("slo_percentile")
-    if not groups:
+    if not groups and not traced:
         return None
+    trace_part = {"trace": _trace_points(traced, target, void)} if traced else {}
     price = run.meta.pod.price_per_hr
     points = []
     for (arm, rate), rows in sorted(groups.items()):
@@ -75,7 +107,7 @@ def compute(run: Run, void: dict[str, str] | None = None) -> dict[str, Any] | No
             "usd_per_mtok_at_max": usd_mtok,
             "bracket_above": next((p["rate"] for p in mine if p["slo_met"] is not True), None),
         })  # fmt: skip
-    return {"slo": slo, "slo_percentile": target, "points": points, "arms": arms}
+    return {"slo": slo, "slo_percentile": target, "points": points, "arms": arms, **trace_part}
 
 
 def _num(v: float | None, spec: str, scale: float = 1.0) -> str:
@@ -98,6 +130,10 @@ def render(section: dict[str, Any] | None, stamp: str | None = None) -> list[str
         L += ["No SLO was given (`--slo`): attainment and goodput are not measured.", ""]
     if stamp:
         L += [f"**{stamp}**", ""]
+    if section.get("trace"):
+        L += _render_trace(section["trace"])
+    if not section["points"]:
+        return L
     L += ["| arm | rate req/s | reps | achieved req/s | attainment | goodput req/s | "
           "goodput tok/s | TTFT p90 ms (sched) | lag max ms | SLO |",
           "|---|---|---|---|---|---|---|---|---|---|"]
@@ -120,4 +156,24 @@ def render(section: dict[str, Any] | None, stamp: str | None = None) -> list[str
                      f"{_num(a['usd_per_mtok_at_max'], '.3f')} | "
                      f"{_num(a['bracket_above'], 'g')} |")
         L.append("")
+    return L
+
+
+def _render_trace(points: list[dict[str, Any]]) -> list[str]:
+    L = ["### Trace replay", "",
+         "The request log replayed at its own arrival times (over its speed); prompts built to "
+         "the logged input lengths (approximately, in words), outputs held to the logged lengths.",
+         "",
+         "| arm | format | speed | reps | offered req/s | achieved req/s | attainment | "
+         "goodput req/s | goodput tok/s | TTFT p90 ms (sched) | lag max ms | SLO |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for p in points:
+        arm = f"~~{p['arm']}~~ VOID" if p["void"] else p["arm"]
+        met = {True: "met", False: "missed", None: "-"}[p["slo_met"]]
+        L.append(f"| {arm} | {p['format'] or '-'} | {_num(p['speed'], 'g')} | {p['reps']} | "
+                 f"{_num(p['offered_rate_rps'], '.2f')} | {_num(p['achieved_rate_rps'], '.2f')} | "
+                 f"{_num(p['slo_attainment'], '.1f', 100.0)}% | {_num(p['goodput_rps'], '.2f')} | "
+                 f"{_num(p['goodput_tok_s'], '.1f')} | {_num(p['ttft_sched_p90_s'], '.0f', 1e3)} | "
+                 f"{_num(p['schedule_lag_max_s'], '.1f', 1e3)} | {met} |")
+    L.append("")
     return L
