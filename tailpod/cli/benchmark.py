@@ -16,7 +16,13 @@ from tailpod.engines.base import SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.measure.hosts import sweep_host
-from tailpod.measure.plan import ARRIVAL_PROCESSES, SweepPlan, spec_arms, trace_spec
+from tailpod.measure.plan import (
+    ARRIVAL_PROCESSES,
+    SweepPlan,
+    max_rate_step,
+    spec_arms,
+    trace_spec,
+)
 from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
 from tailpod.results.io import STAMP
 
@@ -116,6 +122,59 @@ def open_loop_options(
     if not rates and (arrival != "poisson" or burstiness != 1.0):
         raise ConfigError("--arrival and --burstiness need --request-rate")
     return rates, slo_spec(slo) if slo else None
+
+
+def _passed_by_rate(rows: list[dict[str, Any]], arm: str, percentile: float) -> dict[float, bool]:
+    """Per open-loop rate of `arm`: does the median SLO attainment over its reps meet the
+    percentile?"""
+    import statistics
+
+    by_rate: dict[float, list[float]] = {}
+    for row in rows:
+        arrival = row.get("arrival")
+        if row.get("kind") != "cell" or row.get("arm") != arm or not isinstance(arrival, dict):
+            continue
+        rate, att = arrival.get("rate"), row.get("slo_attainment")
+        if isinstance(rate, (int, float)) and isinstance(att, (int, float)):
+            by_rate.setdefault(float(rate), []).append(float(att))
+    return {r: statistics.median(v) * 100.0 >= percentile for r, v in by_rate.items()}
+
+
+def find_max_rates(plan: SweepPlan, run_dir: Any, host: Any, ctx: Any, tol: float,
+                   rounds: int, log: Any = print) -> dict[str, Any]:
+    """`--find-max-rate`: per arm, bisection between min and max of `plan.request_rates` with
+    `plan.reps` reps at every probed rate (each round one resumed sweep over the new rates), for
+    the highest rate whose median attainment meets the SLO percentile. Recorded in run.json as
+    `max_rate_search`."""
+    lo, hi = min(plan.request_rates), max(plan.request_rates)
+    plan.arm_rates = {a.label: [lo, hi] for a in plan.arms}
+    answers: dict[str, Any] = {}
+    for round_no in range(rounds + 1):
+        run_sweep(plan, run_dir, host, ctx, log=log)
+        rows = run_dir.read_rows()
+        probes = 0
+        for arm in plan.arms:
+            mine = plan.arm_rates.setdefault(arm.label, [lo, hi])
+            passed = _passed_by_rate(rows, arm.label, plan.slo_percentile)
+            nxt, answer = max_rate_step(lo, hi, passed, tol)
+            if answer is not None or round_no == rounds:
+                answers[arm.label] = answer or {
+                    "max_rate": max((r for r, ok in passed.items() if ok), default=None),
+                    "bracket": None, "status": "rounds_exhausted"}
+                answers[arm.label]["probed"] = sorted(passed)
+            elif nxt is not None and nxt not in mine:
+                mine.append(nxt)
+                probes += 1
+                log(f"{arm.label}: probing {nxt:g} req/s")
+        if probes == 0:
+            break
+    run = run_dir.load()
+    run["max_rate_search"] = {"low": lo, "high": hi, "tol": tol, "reps": plan.reps,
+                              "slo": plan.slo, "slo_percentile": plan.slo_percentile,
+                              "arms": answers}
+    run["plan"] = plan.to_json()
+    run_dir.save(run)
+    return dict(run["max_rate_search"])
 
 
 def run_id_for(record: PodRecord, results_dir: Path) -> str:
@@ -257,6 +316,17 @@ def register(app: typer.Typer) -> None:
         trace_format: str = typer.Option(
             "tailpod", "--trace-format", help="Trace format: tailpod or mooncake."
         ),
+        find_max_rate: bool = typer.Option(
+            False, "--find-max-rate", help="Per arm, bisect the request rate between the "
+            "lowest and highest --request-rate (reps at each probed rate) for the highest rate "
+            "meeting --slo at --slo-percentile.",
+        ),
+        max_rate_tol: float = typer.Option(
+            0.1, "--max-rate-tol", help="Stop the search when high/low - 1 is at most this."
+        ),
+        max_rate_rounds: int = typer.Option(
+            6, "--max-rate-rounds", min=1, help="At most this many bisection steps per arm."
+        ),
         serve_tax: bool = typer.Option(
             False,
             "--serve-tax/--no-serve-tax",
@@ -285,6 +355,14 @@ def register(app: typer.Typer) -> None:
         )
         if rates and serve_tax:
             raise ConfigError("--serve-tax measures closed-loop cells; drop --request-rate")
+        if find_max_rate:
+            finite = sorted({r for r in rates if math.isfinite(r)})
+            if not slo_targets or len(finite) < 2 or len(finite) != len(rates):
+                raise ConfigError("--find-max-rate needs --slo and two finite --request-rate "
+                                  "bounds", hint="--request-rate 1,16 --slo ttft_ms=500")
+            if not max_rate_tol > 0:
+                raise ConfigError("--max-rate-tol must be > 0")
+            rates = [finite[0], finite[-1]]
         trace_entry = None
         if trace is not None:
             if rates:
@@ -364,7 +442,11 @@ def register(app: typer.Typer) -> None:
             if deployment is not None and deployment["kind"] == "lanes":
                 host = deploying_host(settings, ledger, record, host, deployment)
             try:
-                run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
+                if find_max_rate:
+                    find_max_rates(plan, run_dir, host, ctx, max_rate_tol, max_rate_rounds,
+                                   log=lambda msg: console.print(msg))
+                else:
+                    run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
             finally:
                 host.close()
         if json_out:

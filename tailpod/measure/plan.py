@@ -92,6 +92,9 @@ class SweepPlan:
     # "format": "tailpod" | "mooncake", "speed": float, "requests": int (the trace's count)};
     # one cell per arm, rep and class, each the whole trace at its own arrival times.
     trace: dict[str, Any] | None = None
+    # `--find-max-rate`: the rates probed so far per arm (the search adds to them between
+    # sweeps); an arm not named here measures `request_rates`.
+    arm_rates: dict[str, list[float]] | None = None
 
     def arrival_for(self, cell: Cell, trace_path: str | None = None) -> dict[str, Any] | None:
         """The agent's `arrival` for an open-loop cell; None for a closed-loop one. A trace
@@ -137,6 +140,8 @@ class SweepPlan:
                 "arrival_seed": self.arrival_seed} if self.request_rates else {}),
             **({"slo": self.slo, "slo_percentile": self.slo_percentile} if self.slo else {}),
             **({"trace": dict(self.trace)} if self.trace else {}),
+            **({"arm_rates": {a: [rate_text(r) for r in rs] for a, rs in self.arm_rates.items()}}
+               if self.arm_rates else {}),
         }
 
 
@@ -168,6 +173,29 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     return {"name": f"trace-{digest}.jsonl", "local_path": str(path), "format": fmt,
             "speed": float(speed), "requests": len(entries),
             "span_s": (max(times) - min(times)) / speed}
+
+
+def max_rate_step(lo: float, hi: float, passed: dict[float, bool],
+                  tol: float) -> tuple[float | None, dict[str, Any] | None]:
+    """One step of the bisection for the highest rate that meets the SLO, between `lo` and `hi`:
+    (the next rate to probe, None) or (None, the answer). `passed` maps each probed rate to
+    whether it met the SLO (median attainment over its reps >= the percentile). The bracket is
+    the highest passing rate below the lowest failing one; it is halved (arithmetic midpoint)
+    until hi/lo - 1 <= tol. The answer: {"max_rate": the bracket's lower end or None,
+    "bracket": [low, high] or None, "status": "found" | "below_low" | "at_least_high"}."""
+    for bound in (lo, hi):
+        if bound not in passed:
+            return bound, None
+    if not passed[lo]:
+        return None, {"max_rate": None, "bracket": [None, lo], "status": "below_low"}
+    failing = [r for r, ok in passed.items() if not ok]
+    if not failing:
+        return None, {"max_rate": hi, "bracket": [hi, None], "status": "at_least_high"}
+    top = min(failing)
+    low = max(r for r, ok in passed.items() if ok and r < top)
+    if top / low - 1.0 <= tol:
+        return None, {"max_rate": low, "bracket": [low, top], "status": "found"}
+    return (low + top) / 2.0, None
 
 
 def spec_arms(base: EngineConfig, ks: list[int], method: str, draft_model: str | None) -> list[Arm]:
@@ -205,7 +233,8 @@ def _rep_cells(plan: SweepPlan, arm: str, rep: int) -> list[Step]:
     if plan.trace:
         return [Cell(arm, 0, rep, cls, trace=True) for cls in plan.prompt_classes]
     if plan.request_rates:
-        rates = plan.request_rates if rep % 2 == 0 else list(reversed(plan.request_rates))
+        mine = (plan.arm_rates or {}).get(arm, plan.request_rates)
+        rates = mine if rep % 2 == 0 else list(reversed(mine))
         return [Cell(arm, 0, rep, cls, rate) for rate in rates for cls in plan.prompt_classes]
     levels = plan.concurrency if rep % 2 == 0 else list(reversed(plan.concurrency))
     return [Cell(arm, c, rep, cls) for c in levels for cls in plan.prompt_classes]

@@ -76,7 +76,10 @@ def compute(run: Run, void: dict[str, str] | None = None) -> dict[str, Any] | No
         groups[(cell.arm, rate)].append(row)
     if not groups and not traced:
         return None
-    trace_part = {"trace": _trace_points(traced, target, void)} if traced else {}
+    trace_part: dict[str, Any] = {"trace": _trace_points(traced, target, void)} if traced else {}
+    search = (getattr(run.meta, "model_extra", None) or {}).get("max_rate_search")
+    if isinstance(search, dict):
+        trace_part["search"] = search
     price = run.meta.pod.price_per_hr
     points = []
     for (arm, rate), rows in sorted(groups.items()):
@@ -156,6 +159,24 @@ def render(section: dict[str, Any] | None, stamp: str | None = None) -> list[str
                      f"{_num(a['usd_per_mtok_at_max'], '.3f')} | "
                      f"{_num(a['bracket_above'], 'g')} |")
         L.append("")
+    if section.get("search"):
+        L += _render_search(section["search"])
+    return L
+
+
+def _render_search(search: dict[str, Any]) -> list[str]:
+    L = ["### Max rate under SLO, by bisection (`--find-max-rate`)", "",
+         f"Between {_num(search.get('low'), 'g')} and {_num(search.get('high'), 'g')} req/s, "
+         f"{search.get('reps')} rep(s) at each probed rate, stopped at high/low - 1 <= "
+         f"{_num(search.get('tol'), 'g')}.", "",
+         "| arm | max rate under SLO | bracket | status | probed rates |", "|---|---|---|---|---|"]
+    for arm, a in sorted((search.get("arms") or {}).items()):
+        br = a.get("bracket")
+        bracket = f"[{_num(br[0], 'g')}, {_num(br[1], 'g')})" if br else "-"
+        probed = ", ".join(_num(r, "g") for r in a.get("probed") or [])
+        L.append(f"| {arm} | {_num(a.get('max_rate'), 'g')} | {bracket} | {a.get('status')} | "
+                 f"{probed} |")
+    L.append("")
     return L
 
 
