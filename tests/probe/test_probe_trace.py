@@ -124,3 +124,69 @@ def test_replay_follows_the_trace_and_holds_the_lengths(synthetic: Any, prompt_d
     assert cell["arrival"]["process"] == "trace" and cell["arrival"]["trace"]["speed"] == 1.0
     assert cell["offered_rate_rps"] == pytest.approx(3 / 0.4)
     assert cell["cell"] == "a|trace|r0|t"
+
+
+def _template_count(text: str) -> int:
+    """A made-up tokenizer: two tokens a word plus five of chat template."""
+    return 2 * len(text.split()) + 5
+
+
+def _closest_words(target: int) -> int:
+    """By hand: the word count n >= 1 whose 2n + 5 is nearest the target, ties to the shorter."""
+    return min(range(1, 200), key=lambda n: (abs(2 * n + 5 - target), 2 * n + 5 > target))
+
+
+@pytest.mark.parametrize("target", [1, 13, 26, 52, 301])
+def test_fit_prompt_reaches_the_closest_whole_word_length(target: int) -> None:
+    from tailpod.agent.probes.arrival import fit_prompt
+
+    text, words, built = fit_prompt("one two three", target, _template_count)
+    n = _closest_words(target)
+    assert words == n and len(text.split()) == n and built == 2 * n + 5
+    assert text.split()[:4] == ["one", "two", "three", "one"][:n]
+
+
+def test_fit_prompt_falls_back_when_the_count_fails() -> None:
+    from tailpod.agent.probes.arrival import fit_prompt
+
+    text, words, built = fit_prompt("a b", 26, lambda _t: None)
+    assert built is None and words == round(26 / 1.3) and len(text.split()) == words
+
+
+def test_replay_uses_the_engines_tokenize_when_it_has_one(prompt_dir: Any,
+                                                          tmp_path: Path) -> None:
+    import asyncio
+
+    from tailpod.sandbox.synthetic_server import SyntheticConfig, SyntheticServer
+
+    class Tokenizing(SyntheticServer):
+        """The synthetic server plus vLLM's POST /tokenize, counting by _template_count."""
+
+        async def _dispatch(self, method: str, path: str, raw: bytes,
+                            writer: asyncio.StreamWriter) -> bool:
+            if method == "POST" and path == "/tokenize":
+                body = json.loads(raw)
+                text = " ".join(m["content"] for m in body["messages"])
+                self._respond(writer, 200, json.dumps({"count": _template_count(text),
+                                                       "tokens": []}).encode())
+                return True
+            return await super()._dispatch(method, path, raw, writer)
+
+    f = _write(tmp_path / "m.jsonl", MOONCAKE)
+    server = Tokenizing(SyntheticConfig(rate=4000.0, ttft_s=0.002)).start()
+    try:
+        rows = probe_run({"base_url": server.base_url, "warmup": 0,
+                          "prompts_dir": str(prompt_dir("one two three four five"))},
+                         [_cell({"path": str(f), "format": "mooncake"})])
+    finally:
+        server.stop()
+    reqs = sorted((r for r in rows if r["kind"] == "request"), key=lambda r: r["index"])
+    logged = sorted(MOONCAKE, key=lambda m: m["timestamp"])
+    for r, m in zip(reqs, logged, strict=True):
+        n = _closest_words(m["input_length"])
+        assert r["prompt_words"] == n and r["prompt_tokens"] == n  # the server counts words
+        assert r["prompt_tokens_built"] == 2 * n + 5
+        assert r["prompt_length"] == ("exact" if 2 * n + 5 == m["input_length"] else "tokenized")
+    # 26 -> 10 words (25 tokens; 27 is as far, the shorter wins); 13 -> 4 words, exact
+    assert [r["prompt_length"] for r in reqs] == ["tokenized", "tokenized", "exact", "tokenized"]
+    assert rows[-1]["prompt_length"] == "mixed"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,13 +222,47 @@ def trace_requests(arrival: Arrival) -> list[TraceRequest]:
                             arrival.duration_s)
 
 
+def words_prompt(source_text: str, n: int) -> str:
+    """The source text's words repeated and cut at n words."""
+    words = source_text.split() or ["hello"]
+    reps = -(-n // len(words))
+    return " ".join((words * reps)[:n])
+
+
 def approx_prompt(source_text: str, tokens: int) -> tuple[str, int]:
     """A prompt of about `tokens` tokens: the source text's words repeated, cut at
     round(tokens / TOKENS_PER_WORD) words (at least 1). Returns the text and its word count."""
-    words = source_text.split() or ["hello"]
     n = max(1, int(round(tokens / TOKENS_PER_WORD)))
-    reps = -(-n // len(words))
-    return " ".join((words * reps)[:n]), n
+    return words_prompt(source_text, n), n
+
+
+def fit_prompt(source_text: str, tokens: int,
+               count: Callable[[str], int | None]) -> tuple[str, int, int | None]:
+    """A prompt as close to `tokens` tokens as whole words allow, by the engine's own count
+    (`count`: text -> tokens as the request will be templated, or None when it cannot say).
+    From the approximate word count, steps by the measured tokens a word until a count repeats
+    or 8 tries; then the closest (ties: the shorter). Returns (text, words, its token count);
+    the count is None when `count` failed, and the text is then the approximate one."""
+    _, n = approx_prompt(source_text, tokens)
+    seen: dict[int, int] = {}
+    for _ in range(8):
+        got = count(words_prompt(source_text, n))
+        if got is None:
+            text, words = approx_prompt(source_text, tokens)
+            return text, words, None
+        seen[n] = got
+        if got == tokens:
+            break
+        per = got / n
+        step = int(round((tokens - got) / per)) if per > 0 else 0
+        if step == 0:
+            step = 1 if got < tokens else -1
+        nxt = max(1, n + step)
+        if nxt in seen:
+            break
+        n = nxt
+    best = min(seen, key=lambda k: (abs(seen[k] - tokens), seen[k] > tokens))
+    return words_prompt(source_text, best), best, seen[best]
 
 
 def schedule(arrival: Arrival) -> list[float]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import OFF_POD_FLAG
-from .arrival import approx_prompt, parse_arrival, schedule, trace_requests
+from .arrival import approx_prompt, fit_prompt, parse_arrival, schedule, trace_requests
 from .common import (
     CLIENT_BOUND_CPU_FRACTION,
     DEFAULT_BASE_URL,
@@ -44,6 +44,7 @@ from .transport import (
     _thread_exchange,
     detect_engine,
     discover_model,
+    http_request,
     measured_from,
     scrape_metrics,
 )
@@ -355,6 +356,30 @@ def build_body(
     return path, json.dumps(body).encode()
 
 
+def engine_token_counter(ep: Endpoint, model: str,
+                         api: str) -> Callable[[str], int | None] | None:
+    """The engine's own token count of a prompt as it will be sent, through vLLM's
+    POST /tokenize (`messages` for the chat API, so the chat template counts too; `prompt`
+    otherwise); None when the engine has no such route (the prompts are then approximate)."""
+    if api == "generate":
+        return None
+
+    def count(text: str) -> int | None:
+        body: dict[str, Any] = {"model": model}
+        if api == "chat":
+            body["messages"] = [{"role": "user", "content": text}]
+        else:
+            body["prompt"] = text
+        try:
+            status, data = http_request(ep, "POST", "/tokenize", body, timeout=30.0)
+            got = json.loads(data).get("count") if status == 200 else None
+        except (OSError, http.client.HTTPException, ValueError, AttributeError):
+            return None
+        return got if isinstance(got, int) and not isinstance(got, bool) else None
+
+    return count if count("hello") is not None else None
+
+
 def _quiet_snapshot(ep: Endpoint, engine: str) -> dict[str, Any]:
     """Scrape before a cell, once the counters stop moving (up to ~1 s): the warm-up's last
     tokens may reach the engine's stat logger after its response did."""
@@ -426,17 +451,29 @@ def run_cell(
             traced = trace_requests(arrival)
             offsets = [t.offset for t in traced]
             held = dict(pclass, ignore_eos=True)
+            count = engine_token_counter(ep, model, opts.api)
+            fitted: dict[tuple[int, int], tuple[str, int, int | None]] = {}
             for i, t in enumerate(traced):
-                source = prompt_text(prompts[i % len(prompts)]["messages"])
-                text, words = approx_prompt(source, t.input_tokens)
+                key = (i % len(prompts), t.input_tokens)
+                if key not in fitted:
+                    source = prompt_text(prompts[key[0]]["messages"])
+                    if count is None:
+                        fitted[key] = (*approx_prompt(source, t.input_tokens), None)
+                    else:
+                        fitted[key] = fit_prompt(source, t.input_tokens, count)
+                text, words, built = fitted[key]
                 salt = new_salt(run_id) if plan.cache == "cold" else None
                 path, body = build_body(opts, model, held,
                                         {"messages": [{"role": "user", "content": text}]},
                                         salt, max_tokens=t.output_tokens)
                 specs.append(RequestSpec(i, path, body, plan.cache, opts.api))
+                length = ("approx_words" if built is None
+                          else "exact" if built == t.input_tokens else "tokenized")
                 trace_extra.append({"trace_input_tokens": t.input_tokens,
                                     "trace_output_tokens": t.output_tokens,
-                                    "prompt_length": "approx_words", "prompt_words": words})
+                                    "prompt_length": length, "prompt_words": words,
+                                    **({"prompt_tokens_built": built} if built is not None
+                                       else {})})
         else:
             offsets = schedule(arrival)
         n_requests = len(offsets)
@@ -484,7 +521,9 @@ def run_cell(
     if trace_extra and offsets and len(offsets) > 1 and offsets[-1] > 0:
         # a trace offers its own mean rate: requests after the first over the span they arrive in
         cell["offered_rate_rps"] = (len(offsets) - 1) / offsets[-1]
-        cell["prompt_length"] = "approx_words"
+    if trace_extra:
+        kinds = sorted({str(e["prompt_length"]) for e in trace_extra})
+        cell["prompt_length"] = kinds[0] if len(kinds) == 1 else "mixed"
     return rows, cell
 
 
