@@ -126,6 +126,22 @@ def test_a_trace_cell_replays_beside_the_agent(tmp_path: Path) -> None:
         assert r["sent_at"] >= r["scheduled_at"]
     assert cell["cell"] == "plain|trace|r0|prose" and cell["arrival"]["process"] == "trace"
     assert cell["offered_rate_rps"] == pytest.approx(2 / 0.15)
+    # the rows read back through the results schema, and the SLO section finds the replay
+    from tailpod.results.io import parse_rows
+
+    parsed, warnings = parse_rows([json.dumps(r) for r in rows])
+    assert not warnings
+
+    class _Run:
+        cells = [r for r in parsed if isinstance(r, CellRow)]
+
+        class meta:  # noqa: N801
+            class pod:  # noqa: N801
+                price_per_hr = None
+
+    section = compute(_Run())  # type: ignore[arg-type]
+    assert section is not None and section["trace"][0]["arm"] == "plain"
+    assert section["trace"][0]["offered_rate_rps"] == pytest.approx(2 / 0.15)
 
 
 def _trace_cell(arm: str, rep: int, attainment: float) -> CellRow:
