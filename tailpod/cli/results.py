@@ -233,7 +233,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def cost(
         log: Path | None = typer.Option(
-            None, "--log", help="Request log (JSON Lines) or a run dir."
+            None, "--log", "--trace", help="Request log (JSON Lines) or a run dir."
         ),
         pod_usd_hr: float | None = typer.Option(None, help="Pod price, USD per hour."),
         serverless_usd_hr: float | None = typer.Option(
@@ -242,7 +242,8 @@ def register(app: typer.Typer) -> None:
         cold_start_s: float | None = typer.Option(None, help="Serverless cold start, seconds."),
         idle_timeout_s: float | None = typer.Option(None, help="Serverless idle timeout, seconds."),
         run: str | None = typer.Option(
-            None, "--run", help="Run dir for a measured throughput curve."
+            None, "--run", help="Run dir for a measured throughput curve and the card's knee "
+            "(the traffic advice in the verdict)."
         ),
         arm: str | None = typer.Option(None, help="Arm of --run to use (default plain)."),
         concurrency: int | None = typer.Option(None, help="--own: concurrency of --run to use."),
@@ -265,6 +266,8 @@ def register(app: typer.Typer) -> None:
             cost_verdict,
             load_request_log,
             own_box_cost,
+            traffic_advice,
+            with_traffic_advice,
         )
 
         if own:
@@ -337,11 +340,14 @@ def register(app: typer.Typer) -> None:
         res = cost_verdict(reqs, pod_usd_hr, serverless_usd_hr, cold_start_s, idle_timeout_s)
         run_dir = resolve_run(run) if run else (log if log.is_dir() else None)
         if run_dir is not None:
-            curve, chosen, stamp, _ = _curve_from_run(run_dir, arm)
+            curve, chosen, stamp, an_full = _curve_from_run(run_dir, arm)
             res["concurrency_projection"] = concurrency_projection(
                 res["duty"], curve, pod_usd_hr, serverless_usd_hr
             ) | {"arm": chosen}
             res["stamp"] = stamp
+            knee = next((k for k in an_full["knee"] if k["arm"] == chosen), None)
+            res = with_traffic_advice(res, traffic_advice(res["duty"], knee, curve, pod_usd_hr,
+                                                          chosen))
         else:
             res["concurrency_projection"] = concurrency_projection(res["duty"], {}, pod_usd_hr)
         if as_json:

@@ -988,7 +988,9 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
     # The local runner is settled too, whatever clouds are configured (it may hold a GPU).
     local = [r for r in ledger.active() if r.provider == "local" and (
         not expired_only or (r.ttl_expires_at is not None and r.ttl_expires_at <= now))]
-    if not providers and not local:
+    if not expired_only:
+        local += _local_orphans(settings, ledger, {r.run_tag for r in local})
+    if not providers and not local and not any(r.provider == "local" for r in ledger.active()):
         raise ConfigError("no cloud provider is configured",
                           hint="set RUNPOD_API_KEY and/or VAST_API_KEY")
     outcomes = [_down_one(settings, ledger, rec, policy, **options) for rec in local]
@@ -1005,6 +1007,26 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
         return outcomes + teardown_expired(providers, ledger, run_dir, policy=policy)
     return outcomes + teardown_all(providers, ledger, run_dir, policy=policy,
                                    extra_proofs_for=lambda rec: _tailnet_proof(settings, rec))
+
+
+def _local_orphans(settings: Settings, ledger: Ledger, held: set[str]) -> list[PodRecord]:
+    """Run tags the local provider still runs (an engine, a lanes run's proxy or any of its lane
+    engines) that no active ledger record holds: adopted so `down --all` stops and proves them.
+    (Not marked "orphan-adopted": a local process never joins the tailnet.)"""
+    from tailpod.provision.local.provider import LocalProvider
+
+    out = []
+    for info in LocalProvider(settings.home).list_by_tag(None):
+        tag = info.run_tag
+        if not tag or tag in held:
+            continue
+        if ledger.get(tag) is None:
+            ledger.put(PodRecord(run_tag=tag, provider="local", status="terminating",
+                                 pod_id=info.pod_id, gpu=info.gpu_type, price_per_hr=0.0))
+        rec = ledger.update(tag, event="local-orphan-adopted", status="terminating",
+                            pod_id=info.pod_id)
+        out.append(rec)
+    return out
 
 
 def _down_one(settings: Settings, ledger: Ledger, record: PodRecord,

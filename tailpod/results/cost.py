@@ -134,6 +134,9 @@ def duty_cycle(reqs: Sequence[LoggedRequest]) -> dict[str, Any]:
         "gap_stats": _stats(gaps),
         "output_tokens": out_tokens,
         "mean_in_flight": sum(r.duration_s for r in reqs) / busy_s if busy_s > 0 else None,
+        # the concurrency the log really ran at: request-seconds over the whole span
+        "mean_in_flight_wall": sum(r.duration_s for r in reqs) / span if span > 0 else None,
+        "tok_s_wall": out_tokens / span if out_tokens and span > 0 else None,
         "tok_s_while_busy": out_tokens / busy_s if out_tokens and busy_s > 0 else None,
     }
 
@@ -302,6 +305,74 @@ def concurrency_projection(
         "rows": rows,
         "assumes": "requests can be batched at that concurrency and the pod is released when done",
     }
+
+
+def traffic_advice(duty: dict[str, Any], knee: dict[str, Any] | None, curve: dict[int, float],
+                   pod_usd_hr: float, arm: str | None = None) -> dict[str, Any]:
+    """The concurrency the log really ran at (mean requests in flight over its span: the sum of
+    the request durations over the span) against the card's knee from a measured run, and what
+    pushing the client to the knee would save at the same hourly rate: the log's output tokens at
+    the knee's throughput need tokens / tok_s seconds of pod, against the whole span now.
+
+    `knee` is analysis.find_knee's answer for `arm` (its `concurrency` and `throughput`); with no
+    knee in the measured range the highest concurrency measured stands in, and the saving is a
+    lower bound ("at least")."""
+    ran = duty.get("mean_in_flight_wall")
+    out: dict[str, Any] = {
+        "arm": arm, "mean_in_flight": ran, "mean_in_flight_busy": duty.get("mean_in_flight"),
+        "tok_s_wall": duty.get("tok_s_wall"), "pod_usd_hr": pod_usd_hr,
+        "current_pod_cost_usd": pod_usd_hr * duty["span_s"] / 3600,
+        "knee_status": (knee or {}).get("status"),
+    }  # fmt: skip
+    measured = {c: t for c, t in curve.items() if t and t > 0}
+    if knee and knee.get("status") == "knee" and knee.get("concurrency"):
+        target, tput, bound = int(knee["concurrency"]), knee.get("throughput"), False
+        tput = tput or measured.get(target)
+    elif measured:
+        target = max(measured)
+        tput, bound = measured[target], True
+    else:
+        return {**out, "status": "unknown",
+                "summary": "no throughput curve to hold the log against (--run)"}
+    out.update(knee_concurrency=target, knee_tok_s=tput, lower_bound=bound,
+               headroom=(target / ran) if ran else None)
+    tokens = duty.get("output_tokens")
+    where = (f"the card's knee ({arm}) is c={target}" if not bound else
+             f"the card ({arm}) shows no knee up to c={target}, its highest measured")
+    ran_txt = (f"the log ran at {ran:.2f} requests in flight on average over its span"
+               + (f" ({duty['mean_in_flight']:.2f} while busy)" if duty.get("mean_in_flight")
+                  else "")
+               + (f", {duty['tok_s_wall']:.1f} output tok/s over the wall clock"
+                  if duty.get("tok_s_wall") else ""))
+    if not tokens or not tput:
+        return {**out, "status": "no_tokens",
+                "summary": f"{ran_txt}; {where}; the saving needs completion_tokens in the log"}
+    knee_s = tokens / tput
+    knee_cost = pod_usd_hr * knee_s / 3600
+    saving = out["current_pod_cost_usd"] - knee_cost
+    frac = saving / out["current_pod_cost_usd"] if out["current_pod_cost_usd"] > 0 else None
+    out.update(knee_busy_s=knee_s, knee_pod_cost_usd=knee_cost, saving_usd=saving,
+               saving_fraction=frac)
+    if ran is not None and ran >= target:
+        out["status"] = "at_knee"
+        past = "the card's knee" if not bound else "the highest concurrency measured"
+        out["summary"] = (f"{ran_txt}: at or past {past} (c={target}, {arm}); "
+                          "pushing the client harder buys latency, not tokens")
+        return out
+    out["status"] = "ok"
+    out["summary"] = (
+        f"{ran_txt}; {where} at {tput:,.1f} tok/s: the same {tokens:,} output tokens there take "
+        f"{knee_s / 3600:.3f} h of pod, {_usd(knee_cost)} instead of "
+        f"{_usd(out['current_pod_cost_usd'])} at ${pod_usd_hr:g}/h, saving "
+        f"{'at least ' if bound else ''}{_usd(saving)}"
+        + (f" ({frac:.0%})" if frac is not None else "")
+        + " if the pod is released when done")
+    return out
+
+
+def with_traffic_advice(res: dict[str, Any], advice: dict[str, Any]) -> dict[str, Any]:
+    """The cost verdict with the traffic advice in its reason (and under `traffic`)."""
+    return {**res, "traffic": advice, "reason": f"{res['reason']}. Traffic: {advice['summary']}"}
 
 
 def own_box_cost(

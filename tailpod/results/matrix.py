@@ -159,8 +159,55 @@ def _hardware_stamp(label: str, analysis: dict[str, Any]) -> str | None:
     return None
 
 
+def card_decision(outcomes: Sequence[dict[str, Any]], objective: str = "cost",
+                  slo: dict[str, float] | None = None) -> dict[str, Any] | None:
+    """The best card per load band under `objective` (`cost` by default: the cheapest card),
+    by `decide`'s own rule (results/decide.py: the best median, ties inside the rep spread to
+    the simpler arm, then the cheaper card) over the card run directories; None when no card
+    run can be read. Pooled bands only (every prompt class together)."""
+    from tailpod.errors import TailpodError
+    from tailpod.results import decide
+    from tailpod.results.io import load_run
+
+    runs, analyses, card_of = [], [], {}
+    for outcome in outcomes:
+        run_dir = outcome.get("run_dir")
+        if not run_dir or not (Path(run_dir) / "run.json").exists():
+            continue
+        try:
+            run = load_run(run_dir)
+        except (TailpodError, ValueError, OSError):
+            continue  # build_matrix says so from the outcome's own error
+        runs.append(run)
+        analyses.append(outcome.get("analysis") or {})
+        card_of[run.meta.run_id] = outcome["card"]
+    if not runs:
+        return None
+    dec = decide.compute(runs, objective, slo,
+                         analyses=analyses if all(analyses) else None)
+    arms = dec["arms"]
+
+    def card(key: str) -> str:
+        return card_of.get(arms[key]["run_id"], arms[key]["run_id"])
+
+    bands = []
+    for band in dec["bands"]:
+        if band["prompt_class"] != decide.POOLED:
+            continue
+        bands.append({
+            "axis": band["axis"], "load": band["load"], "card": card(band["arm"]),
+            "arm": arms[band["arm"]]["arm"], "median": band["median"],
+            "tied": sorted({card(k) for k in band["tied"]} - {card(band["arm"])}),
+            "tie_resolved": band["tie_resolved"],
+            "best_median_card": card(band["best_median_arm"]),
+        })  # fmt: skip
+    return {"objective": objective, "unit": dec["unit"], "lower_is_better": dec["lower_is_better"],
+            "slo": dec["slo"], "bands": bands, "warnings": dec["warnings"]}
+
+
 def build_matrix(outcomes: Sequence[dict[str, Any]], *,
-                 stamp: str | None = None) -> dict[str, Any]:
+                 stamp: str | None = None, objective: str = "cost",
+                 slo: dict[str, float] | None = None) -> dict[str, Any]:
     """The matrix from per-card outcomes.
 
     Each outcome: `card` (label), `status` (done | failed | stopped | skipped | pending), `error`,
@@ -230,6 +277,7 @@ def build_matrix(outcomes: Sequence[dict[str, Any]], *,
         "failed": [c for c in cards if c["status"] != "done"],
         "stamp": " · ".join(sorted(stamps)) or None,
         "warnings": warnings,
+        "decision": card_decision(outcomes, objective, slo),
     }
 
 
@@ -271,6 +319,31 @@ def _knee_text(items: Sequence[dict[str, Any]]) -> str:
     return "; ".join(parts) or "—"
 
 
+def _decision_lines(dec: dict[str, Any] | None) -> list[str]:
+    """The best card per load band under the objective (decide's rule), one line per band."""
+    if not dec or not dec.get("bands"):
+        return []
+    what = "Cheapest card" if dec["objective"] == "cost" else "Best card"
+    lines = [f"## {what} per load band under the {dec['objective']} objective", "",
+             "By `tailpod decide`'s rule over the card runs: the best median over reps "
+             f"({'lowest' if dec['lower_is_better'] else 'highest'} {dec['unit']}); a card whose "
+             "rep range overlaps the best's is tied, and the tie goes to the simpler arm "
+             "(plain before speculative, smaller K), then the cheaper card.", "",
+             f"| load | card | arm | {dec['unit']} | tied with |", "|---|---|---|---|---|"]
+    for band in dec["bands"]:
+        load = band["load"]
+        where = (f"c={load:g}" if band["axis"] == "concurrency"
+                 else f"rate={load if isinstance(load, str) else f'{load:g}'}/s")
+        value = f"{band['median']:,.3f}" if dec["lower_is_better"] else f"{band['median']:,.1f}"
+        tied = ", ".join(band["tied"]) or "—"
+        if band["tie_resolved"]:
+            tied += f" (best median: {band['best_median_card']}, inside the spread)"
+        lines.append(f"| {where} | **{band['card']}** | {band['arm']} | {value} | {tied} |")
+    for warning in dec.get("warnings") or []:
+        lines.append(f"\n> {warning}")
+    return [*lines, ""]
+
+
 def render_matrix_markdown(matrix: dict[str, Any], title: str = "Card matrix") -> str:
     stamp = matrix.get("stamp")
     lines = [f"# {title}", ""]
@@ -295,6 +368,7 @@ def render_matrix_markdown(matrix: dict[str, Any], title: str = "Card matrix") -
                 else f"c={band['from']}–{band['to']}"
             lines.append(f"- {span}: **{band['card']}**")
         lines.append("")
+    lines += _decision_lines(matrix.get("decision"))
     for table in matrix["tables"]:
         lines += [f"## Concurrency {table['concurrency']}", "",
                   "ranked by $/Mtok (lowest first): " + (" < ".join(table["ranking"]) or "—"), "",

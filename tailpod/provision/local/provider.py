@@ -4,6 +4,13 @@ The engine runs as a child process in its own process group, started by the same
 pod agent runs on rented pods (tailpod/agent/bootstrap/engine.py). The provider's own record of
 what it started (its "cloud-side truth") lives in `<home>/local/<run tag>/engine.json`, apart from
 the ledger, so `status` can still tell orphans from ghosts the way it does for a real cloud.
+
+A lanes run (pods/lanes.py) is one run tag with three processes: the proxy's record here, and
+each lane engine's in `<home>/lanes/<run tag>/local/<run tag>-<lane>/engine.json`. Those lane
+records are this provider's truth too: a run tag is listed while its proxy *or* any lane engine
+lives, `terminate` stops the lane engines and then the proxy, and the billing proof checks every
+one of them, so `down --all`, `down --expired` and the orphan sweep settle a lanes run whole
+without the ledger's `extra.lanes`.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ class LocalProvider(Provider):
 
     def __init__(self, home: Path) -> None:
         self.root = Path(home) / "local"
+        self.lanes_root = Path(home) / "lanes"
 
     def state_dir(self, run_tag: str) -> Path:
         return self.root / run_tag
@@ -85,34 +93,64 @@ class LocalProvider(Provider):
     def engine_state(self, run_tag: str) -> dict | None:
         return engine.read_state(self.state_dir(run_tag))
 
+    def lane_states(self, run_tag: str) -> dict[str, dict]:
+        """{lane name: engine state} of a lanes run's engines (empty for any other run)."""
+        root = self.lanes_root / run_tag / "local"
+        if not root.is_dir():
+            return {}
+        out = {}
+        for state_dir in sorted(root.iterdir()):
+            state = engine.read_state(state_dir)
+            if state is not None:
+                lane = state_dir.name.removeprefix(f"{run_tag}-")
+                out[lane] = state
+        return out
+
     def get(self, pod_id: str) -> PodInfo | None:
         run_tag = self.run_tag_of(pod_id)
         state = self.engine_state(run_tag)
-        if state is None or not engine.is_running(state):
-            return None
-        return self._info(run_tag, state)
+        if state is not None and engine.is_running(state):
+            return self._info(run_tag, state)
+        # The proxy is gone (or never started) but a lane engine may still run.
+        for lane, lane_state in self.lane_states(run_tag).items():
+            if engine.is_running(lane_state):
+                info = self._info(run_tag, lane_state)
+                info.detail["lane"] = lane
+                return info
+        return None
+
+    def _tags(self) -> list[str]:
+        tags: set[str] = set()
+        for root in (self.root, self.lanes_root):
+            if root.is_dir():
+                tags.update(d.name for d in root.iterdir() if d.is_dir())
+        return sorted(tags)
 
     def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
-        if not self.root.is_dir():
-            return []
         found = []
-        for state_dir in sorted(self.root.iterdir()):
-            if run_tag is not None and state_dir.name != run_tag:
+        for tag in self._tags():
+            if run_tag is not None and tag != run_tag:
                 continue
-            info = self.get(self.pod_id_for(state_dir.name))
+            info = self.get(self.pod_id_for(tag))
             if info is not None:
                 found.append(info)
         return found
 
     def terminate(self, pod_id: str) -> None:
-        state = self.engine_state(self.run_tag_of(pod_id))
-        if state is None:
-            return
-        if not engine.stop(state):
-            raise ProviderError(
-                f"process group {state['pgid']} or port {state['port']} is still alive",
-                hint=f"kill -9 -{state['pgid']}",
-            )
+        """Stop the run's lane engines (if any), then its own process group; each proven gone."""
+        run_tag = self.run_tag_of(pod_id)
+        alive = []
+        for lane, lane_state in self.lane_states(run_tag).items():
+            if not engine.stop(lane_state):
+                alive.append(f"lane {lane}: process group {lane_state['pgid']} or port "
+                             f"{lane_state['port']} (kill -9 -{lane_state['pgid']})")
+        state = self.engine_state(run_tag)
+        if state is not None and not engine.stop(state):
+            alive.append(f"process group {state['pgid']} or port {state['port']} "
+                         f"(kill -9 -{state['pgid']})")
+        if alive:
+            raise ProviderError("still alive: " + "; ".join(alive),
+                                hint="kill the process groups named")
 
     def billing_evidence(
         self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
@@ -131,6 +169,14 @@ class LocalProvider(Provider):
             checks.append(ProofCheck("port closed", not port, f"{state['host']}:{state['port']}"))
             if alive:
                 still.append(f"process group {state['pgid']}: kill -9 -{state['pgid']}")
+        for lane, lane_state in self.lane_states(run_tag).items():
+            pgid, where = int(lane_state["pgid"]), f"{lane_state['host']}:{lane_state['port']}"
+            alive = engine.group_alive(pgid)
+            port = engine.port_open(lane_state["host"], int(lane_state["port"]))
+            checks.append(ProofCheck(f"lane {lane} process group gone", not alive, f"pgid {pgid}"))
+            checks.append(ProofCheck(f"lane {lane} port closed", not port, where))
+            if alive:
+                still.append(f"lane {lane} process group {pgid}: kill -9 -{pgid}")
         checks.append(ProofCheck("no charges", True, "the local machine bills nothing"))
         return BillingEvidence(checks=checks, still_billing=still)
 
