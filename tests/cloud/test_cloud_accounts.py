@@ -170,7 +170,7 @@ def test_cli_check_and_down_without_graphql(retired: Sandbox, tailpod_home: Path
     _cloud, spec, _info = rent_without_graphql(retired, settings_for(retired, tailpod_home, **env))
     runner = CliRunner()
     check = runner.invoke(app, ["check-requirements", "--json"])
-    rows = json.loads(check.output)
+    rows = json.loads(check.stdout)
     row = next(r for r in rows["checks"] if r["name"] == "provider")
     assert row["status"] == "warn" and row["data"]["account"] == "unavailable", row
     down = runner.invoke(app, ["down", spec.run_tag])

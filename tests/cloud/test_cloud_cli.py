@@ -39,7 +39,7 @@ def test_status_and_down_for_cloud_pods(sandbox: Sandbox, tailpod_home: Path,
 
     status = runner.invoke(app, ["status", "--json"])
     assert status.exit_code == 0, status.output
-    cloud = {r["run_tag"]: r for r in json.loads(status.output)["cloud"]["rows"]}
+    cloud = {r["run_tag"]: r for r in json.loads(status.stdout)["cloud"]["rows"]}
     assert cloud["tp-cli-1"]["fallback_from"] == "NVIDIA H100 80GB HBM3"
     assert cloud["tp-cli-1"]["gpu"] == "NVIDIA A40"
     assert cloud["tp-cli-orphan"]["flags"] == ["orphan"]

@@ -96,7 +96,7 @@ def test_status_with_both_copies_damaged_shows_the_provider_truth_then_down_tag(
 
     status = runner.invoke(app, ["status", "--json", "--no-beat"])
     assert status.exit_code == 0, status.output
-    cloud = json.loads(status.output)["cloud"]
+    cloud = json.loads(status.stdout)["cloud"]
     rows = {r["run_tag"]: r for r in cloud["rows"]}
     assert rows["tp-damaged-2"]["provider_state"] in ("pending", "running")
     assert rows["tp-damaged-2"]["ledger_status"] is not None  # rebuilt, no longer an orphan

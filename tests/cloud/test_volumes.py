@@ -65,13 +65,13 @@ def test_volume_create_ls_status_down_rm_through_the_cli(
 
     listing = runner.invoke(app, ["volume", "ls", "--json"])
     assert listing.exit_code == 0, listing.output
-    [kept] = json.loads(listing.output)["kept_on_purpose"]
+    [kept] = json.loads(listing.stdout)["kept_on_purpose"]
     assert kept["price_per_month"] == pytest.approx(50 * STANDARD_GB_MONTH)
     assert kept["volume_id"] == record.volume_id and kept["data_center"] == record.data_center
 
     status = runner.invoke(app, ["status", "--json"])
     assert status.exit_code == 0, status.output
-    assert json.loads(status.output)["storage"]["kept_on_purpose"][0]["name"] == "cache1"
+    assert json.loads(status.stdout)["storage"]["kept_on_purpose"][0]["name"] == "cache1"
     plain = runner.invoke(app, ["status"])
     assert "kept on purpose: 50 GB at $3.50/month" in plain.output, plain.output
 
@@ -100,7 +100,7 @@ def test_volume_create_ls_status_down_rm_through_the_cli(
 
     gone = runner.invoke(app, ["volume", "rm", "cache1", "--json"])
     assert gone.exit_code == 0, gone.output
-    assert json.loads(gone.output)["direct_lookup_gone"] == {record.volume_id: True}
+    assert json.loads(gone.stdout)["direct_lookup_gone"] == {record.volume_id: True}
     assert sandbox.meter()["billing_count"] == 0 and live_volumes(sandbox) == []
     assert Ledger(tailpod_home).volume("tp-vol-cache1").status == "deleted"  # type: ignore[union-attr]
     assert sandbox.runpod_key not in made.output + listing.output + down.output + gone.output
@@ -194,7 +194,7 @@ def test_a_crash_before_the_ledger_knew_the_id_is_found_by_its_tp_name(
     assert created.status_code == 201
     runner = CliRunner()
     listing = runner.invoke(app, ["volume", "ls", "--json"])
-    [row] = json.loads(listing.output)["billing_by_mistake"]
+    [row] = json.loads(listing.stdout)["billing_by_mistake"]
     assert row["name"] == "lost" and row["price_per_month"] == pytest.approx(30 * 0.07)
     down_all = runner.invoke(app, ["down", "--all"])
     assert down_all.exit_code == 0, down_all.output
@@ -324,7 +324,7 @@ def test_a_crash_at_any_step_of_create_leaves_nothing_unseen(
                                    "dataCenter": "SBX-LOCAL-1"})
         assert created.status_code == 201
     runner = CliRunner()
-    fresh = json.loads(runner.invoke(app, ["volume", "ls", "--json"]).output)
+    fresh = json.loads(runner.invoke(app, ["volume", "ls", "--json"]).stdout)
     if step == "creating-sent":
         [row] = fresh["kept_on_purpose"]
         assert row["volume_id"] == created.json()["id"]
@@ -333,7 +333,7 @@ def test_a_crash_at_any_step_of_create_leaves_nothing_unseen(
     # moments after the crash it may still be in flight: shown as possibly billing
     assert [r["state"] for r in fresh["billing_by_mistake"]] == ["creating"]
     monkeypatch.setattr(vol, "CREATE_GRACE_S", 0.0)  # later: settled as never created
-    later = json.loads(runner.invoke(app, ["volume", "ls", "--json"]).output)
+    later = json.loads(runner.invoke(app, ["volume", "ls", "--json"]).stdout)
     assert later["kept_on_purpose"] == [] and later["billing_by_mistake"] == []
     assert Ledger(tailpod_home).volume("tp-vol-crash").status == "deleted"  # type: ignore[union-attr]
 

@@ -77,7 +77,7 @@ def test_up_arms_a_switch_that_status_feeds_and_silence_fires(
         assert status.exit_code == 0, status.output
         assert heartbeat.stat().st_mtime_ns > before  # status beat the switch over SSH
         last_beat = heartbeat.stat().st_mtime
-        (row,) = json.loads(status.output)["pods"]
+        (row,) = json.loads(status.stdout)["pods"]
         assert row["deadman"]["state"] == "armed"
 
         # Silence: nobody beats, the pod ends itself and the meter stops.

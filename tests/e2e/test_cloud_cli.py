@@ -41,7 +41,7 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) 
     sandbox: Sandbox = cloud["sandbox"]
     up = runner.invoke(app, ["up", "--context-length", "1024", "--enforce-eager", "--json"])
     assert up.exit_code == 0, up.output
-    record = json.loads(up.output)
+    record = json.loads(up.stdout)
     tag = record["run_tag"]
     assert record["provider"] == "vastai" and record["status"] == "running"
     assert record["image"].startswith("vllm/vllm-openai@sha256:")
@@ -54,7 +54,7 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) 
 
     status = runner.invoke(app, ["status", "--json"])
     assert status.exit_code == 0, status.output
-    (row,) = json.loads(status.output)["pods"]
+    (row,) = json.loads(status.stdout)["pods"]
     assert row["deadman"]["state"] == "armed" and row["price_per_hr"] > 0
 
     small = ["--spec-k", "0", "--concurrency", "1", "--reps", "1", "--max-tokens", "16"]
@@ -94,7 +94,7 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) 
 
     down = runner.invoke(app, ["down", tag, "--json"])
     assert down.exit_code == 0, down.output
-    proof = json.loads(down.output)
+    proof = json.loads(down.stdout)
     assert proof["proven"] is True
     assert {c["name"] for c in proof["checks"]} >= {"tailnet device removed", "gone-from-provider"}
     assert sandbox.billing_now() == []

@@ -40,7 +40,7 @@ def test_a_trapped_hub_checkpoint_is_served_from_a_patched_overlay(
 ) -> None:
     up = runner.invoke(app, ["up", "--context-length", "1024", "--enforce-eager", "--json"])
     assert up.exit_code == 0, up.output
-    tag = json.loads(up.output)["run_tag"]
+    tag = json.loads(up.stdout)["run_tag"]
     try:
         bench = runner.invoke(app, ["benchmark", "--spec-k", "0", "--concurrency", "1", "--reps",
                                     "1", "--max-tokens", "8", "--run-id", "trap"])  # fmt: skip

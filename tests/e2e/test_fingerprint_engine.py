@@ -39,7 +39,7 @@ def runs(
     bench = ["--concurrency", "1", "--reps", "1", "--max-tokens", "24", "--no-extend-k"]
     record = json.loads(
         invoke("up", "--provider", "local", "--model", str(tiny_models["target"]),
-               "--port", str(free_port()), *spec, "--json").output
+               "--port", str(free_port()), *spec, "--json").stdout
     )  # fmt: skip
     tag = record["run_tag"]
     results = Path(engine_env["TAILPOD_RESULTS_DIR"])

@@ -62,7 +62,7 @@ def evaluation(engine_env: dict[str, str], checkpoints: dict[str, Path]) -> dict
         "--context-length", "512", "--port", str(port), "--json",
     ], catch_exceptions=False)  # fmt: skip
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output[result.output.index("{") :])
+    doc = json.loads(result.stdout[result.stdout.index("{") :])
     return {"doc": doc, "port": port, "home": Path(engine_env["TAILPOD_HOME"]),
             "results": Path(engine_env["TAILPOD_RESULTS_DIR"])}  # fmt: skip
 

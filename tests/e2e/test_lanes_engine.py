@@ -76,7 +76,7 @@ def test_lanes_on_the_cpu_engine(engine_env: dict[str, str], tiny_models: dict[s
                               "--spec-method", "ngram", "--admission-limit", str(N),
                               "--lane-kv-gib", "1", "--json"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    record = json.loads(res.output)
+    record = json.loads(res.stdout)
     run_tag = record["run_tag"]
     try:
         info = record["extra"]["lanes"]

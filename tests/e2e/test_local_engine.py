@@ -58,7 +58,7 @@ def pod(
         "--json",
     )
     assert result.exit_code == 0, result.output
-    record = json.loads(result.output)
+    record = json.loads(result.stdout)
     return {
         "record": record,
         "port": port,
@@ -80,7 +80,7 @@ def test_up_records_a_serving_engine_and_its_startup_facts(pod: dict[str, Any]) 
 def test_status_reports_health_and_endpoint(pod: dict[str, Any]) -> None:
     result = invoke("status", "--json")
     assert result.exit_code == 0, result.output
-    (row,) = json.loads(result.output)["pods"]
+    (row,) = json.loads(result.stdout)["pods"]
     assert row["healthy"] is True
     assert row["endpoint"] == f"http://127.0.0.1:{pod['port']}"
     assert row["engine"] == "vllm" and row["arm"] == "plain"
@@ -171,12 +171,12 @@ def test_up_relaunch_switches_the_running_engine_to_another_arm(pod: dict[str, A
     tag = pod["record"]["run_tag"]
     result = invoke("up", "--relaunch", tag, "--spec-k", "1", "--spec-method", "ngram", "--json")
     assert result.exit_code == 0, result.output
-    record = json.loads(result.output)
+    record = json.loads(result.stdout)
     assert record["run_tag"] == tag and record["engine"]["spec"]["k"] == 1
     arm = record["extra"]["arms"]["ngram-k1"]
     assert arm["startup"]["facts"]["kv_tokens"] > 0
     assert '"method":"ngram"' in " ".join(arm["argv"])
-    status = json.loads(invoke("status", "--json").output)["pods"][0]
+    status = json.loads(invoke("status", "--json").stdout)["pods"][0]
     assert status["healthy"] and status["arm"] == "ngram-k1"
 
 
@@ -246,7 +246,7 @@ def test_report_on_the_real_run(pod: dict[str, Any]) -> None:
     table = report[report.index("## Serve tax") :].split("\n## ")[0]
     assert "| plain | 1 |" in table and "| ngram-k2 | 1 |" in table
     assert "best K served K=" in table and ", bare K=" in table
-    analysis = json.loads(invoke("report", str(run_dir), "--json").output)
+    analysis = json.loads(invoke("report", str(run_dir), "--json").stdout)
     assert {a["label"] for a in analysis["arms"]} == {"plain", "ngram-k2"}
 
 
@@ -255,7 +255,7 @@ def test_down_stops_everything_and_proves_it(
 ) -> None:
     result = invoke("down", "--json")
     assert result.exit_code == 0, result.output
-    proof = json.loads(result.output)
+    proof = json.loads(result.stdout)
     assert proof["proven"] is True
     port = pod["port"]
     with socket.socket() as s:

@@ -65,7 +65,7 @@ def test_up_status_benchmark_down_on_your_own_box(box: dict[str, Any], tiny_mode
                              "--model", str(tiny_models["target"]), "--port", str(port),
                              "--context-length", "512", "--enforce-eager", "--json"])
     assert up.exit_code == 0, up.output
-    record = json.loads(up.output)
+    record = json.loads(up.stdout)
     tag = record["run_tag"]
     assert record["provider"] == "ssh" and record["status"] == "running"
     assert record["pod_id"] == f"ssh://{box['address']}/{tag}"
@@ -77,7 +77,7 @@ def test_up_status_benchmark_down_on_your_own_box(box: dict[str, Any], tiny_mode
 
     status = runner.invoke(app, ["status", "--json"])
     assert status.exit_code == 0, status.output
-    (row,) = json.loads(status.output)["pods"]
+    (row,) = json.loads(status.stdout)["pods"]
     assert row["provider"] == "ssh" and row["status"] == "running" and row["deadman"] is None
 
     bench = runner.invoke(app, ["benchmark", "--spec-k", "0", "--concurrency", "1", "--reps", "1",

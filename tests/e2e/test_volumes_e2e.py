@@ -75,7 +75,7 @@ def test_two_starts_on_one_volume(world: dict[str, Any], leftover_engines: Any) 
         up = runner.invoke(app, ["up", "--volume", "cache1", "--context-length", "1024",
                                  "--no-enforce-eager", "--json"])
         assert up.exit_code == 0, up.output
-        record = json.loads(up.output)
+        record = json.loads(up.stdout)
         tag = record["run_tag"]
         # EU-RO-1 has no H200: the list shrank to the A40, and the pod went there
         assert record["gpu"] == "NVIDIA A40"

@@ -201,7 +201,7 @@ def test_cli_against_running_endpoints_then_report(
         "--max-tokens", "5", "--top-k", "5", "--engine", "vllm", "--json",
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert [c["label"] for c in doc["candidates"]] == ["weak-q", "strong-q"]
     run_dir = results_env / doc["run_id"]
     report = runner.invoke(app, ["report", str(run_dir)])
