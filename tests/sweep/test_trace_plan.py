@@ -67,7 +67,8 @@ def test_cli_refuses_a_bad_trace_before_the_ledger(tmp_path: Path,
     bad = _write(tmp_path / "bad.jsonl", ["{"])
     result = CliRunner().invoke(app, ["benchmark", "--trace", str(bad)])
     assert result.exit_code == 2
-    assert "bad.jsonl:1: not valid JSON" in " ".join(result.output.split())
+    # rich folds a long temp path mid-word at the terminal width: compare without whitespace
+    assert "bad.jsonl:1:notvalidJSON" in "".join(result.output.split())
     good = _write(tmp_path / "m.jsonl", MOONCAKE)
     result = CliRunner().invoke(app, ["benchmark", "--trace", str(good), "--request-rate", "1"])
     assert result.exit_code == 2 and "--trace" in result.output
