@@ -186,6 +186,18 @@ def _convert(name: str, kind: str, secret: bool, raw: Any, source: str) -> Any:
     raise AssertionError(kind)
 
 
+def check_env_file_named(env: Mapping[str, str]) -> None:
+    """A missing ./.env is normal (keys may all be in the environment); a TAILPOD_ENV_FILE that
+    names a file that is not there is a mistake, and reading on would run without its keys."""
+    named = env.get("TAILPOD_ENV_FILE")
+    if named is not None and not Path(named).exists():
+        raise ConfigError(
+            f"TAILPOD_ENV_FILE names {named}, which does not exist",
+            hint="create it (see .env.example), point TAILPOD_ENV_FILE at your .env, "
+            "or unset it to read ./.env",
+        )
+
+
 def load_settings(
     overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
@@ -194,6 +206,7 @@ def load_settings(
     """Settings with the documented precedence; `overrides` are CLI flags (None = not given)."""
     env = os.environ if env is None else env
     if dotenv_path is None:
+        check_env_file_named(env)
         dotenv_path = Path(env.get("TAILPOD_ENV_FILE", ".env"))
     dotenv = read_dotenv(dotenv_path)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}

@@ -21,7 +21,7 @@ def engine_logs_dir() -> Path:
 def tailpod_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "tailpod-home"
     monkeypatch.setenv("TAILPOD_HOME", str(home))
-    monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
+    monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
     return home
 
 
@@ -64,7 +64,7 @@ def engine_env(
     env = {
         "TAILPOD_HOME": str(home),
         "TAILPOD_RESULTS_DIR": str(home / "results"),
-        "TAILPOD_ENV_FILE": str(home / "absent.env"),
+        "TAILPOD_ENV_FILE": os.devnull,
         "TAILPOD_ENGINE_PYTHON": vllm_python,
     }
     with pytest.MonkeyPatch.context() as mp:

@@ -102,6 +102,10 @@ def register(app: typer.Typer) -> None:
             False, "--allow-nonephemeral/--no-allow-nonephemeral",
             help="Accept a Tailscale auth key that is not ephemeral."
         ),
+        tailnet: bool = typer.Option(
+            True, "--tailnet/--no-tailnet",
+            help="Check the Tailscale token, key and host (off: as `up --no-tailnet`).",
+        ),
         json_out: bool = typer.Option(False, "--json", help="Print the results as JSON."),
         live: bool = typer.Option(
             False, "--live/--no-live", help="RunPod first contact: rent the cheapest CPU pod (cents) with "
@@ -125,7 +129,7 @@ def register(app: typer.Typer) -> None:
         if live:
             run_live(settings, allow_unpinned)
         plan = Plan(hours=hours, context_length=context_length, allow_unpinned=allow_unpinned,
-                    allow_nonephemeral=allow_nonephemeral)
+                    allow_nonephemeral=allow_nonephemeral, use_tailnet=tailnet)
         with checking(len(CHECKS)) as on_result:
             report = run_preflight(settings, plan, settings_problems=problems,
                                    on_result=on_result)

@@ -474,12 +474,11 @@ def run_preflight_or_refuse(
         context_length=cfg.context_length or 4096,
         allow_unpinned=allow_unpinned,
         allow_nonephemeral=allow_nonephemeral,
+        use_tailnet=use_tailnet,
     )
     # The engine config is what will be served; the preflight checks that, not a default.
     report = run_preflight(dataclasses.replace(settings, model=cfg.model), plan)
     failed = [r for r in report.results if r.status is Status.FAIL]
-    if not use_tailnet:
-        failed = [r for r in failed if r.name != "tailscale"]
     if failed and all(r.data.get("transient") for r in failed):
         raise_transient_refusal(failed)
     if failed:

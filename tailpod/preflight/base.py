@@ -89,6 +89,7 @@ class Plan:
     context_length: int = 4096  # tokens one request may use: sizes the minimum KV budget
     allow_unpinned: bool = False
     allow_nonephemeral: bool = False
+    use_tailnet: bool = True  # False (--no-tailnet): the pod joins no tailnet; nothing to check
     env_file: Path | None = None  # the .env the settings came from; None: TAILPOD_ENV_FILE/.env
 
     def duration_h(self, settings: Settings) -> float:

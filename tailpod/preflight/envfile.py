@@ -17,7 +17,7 @@ from typing import Any
 
 from dotenv.parser import parse_stream
 
-from tailpod.config import Settings, load_settings, read_dotenv
+from tailpod.config import Settings, check_env_file_named, load_settings, read_dotenv
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.preflight.base import Context, Findings, Outcome
 from tailpod.provision.providers import canonical_name
@@ -51,6 +51,12 @@ def load_preflight_settings(
     drops only what is broken. Returns the problems for the settings check to report."""
     env = dict(os.environ if env is None else env)
     path = env_file_path(dotenv_path, env)
+    named_problems: list[TailpodError] = []
+    if dotenv_path is None:
+        try:
+            check_env_file_named(env)
+        except ConfigError as exc:
+            named_problems.append(exc)
     try:
         dotenv = read_dotenv(path)
     except ConfigError:
@@ -58,7 +64,7 @@ def load_preflight_settings(
         # of each key the file does hold that it is there but unread (not "not set").
         dotenv = {}
     merged = {**dotenv, **env}  # the environment wins over .env, as in load_settings
-    problems: list[TailpodError] = []
+    problems: list[TailpodError] = named_problems
     for f in dataclasses.fields(Settings):
         name, kind = f.metadata["env"], f.metadata["kind"]
         raw = merged.get(name)

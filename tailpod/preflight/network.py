@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 from tailpod.preflight.base import Context, Outcome, Status
-from tailpod.provision.providers import LOCAL, api_url, canonical_name
+from tailpod.provision.providers import CLOUD_PROVIDERS, LOCAL, api_url, canonical_name
 
 CONNECT_TIMEOUT_S = 3.0
 
@@ -47,8 +47,9 @@ def hub_model(settings: Settings) -> bool:
     return bool(model) and not Path(model).expanduser().exists()
 
 
-def hosts_for(settings: Settings) -> list[Host]:
-    """The hosts the planned run calls, by role; a role the run does not use is left out."""
+def hosts_for(settings: Settings, use_tailnet: bool = True) -> list[Host]:
+    """The hosts the planned run calls, by role; a role the run does not use is left out (the
+    Tailscale API under --no-tailnet, and for a box that rents nothing)."""
     out: list[Host] = []
     try:
         provider = canonical_name(settings.provider)
@@ -56,6 +57,7 @@ def hosts_for(settings: Settings) -> list[Host]:
         provider = None
     if provider and provider != LOCAL:
         out.append(Host("provider", api_url(settings, provider)))
+    if provider in CLOUD_PROVIDERS and use_tailnet:
         out.append(Host("tailscale", settings.tailscale_url))
     if hub_model(settings):
         out.append(Host("hf", settings.hf_url))
@@ -112,7 +114,7 @@ def probe(hosts: list[Host], connect: Connect = tcp_connect,
 
 
 def check_network(ctx: Context, connect: Connect = tcp_connect) -> Outcome:
-    hosts = hosts_for(ctx.settings)
+    hosts = hosts_for(ctx.settings, ctx.plan.use_tailnet)
     if not hosts:
         return Outcome(Status.PASS, "nothing to reach: this run calls no remote host")
     unreachable = probe(hosts, connect)

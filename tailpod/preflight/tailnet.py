@@ -4,13 +4,15 @@ so the key's secret never leaves this machine)."""
 
 from __future__ import annotations
 
-from tailpod.preflight.base import Context, Findings, Outcome
+from tailpod.preflight.base import CheckSkipped, Context, Findings, Outcome
 from tailpod.preflight.cloud import remote_provider
 from tailpod.provision.tailnet import check_tailnet_requirements
 
 
 def check_tailnet(ctx: Context) -> Outcome:
     remote_provider(ctx)  # only rented pods join the tailnet
+    if not ctx.plan.use_tailnet:
+        raise CheckSkipped("--no-tailnet: the pod joins no tailnet (SSH to the provider's endpoint)")
     allow = ctx.plan.allow_nonephemeral
     key = check_tailnet_requirements(ctx.settings, allow_nonephemeral=allow)
     found = Findings()

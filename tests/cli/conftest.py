@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +24,7 @@ def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
 def cloud_env(sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The sandbox's keys and URLs in the environment, an empty tailpod home, no .env."""
     env = {**sandbox.env(), "TAILPOD_HOME": str(tmp_path / "home"),
-           "TAILPOD_ENV_FILE": str(tmp_path / "absent.env"), "COLUMNS": "80"}
+           "TAILPOD_ENV_FILE": os.devnull, "COLUMNS": "80"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return env

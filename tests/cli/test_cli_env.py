@@ -84,3 +84,31 @@ def test_a_bad_value_names_its_source(env_file: Path, monkeypatch: pytest.Monkey
         in message
     assert f"got 500.0 (from {env_file} (TAILPOD_TTL_HOURS))" in message
     assert "got 99 (from environment variable TAILPOD_GPU_COUNT)" in message
+
+
+@pytest.mark.parametrize("argv", [["up", "--provider", "local", "--model", "x"], ["status"],
+                                  ["down", "--all"]])
+def test_a_missing_tailpod_env_file_is_refused_before_anything(
+    env_file: Path, tailpod_home: Path, argv: list[str]
+) -> None:
+    assert not env_file.exists()
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    folded = "".join(result.stderr.split())  # rich folds long paths anywhere
+    assert "".join(f"TAILPOD_ENV_FILE names {env_file}, which does not exist".split()) in folded
+    assert not (tailpod_home / "ledger.json").exists()  # nothing written, nothing rented
+
+
+def test_check_requirements_fails_a_missing_tailpod_env_file(env_file: Path) -> None:
+    result = CliRunner().invoke(app, ["check-requirements", "--json", "--provider", "runpod"])
+    failed = [c for c in json.loads(result.stdout)["checks"] if c["status"] == "fail"]
+    assert any(f"TAILPOD_ENV_FILE names {env_file}" in c["detail"] for c in failed), failed
+    assert result.exit_code != 0
+
+
+def test_a_missing_default_env_file_is_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TAILPOD_ENV_FILE", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./.env here
+    assert load_settings(env={}).provider  # reads on without one

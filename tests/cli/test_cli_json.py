@@ -4,6 +4,7 @@ every other line on stderr."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def registry_sandbox(tmp_path: Path) -> Iterator[Sandbox]:
 def test_matrix_dry_run_json_prices_each_card(registry_sandbox: Sandbox, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     env = {**registry_sandbox.env(), "TAILPOD_HOME": str(tmp_path / "home"),
-           "TAILPOD_ENV_FILE": str(tmp_path / "absent.env")}
+           "TAILPOD_ENV_FILE": os.devnull}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     result = CliRunner().invoke(app, [

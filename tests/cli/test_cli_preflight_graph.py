@@ -88,3 +88,19 @@ def test_dependents_of_an_unreachable_host_never_run(tailpod_home: Path,
     assert rows["hf"].status is Status.SKIP and "127.0.0.1:9" in rows["hf"].detail
     assert rows["checkpoint"].status is Status.SKIP
     assert rows["network"].status is Status.FAIL
+
+
+def test_no_tailnet_neither_probes_nor_checks_the_tailscale_host(
+    offline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the Tailscale API is unreachable (port 1); every other host is the discard port too,
+    # so the network row names exactly the hosts it tried.
+    monkeypatch.setenv("TAILPOD_TAILSCALE_URL", "http://127.0.0.1:1")
+    on = {c["name"]: c for c in json.loads(CliRunner().invoke(
+        app, ["check-requirements", "--json", *ARGS]).stdout)["checks"]}
+    assert "127.0.0.1:1" in on["network"]["detail"]
+    off = {c["name"]: c for c in json.loads(CliRunner().invoke(
+        app, ["check-requirements", "--json", "--no-tailnet", *ARGS]).stdout)["checks"]}
+    assert "127.0.0.1:1" not in off["network"]["detail"], off["network"]
+    assert off["tailscale"]["status"] == "skip"
+    assert "--no-tailnet" in off["tailscale"]["detail"]

@@ -44,7 +44,7 @@ def test_up_killed_while_the_create_is_held_leaves_the_intent_and_down_all_settl
         **sandbox.env(),
         "TAILPOD_HOME": str(tailpod_home),
         "TAILPOD_RESULTS_DIR": str(tailpod_home / "results"),
-        "TAILPOD_ENV_FILE": str(tmp_path / "absent.env"),
+        "TAILPOD_ENV_FILE": os.devnull,
         "TAILSCALE_API_KEY": DEFAULT_API_TOKEN,
         "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
         "TAILPOD_SSH_KEY": str(demo_ssh_key(tailpod_home)),

@@ -62,7 +62,7 @@ def user_env(served: dict[str, Any]) -> dict[str, str]:
     tmp: Path = served["tmp"]
     return {"PATH": os.environ["PATH"], "HOME": str(tmp / "user"), "PYTHONPATH": str(REPO),
             "TAILPOD_HOME": str(tmp / "user" / ".tailpod"),
-            "TAILPOD_ENV_FILE": str(tmp / "absent.env"),
+            "TAILPOD_ENV_FILE": os.devnull,
             **read_env_file(served["env_file"])}
 
 

@@ -5,6 +5,7 @@ tests/e2e/test_ssh_box.py."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def test_a_bad_box_address_is_refused(text: str) -> None:
 def test_up_without_a_box_is_refused_before_the_ledger(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TAILPOD_HOME", str(tmp_path))
-    monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
+    monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
     monkeypatch.delenv("TAILPOD_SSH_HOST", raising=False)
     result = runner.invoke(app, ["up", "--provider", "ssh", "--model", "some/model"])
     assert result.exit_code == 2 and "--host" in result.output
@@ -54,7 +55,7 @@ def test_down_of_an_unreachable_box_is_not_proven_and_says_how_to_stop_it(
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True,
                    capture_output=True, timeout=30)
     for name, value in {"TAILPOD_HOME": str(tmp_path), "TAILPOD_SSH_KEY": str(key),
-                        "TAILPOD_ENV_FILE": str(tmp_path / "absent.env"),
+                        "TAILPOD_ENV_FILE": os.devnull,
                         "TAILPOD_RESULTS_DIR": str(tmp_path / "results")}.items():
         monkeypatch.setenv(name, value)
     pod_id = "ssh://root@127.0.0.1:1/tp-box"

@@ -41,7 +41,7 @@ def served(tmp_path: Path, vllm_python: str) -> Iterator[dict[str, Any]]:
         printed = json.loads(proc.stdout.readline())
         env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "user"),
                "PYTHONPATH": str(REPO), "TAILPOD_HOME": str(tmp_path / "user" / ".tailpod"),
-               "TAILPOD_ENV_FILE": str(tmp_path / "absent.env")}
+               "TAILPOD_ENV_FILE": os.devnull}
         for line in env_file.read_text().splitlines():
             if line and not line.startswith("#"):
                 key, _, value = line.partition("=")

@@ -3,6 +3,7 @@ and the tailnet part of `down`."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import time
@@ -83,7 +84,7 @@ def test_sandbox_pod_over_the_tailnet(
         )  # fmt: skip
         for key, value in env.items():
             monkeypatch.setenv(key, value)
-        monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
+        monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
         from tailpod.cli import ssh as ssh_cli
 
         app = typer.Typer()

@@ -4,6 +4,7 @@ median SLO attainment meets the percentile; recorded in run.json and shown by re
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,6 @@ def test_find_max_rates_records_the_answer_per_arm(tmp_path: Path) -> None:
 def test_bad_search_flags_exit_2_before_the_ledger(args: list[str], tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TAILPOD_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
+    monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
     result = CliRunner().invoke(app, ["benchmark", *args])
     assert result.exit_code == 2 and "--find-max-rate needs" in " ".join(result.output.split())

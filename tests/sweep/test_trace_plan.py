@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def test_bad_traces_are_config_errors(tmp_path: Path, rows: list[Any], fmt: str,
 def test_cli_refuses_a_bad_trace_before_the_ledger(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TAILPOD_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
+    monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
     bad = _write(tmp_path / "bad.jsonl", ["{"])
     result = CliRunner().invoke(app, ["benchmark", "--trace", str(bad)])
     assert result.exit_code == 2
