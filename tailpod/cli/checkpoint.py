@@ -24,11 +24,29 @@ def register(app: typer.Typer) -> None:
             "target", help="target (Qwen3), draft (smaller Qwen3) or mimo (Qwen2 + one MTP layer)."
         ),
         seed: int = typer.Option(0, help="Weights seed; the same seed gives the same bytes."),
+        size: str = typer.Option(
+            "tiny", metavar="SIZE",
+            help="tiny (a few MB, for the CPU engine) or gpu (hidden 2048, about 0.4 B "
+            "parameters, built to decide each token by a wide margin).",
+        ),
+        draft_disagree: float = typer.Option(
+            0.3, metavar="FRACTION",
+            help="With --size gpu --kind draft: the share of tokens where the draft proposes "
+            "another token than the target's.",
+        ),
     ) -> None:
         """Build a small, deterministic checkpoint that vLLM serves, in a few seconds."""
-        from tailpod.engines.tiny_checkpoint import KINDS, build_checkpoint
+        from tailpod.engines.tiny_checkpoint import KINDS, SIZES, build_checkpoint
 
         if kind not in KINDS:
             raise ConfigError(f"unknown kind {kind!r}", hint=f"choose one of: {', '.join(KINDS)}")
-        path = build_checkpoint(out_dir, kind=kind, seed=seed)
-        console.print(f"built {kind} checkpoint in {path}")
+        if size not in SIZES:
+            raise ConfigError(f"unknown size {size!r}", hint=f"choose one of: {', '.join(SIZES)}")
+        if not 0.0 <= draft_disagree <= 1.0:
+            raise ConfigError(
+                f"--draft-disagree {draft_disagree} is not a fraction", hint="give 0 to 1"
+            )
+        path = build_checkpoint(
+            out_dir, kind=kind, seed=seed, size=size, draft_disagree=draft_disagree
+        )
+        console.print(f"built {kind} checkpoint ({size}) in {path}")

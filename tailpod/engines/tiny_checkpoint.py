@@ -10,6 +10,24 @@ Three kinds:
 - ``mimo``: a Qwen2 backbone saved as ``MiMoForCausalLM`` with one MTP layer under
   ``model.mtp_layers.0.*``, the layout vLLM's ``mtp`` method loads.
 
+Two sizes. ``tiny`` (the default, a few MB) is what the CPU engine serves in the demo and the
+tests. ``gpu`` gives every kind a real hidden size (2048, 8 layers for target and mimo, 1 for the
+draft; about 0.5 B parameters), so a GPU, not the host, bounds the step time, and builds them to
+decide each next token by a wide margin, as benchmarks/gguf_models.py does for llama.cpp: fully
+random weights at this size put greedy decoding on near-ties, where speculative decoding's batched
+verification flips an argmax and the token-identity gate rightly voids the arm. At ``gpu`` size:
+
+- each block's output projections (``o_proj``, ``down_proj``) are scaled by ``BLOCK_SCALE``, so
+  the residual stream stays close to the current token's embedding E[i] while every block still
+  runs at full shape;
+- the head is untied: its row for token walk[i] is E[i], for one permutation ``walk`` of the
+  vocabulary shared by every kind of the same seed, so greedy decoding walks i -> walk[i];
+- the mimo MTP layer passes the next token's embedding through, so it drafts walk[walk[i]], the
+  target's own next-but-one token;
+- the draft shares the target's embedding (same seed, same hidden size) and its walk, except on a
+  ``draft_disagree`` fraction of the tokens, whose destinations are shuffled among themselves: it
+  proposes the target's next token about (1 - fraction) of the time.
+
 Weights are written as bfloat16 safetensors by a small writer here, because numpy has no bfloat16
 and torch is not a dependency of tailpod itself (it lives in the engine's environment).
 """
@@ -50,6 +68,17 @@ SHAPES = {
     "mimo": Shape(hidden=256, intermediate=512, layers=4, heads=4, kv_heads=2, head_dim=64),
 }
 KINDS = tuple(SHAPES)
+# The draft shares the target's hidden size, so that it shares its embedding and its walk.
+GPU_SHAPES = {
+    "target": Shape(hidden=2048, intermediate=5632, layers=8, heads=16, kv_heads=8, head_dim=128),
+    "draft": Shape(hidden=2048, intermediate=5632, layers=1, heads=16, kv_heads=8, head_dim=128),
+    "mimo": Shape(hidden=2048, intermediate=5632, layers=8, heads=16, kv_heads=8, head_dim=128),
+}
+SIZES = {"tiny": SHAPES, "gpu": GPU_SHAPES}
+# Block outputs at 1% of a random projection's: with hidden 2048 the residual stays within a few
+# percent of E[i], far inside the head's margin (about 40 logits against about 3 for the next best).
+BLOCK_SCALE = 0.01
+DRAFT_DISAGREE = 0.3
 
 
 def training_corpus(max_files: int = 160, max_bytes: int = 40_000) -> list[str]:
@@ -133,10 +162,11 @@ def write_safetensors_bf16(path: Path, tensors: dict[str, np.ndarray]) -> None:
 
 
 def _decoder_layer(
-    rng: np.random.Generator, prefix: str, s: Shape, std: float, qwen2_bias: bool
+    rng: np.random.Generator, prefix: str, s: Shape, std: float, qwen2_bias: bool,
+    out_scale: float = 1.0,
 ) -> dict[str, np.ndarray]:
-    def w(*shape: int) -> np.ndarray:
-        return rng.normal(0.0, std, size=shape).astype(np.float32)
+    def w(*shape: int, scale: float = 1.0) -> np.ndarray:
+        return rng.normal(0.0, std * scale, size=shape).astype(np.float32)
 
     t = {
         f"{prefix}.input_layernorm.weight": np.ones(s.hidden, np.float32),
@@ -144,10 +174,10 @@ def _decoder_layer(
         f"{prefix}.self_attn.q_proj.weight": w(s.heads * s.head_dim, s.hidden),
         f"{prefix}.self_attn.k_proj.weight": w(s.kv_heads * s.head_dim, s.hidden),
         f"{prefix}.self_attn.v_proj.weight": w(s.kv_heads * s.head_dim, s.hidden),
-        f"{prefix}.self_attn.o_proj.weight": w(s.hidden, s.heads * s.head_dim),
+        f"{prefix}.self_attn.o_proj.weight": w(s.hidden, s.heads * s.head_dim, scale=out_scale),
         f"{prefix}.mlp.gate_proj.weight": w(s.intermediate, s.hidden),
         f"{prefix}.mlp.up_proj.weight": w(s.intermediate, s.hidden),
-        f"{prefix}.mlp.down_proj.weight": w(s.hidden, s.intermediate),
+        f"{prefix}.mlp.down_proj.weight": w(s.hidden, s.intermediate, scale=out_scale),
     }
     if qwen2_bias:
         t[f"{prefix}.self_attn.q_proj.bias"] = np.zeros(s.heads * s.head_dim, np.float32)
@@ -157,6 +187,17 @@ def _decoder_layer(
         t[f"{prefix}.self_attn.q_norm.weight"] = np.ones(s.head_dim, np.float32)
         t[f"{prefix}.self_attn.k_norm.weight"] = np.ones(s.head_dim, np.float32)
     return t
+
+
+def next_token_walk(vocab: int, seed: int, disagree: float = 0.0) -> np.ndarray:
+    """walk[i]: the token a ``gpu``-size model emits after token i. The target's (disagree 0) is one
+    permutation of the vocabulary; a draft's shuffles the destinations of a ``disagree`` fraction of
+    the tokens among themselves. Its own generators, so it does not depend on the weights drawn."""
+    walk = np.random.default_rng([seed, 1]).permutation(vocab)
+    if disagree > 0:
+        chosen = np.random.default_rng([seed, 2]).permutation(vocab)[: int(round(disagree * vocab))]
+        walk[chosen] = walk[chosen][np.random.default_rng([seed, 3]).permutation(len(chosen))]
+    return walk
 
 
 def _config(kind: str, s: Shape, vocab: int, eos_id: int, pad_id: int) -> dict[str, object]:
@@ -191,16 +232,25 @@ def _config(kind: str, s: Shape, vocab: int, eos_id: int, pad_id: int) -> dict[s
     return {**common, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}
 
 
-def build_checkpoint(out_dir: Path, kind: str = "target", seed: int = 0, std: float = 0.02) -> Path:
+def build_checkpoint(
+    out_dir: Path, kind: str = "target", seed: int = 0, std: float = 0.02, size: str = "tiny",
+    draft_disagree: float = DRAFT_DISAGREE,
+) -> Path:
     """Write tokenizer, config, generation config and bf16 weights for `kind` into `out_dir`."""
     if kind not in SHAPES:
         raise ValueError(f"unknown checkpoint kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if size not in SIZES:
+        raise ValueError(f"unknown checkpoint size {size!r}; choose one of {', '.join(SIZES)}")
+    if not 0.0 <= draft_disagree <= 1.0:
+        raise ValueError(f"draft_disagree must be within [0, 1], not {draft_disagree}")
+    walked = size == "gpu"
     out_dir = Path(out_dir)
     vocab = build_tokenizer(out_dir)
     tokenizer_vocab = json.loads((out_dir / "tokenizer.json").read_text())["added_tokens"]
     ids = {t["content"]: t["id"] for t in tokenizer_vocab}
     eos_id, pad_id = ids["<|im_end|>"], ids["<|endoftext|>"]
-    s = SHAPES[kind]
+    s = SIZES[size][kind]
+    out_scale = BLOCK_SCALE if walked else 1.0
     rng = np.random.default_rng(seed)
     tensors: dict[str, np.ndarray] = {
         "model.embed_tokens.weight": rng.normal(0.0, std, size=(vocab, s.hidden)).astype(
@@ -209,7 +259,9 @@ def build_checkpoint(out_dir: Path, kind: str = "target", seed: int = 0, std: fl
         "model.norm.weight": np.ones(s.hidden, np.float32),
     }
     for i in range(s.layers):
-        tensors.update(_decoder_layer(rng, f"model.layers.{i}", s, std, qwen2_bias=kind == "mimo"))
+        tensors.update(
+            _decoder_layer(rng, f"model.layers.{i}", s, std, kind == "mimo", out_scale)
+        )
     if kind == "mimo":
         # One MTP layer. input_proj = [I, 0] with zeroed o_proj/down_proj makes the head a
         # pass-through of the next token's embedding: it drafts plausibly often, so both the
@@ -224,15 +276,24 @@ def build_checkpoint(out_dir: Path, kind: str = "target", seed: int = 0, std: fl
         proj = np.zeros((s.hidden, 2 * s.hidden), np.float32)
         proj[:, : s.hidden] = np.eye(s.hidden, dtype=np.float32)
         tensors[f"{mtp}.input_proj.weight"] = proj
+    config = _config(kind, s, vocab, eos_id, pad_id)
+    if walked:
+        walk = next_token_walk(vocab, seed, draft_disagree if kind == "draft" else 0.0)
+        head = np.empty_like(tensors["model.embed_tokens.weight"])
+        head[walk] = tensors["model.embed_tokens.weight"]  # row walk[i] is E[i]
+        tensors["lm_head.weight"] = head
+        config["tie_word_embeddings"] = False
     write_safetensors_bf16(out_dir / "model.safetensors", tensors)
-    (out_dir / "config.json").write_text(
-        json.dumps(_config(kind, s, vocab, eos_id, pad_id), indent=2)
-    )
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2))
     (out_dir / "generation_config.json").write_text(
         json.dumps({"eos_token_id": eos_id, "pad_token_id": pad_id, "do_sample": False}, indent=2)
     )
     (out_dir / "tailpod-checkpoint.json").write_text(
-        json.dumps({"builder": "tailpod.engines.tiny_checkpoint", "kind": kind, "seed": seed})
+        json.dumps(
+            {"builder": "tailpod.engines.tiny_checkpoint", "kind": kind, "seed": seed}
+            | ({"size": size} if walked else {})
+            | ({"draft_disagree": draft_disagree} if walked and kind == "draft" else {})
+        )
     )
     return out_dir
 

@@ -71,3 +71,64 @@ def test_is_checkpoint_rejects_plain_dirs(tmp_path: Path) -> None:
     assert not is_checkpoint(tmp_path)
     (tmp_path / "config.json").write_text("{}")
     assert not is_checkpoint(tmp_path)
+
+
+def _read_bf16(path: Path) -> dict[str, np.ndarray]:
+    """Decode our bf16 safetensors by hand: bf16 is the top half of a float32."""
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + n])
+    data = raw[8 + n :]
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = meta["data_offsets"]
+        bits = np.frombuffer(data[lo:hi], np.uint16).astype(np.uint32) << 16
+        out[name] = bits.view(np.float32).reshape(meta["shape"])
+    return out
+
+
+def test_gpu_size_walks_by_a_wide_margin_and_the_draft_mostly_agrees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gpu construction at a small shape (the real one is ~0.4 B parameters): the same code path.
+    from tailpod.engines import tiny_checkpoint as tc
+
+    small = tc.Shape(hidden=256, intermediate=512, layers=2, heads=4, kv_heads=2, head_dim=64)
+    one_layer = tc.Shape(hidden=256, intermediate=512, layers=1, heads=4, kv_heads=2, head_dim=64)
+    monkeypatch.setitem(tc.SIZES, "gpu", {"target": small, "draft": one_layer, "mimo": small})
+    target = _read_bf16(build_checkpoint(tmp_path / "t", "target", size="gpu") / "model.safetensors")
+    draft = _read_bf16(build_checkpoint(tmp_path / "d", "draft", size="gpu", draft_disagree=0.3)
+                       / "model.safetensors")
+    config = json.loads((tmp_path / "t" / "config.json").read_text())
+    assert config["tie_word_embeddings"] is False and config["hidden_size"] == 256
+    emb = target["model.embed_tokens.weight"]
+    assert np.array_equal(emb, draft["model.embed_tokens.weight"])  # same seed, same hidden
+    vocab = emb.shape[0]
+    # The head is the embedding with its rows permuted: every row of E appears exactly once.
+    head = target["lm_head.weight"]
+    rows = {r.tobytes() for r in emb}
+    assert len(rows) == vocab and {r.tobytes() for r in head} == rows
+    # Greedy from a residual equal to E[i]: the next token is a bijection of the vocabulary, and the
+    # best logit beats the second by far more than bf16 or batching could move it.
+    logits = emb @ head.T
+    nxt = logits.argmax(axis=1)
+    assert len(set(nxt.tolist())) == vocab
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    assert float(np.min(top2[:, 1] - top2[:, 0])) > 5 * float(np.std(logits))
+    # Block outputs are 1% of a random projection's, so the residual stays near E[i].
+    o = target["model.layers.0.self_attn.o_proj.weight"]
+    q = target["model.layers.0.self_attn.q_proj.weight"]
+    assert 0.005 < float(np.std(o)) / float(np.std(q)) < 0.02
+    # The draft proposes the target's next token for about 70% of the tokens: 30% are reshuffled
+    # among themselves, and a reshuffled token that lands on its own destination still agrees.
+    agree = float(np.mean((emb @ draft["lm_head.weight"].T).argmax(axis=1) == nxt))
+    assert 0.70 <= agree <= 0.72
+
+
+def test_unknown_size_and_a_bad_disagree_fraction_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown checkpoint size"):
+        build_checkpoint(tmp_path / "a", "target", size="huge")
+    with pytest.raises(ValueError, match="within"):
+        build_checkpoint(tmp_path / "b", "draft", size="gpu", draft_disagree=1.5)
