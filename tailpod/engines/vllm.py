@@ -269,7 +269,9 @@ def _empty_facts() -> dict[str, Any]:
 # several workers print one (tensor parallel), the longest is kept: the start waits for it.
 _PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("weights_load_s", re.compile(rf"Loading weights took ({_NUM}) seconds")),
-    ("model_load_s", re.compile(rf"Model loading took {_NUM} GiB and ({_NUM}) seconds")),
+    # "GiB and 2.29 seconds" (model_runner.py), "GiB memory and 0.55 seconds" (gpu_model_runner.py,
+    # vLLM 0.26 with a draft model: tests/fixtures/engine-logs/vllm_v0260_draft2_gpu_*)
+    ("model_load_s", re.compile(rf"Model loading took {_NUM} GiB (?:memory )?and ({_NUM}) seconds")),
     ("dynamo_transform_s", re.compile(rf"Dynamo bytecode transform time: ({_NUM}) s")),
     ("compile_s", re.compile(rf"Compiling a graph for .*? takes ({_NUM}) s")),
     ("compile_cache_load_s", re.compile(

@@ -152,3 +152,24 @@ def test_the_cpu_engine_cold_then_a_cache_it_could_not_load() -> None:
     assert warm["compile_cache_load_error"] == "'function' object has no attribute " \
         "'finalize_loading'"
     assert warm["init_engine_s"] == 14.05
+
+
+def test_a_true_compile_cache_hit_on_the_h200() -> None:
+    # The same plain start twice on one machine and one VLLM_CACHE_ROOT (benchmarks/gpu_vllm.sh
+    # draft, then openloop): the second loads its graphs and AOT function from the cache.
+    cold = phases("vllm_v0260_plain_gpu_target_h200_cold_2026-12.txt")
+    warm = phases("vllm_v0260_plain_gpu_target_h200_cache_hit_2026-12.txt")
+    assert cold["compile_cache_hit"] is False and cold["compile_s"] == 13.91
+    assert cold["torch_compile_total_s"] == 17.69 and cold["init_engine_s"] == 119.81
+    assert warm["compile_cache_hit"] is True and warm["compile_s"] is None
+    assert warm["compile_cache_load_s"] == 0.456  # "... from the cache, took 0.456 s"
+    assert warm["torch_compile_total_s"] == 1.63 and warm["init_engine_s"] == 13.96
+    assert warm["compile_cache_load_error"] is None
+
+
+def test_the_gpu_model_runner_wording_of_model_loading() -> None:
+    # "Model loading took 0.85 GiB memory and 0.552021 seconds" (vLLM 0.26's gpu_model_runner.py)
+    draft = phases("vllm_v0260_draft2_gpu_target_h200_cold_2026-12.txt")
+    assert draft["model_load_s"] == 0.552021
+    assert draft["compile_s"] == 16.74  # the backbone's; the draft's own compile took 3.29 s
+    assert draft["init_engine_s"] == 44.33
