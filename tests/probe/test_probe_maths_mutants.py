@@ -6,6 +6,7 @@ expected figure is worked out by hand in the test from the counts it plants."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -98,7 +99,7 @@ def test_sglang_counters_missing_or_reset_give_nothing(before: dict, after: dict
 # -- SGLang meta_info ------------------------------------------------------------------------------
 
 def test_sglang_meta_is_token_weighted_over_the_requests_that_verified() -> None:
-    metas = [
+    metas: list[dict[str, Any]] = [
         {"spec_verify_ct": 10, "completion_tokens": 31, "spec_num_proposed_drafts": 30,
          "spec_num_correct_drafts": 20},
         {"spec_verify_ct": 5.0, "completion_tokens": 11, "spec_proposed_drafts": 15,
