@@ -6,8 +6,10 @@ by hand from the rule it checks, never taken from the code under test."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -390,12 +392,16 @@ class _Adapter(ApiProvider):
         self.listed: list[list[PodInfo]] = []  # what each list_by_tag answers, in turn
         self.lookups = 0
         self.reads: list[PodInfo | None | Exception] = []
+        self.asked_tags: list[str | None] = []  # each look-up's run tag: never "all pods"
+        self.asked_ids: list[str] = []
 
     def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
         self.lookups += 1
+        self.asked_tags.append(run_tag)
         return self.listed.pop(0) if self.listed else []
 
     def get(self, pod_id: str) -> PodInfo | None:
+        self.asked_ids.append(pod_id)
         answer = self.reads.pop(0) if self.reads else None
         if isinstance(answer, Exception):
             raise answer
@@ -444,7 +450,8 @@ def _create(adapter: _Adapter, reasons: list[str], retry_ok: tuple[int, ...] = (
         "tp-tag", "RTX 4090", reasons,
         send=lambda: adapter.api.send("POST", "/pods", "creating a pod"),
         created=lambda status, body: body.get("id") if status == 200 else None,
-        refused=lambda status, body, detail: f"RTX 4090: refused (HTTP {status}: {detail})",
+        refused=lambda status, body, detail: f"RTX 4090: refused (HTTP {status}: {detail}; "
+                                             f"code {body.get('code')})",
         retry_ok=retry_ok, left_behind=left_behind)
 
 
@@ -471,6 +478,7 @@ def test_after_a_5xx_the_tag_is_looked_up_before_creating_again() -> None:
     reasons: list[str] = []
     assert _create(adapter, reasons) == "pod-made"
     assert sent == [500] and adapter.lookups == 1
+    assert adapter.asked_tags == ["tp-tag"]  # this run's tag, never every tailpod pod
     assert adapter.notified == ["pod-made"]  # type: ignore[attr-defined]
     assert reasons == ["RTX 4090: created despite an error (HTTP 500: boom)"]
     assert sleeps == [0.5]
@@ -489,6 +497,7 @@ def test_a_create_that_keeps_failing_is_looked_up_once_more_at_the_end() -> None
     reasons: list[str] = []
     assert _create(adapter, reasons) == "pod-late"
     assert sent == [503, 503, 503] and adapter.lookups == 3  # TIMINGS.create_attempts
+    assert adapter.asked_tags == ["tp-tag"] * 3
     assert reasons == ["RTX 4090: created despite errors (HTTP 503: busy)"]
     assert sleeps == [0.5, 1.0, 1.5]
 
@@ -518,11 +527,11 @@ def test_a_transport_failure_on_create_backs_off_and_looks_up() -> None:
 
 
 def test_a_refusal_moves_to_the_next_candidate_without_retrying() -> None:
-    adapter, sleeps, sent = _adapter([(400, {"message": "no  capacity"})])
+    adapter, sleeps, sent = _adapter([(400, {"message": "no  capacity", "code": 7})])
     reasons: list[str] = []
     assert _create(adapter, reasons) is None
     assert sent == [400] and adapter.lookups == 0 and sleeps == []
-    assert reasons == ["RTX 4090: refused (HTTP 400: no capacity)"]
+    assert reasons == ["RTX 4090: refused (HTTP 400: no capacity; code 7)"]
 
 
 def test_a_retry_ok_status_is_tried_again() -> None:
@@ -532,16 +541,17 @@ def test_a_retry_ok_status_is_tried_again() -> None:
 
 
 def test_an_error_answer_that_left_a_pod_behind_ends_the_candidate() -> None:
-    adapter, sleeps, sent = _adapter([(500, {"message": "half made"})])
-    seen: list[tuple[int, str]] = []
+    adapter, sleeps, sent = _adapter([(500, {"message": "half made", "new_contract": 9})])
+    seen: list[tuple[int, Any, str]] = []
 
     def left_behind(status: int, body: Any, detail: str) -> str | None:
-        seen.append((status, detail))
+        seen.append((status, body, detail))
         return "RTX 4090: a pod was left behind and removed"
 
     reasons: list[str] = []
     assert _create(adapter, reasons, left_behind=left_behind) is None
-    assert seen == [(500, "half made")] and sent == [500]
+    assert seen == [(500, {"message": "half made", "new_contract": 9}, "half made")]
+    assert sent == [500]
     assert reasons == ["RTX 4090: a pod was left behind and removed"]
 
 
@@ -564,7 +574,9 @@ def test_a_long_retry_after_is_capped_and_a_missing_one_backs_off() -> None:
 
 
 def test_endless_rate_limits_use_up_the_tries_after_the_429_allowance() -> None:
-    adapter, sleeps, sent = _adapter([(429, {})], headers={"Retry-After": "1"})
+    # 429 fifty times, then a refusal: a count that never ran out would end on the refusal
+    adapter, sleeps, sent = _adapter([(429, {})] * 50 + [(400, {"message": "x"})],
+                                     headers={"Retry-After": "1"})
     reasons: list[str] = []
     assert _create(adapter, reasons) is None
     # 4 (TIMINGS.attempts) rate limits are free, then each counts: 4 + 3 tries in all
@@ -582,7 +594,7 @@ def test_read_back_returns_the_pod_and_waits_between_tries() -> None:
     pod = PodInfo("pod-9", "tp-tag", PodState.RUNNING, price_per_hr=0.4)
     adapter.reads = [None, ProviderError("hiccup"), pod]
     assert adapter._read_back("pod-9", "tp-tag") is pod
-    assert sleeps == [0.0, 0.25]
+    assert sleeps == [0.0, 0.25] and adapter.asked_ids == ["pod-9"] * 3
 
 
 def test_read_back_of_a_pod_never_visible_keeps_its_id_as_unknown() -> None:
@@ -594,3 +606,135 @@ def test_read_back_of_a_pod_never_visible_keeps_its_id_as_unknown() -> None:
     assert sleeps == [0.0, 0.25, 0.25]
     adapter.reads = [None, None, None]
     assert adapter._read_back("pod-10", "tp-tag").detail == {"readback_error": "not visible"}
+
+
+def test_one_create_attempt_and_one_read_back_mean_one() -> None:
+    adapter, sleeps, sent = _adapter([(503, {"message": "busy"})])
+    adapter.timings = replace(TIMINGS, create_attempts=1, readback_attempts=1)
+    assert _create(adapter, []) is None
+    assert sent == [503] and adapter.lookups == 1  # the one try, then the final look-up
+    adapter.reads = [None, PodInfo("p", "tp-tag", PodState.RUNNING)]
+    assert adapter._read_back("p", "tp-tag").state is PodState.UNKNOWN
+    assert adapter.asked_ids == ["p"]
+
+
+def test_a_create_whose_transport_keeps_failing_says_what_failed() -> None:
+    sleeps: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("reset", request=request)
+
+    adapter = _Adapter(_settings(RUNPOD_API_KEY=KEY), handler, sleeps)
+    reasons: list[str] = []
+    assert _create(adapter, reasons) is None
+    assert reasons == ["RTX 4090: the API kept failing (RunPod: creating a pod failed "
+                       "(no answer: ConnectError))"]
+
+
+def test_the_adapter_wires_its_client_with_label_key_env_and_sleep() -> None:
+    slept: list[float] = []
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(401) if request.url.path.endswith("/auth") else \
+            httpx.Response(503, headers={"Retry-After": "0.5"})
+
+    adapter = _Adapter(_settings(RUNPOD_API_KEY=KEY), handler, slept)
+    assert adapter.api.provider == "RunPod" and adapter.api.auth_env == "RUNPOD_API_KEY"
+    with pytest.raises(AuthError) as caught:
+        adapter.api.call("GET", "/auth", "checking the key")
+    assert caught.value.hint == "check RUNPOD_API_KEY"
+    assert seen[-1].headers["Authorization"] == f"Bearer {KEY}"
+    with pytest.raises(TransientApiError):
+        adapter.api.call("GET", "/busy", "listing")
+    assert slept == [0.5, 0.5, 0.5]  # the adapter's own sleep, not time.sleep
+
+
+def test_the_missing_key_error_says_where_to_put_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        _Adapter(_settings(), lambda r: httpx.Response(200), [])
+    assert caught.value.hint == ("put it in .env or the environment (`tailpod sandbox serve` "
+                                 "prints a key for the local sandbox)")
+
+
+def test_an_adapter_class_missing_its_declarations_is_a_bug_caught_at_once() -> None:
+    for missing in ("key_setting", "url_setting", "key_env"):
+        broken = type("Broken", (_Adapter,), {missing: None})
+        with pytest.raises(AssertionError):
+            broken(_settings(RUNPOD_API_KEY=KEY), lambda r: httpx.Response(200), [])
+
+
+def test_a_call_sends_its_body_and_params_and_names_itself_in_errors() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path.endswith("/refused"):
+            return httpx.Response(401)
+        if request.url.path.endswith("/down"):
+            raise httpx.ConnectError("x", request=request)
+        return httpx.Response(200)
+
+    api = _api(handler)
+    api.call("POST", "/pods", "creating a pod", json={"name": "tp-x"}, params={"q": "1"})
+    assert json.loads(seen[-1].content) == {"name": "tp-x"} and seen[-1].url.params["q"] == "1"
+    api.send("PUT", "/pods", "updating", json={"a": 2})
+    assert json.loads(seen[-1].content) == {"a": 2} and seen[-1].method == "PUT"
+    with pytest.raises(AuthError) as caught:
+        api.call("GET", "/refused", "reading pod p1")
+    assert caught.value.message == "RunPod rejected the API key (HTTP 401) during reading pod p1"
+    with pytest.raises(TransientApiError) as transient:
+        api.call("GET", "/down", "reading pod p2")
+    assert str(transient.value) == "RunPod: reading pod p2 failed (no answer: ConnectError)"
+    assert api.base_url == "http://api.invalid/v1"
+
+
+def test_a_deadline_error_names_provider_and_call() -> None:
+    api = _api(lambda r: httpx.Response(200))
+    for run in (lambda: api.send("GET", "/p", "listing pods"),
+                lambda: api.read_stream("/l", "listing pods")):
+        with call_deadline(time.monotonic() + 0.01), pytest.raises(DeadlineReached) as caught:
+            run()
+        assert str(caught.value) == ("RunPod: listing pods not answered: the command's "
+                                     "deadline passed")
+        assert caught.value.provider == "RunPod"
+
+    def slow(request: httpx.Request) -> httpx.Response:
+        time.sleep(0.15)
+        raise httpx.ReadTimeout("t", request=request)
+
+    with call_deadline(time.monotonic() + 0.1), pytest.raises(DeadlineReached) as caught:
+        _api(slow).send("GET", "/p", "listing pods")
+    assert str(caught.value) == "RunPod: listing pods not answered: the command's deadline passed"
+    assert caught.value.provider == "RunPod"
+
+
+def test_half_a_second_left_is_enough_to_send() -> None:
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        return httpx.Response(200, stream=_Chunks(b"ok"))
+
+    api = _api(handler)
+    with call_deadline(time.monotonic() + 0.5):
+        api.send("GET", "/a", "a")
+    with call_deadline(time.monotonic() + 0.5):
+        api.read_stream("/b", "b")
+    assert sent == ["/v1/a", "/v1/b"]
+
+
+def test_read_stream_is_an_authorised_get_with_its_params_and_default_idle() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, stream=_Chunks(b"ok \xff\xfe end"))
+
+    status, text = _api(handler).read_stream("/logs", "reading logs", params={"tail": "5"})
+    request = seen[0]
+    assert request.method == "GET" and request.url.params["tail"] == "5"
+    assert request.headers["Authorization"] == f"Bearer {KEY}"
+    assert request.extensions["timeout"]["read"] == 3.0  # idle_s: the stream went quiet
+    assert text == "ok \ufffd\ufffd end"  # undecodable bytes are replaced, never raised
