@@ -17,6 +17,7 @@ from tailpod.agent.probes.metrics import (
     acceptance_from_vllm,
     metrics_summary,
     normalise_acceptance,
+    sum_by_label,
 )
 from tailpod.agent.probes.stream import HTTPResponseParser, ProtocolError, StreamRecorder
 
@@ -40,7 +41,21 @@ def test_sglang_counters_give_accepted_drafts_per_verify() -> None:
     native = acc["native"]
     assert (native["spec_verify_calls"], native["generation_tokens"]) == (60.0, 200.0)
     assert native["accept_length"] == pytest.approx(200 / 60)
-    assert native["convention"].startswith("SGLang accept length = generated tokens / verify")
+    assert native["convention"] == (
+        "SGLang accept length = generated tokens / verify calls (includes the bonus token and "
+        "the prefill token, so it reads slightly high)")
+
+
+def test_sglang_one_verify_counts_and_no_new_tokens_is_not_a_reset() -> None:
+    acc, flags = acceptance_from_sglang_metrics({"verify_calls": 0.0, "generation_tokens": 0.0},
+                                                {"verify_calls": 1.0, "generation_tokens": 4.0},
+                                                finished_requests=1)
+    assert flags == [] and acc is not None
+    assert acc["native"]["accept_length"] == 4.0 and acc["accepted"] == 4 - 1 - 1
+    acc, flags = acceptance_from_sglang_metrics({"verify_calls": 2.0, "generation_tokens": 5.0},
+                                                {"verify_calls": 2.0, "generation_tokens": 5.0},
+                                                finished_requests=0)
+    assert flags == ["no_drafts"] and acc is not None  # an idle cell, not a counter reset
 
 
 def test_sglang_counters_without_a_request_counter_use_the_cells_finished_requests() -> None:
@@ -99,26 +114,33 @@ def test_sglang_counters_missing_or_reset_give_nothing(before: dict, after: dict
 # -- SGLang meta_info ------------------------------------------------------------------------------
 
 def test_sglang_meta_is_token_weighted_over_the_requests_that_verified() -> None:
+    # The engine's own correct-draft counts (18 + 5 = 23) win over what the token count would
+    # give (42 tokens - 2 prefill - 15 verifies = 25): the two differ on purpose here.
     metas: list[dict[str, Any]] = [
+        {"spec_verify_ct": 0, "completion_tokens": 1},  # no verify: not counted, not the end
         {"spec_verify_ct": 10, "completion_tokens": 31, "spec_num_proposed_drafts": 30,
-         "spec_num_correct_drafts": 20},
+         "spec_num_correct_drafts": 18, "spec_accepted_drafts": 99},
         {"spec_verify_ct": 5.0, "completion_tokens": 11, "spec_proposed_drafts": 15,
          "spec_accepted_drafts": 5},
-        {"spec_verify_ct": 0, "completion_tokens": 1},  # no verify: not counted
         {"spec_verify_ct": "7", "completion_tokens": 9},  # not a number: not counted
         {"spec_verify_ct": 7, "completion_tokens": None},
     ]
     acc = acceptance_from_sglang_meta(metas)
     assert acc is not None
-    assert (acc["drafts"], acc["draft_tokens"], acc["accepted"]) == (15, 45, 25)
-    assert acc["acceptance_length"] == pytest.approx(1 + 25 / 15)
-    assert acc["acceptance_rate"] == pytest.approx(25 / 45)
+    assert (acc["drafts"], acc["draft_tokens"], acc["accepted"]) == (15, 45, 23)
+    assert acc["acceptance_length"] == pytest.approx(1 + 23 / 15)
+    assert acc["acceptance_rate"] == pytest.approx(23 / 45)
     assert acc["source"] == "sglang_meta"
     native = acc["native"]
     assert (native["spec_verify_ct"], native["completion_tokens"], native["requests"]) == (
         15.0, 42.0, 2)
-    assert native["accept_length"] == pytest.approx(42 / 15)
-    assert native["convention"].startswith("SGLang meta_info spec_accept_length")
+    assert native == {
+        "convention": "SGLang meta_info spec_accept_length = completion_tokens / spec_verify_ct "
+                      "(includes the bonus token and the prefill token)",
+        "spec_verify_ct": 15.0, "completion_tokens": 42.0, "accept_length": 42 / 15,
+        "requests": 2}
+    one = acceptance_from_sglang_meta([{"spec_verify_ct": 1, "completion_tokens": 3}])
+    assert one is not None and one["drafts"] == 1 and one["accepted"] == 3 - 1 - 1
 
 
 def test_sglang_meta_without_draft_counts_derives_accepted_from_tokens() -> None:
@@ -149,6 +171,8 @@ def test_normalise_acceptance_floors_and_rounds() -> None:
     assert (acc["source"], acc["native"]) == ("s", {"n": 1})
     neg = normalise_acceptance(2.0, 4.0, -1.0, [], "s", {})
     assert neg["acceptance_length"] == 1.0 and neg["acceptance_rate"] == 0.0
+    single = normalise_acceptance(1.0, 2.0, 1.0, [1.0], "s", {})
+    assert single["acceptance_length"] == 2.0 and single["per_position"] == [1.0]
     none = normalise_acceptance(0.0, 0.0, 0.0, [1.0], "s", {})
     assert none["acceptance_length"] is None and none["acceptance_rate"] is None
     assert none["per_position"] == []
@@ -164,6 +188,23 @@ def test_vllm_counter_deltas_per_position() -> None:
     assert acc["acceptance_length"] == pytest.approx(1 + 12 / 10)
     assert acc["acceptance_rate"] == pytest.approx(12 / 30)
     assert acc["per_position"] == pytest.approx([0.8, 0.4, 0.1])
+    assert acc["native"] == {
+        "convention": "vLLM counters: accepted excludes the bonus token; mean acceptance "
+                      "length = 1 + accepted/drafts",
+        "num_drafts": 10.0, "num_draft_tokens": 30.0, "num_accepted_tokens": 12.0,
+        "num_accepted_tokens_per_pos": [8.0, 4.0, 1.0]}
+
+
+def test_vllm_one_draft_counts_and_any_missing_or_reset_counter_voids_it() -> None:
+    acc, flags = acceptance_from_vllm({"drafts": 0.0, "accepted": 0.0},
+                                      {"drafts": 1.0, "accepted": 1.0})
+    assert flags == [] and acc is not None and acc["acceptance_length"] == 2.0
+    assert acc["draft_tokens"] is None  # no draft-token counter: no rate, and no error
+    assert acceptance_from_vllm({"drafts": 1.0}, {"drafts": 2.0}) == (None, [])
+    assert acceptance_from_vllm({"accepted": 1.0}, {"accepted": 2.0}) == (None, [])
+    base = {"drafts": 5.0, "accepted": 5.0, "draft_tokens": 5.0}
+    for key in ("drafts", "accepted", "draft_tokens"):
+        assert acceptance_from_vllm(base, {**base, key: 4.0}) == (None, ["counter_reset"]), key
 
 
 # -- probe metrics -----------------------------------------------------------------------------------
@@ -181,6 +222,17 @@ def test_metrics_summary_sums_under_the_prefix_and_spells_odd_numbers() -> None:
                                {"name": "vllm:b", "labels": {}, "value": "NaN"}]
     assert metrics_summary([Sample("z", {}, 1.0), Sample("a", {}, 2.0)], "s", "e")["sums"] == {
         "a": 2.0, "z": 1.0}
+    tiny = metrics_summary([Sample("p", {}, math.inf), Sample("q", {}, -math.inf)], "s", "e")
+    assert tiny["sums"] == {"p": "+Inf", "q": "-Inf"}
+
+
+def test_sum_by_label_counts_only_the_named_metric() -> None:
+    samples = [Sample("spec:accepted", {"position": "0"}, 3.0),
+               Sample("spec:accepted", {"position": "1"}, 2.0),
+               Sample("spec:accepted", {"position": "0"}, 1.0),
+               Sample("spec:drafts", {"position": "0"}, 100.0),
+               Sample("spec:accepted", {}, 50.0)]
+    assert sum_by_label(samples, "spec:accepted", "position") == {"0": 4.0, "1": 2.0}
 
 
 # -- /generate (SGLang) stream events ----------------------------------------------------------------
@@ -217,9 +269,17 @@ def test_generate_events_without_counts_or_meta_change_nothing() -> None:
     assert rec.t_first is None and rec.chunks == 0 and rec.usage is None and rec.meta is None
     rec.feed(_sse('{"meta_info": {"finish_reason": null, "completion_tokens": 2}}'), 2.0)
     assert rec.meta is None and rec.usage is None and rec.chunks == 1
-    rec.feed(_sse('{"meta_info": {"finish_reason": "length", "completion_tokens": 2.0}}'), 3.0)
+    rec.feed(_sse('{"meta_info": {"finish_reason": "length", "completion_tokens": 2.0}, '
+                  '"output_ids": [1, 2]}'), 3.0)
     assert rec.meta is not None and rec.usage is None  # a count that is not an int is not usage
     assert rec.token_ids == []  # ids only when asked for
+
+
+def test_the_first_failure_is_the_one_kept() -> None:
+    rec = _gen()
+    rec.fail("connect refused")
+    rec.fail("later noise")
+    assert rec.error == "connect refused"
 
 
 def test_generate_error_events_are_errors_unless_they_carry_meta() -> None:
@@ -263,6 +323,15 @@ def test_an_error_body_is_kept_not_delivered_and_capped() -> None:
     p.feed(b"y" * 4470, 1.0)
     assert got == [] and p.complete and p.reason == "Busy Now"
     assert p.error_body == b"x" * 65530 + b"y" * 6
+
+
+def test_a_3xx_body_is_not_the_callers() -> None:
+    p, got = _parser()
+    p.feed(b"HTTP/1.1 300 Multiple Choices\r\nContent-Length: 4\r\n\r\nmany", 1.0)
+    assert got == [] and p.error_body == b"many"
+    q, got = _parser()
+    q.feed(b"HTTP/1.1 299 Odd\r\nContent-Length: 2\r\n\r\nok", 1.0)
+    assert got == [(b"ok", 1.0)]
 
 
 def test_a_chunked_error_body_is_kept_and_a_chunked_ok_body_delivered() -> None:
