@@ -18,6 +18,7 @@ from tailpod.config import load_settings
 from tailpod.errors import ProviderError
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodInfo, PodState
+from tailpod.provision.runpod import provider as runpod_module
 from tailpod.provision.runpod.provider import RunPodProvider, stated_rate
 
 KEY = "rp_LISTINGevidenceKEY_0123456789"
@@ -42,11 +43,17 @@ class FakeRunPod:
     gql_pod: Any = None  # GraphQL pod(podId), None: null (gone)
     spend: Any = 0.0  # currentSpendPerHr; "gone" makes GraphQL answer 404
     totals: list[Any] = field(default_factory=list)  # billing history totals, read in turn
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    gql_errors: Any = None  # a GraphQL `errors` answer
+    billing_body: Any = None  # overrides the billing history answer
     seen: list[httpx.Request] = field(default_factory=list)
+    gql_variables: list[Any] = field(default_factory=list)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.seen.append(request)
         path = request.url.path
+        if request.method != ("POST" if path == "/graphql" else "GET"):
+            return httpx.Response(405)
         if path == "/v2/pods":
             token = request.url.params.get("pageToken")
             index = 0 if token is None else int(token.removeprefix("t"))
@@ -57,17 +64,23 @@ class FakeRunPod:
         if path == "/graphql":
             if self.spend == "gone":
                 return httpx.Response(404, json={"message": "retired"})
-            query = json.loads(request.content)["query"]
+            sent = json.loads(request.content)
+            query = sent["query"]
+            self.gql_variables.append(sent["variables"])
+            if self.gql_errors is not None:
+                return httpx.Response(200, json={"errors": self.gql_errors})
             if "TailpodPod" in query:
                 return httpx.Response(200, json={"data": {"pod": self.gql_pod}})
             return httpx.Response(200, json={"data": {"myself": {
                 "currentSpendPerHr": self.spend, "clientBalance": 10.0}}})
         if path == "/v2/billing/pods":
+            if self.billing_body is not None:
+                return httpx.Response(200, json=self.billing_body)
             total = self.totals.pop(0) if self.totals else None
             body = {"metadata": {"totals": {"totalAmount": total}}} if total is not None else {}
             return httpx.Response(200, json=body)
         if path == "/v2/network-volumes":
-            return httpx.Response(200, json={"networkVolumes": []})
+            return httpx.Response(200, json={"networkVolumes": self.volumes})
         return httpx.Response(404)
 
 
@@ -123,10 +136,11 @@ def test_only_a_running_pod_is_priced_yet_every_pod_states_its_cost(tmp_path: Pa
 def test_ssh_falls_back_to_the_runtime_port_map_and_untagged_names_stay_untagged(
         tmp_path: Path) -> None:
     rp = provider(FakeRunPod(), tmp_path)
-    ports = [{"private": 8000, "public": 1, "ip": "9.9.9.9"},
+    # the usable mapping first: every later one lacks something and must not replace it
+    ports = [{"private": 22, "public": 40122, "ip": "5.6.7.8"},
+             {"private": 8000, "public": 1, "ip": "9.9.9.9"},
              {"private": 22, "public": 0, "ip": "8.8.8.8"},
-             {"private": 22, "public": 40022, "ip": ""},
-             {"private": 22, "public": 40122, "ip": "5.6.7.8"}]
+             {"private": 22, "public": 40022, "ip": ""}]
     info = rp.to_info(pod("p1", "my-own-pod", runtime={"ports": ports}))
     assert (info.ssh_host, info.ssh_port, info.run_tag) == ("5.6.7.8", 40122, None)
     assert info.detail["container_up"] is True
@@ -282,7 +296,7 @@ def test_no_pod_id_rests_on_the_listing(tmp_path: Path) -> None:
 def test_no_spend_rate_reported_fails_the_spend_check(tmp_path: Path) -> None:
     ev = provider(FakeRunPod(spend=None), tmp_path).billing_evidence(TAG, "p1", 0.4)
     check = _checks(ev)["account-spend-rate"]
-    assert not check.passed and check.detail == "RunPod did not report currentSpendPerHr"
+    assert check.passed is False and check.detail == "RunPod did not report currentSpendPerHr"
 
 
 def test_an_untracked_tagged_pod_fails_the_others_check(tmp_path: Path) -> None:
@@ -305,7 +319,7 @@ def test_without_graphql_a_growing_billing_history_fails(tmp_path: Path) -> None
     ev = provider(fake, tmp_path, sleeps).billing_evidence(TAG, "p1", 0.4)
     check = _checks(ev)["billing-history"]
     assert "account-spend-rate" not in _checks(ev)
-    assert not check.passed and sleeps == [30.0]
+    assert check.passed is False and sleeps == [30.0]
     assert check.detail.startswith(
         "GraphQL unavailable; v2 billing history for p1: $1.000000 then $1.002000 over ")
     assert ev.still_billing[-1].startswith(
@@ -330,7 +344,7 @@ def test_without_graphql_and_without_totals_nothing_shows_the_charges_stopped(
     ev = provider(FakeRunPod(spend="gone", totals=[1.0]), tmp_path).billing_evidence(
         TAG, "p1", 0.4)
     check = _checks(ev)["billing-history"]
-    assert not check.passed
+    assert check.passed is False
     assert check.detail == ("GraphQL is unavailable and GET /v2/billing/pods did not answer with "
                             "totals: nothing shows the charges stopped")
 
@@ -363,3 +377,161 @@ def test_stated_rate_prefers_the_price_then_the_stated_cost() -> None:
                                detail={"stated_cost": 0.9})) == 0.4
     assert stated_rate(PodInfo("a", TAG, PodState.PENDING, detail={"stated_cost": 0.9})) == 0.9
     assert stated_rate(PodInfo("a", TAG, PodState.PENDING)) == 0.0
+
+
+# -- more of the evidence, each pinned where a mutant slipped through -----------------------------
+
+class Clock:
+    """The adapter's `time`: only this test moves it (each sleep advances it)."""
+
+    def __init__(self) -> None:
+        self.now = 500.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _clocked(fake: FakeRunPod, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RunPodProvider:
+    clock = Clock()
+    monkeypatch.setattr(runpod_module, "time", clock)
+    settings = load_settings(env={"RUNPOD_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path),
+                                  "TAILPOD_RUNPOD_URL": "http://runpod.invalid"},
+                             dotenv_path=tmp_path / "absent.env")
+    return RunPodProvider(settings, timings=TIMINGS, transport=httpx.MockTransport(fake),
+                          sleep=clock.sleep)
+
+
+@pytest.mark.parametrize(("grew", "billing"), [(0.0016674, False), (0.0016690, True)])
+def test_the_billing_history_may_grow_half_the_pods_rate_over_the_window(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grew: float, billing: bool) -> None:
+    # $0.40/h over 30 s would add 0.4 * 30 / 3600 = $0.0033333; half of it plus $1e-6 of
+    # rounding is allowed: $0.0016677
+    fake = FakeRunPod(spend="gone", totals=[2.0, 2.0 + grew])
+    ev = _clocked(fake, tmp_path, monkeypatch).billing_evidence(TAG, "p1", 0.4)
+    check = _checks(ev)["billing-history"]
+    assert check.passed is not billing
+    assert "over 30.0s (this pod was $0.4000/h)" in check.detail
+
+
+def test_a_measured_meter_delay_makes_a_flat_history_evidence(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeRunPod(spend="gone", totals=[2.0, 2.0])
+    rp = _clocked(fake, tmp_path, monkeypatch)
+    monkeypatch.setattr(RunPodProvider, "meter_delay",
+                        lambda self: (40.0, "measured by first contact"))
+    ev = rp.billing_evidence(TAG, "p1", 0.4)
+    check = _checks(ev)["billing-history"]
+    # a 40 s delay is waited out: the window is 41 s, longer than the delay
+    assert check.passed is True and check.informative is not False
+    assert check.detail.endswith("the 41.0s window is longer than the meter's update delay of "
+                                 "40s (measured by first contact)")
+
+
+def test_a_flat_history_under_an_unknown_delay_names_why_it_proves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeRunPod(spend="gone", totals=[2.0, 2.0])
+    ev = _clocked(fake, tmp_path, monkeypatch).billing_evidence(TAG, "p1", 0.4)
+    assert "the meter's update delay is unknown (not documented by RunPod, not measured: run " \
+           "check-requirements --live)" in _checks(ev)["billing-history"].detail
+
+
+def test_without_graphql_every_line_is_kept_and_graphql_is_asked_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeRunPod(spend="gone", totals=[1.0, 1.5], direct={"p1": pod("p1", "renamed")})
+    ev = _clocked(fake, tmp_path, monkeypatch).billing_evidence(TAG, "p1", 0.4)
+    assert [line.split(" — ")[0] for line in ev.still_billing] == [
+        "RunPod still answers for pod p1",
+        f"RunPod billing history for p1 ({TAG}) still grows by $0.500000 over 30.0s"]
+    assert len([r for r in fake.seen if r.url.path == "/graphql"]) == 1
+
+
+def test_a_listed_pod_is_named_once_even_when_its_history_grows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeRunPod(pages=[{"pods": [pod("p1", TAG, "EXITED")]}], spend="gone",
+                      totals=[1.0, 1.5], direct={"p1": pod("p1", TAG, "EXITED")})
+    ev = _clocked(fake, tmp_path, monkeypatch).billing_evidence(TAG, "p1", 0.4)
+    assert len(ev.still_billing) == 1 and ev.still_billing[0].startswith("RunPod still lists p1")
+
+
+def test_the_tag_listing_check_names_the_run(tmp_path: Path) -> None:
+    ev = provider(FakeRunPod(spend=0.0), tmp_path).billing_evidence(TAG, "p1", 0.4)
+    assert _checks(ev)["tag-listing"].detail == f"RunPod lists nothing tagged {TAG}"
+
+
+def test_the_direct_graphql_lookup_asks_for_this_pod_and_its_errors_surface(
+        tmp_path: Path) -> None:
+    fake = FakeRunPod(spend=0.0)
+    provider(fake, tmp_path).billing_evidence(TAG, "p1", 0.4)
+    assert fake.gql_variables[0] == {"podId": "p1"}
+    broken = FakeRunPod(gql_errors=[{"message": "internal hiccup"}])
+    with pytest.raises(ProviderError) as caught:
+        provider(broken, tmp_path).billing_evidence(TAG, "p1", 0.4)
+    assert caught.value.message == "RunPod: looking the pod up failed: internal hiccup"
+
+
+def test_the_runs_own_listed_pod_never_explains_the_spend(tmp_path: Path) -> None:
+    # this run's pod still STARTING states $0.40/h: the spend is this pod's, not explained
+    fake = FakeRunPod(pages=[{"pods": [pod("p1", TAG, "STARTING", cost=0.4)]}], spend=0.4)
+    ev = provider(fake, tmp_path).billing_evidence(TAG, "p1", 0.4)
+    check = _checks(ev)["account-spend-rate"]
+    assert check.passed is False
+    assert "other listed pods explain $0.0000/h" in check.detail
+
+
+def test_kept_volumes_explain_their_share_of_the_spend(tmp_path: Path) -> None:
+    # a 730 GB STANDARD volume: 730 GB * $0.07/GB-month = $51.10 a month, over RunPod's 730 h
+    # month (provision/runpod/volumes.py) $0.07/h
+    volume = {"id": "v1", "name": "keep", "size": 730, "dataCenterId": "EU-RO-1",
+              "type": "STANDARD"}
+    fake = FakeRunPod(volumes=[volume], spend=0.07 + 0.15)
+    ev = provider(fake, tmp_path).billing_evidence(TAG, "p1", 0.4)
+    check = _checks(ev)["account-spend-rate"]
+    assert check.passed is True, check.detail
+    assert "other listed pods explain $0.0700/h; unexplained $0.1500/h" in check.detail
+
+
+def test_the_billing_history_note_asks_for_this_pod_only(tmp_path: Path) -> None:
+    fake = FakeRunPod(spend=0.0, totals=[0.5])
+    provider(fake, tmp_path).billing_evidence(TAG, "p1", 0.4)
+    reads = [dict(r.url.params) for r in fake.seen if r.url.path == "/v2/billing/pods"]
+    assert reads == [{"podId": "p1", "bucketSize": "hour"}]
+    none = FakeRunPod(spend=0.0, totals=[0.5])
+    ev = provider(none, tmp_path).billing_evidence(TAG, None, 0.4)
+    assert not [r for r in none.seen if r.url.path == "/v2/billing/pods"]
+    assert "billing history" not in _checks(ev)["account-spend-rate"].detail
+
+
+def test_billed_so_far_of_an_answer_that_is_not_an_object_is_unknown(tmp_path: Path) -> None:
+    assert provider(FakeRunPod(billing_body=[1, 2]), tmp_path).billed_so_far("p1") is None
+
+
+def test_get_quotes_the_pod_id_and_names_itself_in_errors(tmp_path: Path) -> None:
+    fake = FakeRunPod()
+    assert provider(fake, tmp_path).get("a/b") is None
+    assert fake.seen[-1].url.raw_path == b"/v2/pods/a%2Fb"
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500) if request.url.path.endswith("/p5") else \
+            httpx.Response(200, json=["not", "a", "pod"])
+
+    settings = load_settings(env={"RUNPOD_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path),
+                                  "TAILPOD_RUNPOD_URL": "http://runpod.invalid"},
+                             dotenv_path=tmp_path / "absent.env")
+    rp = RunPodProvider(settings, timings=TIMINGS, transport=httpx.MockTransport(broken),
+                        sleep=lambda s: None)
+    with pytest.raises(ProviderError) as caught:
+        rp.get("p5")
+    assert str(caught.value) == "RunPod: reading pod p5 failed (HTTP 500)"
+    with pytest.raises(ProviderError) as caught:
+        rp.get("p6")
+    assert caught.value.message == "RunPod: unexpected answer reading pod p6"
+
+
+def test_the_kill_command_of_an_untagged_pod_is_the_api_call_alone(tmp_path: Path) -> None:
+    rp = provider(FakeRunPod(), tmp_path)
+    assert rp.kill_command(PodInfo("u1", None, PodState.RUNNING)) == (
+        "curl -X DELETE -H \"Authorization: Bearer $RUNPOD_API_KEY\" "
+        "http://runpod.invalid/v2/pods/u1")
