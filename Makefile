@@ -69,8 +69,11 @@ test: test-requirements setup engine lint typecheck
 
 # Mutation testing of the money core ([tool.mutmut] in pyproject.toml); slow, so not in `test`.
 # The score and every survivor go to docs/testing.md.
+# One worker at the lowest priority: it shares the machine. `make mutate MUTANTS='tailpod.secrets*'`
+# runs only the mutants whose names match (mutmut 3 names them module.function__mutmut_N).
+MUTANTS ?=
 mutate: setup
-	$(VENV)/bin/mutmut run; $(VENV)/bin/mutmut results
+	nice -n 19 $(VENV)/bin/mutmut run --max-children 1 $(MUTANTS); $(VENV)/bin/mutmut results
 
 clean:
 	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,541 @@
+"""The teardown's money paths in provision/lifecycle.py, one rule at a time, against an in-memory
+provider the test scripts: terminate retries, the wait until gone, the proof's verdict, the
+failed-create sweep and `down --all`'s verdict. Written to kill the mutants `make mutate` found
+surviving (docs/testing.md); every expected value is written out from the rule it checks."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tailpod.errors import BillingNotProven, CapacityError, ConfigError, ProviderError
+from tailpod.ledger import Ledger, PodRecord
+from tailpod.provision.base import BillingEvidence, PodInfo, PodSpec, PodState, ProofCheck, Provider
+from tailpod.provision.lifecycle import (
+    CONSOLE_URLS,
+    LifecyclePolicy,
+    TeardownOutcome,
+    UnprovenTeardown,
+    _still_there,
+    _terminate_with_retries,
+    _wait_gone,
+    create_pod_safely,
+    manual_stop,
+    raise_if_unproven,
+    teardown,
+    teardown_all,
+)
+
+TAG = "tp-20260101-000000-eeeeee"
+FAST = LifecyclePolicy(terminate_attempts=3, terminate_retry_s=0.001, gone_timeout_s=0.5,
+                       poll_interval_s=0.01, reterminate_every=2, sweep_timeout_s=0.5)
+
+
+class Fake(Provider):
+    """Pods live in `pods` until terminated; `listing_fails` / `terminate_fails` script errors."""
+
+    name = "fakecloud"
+
+    def __init__(self) -> None:
+        self.pods: dict[str, PodInfo] = {}
+        self.terminated: list[str] = []
+        self.terminate_fails = 0  # the next N terminates raise
+        self.sticky: set[str] = set()  # terminate answers, the pod stays listed
+        self.listing_fails = 0  # the next N listings raise
+        self.get_fails = False
+        self.evidence_checks: list[ProofCheck] = [ProofCheck("provider says gone", True, "ok")]
+        self.evidence_error: Exception | None = None
+        self.create_error: BaseException | None = None
+        self.made_on_create: str | None = None
+
+    def add(self, pod_id: str, tag: str | None = TAG, price: float | None = 0.5) -> None:
+        self.pods[pod_id] = PodInfo(pod_id, tag, PodState.RUNNING, gpu_type="A40",
+                                    price_per_hr=price)
+
+    def offers(self, gpu_preference: list[str], gpu_count: int,
+               max_price: float | None) -> list[Any]:
+        return []
+
+    def create(self, spec: PodSpec) -> PodInfo:
+        if self.made_on_create:
+            self.add(self.made_on_create, spec.run_tag)
+            if self.on_created is not None:
+                self.on_created(self.made_on_create)
+        if self.create_error is not None:
+            raise self.create_error
+        self.add("new-pod", spec.run_tag, price=0.42)
+        return self.pods["new-pod"]
+
+    def get(self, pod_id: str) -> PodInfo | None:
+        if self.get_fails:
+            raise ProviderError("get failed")
+        return self.pods.get(pod_id)
+
+    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
+        if self.listing_fails:
+            self.listing_fails -= 1
+            raise ProviderError("listing outage")
+        return [p for p in self.pods.values()
+                if (p.run_tag is not None if run_tag is None else p.run_tag == run_tag)]
+
+    def terminate(self, pod_id: str) -> None:
+        self.terminated.append(pod_id)
+        if self.terminate_fails:
+            self.terminate_fails -= 1
+            raise ProviderError(f"terminate {pod_id} refused")
+        if pod_id not in self.sticky:
+            self.pods.pop(pod_id, None)
+
+    def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
+                         *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
+        if self.evidence_error is not None:
+            raise self.evidence_error
+        self.evidence_args = (run_tag, pod_id, price_per_hr, set(known_active_tags))
+        return BillingEvidence(list(self.evidence_checks))
+
+
+def _ledger(tmp_path: Path, **record: Any) -> tuple[Ledger, PodRecord]:
+    ledger = Ledger(tmp_path / "home")
+    rec = PodRecord(run_tag=TAG, provider="fakecloud", status="running", **record)
+    ledger.put(rec)
+    return ledger, rec
+
+
+# -- the policy --------------------------------------------------------------------------------
+
+def test_a_policy_without_a_deadline_waits_what_is_wanted() -> None:
+    policy = LifecyclePolicy()
+    assert policy.within(None) is policy and policy.left(7.5) == 7.5
+    bounded = policy.within(10.0)
+    assert bounded.deadline is not None and 9.0 < bounded.deadline - time.monotonic() <= 10.0
+    assert 4.9 < bounded.left(5.0) <= 5.0  # less than what is left: all of it
+    assert 9.0 < bounded.left(60.0) <= 10.0  # more than what is left: cut
+    assert LifecyclePolicy(deadline=time.monotonic() - 5).left(3.0) == 0.0  # never below zero
+
+
+def test_progress_lines_are_redacted() -> None:
+    from tailpod.secrets import Secret
+
+    key = "rp_LIFECYCLEprogressKEY_0123456"
+    Secret(key)
+    said: list[str] = []
+    LifecyclePolicy(progress=said.append).say(f"retrying with {key}")
+    assert said == ["retrying with ***"]
+    LifecyclePolicy().say("nobody listens")  # no progress callback: nothing raised
+
+
+# -- terminate -----------------------------------------------------------------------------------
+
+def test_terminate_is_retried_with_growing_pauses_then_succeeds(monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr("tailpod.provision.lifecycle.time.sleep", slept.append)
+    fake = Fake()
+    fake.add("p1")
+    fake.terminate_fails = 2
+    said: list[str] = []
+    policy = LifecyclePolicy(terminate_attempts=3, terminate_retry_s=2.0, progress=said.append)
+    _terminate_with_retries(fake, "p1", policy)
+    assert fake.terminated == ["p1", "p1", "p1"] and "p1" not in fake.pods
+    assert slept == [2.0, 4.0]  # retry_s * attempt number
+    assert said == ["terminate p1 failed (terminate p1 refused); attempt 2/3 in 2 s",
+                    "terminate p1 failed (terminate p1 refused); attempt 3/3 in 4 s"]
+
+
+def test_terminate_failing_every_time_raises_the_last_error(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr("tailpod.provision.lifecycle.time.sleep", slept.append)
+    fake = Fake()
+    fake.terminate_fails = 10
+    with pytest.raises(ProviderError, match="terminate p1 refused"):
+        _terminate_with_retries(fake, "p1", LifecyclePolicy(terminate_attempts=3,
+                                                            terminate_retry_s=1.0))
+    assert len(fake.terminated) == 3 and slept == [1.0, 2.0]
+    fake.terminated.clear()
+    with pytest.raises(ProviderError):
+        _terminate_with_retries(fake, "p1", LifecyclePolicy(terminate_attempts=0))
+    assert len(fake.terminated) == 1  # at least one attempt, always
+
+
+def test_terminate_stops_retrying_at_the_deadline_and_says_so() -> None:
+    fake = Fake()
+    fake.terminate_fails = 10
+    said: list[str] = []
+    policy = LifecyclePolicy(terminate_attempts=5, terminate_retry_s=1.0,
+                             deadline=time.monotonic() - 1, progress=said.append)
+    with pytest.raises(ProviderError):
+        _terminate_with_retries(fake, "p1", policy)
+    assert len(fake.terminated) == 1
+    assert said == ["terminate p1 failed (terminate p1 refused); --timeout reached, no more "
+                    "retries"]
+
+
+# -- waiting until gone ----------------------------------------------------------------------------
+
+def test_still_there_joins_the_listing_and_the_direct_lookups() -> None:
+    fake = Fake()
+    fake.add("b")
+    fake.add("unlisted", tag=None)  # untagged: only the direct lookup sees it
+    assert _still_there(fake, TAG, ["unlisted", "gone"]) == ["b", "unlisted"]
+    assert _still_there(fake, "tp-other", ["gone"]) == []
+
+
+def test_wait_gone_returns_once_nothing_is_visible() -> None:
+    fake = Fake()
+    assert _wait_gone(fake, TAG, ["p1"], FAST, 5.0) == (True, [])
+
+
+def test_wait_gone_resends_terminate_every_few_polls_until_gone() -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.sticky = {"p1"}
+    calls = {"n": 0}
+    real = fake.terminate
+
+    def terminate(pod_id: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            fake.sticky.clear()  # the second re-send is the one that takes
+        real(pod_id)
+
+    fake.terminate = terminate  # type: ignore[method-assign]
+    gone, still = _wait_gone(fake, TAG, ["p1"], FAST, 5.0)
+    assert (gone, still) == (True, [])
+    assert calls["n"] == 2
+
+
+def test_wait_gone_times_out_naming_what_is_still_there() -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.sticky = {"p1"}
+    started = time.monotonic()
+    gone, still = _wait_gone(fake, TAG, ["p1"], FAST, 0.2)
+    assert (gone, still) == (False, ["p1"])
+    assert time.monotonic() - started >= 0.2
+
+
+def test_an_outage_during_the_wait_is_never_read_as_gone() -> None:
+    fake = Fake()
+    fake.listing_fails = 10_000
+    gone, still = _wait_gone(fake, TAG, ["p1", "p0"], FAST, 0.15)
+    assert (gone, still) == (False, ["p0", "p1"])
+
+
+def test_the_wait_reports_progress_every_interval() -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.sticky = {"p1"}
+    said: list[str] = []
+    policy = LifecyclePolicy(poll_interval_s=0.01, reterminate_every=1000, progress=said.append,
+                             progress_every_s=0.05)
+    _wait_gone(fake, TAG, ["p1"], policy, 0.3)
+    assert 2 <= len(said) <= 7, said
+    assert said[0].startswith("waiting for fakecloud to stop listing p1 (")
+    assert said[0].endswith(" s of at most 0 s; terminate is re-sent)")
+
+
+def test_the_wait_ends_at_the_policy_deadline() -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.sticky = {"p1"}
+    policy = LifecyclePolicy(poll_interval_s=0.01, deadline=time.monotonic() + 0.1)
+    started = time.monotonic()
+    assert _wait_gone(fake, TAG, ["p1"], policy, 60.0) == (False, ["p1"])
+    assert time.monotonic() - started < 30.0  # not the 60 s asked for
+
+
+# -- teardown --------------------------------------------------------------------------------------
+
+def _proof(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "billing-proof.json").read_text())
+
+
+def test_a_proven_teardown_terminates_every_id_and_records_the_end(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.add("stray")  # tagged, never recorded: found by the first listing
+    ledger, rec = _ledger(tmp_path, pod_id="p1", price_per_hr=0.5,
+                          extra={"provider_ids": ["p0"]})
+    run_dir = tmp_path / "run"
+    ev = teardown(fake, ledger, rec, run_dir, policy=FAST)
+    assert ev.proven
+    assert fake.terminated == ["p1", "p0", "stray"] and fake.pods == {}
+    assert fake.evidence_args == (TAG, "p1", 0.5, set())
+    proof = _proof(run_dir)
+    assert proof["proven"] is True and proof["pod_ids"] == ["p1", "p0", "stray"]
+    assert proof["schema"] == "tailpod.billing-proof/1" and proof["provider"] == "fakecloud"
+    assert [c["name"] for c in proof["checks"]] == ["gone-from-provider", "provider says gone"]
+    assert proof["checks"][0]["detail"] == (
+        "the provider no longer lists or answers for p1, p0, stray")
+    stored = ledger.get(TAG)
+    assert stored is not None and stored.status == "terminated"
+    assert isinstance(stored.extra.get("ended_at"), float)
+    assert "ended_at" in proof
+
+
+def test_a_second_proof_keeps_the_first_end(tmp_path: Path) -> None:
+    fake = Fake()
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+    teardown(fake, ledger, rec, tmp_path / "run", policy=FAST)
+    first = ledger.get(TAG)
+    assert first is not None
+    ended = first.extra["ended_at"]
+    time.sleep(1.1)  # the proof's stamp has whole seconds
+    teardown(fake, ledger, first, tmp_path / "run", policy=FAST)
+    again = ledger.get(TAG)
+    assert again is not None and again.extra["ended_at"] == ended
+    assert _proof(tmp_path / "run")["ended_at"] == time.strftime(
+        "%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(int(ended)))
+
+
+def test_a_failed_terminate_fails_the_proof_and_names_the_manual_stop(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.terminate_fails = 10_000
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+    with pytest.raises(UnprovenTeardown) as caught:
+        teardown(fake, ledger, rec, tmp_path / "run", policy=FAST)
+    ev = caught.value.evidence
+    names = {c.name: c.passed for c in ev.checks}
+    assert names["terminate p1"] is False and names["gone-from-provider"] is False
+    assert ev.still_billing == [
+        f"fakecloud: {TAG} (p1) is not proven gone — retry: tailpod down {TAG}",
+        "fakecloud pod p1: stop it by hand — the fakecloud console"]
+    assert caught.value.proof_path == tmp_path / "run" / "billing-proof.json"
+    assert _proof(tmp_path / "run")["proven"] is False
+    stored = ledger.get(TAG)
+    assert stored is not None and stored.status == "terminating"
+
+
+def test_a_teardown_that_cannot_read_evidence_is_unproven(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.evidence_error = ProviderError("evidence API down")
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+    with pytest.raises(UnprovenTeardown) as caught:
+        teardown(fake, ledger, rec, tmp_path / "run", policy=FAST)
+    ev = caught.value.evidence
+    assert [c.name for c in ev.checks if not c.passed] == ["provider-evidence"]
+    assert ev.still_billing[0] == (f"fakecloud: cannot verify {TAG} (evidence API down) — "
+                                   f"retry: tailpod down {TAG}")
+
+
+def test_a_failed_side_proof_names_its_own_cause_not_the_pod(tmp_path: Path) -> None:
+    fake = Fake()
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+    side = [ProofCheck("tailnet device gone", False, "device d1 still listed")]
+    with pytest.raises(UnprovenTeardown) as caught:
+        teardown(fake, ledger, rec, tmp_path / "run", policy=FAST, extra_proofs=lambda: side)
+    ev = caught.value.evidence
+    assert [c.name for c in ev.checks][-1] == "tailnet device gone"
+    assert ev.still_billing == [
+        f"{TAG}: tailnet device gone failed (device d1 still listed); fakecloud shows the pod "
+        f"gone — retry: tailpod down {TAG}"]
+
+
+def test_a_side_proof_that_raises_is_a_failed_check(tmp_path: Path) -> None:
+    fake = Fake()
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+
+    def broken() -> list[ProofCheck]:
+        raise ProviderError("tailnet API down")
+
+    with pytest.raises(UnprovenTeardown) as caught:
+        teardown(fake, ledger, rec, tmp_path / "run", policy=FAST, extra_proofs=broken)
+    failed = [c for c in caught.value.evidence.checks if not c.passed]
+    assert [(c.name, c.detail) for c in failed] == [("extra-proof", "tailnet API down")]
+
+
+def test_the_ledgers_other_live_runs_of_this_provider_are_known(tmp_path: Path) -> None:
+    fake = Fake()
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+    ledger.put(PodRecord(run_tag="tp-live", provider="fakecloud", status="running"))
+    ledger.put(PodRecord(run_tag="tp-elsewhere", provider="othercloud", status="running"))
+    ledger.put(PodRecord(run_tag="tp-done", provider="fakecloud", status="terminated"))
+    teardown(fake, ledger, rec, tmp_path / "run", policy=FAST)
+    assert fake.evidence_args[3] == {"tp-live"}
+    teardown(fake, ledger, rec, tmp_path / "run", policy=FAST, known_active_tags={TAG, "tp-x"})
+    assert fake.evidence_args[3] == {"tp-x"}
+
+
+def test_the_first_listing_failing_is_noted_and_the_wait_still_runs(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.listing_fails = 1
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+    teardown(fake, ledger, rec, tmp_path / "run", policy=FAST)
+    assert _proof(tmp_path / "run")["checks"][0]["detail"] == (
+        "the provider no longer lists or answers for p1; first listing failed (listing outage)")
+
+
+def test_a_pod_still_listed_at_the_timeout_says_how_long_it_waited(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.sticky = {"p1"}
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+    policy = LifecyclePolicy(terminate_attempts=1, gone_timeout_s=5.0, poll_interval_s=0.01,
+                             deadline=time.monotonic() + 0.2)
+    with pytest.raises(UnprovenTeardown) as caught:
+        teardown(fake, ledger, rec, tmp_path / "run", policy=policy)
+    gone = next(c for c in caught.value.evidence.checks if c.name == "gone-from-provider")
+    assert gone.detail == "still visible after 0 s (the --timeout ran out): p1"
+    # without a deadline the wait ran its whole length: nothing was cut short
+    policy = LifecyclePolicy(terminate_attempts=1, gone_timeout_s=0.2, poll_interval_s=0.01)
+    with pytest.raises(UnprovenTeardown) as caught:
+        teardown(fake, ledger, rec, tmp_path / "run", policy=policy)
+    gone = next(c for c in caught.value.evidence.checks if c.name == "gone-from-provider")
+    assert gone.detail == "still visible after 0 s: p1"
+
+
+# -- down --all's verdict ----------------------------------------------------------------------------
+
+def _outcome(proven: bool, error: str | None = None, still: list[str] | None = None,
+             evidence: bool = True) -> TeardownOutcome:
+    ev = BillingEvidence([ProofCheck("c", proven, "d")], still or []) if evidence else None
+    return TeardownOutcome(TAG, "runpod", ev, error)
+
+
+def test_an_outcome_is_proven_only_with_evidence_that_proves_and_no_error() -> None:
+    assert _outcome(True).proven
+    assert not _outcome(False).proven
+    assert not _outcome(True, error="listing failed").proven
+    assert not _outcome(True, evidence=False).proven
+
+
+def test_raise_if_unproven_names_each_unproven_outcome() -> None:
+    raise_if_unproven([_outcome(True), _outcome(True)])  # all proven: nothing raised
+    with pytest.raises(BillingNotProven) as caught:
+        raise_if_unproven([_outcome(True), _outcome(False, still=["pod p9 bills"]),
+                           TeardownOutcome("*", "runpod", None, "listing failed: 503"),
+                           TeardownOutcome("*", "nocloud", None, "listing failed: 500")])
+    assert caught.value.message == (
+        "billing is NOT proven stopped: pod p9 bills | runpod *: listing failed: 503 — see what "
+        f"bills at {CONSOLE_URLS['runpod']} | nocloud *: listing failed: 500")
+    assert caught.value.hint == ("run `tailpod down --all` again, or stop each pod by hand as "
+                                 "named above")
+
+
+def test_down_all_settles_tracked_and_orphan_pods_and_reports_a_listing_outage(
+        tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("orphan-pod", tag="tp-orphan")
+    fake.add("untagged", tag=None)
+    ledger, _ = _ledger(tmp_path, pod_id="p1")
+    outcomes = teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST)
+    assert sorted(o.run_tag for o in outcomes) == sorted([TAG, "tp-orphan"])
+    assert all(o.proven for o in outcomes)
+    assert "untagged" in fake.pods and "orphan-pod" not in fake.pods
+    adopted = ledger.get("tp-orphan")
+    assert adopted is not None and adopted.pod_id == "orphan-pod"
+    broken = Fake()
+    broken.listing_fails = 1
+    outcomes = teardown_all({"fakecloud": broken}, Ledger(tmp_path / "h2"),
+                            lambda tag: tmp_path / tag, policy=FAST)
+    assert [(o.run_tag, o.error) for o in outcomes] == [("*", "listing failed: listing outage")]
+    with pytest.raises(BillingNotProven):
+        raise_if_unproven(outcomes)
+
+
+# -- manual stop ---------------------------------------------------------------------------------------
+
+def test_the_manual_stop_names_the_console_and_the_api_call_without_the_key() -> None:
+    class Cloud(Fake):
+        name = "runpod"
+        pod_termination = "runpod"
+        base_url = "https://rest.runpod.io"
+        key_env = "RUNPOD_API_KEY"
+
+    line = manual_stop(Cloud(), "abc")
+    assert line.startswith("runpod pod abc: stop it by hand — console: "
+                           "https://console.runpod.io/pods; API: curl -X DELETE -H "
+                           "\"Authorization: Bearer $RUNPOD_API_KEY\"")
+    assert line.endswith("https://rest.runpod.io/v2/pods/abc")
+    assert manual_stop(Fake(), "x") == "fakecloud pod x: stop it by hand — the fakecloud console"
+
+
+# -- the failed-create sweep ------------------------------------------------------------------------------
+
+def _spec() -> PodSpec:
+    return PodSpec(run_tag=TAG, gpu_preference=["A40"], image="img", start_command=["x"],
+                   env={}, disk_gb=10, ports=[22])
+
+
+def test_a_failed_create_sweeps_the_pod_it_left_and_reraises(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.made_on_create = "half-made"
+    fake.create_error = CapacityError("no capacity")
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(CapacityError):
+        create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                          policy=FAST)
+    assert fake.terminated[0] == "half-made" and fake.pods == {}
+    stored = ledger.get(TAG)
+    assert stored is not None and stored.status == "terminated"
+    assert [e["event"] for e in stored.events][-1] == "create-failed"
+
+
+def test_a_failed_create_whose_stray_survives_is_exit_3(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.made_on_create = "stuck"
+    fake.sticky = {"stuck"}
+    fake.create_error = ProviderError("HTTP 500")
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(BillingNotProven) as caught:
+        create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                          policy=FAST)
+    assert caught.value.message == (
+        f"creating {TAG} failed (HTTP 500) and resources may still bill: stuck")
+    stored = ledger.get(TAG)
+    assert stored is not None and stored.status == "failed"
+
+
+def test_a_failed_create_that_cannot_list_cannot_rule_strays_out(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.create_error = ProviderError("HTTP 500")
+    fake.listing_fails = 1
+    with pytest.raises(BillingNotProven) as caught:
+        create_pod_safely(fake, _spec(), Ledger(tmp_path / "home"),
+                          PodRecord(run_tag=TAG, provider="fakecloud"), policy=FAST)
+    assert caught.value.message.endswith(
+        "(the fakecloud listing failed: strays cannot be ruled out)")
+    # a refused configuration sent no create: nothing can exist
+    fake = Fake()
+    fake.create_error = ConfigError("bad image")
+    fake.listing_fails = 1
+    with pytest.raises(ConfigError):
+        create_pod_safely(fake, _spec(), Ledger(tmp_path / "h2"),
+                          PodRecord(run_tag=TAG, provider="fakecloud"), policy=FAST)
+
+
+def test_a_create_records_the_pod_price_and_ttl(tmp_path: Path) -> None:
+    fake = Fake()
+    ledger = Ledger(tmp_path / "home")
+    info = create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                             ttl_hours=2.0, clock=lambda: 1000.0)
+    assert info.pod_id == "new-pod"
+    stored = ledger.get(TAG)
+    assert stored is not None
+    assert (stored.pod_id, stored.price_per_hr, stored.status) == ("new-pod", 0.42, "running")
+    assert stored.ttl_expires_at == 1000.0 + 2 * 3600.0
+    assert stored.extra["provider_ids"] == ["new-pod"]
+    assert fake.on_created is None
+
+
+@pytest.mark.parametrize(("gpus", "cap", "words"), [
+    ([], None, "the GPU preference list is empty"),
+    (["  "], None, "the GPU preference list is empty"),
+    (["A40"], 0.0, "the price cap must be positive"),
+    (["A40"], -1.0, "the price cap must be positive"),
+])
+def test_a_create_with_nothing_to_rent_is_refused_before_the_ledger(
+        tmp_path: Path, gpus: list[str], cap: float | None, words: str) -> None:
+    spec = PodSpec(run_tag=TAG, gpu_preference=gpus, image="img", start_command=["x"], env={},
+                   disk_gb=10, ports=[22], max_price=cap)
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(ConfigError, match=words):
+        create_pod_safely(Fake(), spec, ledger, PodRecord(run_tag=TAG, provider="fakecloud"))
+    assert ledger.all() == []
