@@ -254,7 +254,7 @@ models_dir() {  # the checkpoints of this SIZE
     if [ "$SIZE" = tiny ]; then echo "$work/models"; else echo "$work/models-$SIZE"; fi
 }
 
-draft() {  # WORK
+draft() {  # WORK [OPEN_LOOP]: the draft-model arms, closed loop (or open loop with OPEN_LOOP=1)
     setup_work "$1"
     local dir
     dir="$(models_dir)"
@@ -262,18 +262,7 @@ draft() {  # WORK
     trap finish EXIT
     up "$dir/$TARGET_KIND"
     rid="$tag"
-    sweep "$DRAFT_SPEC_K" draft_model "$dir/$DRAFT_KIND"
-}
-
-openloop() {  # WORK: the draft-model arms again, under open-loop arrivals with SLOs
-    setup_work "$1"
-    local dir
-    dir="$(models_dir)"
-    models "$dir"
-    trap finish EXIT
-    up "$dir/$TARGET_KIND"
-    rid="$tag"
-    OPEN_LOOP=1 sweep "$DRAFT_SPEC_K" draft_model "$dir/$DRAFT_KIND"
+    OPEN_LOOP="${2:-0}" sweep "$DRAFT_SPEC_K" draft_model "$dir/$DRAFT_KIND"
 }
 
 peer() {  # WORK: the probe against `vllm bench serve` on one server (CUDA graphs unless eager)
@@ -296,7 +285,7 @@ case "$cmd" in
     run) start_out "$2"; run "$@" ;;
     resume) start_out "$1"; resume "$@" ;;
     draft) start_out "$1"; machine "$OUT"; draft "$@" ;;
-    openloop) start_out "$1"; openloop "$@" ;;
+    openloop) start_out "$1"; draft "$1" 1 ;;  # the draft-model arms under open-loop arrivals
     peer) start_out "$1"; machine "$OUT"; peer "$@" ;;
     all)
         start_out "$1"

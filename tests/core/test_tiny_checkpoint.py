@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tailpod.engines.tiny_checkpoint import build_checkpoint, is_checkpoint, to_bf16_bits
+from tests.kl.perturb import read_safetensors_bf16  # our bf16 safetensors, read back by hand
 
 
 def digest(path: Path) -> str:
@@ -73,22 +74,6 @@ def test_is_checkpoint_rejects_plain_dirs(tmp_path: Path) -> None:
     assert not is_checkpoint(tmp_path)
 
 
-def _read_bf16(path: Path) -> dict[str, np.ndarray]:
-    """Decode our bf16 safetensors by hand: bf16 is the top half of a float32."""
-    raw = path.read_bytes()
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8 : 8 + n])
-    data = raw[8 + n :]
-    out = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        lo, hi = meta["data_offsets"]
-        bits = np.frombuffer(data[lo:hi], np.uint16).astype(np.uint32) << 16
-        out[name] = bits.view(np.float32).reshape(meta["shape"])
-    return out
-
-
 def test_gpu_size_walks_by_a_wide_margin_and_the_draft_mostly_agrees(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -98,8 +83,8 @@ def test_gpu_size_walks_by_a_wide_margin_and_the_draft_mostly_agrees(
     small = tc.Shape(hidden=256, intermediate=512, layers=2, heads=4, kv_heads=2, head_dim=64)
     one_layer = tc.Shape(hidden=256, intermediate=512, layers=1, heads=4, kv_heads=2, head_dim=64)
     monkeypatch.setitem(tc.SIZES, "gpu", {"target": small, "draft": one_layer, "mimo": small})
-    target = _read_bf16(build_checkpoint(tmp_path / "t", "target", size="gpu") / "model.safetensors")
-    draft = _read_bf16(build_checkpoint(tmp_path / "d", "draft", size="gpu", draft_disagree=0.3)
+    target = read_safetensors_bf16(build_checkpoint(tmp_path / "t", "target", size="gpu") / "model.safetensors")
+    draft = read_safetensors_bf16(build_checkpoint(tmp_path / "d", "draft", size="gpu", draft_disagree=0.3)
                        / "model.safetensors")
     config = json.loads((tmp_path / "t" / "config.json").read_text())
     assert config["tie_word_embeddings"] is False and config["hidden_size"] == 256
