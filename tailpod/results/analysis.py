@@ -14,180 +14,41 @@ Conventions (docs/results.md, "Analysis"):
   `knee_throughput_gain` while the p50 latency grows by more than `knee_latency_growth`.
 """
 
+
 from __future__ import annotations
 
 import math
-import re
-import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import asdict
+from typing import Any
 
+from tailpod.results.facts import GIB_TO_GB, cache_facts, weights_gb
+from tailpod.results.facts import num as _num
 from tailpod.results.fingerprint import BROKEN_HEAD_ACCEPT_LEN
 from tailpod.results.hardware import recorded_or_computed
 from tailpod.results.io import STAMP, Run
+from tailpod.results.samples import (
+    LATENCY_METRICS,
+    REQUEST_FIELD,
+    SUMMARY_METRICS,
+    AnalysisSettings,
+    Sample,
+    build_samples,
+    effective_cache,
+    summarize,
+    summarize_throughput,
+)
 from tailpod.results.schema import ArmRecord
 from tailpod.results.stats import ratio_spread, spread, usd_per_mtok
 
+__all__ = [
+    "GIB_TO_GB", "LATENCY_METRICS", "REQUEST_FIELD", "SUMMARY_METRICS", "AnalysisSettings",
+    "Sample", "build_samples", "cache_facts", "effective_cache", "summarize",
+    "summarize_throughput", "weights_gb", "ratio_spread", "spread",
+]  # fmt: skip
+
 ANALYSIS_VERSION = 1
-LATENCY_METRICS = ("ttft_p50_s", "e2e_p50_s", "decode_tok_s_p50", "tpot_p50_s")
-REQUEST_FIELD = {
-    "ttft_p50_s": "ttft_s",
-    "e2e_p50_s": "e2e_s",
-    "decode_tok_s_p50": "decode_tok_s",
-    "tpot_p50_s": "tpot_s",
-}
-GIB_TO_GB = 1.073741824
-
-
-@dataclass(frozen=True)
-class AnalysisSettings:
-    interpolation: Literal["log2", "linear"] = "log2"
-    knee_throughput_gain: float = 0.10
-    knee_latency_growth: float = 0.25
-    knee_latency_metric: str = "e2e_p50_s"
-    prompt_class: str | None = None  # None pools every class
-    cache: str | None = "cold"  # cells of this prefix-cache state; None pools cold and warm
-
-
-# --- small statistics ----------------------------------------------------------------------------
-
-
-# --- samples -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Sample:
-    arm: str
-    concurrency: int
-    rep: int
-    metrics: dict[str, float | None]
-    requests: int = 0
-    failed: int = 0
-    drafts: int = 0
-    draft_tokens: int = 0
-    accepted: int = 0
-    per_position_weighted: list[float] = field(default_factory=list)
-    flags: set[str] = field(default_factory=set)
-    prompt_classes: set[str] = field(default_factory=set)
-    pooled_latency: str = "cell"  # "cell", "requests" or "weighted_mean"
-
-
-def effective_cache(run: Run, cache: str | None) -> str | None:
-    """The cache state to analyse: the one asked for if the run has such cells, else all."""
-    return cache if cache is not None and any(c.cache == cache for c in run.cells) else None
-
-
-def build_samples(
-    run: Run, prompt_class: str | None = None, cache: str | None = "cold"
-) -> list[Sample]:
-    cache = effective_cache(run, cache)
-    groups: dict[tuple[str, int, int], list[Any]] = defaultdict(list)
-    for cell in run.cells:
-        if getattr(cell, "arrival", None) is not None:
-            continue  # open-loop cells are the SLO section's (results/slo.py), not concurrency's
-        if (prompt_class is None or cell.prompt_class == prompt_class) and (
-            cache is None or cell.cache == cache
-        ):
-            groups[(cell.arm, cell.concurrency, cell.rep)].append(cell)
-    req_groups: dict[tuple[str, int, int], list[Any]] = defaultdict(list)
-    for req in run.requests:
-        if (
-            req.ok
-            and getattr(req, "scheduled_at", None) is None
-            and (prompt_class is None or req.prompt_class == prompt_class)
-            and (cache is None or req.cache == cache)
-        ):
-            req_groups[(req.arm, req.concurrency, req.rep)].append(req)
-
-    samples = []
-    for key in sorted(groups):
-        cells = groups[key]
-        wall = sum(c.wall_s for c in cells)
-        tokens = sum(c.output_tokens for c in cells)
-        # One cell: the writer's own output_tok_s (= output_tokens / wall_s by definition).
-        # Several prompt classes: pool by time, sum of tokens over sum of wall time.
-        pooled_tput = tokens / wall if wall > 0 else None
-        metrics: dict[str, float | None] = {
-            "output_tok_s": cells[0].output_tok_s if len(cells) == 1 else pooled_tput,
-        }
-        pooled = "cell"
-        for metric in LATENCY_METRICS:
-            if len(cells) == 1:
-                metrics[metric] = getattr(cells[0], metric)
-                continue
-            reqs = [getattr(r, REQUEST_FIELD[metric]) for r in req_groups.get(key, [])]
-            reqs = [v for v in reqs if v is not None]
-            if reqs:
-                metrics[metric], pooled = statistics.median(reqs), "requests"
-            else:
-                pairs = [(getattr(c, metric), c.requests - c.failed) for c in cells]
-                pairs = [(v, w) for v, w in pairs if v is not None and w > 0]
-                weight = sum(w for _, w in pairs)
-                metrics[metric] = sum(v * w for v, w in pairs) / weight if weight else None
-                pooled = "weighted_mean"
-        sample = Sample(
-            arm=key[0],
-            concurrency=key[1],
-            rep=key[2],
-            metrics=metrics,
-            requests=sum(c.requests for c in cells),
-            failed=sum(c.failed for c in cells),
-            flags={f for c in cells for f in c.flags}
-            | ({"client_bound"} if any(c.client_bound for c in cells) else set()),
-            prompt_classes={c.prompt_class for c in cells},
-            pooled_latency=pooled,
-        )
-        for c in cells:
-            acc = c.acceptance
-            if acc is None or acc.drafts <= 0:
-                continue
-            sample.drafts += acc.drafts
-            sample.draft_tokens += acc.draft_tokens
-            sample.accepted += acc.accepted
-            pos = [p * acc.drafts for p in acc.per_position]
-            width = max(len(pos), len(sample.per_position_weighted))
-            sample.per_position_weighted = [
-                (sample.per_position_weighted[i] if i < len(sample.per_position_weighted) else 0)
-                + (pos[i] if i < len(pos) else 0)
-                for i in range(width)
-            ]
-        sample.metrics["acceptance_length"] = (
-            max(1.0, 1 + sample.accepted / sample.drafts) if sample.drafts else None
-        )
-        sample.metrics["acceptance_rate"] = (
-            max(0.0, sample.accepted / sample.draft_tokens) if sample.draft_tokens else None
-        )
-        samples.append(sample)
-    return samples
-
-
-SUMMARY_METRICS = ("output_tok_s", *LATENCY_METRICS, "acceptance_length", "acceptance_rate")
-
-
-def summarize(samples: Sequence[Sample]) -> list[dict[str, Any]]:
-    """Per (arm, concurrency): the spread of every metric across reps."""
-    by_key: dict[tuple[str, int], list[Sample]] = defaultdict(list)
-    for s in samples:
-        by_key[(s.arm, s.concurrency)].append(s)
-    out = []
-    for (arm, conc), group in by_key.items():
-        entry: dict[str, Any] = {
-            "arm": arm,
-            "concurrency": conc,
-            "reps": len(group),
-            "requests": sum(s.requests for s in group),
-            "failed": sum(s.failed for s in group),
-            "flags": sorted({f for s in group for f in s.flags}),
-            "prompt_classes": sorted({p for s in group for p in s.prompt_classes}),
-            "latency_pooling": sorted({s.pooled_latency for s in group}),
-        }
-        for metric in SUMMARY_METRICS:
-            entry[metric] = spread(s.metrics.get(metric) for s in group)
-        out.append(entry)
-    return out
-
 
 # --- crossover, knee, best K ---------------------------------------------------------------------
 
@@ -355,15 +216,6 @@ def best_k(candidates: dict[int, dict[str, Any]]) -> dict[str, Any]:
 # --- capacity, cost, bytes -----------------------------------------------------------------------
 
 
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return float(str(value).replace(",", ""))
-    except ValueError:
-        return None
-
-
 def capacity_of(
     engine: str | None, facts: dict[str, Any], engine_config: dict[str, Any]
 ) -> dict[str, Any]:
@@ -436,27 +288,6 @@ def cost_per_tokens(price_per_hr: float | None, tok_s: float | None) -> dict[str
         "usd_per_1m": per_mtok,
         "reason": None,
     }
-
-
-_CACHE_FACT = re.compile(r"(kv|cache|state|mamba|ssm|conv).*_(gb|gib)$")
-
-
-def weights_gb(facts: dict[str, Any]) -> float | None:
-    """Target weight size from startup facts, in GB (vLLM reports GiB)."""
-    if _num(facts.get("weights_gb")) is not None:
-        return _num(facts.get("weights_gb"))
-    gib = _num(facts.get("weights_gib"))
-    return gib * GIB_TO_GB if gib is not None else None
-
-
-def cache_facts(facts: dict[str, Any]) -> dict[str, float]:
-    """Startup facts that size KV or state caches (traffic a weight format does not touch)."""
-    out = {}
-    for key, value in facts.items():
-        num = _num(value)
-        if num is not None and _CACHE_FACT.search(key) and "weight" not in key:
-            out[key] = num
-    return out
 
 
 def bytes_model(
@@ -927,13 +758,6 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
             for pc in meta.plan.prompt_classes
         }
     return _stamp_all(result) if run.off_pod else result
-
-
-def summarize_throughput(samples: Sequence[Sample]) -> list[dict[str, Any]]:
-    return [
-        {"arm": c["arm"], "concurrency": c["concurrency"], "output_tok_s": c["output_tok_s"]}
-        for c in summarize(samples)
-    ]
 
 
 def _decode_at_lowest(

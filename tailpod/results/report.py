@@ -17,112 +17,33 @@ from typing import Any
 from tailpod.errors import ConfigError
 from tailpod.results.analysis import AnalysisSettings, analyze
 from tailpod.results.compare import compare_analyses
-from tailpod.results.io import STAMP, Run, load_run
+from tailpod.results.io import Run, load_run
 from tailpod.results.kl import KL_FILE
+from tailpod.results.markdown import (
+    NO_SPREAD,
+    STAMP_LINE,
+    arm_label,
+    fmt_num,
+    fmt_ratio,
+    fmt_spread,
+    fmt_usd,
+    grid,
+    scrub_argv,
+    table,
+    voids,
+)
 from tailpod.results.plots import PLOT_FILES, plot_compare, write_plots
 from tailpod.results.slo import render as render_slo_section
 from tailpod.secrets import redact
 
+# Formatting names callers and tests import from here (defined in results/markdown.py).
+__all__ = [
+    "NO_SPREAD", "REPORT_FILE", "STAMP_LINE", "arm_label", "fmt_num", "fmt_ratio", "fmt_spread",
+    "fmt_usd", "render_compare_markdown", "render_run_markdown", "scrub_argv", "write_report",
+]  # fmt: skip
+
 REPORT_FILE = "report.md"
-STAMP_LINE = f"**{STAMP}** (measured off-pod: numbers include the network and client path)"
-_SECRETISH_FLAG = re.compile(r"(token|key|secret|password|auth)", re.I)
-_SECRETISH_VALUE = re.compile(r"^(hf_|tskey-|rpa_|sk-)|(_TOKEN|_KEY|_SECRET)=", re.I)
-
-
-def fmt_num(v: float | None) -> str:
-    if v is None:
-        return "—"
-    a = abs(v)
-    if a >= 1 and float(v).is_integer():
-        return f"{int(v):,}"
-    if a >= 1000:
-        return f"{v:,.0f}"
-    if a >= 100:
-        return f"{v:.1f}"
-    if a >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3g}"
-
-
-def fmt_usd(v: float | None) -> str:
-    return "—" if v is None else f"${v:.4g}"
-
-
-def fmt_spread(sp: dict[str, Any] | None) -> str:
-    if not sp:
-        return "—"
-    if sp["n"] == 1:
-        return f"{fmt_num(sp['median'])} ({NO_SPREAD})"
-    return f"{fmt_num(sp['median'])} [{fmt_num(sp['min'])}–{fmt_num(sp['max'])}]"
-
-
-NO_SPREAD = "no spread: 1 rep"  # a range over one rep is a single number, not a spread
-
-
-def fmt_ratio(r: dict[str, Any] | None) -> str:
-    if not r:
-        return "—"
-    if r.get("n") == 1:
-        return f"{r['speedup']:.2f}× ({NO_SPREAD})"
-    return f"{r['speedup']:.2f}× [{r['lo']:.2f}–{r['hi']:.2f}]"
-
-
-def arm_label(label: str, void: dict[str, str]) -> str:
-    return f"~~{label}~~ (VOID: {void[label]})" if label in void else label
-
-
-def scrub_argv(argv: Sequence[str]) -> list[str]:
-    """Mask anything in an argv that looks like a credential (defence in depth over redact())."""
-    out: list[str] = []
-    mask_next = False
-    for arg in argv:
-        if mask_next:
-            out.append("***")
-            mask_next = False
-            continue
-        if (
-            arg.startswith("--")
-            and _SECRETISH_FLAG.search(arg)
-            and "max" not in arg
-            and "tokens" not in arg
-        ):
-            if "=" in arg:
-                out.append(arg.split("=", 1)[0] + "=***")
-            else:
-                out.append(arg)
-                mask_next = True
-            continue
-        out.append("***" if _SECRETISH_VALUE.search(arg) else arg)
-    return out
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], stamp: str | None) -> list[str]:
-    lines = [STAMP_LINE, ""] if stamp else []
-    lines.append("| " + " | ".join(headers) + " |")
-    lines.append("|" + "|".join("---" for _ in headers) + "|")
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    return lines + [""]
-
-
-def _voids(an: dict[str, Any]) -> dict[str, str]:
-    return {a["label"]: a["void_reason"] or "void" for a in an["arms"] if a["void"]}
-
-
-def _grid(an: dict[str, Any], entries: Sequence[dict[str, Any]], cell_fmt: Any) -> list[list[str]]:
-    void = _voids(an)
-    unverified = {a["label"]: a["unverified"] for a in an["arms"] if a.get("unverified")}
-    concs = an["concurrency"]
-    rows = []
-    for arm in (a["label"] for a in an["arms"]):
-        at = {e["concurrency"]: e for e in entries if e["arm"] == arm}
-        if not at:
-            continue
-        label = arm_label(arm, void)
-        if arm in unverified:
-            label += f" (UNVERIFIED: {unverified[arm]})"
-        rows.append([label] + [cell_fmt(at[c]) if c in at else "—" for c in concs])
-    return rows
-
+_table, _voids, _grid = table, voids, grid
 
 def reported_hardware(hardware: dict[str, Any]) -> str:
     """What the pod's own facts say it is, with the verdict against the provider's claim."""
