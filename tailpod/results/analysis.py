@@ -40,138 +40,21 @@ from tailpod.results.samples import (
     summarize_throughput,
 )
 from tailpod.results.schema import ArmRecord
+from tailpod.results.section import Context
+from tailpod.results.sections import registered
+from tailpod.results.sections.crossover import find_crossover
+from tailpod.results.sections.knee import find_knee
 from tailpod.results.stats import ratio_spread, spread, usd_per_mtok
 
 __all__ = [
     "GIB_TO_GB", "LATENCY_METRICS", "REQUEST_FIELD", "SUMMARY_METRICS", "AnalysisSettings",
     "Sample", "build_samples", "cache_facts", "effective_cache", "summarize",
-    "summarize_throughput", "weights_gb", "ratio_spread", "spread",
+    "summarize_throughput", "weights_gb", "ratio_spread", "spread", "find_crossover", "find_knee",
 ]  # fmt: skip
 
 ANALYSIS_VERSION = 1
 
 # --- crossover, knee, best K ---------------------------------------------------------------------
-
-
-def _interp(c_lo: float, c_hi: float, t: float, how: str) -> float:
-    if how == "log2":
-        x = math.log2(c_lo) + t * (math.log2(c_hi) - math.log2(c_lo))
-        return float(2**x)
-    return c_lo + t * (c_hi - c_lo)
-
-
-def find_crossover(points: Sequence[dict[str, Any]], interpolation: str = "log2") -> dict[str, Any]:
-    """Where plain overtakes a spec arm. `points`: {concurrency, speedup, overlap} per measured c.
-
-    Status: "crossover" | "uncertain" (spreads overlap at a bracketing point) | "none_in_range"
-    (spec ahead everywhere) | "below_range" (plain already level or ahead at the lowest c) |
-    "no_data".
-    """
-    pts = sorted(
-        (p for p in points if p.get("speedup") is not None), key=lambda p: p["concurrency"]
-    )
-    base: dict[str, Any] = {"interpolation": interpolation, "concurrency": None, "bracket": None}
-    if not pts:
-        return base | {"status": "no_data", "detail": "no measured speedup"}
-    if pts[0]["speedup"] <= 1:
-        tie = " (tie)" if pts[0]["speedup"] == 1 else ""
-        return base | {
-            "status": "below_range",
-            "detail": "plain is level or ahead already at the lowest measured "
-            f"c={pts[0]['concurrency']}{tie}",
-        }
-    for i in range(len(pts) - 1):
-        lo, hi = pts[i], pts[i + 1]
-        if lo["speedup"] > 1 >= hi["speedup"]:
-            t = (lo["speedup"] - 1) / (lo["speedup"] - hi["speedup"])
-            at = _interp(lo["concurrency"], hi["concurrency"], t, interpolation)
-            uncertain = bool(lo.get("overlap") or hi.get("overlap"))
-            later = [p["concurrency"] for p in pts[i + 2 :] if p["speedup"] > 1]
-            detail = (
-                f"plain overtakes between c={lo['concurrency']} (speedup {lo['speedup']:.3f}) and "
-                f"c={hi['concurrency']} (speedup {hi['speedup']:.3f}); "
-                f"≈ c={at:.2f} ({interpolation})"
-            )
-            if uncertain:
-                detail += (
-                    "; rep spreads overlap at a bracketing point, so the crossing is within noise"
-                )
-            if later:
-                detail += f"; speedup rises above 1 again at c={later}"
-            return base | {
-                "status": "uncertain" if uncertain else "crossover",
-                "concurrency": at,
-                "bracket": [lo["concurrency"], hi["concurrency"]],
-                "recrossings": later,
-                "detail": detail,
-            }
-    return base | {
-        "status": "none_in_range",
-        "detail": f"spec ahead at every measured concurrency up to c={pts[-1]['concurrency']}",
-    }
-
-
-def find_knee(
-    points: Sequence[dict[str, Any]],
-    throughput_gain: float = 0.10,
-    latency_growth: float = 0.25,
-) -> dict[str, Any]:
-    """First c after which throughput grows < throughput_gain per step while latency grows more
-    than latency_growth. `points`: {concurrency, throughput, latency} per measured c."""
-    pts = sorted(
-        (p for p in points if p.get("throughput") and p.get("latency")),
-        key=lambda p: p["concurrency"],
-    )
-    thresholds = {"throughput_gain": throughput_gain, "latency_growth": latency_growth}
-    if len(pts) < 2:
-        return {
-            "status": "no_data",
-            "concurrency": None,
-            "thresholds": thresholds,
-            "steps": [],
-            "detail": "fewer than two measured concurrencies",
-        }
-    steps = []
-    for a, b in zip(pts, pts[1:], strict=False):
-        gain = b["throughput"] / a["throughput"] - 1
-        growth = b["latency"] / a["latency"] - 1
-        steps.append(
-            {
-                "from": a["concurrency"],
-                "to": b["concurrency"],
-                "throughput_gain": gain,
-                "latency_growth": growth,
-                "saturated": gain < throughput_gain and growth > latency_growth,
-            }
-        )
-    for i, step in enumerate(steps):
-        if step["saturated"]:
-            sustained = all(s["saturated"] for s in steps[i:])
-            knee = pts[i]
-            detail = (
-                f"throughput {knee['throughput']:.1f} tok/s at c={knee['concurrency']}; next step "
-                f"{step['throughput_gain'] * 100:+.1f}% throughput, "
-                f"{step['latency_growth'] * 100:+.1f}% p50 latency"
-            )
-            if not sustained:
-                detail += "; not sustained over every later step"
-            return {
-                "status": "knee",
-                "concurrency": knee["concurrency"],
-                "throughput": knee["throughput"],
-                "latency": knee["latency"],
-                "sustained": sustained,
-                "thresholds": thresholds,
-                "steps": steps,
-                "detail": detail,
-            }
-    return {
-        "status": "none_in_range",
-        "concurrency": None,
-        "thresholds": thresholds,
-        "steps": steps,
-        "detail": "throughput still growing (or latency flat) at every step",
-    }
 
 
 def best_k(candidates: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -345,33 +228,6 @@ def bytes_model(
 # --- the whole run -------------------------------------------------------------------------------
 
 
-def _arm_info(run: Run) -> list[ArmRecord]:
-    arms = list(run.meta.arms)
-    known = {a.label for a in arms}
-    for label in dict.fromkeys(c.arm for c in run.cells):
-        if label not in known:
-            arms.append(ArmRecord(label=label))
-            known.add(label)
-    return arms
-
-
-def _void_reasons(run: Run, arms: Sequence[ArmRecord]) -> dict[str, str]:
-    reasons = {a.label: a.void_text() for a in arms if a.is_void}
-    for cell in run.cells:
-        if (cell.void or "void" in cell.flags) and cell.arm not in reasons:
-            reasons[cell.arm] = "cell marked void by the sweep"
-    return reasons
-
-
-def _baseline_for(
-    arm: ArmRecord, arms: Sequence[ArmRecord], void: dict[str, str]
-) -> ArmRecord | None:
-    plain = [a for a in arms if a.k == 0]
-    same = [a for a in plain if a.checkpoint == arm.checkpoint] or plain
-    same.sort(key=lambda a: (a.label in void, a.label != "plain"))
-    return same[0] if same else None
-
-
 def _stamp_all(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _stamp_all(v) for k, v in obj.items()}
@@ -388,146 +244,17 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
 
     st = settings or AnalysisSettings()
     meta = run.meta
-    arms = _arm_info(run)
-    void = _void_reasons(run, arms)
-    samples = build_samples(run, st.prompt_class, st.cache)
-    cells = summarize(samples)
-    cell_at = {(c["arm"], c["concurrency"]): c for c in cells}
-    concurrencies = sorted({c["concurrency"] for c in cells})
-    warnings = list(run.load_warnings)
-    if st.cache is not None and effective_cache(run, st.cache) is None and run.cells:
-        warnings.append(f"no {st.cache}-cache cells: throughput pools every cache state")
-    if st.cache is not None and any(c.cache != st.cache for c in run.cells):
-        warnings.append(f"throughput tables use {st.cache}-cache cells only")
-    if run.off_pod:
-        warnings.append(f"measured off-pod: {STAMP}")
-    if run.migrated_from is not None:
-        warnings.append(f"read from schema v{run.migrated_from} (migrated in memory)")
-
-    arm_rows = []
-    for a in arms:
-        base = _baseline_for(a, arms, void) if a.k else None
-        arm_rows.append(
-            {
-                "label": a.label,
-                "k": a.k,
-                "method": a.method,
-                "checkpoint": a.checkpoint,
-                "void": a.label in void,
-                "void_reason": void.get(a.label),
-                "unverified": a.unverified_text,
-                "gate": a.gate.model_dump() if a.gate else None,
-                "baseline": base.label if base else None,
-                "restart_s": a.restart_s,
-                "argv": a.argv,
-                "weights_gb": weights_gb(a.facts),
-                "cache_facts": cache_facts(a.facts),
-            }
-        )
-        if a.label not in {c["arm"] for c in cells}:
-            warnings.append(f"arm {a.label}: no cell rows")
-        if a.unverified_text:
-            warnings.append(f"arm {a.label}: speedup UNVERIFIED ({a.unverified_text})")
-
-    for c in cells:
-        if c["failed"]:
-            warnings.append(f"{c['arm']} c={c['concurrency']}: {c['failed']} failed requests")
-        if "client_bound" in c["flags"]:
-            warnings.append(f"{c['arm']} c={c['concurrency']}: client-bound, throughput is a floor")
-
-    # Speedups and crossovers
-    speedups: list[dict[str, Any]] = []
-    crossovers: list[dict[str, Any]] = []
-    for a in arms:
-        if a.k == 0:
-            continue
-        base = _baseline_for(a, arms, void)
-        if a.label in void:
-            crossovers.append(
-                {
-                    "arm": a.label,
-                    "status": "void",
-                    "concurrency": None,
-                    "detail": f"VOID: {void[a.label]}",
-                }
-            )
-        elif base is None or base.label in void:
-            crossovers.append(
-                {
-                    "arm": a.label,
-                    "status": "no_baseline",
-                    "concurrency": None,
-                    "detail": "no usable plain arm",
-                }
-            )
-        points = []
-        for conc in concurrencies:
-            spec_cell = cell_at.get((a.label, conc))
-            base_cell = cell_at.get((base.label, conc)) if base else None
-            if spec_cell is None:
-                continue
-            entry: dict[str, Any] = {
-                "arm": a.label,
-                "baseline": base.label if base else None,
-                "concurrency": conc,
-                "unverified": a.unverified_text,
-            }
-            if a.label in void:
-                entry |= {
-                    "void": True,
-                    "reason": f"VOID: {void[a.label]}",
-                    "throughput": None,
-                    "decode": None,
-                }
-            elif base is None or base_cell is None or base.label in void:
-                entry |= {
-                    "void": False,
-                    "reason": "no plain measurement at this concurrency",
-                    "throughput": None,
-                    "decode": None,
-                }
-            else:
-                entry |= {
-                    "void": False,
-                    "reason": None,
-                    "throughput": ratio_spread(
-                        spec_cell["output_tok_s"], base_cell["output_tok_s"]
-                    ),
-                    "decode": ratio_spread(
-                        spec_cell["decode_tok_s_p50"], base_cell["decode_tok_s_p50"]
-                    ),
-                }
-                if entry["throughput"]:
-                    points.append({"concurrency": conc, **entry["throughput"]})
-            speedups.append(entry)
-        if a.label not in void and base is not None and base.label not in void:
-            crossovers.append(
-                {"arm": a.label, "baseline": base.label, **find_crossover(points, st.interpolation)}
-            )
-
-    # Knees
-    knees = []
-    for a in arms:
-        pts = []
-        for conc in concurrencies:
-            at = cell_at.get((a.label, conc))
-            if at and at["output_tok_s"] and at[st.knee_latency_metric]:
-                pts.append(
-                    {
-                        "concurrency": conc,
-                        "throughput": at["output_tok_s"]["median"],
-                        "latency": at[st.knee_latency_metric]["median"],
-                    }
-                )
-        knee = find_knee(pts, st.knee_throughput_gain, st.knee_latency_growth)
-        knees.append(
-            {
-                "arm": a.label,
-                "void": a.label in void,
-                "latency_metric": st.knee_latency_metric,
-                **knee,
-            }
-        )
+    ctx = Context.of(run, st)
+    for section in registered():
+        value = section.compute(ctx)
+        if value is not None or not section.omit_none:
+            ctx.done[section.key] = value
+    arms, void, samples, concurrencies, warnings = (
+        ctx.arms, ctx.void, ctx.samples, ctx.concurrencies, ctx.warnings
+    )
+    # The sections still below read the summaries untyped until they are modules too.
+    cells: list[dict[str, Any]] = ctx.cells  # type: ignore[assignment]
+    cell_at: dict[tuple[str, int], dict[str, Any]] = ctx.cell_at  # type: ignore[assignment]
 
     # Best K per method (plain is K=0 of every method on the same checkpoint)
     best: dict[str, Any] = {
@@ -590,7 +317,7 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
     }
     for a in arms:
         row = {"arm": a.label, "k": a.k, "void": a.label in void, **caps[a.label]}
-        base = _baseline_for(a, arms, void) if a.k else None
+        base = ctx.baseline_for(a) if a.k else None
         row["drop"] = capacity_drop(caps[base.label], caps[a.label]) if base else None
         capacity.append(row)
 
@@ -737,11 +464,11 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         "settings": asdict(st),
         "concurrency": concurrencies,
         "warnings": warnings,
-        "arms": arm_rows,
-        "cells": cells,
-        "speedup": speedups,
-        "crossover": crossovers,
-        "knee": knees,
+        "arms": ctx.done["arms"],
+        "cells": ctx.done["cells"],
+        "speedup": ctx.done["speedup"],
+        "crossover": ctx.done["crossover"],
+        "knee": ctx.done["knee"],
         "best_k": best,
         "capacity": capacity,
         "cost": costs,

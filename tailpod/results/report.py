@@ -33,6 +33,8 @@ from tailpod.results.markdown import (
     voids,
 )
 from tailpod.results.plots import PLOT_FILES, plot_compare, write_plots
+from tailpod.results.section import RenderContext
+from tailpod.results.sections import in_report
 from tailpod.results.slo import render as render_slo_section
 from tailpod.secrets import redact
 
@@ -102,89 +104,10 @@ def render_run_markdown(an: dict[str, Any]) -> str:
     if an["warnings"]:
         L += ["## Warnings", ""] + [f"- {w}" for w in an["warnings"]] + [""]
 
-    L += ["## Arms", ""]
-    arm_rows = []
-    for a in an["arms"]:
-        gate = a.get("gate") or {}
-        gate_txt = gate.get("status", "—")
-        if gate.get("first_mismatch"):
-            mm = gate["first_mismatch"]
-            gate_txt += f" (prompt {mm['prompt']}, position {mm['position']})"
-        if a.get("unverified"):
-            gate_txt += f" — UNVERIFIED: {a['unverified']}"
-        arm_rows.append(
-            [
-                arm_label(a["label"], void),
-                str(a["k"]),
-                a.get("method") or "—",
-                a.get("checkpoint") or "—",
-                gate_txt,
-                a.get("baseline") or "—",
-                "`" + " ".join(scrub_argv(a.get("argv") or [])) + "`" if a.get("argv") else "—",
-            ]
-        )
-    L += _table(["arm", "K", "method", "checkpoint", "gate", "baseline", "argv"], arm_rows, stamp)
-
-    L += ["## Throughput", "", "Aggregate output tokens/s, median [min–max] over reps.", ""]
-    L += _table(chead, _grid(an, an["cells"], lambda e: fmt_spread(e["output_tok_s"])), stamp)
-    L += ["p50 end-to-end latency (s), median [min–max] over reps.", ""]
-    L += _table(chead, _grid(an, an["cells"], lambda e: fmt_spread(e["e2e_p50_s"])), stamp)
-    L += ["Per-request decode speed p50 (tok/s), median [min–max] over reps.", ""]
-    L += _table(chead, _grid(an, an["cells"], lambda e: fmt_spread(e["decode_tok_s_p50"])), stamp)
-
-    L += [
-        "## Speedup over plain",
-        "",
-        "Aggregate throughput, spec / plain: median ratio "
-        "[min(spec)/max(plain)–max(spec)/min(plain)]. "
-        "Void arms never get a speedup; an arm whose output the gate did not verify (gate "
-        "skipped, or text compared instead of token ids) is marked UNVERIFIED.",
-        "",
-    ]
-
-    def sp_cell(key: str) -> Any:
-        def f(e: dict[str, Any]) -> str:
-            if e.get("void"):
-                return "VOID"
-            if not e.get(key):
-                return str(e.get("reason") or "—")
-            # A speedup whose output nobody verified is never printed as a plain figure.
-            return fmt_ratio(e[key]) + (" UNVERIFIED" if e.get("unverified") else "")
-
-        return f
-
-    L += _table(chead, _grid(an, an["speedup"], sp_cell("throughput")), stamp)
-    L += ["Per-request decode speed (p50), spec / plain.", ""]
-    L += _table(chead, _grid(an, an["speedup"], sp_cell("decode")), stamp)
-
-    L += ["## Crossover and knee", ""]
-    L += _table(
-        ["arm", "crossover", "at c", "detail"],
-        [
-            [
-                arm_label(c["arm"], void),
-                c["status"],
-                f"{c['concurrency']:.2f}" if c.get("concurrency") else "—",
-                c.get("detail", ""),
-            ]
-            for c in an["crossover"]
-        ],
-        stamp,
-    )
-    L += _table(
-        ["arm", "knee", "at c", "tok/s there", "detail"],
-        [
-            [
-                arm_label(k["arm"], void),
-                k["status"],
-                str(k["concurrency"]) if k.get("concurrency") else "—",
-                fmt_num(k.get("throughput")),
-                k.get("detail", ""),
-            ]
-            for k in an["knee"]
-        ],
-        stamp,
-    )
+    rc = RenderContext(analysis=an, stamp=stamp, void=void)
+    for section in in_report():
+        assert section.render is not None
+        L += section.render(an.get(section.key), rc)
 
     bk = an["best_k"]
     L += ["## Best K", ""]

@@ -12,7 +12,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, cast
 
 from tailpod.results.io import Run
 from tailpod.results.stats import spread
@@ -147,7 +147,36 @@ def build_samples(
 SUMMARY_METRICS = ("output_tok_s", *LATENCY_METRICS, "acceptance_length", "acceptance_rate")
 
 
-def summarize(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+Spread = dict[str, Any]  # stats.spread(): n, median, min, max, q1, q3, iqr, values
+
+
+class CellSummary(TypedDict):
+    """One (arm, concurrency): its reps' bookkeeping and the spread of every SUMMARY_METRICS."""
+
+    arm: str
+    concurrency: int
+    reps: int
+    requests: int
+    failed: int
+    flags: list[str]
+    prompt_classes: list[str]
+    latency_pooling: list[str]
+    output_tok_s: Spread | None
+    ttft_p50_s: Spread | None
+    e2e_p50_s: Spread | None
+    decode_tok_s_p50: Spread | None
+    tpot_p50_s: Spread | None
+    acceptance_length: Spread | None
+    acceptance_rate: Spread | None
+
+
+class ThroughputCell(TypedDict):
+    arm: str
+    concurrency: int
+    output_tok_s: Spread | None
+
+
+def summarize(samples: Sequence[Sample]) -> list[CellSummary]:
     """Per (arm, concurrency): the spread of every metric across reps."""
     by_key: dict[tuple[str, int], list[Sample]] = defaultdict(list)
     for s in samples:
@@ -167,10 +196,10 @@ def summarize(samples: Sequence[Sample]) -> list[dict[str, Any]]:
         for metric in SUMMARY_METRICS:
             entry[metric] = spread(s.metrics.get(metric) for s in group)
         out.append(entry)
-    return out
+    return cast(list[CellSummary], out)  # every CellSummary key is set just above
 
 
-def summarize_throughput(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+def summarize_throughput(samples: Sequence[Sample]) -> list[ThroughputCell]:
     return [
         {"arm": c["arm"], "concurrency": c["concurrency"], "output_tok_s": c["output_tok_s"]}
         for c in summarize(samples)
