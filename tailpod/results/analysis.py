@@ -17,15 +17,11 @@ Conventions (docs/results.md, "Analysis"):
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from tailpod.results.facts import GIB_TO_GB, cache_facts, weights_gb
-from tailpod.results.facts import num as _num
-from tailpod.results.fingerprint import BROKEN_HEAD_ACCEPT_LEN
 from tailpod.results.hardware import recorded_or_computed
 from tailpod.results.io import STAMP, Run
 from tailpod.results.samples import (
@@ -42,135 +38,23 @@ from tailpod.results.samples import (
 from tailpod.results.schema import ArmRecord
 from tailpod.results.section import Context
 from tailpod.results.sections import registered
+from tailpod.results.sections.best_k import best_k
+from tailpod.results.sections.capacity import capacity_drop, capacity_of
 from tailpod.results.sections.crossover import find_crossover
 from tailpod.results.sections.knee import find_knee
-from tailpod.results.stats import ratio_spread, spread, usd_per_mtok
+from tailpod.results.sections.unit_cost import cost_per_tokens
+from tailpod.results.stats import ratio_spread, spread
 
 __all__ = [
     "GIB_TO_GB", "LATENCY_METRICS", "REQUEST_FIELD", "SUMMARY_METRICS", "AnalysisSettings",
     "Sample", "build_samples", "cache_facts", "effective_cache", "summarize",
     "summarize_throughput", "weights_gb", "ratio_spread", "spread", "find_crossover", "find_knee",
+    "best_k", "capacity_drop", "capacity_of", "cost_per_tokens",
 ]  # fmt: skip
 
 ANALYSIS_VERSION = 1
 
 # --- crossover, knee, best K ---------------------------------------------------------------------
-
-
-def best_k(candidates: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """Best K from {k: spread} (higher median is better; ties go to the smaller K), and whether
-    the next larger K measured shows that going further stops helping."""
-    if not candidates:
-        return {"best_k": None, "stops": False, "evidence": "no candidates"}
-    ks = sorted(candidates)
-    best = max(ks, key=lambda k: (candidates[k]["median"], -k))
-    b = candidates[best]
-    larger = [k for k in ks if k > best]
-    if not larger:
-        return {
-            "best_k": best,
-            "value": b["median"],
-            "stops": False,
-            "next_k": None,
-            "evidence": f"not shown to stop: K={best} is the largest K measured",
-        }
-    nxt = larger[0]
-    n = candidates[nxt]
-    if n["median"] < b["median"]:
-        noise = n["max"] >= b["min"]
-        return {
-            "best_k": best,
-            "value": b["median"],
-            "stops": True,
-            "next_k": nxt,
-            "within_noise": noise,
-            "evidence": f"K={nxt} {n['median']:.1f} < K={best} {b['median']:.1f}"
-            + (" (rep spreads overlap)" if noise else ""),
-        }
-    return {
-        "best_k": best,
-        "value": b["median"],
-        "stops": False,
-        "next_k": nxt,
-        "evidence": f"not shown to stop: K={nxt} ties K={best} at {b['median']:.1f}",
-    }
-
-
-# --- capacity, cost, bytes -----------------------------------------------------------------------
-
-
-def capacity_of(
-    engine: str | None, facts: dict[str, Any], engine_config: dict[str, Any]
-) -> dict[str, Any]:
-    """KV pool tokens and request slots as the engine reported them at startup."""
-    slots = _num(facts.get("max_running_requests"))
-    slots_source = "startup: max_running_requests" if slots is not None else None
-    if slots is None and engine_config.get("max_running_requests"):
-        slots = _num(engine_config["max_running_requests"])
-        slots_source = "engine_config: max_running_requests (requested cap)"
-    kv = _num(facts.get("kv_tokens"))
-    if kv is None:
-        kv = _num(facts.get("max_total_num_tokens"))
-    return {
-        "engine": engine,
-        "kv_tokens": kv,
-        "max_total_num_tokens": _num(facts.get("max_total_num_tokens")),
-        "max_running_requests": slots,
-        "slots_source": slots_source,
-        "max_concurrency": _num(facts.get("max_concurrency")),
-        "max_model_len_for_concurrency": _num(facts.get("max_model_len_for_concurrency")),
-    }
-
-
-def capacity_drop(base: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
-    """What the spec arm lost against plain: KV tokens, slots, vLLM's max concurrency."""
-    out: dict[str, Any] = {}
-    parts = []
-    for key, name in (
-        ("kv_tokens", "KV tokens"),
-        ("max_running_requests", "slots"),
-        ("max_concurrency", "max concurrency"),
-    ):
-        a, b = base.get(key), spec.get(key)
-        if a and b is not None:
-            out[key] = {"from": a, "to": b, "change_pct": (b / a - 1) * 100}
-            if b < a:
-                parts.append(
-                    f"{name} {_fmt_count(a)} → {_fmt_count(b)} ({(b / a - 1) * 100:+.1f}%)"
-                )
-    out["detail"] = (
-        ("speculation cut " + ", ".join(parts)) if parts else "no drop shown by startup facts"
-    )
-    return out
-
-
-def _fmt_count(v: float) -> str:
-    return f"{v:,.0f}" if float(v).is_integer() else f"{v:,.2f}"
-
-
-def cost_per_tokens(price_per_hr: float | None, tok_s: float | None) -> dict[str, Any]:
-    """USD per 1k and per 1M output tokens at a throughput. Unknown price -> unknown, never 0."""
-    if price_per_hr is None:
-        return {
-            "status": "unknown",
-            "usd_per_1k": None,
-            "usd_per_1m": None,
-            "reason": "pod price unknown",
-        }
-    if not tok_s or tok_s <= 0:
-        return {
-            "status": "unknown",
-            "usd_per_1k": None,
-            "usd_per_1m": None,
-            "reason": "no throughput",
-        }
-    per_mtok = usd_per_mtok(price_per_hr, tok_s)
-    return {
-        "status": "ok",
-        "usd_per_1k": per_mtok / 1e3,
-        "usd_per_1m": per_mtok,
-        "reason": None,
-    }
 
 
 def bytes_model(
@@ -249,181 +133,10 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         value = section.compute(ctx)
         if value is not None or not section.omit_none:
             ctx.done[section.key] = value
-    arms, void, samples, concurrencies, warnings = (
-        ctx.arms, ctx.void, ctx.samples, ctx.concurrencies, ctx.warnings
-    )
+    arms, void, warnings = ctx.arms, ctx.void, ctx.warnings
     # The sections still below read the summaries untyped until they are modules too.
     cells: list[dict[str, Any]] = ctx.cells  # type: ignore[assignment]
     cell_at: dict[tuple[str, int], dict[str, Any]] = ctx.cell_at  # type: ignore[assignment]
-
-    # Best K per method (plain is K=0 of every method on the same checkpoint)
-    best: dict[str, Any] = {
-        "metric": "output_tok_s",
-        "per_concurrency": [],
-        "overall": [],
-        "excluded_void": sorted(a.label for a in arms if a.k and a.label in void),
-    }
-    methods = sorted({a.method for a in arms if a.k and a.method and a.label not in void})
-    for method in methods:
-        family = [a for a in arms if a.label not in void and (a.method == method or a.k == 0)]
-        spec_ckpts = {a.checkpoint for a in family if a.k}
-        family = [a for a in family if a.k or a.checkpoint in spec_ckpts]
-        for conc in concurrencies:
-            cands = {
-                a.k: cell_at[(a.label, conc)]["output_tok_s"]
-                for a in family
-                if (a.label, conc) in cell_at and cell_at[(a.label, conc)]["output_tok_s"]
-            }
-            if cands:
-                res = best_k(cands)
-                label = next((a.label for a in family if a.k == res["best_k"]), None)
-                best["per_concurrency"].append(
-                    {"method": method, "concurrency": conc, "best_arm": label, **res}
-                )
-        # Overall: geometric mean across the concurrencies every candidate measured.
-        common = [
-            c
-            for c in concurrencies
-            if all(
-                (a.label, c) in cell_at and cell_at[(a.label, c)]["output_tok_s"] for a in family
-            )
-        ]
-        if common:
-            geo = {}
-            for a in family:
-                vals = [cell_at[(a.label, c)]["output_tok_s"]["median"] for c in common]
-                g = math.exp(sum(math.log(v) for v in vals) / len(vals))
-                geo[a.k] = {"median": g, "min": g, "max": g}
-            res = best_k(geo)
-            wins = [p["best_k"] for p in best["per_concurrency"] if p["method"] == method]
-            best["overall"].append(
-                {
-                    "method": method,
-                    "over_concurrency": common,
-                    "basis": "geometric mean of median throughput",
-                    "best_arm": next((a.label for a in family if a.k == res["best_k"]), None),
-                    "wins": {str(k): wins.count(k) for k in sorted(set(wins))},
-                    **res,
-                }
-            )
-
-    # Capacity
-    capacity = []
-    caps = {
-        a.label: capacity_of(
-            a.startup.engine if a.startup else meta.engine.name, a.facts, a.engine_config
-        )
-        for a in arms
-    }
-    for a in arms:
-        row = {"arm": a.label, "k": a.k, "void": a.label in void, **caps[a.label]}
-        base = ctx.baseline_for(a) if a.k else None
-        row["drop"] = capacity_drop(caps[base.label], caps[a.label]) if base else None
-        capacity.append(row)
-
-    # Cost
-    price = meta.pod.price_per_hr
-    costs = []
-    for c in cells:
-        if c["arm"] in void:
-            costs.append(
-                {
-                    "arm": c["arm"],
-                    "concurrency": c["concurrency"],
-                    "status": "void",
-                    "usd_per_1k": None,
-                    "usd_per_1m": None,
-                    "price_per_hr": price,
-                    "reason": f"VOID: {void[c['arm']]}",
-                }
-            )
-            continue
-        tput = c["output_tok_s"]
-        cost = cost_per_tokens(price, tput["median"] if tput else None)
-        if cost["status"] == "ok" and tput:
-            cost["usd_per_1m_range"] = [
-                cost_per_tokens(price, tput["max"])["usd_per_1m"],
-                cost_per_tokens(price, tput["min"])["usd_per_1m"],
-            ]
-        costs.append(
-            {"arm": c["arm"], "concurrency": c["concurrency"], "price_per_hr": price, **cost}
-        )
-    if price is None:
-        warnings.append("pod price unknown: cost columns are 'unknown'")
-
-    # TTFT cold/warm from request rows
-    ttft: dict[tuple[str, int], dict[str, list[float]]] = defaultdict(
-        lambda: {"cold": [], "warm": []}
-    )
-    for r in run.requests:
-        if (
-            r.ok
-            and r.ttft_s is not None
-            and (st.prompt_class is None or r.prompt_class == st.prompt_class)
-        ):
-            ttft[(r.arm, r.concurrency)][r.cache].append(r.ttft_s)
-    order = {a.label: i for i, a in enumerate(arms)}
-    ttft_rows = [
-        {
-            "arm": arm,
-            "concurrency": conc,
-            "void": arm in void,
-            "cold": spread(v["cold"]),
-            "warm": spread(v["warm"]),
-        }
-        for (arm, conc), v in sorted(
-            ttft.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])
-        )
-    ]
-
-    # Acceptance per K (pooled counters over every cell of the arm)
-    acceptance = []
-    for a in arms:
-        if not a.k:
-            continue
-        own = [s for s in samples if s.arm == a.label]
-        drafts = sum(s.drafts for s in own)
-        if not drafts:
-            acceptance.append(
-                {
-                    "arm": a.label,
-                    "k": a.k,
-                    "method": a.method,
-                    "void": a.label in void,
-                    "acceptance_length": None,
-                    "acceptance_rate": None,
-                    "per_position": [],
-                }
-            )
-            continue
-        dtoks = sum(s.draft_tokens for s in own)
-        acc = sum(s.accepted for s in own)
-        width = max(len(s.per_position_weighted) for s in own)
-        per_pos = [
-            sum(s.per_position_weighted[i] for s in own if i < len(s.per_position_weighted))
-            / drafts
-            for i in range(width)
-        ]
-        length = max(1.0, 1 + acc / drafts)
-        acceptance.append(
-            {
-                "arm": a.label,
-                "k": a.k,
-                "method": a.method,
-                "void": a.label in void,
-                "drafts": drafts,
-                "draft_tokens": dtoks,
-                "accepted": acc,
-                "acceptance_length": length,
-                "acceptance_rate": max(0.0, acc / dtoks) if dtoks else None,
-                "per_position": per_pos,
-            }
-        )
-        if length < BROKEN_HEAD_ACCEPT_LEN:
-            warnings.append(
-                f"{a.label}: acceptance length {length:.2f} ≈ 1 — draft head not "
-                "accepting (broken MTP head or quantized-away layers?)"
-            )
 
     # Bytes model between checkpoint arms (plain arms on different checkpoints)
     bytes_rows = []
@@ -455,25 +168,25 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         "provider": meta.provider,
         "gpu": meta.pod.gpu,
         "gpu_count": meta.pod.gpu_count,
-        "price_per_hr": price,
+        "price_per_hr": meta.pod.price_per_hr,
         "measured_from": meta.measured_from,
         "created_at": meta.created_at,
         "plan": meta.plan.model_dump(),
         "stamp": run.stamp,
         "hardware": hardware,
         "settings": asdict(st),
-        "concurrency": concurrencies,
+        "concurrency": ctx.concurrencies,
         "warnings": warnings,
         "arms": ctx.done["arms"],
         "cells": ctx.done["cells"],
         "speedup": ctx.done["speedup"],
         "crossover": ctx.done["crossover"],
         "knee": ctx.done["knee"],
-        "best_k": best,
-        "capacity": capacity,
-        "cost": costs,
-        "ttft_cache": ttft_rows,
-        "acceptance": acceptance,
+        "best_k": ctx.done["best_k"],
+        "capacity": ctx.done["capacity"],
+        "cost": ctx.done["cost"],
+        "ttft_cache": ctx.done["ttft_cache"],
+        "acceptance": ctx.done["acceptance"],
         "fingerprint": recorded_fingerprint(run),
         "serve_tax": serve_tax(run, cells, void),
         "slo": slo_section(run, void),

@@ -105,132 +105,16 @@ def render_run_markdown(an: dict[str, Any]) -> str:
         L += ["## Warnings", ""] + [f"- {w}" for w in an["warnings"]] + [""]
 
     rc = RenderContext(analysis=an, stamp=stamp, void=void)
-    for section in in_report():
-        assert section.render is not None
-        L += section.render(an.get(section.key), rc)
+    for section in in_report():  # those that come before the serve tax
+        if section.render is not None and (section.report_rank or 0) < 70:
+            L += section.render(an.get(section.key), rc)
 
-    bk = an["best_k"]
-    L += ["## Best K", ""]
-    if bk["per_concurrency"]:
-        L += _table(
-            ["method", "c", "best K", "arm", "tok/s", "stops?", "evidence"],
-            [
-                [
-                    p["method"],
-                    str(p["concurrency"]),
-                    str(p["best_k"]),
-                    p.get("best_arm") or "—",
-                    fmt_num(p.get("value")),
-                    "yes" if p["stops"] else "no",
-                    p["evidence"],
-                ]
-                for p in bk["per_concurrency"]
-            ],
-            stamp,
-        )
-        L += _table(
-            ["method", "overall best K", "arm", "basis", "wins per K", "evidence"],
-            [
-                [
-                    o["method"],
-                    str(o["best_k"]),
-                    o.get("best_arm") or "—",
-                    f"{o['basis']} over c={o['over_concurrency']}",
-                    ", ".join(f"K={k}: {n}" for k, n in o["wins"].items()),
-                    o["evidence"],
-                ]
-                for o in bk["overall"]
-            ],
-            stamp,
-        )
-    else:
-        L += ["No spec arm to choose K from.", ""]
-    if bk.get("excluded_void"):
-        L += ["Excluded (void): " + ", ".join(f"~~{v}~~" for v in bk["excluded_void"]), ""]
     L += render_serve_tax_section(an.get("serve_tax"), _voids(an), stamp)
     L += render_slo_section(an.get("slo"), stamp)
 
-    L += ["## Acceptance", ""]
-    L += _table(
-        ["arm", "K", "acceptance length", "acceptance rate", "per position", "drafts"],
-        [
-            [
-                arm_label(a["arm"], void),
-                str(a["k"]),
-                fmt_num(a["acceptance_length"]),
-                fmt_num(a["acceptance_rate"]),
-                ", ".join(f"{p:.2f}" for p in a["per_position"]) or "—",
-                str(a.get("drafts", "—")),
-            ]
-            for a in an["acceptance"]
-        ],
-        stamp,
-    )
-
-    L += ["## TTFT, cold vs warm prefix cache", "", "Median TTFT (s) over successful requests.", ""]
-    if an["ttft_cache"]:
-        L += _table(
-            ["arm", "c", "cold", "warm", "n cold / warm"],
-            [
-                [
-                    arm_label(t["arm"], void),
-                    str(t["concurrency"]),
-                    fmt_num(t["cold"]["median"] if t["cold"] else None),
-                    fmt_num(t["warm"]["median"] if t["warm"] else None),
-                    f"{t['cold']['n'] if t['cold'] else 0} / {t['warm']['n'] if t['warm'] else 0}",
-                ]
-                for t in an["ttft_cache"]
-            ],
-            stamp,
-        )
-    else:
-        L += ["No request rows with TTFT.", ""]
-
-    L += [
-        "## Capacity",
-        "",
-        "From each arm's engine startup lines (raw lines are in run.json).",
-        "",
-    ]
-    L += _table(
-        [
-            "arm",
-            "K",
-            "KV pool tokens",
-            "max running requests",
-            "vLLM max concurrency",
-            "drop vs plain",
-        ],
-        [
-            [
-                arm_label(c["arm"], void),
-                str(c["k"]),
-                fmt_num(c["kv_tokens"]),
-                fmt_num(c["max_running_requests"]),
-                fmt_num(c["max_concurrency"]),
-                (c["drop"] or {}).get("detail", "—") if c["drop"] else "—",
-            ]
-            for c in an["capacity"]
-        ],
-        stamp,
-    )
-
-    L += ["## Cost", ""]
-    if price is None:
-        L += ["Pod price unknown: cost is **unknown** (not zero).", ""]
-    else:
-        L += [f"At the pod's ${price:g}/hr: USD per 1k output tokens (per 1M in brackets).", ""]
-    if hardware.get("stamp"):
-        L += [f"**{hardware['stamp']}**", ""]
-
-    def cost_cell(e: dict[str, Any]) -> str:
-        if e["status"] == "void":
-            return "VOID"
-        if e["status"] != "ok":
-            return "unknown"
-        return f"{fmt_usd(e['usd_per_1k'])} ({fmt_usd(e['usd_per_1m'])})"
-
-    L += _table(chead, _grid(an, an["cost"], cost_cell), stamp)
+    for section in in_report():  # those that come after the open loop
+        if section.render is not None and (section.report_rank or 0) > 80:
+            L += section.render(an.get(section.key), rc)
 
     if an["bytes_model"]:
         L += [
