@@ -1,7 +1,9 @@
 """report.md (+ PNGs) for one run, and a side-by-side comparison for several.
 
-Every number in a table is formatted from the analysis dict by the `fmt_*` helpers below, so a
-table can be checked against `tailpod report --json` mechanically.
+The run's frame (title, the run table, warnings, plots) is written here; everything between is the
+registered report sections' (results/sections/), each rendered from its own part of the analysis.
+Every number in a table is formatted by the `fmt_*` helpers of results/markdown.py, so a table can
+be checked against `tailpod report --json` mechanically.
 """
 
 from __future__ import annotations
@@ -27,15 +29,13 @@ from tailpod.results.markdown import (
     fmt_ratio,
     fmt_spread,
     fmt_usd,
-    grid,
     scrub_argv,
     table,
     voids,
 )
 from tailpod.results.plots import PLOT_FILES, plot_compare, write_plots
-from tailpod.results.section import RenderContext
-from tailpod.results.sections import in_report
-from tailpod.results.slo import render as render_slo_section
+from tailpod.results.section import CompareRenderContext, RenderContext
+from tailpod.results.sections import in_compare, in_report
 from tailpod.secrets import redact
 
 # Formatting names callers and tests import from here (defined in results/markdown.py).
@@ -45,7 +45,6 @@ __all__ = [
 ]  # fmt: skip
 
 REPORT_FILE = "report.md"
-_table, _voids, _grid = table, voids, grid
 
 def reported_hardware(hardware: dict[str, Any]) -> str:
     """What the pod's own facts say it is, with the verdict against the provider's claim."""
@@ -61,9 +60,6 @@ def reported_hardware(hardware: dict[str, Any]) -> str:
 
 def render_run_markdown(an: dict[str, Any]) -> str:
     stamp = an.get("stamp")
-    void = _voids(an)
-    concs = an["concurrency"]
-    chead = ["arm"] + [f"c={c}" for c in concs]
     L: list[str] = [f"# tailpod report — {an['run_id']}", ""]
     if stamp:
         L += [f"> {STAMP_LINE}", ""]
@@ -72,7 +68,7 @@ def render_run_markdown(an: dict[str, Any]) -> str:
         L += [f"> **{hardware['stamp']}**", ""]
     plan = an.get("plan") or {}
     price = an.get("price_per_hr")
-    L += _table(
+    L += table(
         ["field", "value"],
         [
             ["model", an["model"]],
@@ -103,49 +99,10 @@ def render_run_markdown(an: dict[str, Any]) -> str:
     )
     if an["warnings"]:
         L += ["## Warnings", ""] + [f"- {w}" for w in an["warnings"]] + [""]
-
-    rc = RenderContext(analysis=an, stamp=stamp, void=void)
-    for section in in_report():  # those that come before the serve tax
-        if section.render is not None and (section.report_rank or 0) < 70:
-            L += section.render(an.get(section.key), rc)
-
-    L += render_serve_tax_section(an.get("serve_tax"), _voids(an), stamp)
-    L += render_slo_section(an.get("slo"), stamp)
-
-    for section in in_report():  # those that come after the open loop
-        if section.render is not None and (section.report_rank or 0) > 80:
-            L += section.render(an.get(section.key), rc)
-
-    if an["bytes_model"]:
-        L += [
-            "## Bytes model",
-            "",
-            "Decode speedup that weight bytes alone predict (A/B) next to the measured one.",
-            "",
-        ]
-        L += _table(
-            ["A", "B", "weights A / B (GB)", "predicted", "measured", "at c", "detail"],
-            [
-                [
-                    b["arm_a"],
-                    b["arm_b"],
-                    f"{fmt_num(b['weights_a_gb'])} / {fmt_num(b['weights_b_gb'])}",
-                    f"{b['predicted']:.2f}×" if b["predicted"] else "—",
-                    f"{b['measured']:.2f}×" if b["measured"] else "—",
-                    str(b.get("concurrency") or "—"),
-                    b["detail"],
-                ]
-                for b in an["bytes_model"]
-            ],
-            stamp,
-        )
-
-    if an.get("by_prompt_class"):
-        L += ["## Throughput by prompt class", ""]
-        for pc, rows in an["by_prompt_class"].items():
-            L += [f"### {pc}", ""]
-            L += _table(chead, _grid(an, rows, lambda e: fmt_spread(e["output_tok_s"])), stamp)
-
+    rc = RenderContext(analysis=an, stamp=stamp, void=voids(an))
+    for section in in_report():
+        assert section.render is not None
+        L += section.render(an.get(section.key), rc)
     L += ["## Plots", ""]
     for name, file in PLOT_FILES.items():
         L += [f"![{name}]({file})", ""]
@@ -204,7 +161,7 @@ def render_kl_section(kl: dict[str, Any]) -> list[str]:
             f"{c.get('diverged_prompts')}/{c.get('prompts')}"
             + (f" (median at token {fmt_num(div)})" if div is not None else ""),
         ])  # fmt: skip
-    L += _table(
+    L += table(
         ["candidate", "model", "KL mean (nats)", "p90", "p99", "max", "top-1 agreement",
          "ref mass covered", "greedy diverges"],
         rows, None,
@@ -216,7 +173,7 @@ def render_kl_section(kl: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
     if by_class:
         L += ["By prompt class.", ""]
-        L += _table(["candidate", "class", "positions", "KL mean", "KL p90", "top-1 agreement"],
+        L += table(["candidate", "class", "positions", "KL mean", "KL p90", "top-1 agreement"],
                     by_class, None)  # fmt: skip
     skipped = [(c["label"], s) for c in cands for s in c.get("skipped_prompts") or []]
     if skipped:
@@ -231,7 +188,7 @@ def render_kl_markdown(kl: dict[str, Any]) -> str:
     """A report for a run directory that holds only a KL evaluation."""
     engine = kl.get("engine") or {}
     L = [f"# tailpod KL evaluation — {kl.get('run_id')}", ""]
-    L += _table(
+    L += table(
         ["field", "value"],
         [
             ["run tag", str(kl.get("run_tag") or "—")],
@@ -245,73 +202,6 @@ def render_kl_markdown(kl: dict[str, Any]) -> str:
     return redact("\n".join(L + render_kl_section(kl)))
 
 
-def render_serve_tax_section(
-    tax: dict[str, Any] | None, void: dict[str, str], stamp: str | None
-) -> list[str]:
-    """Bare engine vs served endpoint per arm and concurrency, and the best K both ways."""
-    if not tax:
-        return []
-    L = ["## Serve tax (bare engine vs served endpoint)", ""]
-    tools = sorted({r["tool"] for r in tax["rows"] if r.get("tool")})
-    L += [
-        "Output tok/s, median [min–max] over reps, at the same prompts, output length and "
-        f"concurrency; bare is the engine's own offline decode ({', '.join(tools) or '—'}).",
-        "",
-    ]
-    L += _table(
-        ["arm", "c", "bare tok/s", "served tok/s", "served / bare", "served vs bare"],
-        [
-            [
-                arm_label(r["arm"], void),
-                str(r["concurrency"]),
-                fmt_spread(r["bare_tok_s"]),
-                fmt_spread(r["served_tok_s"]),
-                f"{r['served_over_bare']:.3f}" if r["served_over_bare"] is not None else "—",
-                f"{r['served_vs_bare_pct']:+.1f} %" if r["served_vs_bare_pct"] is not None else "—",
-            ]
-            for r in tax["rows"]
-        ],
-        stamp,
-    )
-    for b in tax["best_k"]:
-        served, bare = b["served"], b["bare"]
-        if served and bare:
-            moved = " (serving moved it)" if b["moved"] else ""
-            L.append(
-                f"- c={b['concurrency']}: best K served K={served['k']} ({served['arm']}), "
-                f"bare K={bare['k']} ({bare['arm']}){moved}"
-            )
-    L += [f"- {n}" for n in tax["notes"]]
-    L.append("")
-    return L
-
-
-def render_fingerprint_section(fp: dict[str, Any], stamp: str | None) -> list[str]:
-    """Acceptance of the same pair across runs (results/fingerprint.py), with the flags first."""
-    if not fp.get("checks"):
-        return []
-    L = ["## Acceptance fingerprint (same pair, run_i vs run_0)", ""]
-    L += [f"- **FLAG**: {f}" for f in fp["flags"]] or ["- every shared arm agrees"]
-    L.append("")
-    L += _table(
-        ["arm", "prompt class", "runs", "acceptance length", "rep ranges", "allowed", "status"],
-        [
-            [
-                c["arm"],
-                c["prompt_class"],
-                " vs ".join(c["runs"]),
-                " vs ".join(fmt_num(v) for v in c["acceptance_length"]),
-                " / ".join(fmt_num(v) for v in c["rep_range"]),
-                fmt_num(c["allowed"]),
-                c["status"],
-            ]
-            for c in fp["checks"]
-        ],
-        stamp,
-    )
-    return L
-
-
 def render_compare_markdown(cmp: dict[str, Any]) -> str:
     stamp = cmp.get("stamp")
     runs = cmp["runs"]
@@ -321,7 +211,7 @@ def render_compare_markdown(cmp: dict[str, Any]) -> str:
         L += [f"> {STAMP_LINE}", ""]
     for run_id, hardware_stamp in (cmp.get("hardware_stamps") or {}).items():
         L += [f"> **{run_id}: {hardware_stamp}**", ""]
-    L += _table(
+    L += table(
         ["run", "GPU", "provider", "engine", "image digest", "model", "$/hr", "measured from"],
         [
             [
@@ -340,107 +230,10 @@ def render_compare_markdown(cmp: dict[str, Any]) -> str:
     )
     if cmp["warnings"]:
         L += ["## Warnings", ""] + [f"- {w}" for w in cmp["warnings"]] + [""]
-    L += render_fingerprint_section(cmp.get("fingerprint") or {}, stamp)
-
-    def side(rows: Sequence[dict[str, Any]], key: str, fmt: Any) -> list[list[str]]:
-        out = []
-        for e in rows:
-            void = [v for v in e["void"] if v]
-            label = f"~~{e['arm']}~~ (VOID: {void[0]})" if void else e["arm"]
-            vals = [fmt(v) for v in e[key]]
-            ratios = ["—" if r is None else f"{r:.2f}×" for r in e.get("ratios", [])[1:]]
-            out.append([label, str(e["concurrency"]), *vals, *ratios])
-        return out
-
-    ratio_heads = [f"{i} / {ids[0]}" for i in ids[1:]]
-    L += ["## Throughput (median output tok/s)", ""]
-    L += _table(["arm", "c", *ids, *ratio_heads], side(cmp["throughput"], "values", fmt_num), stamp)
-    L += ["## Per-request decode speed (median p50 tok/s)", ""]
-    L += _table(["arm", "c", *ids, *ratio_heads], side(cmp["decode"], "values", fmt_num), stamp)
-    if cmp["speedup"]:
-        L += ["## Spec speedup over plain, per run", ""]
-        L += _table(
-            ["arm", "c", *ids],
-            side(cmp["speedup"], "values", lambda v: "—" if v is None else f"{v:.2f}×"),
-            stamp,
-        )
-    L += ["## Cost (USD per 1M output tokens)", ""]
-    L += _table(["arm", "c", *ids, *ratio_heads], side(cmp["cost"], "usd_per_1m", fmt_usd), stamp)
-    if cmp["crossover"]:
-        L += ["## Crossover", ""]
-        L += _table(
-            ["arm", *ids],
-            [
-                [
-                    c["arm"],
-                    *[
-                        "—"
-                        if p is None
-                        else (
-                            f"{p['status']} c≈{p['concurrency']:.2f}"
-                            if p.get("concurrency")
-                            else p["status"]
-                        )
-                        for p in c["per_run"]
-                    ],
-                ]
-                for c in cmp["crossover"]
-            ],
-            stamp,
-        )
-    L += ["## Knee", ""]
-    L += _table(
-        ["arm", *ids],
-        [
-            [
-                k["arm"],
-                *[
-                    "—"
-                    if p is None
-                    else (
-                        f"c={p['concurrency']} ({fmt_num(p['throughput'])} tok/s)"
-                        if p["status"] == "knee"
-                        else p["status"]
-                    )
-                    for p in k["per_run"]
-                ],
-            ]
-            for k in cmp["knee"]
-        ],
-        stamp,
-    )
-    L += ["## Capacity (KV tokens / max running requests)", ""]
-    L += _table(
-        ["arm", *ids],
-        [
-            [
-                c["arm"],
-                *[
-                    f"{fmt_num(kv)} / {fmt_num(s)}"
-                    for kv, s in zip(c["kv_tokens"], c["max_running_requests"], strict=True)
-                ],
-            ]
-            for c in cmp["capacity"]
-        ],
-        stamp,
-    )
-    if cmp["bytes_model"]:
-        L += ["## Bytes model across checkpoints", ""]
-        L += _table(
-            ["A", "B", "weights A / B (GB)", "predicted", "measured", "detail"],
-            [
-                [
-                    f"{b['run_a']} ({b['checkpoint_a']})",
-                    f"{b['run_b']} ({b['checkpoint_b']})",
-                    f"{fmt_num(b['weights_a_gb'])} / {fmt_num(b['weights_b_gb'])}",
-                    f"{b['predicted']:.2f}×" if b["predicted"] else "—",
-                    f"{b['measured']:.2f}×" if b["measured"] else "—",
-                    b["detail"],
-                ]
-                for b in cmp["bytes_model"]
-            ],
-            stamp,
-        )
+    rc = CompareRenderContext(stamp=stamp, ids=ids)
+    for section in in_compare():
+        if section.render_compare is not None:
+            L += section.render_compare(cmp, rc)
     L += [f"![compare]({cmp.get('plot_file', 'compare_throughput.png')})", ""]
     return redact("\n".join(L))
 

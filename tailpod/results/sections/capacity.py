@@ -3,11 +3,14 @@ what speculation cost against plain."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tailpod.results.facts import num as _num
 from tailpod.results.markdown import arm_label, fmt_num, table
 from tailpod.results.section import (
+    CompareContext,
+    CompareRenderContext,
     Context,
     RenderContext,
     Section,
@@ -101,10 +104,44 @@ def render(rows: list[CapacityRow], rc: RenderContext) -> list[str]:
     return L
 
 
+def compare(cc: CompareContext) -> dict[str, Any]:
+    out = []
+    for arm in cc.arm_labels:
+        rows = [next((c for c in a["capacity"] if c["arm"] == arm), None) for a in cc.analyses]
+        out.append(
+            {
+                "arm": arm,
+                "kv_tokens": [r["kv_tokens"] if r else None for r in rows],
+                "max_running_requests": [r["max_running_requests"] if r else None for r in rows],
+                "max_concurrency": [r["max_concurrency"] if r else None for r in rows],
+            }
+        )
+    return {"capacity": out}
+
+
+def render_compare(cmp: Mapping[str, Any], rc: CompareRenderContext) -> list[str]:
+    rows = [
+        [
+            c["arm"],
+            *[
+                f"{fmt_num(kv)} / {fmt_num(s)}"
+                for kv, s in zip(c["kv_tokens"], c["max_running_requests"], strict=True)
+            ],
+        ]
+        for c in cmp["capacity"]
+    ]
+    return ["## Capacity (KV tokens / max running requests)", ""] + table(
+        ["arm", *rc.ids], rows, rc.stamp
+    )
+
+
 SECTION = Section(
     key="capacity",
     rank=70,
     compute=compute,
     report_rank=110,
     render=render,
+    compare_rank=70,
+    compare=compare,
+    render_compare=render_compare,
 )

@@ -5,11 +5,13 @@ spec and plain spreads overlap at either bracketing point. Reads the speedup sec
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tailpod.results.markdown import arm_label, table
 from tailpod.results.section import (
+    CompareContext,
+    CompareRenderContext,
     Context,
     RenderContext,
     Section,
@@ -117,10 +119,48 @@ def render(entries: list[CrossoverEntry], rc: RenderContext) -> list[str]:
     )
 
 
+def compare(cc: CompareContext) -> dict[str, Any]:
+    rows = [
+        {
+            "arm": arm,
+            "per_run": [
+                next(
+                    (
+                        {"status": c["status"], "concurrency": c.get("concurrency")}
+                        for c in a["crossover"]
+                        if c["arm"] == arm
+                    ),
+                    None,
+                )
+                for a in cc.analyses
+            ],
+        }
+        for arm in cc.arm_labels
+        if any(c["arm"] == arm for a in cc.analyses for c in a["crossover"])
+    ]
+    return {"crossover": rows}
+
+
+def _per_run(p: Mapping[str, Any] | None) -> str:
+    if p is None:
+        return "—"
+    return f"{p['status']} c≈{p['concurrency']:.2f}" if p.get("concurrency") else p["status"]
+
+
+def render_compare(cmp: Mapping[str, Any], rc: CompareRenderContext) -> list[str]:
+    if not cmp["crossover"]:
+        return []
+    rows = [[c["arm"], *[_per_run(p) for p in c["per_run"]]] for c in cmp["crossover"]]
+    return ["## Crossover", ""] + table(["arm", *rc.ids], rows, rc.stamp)
+
+
 SECTION = Section(
     key="crossover",
     rank=40,
     compute=compute,
     report_rank=40,
     render=render,
+    compare_rank=50,
+    compare=compare,
+    render_compare=render_compare,
 )

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tailpod.results.markdown import arm_label, fmt_num, table
 from tailpod.results.section import (
+    CompareContext,
+    CompareRenderContext,
     Context,
     RenderContext,
     Section,
@@ -111,10 +113,51 @@ def render(entries: list[KneeEntry], rc: RenderContext) -> list[str]:
     return table(["arm", "knee", "at c", "tok/s there", "detail"], rows, rc.stamp)
 
 
+def compare(cc: CompareContext) -> dict[str, Any]:
+    rows = [
+        {
+            "arm": arm,
+            "per_run": [
+                next(
+                    (
+                        {
+                            "status": k["status"],
+                            "concurrency": k.get("concurrency"),
+                            "throughput": k.get("throughput"),
+                        }
+                        for k in a["knee"]
+                        if k["arm"] == arm
+                    ),
+                    None,
+                )
+                for a in cc.analyses
+            ],
+        }
+        for arm in cc.arm_labels
+    ]
+    return {"knee": rows}
+
+
+def _per_run(p: Mapping[str, Any] | None) -> str:
+    if p is None:
+        return "—"
+    if p["status"] == "knee":
+        return f"c={p['concurrency']} ({fmt_num(p['throughput'])} tok/s)"
+    return str(p["status"])
+
+
+def render_compare(cmp: Mapping[str, Any], rc: CompareRenderContext) -> list[str]:
+    rows = [[k["arm"], *[_per_run(p) for p in k["per_run"]]] for k in cmp["knee"]]
+    return ["## Knee", ""] + table(["arm", *rc.ids], rows, rc.stamp)
+
+
 SECTION = Section(
     key="knee",
     rank=50,
     compute=compute,
     report_rank=50,  # under the crossover table, in its "Crossover and knee" heading
     render=render,
+    compare_rank=60,
+    compare=compare,
+    render_compare=render_compare,
 )

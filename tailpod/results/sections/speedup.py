@@ -4,11 +4,13 @@ max(spec)/min(plain), results/stats.py ratio_spread)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypedDict
 
-from tailpod.results.markdown import fmt_ratio, grid, table
+from tailpod.results.markdown import fmt_ratio, grid, side_by_side, table
 from tailpod.results.section import (
+    CompareContext,
+    CompareRenderContext,
     Context,
     RenderContext,
     Section,
@@ -95,10 +97,37 @@ def render(entries: list[SpeedupEntry], rc: RenderContext) -> list[str]:
     return L
 
 
+def compare(cc: CompareContext) -> dict[str, Any]:
+    speed = [{(s["arm"], s["concurrency"]): s for s in a["speedup"]} for a in cc.analyses]
+    rows = []
+    for key in cc.keys:
+        void_in = [v.get(key[0]) for v in cc.voids]
+        spd = []
+        for si in speed:
+            s = si.get(key)
+            spd.append(s["throughput"]["speedup"] if s and s.get("throughput") else None)
+        if any(v is not None for v in spd) or any(void_in):
+            rows.append({"arm": key[0], "concurrency": key[1], "values": spd, "void": void_in})
+    return {"speedup": rows}
+
+
+def render_compare(cmp: Mapping[str, Any], rc: CompareRenderContext) -> list[str]:
+    if not cmp["speedup"]:
+        return []
+    return ["## Spec speedup over plain, per run", ""] + table(
+        ["arm", "c", *rc.ids],
+        side_by_side(cmp["speedup"], "values", lambda v: "—" if v is None else f"{v:.2f}×"),
+        rc.stamp,
+    )
+
+
 SECTION = Section(
     key="speedup",
     rank=30,
     compute=compute,
     report_rank=30,
     render=render,
+    compare_rank=30,
+    compare=compare,
+    render_compare=render_compare,
 )

@@ -1,16 +1,20 @@
 """Cost: USD per 1k and per 1M output tokens per arm and concurrency at the pod's price (unknown
-price: unknown, never zero)."""
+price: unknown, never zero), and its side-by-side across runs."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from tailpod.results.markdown import fmt_usd, grid, table
+from tailpod.results.markdown import fmt_usd, grid, side_by_side, table
 from tailpod.results.section import (
+    CompareContext,
+    CompareRenderContext,
     Context,
     RenderContext,
     Section,
 )
+from tailpod.results.sections.throughput import ratios
 from tailpod.results.stats import usd_per_mtok
 
 CostEntry = dict[str, Any]  # arm, concurrency, price_per_hr + cost_per_tokens()'s keys
@@ -94,10 +98,39 @@ def render(costs: list[CostEntry], rc: RenderContext) -> list[str]:
     return L + table(rc.concurrency_head, grid(rc.analysis, costs, _cell), rc.stamp)
 
 
+def compare(cc: CompareContext) -> dict[str, Any]:
+    index = [{(e["arm"], e["concurrency"]): e for e in a["cost"]} for a in cc.analyses]
+    rows = []
+    for key in cc.keys:
+        void_in = [v.get(key[0]) for v in cc.voids]
+        vals = [(ci.get(key) or {}).get("usd_per_1m") for ci in index]
+        rows.append(
+            {
+                "arm": key[0],
+                "concurrency": key[1],
+                "usd_per_1m": vals,
+                "void": void_in,
+                "ratios": [None] * len(vals) if any(void_in) else ratios(vals),
+            }
+        )
+    return {"cost": rows}
+
+
+def render_compare(cmp: Mapping[str, Any], rc: CompareRenderContext) -> list[str]:
+    return ["## Cost (USD per 1M output tokens)", ""] + table(
+        ["arm", "c", *rc.ids, *rc.ratio_heads],
+        side_by_side(cmp["cost"], "usd_per_1m", fmt_usd),
+        rc.stamp,
+    )
+
+
 SECTION = Section(
     key="cost",
     rank=80,
     compute=compute,
     report_rank=120,
     render=render,
+    compare_rank=40,
+    compare=compare,
+    render_compare=render_compare,
 )
