@@ -3,14 +3,26 @@ over every cell of the arm; a warning when a drafter accepts about nothing."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from tailpod.results.fingerprint import BROKEN_HEAD_ACCEPT_LEN
 from tailpod.results.markdown import arm_label, fmt_num, table
 from tailpod.results.section import Context, RenderContext, Section
 
-AcceptanceRow = dict[str, Any]  # arm, k, method, void, [drafts, draft_tokens, accepted,]
-# acceptance_length, acceptance_rate, per_position (the counters only when the arm drafted)
+
+class AcceptanceRow(TypedDict, total=False):
+    """One spec arm; the counters (drafts, draft_tokens, accepted) only when it drafted."""
+
+    arm: str
+    k: int
+    method: str | None
+    void: bool
+    drafts: int
+    draft_tokens: int
+    accepted: int
+    acceptance_length: float | None
+    acceptance_rate: float | None
+    per_position: list[float]
 
 
 def compute(ctx: Context) -> list[AcceptanceRow]:

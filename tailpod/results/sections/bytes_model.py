@@ -6,7 +6,7 @@ short."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from tailpod.results.facts import cache_facts, weights_gb
 from tailpod.results.markdown import fmt_num, table
@@ -19,7 +19,25 @@ from tailpod.results.section import (
     Section,
 )
 
-BytesRow = dict[str, Any]  # arm_a, checkpoint_a, arm_b, checkpoint_b, concurrency + bytes_model()'s
+
+class BytesRow(TypedDict, total=False):
+    """Two plain arms on different checkpoints (A the larger), at their lowest common c, and what
+    bytes_model() says of them."""
+
+    arm_a: str
+    checkpoint_a: str | None
+    arm_b: str
+    checkpoint_b: str | None
+    concurrency: int | None
+    weights_a_gb: float | None
+    weights_b_gb: float | None
+    predicted: float | None
+    measured: float | None
+    residual: float | None
+    implied_untouched_gb: float | None
+    caches: dict[str, float]
+    status: str  # ok, unknown
+    detail: str
 
 
 def bytes_model(
@@ -123,7 +141,7 @@ def compute(ctx: Context) -> list[BytesRow]:
         ref = ordered[0]
         cell_at: dict[tuple[str, int], dict[str, Any]] = ctx.cell_at  # type: ignore[assignment]
         for other in ordered[1:]:
-            rows.append(checkpoint_bytes(ref, other, cell_at, cell_at))
+            rows.append(cast(BytesRow, checkpoint_bytes(ref, other, cell_at, cell_at)))
     return rows
 
 

@@ -4,7 +4,7 @@ what speculation cost against plain."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from tailpod.results.facts import num as _num
 from tailpod.results.markdown import arm_label, fmt_num, table
@@ -16,7 +16,21 @@ from tailpod.results.section import (
     Section,
 )
 
-CapacityRow = dict[str, Any]  # arm, k, void + capacity_of()'s keys + drop
+
+class CapacityRow(TypedDict):
+    """One arm: capacity_of()'s figures and, for a spec arm, capacity_drop() against its plain."""
+
+    arm: str
+    k: int
+    void: bool
+    engine: str | None
+    kv_tokens: float | None
+    max_total_num_tokens: float | None
+    max_running_requests: float | None
+    slots_source: str | None
+    max_concurrency: float | None
+    max_model_len_for_concurrency: float | None
+    drop: dict[str, Any] | None
 
 
 def capacity_of(
@@ -74,12 +88,12 @@ def compute(ctx: Context) -> list[CapacityRow]:
         a.label: capacity_of(a.startup.engine if a.startup else engine, a.facts, a.engine_config)
         for a in ctx.arms
     }
-    rows = []
+    rows: list[CapacityRow] = []
     for a in ctx.arms:
         row = {"arm": a.label, "k": a.k, "void": a.label in ctx.void, **caps[a.label]}
         base = ctx.baseline_for(a) if a.k else None
         row["drop"] = capacity_drop(caps[base.label], caps[a.label]) if base else None
-        rows.append(row)
+        rows.append(cast(CapacityRow, row))
     return rows
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from tailpod.results.markdown import arm_label, table
 from tailpod.results.section import (
@@ -17,7 +17,19 @@ from tailpod.results.section import (
     Section,
 )
 
-CrossoverEntry = dict[str, Any]  # arm, status, concurrency, detail; + baseline, bracket, ... (find_crossover)
+
+class CrossoverEntry(TypedDict, total=False):
+    """One spec arm: always arm, status, concurrency, detail; with a usable baseline also what
+    find_crossover() returns (interpolation, bracket, recrossings)."""
+
+    arm: str
+    baseline: str
+    status: str  # crossover, uncertain, none_in_range, below_range, no_data, void, no_baseline
+    concurrency: float | None
+    interpolation: str
+    bracket: list[int] | None
+    recrossings: list[int]
+    detail: str
 
 
 def _interp(c_lo: float, c_hi: float, t: float, how: str) -> float:
@@ -97,10 +109,8 @@ def compute(ctx: Context) -> list[CrossoverEntry]:
                 for e in speedups
                 if e["arm"] == a.label and e["throughput"]
             ]
-            out.append(
-                {"arm": a.label, "baseline": base.label,
-                 **find_crossover(points, ctx.settings.interpolation)}
-            )  # fmt: skip
+            found = find_crossover(points, ctx.settings.interpolation)
+            out.append(cast(CrossoverEntry, {"arm": a.label, "baseline": base.label, **found}))
     return out
 
 

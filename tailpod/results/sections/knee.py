@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from tailpod.results.markdown import arm_label, fmt_num, table
 from tailpod.results.section import (
@@ -15,7 +15,22 @@ from tailpod.results.section import (
     Section,
 )
 
-KneeEntry = dict[str, Any]  # arm, void, latency_metric + find_knee()'s status, concurrency, ...
+
+class KneeEntry(TypedDict, total=False):
+    """One arm: arm, void, latency_metric and what find_knee() returns (throughput and latency
+    only when status is "knee")."""
+
+    arm: str
+    void: bool
+    latency_metric: str
+    status: str  # knee, none_in_range, no_data
+    concurrency: int | None
+    throughput: float
+    latency: float
+    sustained: bool
+    thresholds: dict[str, float]
+    steps: list[dict[str, Any]]
+    detail: str
 
 
 def find_knee(
@@ -83,7 +98,7 @@ def find_knee(
 
 def compute(ctx: Context) -> list[KneeEntry]:
     st = ctx.settings
-    knees = []
+    knees: list[KneeEntry] = []
     for a in ctx.arms:
         pts = []
         for conc in ctx.concurrencies:
@@ -94,8 +109,8 @@ def compute(ctx: Context) -> list[KneeEntry]:
                 pts.append({"concurrency": conc, "throughput": tput["median"],
                             "latency": lat["median"]})  # fmt: skip
         knee = find_knee(pts, st.knee_throughput_gain, st.knee_latency_growth)
-        knees.append({"arm": a.label, "void": a.label in ctx.void,
-                      "latency_metric": st.knee_latency_metric, **knee})  # fmt: skip
+        knees.append(cast(KneeEntry, {"arm": a.label, "void": a.label in ctx.void,
+                                      "latency_metric": st.knee_latency_metric, **knee}))  # fmt: skip
     return knees
 
 

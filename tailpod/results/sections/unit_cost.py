@@ -4,7 +4,7 @@ price: unknown, never zero), and its side-by-side across runs."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from tailpod.results.markdown import fmt_usd, grid, side_by_side, table
 from tailpod.results.section import (
@@ -17,7 +17,19 @@ from tailpod.results.section import (
 from tailpod.results.sections.throughput import ratios
 from tailpod.results.stats import usd_per_mtok
 
-CostEntry = dict[str, Any]  # arm, concurrency, price_per_hr + cost_per_tokens()'s keys
+
+class CostEntry(TypedDict, total=False):
+    """One (arm, concurrency): the price and cost_per_tokens()'s figures (the range only when
+    the status is ok)."""
+
+    arm: str
+    concurrency: int
+    status: str  # ok, unknown, void
+    usd_per_1k: float | None
+    usd_per_1m: float | None
+    price_per_hr: float | None
+    reason: str | None
+    usd_per_1m_range: list[float | None]
 
 
 def cost_per_tokens(price_per_hr: float | None, tok_s: float | None) -> dict[str, Any]:
@@ -69,9 +81,8 @@ def compute(ctx: Context) -> list[CostEntry]:
                 cost_per_tokens(price, tput["max"])["usd_per_1m"],
                 cost_per_tokens(price, tput["min"])["usd_per_1m"],
             ]
-        costs.append(
-            {"arm": c["arm"], "concurrency": c["concurrency"], "price_per_hr": price, **cost}
-        )
+        entry = {"arm": c["arm"], "concurrency": c["concurrency"], "price_per_hr": price, **cost}
+        costs.append(cast(CostEntry, entry))
     if price is None:
         ctx.warnings.append("pod price unknown: cost columns are 'unknown'")
     return costs
