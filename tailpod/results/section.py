@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from tailpod.results.io import STAMP, Run
+from tailpod.results.markdown import voids
 from tailpod.results.samples import (
     AnalysisSettings,
     CellSummary,
@@ -139,11 +140,7 @@ class CompareContext:
                 if (c["arm"], c["concurrency"]) not in keys:
                     keys.append((c["arm"], c["concurrency"]))
         keys.sort(key=lambda k: (k[0] != "plain", k[0], k[1]))
-        voids = [
-            {a["label"]: a["void_reason"] or "void" for a in an["arms"] if a["void"]}
-            for an in analyses
-        ]
-        return cls(analyses=analyses, keys=keys, voids=voids)
+        return cls(analyses=analyses, keys=keys, voids=[voids(an) for an in analyses])
 
     @property
     def arm_labels(self) -> list[str]:
