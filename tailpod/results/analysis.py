@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from tailpod.results.facts import GIB_TO_GB, cache_facts, weights_gb
 from tailpod.results.hardware import recorded_or_computed
 from tailpod.results.io import STAMP, Run
 from tailpod.results.samples import (
@@ -42,6 +41,7 @@ from tailpod.results.sections.capacity import capacity_drop, capacity_of
 from tailpod.results.sections.crossover import find_crossover
 from tailpod.results.sections.knee import find_knee
 from tailpod.results.sections.unit_cost import cost_per_tokens
+from tailpod.results.startup_facts import GIB_TO_GB, cache_facts, weights_gb
 from tailpod.results.stats import ratio_spread, spread
 
 # The names callers and tests import from here; each is defined in the module named above.

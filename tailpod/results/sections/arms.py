@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from tailpod.results.facts import cache_facts, weights_gb
 from tailpod.results.markdown import arm_label, scrub_argv, table
 from tailpod.results.section import Context, RenderContext, Section
+from tailpod.results.startup_facts import cache_facts, weights_gb
 
 
 class ArmRow(TypedDict):

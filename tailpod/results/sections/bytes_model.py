@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
-from tailpod.results.facts import cache_facts, weights_gb
 from tailpod.results.markdown import fmt_num, table
 from tailpod.results.schema import ArmRecord
 from tailpod.results.section import (
@@ -18,6 +17,7 @@ from tailpod.results.section import (
     RenderContext,
     Section,
 )
+from tailpod.results.startup_facts import cache_facts, weights_gb
 
 
 class BytesRow(TypedDict, total=False):

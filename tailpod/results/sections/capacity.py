@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
-from tailpod.results.facts import num as _num
 from tailpod.results.markdown import arm_label, fmt_num, table
 from tailpod.results.section import (
     CompareContext,
@@ -15,6 +14,7 @@ from tailpod.results.section import (
     RenderContext,
     Section,
 )
+from tailpod.results.startup_facts import num as _num
 
 
 class CapacityRow(TypedDict):
