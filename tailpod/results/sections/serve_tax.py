@@ -9,9 +9,12 @@ ways: serving can move the optimum, since its overhead per step weighs less on a
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tailpod.results.io import Run
+from tailpod.results.markdown import arm_label, fmt_spread, table
+from tailpod.results.section import Context, RenderContext, Section
 from tailpod.results.stats import spread
 
 
@@ -31,7 +34,7 @@ def _bare_by_concurrency(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]
 
 
 def serve_tax(
-    run: Run, cells: list[dict[str, Any]], void: dict[str, str]
+    run: Run, cells: Sequence[Mapping[str, Any]], void: dict[str, str]
 ) -> dict[str, Any] | None:
     """None when the run measured no bare decode; else the table rows, arm notes and best K."""
     cell_at = {(c["arm"], c["concurrency"]): c for c in cells}
@@ -78,3 +81,49 @@ def serve_tax(
         )
         best.append(entry)
     return {"rows": rows, "best_k": best, "notes": notes}
+
+
+def render(tax: dict[str, Any] | None, rc: RenderContext) -> list[str]:
+    """Bare engine vs served endpoint per arm and concurrency, and the best K both ways."""
+    if not tax:
+        return []
+    L = ["## Serve tax (bare engine vs served endpoint)", ""]
+    tools = sorted({r["tool"] for r in tax["rows"] if r.get("tool")})
+    L += [
+        "Output tok/s, median [min–max] over reps, at the same prompts, output length and "
+        f"concurrency; bare is the engine's own offline decode ({', '.join(tools) or '—'}).",
+        "",
+    ]
+    L += table(
+        ["arm", "c", "bare tok/s", "served tok/s", "served / bare", "served vs bare"],
+        [
+            [
+                arm_label(r["arm"], rc.void),
+                str(r["concurrency"]),
+                fmt_spread(r["bare_tok_s"]),
+                fmt_spread(r["served_tok_s"]),
+                f"{r['served_over_bare']:.3f}" if r["served_over_bare"] is not None else "—",
+                f"{r['served_vs_bare_pct']:+.1f} %" if r["served_vs_bare_pct"] is not None else "—",
+            ]
+            for r in tax["rows"]
+        ],
+        rc.stamp,
+    )
+    for b in tax["best_k"]:
+        served, bare = b["served"], b["bare"]
+        if served and bare:
+            moved = " (serving moved it)" if b["moved"] else ""
+            L.append(
+                f"- c={b['concurrency']}: best K served K={served['k']} ({served['arm']}), "
+                f"bare K={bare['k']} ({bare['arm']}){moved}"
+            )
+    L += [f"- {n}" for n in tax["notes"]]
+    L.append("")
+    return L
+
+
+def compute(ctx: Context) -> dict[str, Any] | None:
+    return serve_tax(ctx.run, ctx.cells, ctx.void)
+
+
+SECTION = Section(key="serve_tax", rank=120, compute=compute, report_rank=70, render=render)
