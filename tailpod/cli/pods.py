@@ -627,11 +627,10 @@ def register(app: typer.Typer) -> None:
                 # The ledger's word is no evidence: the provider is asked again all the same.
                 err_console.print(f"{record.run_tag} is terminated in the ledger; asking "
                                   f"{record.provider} again")
-            if record.extra.get("lanes"):  # the lane engines first, each proven gone
-                from tailpod.pods.lanes import stop_lanes
+            from tailpod.pods.lanes import settle_lanes
 
-                record = ledger.update(record.run_tag, event="lanes-stopped", extra={
-                    **record.extra, "lanes_down": stop_lanes(settings, record)})
+            # A lanes run: its final counts into lanes.json, the lane engines stopped, proven.
+            record = settle_lanes(settings, ledger, record)
             storage: list[Any] = []
 
             def after(proof: Any) -> None:

@@ -291,21 +291,40 @@ def _haproxy_version(binary: str) -> str | None:
     return out.splitlines()[0] if out else None
 
 
-def lane_counts(record: PodRecord) -> dict[str, dict[str, Any]] | None:
-    """HAProxy's per-lane counters now, or None when the proxy does not answer."""
+def lane_counts(record: PodRecord, settings: Settings | None = None
+                ) -> dict[str, dict[str, Any]] | None:
+    """HAProxy's per-lane counters now, or None when the proxy does not answer. The stats socket
+    is the record's, or (a record that lost `extra.lanes`, given `settings`) the one the lanes
+    directory's haproxy.cfg names."""
     lanes = record.extra.get("lanes") or {}
     sock = (lanes.get("haproxy") or {}).get("stats_socket")
+    if not sock and settings is not None:
+        sock = _socket_in_config(lanes_home(settings, record.run_tag) / "haproxy.cfg")
     if not sock or not Path(sock).exists():
         return None
     try:
         return read_stats(sock)
-    except OSError:
+    except (OSError, TailpodError):
         return None
 
 
+def _socket_in_config(cfg_path: Path) -> str | None:
+    try:
+        text = cfg_path.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        words = line.split()
+        if words[:2] == ["stats", "socket"] and len(words) > 2:
+            return words[2]
+    return None
+
+
 def write_lanes_json(record: PodRecord, run_dir: Path,
-                     counts: dict[str, dict[str, Any]] | None = None) -> Path:
-    """lanes.json: the admission limit, each lane's start facts and its request count."""
+                     counts: dict[str, dict[str, Any]] | None = None,
+                     final: bool = False) -> Path:
+    """lanes.json: the admission limit, each lane's start facts and its request count (`final`:
+    the counts read at `down`, the last ones the proxy gave)."""
     lanes = record.extra.get("lanes") or {}
     counts = counts if counts is not None else lane_counts(record)
     out = {
@@ -322,6 +341,8 @@ def write_lanes_json(record: PodRecord, run_dir: Path,
         },
         "counted_at": time.time() if counts is not None else None,
         "counts_source": "haproxy stats socket (show stat: stot, smax)" if counts else None,
+        "counts_final": bool(final and counts is not None),
+        **({"gate": lanes["gate"]} if lanes.get("gate") else {}),
     }  # fmt: skip
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LANES_FILE
@@ -356,15 +377,52 @@ def lanes_status(settings: Settings, record: PodRecord) -> dict[str, Any] | None
     }
 
 
-def stop_lanes(settings: Settings, record: PodRecord) -> list[dict[str, Any]]:
-    """Stop every lane engine (the proxy stays for the record's own proven teardown); each lane
-    proven gone: its process group and its port. Raises when one is not."""
+def record_final_counts(settings: Settings, record: PodRecord) -> dict[str, Any]:
+    """Rewrite the run directory's lanes.json with the proxy's last per-lane counts, before
+    anything is stopped. A record that lost `extra.lanes` (adopted by `down --all`) updates the
+    lanes.json written at `up`. When the proxy does not answer, the file says so
+    (counts_final false) and keeps the counts it had: never a count that was not read."""
     from tailpod.provision.lifecycle import run_dir_for
 
+    run_dir = run_dir_for(settings, record.run_tag)
+    counts = lane_counts(record, settings)
+    if record.extra.get("lanes"):
+        write_lanes_json(record, run_dir, counts, final=True)
+        return {"counts_final": counts is not None, "lanes_json": str(run_dir / LANES_FILE)}
+    path = run_dir / LANES_FILE
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"counts_final": False, "lanes_json": None}
+    if counts is not None:
+        for name, row in (doc.get("lanes") or {}).items():
+            row["requests"] = counts.get(name, {}).get("stot")
+            row["max_in_flight"] = counts.get(name, {}).get("smax")
+        doc["counted_at"] = time.time()
+        doc["counts_source"] = "haproxy stats socket (show stat: stot, smax)"
+    doc["counts_final"] = counts is not None
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return {"counts_final": counts is not None, "lanes_json": str(path)}
+
+
+def settle_lanes(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
+    """Before the teardown of a local run: for a lanes run, lanes.json's final counts, then every
+    lane engine stopped and proven gone (the proxy is left to the record's own proven teardown).
+    The one path of `down TAG`, `down --all`, `down --expired` and `benchmark --deploy`; any
+    other run is returned as it is."""
+    lanes_dir = lanes_home(settings, record.run_tag)
+    if record.provider != "local" or not (record.extra.get("lanes") or lanes_dir.is_dir()):
+        return record
+    counted = record_final_counts(settings, record)
+    proofs = stop_lanes(settings, record)  # a lost record's lanes: the provider's terminate
+    return ledger.update(record.run_tag, event="lanes-stopped",
+                         extra={**record.extra, "lanes_down": proofs, "lanes_counts": counted})
+
+
+def stop_lanes(settings: Settings, record: PodRecord) -> list[dict[str, Any]]:
+    """Stop every lane engine the record lists (the proxy stays for the record's own proven
+    teardown); each lane proven gone: its process group and its port. Raises when one is not."""
     lanes = record.extra.get("lanes") or {}
-    counts = lane_counts(record)
-    if counts is not None:  # the last counts, while the proxy still answers
-        write_lanes_json(record, run_dir_for(settings, record.run_tag), counts)
     proofs, alive = [], []
     for name, row in (lanes.get("lanes") or {}).items():
         state = engine.read_state(Path(row["state_dir"]))
