@@ -299,13 +299,17 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update:
         record = lanes_mod.up_lanes(settings, ledger, launches, admission_limit, cfg.port,
                                     update, engine_cfg=cfg.to_json(), gpu=gpu,
-                                    gpu_count=gpu_count)
+                                    gpu_count=gpu_count, gate=lanes_mod.local_gate(settings))
     if json_out:
         print_json(record.to_json())
         return
     info = record.extra["lanes"]
     console.print(f"[green]up[/] {record.run_tag}: two lanes of {cfg.model} behind HAProxy at "
                   f"{record.endpoint}; spec lane admits {admission_limit} in flight")
+    gate = info.get("gate") or {}
+    console.print(f"  token-identity gate: spec lane {gate.get('status')} against the plain lane "
+                  f"({gate.get('prompts')} prompts, {gate.get('max_tokens')} tokens, "
+                  f"{gate.get('token_source')})")
     for name, row in info["lanes"].items():
         facts = (row.get("startup") or {}).get("facts", {})
         console.print(f"  {name}: port {row['port']}, {row['budget']}, KV cache "

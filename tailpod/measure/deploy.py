@@ -78,7 +78,7 @@ class DeployingHost:
         from tailpod.pods.kinds import kind_for
 
         current = self.ledger.get(self.lanes_record.run_tag) or self.lanes_record
-        kind_for("local").down(self.settings, self.ledger, current)  # raises unless proven
+        kind_for("local").down(self.settings, self.ledger, current)  # final counts; proven
         self.lanes_record = None
 
     def restart(self, arm: Arm) -> ArmStart:
@@ -91,7 +91,7 @@ class DeployingHost:
         self.lanes_record = lanes_mod.up_lanes(
             self.settings, self.ledger, self.launches_for(arm, self.deployment),
             int(self.deployment["admission_limit"]), int(arm.config.port),
-            engine_cfg=arm.config.to_json())
+            engine_cfg=arm.config.to_json(), gate=lanes_mod.local_gate(self.settings))
         return self._lanes_start()
 
     def _lanes_start(self) -> ArmStart:

@@ -32,6 +32,7 @@ from typing import Any
 
 from tailpod.agent.bootstrap import engine
 from tailpod.agent.bootstrap.errors import EngineStartError
+from tailpod.agent_client.driver import GATE_MAX_TOKENS
 from tailpod.config import Settings
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
@@ -43,6 +44,8 @@ STATS_SOCKET = "haproxy.sock"
 PLAIN_MAXCONN = 1024  # the plain lane takes whatever overflows; HAProxy queues beyond it
 
 Progress = Callable[[float, str], None]
+# The pod agent's `probe gate` (agent/probes/gate.py, the sweep's gate): a request, its verdict.
+LaneGate = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class LaneLaunch:
     env: dict[str, str] = field(default_factory=dict)
     health_path: str = "/health"
     budget: dict[str, Any] = field(default_factory=dict)  # the memory budget it was given
+    served_model: str | None = None  # the name it serves (None: the gate asks /v1/models)
     engine_config: dict[str, Any] = field(default_factory=dict)
     parse_startup: Callable[[str], dict[str, Any]] | None = None
 
@@ -164,11 +168,15 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
              admission_limit: int, front_port: int, progress: Progress | None = None,
              engine_cfg: dict[str, Any] | None = None, run_dir: Path | None = None,
              startup_timeout_s: float | None = None, gpu: str = "local CPU",
-             gpu_count: int = 0) -> PodRecord:
+             gpu_count: int = 0, gate: LaneGate | None = None) -> PodRecord:
     """Start the lanes one after the other, then HAProxy in front; the ledger holds the proxy as
-    the pod and every lane in `extra.lanes`. Anything started is stopped again on failure."""
+    the pod and every lane in `extra.lanes`. With `gate`, the spec lane is gated against the
+    plain lane for token identity once both are healthy and before the proxy starts: a failed
+    (or unrunnable) gate refuses the deployment, with the reason in the record and lanes.json.
+    Anything started is stopped again on failure."""
     from tailpod.provision.lifecycle import run_dir_for
 
+    verdict: dict[str, Any] | None = None
     names = [lane.name for lane in launches]
     if names != ["spec", "plain"]:
         raise ConfigError(f"lanes must be spec then plain, got {names}")
@@ -220,6 +228,13 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
             ledger.update(run_tag, event=f"lane-{lane.name}-healthy",
                           extra={"lanes": {"admission_limit": admission_limit,
                                            "lanes": dict(lane_rows)}})
+        verdict = gate_lanes(gate, launches) if gate is not None else None
+        if verdict is not None:
+            ledger.update(run_tag, event=f"lanes-gate-{verdict['status']}",
+                          extra={"lanes": {"admission_limit": admission_limit,
+                                           "lanes": dict(lane_rows), "gate": verdict}})
+            if verdict["status"] != "pass":
+                raise LaneGateFailed(verdict)
         cfg_path = home / "haproxy.cfg"
         sock = _socket_path(home, run_tag)
         cfg_path.write_text(haproxy_config(
@@ -236,10 +251,12 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
         _stop_started(lane_provider, started)
         if proxy_provider.engine_state(run_tag) is not None:
             _stop_started(proxy_provider, [run_tag])
-        ledger.update(run_tag, event="lanes-failed", status="terminated")
+        _settle_failed(ledger, run_tag, lane_provider, started, run_dir or run_dir_for(
+            settings, run_tag))
         raise
     lanes_extra = {
         "admission_limit": admission_limit, "front_port": front_port,
+        **({"gate": verdict} if verdict is not None else {}),
         "haproxy": {"binary": binary, "config": str(cfg_path), "stats_socket": str(sock),
                     "version": _haproxy_version(binary), "startup_s": took},
         "lanes": lane_rows,
@@ -255,6 +272,65 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
     assert final is not None
     write_lanes_json(final, run_dir or run_dir_for(settings, run_tag))
     return final
+
+
+class LaneGateFailed(TailpodError):
+    """The spec lane's greedy tokens differ from the plain lane's (or the gate could not run):
+    the deployment is refused, never served with a lane that changes the output."""
+
+    def __init__(self, verdict: dict[str, Any]) -> None:
+        super().__init__(f"the spec lane is refused: {verdict['reason']}",
+                         hint="the spec lane must return the plain lane's tokens under greedy "
+                              "decoding; check the draft method and K")
+        self.verdict = verdict
+
+
+def gate_lanes(gate: LaneGate, launches: Sequence[LaneLaunch],
+               max_tokens: int = GATE_MAX_TOKENS) -> dict[str, Any]:
+    """The sweep's token-identity gate, run by the agent with the plain lane as the reference
+    and the spec lane as the candidate, both reached on their own ports (not through the proxy,
+    which would send both to the spec lane). Its verdict, with a `reason` unless it passed."""
+    by_name = {lane.name: lane for lane in launches}
+    plain, spec = by_name["plain"], by_name["spec"]
+    request = {"reference_url": f"http://127.0.0.1:{plain.port}",
+               "candidate": f"http://127.0.0.1:{spec.port}",
+               "reference_model": plain.served_model, "candidate_model": spec.served_model,
+               "max_tokens": max_tokens}  # fmt: skip
+    try:
+        verdict = dict(gate(request))
+    except TailpodError as exc:
+        return {"status": "error", "reason": f"the token-identity gate could not run: "
+                                             f"{exc.message}"}
+    if verdict.get("status") == "pass":
+        return {**verdict, "reference": "plain lane", "candidate": "spec lane"}
+    where = verdict.get("first_mismatch") or {}
+    return {**verdict, "status": "fail", "reference": "plain lane", "candidate": "spec lane",
+            "reason": (f"token-identity gate failed: prompt {where.get('prompt')} differs from "
+                       f"the plain lane at token {where.get('position')} (plain "
+                       f"{where.get('reference_token')!r}, spec {where.get('candidate_token')!r})")}
+
+
+def local_gate(settings: Settings) -> LaneGate:
+    """The gate run by the agent as a child of this machine (as the local sweep runs it)."""
+    from tailpod.agent_client.driver import PodAgent, SubprocessTransport
+
+    def run(request: dict[str, Any]) -> dict[str, Any]:
+        with PodAgent(SubprocessTransport(settings.home / "agent")) as agent:
+            return agent.gate(request)
+
+    return run
+
+
+def _settle_failed(ledger: Ledger, run_tag: str, lane_provider: LocalProvider, started: list[str],
+                   run_dir: Path) -> None:
+    """A refused or failed `up`: the record terminated only once every lane is proven gone (else
+    it stays for `down` to settle), and lanes.json saying why when the gate refused it."""
+    alive = [tag for tag in started if (st := lane_provider.engine_state(tag)) is not None
+             and engine.group_alive(int(st["pgid"]))]
+    record = ledger.update(run_tag, event="lanes-failed",
+                           status="failed" if alive else "terminated")
+    if (record.extra.get("lanes") or {}).get("gate"):
+        write_lanes_json(record, run_dir, counts={})
 
 
 def _socket_path(home: Path, run_tag: str) -> Path:
@@ -477,6 +553,7 @@ def engine_lanes(settings: Settings, cfg: Any, specs: Sequence[LaneSpec], on_cpu
             name=lane.name, argv=plan.argv, port=lane_cfg.port,
             env={**plan.env, **local_engine_env(settings, lane.name), **env},
             health_path=plan.health_path, budget=budget, engine_config=lane_cfg.to_json(),
+            served_model=lane_cfg.served_name,
             parse_startup=lambda text: adapter.parse_startup(text).to_json(),
         ))  # fmt: skip
     return out
