@@ -260,15 +260,17 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
 
 
 def _lanes_status(settings: Settings, record: PodRecord) -> dict[str, Any] | None:
-    from tailpod.pods.lanes import lanes_status
+    from tailpod.pods.cloud_lanes import lanes_run_status
 
-    return lanes_status(settings, record) if record.status == "running" else None
+    return lanes_run_status(settings, record) if record.status == "running" else None
 
 
 def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: str | None,
                  admission_limit: int | None, decision: Path | None, cpu_engine: bool,
-                 kv_gib: float | None, mem_fraction: float | None, json_out: bool) -> None:
-    """`up --lanes spec:K,plain`: both engines one after the other, HAProxy in front."""
+                 kv_gib: float | None, mem_fraction: float | None, json_out: bool,
+                 options: UpOptions | None = None) -> None:
+    """`up --lanes spec:K,plain`: both engines one after the other, HAProxy in front (on this
+    machine, or on a rented pod: pods/cloud_lanes.py)."""
     from tailpod.engines.local_install import (
         check_engine_installed,
         check_local_gpus,
@@ -277,9 +279,9 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     )
     from tailpod.pods import lanes as lanes_mod
 
-    if settings.provider != "local":
-        raise ConfigError("--lanes runs on --provider local for now",
-                          hint="cloud pods: the pod bootstrap does not install HAProxy yet")
+    if settings.provider not in ("local", "runpod", "vastai"):
+        raise ConfigError(f"--lanes runs on --provider local, runpod or vastai, not "
+                          f"{settings.provider}")
     if decision is not None:
         k, limit = lanes_mod.limit_from_decision(decision)
         specs = lanes_mod.parse_lanes(lanes or f"spec:{k},plain")
@@ -290,6 +292,9 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
         specs = lanes_mod.parse_lanes(lanes or "")
     if not admission_limit or admission_limit < 1:
         raise ConfigError("--lanes needs --admission-limit N (or --decision decision.json)")
+    if settings.provider != "local":
+        return up_cloud_lanes_cli(settings, cfg, ledger, specs, admission_limit, mem_fraction,
+                                  json_out, options or UpOptions())
     check_model(cfg.model)
     check_engine_installed(engine_python(settings))
     gpus = check_local_gpus(cfg)["gpus"]  # both lanes share this machine's GPU(s), if any
@@ -303,8 +308,43 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     if json_out:
         print_json(record.to_json())
         return
+    print_lanes_up(record, admission_limit)
+
+
+def up_cloud_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, specs: list[Any],
+                       admission_limit: int, mem_fraction: float | None, json_out: bool,
+                       options: UpOptions) -> None:
+    """`up --provider runpod|vastai --lanes`: the pod rented as for one engine, then both lanes,
+    the gate and HAProxy started on it by its agent (pods/cloud_lanes.py)."""
+    from tailpod.pods import cloud as cloud_pods
+    from tailpod.pods import cloud_lanes
+    from tailpod.pods.lanes import write_lanes_json
+    from tailpod.provision.lifecycle import run_dir_for
+
+    launches = cloud_lanes.pod_launches(settings, cfg, specs, mem_fraction)
+    with startup_progress(f"renting a pod for two {cfg.engine} lanes and HAProxy") as update, \
+            requirements_on_refusal(settings.provider):
+        record, info = cloud_pods.up_cloud(
+            settings, cfg, ledger, lambda line: update(0.0, line),
+            allow_unpinned=options.allow_unpinned,
+            allow_nonephemeral=options.allow_nonephemeral, use_tailnet=options.use_tailnet,
+            keep_on_failure=options.keep_on_failure, volume=options.volume,
+            start=lambda agent, s, c, say: cloud_lanes.start_lanes_on_pod(
+                agent, s, c, launches, admission_limit, say))
+    write_lanes_json(record, run_dir_for(settings, record.run_tag), counts={})
+    warning = remote.fallback_warning(info)
+    if warning:
+        console.print(warning)
+    if json_out:
+        print_json(record.to_json())
+        return
+    print_cloud_up(settings, record)
+    print_lanes_up(record, admission_limit)
+
+
+def print_lanes_up(record: PodRecord, admission_limit: int) -> None:
     info = record.extra["lanes"]
-    console.print(f"[green]up[/] {record.run_tag}: two lanes of {cfg.model} behind HAProxy at "
+    console.print(f"[green]up[/] {record.run_tag}: two lanes behind HAProxy at "
                   f"{record.endpoint}; spec lane admits {admission_limit} in flight")
     gate = info.get("gate") or {}
     console.print(f"  token-identity gate: spec lane {gate.get('status')} against the plain lane "
@@ -314,7 +354,8 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
         facts = (row.get("startup") or {}).get("facts", {})
         console.print(f"  {name}: port {row['port']}, {row['budget']}, KV cache "
                       f"{facts.get('kv_tokens')} tokens, max concurrency "
-                      f"{facts.get('max_concurrency')}, healthy in {row['startup_s']:.0f} s")
+                      f"{facts.get('max_concurrency')}, healthy in "
+                      f"{float(row.get('startup_s') or 0):.0f} s")
     console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
 
 
@@ -458,7 +499,9 @@ def register(app: typer.Typer) -> None:
         ledger = StepLedger(settings.state_dir)  # says the pod id, GPU and price as they come
         if lanes or decision:
             up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,
-                         lane_kv_gib, lane_mem_fraction, json_out)
+                         lane_kv_gib, lane_mem_fraction, json_out, UpOptions(
+                             allow_unpinned=allow_unpinned, allow_nonephemeral=allow_nonephemeral,
+                             use_tailnet=tailnet, keep_on_failure=keep_on_failure, volume=volume))
             return
         with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
             with requirements_on_refusal(settings.provider):
@@ -631,10 +674,10 @@ def register(app: typer.Typer) -> None:
                 # The ledger's word is no evidence: the provider is asked again all the same.
                 err_console.print(f"{record.run_tag} is terminated in the ledger; asking "
                                   f"{record.provider} again")
-            from tailpod.pods.lanes import settle_lanes
+            from tailpod.pods.cloud_lanes import settle_lanes_run
 
             # A lanes run: its final counts into lanes.json, the lane engines stopped, proven.
-            record = settle_lanes(settings, ledger, record)
+            record = settle_lanes_run(settings, ledger, record)
             storage: list[Any] = []
 
             def after(proof: Any) -> None:

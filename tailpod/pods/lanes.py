@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from tailpod.provision.local.provider import LocalProvider
 
 LANES_FILE = "lanes.json"
 STATS_SOCKET = "haproxy.sock"
+SOCKET_PATH_MAX = 97  # HAProxy's limit on a Unix socket's path (its error: "too long (max 97)")
 PLAIN_MAXCONN = 1024  # the plain lane takes whatever overflows; HAProxy queues beyond it
 
 Progress = Callable[[float, str], None]
@@ -81,7 +81,7 @@ class LaneLaunch:
 
 
 def haproxy_config(front_port: int, lanes: Sequence[tuple[str, int]], admission_limit: int,
-                   stats_socket: Path, plain_maxconn: int = PLAIN_MAXCONN,
+                   stats_socket: Path | str, plain_maxconn: int = PLAIN_MAXCONN,
                    host: str = "127.0.0.1") -> str:
     """The whole haproxy.cfg: `lanes` is [(name, port)], spec first."""
     if admission_limit < 1:
@@ -119,17 +119,14 @@ def haproxy_config(front_port: int, lanes: Sequence[tuple[str, int]], admission_
 def read_stats(sock_path: str | Path, timeout: float = 5.0) -> dict[str, dict[str, Any]]:
     """Per server of backend `lanes`: HAProxy's own counters from `show stat` (scur = in flight
     now, smax = most at once, stot = requests sent, qcur/qmax = queued, status)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(str(sock_path))
-        s.sendall(b"show stat\n")
-        chunks = []
-        while True:
-            data = s.recv(65536)
-            if not data:
-                break
-            chunks.append(data)
-    lines = b"".join(chunks).decode("utf-8", "replace").splitlines()
+    from tailpod.agent.bootstrap.haproxy import show_stat
+
+    return parse_stats(show_stat(str(sock_path), timeout))
+
+
+def parse_stats(text: str) -> dict[str, dict[str, Any]]:
+    """`show stat` CSV (read here or by the pod agent's `proxy stats`) → per lane counters."""
+    lines = text.splitlines()
     if not lines or not lines[0].startswith("# "):
         raise TailpodError("HAProxy's stats socket answered no CSV")
     header = lines[0][2:].split(",")
@@ -340,7 +337,7 @@ def _socket_path(home: Path, run_tag: str) -> Path:
     import tempfile
 
     sock = home / STATS_SOCKET
-    if len(str(sock)) <= 97:
+    if len(str(sock)) <= SOCKET_PATH_MAX:
         return sock
     short = Path(tempfile.gettempdir()) / f"tailpod-lanes-{os.getuid()}"
     short.mkdir(mode=0o700, exist_ok=True)
