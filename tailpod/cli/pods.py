@@ -279,9 +279,10 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     )
     from tailpod.pods import lanes as lanes_mod
 
-    if settings.provider not in ("local", "runpod", "vastai"):
-        raise ConfigError(f"--lanes runs on --provider local, runpod or vastai, not "
-                          f"{settings.provider}")
+    kind = kind_for(settings.provider).name
+    if kind not in ("local", "cloud"):
+        raise ConfigError(f"--lanes runs on this machine or a rented pod, not on a {kind} pod "
+                          f"({settings.provider})")
     if decision is not None:
         k, limit = lanes_mod.limit_from_decision(decision)
         specs = lanes_mod.parse_lanes(lanes or f"spec:{k},plain")
@@ -292,7 +293,7 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
         specs = lanes_mod.parse_lanes(lanes or "")
     if not admission_limit or admission_limit < 1:
         raise ConfigError("--lanes needs --admission-limit N (or --decision decision.json)")
-    if settings.provider != "local":
+    if kind == "cloud":
         return up_cloud_lanes_cli(settings, cfg, ledger, specs, admission_limit, mem_fraction,
                                   json_out, options or UpOptions())
     check_model(cfg.model)
