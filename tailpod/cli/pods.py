@@ -295,7 +295,7 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
         raise ConfigError("--lanes needs --admission-limit N (or --decision decision.json)")
     if kind == "cloud":
         return up_cloud_lanes_cli(settings, cfg, ledger, specs, admission_limit, mem_fraction,
-                                  json_out, options or UpOptions())
+                                  kv_gib, json_out, options or UpOptions())
     check_model(cfg.model)
     check_engine_installed(engine_python(settings))
     gpus = check_local_gpus(cfg)["gpus"]  # both lanes share this machine's GPU(s), if any
@@ -313,8 +313,8 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
 
 
 def up_cloud_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, specs: list[Any],
-                       admission_limit: int, mem_fraction: float | None, json_out: bool,
-                       options: UpOptions) -> None:
+                       admission_limit: int, mem_fraction: float | None,
+                       kv_gib: float | None, json_out: bool, options: UpOptions) -> None:
     """`up --provider runpod|vastai --lanes`: the pod rented as for one engine, then both lanes,
     the gate and HAProxy started on it by its agent (pods/cloud_lanes.py)."""
     from tailpod.pods import cloud as cloud_pods
@@ -322,7 +322,8 @@ def up_cloud_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, sp
     from tailpod.pods.lanes import write_lanes_json
     from tailpod.provision.lifecycle import run_dir_for
 
-    launches = cloud_lanes.pod_launches(settings, cfg, specs, mem_fraction)
+    # --lane-kv-gib: a pod without GPUs (the sandbox's CPU engine) takes a CPU KV budget instead
+    launches = cloud_lanes.pod_launches(settings, cfg, specs, mem_fraction, kv_gib)
     with startup_progress(f"renting a pod for two {cfg.engine} lanes and HAProxy") as update, \
             requirements_on_refusal(settings.provider):
         record, info = cloud_pods.up_cloud(

@@ -35,9 +35,12 @@ def lane_dir(state_dir: str, name: str) -> str:
 
 
 def pod_launches(settings: Settings, cfg: EngineConfig, specs: Sequence[LaneSpec],
-                 mem_fraction: float | None = None) -> list[LaneLaunch]:
+                 mem_fraction: float | None = None,
+                 cpu_kv_gib: float | None = None) -> list[LaneLaunch]:
     """The lanes of `cfg`'s checkpoint as the pod runs them: the pod's Python, a GPU memory
-    budget each (`--gpu-memory-utilization`), ports after the proxy's."""
+    budget each (`--gpu-memory-utilization`), or on a pod without GPUs (`cpu_kv_gib`, the
+    sandbox's CPU engine) a KV cache of that many GiB each (`VLLM_CPU_KVCACHE_SPACE`); ports
+    after the proxy's."""
     from tailpod.engines.adapters import get_adapter
     from tailpod.pods.cloud import pod_python
 
@@ -49,9 +52,13 @@ def pod_launches(settings: Settings, cfg: EngineConfig, specs: Sequence[LaneSpec
                        draft_model=cfg.spec.draft_model if lane.k else None)
         lane_cfg = replace(cfg, port=cfg.port + 1 + i, spec=spec, mem_fraction=frac)
         plan = adapter.launch_plan(lane_cfg, python=pod_python(settings))
+        env, budget = dict(plan.env), {"mem_fraction": frac}
+        if cpu_kv_gib is not None:
+            env["VLLM_CPU_KVCACHE_SPACE"] = f"{cpu_kv_gib:g}"
+            budget = {"VLLM_CPU_KVCACHE_SPACE_gib": cpu_kv_gib}
         out.append(LaneLaunch(
-            name=lane.name, argv=plan.argv, port=lane_cfg.port, env=dict(plan.env),
-            health_path=plan.health_path, budget={"mem_fraction": frac},
+            name=lane.name, argv=plan.argv, port=lane_cfg.port, env=env,
+            health_path=plan.health_path, budget=budget,
             engine_config=lane_cfg.to_json(), served_model=lane_cfg.served_name,
             parse_startup=lambda text: adapter.parse_startup(text).to_json(),
         ))  # fmt: skip
@@ -151,6 +158,12 @@ def start_lanes_on_pod(agent: PodAgent, settings: Settings, cfg: EngineConfig,
                          argv=list(spec_launch.argv))
 
 
+def pod_on_cpu(record: PodRecord) -> bool:
+    """The pod's agent found no GPU (the sandbox's CPU engine): lanes get a CPU KV budget."""
+    machine = record.extra.get("machine")
+    return isinstance(machine, dict) and not machine.get("gpus")
+
+
 def pod_counts(agent: PodAgent, record: PodRecord) -> dict[str, dict[str, Any]] | None:
     sock = ((record.extra.get("lanes") or {}).get("haproxy") or {}).get("stats_socket")
     if not sock:
@@ -203,22 +216,31 @@ def settle(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
     from tailpod.provision.lifecycle import run_dir_for
 
     run_dir = run_dir_for(settings, record.run_tag)
-    lanes = record.extra.get("lanes") or {}
-    proofs: list[dict[str, Any]] = []
     try:
         with _agent(settings, record) as agent:
-            counts = pod_counts(agent, record)
-            lanes_mod.write_lanes_json(record, run_dir, counts or {}, final=counts is not None)
-            for name, row in (lanes.get("lanes") or {}).items():
-                proofs.append({"lane": name, **_stop(agent, row["state_dir"])})
-            proxy_dir = (lanes.get("haproxy") or {}).get("state_dir")
-            if proxy_dir:
-                proofs.append({"lane": PROXY, **_stop(agent, str(proxy_dir))})
+            return settle_with(agent, settings, ledger, record)
     except TailpodError as exc:
         lanes_mod.write_lanes_json(record, run_dir, {}, final=False)
-        return ledger.update(record.run_tag, event="lanes-unreachable", extra={
+        return ledger.update(record.run_tag, event="lanes-not-settled", extra={
             **record.extra, "lanes_down": {"unknown": exc.message,
                                            "then": "the pod's termination stops all three"}})
+
+
+def settle_with(agent: PodAgent, settings: Settings, ledger: Ledger,
+                record: PodRecord) -> PodRecord:
+    """`settle` through an agent session already open (a sweep's)."""
+    from tailpod.provision.lifecycle import run_dir_for
+
+    lanes = record.extra.get("lanes") or {}
+    counts = pod_counts(agent, record)
+    lanes_mod.write_lanes_json(record, run_dir_for(settings, record.run_tag), counts or {},
+                               final=counts is not None)
+    proofs: list[dict[str, Any]] = []
+    for name, row in (lanes.get("lanes") or {}).items():
+        proofs.append({"lane": name, **_stop(agent, row["state_dir"])})
+    proxy_dir = (lanes.get("haproxy") or {}).get("state_dir")
+    if proxy_dir:
+        proofs.append({"lane": PROXY, **_stop(agent, str(proxy_dir))})
     return ledger.update(record.run_tag, event="lanes-stopped",
                          extra={**record.extra, "lanes_down": proofs,
                                 "lanes_counts": {"counts_final": counts is not None}})
