@@ -213,14 +213,13 @@ def settle(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
     proxy stopped by the agent, each proven stopped there. A pod that cannot be reached is left
     to the teardown (terminating the pod stops all three) and lanes.json says its counts are
     not final."""
-    from tailpod.provision.lifecycle import run_dir_for
-
-    run_dir = run_dir_for(settings, record.run_tag)
+    if record.status == "terminated":  # proven down already: nothing runs there to ask
+        return record
     try:
         with _agent(settings, record) as agent:
             return settle_with(agent, settings, ledger, record)
     except TailpodError as exc:
-        lanes_mod.write_lanes_json(record, run_dir, {}, final=False)
+        lanes_mod.record_final_counts(settings, record, None, read=False)
         return ledger.update(record.run_tag, event="lanes-not-settled", extra={
             **record.extra, "lanes_down": {"unknown": exc.message,
                                            "then": "the pod's termination stops all three"}})
@@ -229,12 +228,9 @@ def settle(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
 def settle_with(agent: PodAgent, settings: Settings, ledger: Ledger,
                 record: PodRecord) -> PodRecord:
     """`settle` through an agent session already open (a sweep's)."""
-    from tailpod.provision.lifecycle import run_dir_for
-
     lanes = record.extra.get("lanes") or {}
     counts = pod_counts(agent, record)
-    lanes_mod.write_lanes_json(record, run_dir_for(settings, record.run_tag), counts or {},
-                               final=counts is not None)
+    lanes_mod.record_final_counts(settings, record, counts, read=False)
     proofs: list[dict[str, Any]] = []
     for name, row in (lanes.get("lanes") or {}).items():
         proofs.append({"lane": name, **_stop(agent, row["state_dir"])})

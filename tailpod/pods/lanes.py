@@ -450,32 +450,44 @@ def lanes_status(settings: Settings, record: PodRecord) -> dict[str, Any] | None
     }
 
 
-def record_final_counts(settings: Settings, record: PodRecord) -> dict[str, Any]:
+def record_final_counts(settings: Settings, record: PodRecord,
+                        counts: dict[str, dict[str, Any]] | None = None,
+                        read: bool = True) -> dict[str, Any]:
     """Rewrite the run directory's lanes.json with the proxy's last per-lane counts, before
-    anything is stopped. A record that lost `extra.lanes` (adopted by `down --all`) updates the
-    lanes.json written at `up`. When the proxy does not answer, the file says so
-    (counts_final false) and keeps the counts it had: never a count that was not read."""
+    anything is stopped (`counts` as read elsewhere, e.g. by a pod's agent; else read here when
+    `read`). A record that lost `extra.lanes` (adopted by `down --all`) updates the lanes.json
+    written at `up`. When there are no counts to read, the file keeps the counts it had and says
+    they are not final, and one already final is left as it is (a second `down`): never a count
+    that was not read."""
     from tailpod.provision.lifecycle import run_dir_for
 
     run_dir = run_dir_for(settings, record.run_tag)
-    counts = lane_counts(record, settings)
-    if record.extra.get("lanes"):
-        write_lanes_json(record, run_dir, counts, final=True)
-        return {"counts_final": counts is not None, "lanes_json": str(run_dir / LANES_FILE)}
     path = run_dir / LANES_FILE
+    if counts is None and read:
+        counts = lane_counts(record, settings)
+    if counts is not None and record.extra.get("lanes"):
+        write_lanes_json(record, run_dir, counts, final=True)
+        return {"counts_final": True, "lanes_json": str(path)}
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
+        if record.extra.get("lanes"):  # none written yet: the record's facts, no counts
+            write_lanes_json(record, run_dir, {}, final=False)
+            return {"counts_final": False, "lanes_json": str(path)}
         return {"counts_final": False, "lanes_json": None}
-    if counts is not None:
-        for name, row in (doc.get("lanes") or {}).items():
-            row["requests"] = counts.get(name, {}).get("stot")
-            row["max_in_flight"] = counts.get(name, {}).get("smax")
-        doc["counted_at"] = time.time()
-        doc["counts_source"] = "haproxy stats socket (show stat: stot, smax)"
-    doc["counts_final"] = counts is not None
+    if counts is None:
+        if not doc.get("counts_final"):
+            doc["counts_final"] = False
+            path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        return {"counts_final": bool(doc.get("counts_final")), "lanes_json": str(path)}
+    for name, row in (doc.get("lanes") or {}).items():
+        row["requests"] = counts.get(name, {}).get("stot")
+        row["max_in_flight"] = counts.get(name, {}).get("smax")
+    doc["counted_at"] = time.time()
+    doc["counts_source"] = "haproxy stats socket (show stat: stot, smax)"
+    doc["counts_final"] = True
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    return {"counts_final": counts is not None, "lanes_json": str(path)}
+    return {"counts_final": True, "lanes_json": str(path)}
 
 
 def settle_lanes(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
