@@ -16,15 +16,16 @@ import pytest
 from typer.testing import CliRunner
 
 from tailpod.agent.bootstrap import haproxy
-from tailpod.cli.demo_world import sandbox_settings
+from tailpod.cli.demo_world import DEMO_GPUS, DEMO_IMAGE, demo_model, sandbox_settings
 from tailpod.cli.main import app
 from tailpod.config import load_settings
 from tailpod.engines.base import EngineConfig
-from tailpod.ledger import Ledger
+from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import cloud as cloud_pods
 from tailpod.pods import cloud_lanes, lanes
 from tailpod.provision.lifecycle import PROOF_FILE, run_dir_for
 from tailpod.sandbox.sshd import sshd_available
+from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 from tests.pods.test_lanes_haproxy import _free_ports, _stream, _synthetic
 
 pytestmark = [
@@ -58,17 +59,28 @@ def test_lanes_on_a_sandbox_pod_up_status_down(tailpod_home: Path, tmp_path: Pat
     with sandbox_settings(base) as (settings, sandbox):
         for key, value in {**sandbox.env(), "TAILPOD_HOME": str(tailpod_home),
                            "TAILPOD_RESULTS_DIR": str(tmp_path / "results"),
-                           "TAILPOD_SSH_KEY": str(settings.ssh_key)}.items():
+                           "TAILSCALE_API_KEY": DEFAULT_API_TOKEN,
+                           "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
+                           "TAILPOD_SSH_KEY": str(settings.ssh_key), "TAILPOD_PROVIDER": "runpod",
+                           "TAILPOD_IMAGE": DEMO_IMAGE, "TAILPOD_GPUS": DEMO_GPUS[1],
+                           "TAILPOD_MAX_PRICE": "3.5", "TAILPOD_TTL_HOURS": "1"}.items():
             monkeypatch.setenv(key, value)
-        ledger = Ledger(settings.state_dir)
+        # The CLI's own path, with synthetic servers where the CPU engine's lanes would start
+        # (their argv, budgets and ports are pod_launches's; the engine's run is the demo's test).
         launches = [_lane("spec", spec_port), _lane("plain", plain_port)]
-        cfg = EngineConfig(engine="vllm", model="org/m", port=front)
-        record, _info = cloud_pods.up_cloud(
-            settings, cfg, ledger, lambda _line: None, preflight=False,
-            start=lambda agent, s, c, say: cloud_lanes.start_lanes_on_pod(
-                agent, s, c, launches, 1, say))
+        asked: list[Any] = []
+        monkeypatch.setattr(cloud_lanes, "pod_launches",
+                            lambda *a, **k: asked.append((a, k)) or launches)
+        up = CliRunner().invoke(app, ["up", "--model", str(demo_model(tailpod_home)),
+                                      "--port", str(front), "--lanes", "spec:2,plain",
+                                      "--admission-limit", "1", "--json"])
+        assert up.exit_code == 0, up.output[-3000:]
+        record = PodRecord.from_json(json.loads(up.stdout))
         tag = record.run_tag
         try:
+            ((_settings, cfg, specs, _frac, _kv), _kw) = asked[0]
+            assert cfg.port == front and [(x.name, x.k) for x in specs] == [("spec", 2),
+                                                                             ("plain", 0)]
             info = record.extra["lanes"]
             assert record.status == "running" and record.extra["deadman"]["pid"]
             assert record.endpoint and record.endpoint.endswith(f":{front}")  # the proxy's port
@@ -93,6 +105,9 @@ def test_lanes_on_a_sandbox_pod_up_status_down(tailpod_home: Path, tmp_path: Pat
         saved = json.loads((run_dir_for(settings, tag) / lanes.LANES_FILE).read_text())
         assert saved["counts_final"] is True
         assert {n: r["requests"] for n, r in saved["lanes"].items()} == {"spec": 2, "plain": 0}
+        for secret in (DEFAULT_AUTH_KEY, DEFAULT_API_TOKEN, sandbox.runpod_key):
+            assert secret not in up.output + status.output + down.output
+            assert secret not in (run_dir_for(settings, tag) / lanes.LANES_FILE).read_text()
         proof: dict[str, Any] = json.loads((run_dir_for(settings, tag) / PROOF_FILE).read_text())
         assert proof["proven"] is True
         assert sandbox.billing_now() == []
