@@ -569,6 +569,10 @@ def register(app: typer.Typer) -> None:
             cloud = remote.remote_report(settings, ledger)
             storage = volume_cli.down_storage(settings, ledger, None, delete_volumes=False)
         unknown = remote.unknown_line(cloud, ledger) if cloud else None
+        lanes_unknown = [f"{row['run_tag']}: lanes not read ({row['lanes']['unknown']})"
+                         for row in rows if (row.get("lanes") or {}).get("unknown")]
+        if lanes_unknown:
+            unknown = "; ".join([*([unknown] if unknown else []), *lanes_unknown])
         gone = {g.run_tag: g for g in cloud.ghosts} if cloud else {}
         for row in rows:
             ghost = gone.get(row["run_tag"])
@@ -610,7 +614,10 @@ def register(app: typer.Typer) -> None:
                     f"  {row['run_tag']} lane {name}: port {lane['port']}, "
                     f"{'healthy' if lane['healthy'] else 'DOWN'}, {lane['requests']} requests, "
                     f"{lane['in_flight']} in flight (HAProxy: {lane['proxy_status']})")
-            if row.get("lanes"):
+            if (row.get("lanes") or {}).get("unknown"):  # never a guess: the pod did not answer
+                console.print(f"  [bold red]{row['run_tag']} lanes and HAProxy: unknown[/] "
+                              f"({row['lanes']['unknown']})")
+            elif row.get("lanes"):
                 proxy = row["lanes"]["proxy"]
                 console.print(f"  {row['run_tag']} HAProxy {proxy['endpoint']}: "
                               f"{'alive' if proxy['alive'] else 'DOWN'}, spec lane admits "
