@@ -58,6 +58,11 @@ def test_demo_lanes_decides_deploys_measures_and_leaves_nothing(
     # the deployment was compared with the per-band best in the decision over the whole run
     gaps = decision["deployment_gap"]
     assert {g["arm"] for g in gaps} >= {"deploy-lanes"}, gaps
+    print(f"demo --lanes: deployment {'forced by the demo' if forced.exists() else 'decided'}"
+          f" ({decision['deployment'].get('kind')} decided), admission limit "
+          f"{deployment['admission_limit']}; lanes.json requests "
+          f"{ {n: row['requests'] for n, row in lanes['lanes'].items()} }; starts "
+          f"{ {a['label']: [s.get('startup_s') for s in a['starts']] for a in run['arms']} }")
     report = (run_dir / "report.md").read_text()
     assert "what these numbers do and do not show" in report
     assert leftover_engines(str(Path(engine_env["TAILPOD_HOME"]))) == set()
