@@ -428,7 +428,8 @@ def register(app: typer.Typer) -> None:
         lanes: str = typer.Option(
             None, "--lanes", help="spec:K,plain: two engines of the checkpoint behind one HAProxy "
             "endpoint; the spec lane admits --admission-limit requests in flight, the rest go to "
-            "plain (--provider local).",
+            "plain; gated for token identity first (--provider local, or a rented pod: HAProxy "
+            "installed there from the distribution's package).",
         ),
         admission_limit: int = typer.Option(
             None, "--admission-limit", help="With --lanes: the spec lane's maxconn."
