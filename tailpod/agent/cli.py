@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from . import AGENT_VERSION, SCHEMA_VERSION
-from .bootstrap import deadman
+from .bootstrap import deadman, haproxy
 from .bootstrap.engine import engine_status, read_state, start_engine, stop
 from .bootstrap.errors import EngineStartError, EngineStopError
 from .envelope import (
@@ -92,6 +92,23 @@ def cmd_engine_stop(args: dict[str, Any]) -> dict[str, Any]:
         raise AgentError("engine_stop", f"the engine {recorded.get('label')!r} (process group "
                          f"{recorded.get('pgid')}) or its port outlived SIGTERM and SIGKILL")
     return {"stopped": True, "had_engine": True}
+
+
+def cmd_proxy_prepare(args: dict[str, Any]) -> dict[str, Any]:
+    """HAProxy for two lanes: found or installed, its config written and checked."""
+    a = take(args, {"config_text": _REQUIRED, "state_dir": _REQUIRED, "install": True})
+    try:
+        return haproxy.prepare(str(a["config_text"]), Path(a["state_dir"]), bool(a["install"]))
+    except EngineStartError as exc:
+        raise AgentError("proxy_prepare", str(exc), exc.tail) from None
+
+
+def cmd_proxy_stats(args: dict[str, Any]) -> dict[str, Any]:
+    a = take(args, {"socket": _REQUIRED})
+    try:
+        return {"show_stat": haproxy.show_stat(str(a["socket"]))}
+    except OSError as exc:
+        raise AgentError("proxy_stats", f"{a['socket']}: {exc}") from None
 
 
 def cmd_engine_status(args: dict[str, Any]) -> dict[str, Any]:
@@ -283,6 +300,8 @@ VERBS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "engine relaunch": cmd_engine_start,  # the arm switch: stop the recorded engine, start this
     "engine stop": cmd_engine_stop,
     "engine status": cmd_engine_status,
+    "proxy prepare": cmd_proxy_prepare,
+    "proxy stats": cmd_proxy_stats,
     "probe run": cmd_probe_run,
     "probe gate": cmd_probe_gate,
     "probe logprobs": cmd_probe_logprobs,

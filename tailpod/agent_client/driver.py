@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 DEFAULT_TIMEOUT_S = 3600.0
+# Tokens per prompt of the token-identity gate (agent/probes/gate.py), the sweep's and the lanes'.
+GATE_MAX_TOKENS = 48
 
 
 @dataclass

@@ -228,9 +228,11 @@ def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
     from tailpod.provision.local.provider import LocalProvider
 
     kind = kind_for(record.provider)
+    if kind.name == "cloud":
+        return pod_deploying_host(settings, ledger, record, host, deployment)
     if not kind.engine_here:
-        raise ConfigError("--deploy of a lanes deployment runs on --provider local for now",
-                          hint="cloud pods: the pod bootstrap does not install HAProxy yet")
+        raise ConfigError(f"--deploy of a lanes deployment runs on this machine or a rented "
+                          f"pod, not on a {kind.name} pod")
 
     def launches_for(arm: Any, dep: dict[str, Any]) -> Any:
         on_cpu = kind.serves_on_cpu(kind.engine_adapter(arm.config.engine))
@@ -243,6 +245,29 @@ def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
         host.engine_stopped = True
 
     return DeployingHost(host, settings, ledger, record, deployment, launches_for, stop_engine)
+
+
+def pod_deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
+                       deployment: dict[str, Any]) -> Any:
+    """`deploy-lanes` on a rented pod, through the sweep host's agent (measure/deploy.py)."""
+    from tailpod.measure.deploy import PodDeployingHost
+    from tailpod.pods import cloud_lanes
+    from tailpod.pods import lanes as lanes_mod
+
+    on_cpu = cloud_lanes.pod_on_cpu(record)
+
+    def launches_for(arm: Any, dep: dict[str, Any]) -> Any:
+        specs = [lanes_mod.LaneSpec("spec", arm.config.spec.k), lanes_mod.LaneSpec("plain", 0)]
+        return cloud_lanes.pod_launches(
+            settings, arm.config, specs,
+            cpu_kv_gib=lanes_mod.DEFAULT_LANE_KV_GIB if on_cpu else None)
+
+    def stop_engine() -> None:
+        host.pod.engine_stop()
+        host.engine_stopped = True
+
+    return PodDeployingHost(host, settings, ledger, record, deployment, launches_for,
+                            stop_engine)
 
 
 def benchmark_document(run_dir: Path, run_id: str, measured_from: str,

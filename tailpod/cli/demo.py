@@ -20,6 +20,7 @@ from tailpod.cli.pods import requirements_on_refusal, startup_progress
 from tailpod.cli.remote import evidence_table
 from tailpod.config import Settings, load_settings
 from tailpod.engines.base import EngineConfig, SpecArm
+from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.plan import SweepPlan, spec_arms
 from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost, run_sweep
@@ -125,6 +126,11 @@ def register(app: typer.Typer) -> None:
             False, "--matrix", help="The card matrix: sandbox cards on both emulated clouds, "
             "in parallel, a CPU engine on each pod, one report ranking them by $/Mtok."
         ),
+        lanes: bool = typer.Option(
+            False, "--lanes", help="From the sweep to a deployment: the sweep on a sandbox pod, "
+            "decide, two lanes behind HAProxy on the pod measured beside the static arms, and "
+            "down (decision.json and lanes.json in the run directory)."
+        ),
         cards: int = typer.Option(2, min=2, max=3, help="Sandbox cards for --matrix."),
         port: int = typer.Option(8765, help="Port for the demo engine."),
         spec_k: str = typer.Option("0,2", help="Arms to compare (0 = plain; ngram speculation)."),
@@ -143,7 +149,11 @@ def register(app: typer.Typer) -> None:
         t0 = time.time()
         settings = load_settings(overrides={"provider": "local", "engine": "vllm", "port": port})
         ledger = ledger_for(settings)
+        if lanes and (local or matrix):
+            raise ConfigError("--lanes runs on the sandbox cloud: not with --local or --matrix")
         where = "local provider" if local else "sandbox cloud (emulated RunPod + tailnet + SSH)"
+        if lanes:
+            where += ", sweep → decide → two lanes"
         if matrix:
             where = f"card matrix: {cards} sandbox cards on emulated RunPod and vast.ai"
         console.rule(f"tailpod demo: {where}, real vLLM (CPU) engine")
@@ -168,10 +178,15 @@ def register(app: typer.Typer) -> None:
             from tailpod.cli.demo_matrix import matrix_demo
 
             matrix_demo(settings, cfg, bench, cards)
+        elif lanes:
+            from tailpod.cli.demo_lanes import lanes_demo
+
+            run_dir = lanes_demo(settings, ledger, cfg, bench)
         else:
             run_dir = (local_demo if local else cloud_demo)(settings, ledger, cfg, bench)
         console.print(f"[green]demo done[/] in {time.time() - t0:.0f} s; nothing left running.")
         if json_out:
-            print_json({"ok": True, "mode": "matrix" if matrix else "local" if local else "cloud",
+            mode = "matrix" if matrix else "lanes" if lanes else "local" if local else "cloud"
+            print_json({"ok": True, "mode": mode,
                         "results": str(run_dir) if run_dir else str(settings.results_dir),
                         "elapsed_s": round(time.time() - t0, 1), "left_running": 0})

@@ -260,15 +260,17 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
 
 
 def _lanes_status(settings: Settings, record: PodRecord) -> dict[str, Any] | None:
-    from tailpod.pods.lanes import lanes_status
+    from tailpod.pods.cloud_lanes import lanes_run_status
 
-    return lanes_status(settings, record) if record.status == "running" else None
+    return lanes_run_status(settings, record) if record.status == "running" else None
 
 
 def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: str | None,
                  admission_limit: int | None, decision: Path | None, cpu_engine: bool,
-                 kv_gib: float | None, mem_fraction: float | None, json_out: bool) -> None:
-    """`up --lanes spec:K,plain`: both engines one after the other, HAProxy in front."""
+                 kv_gib: float | None, mem_fraction: float | None, json_out: bool,
+                 options: UpOptions | None = None) -> None:
+    """`up --lanes spec:K,plain`: both engines one after the other, HAProxy in front (on this
+    machine, or on a rented pod: pods/cloud_lanes.py)."""
     from tailpod.engines.local_install import (
         check_engine_installed,
         check_local_gpus,
@@ -277,9 +279,10 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     )
     from tailpod.pods import lanes as lanes_mod
 
-    if settings.provider != "local":
-        raise ConfigError("--lanes runs on --provider local for now",
-                          hint="cloud pods: the pod bootstrap does not install HAProxy yet")
+    kind = kind_for(settings.provider).name
+    if kind not in ("local", "cloud"):
+        raise ConfigError(f"--lanes runs on this machine or a rented pod, not on a {kind} pod "
+                          f"({settings.provider})")
     if decision is not None:
         k, limit = lanes_mod.limit_from_decision(decision)
         specs = lanes_mod.parse_lanes(lanes or f"spec:{k},plain")
@@ -290,6 +293,9 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
         specs = lanes_mod.parse_lanes(lanes or "")
     if not admission_limit or admission_limit < 1:
         raise ConfigError("--lanes needs --admission-limit N (or --decision decision.json)")
+    if kind == "cloud":
+        return up_cloud_lanes_cli(settings, cfg, ledger, specs, admission_limit, mem_fraction,
+                                  kv_gib, json_out, options or UpOptions())
     check_model(cfg.model)
     check_engine_installed(engine_python(settings))
     gpus = check_local_gpus(cfg)["gpus"]  # both lanes share this machine's GPU(s), if any
@@ -299,18 +305,59 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update:
         record = lanes_mod.up_lanes(settings, ledger, launches, admission_limit, cfg.port,
                                     update, engine_cfg=cfg.to_json(), gpu=gpu,
-                                    gpu_count=gpu_count)
+                                    gpu_count=gpu_count, gate=lanes_mod.local_gate(settings))
     if json_out:
         print_json(record.to_json())
         return
+    print_lanes_up(record, admission_limit)
+
+
+def up_cloud_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, specs: list[Any],
+                       admission_limit: int, mem_fraction: float | None,
+                       kv_gib: float | None, json_out: bool, options: UpOptions) -> None:
+    """`up --provider runpod|vastai --lanes`: the pod rented as for one engine, then both lanes,
+    the gate and HAProxy started on it by its agent (pods/cloud_lanes.py)."""
+    from tailpod.pods import cloud as cloud_pods
+    from tailpod.pods import cloud_lanes
+    from tailpod.pods.lanes import write_lanes_json
+    from tailpod.provision.lifecycle import run_dir_for
+
+    # --lane-kv-gib: a pod without GPUs (the sandbox's CPU engine) takes a CPU KV budget instead
+    launches = cloud_lanes.pod_launches(settings, cfg, specs, mem_fraction, kv_gib)
+    with startup_progress(f"renting a pod for two {cfg.engine} lanes and HAProxy") as update, \
+            requirements_on_refusal(settings.provider):
+        record, info = cloud_pods.up_cloud(
+            settings, cfg, ledger, lambda line: update(0.0, line),
+            allow_unpinned=options.allow_unpinned,
+            allow_nonephemeral=options.allow_nonephemeral, use_tailnet=options.use_tailnet,
+            keep_on_failure=options.keep_on_failure, volume=options.volume,
+            start=lambda agent, s, c, say: cloud_lanes.start_lanes_on_pod(
+                agent, s, c, launches, admission_limit, say))
+    write_lanes_json(record, run_dir_for(settings, record.run_tag), counts={})
+    warning = remote.fallback_warning(info)
+    if warning:
+        console.print(warning)
+    if json_out:
+        print_json(record.to_json())
+        return
+    print_cloud_up(settings, record)
+    print_lanes_up(record, admission_limit)
+
+
+def print_lanes_up(record: PodRecord, admission_limit: int) -> None:
     info = record.extra["lanes"]
-    console.print(f"[green]up[/] {record.run_tag}: two lanes of {cfg.model} behind HAProxy at "
+    console.print(f"[green]up[/] {record.run_tag}: two lanes behind HAProxy at "
                   f"{record.endpoint}; spec lane admits {admission_limit} in flight")
+    gate = info.get("gate") or {}
+    console.print(f"  token-identity gate: spec lane {gate.get('status')} against the plain lane "
+                  f"({gate.get('prompts')} prompts, {gate.get('max_tokens')} tokens, "
+                  f"{gate.get('token_source')})")
     for name, row in info["lanes"].items():
         facts = (row.get("startup") or {}).get("facts", {})
         console.print(f"  {name}: port {row['port']}, {row['budget']}, KV cache "
                       f"{facts.get('kv_tokens')} tokens, max concurrency "
-                      f"{facts.get('max_concurrency')}, healthy in {row['startup_s']:.0f} s")
+                      f"{facts.get('max_concurrency')}, healthy in "
+                      f"{float(row.get('startup_s') or 0):.0f} s")
     console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
 
 
@@ -381,7 +428,8 @@ def register(app: typer.Typer) -> None:
         lanes: str = typer.Option(
             None, "--lanes", help="spec:K,plain: two engines of the checkpoint behind one HAProxy "
             "endpoint; the spec lane admits --admission-limit requests in flight, the rest go to "
-            "plain (--provider local).",
+            "plain; gated for token identity first (--provider local, or a rented pod: HAProxy "
+            "installed there from the distribution's package).",
         ),
         admission_limit: int = typer.Option(
             None, "--admission-limit", help="With --lanes: the spec lane's maxconn."
@@ -454,7 +502,9 @@ def register(app: typer.Typer) -> None:
         ledger = StepLedger(settings.state_dir)  # says the pod id, GPU and price as they come
         if lanes or decision:
             up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,
-                         lane_kv_gib, lane_mem_fraction, json_out)
+                         lane_kv_gib, lane_mem_fraction, json_out, UpOptions(
+                             allow_unpinned=allow_unpinned, allow_nonephemeral=allow_nonephemeral,
+                             use_tailnet=tailnet, keep_on_failure=keep_on_failure, volume=volume))
             return
         with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
             with requirements_on_refusal(settings.provider):
@@ -520,6 +570,10 @@ def register(app: typer.Typer) -> None:
             cloud = remote.remote_report(settings, ledger)
             storage = volume_cli.down_storage(settings, ledger, None, delete_volumes=False)
         unknown = remote.unknown_line(cloud, ledger) if cloud else None
+        lanes_unknown = [f"{row['run_tag']}: lanes not read ({row['lanes']['unknown']})"
+                         for row in rows if (row.get("lanes") or {}).get("unknown")]
+        if lanes_unknown:
+            unknown = "; ".join([*([unknown] if unknown else []), *lanes_unknown])
         gone = {g.run_tag: g for g in cloud.ghosts} if cloud else {}
         for row in rows:
             ghost = gone.get(row["run_tag"])
@@ -561,7 +615,10 @@ def register(app: typer.Typer) -> None:
                     f"  {row['run_tag']} lane {name}: port {lane['port']}, "
                     f"{'healthy' if lane['healthy'] else 'DOWN'}, {lane['requests']} requests, "
                     f"{lane['in_flight']} in flight (HAProxy: {lane['proxy_status']})")
-            if row.get("lanes"):
+            if (row.get("lanes") or {}).get("unknown"):  # never a guess: the pod did not answer
+                console.print(f"  [bold red]{row['run_tag']} lanes and HAProxy: unknown[/] "
+                              f"({row['lanes']['unknown']})")
+            elif row.get("lanes"):
                 proxy = row["lanes"]["proxy"]
                 console.print(f"  {row['run_tag']} HAProxy {proxy['endpoint']}: "
                               f"{'alive' if proxy['alive'] else 'DOWN'}, spec lane admits "
@@ -627,11 +684,10 @@ def register(app: typer.Typer) -> None:
                 # The ledger's word is no evidence: the provider is asked again all the same.
                 err_console.print(f"{record.run_tag} is terminated in the ledger; asking "
                                   f"{record.provider} again")
-            if record.extra.get("lanes"):  # the lane engines first, each proven gone
-                from tailpod.pods.lanes import stop_lanes
+            from tailpod.pods.cloud_lanes import settle_lanes_run
 
-                record = ledger.update(record.run_tag, event="lanes-stopped", extra={
-                    **record.extra, "lanes_down": stop_lanes(settings, record)})
+            # A lanes run: its final counts into lanes.json, the lane engines stopped, proven.
+            record = settle_lanes_run(settings, ledger, record)
             storage: list[Any] = []
 
             def after(proof: Any) -> None:

@@ -117,9 +117,12 @@ def down_remote_cli(settings: Settings, ledger: Ledger, record: PodRecord,
 def down_many_cli(settings: Settings, ledger: Ledger, *, expired_only: bool,
                   json_out: bool, policy: LifecyclePolicy | None = None) -> None:
     """`down --all` / `down --expired` across every configured cloud account."""
+    from tailpod.pods.lanes import settle_lanes
+
     outcomes = down_many(settings, ledger, expired_only=expired_only, policy=policy,
                          on_recovery=lambda line: err_console.print(
-                             f"[bold yellow]ledger:[/] {line}"))
+                             f"[bold yellow]ledger:[/] {line}"),
+                         before_local=lambda rec: settle_lanes(settings, ledger, rec))
     if json_out:
         print_json([{"run_tag": o.run_tag, "provider": o.provider, "proven": o.proven,
                      "error": o.error, "proof": o.proof_path,

@@ -57,13 +57,14 @@ def deploy_arm(base: EngineConfig, dep: dict[str, Any], method: str | None = Non
 
 class DeployingHost:
     """A sweep host that serves `deploy-lanes` as two lanes behind HAProxy and every other arm
-    as the wrapped host does."""
+    as the wrapped host does. This one runs the lanes on this machine (`--provider local`);
+    PodDeployingHost runs them on a rented pod through its agent."""
 
     def __init__(self, inner: Any, settings: Settings, ledger: Ledger, record: PodRecord,
                  deployment: dict[str, Any], launches_for: LaunchesFor,
                  stop_engine: Callable[[], None]) -> None:
-        if record.provider != "local":
-            raise ConfigError("--deploy of a lanes deployment runs on --provider local for now")
+        if record.provider != "local" and not isinstance(self, PodDeployingHost):
+            raise ConfigError("this host runs the lanes on this machine: --provider local")
         self.inner: SweepHost = inner
         self.settings, self.ledger, self.record = settings, ledger, record
         self.deployment = deployment
@@ -72,46 +73,61 @@ class DeployingHost:
         self.lanes_record: PodRecord | None = None
         self.measured_from = inner.measured_from
 
-    def _stop_lanes(self) -> None:
-        if self.lanes_record is None:
-            return
+    # --- where the lanes run: these three differ between this machine and a pod -------------
+
+    def _lanes_up(self, arm: Arm) -> dict[str, Any]:
+        """Both lanes and the proxy up on the engine's port; their `extra.lanes`."""
+        self.lanes_record = lanes_mod.up_lanes(
+            self.settings, self.ledger, self.launches_for(arm, self.deployment),
+            int(self.deployment["admission_limit"]), int(arm.config.port),
+            engine_cfg=arm.config.to_json(), gate=lanes_mod.local_gate(self.settings))
+        return dict(self.lanes_record.extra["lanes"])
+
+    def _lanes_down(self) -> None:
         from tailpod.pods.kinds import kind_for
 
+        assert self.lanes_record is not None
         current = self.ledger.get(self.lanes_record.run_tag) or self.lanes_record
-        kind_for("local").down(self.settings, self.ledger, current)  # raises unless proven
+        kind_for("local").down(self.settings, self.ledger, current)  # final counts; proven
         self.lanes_record = None
+
+    def lane_counts(self) -> dict[str, Any] | None:
+        return lanes_mod.lane_counts(self.lanes_record) if self.lanes_record else None
+
+    # --- the sweep host ---------------------------------------------------------------------
+
+    lanes_info: dict[str, Any] | None = None
+
+    def _stop_lanes(self) -> None:
+        if self.lanes_info is None:
+            return
+        self._lanes_down()
+        self.lanes_info = None
 
     def restart(self, arm: Arm) -> ArmStart:
         if arm.label != "deploy-lanes":
             self._stop_lanes()
             return self.inner.restart(arm)
-        if self.lanes_record is not None:
-            return self._lanes_start()
-        self.stop_engine()  # the pod's single engine gives its port to the proxy
-        self.lanes_record = lanes_mod.up_lanes(
-            self.settings, self.ledger, self.launches_for(arm, self.deployment),
-            int(self.deployment["admission_limit"]), int(arm.config.port),
-            engine_cfg=arm.config.to_json())
-        return self._lanes_start()
+        if self.lanes_info is None:
+            self.stop_engine()  # the pod's single engine gives its port to the proxy
+            self.lanes_info = self._lanes_up(arm)
+        return self._lanes_start(self.lanes_info)
 
-    def _lanes_start(self) -> ArmStart:
-        assert self.lanes_record is not None
-        info = self.lanes_record.extra["lanes"]
+    def _lanes_start(self, info: dict[str, Any]) -> ArmStart:
         spec = info["lanes"]["spec"]
         startup = dict(spec.get("startup") or {})
         startup["lanes"] = {name: {"startup": row.get("startup"), "budget": row.get("budget"),
                                    "port": row.get("port"), "startup_s": row.get("startup_s")}
                             for name, row in info["lanes"].items()}
         startup["admission_limit"] = info["admission_limit"]
-        startup["lanes_run_tag"] = self.lanes_record.run_tag
+        startup["lanes_gate"] = info.get("gate")
+        if self.lanes_record is not None:
+            startup["lanes_run_tag"] = self.lanes_record.run_tag
         return ArmStart(startup=startup,
                         argv=["haproxy", "-f", info["haproxy"]["config"], "--",
                               *spec.get("argv", [])],
                         startup_s=sum(float(r.get("startup_s") or 0)
                                       for r in info["lanes"].values()))
-
-    def lane_counts(self) -> dict[str, Any] | None:
-        return lanes_mod.lane_counts(self.lanes_record) if self.lanes_record else None
 
     def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
         if arm.label == "deploy-lanes":
@@ -122,8 +138,8 @@ class DeployingHost:
     def run_cells(self, arm: Arm, cells: list[Cell], plan: SweepPlan,
                   run_id: str) -> list[dict[str, Any]]:
         rows = self.inner.run_cells(arm, cells, plan, run_id)
-        counts = self.lane_counts()
-        if arm.label == "deploy-lanes" and counts is not None:
+        counts = self.lane_counts() if arm.label == "deploy-lanes" else None
+        if counts is not None:
             for row in rows:
                 if row.get("kind") == "cell":
                     row["lane_counts"] = {n: {k: c.get(k) for k in ("stot", "smax")}
@@ -141,3 +157,47 @@ class DeployingHost:
             self._stop_lanes()
         finally:
             self.inner.close()
+
+
+class PodDeployingHost(DeployingHost):
+    """`deploy-lanes` on a rented pod: the sweep host's own agent (its one SSH session) stops the
+    pod's engine and starts both lanes, the gate and HAProxy there (pods/cloud_lanes.py). The
+    pod's ledger record carries `extra.lanes` while they run, so `down` stops them first
+    (terminating the pod would stop them anyway)."""
+
+    def __init__(self, inner: Any, settings: Settings, ledger: Ledger, record: PodRecord,
+                 deployment: dict[str, Any], launches_for: LaunchesFor,
+                 stop_engine: Callable[[], None]) -> None:
+        super().__init__(inner, settings, ledger, record, deployment, launches_for, stop_engine)
+
+    def _lanes_up(self, arm: Arm) -> dict[str, Any]:
+        from tailpod.pods import cloud_lanes
+
+        started = cloud_lanes.start_lanes_on_pod(
+            self.inner.pod, self.settings, arm.config,  # type: ignore[attr-defined]
+            self.launches_for(arm, self.deployment), int(self.deployment["admission_limit"]))
+        info: dict[str, Any] = started.record["lanes"]
+        current = self.ledger.get(self.record.run_tag) or self.record
+        self.record = self.ledger.update(self.record.run_tag, event="deploy-lanes-up",
+                                         extra={**current.extra, "lanes": info})
+        return info
+
+    def _lanes_down(self) -> None:
+        from tailpod.pods import cloud_lanes
+
+        current = self.ledger.get(self.record.run_tag) or self.record
+        settled = cloud_lanes.settle_with(self.inner.pod,  # type: ignore[attr-defined]
+                                          self.settings, self.ledger, current)
+        extra = {k: v for k, v in settled.extra.items() if k != "lanes"}
+        self.record = self.ledger.update(self.record.run_tag, event="deploy-lanes-down",
+                                         extra={**extra, "deploy_lanes": settled.extra.get(
+                                             "lanes")})
+
+    def lane_counts(self) -> dict[str, Any] | None:
+        from tailpod.pods import cloud_lanes
+
+        if self.lanes_info is None:
+            return None
+        probe = PodRecord(run_tag=self.record.run_tag, provider=self.record.provider,
+                          extra={"lanes": self.lanes_info})
+        return cloud_lanes.pod_counts(self.inner.pod, probe)  # type: ignore[attr-defined]

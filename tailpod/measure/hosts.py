@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tailpod.agent.probes.common import PROBE_ENGINES
-from tailpod.agent_client.driver import ArmStart, PodAgent, SubprocessTransport
+from tailpod.agent_client.driver import GATE_MAX_TOKENS, ArmStart, PodAgent, SubprocessTransport
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import TailpodError
@@ -29,7 +29,6 @@ from tailpod.measure.plan import Arm, Cell, SweepPlan
 from tailpod.measure.sweep import GateResult
 
 BARE_FILE = Path(__file__).with_name("bare.py")
-GATE_MAX_TOKENS = 48
 
 
 def probe_options(

@@ -515,6 +515,7 @@ def _up_cloud_once(
     image_gb: float | None = None,
     preflight: bool = True,
     volume: str | None = None,
+    start: Callable[[PodAgent, Settings, EngineConfig, Say], EngineStarted] | None = None,
 ) -> tuple[PodRecord, PodInfo]:
     from tailpod.provision.lifecycle import down_remote, up_remote
 
@@ -584,7 +585,8 @@ def _up_cloud_once(
         with open_pod_agent(settings, target, boot_wait_seconds(image_gb), say) as agent:
             deadman = arm_deadman(agent, settings, settings.provider, ttl_at)
             say(f"dead-man switch armed (pid {deadman.get('pid')})")
-            started = start_arm(agent, settings, cfg, say)
+            # `start`: another start of the pod (two lanes behind HAProxy: pods/cloud_lanes.py)
+            started = (start or start_arm)(agent, settings, cfg, say)
         name = target.pin_name
         result = started.record
         arms = {cfg.spec.label(): started.ledger_arm()}
@@ -604,6 +606,7 @@ def _up_cloud_once(
                    "emulated": non_vendor_api_endpoint(settings) is not None,
                    "api_endpoint": non_vendor_api_endpoint(settings),
                    "engine_version": result.get("engine_version"),
+                   **({"lanes": result["lanes"]} if result.get("lanes") else {}),
                    "deadman": {"ttl_at": ttl_at, "pid": deadman.get("pid"),
                                "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}},
         )  # fmt: skip

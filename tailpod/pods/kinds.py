@@ -102,11 +102,10 @@ class LocalPods:
         return None  # no dead-man switch: nothing bills
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
-        if record.extra.get("lanes"):  # the lane engines first, each proven gone; then the proxy
-            from tailpod.pods.lanes import stop_lanes
+        from tailpod.pods.lanes import settle_lanes
 
-            ledger.update(record.run_tag, event="lanes-stopped",
-                          extra={**record.extra, "lanes_down": stop_lanes(settings, record)})
+        # A lanes run: final counts, the lane engines first, each proven gone; then the proxy.
+        record = settle_lanes(settings, ledger, record)
         return local.down_local(settings, record, ledger)
 
 

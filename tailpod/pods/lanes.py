@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from typing import Any
 
 from tailpod.agent.bootstrap import engine
 from tailpod.agent.bootstrap.errors import EngineStartError
+from tailpod.agent_client.driver import GATE_MAX_TOKENS
 from tailpod.config import Settings
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
@@ -40,9 +40,12 @@ from tailpod.provision.local.provider import LocalProvider
 
 LANES_FILE = "lanes.json"
 STATS_SOCKET = "haproxy.sock"
+SOCKET_PATH_MAX = 97  # HAProxy's limit on a Unix socket's path (its error: "too long (max 97)")
 PLAIN_MAXCONN = 1024  # the plain lane takes whatever overflows; HAProxy queues beyond it
 
 Progress = Callable[[float, str], None]
+# The pod agent's `probe gate` (agent/probes/gate.py, the sweep's gate): a request, its verdict.
+LaneGate = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -72,12 +75,13 @@ class LaneLaunch:
     env: dict[str, str] = field(default_factory=dict)
     health_path: str = "/health"
     budget: dict[str, Any] = field(default_factory=dict)  # the memory budget it was given
+    served_model: str | None = None  # the name it serves (None: the gate asks /v1/models)
     engine_config: dict[str, Any] = field(default_factory=dict)
     parse_startup: Callable[[str], dict[str, Any]] | None = None
 
 
 def haproxy_config(front_port: int, lanes: Sequence[tuple[str, int]], admission_limit: int,
-                   stats_socket: Path, plain_maxconn: int = PLAIN_MAXCONN,
+                   stats_socket: Path | str, plain_maxconn: int = PLAIN_MAXCONN,
                    host: str = "127.0.0.1") -> str:
     """The whole haproxy.cfg: `lanes` is [(name, port)], spec first."""
     if admission_limit < 1:
@@ -115,17 +119,14 @@ def haproxy_config(front_port: int, lanes: Sequence[tuple[str, int]], admission_
 def read_stats(sock_path: str | Path, timeout: float = 5.0) -> dict[str, dict[str, Any]]:
     """Per server of backend `lanes`: HAProxy's own counters from `show stat` (scur = in flight
     now, smax = most at once, stot = requests sent, qcur/qmax = queued, status)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(str(sock_path))
-        s.sendall(b"show stat\n")
-        chunks = []
-        while True:
-            data = s.recv(65536)
-            if not data:
-                break
-            chunks.append(data)
-    lines = b"".join(chunks).decode("utf-8", "replace").splitlines()
+    from tailpod.agent.bootstrap.haproxy import show_stat
+
+    return parse_stats(show_stat(str(sock_path), timeout))
+
+
+def parse_stats(text: str) -> dict[str, dict[str, Any]]:
+    """`show stat` CSV (read here or by the pod agent's `proxy stats`) → per lane counters."""
+    lines = text.splitlines()
     if not lines or not lines[0].startswith("# "):
         raise TailpodError("HAProxy's stats socket answered no CSV")
     header = lines[0][2:].split(",")
@@ -164,11 +165,15 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
              admission_limit: int, front_port: int, progress: Progress | None = None,
              engine_cfg: dict[str, Any] | None = None, run_dir: Path | None = None,
              startup_timeout_s: float | None = None, gpu: str = "local CPU",
-             gpu_count: int = 0) -> PodRecord:
+             gpu_count: int = 0, gate: LaneGate | None = None) -> PodRecord:
     """Start the lanes one after the other, then HAProxy in front; the ledger holds the proxy as
-    the pod and every lane in `extra.lanes`. Anything started is stopped again on failure."""
+    the pod and every lane in `extra.lanes`. With `gate`, the spec lane is gated against the
+    plain lane for token identity once both are healthy and before the proxy starts: a failed
+    (or unrunnable) gate refuses the deployment, with the reason in the record and lanes.json.
+    Anything started is stopped again on failure."""
     from tailpod.provision.lifecycle import run_dir_for
 
+    verdict: dict[str, Any] | None = None
     names = [lane.name for lane in launches]
     if names != ["spec", "plain"]:
         raise ConfigError(f"lanes must be spec then plain, got {names}")
@@ -220,6 +225,13 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
             ledger.update(run_tag, event=f"lane-{lane.name}-healthy",
                           extra={"lanes": {"admission_limit": admission_limit,
                                            "lanes": dict(lane_rows)}})
+        verdict = gate_lanes(gate, launches) if gate is not None else None
+        if verdict is not None:
+            ledger.update(run_tag, event=f"lanes-gate-{verdict['status']}",
+                          extra={"lanes": {"admission_limit": admission_limit,
+                                           "lanes": dict(lane_rows), "gate": verdict}})
+            if verdict["status"] != "pass":
+                raise LaneGateFailed(verdict)
         cfg_path = home / "haproxy.cfg"
         sock = _socket_path(home, run_tag)
         cfg_path.write_text(haproxy_config(
@@ -236,10 +248,12 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
         _stop_started(lane_provider, started)
         if proxy_provider.engine_state(run_tag) is not None:
             _stop_started(proxy_provider, [run_tag])
-        ledger.update(run_tag, event="lanes-failed", status="terminated")
+        _settle_failed(ledger, run_tag, lane_provider, started, run_dir or run_dir_for(
+            settings, run_tag))
         raise
     lanes_extra = {
         "admission_limit": admission_limit, "front_port": front_port,
+        **({"gate": verdict} if verdict is not None else {}),
         "haproxy": {"binary": binary, "config": str(cfg_path), "stats_socket": str(sock),
                     "version": _haproxy_version(binary), "startup_s": took},
         "lanes": lane_rows,
@@ -257,6 +271,65 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
     return final
 
 
+class LaneGateFailed(TailpodError):
+    """The spec lane's greedy tokens differ from the plain lane's (or the gate could not run):
+    the deployment is refused, never served with a lane that changes the output."""
+
+    def __init__(self, verdict: dict[str, Any]) -> None:
+        super().__init__(f"the spec lane is refused: {verdict['reason']}",
+                         hint="the spec lane must return the plain lane's tokens under greedy "
+                              "decoding; check the draft method and K")
+        self.verdict = verdict
+
+
+def gate_lanes(gate: LaneGate, launches: Sequence[LaneLaunch],
+               max_tokens: int = GATE_MAX_TOKENS) -> dict[str, Any]:
+    """The sweep's token-identity gate, run by the agent with the plain lane as the reference
+    and the spec lane as the candidate, both reached on their own ports (not through the proxy,
+    which would send both to the spec lane). Its verdict, with a `reason` unless it passed."""
+    by_name = {lane.name: lane for lane in launches}
+    plain, spec = by_name["plain"], by_name["spec"]
+    request = {"reference_url": f"http://127.0.0.1:{plain.port}",
+               "candidate": f"http://127.0.0.1:{spec.port}",
+               "reference_model": plain.served_model, "candidate_model": spec.served_model,
+               "max_tokens": max_tokens}  # fmt: skip
+    try:
+        verdict = dict(gate(request))
+    except TailpodError as exc:
+        return {"status": "error", "reason": f"the token-identity gate could not run: "
+                                             f"{exc.message}"}
+    if verdict.get("status") == "pass":
+        return {**verdict, "reference": "plain lane", "candidate": "spec lane"}
+    where = verdict.get("first_mismatch") or {}
+    return {**verdict, "status": "fail", "reference": "plain lane", "candidate": "spec lane",
+            "reason": (f"token-identity gate failed: prompt {where.get('prompt')} differs from "
+                       f"the plain lane at token {where.get('position')} (plain "
+                       f"{where.get('reference_token')!r}, spec {where.get('candidate_token')!r})")}
+
+
+def local_gate(settings: Settings) -> LaneGate:
+    """The gate run by the agent as a child of this machine (as the local sweep runs it)."""
+    from tailpod.agent_client.driver import PodAgent, SubprocessTransport
+
+    def run(request: dict[str, Any]) -> dict[str, Any]:
+        with PodAgent(SubprocessTransport(settings.home / "agent")) as agent:
+            return agent.gate(request)
+
+    return run
+
+
+def _settle_failed(ledger: Ledger, run_tag: str, lane_provider: LocalProvider, started: list[str],
+                   run_dir: Path) -> None:
+    """A refused or failed `up`: the record terminated only once every lane is proven gone (else
+    it stays for `down` to settle), and lanes.json saying why when the gate refused it."""
+    alive = [tag for tag in started if (st := lane_provider.engine_state(tag)) is not None
+             and engine.group_alive(int(st["pgid"]))]
+    record = ledger.update(run_tag, event="lanes-failed",
+                           status="failed" if alive else "terminated")
+    if (record.extra.get("lanes") or {}).get("gate"):
+        write_lanes_json(record, run_dir, counts={})
+
+
 def _socket_path(home: Path, run_tag: str) -> Path:
     """The stats socket: in the lanes directory, or, when that path is longer than a Unix socket
     name may be (HAProxy allows 97 bytes), in a private directory of the temp dir."""
@@ -264,7 +337,7 @@ def _socket_path(home: Path, run_tag: str) -> Path:
     import tempfile
 
     sock = home / STATS_SOCKET
-    if len(str(sock)) <= 97:
+    if len(str(sock)) <= SOCKET_PATH_MAX:
         return sock
     short = Path(tempfile.gettempdir()) / f"tailpod-lanes-{os.getuid()}"
     short.mkdir(mode=0o700, exist_ok=True)
@@ -291,21 +364,40 @@ def _haproxy_version(binary: str) -> str | None:
     return out.splitlines()[0] if out else None
 
 
-def lane_counts(record: PodRecord) -> dict[str, dict[str, Any]] | None:
-    """HAProxy's per-lane counters now, or None when the proxy does not answer."""
+def lane_counts(record: PodRecord, settings: Settings | None = None
+                ) -> dict[str, dict[str, Any]] | None:
+    """HAProxy's per-lane counters now, or None when the proxy does not answer. The stats socket
+    is the record's, or (a record that lost `extra.lanes`, given `settings`) the one the lanes
+    directory's haproxy.cfg names."""
     lanes = record.extra.get("lanes") or {}
     sock = (lanes.get("haproxy") or {}).get("stats_socket")
+    if not sock and settings is not None:
+        sock = _socket_in_config(lanes_home(settings, record.run_tag) / "haproxy.cfg")
     if not sock or not Path(sock).exists():
         return None
     try:
         return read_stats(sock)
-    except OSError:
+    except (OSError, TailpodError):
         return None
 
 
+def _socket_in_config(cfg_path: Path) -> str | None:
+    try:
+        text = cfg_path.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        words = line.split()
+        if words[:2] == ["stats", "socket"] and len(words) > 2:
+            return words[2]
+    return None
+
+
 def write_lanes_json(record: PodRecord, run_dir: Path,
-                     counts: dict[str, dict[str, Any]] | None = None) -> Path:
-    """lanes.json: the admission limit, each lane's start facts and its request count."""
+                     counts: dict[str, dict[str, Any]] | None = None,
+                     final: bool = False) -> Path:
+    """lanes.json: the admission limit, each lane's start facts and its request count (`final`:
+    the counts read at `down`, the last ones the proxy gave)."""
     lanes = record.extra.get("lanes") or {}
     counts = counts if counts is not None else lane_counts(record)
     out = {
@@ -322,6 +414,8 @@ def write_lanes_json(record: PodRecord, run_dir: Path,
         },
         "counted_at": time.time() if counts is not None else None,
         "counts_source": "haproxy stats socket (show stat: stot, smax)" if counts else None,
+        "counts_final": bool(final and counts is not None),
+        **({"gate": lanes["gate"]} if lanes.get("gate") else {}),
     }  # fmt: skip
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LANES_FILE
@@ -356,15 +450,64 @@ def lanes_status(settings: Settings, record: PodRecord) -> dict[str, Any] | None
     }
 
 
-def stop_lanes(settings: Settings, record: PodRecord) -> list[dict[str, Any]]:
-    """Stop every lane engine (the proxy stays for the record's own proven teardown); each lane
-    proven gone: its process group and its port. Raises when one is not."""
+def record_final_counts(settings: Settings, record: PodRecord,
+                        counts: dict[str, dict[str, Any]] | None = None,
+                        read: bool = True) -> dict[str, Any]:
+    """Rewrite the run directory's lanes.json with the proxy's last per-lane counts, before
+    anything is stopped (`counts` as read elsewhere, e.g. by a pod's agent; else read here when
+    `read`). A record that lost `extra.lanes` (adopted by `down --all`) updates the lanes.json
+    written at `up`. When there are no counts to read, the file keeps the counts it had and says
+    they are not final, and one already final is left as it is (a second `down`): never a count
+    that was not read."""
     from tailpod.provision.lifecycle import run_dir_for
 
+    run_dir = run_dir_for(settings, record.run_tag)
+    path = run_dir / LANES_FILE
+    if counts is None and read:
+        counts = lane_counts(record, settings)
+    if counts is not None and record.extra.get("lanes"):
+        write_lanes_json(record, run_dir, counts, final=True)
+        return {"counts_final": True, "lanes_json": str(path)}
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        if record.extra.get("lanes"):  # none written yet: the record's facts, no counts
+            write_lanes_json(record, run_dir, {}, final=False)
+            return {"counts_final": False, "lanes_json": str(path)}
+        return {"counts_final": False, "lanes_json": None}
+    if counts is None:
+        if not doc.get("counts_final"):
+            doc["counts_final"] = False
+            path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        return {"counts_final": bool(doc.get("counts_final")), "lanes_json": str(path)}
+    for name, row in (doc.get("lanes") or {}).items():
+        row["requests"] = counts.get(name, {}).get("stot")
+        row["max_in_flight"] = counts.get(name, {}).get("smax")
+    doc["counted_at"] = time.time()
+    doc["counts_source"] = "haproxy stats socket (show stat: stot, smax)"
+    doc["counts_final"] = True
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return {"counts_final": True, "lanes_json": str(path)}
+
+
+def settle_lanes(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
+    """Before the teardown of a local run: for a lanes run, lanes.json's final counts, then every
+    lane engine stopped and proven gone (the proxy is left to the record's own proven teardown).
+    The one path of `down TAG`, `down --all`, `down --expired` and `benchmark --deploy`; any
+    other run is returned as it is."""
+    lanes_dir = lanes_home(settings, record.run_tag)
+    if record.provider != "local" or not (record.extra.get("lanes") or lanes_dir.is_dir()):
+        return record
+    counted = record_final_counts(settings, record)
+    proofs = stop_lanes(settings, record)  # a lost record's lanes: the provider's terminate
+    return ledger.update(record.run_tag, event="lanes-stopped",
+                         extra={**record.extra, "lanes_down": proofs, "lanes_counts": counted})
+
+
+def stop_lanes(settings: Settings, record: PodRecord) -> list[dict[str, Any]]:
+    """Stop every lane engine the record lists (the proxy stays for the record's own proven
+    teardown); each lane proven gone: its process group and its port. Raises when one is not."""
     lanes = record.extra.get("lanes") or {}
-    counts = lane_counts(record)
-    if counts is not None:  # the last counts, while the proxy still answers
-        write_lanes_json(record, run_dir_for(settings, record.run_tag), counts)
     proofs, alive = [], []
     for name, row in (lanes.get("lanes") or {}).items():
         state = engine.read_state(Path(row["state_dir"]))
@@ -419,6 +562,7 @@ def engine_lanes(settings: Settings, cfg: Any, specs: Sequence[LaneSpec], on_cpu
             name=lane.name, argv=plan.argv, port=lane_cfg.port,
             env={**plan.env, **local_engine_env(settings, lane.name), **env},
             health_path=plan.health_path, budget=budget, engine_config=lane_cfg.to_json(),
+            served_model=lane_cfg.served_name,
             parse_startup=lambda text: adapter.parse_startup(text).to_json(),
         ))  # fmt: skip
     return out

@@ -978,10 +978,13 @@ def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
 def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
               policy: LifecyclePolicy | None = None,
               on_recovery: Callable[[str], None] | None = None,
+              before_local: Callable[[PodRecord], PodRecord] | None = None,
               **options: Any) -> list[TeardownOutcome]:
     """`down --all` (every tailpod-tagged resource of the accounts) or `down --expired`.
 
-    `on_recovery` gets one line for each piece of ledger damage this run recovered from."""
+    `on_recovery` gets one line for each piece of ledger damage this run recovered from;
+    `before_local` sees each local record before its teardown (`down TAG`'s own step for a lanes
+    run: the final counts, the lanes stopped)."""
     now = time.time()
     names = {r.provider for r in ledger.active()}
     providers = _providers_for(settings, names, **options)
@@ -993,7 +996,8 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
     if not providers and not local and not any(r.provider == "local" for r in ledger.active()):
         raise ConfigError("no cloud provider is configured",
                           hint="set RUNPOD_API_KEY and/or VAST_API_KEY")
-    outcomes = [_down_one(settings, ledger, rec, policy, **options) for rec in local]
+    outcomes = [_down_one(settings, ledger, rec, policy, before_local, **options)
+                for rec in local]
     if not providers:
         return outcomes
     for line in recover_ledger(settings, ledger, providers):
@@ -1030,10 +1034,18 @@ def _local_orphans(settings: Settings, ledger: Ledger, held: set[str]) -> list[P
 
 
 def _down_one(settings: Settings, ledger: Ledger, record: PodRecord,
-              policy: LifecyclePolicy | None, **options: Any) -> TeardownOutcome:
+              policy: LifecyclePolicy | None,
+              before: Callable[[PodRecord], PodRecord] | None = None,
+              **options: Any) -> TeardownOutcome:
     """`down_remote` of one record as a TeardownOutcome (never raises a TailpodError)."""
     proof = str(run_dir_for(settings, record.run_tag) / PROOF_FILE)
     try:
+        if before is not None:  # its failure is this record's outcome; the teardown still runs
+            try:
+                record = before(record)
+            except TailpodError as exc:
+                ledger.update(record.run_tag, event="before-teardown-failed",
+                              extra={**record.extra, "before_teardown_error": exc.message})
         evidence = down_remote(settings, ledger, record, policy=policy, **options)
         return TeardownOutcome(record.run_tag, record.provider, evidence, proof_path=proof)
     except UnprovenTeardown as exc:

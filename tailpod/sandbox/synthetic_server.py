@@ -605,6 +605,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="service-time mode: this many requests served at once, FIFO queue")
     ap.add_argument("--no-usage", action="store_true")
     ap.add_argument("--model", default="synthetic")
+    ap.add_argument("--diverge-position", type=int, default=None,
+                    help="greedy tokens from this position on differ (a gate that must fail)")
     ap.add_argument("--reuse-port", action="store_true",
                     help="share the port with other server processes (SO_REUSEPORT)")
     ap.add_argument("--control", action="store_true",
@@ -615,6 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         tokens_per_chunk=tuple(int(x) for x in args.tokens_per_chunk.split(",")),
         fixed_tokens=args.fixed_tokens, usage=not args.no_usage, metrics=args.metrics,
         spec_k=args.spec_k, record_bodies=False, slots=args.slots,
+        diverge_position=args.diverge_position,
     )
     server = SyntheticServer(cfg, args.host, args.port)
 

@@ -86,6 +86,8 @@ def test_lanes_on_the_cpu_engine(engine_env: dict[str, str], tiny_models: dict[s
         for lane in (spec, plain):
             assert lane["budget"] == {"VLLM_CPU_KVCACHE_SPACE_gib": 1.0}
             assert lane["startup"]["facts"]["kv_tokens"] > 0  # each lane's own KV, from its log
+        # gated before the proxy started: the spec lane's greedy token ids are the plain lane's
+        assert info["gate"]["status"] == "pass" and info["gate"]["method"] == "token_ids"
         assert "--speculative-config" in " ".join(spec["argv"])
         assert "--speculative-config" not in " ".join(plain["argv"])
         base = record["endpoint"]

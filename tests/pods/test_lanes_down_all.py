@@ -81,6 +81,16 @@ def _kill(pgids: dict[str, int]) -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
+def _lanes_json(settings: Any, tag: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((run_dir_for(settings, tag) / lanes.LANES_FILE).read_text())
+    return doc
+
+
+def _final_counts(settings: Any, tag: str) -> tuple[bool, dict[str, Any]]:
+    doc = _lanes_json(settings, tag)
+    return doc["counts_final"], {n: row["requests"] for n, row in doc["lanes"].items()}
+
+
 def _lane_checks(settings: Any, tag: str) -> dict[str, bool]:
     proof = json.loads((run_dir_for(settings, tag) / PROOF_FILE).read_text())
     text = json.dumps(proof)
@@ -105,6 +115,9 @@ def test_down_all_and_expired_stop_both_lanes_and_the_proxy(tailpod_home: Path, 
     final = Ledger(settings.state_dir).get(record.run_tag)
     assert final is not None and final.status == "terminated"
     assert _lane_checks(settings, record.run_tag) == {"spec": True, "plain": True}
+    # lanes.json at `up` counted nothing; `down` rewrote it from the proxy's last counts: the one
+    # request _up streamed, one at a time, went to the spec lane.
+    assert _final_counts(settings, record.run_tag) == (True, {"spec": 1, "plain": 0})
 
 
 def test_expired_spares_a_lanes_run_within_its_ttl(tailpod_home: Path) -> None:
@@ -145,4 +158,8 @@ def test_down_all_sweeps_lanes_whose_ledger_record_is_lost(tailpod_home: Path,
     assert final is not None and final.status == "terminated"
     assert any(e.get("event") == "local-orphan-adopted" for e in final.events)
     assert _lane_checks(settings, record.run_tag) == {"spec": True, "plain": True}
+    # With the record lost the counts come through the lanes directory's haproxy.cfg; with the
+    # proxy dead there are none to read, and lanes.json says so, keeping `up`'s zero counts.
+    assert _final_counts(settings, record.run_tag) == (
+        (False, {"spec": 0, "plain": 0}) if proxy_dead else (True, {"spec": 1, "plain": 0}))
     assert LocalProvider(settings.home).list_by_tag(None) == []

@@ -206,6 +206,12 @@ def test_status_shows_both_lanes_and_the_proxy_and_down_stops_all_three(
     assert [p["gone"] for p in final.extra["lanes_down"]] == [True, True]
     saved = json.loads((run_dir_for(settings, record.run_tag) / lanes.LANES_FILE).read_text())
     assert saved["lanes"]["spec"]["requests"] == 1 and saved["lanes"]["plain"]["requests"] == 0
+    assert saved["counts_final"] is True
+    # down is idempotent: asked again, with the proxy gone, it keeps the counts it read
+    again = CliRunner().invoke(app, ["down", record.run_tag, "--json"])
+    assert again.exit_code == 0, again.output
+    kept = json.loads((run_dir_for(settings, record.run_tag) / lanes.LANES_FILE).read_text())
+    assert kept == saved
 
 
 def test_up_lanes_refuses_what_it_cannot_deploy(tailpod_home: Path, tmp_path: Path) -> None:

@@ -266,7 +266,10 @@ def start_engine(
         stopped_previous = True
     state = launch(plan, state_dir, env_file)
     state["startup_s"] = wait_healthy(state, timeout, progress)
-    state["engine_version"] = engine_version(state["host"], int(state["port"]))
+    # A proxy (two lanes behind HAProxy) is asked nothing: each question would reach a lane and
+    # count as one of its requests.
+    state["engine_version"] = None if plan.get("proxy") else engine_version(
+        state["host"], int(state["port"]))
     # After health: a Hub checkpoint is in the cache only once the engine has fetched it.
     env = {**os.environ, **(read_env_file(env_file) if env_file else {})}
     env.update({k: str(v) for k, v in plan.get("env", {}).items()})
