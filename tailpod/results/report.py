@@ -20,6 +20,7 @@ from tailpod.results.compare import compare_analyses
 from tailpod.results.io import STAMP, Run, load_run
 from tailpod.results.kl import KL_FILE
 from tailpod.results.plots import PLOT_FILES, plot_compare, write_plots
+from tailpod.results.provider_facts import provider_facts_line
 from tailpod.results.slo import render as render_slo_section
 from tailpod.secrets import redact
 
@@ -160,6 +161,7 @@ def render_run_markdown(an: dict[str, Any]) -> str:
                 f"{an['provider']} / {an.get('gpu') or 'none'} × {an.get('gpu_count') or '—'}",
             ],
             ["GPU the pod reports", reported_hardware(hardware)],
+            ["provider facts", provider_facts_line(an.get("provider_facts"))],
             ["pod price", f"${price:g}/hr" if price is not None else "unknown"],
             ["measured from", an["measured_from"]],
             ["created", an.get("created_at") or "—"],
