@@ -23,7 +23,7 @@ from tailpod.provision.providers import canonical_name
 Say = Callable[[str], None]
 
 SKIPPED = ("first contact skipped (--no-first-contact / TAILPOD_FIRST_CONTACT=off): whether "
-           "RunPod runs the {form} start form with this image and whether the pod key can "
+           "RunPod runs tailpod's start form with this image and whether the pod key can "
            "delete its own pod stay unverified on this account; a start command the image "
            "swallows is caught only from the container log while the pod bills, a refused pod "
            "key leaves the dead-man switch without its self-kill, and the run records "
@@ -37,8 +37,8 @@ class FirstContactRefused(ConfigError):
 def ensure_first_contact(settings: Settings, image: str, say: Say,
                          run: Callable[..., object] | None = None) -> str | None:
     """Before any GPU rents: run first contact when this account has no result for `image`'s
-    start form (unless off), then refuse what the results refuse. Returns the start form, or
-    None for a provider first contact does not concern."""
+    start form, then refuse what the results refuse. Returns the start form; None when first
+    contact is off or does not concern the provider."""
     if canonical_name(settings.provider) != "runpod":
         return None
     from tailpod.provision.runpod.first_contact import (
@@ -50,6 +50,12 @@ def ensure_first_contact(settings: Settings, image: str, say: Say,
     from tailpod.provision.runpod.provider import start_form
 
     label = settings.image.strip() or image
+    if settings.first_contact == "off":
+        # Nothing is read or rented; a refusal stored for this image still fails the preflight's
+        # first-contact row, which `up` ran just before.
+        if not met_for(facts_for(settings), label):
+            say("warning: " + SKIPPED)
+        return None
     notes: list[str] = []
     entrypoint = image_entrypoint(settings, image, notes)
     form = start_form(entrypoint)
@@ -57,9 +63,6 @@ def ensure_first_contact(settings: Settings, image: str, say: Say,
         say(f"first contact: {note}")
     known = facts_for(settings)
     met = met_for(known, label, form)
-    if not met and settings.first_contact == "off":
-        say("warning: " + SKIPPED.format(form=form))
-        return form
     if not met:
         say(f"first contact: this account has no result for the {form} start form; checking "
             "it on a CPU pod before any GPU rents (`up --no-first-contact` skips it)")

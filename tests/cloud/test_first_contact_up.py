@@ -157,7 +157,7 @@ def test_no_first_contact_rents_no_probe_and_names_the_consequence(
         world: Sandbox, tailpod_home: Path) -> None:
     settings = _settings(world, tailpod_home, TAILPOD_FIRST_CONTACT="off")
     said: list[str] = []
-    assert ensure_first_contact(settings, _pinned(*VLLM), said.append) == "json"
+    assert ensure_first_contact(settings, _pinned(*VLLM), said.append) is None
     assert world.cloud.pods_public() == []
     assert len(said) == 1 and said[0].startswith("warning: first contact skipped")
     assert "stay unverified" in said[0] and "without its self-kill" in said[0]
