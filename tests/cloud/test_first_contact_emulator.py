@@ -234,3 +234,20 @@ def test_vast_without_credit_answers_a_documented_code_and_tailpod_stops(
     assert "cannot pay" in stopped.value.message and "nothing was created" in \
         stopped.value.message
     assert sandbox.cloud.pods_public() == []
+
+
+def test_runpod_log_tail_outside_log_tail_is_refused(sandbox: Sandbox) -> None:
+    """components.parameters.LogTail (@ a900806e): an integer, minimum 0, maximum 5000,
+    default 100; outside it the answer is the `default` error (400), not a stream."""
+    created = rp(sandbox, "POST", "/v2/pods", json={**BASE, "gpu": {"id": "NVIDIA A40"}})
+    pod_id = created.json()["id"]
+    try:
+        for bad in ("-1", "5001", "ten"):
+            answer = rp(sandbox, "GET", f"/v2/pods/{pod_id}/logs",
+                        params={"source": "container", "tail": bad})
+            assert answer.status_code == 400, (bad, answer.status_code)
+        ok = rp(sandbox, "GET", f"/v2/pods/{pod_id}/logs", params={"source": "container",
+                                                                  "tail": "5000"})
+        assert ok.status_code == 200
+    finally:
+        rp(sandbox, "DELETE", f"/v2/pods/{pod_id}")
