@@ -62,6 +62,8 @@ def test_up_checks_first_contact_once_before_the_gpu_pod(
     settings, ledger, record = _up(world, tailpod_home, monkeypatch, VLLM, said)
     try:
         text = " || ".join(said)
+        assert world.runpod_key not in text  # nor in the stored facts (a hash of it only)
+        assert world.runpod_key not in (tailpod_home / fc.FACTS_FILE).read_text()
         assert "has no result for the json start form" in text
         assert "cost before" in text and "cost after" in text and "proven down" in text
         # the probe came first, and was gone before the GPU pod was asked for
