@@ -41,7 +41,8 @@ def assess(settings: Settings, known: list[FirstContactFacts], image: str,
     if not known:
         found.warn("the start form and the pod key's self-kill are not verified on this "
                    "account (no vendor text settles them)",
-                   "run `tailpod check-requirements --live` once (a CPU pod, under a cent)")
+                   "`up` checks them itself before renting (a CPU pod, under a cent), or run "
+                   "`tailpod check-requirements --live` now")
         return found
     ran = sorted({f.image for f in known if f.start_command_ran})
     mine = met_for(known, image, shape)
@@ -61,7 +62,8 @@ def assess(settings: Settings, known: list[FirstContactFacts], image: str,
     if not mine:
         found.warn(f"{image or 'this image'} has not met first contact on this account"
                    + (f" (verified: {', '.join(ran)})" if ran else ""),
-                   "run `tailpod check-requirements --live` with this image")
+                   "`up` checks it itself unless the same start form was verified; or run "
+                   "`tailpod check-requirements --live` with this image")
     killed = [f for f in known if f.pod_key_self_kill is not None]
     if killed and killed[0].pod_key_self_kill is False:
         answers = ", ".join(killed[0].self_kill_answers) or "no answer"
