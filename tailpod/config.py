@@ -36,6 +36,8 @@ def _meta(env: str, secret: bool = False, kind: str = "str") -> dict[str, Any]:
 
 # 30 min: several missed beats, yet cheap if the laptop died (the dead-man switch, docs/deadman.md).
 DEFAULT_HEARTBEAT_TIMEOUT_S = 1800.0
+FIRST_CONTACT_MODES = ("auto", "off")  # TAILPOD_FIRST_CONTACT
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -50,6 +52,9 @@ class Settings:
     gpu_count: int = field(default=1, metadata=_meta("TAILPOD_GPU_COUNT", kind="int"))
     max_price: float | None = field(default=None, metadata=_meta("TAILPOD_MAX_PRICE", kind="float"))
     ttl_hours: float = field(default=4.0, metadata=_meta("TAILPOD_TTL_HOURS", kind="float"))
+    # RunPod: `up` runs first contact (a CPU pod, under a cent) when the account has no result for
+    # the image's start form; "off" (`up --no-first-contact`) rents without (pods/first_contact.py).
+    first_contact: str = field(default="auto", metadata=_meta("TAILPOD_FIRST_CONTACT"))
     heartbeat_timeout_s: float = field(
         default=DEFAULT_HEARTBEAT_TIMEOUT_S, metadata=_meta("TAILPOD_HEARTBEAT_TIMEOUT", kind="float")
     )
@@ -267,6 +272,10 @@ def run_settings_problems(settings: Settings) -> list[str]:
             problems.append(f"{flag} must be a positive number ({limit}), got {value!r} "
                             f"({origin(field_name, name)})")
 
+    if settings.first_contact not in FIRST_CONTACT_MODES:
+        problems.append(f"first contact must be one of {', '.join(FIRST_CONTACT_MODES)}, got "
+                        f"{settings.first_contact!r} "
+                        f"({origin('first_contact', 'TAILPOD_FIRST_CONTACT')})")
     if not 1 <= settings.port <= 65535:
         problems.append(f"--port must be 1-65535, got {settings.port} "
                         f"({origin('port', 'TAILPOD_PORT')})")

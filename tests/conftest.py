@@ -17,6 +17,14 @@ def engine_logs_dir() -> Path:
     return REPO / "tests" / "fixtures" / "engine-logs"
 
 
+@pytest.fixture(autouse=True)
+def _no_first_contact_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`up` on a RunPod account without a first-contact result rents a CPU probe first
+    (tailpod/pods/first_contact.py); tests of the other steps rent none unless they set
+    TAILPOD_FIRST_CONTACT=auto themselves (tests/cloud/test_first_contact_up.py)."""
+    monkeypatch.setenv("TAILPOD_FIRST_CONTACT", "off")
+
+
 @pytest.fixture()
 def tailpod_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "tailpod-home"

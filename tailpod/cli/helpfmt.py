@@ -114,7 +114,7 @@ METAVARS: dict[str, str] = {
 PANELS: dict[str, dict[str, list[str]]] = {
     "up": {
         "Pod": ["provider", "gpu", "gpu_count", "max_price", "image", "ttl_hours", "tailnet",
-                "allow_unpinned", "allow_nonephemeral", "keep_on_failure"],
+                "allow_unpinned", "allow_nonephemeral", "keep_on_failure", "first_contact"],
         "Engine": ["engine", "model", "port", "context_length", "max_running_requests",
                    "enforce_eager", "llama_server", "split_mode"],
         "Speculation": ["spec_k", "spec_method", "draft_model", "relaunch"],

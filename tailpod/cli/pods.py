@@ -405,6 +405,13 @@ def register(app: typer.Typer) -> None:
         keep_on_failure: bool = typer.Option(
             False, help="Keep (and keep paying for) a pod whose engine failed to start."
         ),
+        first_contact: bool = typer.Option(
+            None, "--first-contact/--no-first-contact",
+            help="RunPod: the first time this account meets the image's start form, check on a "
+            "CPU pod (under a cent, proven down) that the start command runs and the pod key can "
+            "delete its pod, before any GPU rents (default; env TAILPOD_FIRST_CONTACT=auto|off). "
+            "Off: both stay unverified and the run says so.",
+        ),
         relaunch: str = typer.Option(
             None,
             "--relaunch",
@@ -471,6 +478,7 @@ def register(app: typer.Typer) -> None:
             ttl_hours=ttl_hours,
             llama_server=llama_server,
             ssh_host=host,
+            first_contact=None if first_contact is None else ("auto" if first_contact else "off"),
         )
         check_provider(settings.provider)
         check_run_settings(settings)  # before preflight, the ledger or any rental

@@ -95,6 +95,9 @@ class RunContext:
     image_ref: str | None = None
     image_digest: str | None = None
     run_tag: str | None = None
+    # What the provider's account was seen to do: the image's start form and CUDA bound, and
+    # first contact's results for this account (ledger extra.provider_facts, pods/cloud.py).
+    provider_facts: dict[str, Any] | None = None
 
     @classmethod
     def for_pod(cls, record: PodRecord, run_id: str, cfg: EngineConfig) -> RunContext:
@@ -114,6 +117,7 @@ class RunContext:
             api_endpoint=record.extra.get("api_endpoint"),
             image_ref=record.image,
             image_digest=(record.extra.get("image") or {}).get("digest"),
+            provider_facts=record.extra.get("provider_facts"),
         )
 
 
@@ -203,6 +207,7 @@ def new_run(ctx: RunContext, plan: SweepPlan, measured_from: str) -> dict[str, A
         },
         "measured_from": measured_from,
         "image": {"ref": ctx.image_ref, "digest": ctx.image_digest},
+        "provider_facts": ctx.provider_facts,
         "model": ctx.model,
         "engine": {"name": ctx.engine, "version": ctx.engine_version},
         "plan": plan.to_json(),

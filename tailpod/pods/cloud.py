@@ -529,6 +529,10 @@ def _up_cloud_once(
     if preflight:
         run_preflight_or_refuse(settings, cfg, allow_unpinned, allow_nonephemeral, use_tailnet, say)
     image, digest = pinned_image(settings, allow_unpinned)
+    if preflight:  # a RunPod account's first meeting with this start form: checked on a CPU pod
+        from tailpod.pods.first_contact import ensure_first_contact
+
+        ensure_first_contact(settings, image, say)
     if use_tailnet:
         from tailpod.provision.tailnet.steps import check_tailnet_requirements
 

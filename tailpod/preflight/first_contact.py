@@ -1,9 +1,11 @@
-"""Check: what first contact (`check-requirements --live`) learned about this RunPod account.
+"""Check: what first contact (`check-requirements --live`, or `up` the first time an account meets
+an image's start form) learned about this RunPod account.
 
 The facts are read from TAILPOD_HOME (provision/runpod/first_contact.py); nothing is rented
 here. A refused fact fails the check, so `up` acts on it before any GPU rents: a start form the
-account did not run refuses the image it was seen with, naming images that did run; a pod key
-that cannot delete its own pod over REST v2 means the dead-man switch has no self-kill, which
+account did not run refuses the image it was seen with, and every image that needs the same form
+(pods/first_contact.py knows the image's form from its config), naming images that did run; a pod
+key that cannot delete its own pod over REST v2 means the dead-man switch has no self-kill, which
 `up` accepts only with `--ttl-hours 0`.
 """
 
@@ -11,9 +13,10 @@ from __future__ import annotations
 
 import time
 
+from tailpod.config import Settings
 from tailpod.preflight.base import CheckSkipped, Context, Findings, Outcome
 from tailpod.preflight.cloud import remote_provider
-from tailpod.provision.runpod.first_contact import facts_for
+from tailpod.provision.runpod.first_contact import FirstContactFacts, facts_for
 
 
 def _age(t: float) -> str:
@@ -21,35 +24,46 @@ def _age(t: float) -> str:
     return f"{hours:.0f} h ago" if hours >= 1 else "within the hour"
 
 
-def check_first_contact(ctx: Context) -> Outcome:
-    if remote_provider(ctx) != "runpod":
-        raise CheckSkipped("first contact is a RunPod check")
-    settings = ctx.settings
-    known = facts_for(settings)
+def met_for(known: list[FirstContactFacts], image: str,
+            shape: str | None = None) -> list[FirstContactFacts]:
+    """The facts that speak for `image`: its own (newest first), else, with its start form
+    `shape` known ("json" or "plain"), those of any image sent the same form."""
+    mine = [f for f in known if f.image == image]
+    if mine or shape is None:
+        return mine
+    return [f for f in known if f.start_form == shape]
+
+
+def assess(settings: Settings, known: list[FirstContactFacts], image: str,
+           shape: str | None = None) -> Findings:
+    """What the recorded facts (newest first) mean for renting `image` on this account."""
     found = Findings()
     if not known:
         found.warn("the start form and the pod key's self-kill are not verified on this "
                    "account (no vendor text settles them)",
-                   "run `tailpod check-requirements --live` once (a CPU pod, under a cent)")
-        return found.outcome()
-    image = settings.image.strip()
-    mine = [f for f in known if f.image == image]
+                   "`up` checks them itself before renting (a CPU pod, under a cent), or run "
+                   "`tailpod check-requirements --live` now")
+        return found
     ran = sorted({f.image for f in known if f.start_command_ran})
+    mine = met_for(known, image, shape)
     for facts in mine[:1]:
+        seen = "" if facts.image == image else f" (seen with {facts.image}, the same form)"
         if facts.start_command_ran is False:
             works = ("images that ran here: " + ", ".join(ran)) if ran else \
                 "an image without an ENTRYPOINT (lmsysorg/sglang, runpod/pytorch) is started " \
                 "by a plain command line instead"
             found.fail(f"RunPod did not run tailpod's {facts.start_form} start form with "
-                       f"{image} on this account (first contact {_age(facts.checked_at)}): "
-                       "a pod would bill until the boot wait ran out", works)
+                       f"{image or 'this image'} on this account{seen} (first contact "
+                       f"{_age(facts.checked_at)}): a pod would bill until the boot wait ran "
+                       "out", works)
         elif facts.start_command_ran:
-            found.ok(f"{image}: the {facts.start_form} start form ran "
+            found.ok(f"{image}: the {facts.start_form} start form ran{seen} "
                      f"(first contact {_age(facts.checked_at)})")
     if not mine:
         found.warn(f"{image or 'this image'} has not met first contact on this account"
                    + (f" (verified: {', '.join(ran)})" if ran else ""),
-                   "run `tailpod check-requirements --live` with this image")
+                   "`up` checks it itself unless the same start form was verified; or run "
+                   "`tailpod check-requirements --live` with this image")
     killed = [f for f in known if f.pod_key_self_kill is not None]
     if killed and killed[0].pod_key_self_kill is False:
         answers = ", ".join(killed[0].self_kill_answers) or "no answer"
@@ -65,4 +79,12 @@ def check_first_contact(ctx: Context) -> Outcome:
     meters = [f for f in known if f.meter_bound_s]
     if meters:
         found.ok(meters[0].meter_line())
-    return found.outcome({"facts": [f.summary() for f in known[:3]]})
+    return found
+
+
+def check_first_contact(ctx: Context) -> Outcome:
+    if remote_provider(ctx) != "runpod":
+        raise CheckSkipped("first contact is a RunPod check")
+    known = facts_for(ctx.settings)
+    found = assess(ctx.settings, known, ctx.settings.image.strip())
+    return found.outcome({"facts": [f.summary() for f in known[:3]]} if known else None)

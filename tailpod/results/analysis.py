@@ -98,6 +98,7 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         "plan": meta.plan.model_dump(),
         "stamp": run.stamp,
         "hardware": hardware,
+        "provider_facts": meta.provider_facts,
         "settings": asdict(st),
         "concurrency": ctx.concurrencies,
         "warnings": ctx.warnings,

@@ -183,6 +183,13 @@ class RunMeta(_Model):
     pod: PodDescription = Field(default_factory=PodDescription)
     measured_from: MeasuredFrom
     image: ImageRef = Field(default_factory=ImageRef)
+    provider_facts: dict[str, Any] | None = Field(
+        default=None,
+        description="What the provider's account was seen to do, from the pod's ledger record: "
+        "the image's start form (json or plain), its CUDA bound, the host's CUDA, and "
+        "first_contact (what the live first-contact check verified on this account; "
+        "verified: false when it never ran). Null when the run was not on a rented pod.",
+    )
     model: str
     engine: EngineRef
     plan: Plan = Field(default_factory=Plan)

@@ -33,6 +33,15 @@ class MeteredResource:
             return "nothing"
         return self.segments[-1][2]
 
+    def accrued_until(self, t: float) -> float:
+        """What had accrued by time `t` (for a time bucket's bounds)."""
+        total = 0.0
+        for i, (start, rate, _what) in enumerate(self.segments):
+            end = self.segments[i + 1][0] if i + 1 < len(self.segments) else (
+                self.closed_at if self.closed_at is not None else t)
+            total += max(0.0, min(end, t) - start) * rate / 3600.0
+        return total
+
     def accrued(self, now: float) -> float:
         total = 0.0
         for i, (start, rate, _what) in enumerate(self.segments):
@@ -112,6 +121,20 @@ class BillingMeter:
                 and (resource_id is None or r.resource_id == resource_id)
                 and (account is None or r.account == account)
             )
+
+    def reported_between(self, provider: str, resource_id: str, start: float,
+                         end: float) -> float:
+        """What the vendor's meter shows now as accrued in [start, end): the accrual as of its
+        last update, cut to the bucket (RunPod's billing records, one per time bucket)."""
+        now = self._clock()
+        if self.lag_s > 0:
+            now = (now // self.lag_s) * self.lag_s
+        end = min(end, now)
+        with self._lock:
+            res = self._resources.get((provider, resource_id))
+            if res is None or end <= start:
+                return 0.0
+            return max(0.0, res.accrued_until(end) - res.accrued_until(start))
 
     def spend_rate(self, provider: str, account: str) -> float:
         with self._lock:

@@ -100,6 +100,42 @@ def rfc3339(t: float | None) -> str | None:
     return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# BillingBucketSize (components.schemas, runpod/docs api-reference-v2/openapi.json @ a900806e):
+# "Length of each billing time bucket", default `day`. The spec does not say on which day a week
+# starts; the emulator starts it on Monday, UTC (ISO 8601) [unverified].
+BUCKET_SIZES = ("hour", "day", "week", "month", "year")
+
+
+def bucket_start(t: float, size: str) -> float:
+    """The start of the `size` bucket holding `t` (UTC)."""
+    if size == "hour":
+        return t - t % 3600
+    day = t - t % 86400
+    if size == "day":
+        return day
+    if size == "week":
+        return day - datetime.fromtimestamp(day, timezone.utc).weekday() * 86400
+    at = datetime.fromtimestamp(t, timezone.utc)
+    first = at.replace(month=1 if size == "year" else at.month, day=1, hour=0, minute=0,
+                       second=0, microsecond=0)
+    return first.timestamp()
+
+
+def bucket_end(start: float, size: str) -> float:
+    """The end (exclusive) of the bucket that starts at `start`."""
+    if size in ("hour", "day", "week"):
+        return start + {"hour": 3600, "day": 86400, "week": 7 * 86400}[size]
+    at = datetime.fromtimestamp(start, timezone.utc)
+    if size == "year":
+        return at.replace(year=at.year + 1).timestamp()
+    return (at.replace(year=at.year + 1, month=1) if at.month == 12
+            else at.replace(month=at.month + 1)).timestamp()
+
+
+def _parse_rfc3339(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
 def go_time(t: float | None) -> str | None:
     """RunPod's GraphQL/v1 timestamps use Go's default format, not ISO-8601 (a recorded v1 answer
     of 2026-08-20 had `createdAt` "2026-08-20 06:16:19.436 +0000 UTC"; the spec does not say)."""
@@ -870,21 +906,30 @@ class RunPodEmulator:
         pod.meta["json_start_form"] = self.cloud.runpod_json_start_form
         return self.cloud.add_pod(pod)
 
-    def _gpu_json(self, g: RunPodGpuType, include: bool) -> dict[str, Any]:
+    def _gpu_json(self, g: RunPodGpuType, scope: tuple[str, int] | None) -> dict[str, Any]:
+        """One `GpuType`; `scope` = (cloud, count) with include=AVAILABILITY, else None."""
+        max_count = {"SECURE": g.max_count, "COMMUNITY": min(g.max_count, 4)}
         body: dict[str, Any] = {
             "id": g.gpu_id, "name": g.name, "pool": None, "manufacturer": "NVIDIA",
             "memory": g.memory_gb, "secure": True, "community": True,
             "price": {"secure": g.secure_price, "community": g.community_price},
-            "maxCount": {"secure": g.max_count, "community": min(g.max_count, 4)},
+            "maxCount": {"secure": max_count["SECURE"], "community": max_count["COMMUNITY"]},
         }
-        if include:
-            body["availability"] = g.stock
-            if g.stock != "NONE":
+        if scope is not None:
+            cloud, count = scope
+            # `availability` and `cudaVersions` are "scoped by the same filters (`count`,
+            # `cloud`, ...)": no machine of that cloud holds more than maxCount of them.
+            stock = g.stock if count <= max_count[cloud] else "NONE"
+            body["availability"] = stock
+            if stock != "NONE":
                 body["cudaVersions"] = [{"version": g.cuda, "available": True}]
         return body
 
-    def _catalog_include(self, req: Request) -> bool | Response:
-        """Whether a catalog answer carries availability, or the refusal (gate, bad query)."""
+    def _catalog_include(self, req: Request) -> tuple[str, int] | None | Response:
+        """The availability scope of a catalog answer, (cloud, count), None without
+        include=AVAILABILITY, or the refusal (gate, bad query). `cloud` (default SECURE) and
+        `count` (default 1) are "valid only with include=AVAILABILITY" (components.parameters
+        GpuCloudFilter, GpuCountFilter @ a900806e)."""
         account = self._gate(req, "catalog")
         if isinstance(account, Response):
             return account
@@ -896,54 +941,98 @@ class RunPodEmulator:
         if bool(include) != bool(product):
             return problem(400, "product is required with include=AVAILABILITY and valid "
                                 "only with it")
-        return bool(include)
+        cloud, count = req.q("cloud"), req.q("count")
+        if not include:
+            if cloud is not None or count is not None:
+                return problem(400, "cloud and count are valid only with include=AVAILABILITY")
+            return None
+        if cloud is not None and cloud not in ("SECURE", "COMMUNITY"):
+            return problem(422, "Request validation failed.",
+                           ["cloud: value must be one of 'SECURE', 'COMMUNITY'"])
+        try:
+            wanted = int(count) if count is not None else 1
+        except ValueError:
+            wanted = 0
+        if wanted < 1:
+            return problem(422, "Request validation failed.", ["count: an integer >= 1"])
+        return (cloud or "SECURE", wanted)
 
     def catalog(self, req: Request) -> Response:
-        include = self._catalog_include(req)
-        if isinstance(include, Response):
-            return include
-        gpus = [self._gpu_json(g, include) for g in self.cloud.runpod_catalog.values()]
+        scope = self._catalog_include(req)
+        if isinstance(scope, Response):
+            return scope
+        gpus = [self._gpu_json(g, scope) for g in self.cloud.runpod_catalog.values()]
         return Response(200, {"gpus": gpus}, dict(RATE_HEADERS))
 
     def catalog_one(self, req: Request) -> Response:
-        include = self._catalog_include(req)
-        if isinstance(include, Response):
-            return include
+        scope = self._catalog_include(req)
+        if isinstance(scope, Response):
+            return scope
         g = self.cloud.runpod_catalog.get(req.params["gpu_id"])
         if g is None:
             return problem(404, "gpu type not found")
-        return Response(200, self._gpu_json(g, include), dict(RATE_HEADERS))
+        return Response(200, self._gpu_json(g, scope), dict(RATE_HEADERS))
 
     def billing(self, req: Request) -> Response:
+        """`GET /v2/billing/pods` (getPodBilling): "records are emitted per pod per bucket";
+        startTime (default 30 days ago) snapped down and endTime (default now) snapped up to
+        bucket boundaries, or `lastN` buckets ending with the current one, "mutually exclusive
+        with startTime/endTime" (the operation's parameters @ a900806e). Each record is what the
+        meter shows for that pod inside its bucket."""
         account = self._gate(req, "list")
         if isinstance(account, Response):
             return account
         pod_id = req.q("podId")
+        size = req.q("bucketSize") or "day"  # BillingBucketSize's default
+        if size not in BUCKET_SIZES:
+            return problem(400, "Request validation failed.",
+                           [f"bucketSize: value must be one of {', '.join(BUCKET_SIZES)}"])
         now = time.time()
+        last_n, start_q, end_q = req.q("lastN"), req.q("startTime"), req.q("endTime")
+        try:
+            if last_n is not None:
+                if start_q or end_q:
+                    return problem(400, "lastN is mutually exclusive with startTime/endTime")
+                count = int(last_n)
+                if count < 1:
+                    raise ValueError
+                start = bucket_start(now, size)
+                for _ in range(count - 1):
+                    start = bucket_start(start - 1, size)
+                end = bucket_end(bucket_start(now, size), size)
+            else:
+                start = bucket_start(_parse_rfc3339(start_q) if start_q else now - 30 * 86400,
+                                     size)
+                end = _parse_rfc3339(end_q) if end_q else now
+                if bucket_start(end, size) != end:
+                    end = bucket_end(bucket_start(end, size), size)
+        except ValueError:
+            return problem(400, "Request validation failed.",
+                           ["startTime/endTime: RFC 3339 date-times; lastN: an integer >= 1"])
         with self.cloud.lock:
             pods = [p for p in self.cloud.pods.values()
                     if p.provider == "runpod" and p.account == account.name
                     and (pod_id is None or p.pod_id == pod_id)]
         records: list[dict[str, Any]] = []
         for pod in pods:
-            total = self.cloud.meter.reported("runpod", pod.pod_id)  # as of the meter's update
             share = pod.compute_rate / pod.running_rate() if pod.running_rate() else 0.0
-            start = pod.created_at - (pod.created_at % 3600)
-            records.append({
-                "startTime": rfc3339(start), "endTime": rfc3339(start + 3600 * math.ceil(
-                    max(now - start, 1) / 3600)),
-                "podId": pod.pod_id, "totalAmount": round(total, 8),
-                "gpuAmount": round(total * share, 8), "cpuAmount": 0.0,
-                "diskAmount": round(total * (1 - share), 8),
-            })
+            lo = max(start, bucket_start(pod.created_at, size))
+            while lo < end:
+                hi = bucket_end(lo, size)
+                total = self.cloud.meter.reported_between("runpod", pod.pod_id, lo, hi)
+                if total > 0:
+                    records.append({
+                        "startTime": rfc3339(lo), "endTime": rfc3339(hi), "podId": pod.pod_id,
+                        "totalAmount": round(total, 8), "gpuAmount": round(total * share, 8),
+                        "cpuAmount": 0.0, "diskAmount": round(total * (1 - share), 8)})
+                lo = hi
         totals = {k: round(sum(r[k] for r in records), 8)
                   for k in ("totalAmount", "gpuAmount", "cpuAmount", "diskAmount")}
         metadata = {
-            "query": {"startTime": records[0]["startTime"] if records else rfc3339(now),
-                      # BillingBucketSize's default is `day` (components.schemas @ a900806e)
-                      "endTime": rfc3339(now), "bucketSize": req.q("bucketSize") or "day",
+            "query": {"startTime": rfc3339(start), "endTime": rfc3339(end), "bucketSize": size,
                       "podId": pod_id},
-            "recordCount": len(records), "uniquePodCount": len(records), "totals": totals,
+            "recordCount": len(records),
+            "uniquePodCount": len({r["podId"] for r in records}), "totals": totals,
         }
         return Response(200, {"records": records, "metadata": metadata}, dict(RATE_HEADERS))
 

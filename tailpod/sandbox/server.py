@@ -81,6 +81,12 @@ class Sandbox:
             "VAST_URL": self.vast_url,
             "RUNPOD_API_KEY": self.runpod_key,
             "VAST_API_KEY": self.vast_key,
+            # First contact's bounds (provision/runpod/first_contact.py): the emulated meter
+            # accrues from create, so a two-second hold measures it; the live default is 90 s.
+            "TAILPOD_FIRST_CONTACT_BOOT_S": "60",
+            "TAILPOD_FIRST_CONTACT_HOLD_S": "2",
+            "TAILPOD_FIRST_CONTACT_GONE_S": "30",
+            "TAILPOD_FIRST_CONTACT_POLL_S": "0.5",
         }
         names = {"registry": "TAILPOD_REGISTRY_URL", "hub": "TAILPOD_HF_URL",
                  "tailscale": "TAILPOD_TAILSCALE_URL"}

@@ -219,8 +219,11 @@ class VastEmulator:
             return vast_error(410, "no_such_ask", f"Instance type by id {offer_id} is no longer "
                                                   "available.")
         if self.cloud.balance(account) < offer.dph_base:
-            return vast_error(400, "insufficient_credit", "Your account lacks credit to rent "
-                                                          "this instance")
+            # The create's 400 enum has no credit code (paths./api/v0/asks/{id}.put.responses.
+            # 400 @ c624622); the message takes the prepay operation's words (its 411)
+            # [unverified: what a real create answers without credit].
+            return vast_error(400, "invalid_args", "error 400: Insufficient credit to rent "
+                                                   "this instance")
         env_in = body.get("env") or {}
         if not isinstance(env_in, dict):
             return vast_error(400, "invalid_args", "env must be an object")

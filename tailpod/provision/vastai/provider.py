@@ -72,6 +72,10 @@ STATUS_MAP = {
 }
 NEVER_RUNNING = ("unknown", "offline")
 GPU_BILLING_WHEN_NOT_RUNNING = ("frozen",)
+# A rent the account cannot pay for. The create operation documents no such error (its 400 codes
+# are invalid_args, invalid_price, no_ssh_key_for_vm); vast's prepay operation answers
+# "Insufficient credit" (vast-ai/docs api-reference/openapi.yaml @ c624622, 411), so the words
+# are matched in the code or the message, whichever a real refusal uses [unverified].
 STOP_ERRORS = ("insufficient_credit", "missing_billing", "credit")
 MAX_PAGES = 400
 LOG_WAIT_S, LOG_POLL_S = 9.0, 0.3  # how long a requested container log may take to appear
@@ -253,7 +257,8 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             if status in (401, 403):
                 raise AuthError(f"vast.ai refused the API key (HTTP {status}) while renting",
                                 hint="check VAST_API_KEY")
-            code = str(answer.get("error", "")) if isinstance(answer, dict) else ""
+            code = (f"{answer.get('error', '')} {answer.get('msg', '')}".lower()
+                    if isinstance(answer, dict) else "")
             if any(marker in code for marker in STOP_ERRORS):
                 raise ProviderError(f"vast.ai: the account cannot pay for an instance "
                                     f"({detail}); nothing was created",
