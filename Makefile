@@ -9,7 +9,7 @@ QUIET_FLAG ?= -q
 export TAILPOD_ENGINE_PYTHON := $(abspath $(ENGINE_VENV))/bin/python
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup setup-demo engine sshd demo-requirements test-requirements demo test lint typecheck unit mutate clean
+.PHONY: setup setup-demo engine sshd demo-requirements test-requirements demo test test-slow lint typecheck unit mutate clean
 
 # tailpod with what the demo needs (the `local` extra) and nothing more, so a demo that needed a
 # test-only package would fail in CI (.ci/run runs the demo first); `make test` adds `dev`.
@@ -65,7 +65,12 @@ unit: setup
 	$(VENV)/bin/python -m pytest -q -m "not engine" -n 2
 
 test: test-requirements setup engine lint typecheck
-	$(VENV)/bin/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup
+	$(VENV)/bin/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
+
+# The tests over five minutes each on 2 cores (marked `slow`: `demo --lanes`, five engine starts),
+# one at a time; .ci/run runs them after `make test`.
+test-slow: test-requirements setup engine
+	$(VENV)/bin/python -m pytest -q -ra -m slow
 
 # Mutation testing of the money core ([tool.mutmut] in pyproject.toml); slow, so not in `test`.
 # The score and every survivor go to docs/testing.md.
