@@ -1,8 +1,11 @@
 """Acceptance per spec arm: length, rate and per-position acceptance from the draft counters pooled
-over every cell of the arm; a warning when a drafter accepts about nothing."""
+over every cell of the arm, closed-loop samples and open-loop cells alike (an open-loop-only run
+has no samples: its acceptance was left out until the H200 run of 2026-12-02 showed the gap); a
+warning when a drafter accepts about nothing."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TypedDict
 
 from tailpod.results.fingerprint import BROKEN_HEAD_ACCEPT_LEN
@@ -25,12 +28,36 @@ class AcceptanceRow(TypedDict, total=False):
     per_position: list[float]
 
 
+@dataclass
+class _Counts:
+    """One pooled unit's draft counters; per position weighted by its drafts."""
+
+    drafts: int
+    draft_tokens: int
+    accepted: int
+    per_position_weighted: list[float]
+
+
+def _open_loop_counts(ctx: Context, arm: str) -> list[_Counts]:
+    out = []
+    for cell in ctx.run.cells:
+        acc = cell.acceptance
+        if (cell.arm != arm or getattr(cell, "arrival", None) is None or acc is None
+                or acc.drafts <= 0):
+            continue
+        out.append(_Counts(acc.drafts, acc.draft_tokens or 0, acc.accepted,
+                           [p * acc.drafts for p in acc.per_position]))
+    return out
+
+
 def compute(ctx: Context) -> list[AcceptanceRow]:
     acceptance: list[AcceptanceRow] = []
     for a in ctx.arms:
         if not a.k:
             continue
-        own = [s for s in ctx.samples if s.arm == a.label]
+        own = [_Counts(s.drafts, s.draft_tokens, s.accepted, list(s.per_position_weighted))
+               for s in ctx.samples if s.arm == a.label]
+        own += _open_loop_counts(ctx, a.label)
         drafts = sum(s.drafts for s in own)
         row: AcceptanceRow = {"arm": a.label, "k": a.k, "method": a.method,
                               "void": a.label in ctx.void}  # fmt: skip
