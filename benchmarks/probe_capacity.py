@@ -216,17 +216,17 @@ class Outcome:
     note: str = ""
     workers: int = 1
     lag_p50_s: float | None = None  # open loop: median send lag behind the schedule
+    cell: dict[str, Any] | None = None  # the probe's own cell row
 
 
 def run_probe(transport: str, server: Server, c: int, n_requests: int, tokens: int,
               cpu: list[int] | None, workdir: Path, workers: int = 1,
-              rate: float | None = None) -> tuple[Outcome, CpuSampler]:
-    """One probe cell: the closed loop of c, or with `rate` an open loop (constant arrivals,
-    no in-flight cap) of n_requests at that rate; over `workers` load processes."""
+              arrival: dict[str, Any] | None = None) -> tuple[Outcome, CpuSampler]:
+    """One probe cell: the closed loop of c, or with `arrival` (the agent's) an open loop with
+    no in-flight cap; over `workers` load processes. The cell row is kept on the outcome."""
     cell: dict[str, Any] = {"arm": "cap", "concurrency": c, "rep": 0, "prompt_class": "prose"}
-    if rate is not None:
-        cell.update(concurrency=None, arrival={"process": "constant", "rate": rate,
-                                               "requests": n_requests})
+    if arrival is not None:
+        cell.update(concurrency=None, arrival=arrival)
     request = {"options": {"base_url": server.url, "transport": transport,
                            "requests_per_cell": n_requests, "max_tokens": tokens,
                            "warmup": 0, "engine": "none", "workers": workers},
@@ -250,7 +250,7 @@ def run_probe(transport: str, server: Server, c: int, n_requests: int, tokens: i
         name, c, row["failed"] == 0, row["output_tok_s"],
         row["decode_tok_s_p50"], row["ttft_p50_s"], row["client_cpu_s"],
         note=",".join(row["flags"]), workers=workers,
-        lag_p50_s=row.get("schedule_lag_p50_s"),
+        lag_p50_s=row.get("schedule_lag_p50_s"), cell=row,
     ), sampler
 
 
@@ -463,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
                     name = client + (f"-w{w}" if w > 1 else "")
                     runs.append((name, functools.partial(
                         run_probe, transport, server, c, n, args.tokens, client_cpu, workdir,
-                        w, rate)))
+                        w, None if rate is None else {"process": "constant", "rate": rate,
+                                                      "requests": n})))
             for client, run in runs:
                 row = measure(client, run, server, args.tokens, offered)
                 rows.append(row)
