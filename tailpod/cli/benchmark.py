@@ -306,6 +306,10 @@ def register(app: typer.Typer) -> None:
         slo_percentile: float = typer.Option(
             90.0, help="Share of requests (%) that must meet the SLO for a cell to pass."
         ),
+        saturation_stop: bool = typer.Option(
+            True, "--saturation-stop/--no-saturation-stop", help="Skip an arm's higher rates "
+            "once it answered under 90% of an offered rate (the queue only grows past it).",
+        ),
         load_workers: int = typer.Option(
             1, "--load-workers", help="Processes generating each cell's load on the pod (one "
             "schedule dealt round robin; for rates one process cannot keep, see client_bound).",
@@ -423,6 +427,7 @@ def register(app: typer.Typer) -> None:
             slo_percentile=slo_percentile,
             trace=trace_entry,
             load_workers=load_workers,
+            saturation_stop=saturation_stop,
         )
         deployment = None
         if deploy is not None:

@@ -92,6 +92,10 @@ class SweepPlan:
     # "format": "tailpod" | "mooncake", "speed": float, "requests": int (the trace's count)};
     # one cell per arm, rep and class, each the whole trace at its own arrival times.
     trace: dict[str, Any] | None = None
+    # The rate ladder stops paying once the server cannot keep up: an arm's finite rates above
+    # its lowest saturated one (sweep.py saturated_rate) are skipped. Not during --find-max-rate,
+    # whose bisection places its own rates.
+    saturation_stop: bool = True
     # `--load-workers`: processes generating each cell's load on the pod (the agent's
     # options.workers, tailpod/agent/probes/procs.py); 1 = the probe's one process.
     load_workers: int = 1
@@ -144,6 +148,8 @@ class SweepPlan:
             **({"slo": self.slo, "slo_percentile": self.slo_percentile} if self.slo else {}),
             **({"trace": dict(self.trace)} if self.trace else {}),
             **({"load_workers": self.load_workers} if self.load_workers != 1 else {}),
+            **({"saturation_stop": False} if self.request_rates and not self.saturation_stop
+               else {}),
             **({"arm_rates": {a: [rate_text(r) for r in rs] for a, rs in self.arm_rates.items()}}
                if self.arm_rates else {}),
         }

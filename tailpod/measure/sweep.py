@@ -9,6 +9,7 @@ every finished cell and a rerun picks up where it stopped.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,7 @@ from tailpod.measure.plan import (
     best_k_needs_extension,
     finished_cells,
     pending,
+    rate_text,
 )
 from tailpod.results.hardware import hardware_check
 from tailpod.results.schema import SCHEMA_VERSION, unverified_reason
@@ -247,6 +249,26 @@ def single_stream_throughput(rows: list[dict[str, Any]], plan: SweepPlan) -> dic
     return {k: statistics.median(v) for k, v in by_k.items() if v}
 
 
+# An open-loop cell whose server answered fewer than this share of the offered rate is
+# saturated: a higher rate only grows the queue (the latency, not the tokens).
+SATURATION_SHARE = 0.9
+
+
+def saturated_rate(rows: list[dict[str, Any]], arm: str) -> float | None:
+    """The lowest finite rate at which `arm` answered under SATURATION_SHARE of the offered
+    requests per second (any rep), from the cell rows so far; None when none has."""
+    found = None
+    for row in rows:
+        arrival = row.get("arrival")
+        if row.get("kind") != "cell" or row.get("arm") != arm or not isinstance(arrival, dict):
+            continue
+        rate, achieved = arrival.get("rate"), row.get("achieved_rate_rps")
+        if (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0
+                and isinstance(achieved, (int, float)) and achieved < SATURATION_SHARE * rate):
+            found = rate if found is None else min(found, rate)
+    return float(found) if found is not None else None
+
+
 def run_sweep(
     plan: SweepPlan,
     run_dir: RunDirectory,
@@ -315,6 +337,8 @@ def run_sweep(
                 run_dir.save(run)
             if isinstance(step, Restart):
                 continue
+            if _past_saturation(plan, step, run, run_dir, log):
+                continue
             rows = host.run_cells(arm, [step], plan, ctx.run_id)
             if entry["void"]:
                 for row in rows:
@@ -359,6 +383,25 @@ def run_sweep(
     run_dir.save(run)
     _record_fingerprint(run, run_dir)
     return run
+
+
+def _past_saturation(plan: SweepPlan, step: Cell, run: dict[str, Any], run_dir: RunDirectory,
+                     log: Any) -> bool:
+    """True (and noted in run.json once) when the cell's finite rate lies above a rate at which
+    its arm already saturated: the ladder stops there for that arm (an `inf` cell still runs)."""
+    if not plan.saturation_stop or plan.arm_rates is not None or step.rate is None \
+            or not math.isfinite(step.rate):
+        return False
+    sat = saturated_rate(run_dir.read_rows(), step.arm)
+    if sat is None or step.rate <= sat:
+        return False
+    note = (f"{step.arm}: rate {rate_text(step.rate)} skipped, the ladder saturated at "
+            f"{rate_text(sat)} req/s (answered under {SATURATION_SHARE:.0%} of the offered rate)")
+    if note not in run["notes"]:
+        run["notes"].append(note)
+        run_dir.save(run)
+        log(note)
+    return True
 
 
 def _record_fingerprint(run: dict[str, Any], run_dir: RunDirectory) -> None:

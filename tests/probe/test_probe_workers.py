@@ -79,7 +79,9 @@ def test_two_workers_keep_one_schedule(synthetic: Any, prompt_dir: Any) -> None:
     assert [r["index"] for r in reqs] == list(range(10))  # merged in index order
     assert all(r["ok"] for r in reqs) and server.stats.requests == 10
     gaps = [b["scheduled_at"] - a["scheduled_at"] for a, b in zip(reqs, reqs[1:], strict=False)]
-    assert gaps == pytest.approx([0.01] * 9, abs=2e-3)
+    # 5 ms: scheduled_at is t_start (wall clock) less the lag (monotonic clock), two readings a
+    # loaded machine can part by a few ms; two starts apart would shift every other gap
+    assert gaps == pytest.approx([0.01] * 9, abs=5e-3)
     for i, r in enumerate(reqs):
         assert r["ttft_sched_s"] >= 0.010 * i + 0.020 - 0.002
     assert cell["load_workers"] == 2 and cell["requests"] == 10 and cell["failed"] == 0

@@ -252,7 +252,8 @@ def cell_row(
         "decode_tok_s_p50": p("decode_tok_s", 50),
         "tpot_p50_s": p("tpot_s", 50),
         "client_cpu_s": outcome.cpu_s,
-        "load_workers": outcome.workers,
+        # only when split: the rows of one process keep the shape format v1 always had
+        **({"load_workers": outcome.workers} if outcome.workers > 1 else {}),
         "loop_lag_max_s": outcome.loop_lag_max_s,
         "client_bound": client_bound,
         "acceptance": acceptance,
