@@ -308,7 +308,7 @@ def register(app: typer.Typer) -> None:
         ),
         saturation_stop: bool = typer.Option(
             True, "--saturation-stop/--no-saturation-stop", help="Skip an arm's higher rates "
-            "once it answered under 90% of an offered rate (the queue only grows past it).",
+            "once a rate saturated it (latency from the schedule grew across the cell).",
         ),
         load_workers: int = typer.Option(
             1, "--load-workers", help="Processes generating each cell's load on the pod (one "

@@ -93,7 +93,7 @@ class SweepPlan:
     # one cell per arm, rep and class, each the whole trace at its own arrival times.
     trace: dict[str, Any] | None = None
     # The rate ladder stops paying once the server cannot keep up: an arm's finite rates above
-    # its lowest saturated one (sweep.py saturated_rate) are skipped. Not during --find-max-rate,
+    # its lowest saturated one (sweep.py saturated_rate: a queue that grows) are skipped. Not during --find-max-rate,
     # whose bisection places its own rates.
     saturation_stop: bool = True
     # `--load-workers`: processes generating each cell's load on the pod (the agent's

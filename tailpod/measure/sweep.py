@@ -249,22 +249,43 @@ def single_stream_throughput(rows: list[dict[str, Any]], plan: SweepPlan) -> dic
     return {k: statistics.median(v) for k, v in by_k.items() if v}
 
 
-# An open-loop cell whose server answered fewer than this share of the offered rate is
-# saturated: a higher rate only grows the queue (the latency, not the tokens).
-SATURATION_SHARE = 0.9
+# Saturation is a queue that grows for as long as arrivals come: past the server's capacity
+# the later requests of a cell wait longer than the earlier ones (below it, the two halves of
+# the schedule see the same latency). A cell is saturated when the median end-to-end latency from
+# the schedule of its second half exceeds that of its first half by more than SATURATION_GROWTH
+# of it and by SATURATION_FLOOR_S at least (noise on small latencies is not a queue), with at
+# least SATURATION_MIN_REQUESTS answered. (Achieved against offered req/s would not do: a
+# short cell's wall carries its last request's whole service time, so it reads low at any load.)
+SATURATION_GROWTH = 0.5
+SATURATION_FLOOR_S = 0.05
+SATURATION_MIN_REQUESTS = 8
+
+
+def _median(xs: list[float]) -> float:
+    return float(statistics.median(xs))
 
 
 def saturated_rate(rows: list[dict[str, Any]], arm: str) -> float | None:
-    """The lowest finite rate at which `arm` answered under SATURATION_SHARE of the offered
-    requests per second (any rep), from the cell rows so far; None when none has."""
+    """The lowest finite rate at which a cell of `arm` saturated (any rep), from the rows so
+    far; None when none has."""
+    latencies: dict[str, list[tuple[int, float]]] = {}
+    for row in rows:
+        if row.get("kind") == "request" and row.get("arm") == arm and row.get("ok") \
+                and isinstance(row.get("e2e_sched_s"), (int, float)):
+            latencies.setdefault(str(row.get("cell")), []).append(
+                (int(row.get("index") or 0), float(row["e2e_sched_s"])))
     found = None
     for row in rows:
         arrival = row.get("arrival")
         if row.get("kind") != "cell" or row.get("arm") != arm or not isinstance(arrival, dict):
             continue
-        rate, achieved = arrival.get("rate"), row.get("achieved_rate_rps")
-        if (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0
-                and isinstance(achieved, (int, float)) and achieved < SATURATION_SHARE * rate):
+        rate = arrival.get("rate")
+        seq = [v for _, v in sorted(latencies.get(str(row.get("cell")), []))]
+        if not (isinstance(rate, (int, float)) and math.isfinite(rate)) \
+                or len(seq) < SATURATION_MIN_REQUESTS:
+            continue
+        early, late = _median(seq[: len(seq) // 2]), _median(seq[len(seq) - len(seq) // 2:])
+        if late - early > max(SATURATION_GROWTH * early, SATURATION_FLOOR_S):
             found = rate if found is None else min(found, rate)
     return float(found) if found is not None else None
 
@@ -396,7 +417,7 @@ def _past_saturation(plan: SweepPlan, step: Cell, run: dict[str, Any], run_dir: 
     if sat is None or step.rate <= sat:
         return False
     note = (f"{step.arm}: rate {rate_text(step.rate)} skipped, the ladder saturated at "
-            f"{rate_text(sat)} req/s (answered under {SATURATION_SHARE:.0%} of the offered rate)")
+            f"{rate_text(sat)} req/s (latency from the schedule grew across the cell)")
     if note not in run["notes"]:
         run["notes"].append(note)
         run_dir.save(run)
