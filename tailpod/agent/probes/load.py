@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import OFF_POD_FLAG
 from .arrival import approx_prompt, fit_prompt, parse_arrival, schedule, trace_requests
@@ -33,7 +33,7 @@ from .metrics import (
     acceptance_from_vllm,
     spec_snapshot,
 )
-from .procs import Start, round_robin, run_parts, split_counts
+from .procs import round_robin, run_parts, split_counts
 from .prompt_classes import load_prompt_classes, prompt_text
 from .rows import CellPlan, LoopOutcome, RowWriter, cell_row, request_row
 from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
@@ -50,6 +50,9 @@ from .transport import (
     measured_from,
     scrape_metrics,
 )
+
+if TYPE_CHECKING:
+    from .procs import Start
 
 
 class LagMonitor:
@@ -293,7 +296,7 @@ def run_open_loop(
     return run_parts([
         functools.partial(_open_part, ep, [specs[i] for i in share], [offsets[i] for i in share],
                           c, timeout, api)
-        for share, c in zip(round_robin(len(specs), n), caps, strict=True)])
+        for share, c in zip(round_robin(len(specs), n), caps)])
 
 
 def run_closed_loop(
@@ -307,8 +310,7 @@ def run_closed_loop(
         return run_loop_asyncio(ep, specs, concurrency, timeout, api)
     return run_parts([
         functools.partial(_closed_part, ep, [specs[i] for i in share], c, timeout, api)
-        for share, c in zip(round_robin(len(specs), n), split_counts(concurrency, n),
-                            strict=True)])
+        for share, c in zip(round_robin(len(specs), n), split_counts(concurrency, n))])
 
 
 TRANSPORTS: dict[str, Callable[..., LoopOutcome]] = {

@@ -15,7 +15,7 @@ import multiprocessing
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import ProbeError
 from .rows import LoopOutcome
@@ -25,8 +25,9 @@ from .rows import LoopOutcome
 START_MARGIN_S = 0.05
 READY_TIMEOUT_S = 120.0  # a worker opens its connections before it reports ready
 
-Start = Callable[[], float]  # blocks until the common start; returns it (perf_counter clock)
-Part = Callable[[Start], LoopOutcome]
+if TYPE_CHECKING:  # aliases for annotations only: the agent runs on Python 3.8 too
+    Start = Callable[[], float]  # blocks until the common start; returns it (perf_counter)
+    Part = Callable[[Start], LoopOutcome]
 
 
 def round_robin(n_items: int, n_parts: int) -> list[list[int]]:
