@@ -4,7 +4,6 @@ median SLO attainment meets the percentile; recorded in run.json and shown by re
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -145,7 +144,7 @@ def test_the_ladder_stops_above_the_saturated_rate(tmp_path: Path) -> None:
     from tailpod.measure.sweep import saturated_rate
 
     plan = SweepPlan(arms=spec_arms(EngineConfig(engine="vllm", model="m"), [0], "mtp", None),
-                     reps=2, request_rates=[2.0, 4.0, 8.0, 16.0, math.inf])
+                     reps=2, request_rates=[2.0, 4.0, 8.0, 16.0, float("inf")])
     host = SaturatingHost()
     run_dir = RunDirectory(tmp_path / "run")
     run = run_sweep(plan, run_dir, host, RunContext(run_id="r", provider="local", model="m",
