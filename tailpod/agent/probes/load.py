@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import OFF_POD_FLAG
-from .arrival import approx_prompt, fit_prompt, parse_arrival, schedule, trace_requests
+from .arrival import (
+    approx_prompt,
+    block_source,
+    fit_prompt,
+    parse_arrival,
+    schedule,
+    trace_requests,
+)
 from .common import (
     CLIENT_BOUND_CPU_FRACTION,
     DEFAULT_BASE_URL,
@@ -500,11 +507,15 @@ def run_cell(
             offsets = [t.offset for t in traced]
             held = dict(pclass, ignore_eos=True)
             count = engine_token_counter(ep, model, opts.api)
-            fitted: dict[tuple[int, int], tuple[str, int, int | None]] = {}
+            fitted: dict[tuple[int, int, tuple[int, ...]], tuple[str, int, int | None]] = {}
             for i, t in enumerate(traced):
-                key = (i % len(prompts), t.input_tokens)
+                key = (i % len(prompts), t.input_tokens, t.hash_ids)
                 if key not in fitted:
-                    source = prompt_text(prompts[key[0]]["messages"])
+                    # Mooncake hash_ids: the same leading ids, the same leading text (a prefix
+                    # cache can only share it in a warm cell: a cold one salts every request)
+                    source = block_source(prompt_text(prompts[0]["messages"]),
+                                          prompt_text(prompts[key[0]]["messages"]), t.hash_ids,
+                                          t.input_tokens)
                     if count is None:
                         fitted[key] = (*approx_prompt(source, t.input_tokens), None)
                     else:
