@@ -53,7 +53,9 @@ CLIENT_BOUND = 0.8  # the probe's own client_bound threshold (CPU / wall)
 
 
 class CpuSampler:
-    """Cumulative user+system CPU of a process (all threads) sampled every 10 ms."""
+    """Cumulative user+system CPU of a process (all threads) and of its child processes (the
+    probe's load workers: live ones read from their own stat, ended ones from the parent's
+    cutime/cstime once reaped), sampled every 10 ms."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -63,13 +65,35 @@ class CpuSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _read(self) -> float | None:
+    @staticmethod
+    def _fields(pid: int | str) -> list[str] | None:
         try:
-            with open(f"/proc/{self.pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()
         except OSError:
             return None
-        return (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime
+
+    def _children(self) -> list[str]:
+        kids: list[str] = []
+        try:
+            for tid in os.listdir(f"/proc/{self.pid}/task"):
+                with open(f"/proc/{self.pid}/task/{tid}/children") as fh:
+                    kids += fh.read().split()
+        except OSError:
+            pass
+        return kids
+
+    def _read(self) -> float | None:
+        fields = self._fields(self.pid)
+        if fields is None:
+            return None
+        # utime, stime, cutime, cstime (proc(5): fields 14-17, here 11-14 after the name)
+        ticks = sum(int(f) for f in fields[11:15])
+        for kid in self._children():
+            kf = self._fields(kid)
+            if kf is not None:
+                ticks += int(kf[11]) + int(kf[12])
+        return ticks / self._tick
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -168,10 +192,12 @@ def _median(xs: list[float]) -> float | None:
     return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
-def _pinner(cpu: int | None) -> Any:
+def _pinner(cpu: int | list[int] | None) -> Any:
+    """Pin the child to one CPU or a set (a probe's load workers inherit the set)."""
     if cpu is None:
         return None
-    return lambda: os.sched_setaffinity(0, {cpu})
+    cpus = {cpu} if isinstance(cpu, int) else set(cpu)
+    return lambda: os.sched_setaffinity(0, cpus)
 
 
 # ---- clients ----------------------------------------------------------------------------------
@@ -188,32 +214,43 @@ class Outcome:
     self_cpu_s: float | None = None
     window_cpu_s: float | None = None
     note: str = ""
+    workers: int = 1
+    lag_p50_s: float | None = None  # open loop: median send lag behind the schedule
+    cell: dict[str, Any] | None = None  # the probe's own cell row
 
 
 def run_probe(transport: str, server: Server, c: int, n_requests: int, tokens: int,
-              cpu: int | None, workdir: Path) -> tuple[Outcome, CpuSampler]:
+              cpu: list[int] | None, workdir: Path, workers: int = 1,
+              arrival: dict[str, Any] | None = None) -> tuple[Outcome, CpuSampler]:
+    """One probe cell: the closed loop of c, or with `arrival` (the agent's) an open loop with
+    no in-flight cap; over `workers` load processes. The cell row is kept on the outcome."""
+    cell: dict[str, Any] = {"arm": "cap", "concurrency": c, "rep": 0, "prompt_class": "prose"}
+    if arrival is not None:
+        cell.update(concurrency=None, arrival=arrival)
     request = {"options": {"base_url": server.url, "transport": transport,
                            "requests_per_cell": n_requests, "max_tokens": tokens,
-                           "warmup": 0, "engine": "none"},
-               "cells": [{"arm": "cap", "concurrency": c, "rep": 0, "prompt_class": "prose"}]}
+                           "warmup": 0, "engine": "none", "workers": workers},
+               "cells": [cell]}
     cmd = [sys.executable, "-I", str(build_agent(workdir).path), "probe", "run"]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=_pinner(cpu))
+    name = "probe-" + transport + (f"-w{workers}" if workers > 1 else "")
     sampler = CpuSampler(proc.pid)
     out, err = proc.communicate(json.dumps(request), timeout=600)
     sampler.stop()
-    cell = None
+    row = None
     lines = out.strip().splitlines()
     envelope = json.loads(lines[-1]) if lines else {}
-    for row in envelope.get("result", {}).get("rows", []):
-        if row["kind"] == "cell":
-            cell = row
-    if proc.returncode != 0 or cell is None:
-        return Outcome("probe-" + transport, c, False, note=err.strip()[-200:]), sampler
+    for one in envelope.get("result", {}).get("rows", []):
+        if one["kind"] == "cell":
+            row = one
+    if proc.returncode != 0 or row is None:
+        return Outcome(name, c, False, note=err.strip()[-200:], workers=workers), sampler
     return Outcome(
-        "probe-" + transport, c, cell["failed"] == 0, cell["output_tok_s"],
-        cell["decode_tok_s_p50"], cell["ttft_p50_s"], cell["client_cpu_s"],
-        note=",".join(cell["flags"]),
+        name, c, row["failed"] == 0, row["output_tok_s"],
+        row["decode_tok_s_p50"], row["ttft_p50_s"], row["client_cpu_s"],
+        note=",".join(row["flags"]), workers=workers,
+        lag_p50_s=row.get("schedule_lag_p50_s"), cell=row,
     ), sampler
 
 
@@ -221,7 +258,7 @@ class Peer:
     """`vllm bench serve`'s client in one long-lived worker (bench_peer.py), so its import cost
     (tens of seconds on small machines) is paid once and never lands in a measured window."""
 
-    def __init__(self, tokenizer_dir: Path, cpu: int | None) -> None:
+    def __init__(self, tokenizer_dir: Path, cpu: int | list[int] | None) -> None:
         self.tokenizer_dir = tokenizer_dir
         self.worker = BenchServePeer(sys.executable, _pinner(cpu))
 
@@ -251,7 +288,7 @@ class Peer:
         self.worker.close()
 
 
-def start_peer(workdir: Path, cpu: int | None) -> tuple[Peer | None, str]:
+def start_peer(workdir: Path, cpu: int | list[int] | None) -> tuple[Peer | None, str]:
     try:
         import vllm.benchmarks.serve  # noqa: F401
     except Exception as exc:  # noqa: BLE001 - any import failure means no peer
@@ -280,7 +317,10 @@ def _rel(a: float | None, b: float | None) -> float | None:
     return a / b - 1.0
 
 
-def measure(client: str, run: Any, server: Server, tokens: int) -> dict[str, Any]:
+def measure(client: str, run: Any, server: Server, tokens: int,
+            offered_tok_s: float | None = None) -> dict[str, Any]:
+    """One client's figures against the server's record; `offered_tok_s` for an open loop
+    (drive is then the share of the offered token rate the server saw)."""
     server.reset()
     outcome, sampler = run()
     st = server.stats()
@@ -292,12 +332,13 @@ def measure(client: str, run: Any, server: Server, tokens: int) -> dict[str, Any
     # Drive: the share of an ideal closed loop the client achieved, i.e. c streams back to
     # back with no gap between one request's end and the next one's arrival, each lasting
     # as long as the server actually took (so the server's own lateness is not counted).
-    ideal = None
-    if st["duration_mean_s"]:
+    ideal = offered_tok_s
+    if ideal is None and st["duration_mean_s"]:
         ideal = outcome.c * tokens / st["duration_mean_s"]
     drive = server_agg / ideal if server_agg and ideal else None
     cpu = outcome.window_cpu_s
-    cpu_frac = cpu / window if cpu is not None and window else None
+    # per load process (each has a core of its own when there are enough)
+    cpu_frac = cpu / window / outcome.workers if cpu is not None and window else None
     # Holds = measures within 1% (aggregate and decode rate) without being client-bound.
     holds = bool(outcome.ok and agg_err is not None and dec_err is not None
                  and abs(agg_err) <= TOLERANCE and abs(dec_err) <= TOLERANCE
@@ -305,6 +346,9 @@ def measure(client: str, run: Any, server: Server, tokens: int) -> dict[str, Any
     return {
         "client": client,
         "c": outcome.c,
+        "workers": outcome.workers,
+        "offered_tok_s": offered_tok_s,
+        "lag_p50_ms": None if outcome.lag_p50_s is None else 1000 * outcome.lag_p50_s,
         "server_tok_s": server_agg,
         "server_lag_ms": 1000 * st["max_lag_s"],
         "client_tok_s": outcome.agg_tok_s,
@@ -328,8 +372,9 @@ def _f(v: Any, spec: str) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     head = ("client", "c", "server tok/s", "client tok/s", "agg err", "decode err", "drive",
-            "ttft +ms", "cpu ms/1k tok", "cpu/wall", "srv lag ms", "holds", "note")
-    widths = (-14, 4, 13, 13, 8, 10, 6, 8, 13, 8, 10, 5, -1)
+            "ttft +ms", "cpu ms/1k tok", "cpu/wall", "srv lag ms", "send lag ms", "holds",
+            "note")
+    widths = (-17, 4, 13, 13, 8, 10, 6, 8, 13, 8, 10, 11, 5, -1)
 
     def line(cells: tuple[Any, ...]) -> str:
         return " ".join(f"{str(c):<{-w}}" if w < 0 else f"{str(c):>{w}}"
@@ -344,7 +389,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             r["client"], r["c"], _f(r["server_tok_s"], ",.0f"), _f(r["client_tok_s"], ",.0f"),
             pct(r["agg_err"]), pct(r["decode_err"]), _f(r["drive"], ".3f"),
             _f(r["ttft_over_ms"], ".2f"), _f(r["cpu_per_1k_tok_ms"], ".1f"),
-            _f(r["cpu_frac"], ".2f"), _f(r["server_lag_ms"], ".1f"),
+            _f(r["cpu_frac"], ".2f"), _f(r["server_lag_ms"], ".1f"), _f(r["lag_p50_ms"], ".1f"),
             "yes" if r["holds"] else "NO", r["note"])))
 
 
@@ -360,6 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pin", action="store_true", help="do not pin server and client to CPUs")
     ap.add_argument("--server-workers", type=int, default=0,
                     help="synthetic server processes [1 on <8 CPUs, else 4]")
+    ap.add_argument("--workers", default="1",
+                    help="probe load processes to compare, e.g. 1,2 (probe clients only)")
+    ap.add_argument("--open-loop", action="store_true",
+                    help="constant arrivals, no in-flight cap, at the rate that keeps c streams "
+                    "busy by Little's law (c / (ttft + tokens / rate)), instead of a closed loop")
     ap.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args(argv)
 
@@ -370,12 +420,15 @@ def main(argv: list[str] | None = None) -> int:
     ncpu = os.cpu_count() or 1
     workers = args.server_workers or (1 if ncpu < 8 else 4)
     pin = not args.no_pin and ncpu > workers and hasattr(os, "sched_setaffinity")
-    server_cpus, client_cpu = (list(range(workers)), workers) if pin else (None, None)
+    server_cpus: list[int] | None = list(range(workers)) if pin else None
+    client_cpu: list[int] | None = list(range(workers, ncpu)) if pin else None
     workdir = Path(tempfile.mkdtemp(prefix="probe-capacity-"))
-    pinning = f"server cpu0-{workers - 1}, client cpu{workers}" if pin else "no"
+    pinning = f"server cpu0-{workers - 1}, client cpu{workers}-{ncpu - 1}" if pin else "no"
+    load_workers = [int(x) for x in args.workers.split(",")]
     print(f"synthetic server: {args.rate:.0f} tok/s per stream, {args.tokens} tokens/request, "
           f"ttft {1000 * args.ttft:.0f} ms; {args.waves} requests per worker; {workers} server "
-          f"process(es); pinned: {pinning}; cpus: {ncpu}")
+          f"process(es); pinned: {pinning}; cpus: {ncpu}; "
+          f"{'open loop (constant arrivals)' if args.open_loop else 'closed loop'}")
     server = Server(args.rate, args.ttft, workers, server_cpus)
     peer, why = None, ""
     if "vllm-bench" in clients:
@@ -392,16 +445,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for c in levels:
             n = c * args.waves
+            # Little's law: c requests in flight on average at this arrival rate
+            rate = c / (args.ttft + args.tokens / args.rate) if args.open_loop else None
+            offered = rate * args.tokens if rate is not None else None
+            runs: list[tuple[str, Callable[[], tuple[Outcome, CpuSampler]]]] = []
             for client in clients:
-                run: Callable[[], tuple[Outcome, CpuSampler]]
                 if client == "vllm-bench":
-                    assert peer is not None
-                    run = functools.partial(peer.run, server, c, n, args.tokens)
-                else:
-                    transport = client.split("-", 1)[1]
-                    run = functools.partial(run_probe, transport, server, c, n, args.tokens,
-                                            client_cpu, workdir)
-                row = measure(client, run, server, args.tokens)
+                    if rate is None:  # its closed loop only (--max-concurrency)
+                        assert peer is not None
+                        runs.append((client, functools.partial(peer.run, server, c, n,
+                                                               args.tokens)))
+                    continue
+                transport = client.split("-", 1)[1]
+                for w in load_workers:
+                    if w > 1 and transport != "asyncio":
+                        continue  # worker processes drive the asyncio transport only
+                    name = client + (f"-w{w}" if w > 1 else "")
+                    runs.append((name, functools.partial(
+                        run_probe, transport, server, c, n, args.tokens, client_cpu, workdir,
+                        w, None if rate is None else {"process": "constant", "rate": rate,
+                                                      "requests": n})))
+            for client, run in runs:
+                row = measure(client, run, server, args.tokens, offered)
                 rows.append(row)
                 sys.stderr.write(
                     f"  {client} c={c}: client {_f(row['client_tok_s'], ',.0f')} tok/s, "
@@ -415,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_table(rows)
     print()
-    for client in clients:
+    for client in sorted({r["client"] for r in rows}):
         held = [r for r in rows if r["client"] == client and r["holds"]]
         best = max(held, key=lambda r: r["server_tok_s"] or 0) if held else None
         found = "none" if best is None else f"{best['server_tok_s']:,.0f} tok/s (c={best['c']})"

@@ -122,11 +122,19 @@ _RUN_OPTIONS = {"base_url": DEFAULT_BASE_URL, "model": None, "run_id": None,
                 "requests_per_cell": 16, "max_tokens": 256, "ignore_eos": True,
                 "temperature": 0.0, "prompts_dir": None, "warmup": 1, "engine": "auto",
                 "api": "chat", "transport": "asyncio", "request_timeout": 600.0,
-                "client_bound_threshold": 0.8, "slo": None, "slo_percentile": None}
+                "client_bound_threshold": 0.8, "slo": None, "slo_percentile": None,
+                "workers": 1}
 # A closed-loop cell needs concurrency; an open-loop one carries `arrival` and then concurrency
 # caps the requests in flight (null or absent: no cap).
 _CELL = {"arm": _REQUIRED, "concurrency": None, "rep": _REQUIRED,
          "prompt_class": _REQUIRED, "cache": "cold", "cell": None, "arrival": None}
+
+
+def _workers(raw: Any) -> int:
+    """options.workers: load-generating processes, a whole number >= 1."""
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise UsageError(f"workers must be an integer >= 1, not {raw!r}")
+    return raw
 
 
 def cmd_probe_run(args: dict[str, Any]) -> dict[str, Any]:
@@ -145,9 +153,12 @@ def cmd_probe_run(args: dict[str, Any]) -> dict[str, Any]:
             client_bound_threshold=float(o["client_bound_threshold"]),
             slo=parse_slo(o["slo"]),
             slo_percentile=None if o["slo_percentile"] is None else float(o["slo_percentile"]),
+            workers=_workers(o["workers"]),
         )
         if opts.slo_percentile is not None and not 0 < opts.slo_percentile <= 100:
             raise UsageError("slo_percentile must be in (0, 100]")
+        if opts.workers > 1 and opts.transport != "asyncio":
+            raise UsageError("workers > 1 needs transport asyncio")
         cells = []
         for raw in a["cells"]:
             c = take(raw, _CELL)

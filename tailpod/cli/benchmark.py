@@ -331,6 +331,14 @@ def register(app: typer.Typer) -> None:
         slo_percentile: float = typer.Option(
             90.0, help="Share of requests (%) that must meet the SLO for a cell to pass."
         ),
+        saturation_stop: bool = typer.Option(
+            True, "--saturation-stop/--no-saturation-stop", help="Skip an arm's higher rates "
+            "once a rate saturated it (latency from the schedule grew across the cell).",
+        ),
+        load_workers: int = typer.Option(
+            1, "--load-workers", help="Processes generating each cell's load on the pod (one "
+            "schedule dealt round robin; for rates one process cannot keep, see client_bound).",
+        ),
         trace: Path = typer.Option(
             None, "--trace", help="Replay this request log at its own arrival times (one cell "
             "per arm, rep and class): the JSONL `tailpod cost --log` reads, or Mooncake's.",
@@ -378,6 +386,8 @@ def register(app: typer.Typer) -> None:
         rates, slo_targets = open_loop_options(
             request_rate, arrival, burstiness, slo, slo_percentile
         )
+        if load_workers < 1:
+            raise ConfigError("--load-workers must be >= 1")
         if rates and serve_tax:
             raise ConfigError("--serve-tax measures closed-loop cells; drop --request-rate")
         if find_max_rate:
@@ -441,6 +451,8 @@ def register(app: typer.Typer) -> None:
             slo=slo_targets,
             slo_percentile=slo_percentile,
             trace=trace_entry,
+            load_workers=load_workers,
+            saturation_stop=saturation_stop,
         )
         deployment = None
         if deploy is not None:

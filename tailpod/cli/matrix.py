@@ -31,6 +31,7 @@ from tailpod.measure.matrix_run import (
     price_cards,
 )
 from tailpod.results.matrix import (
+    MATRIX_OBJECTIVES,
     MATRIX_PLOT,
     MATRIX_REPORT,
     Card,
@@ -64,7 +65,10 @@ def write_matrix_report(state: MatrixState) -> dict[str, Path]:
                 outcome["error"] = "; ".join(filter(None, [outcome["error"],
                                                            f"results unreadable: {exc}"]))
         outcomes.append(outcome)
-    matrix = build_matrix(outcomes)
+    # `--objective`/`--slo` as the matrix was started (matrix.json); cost, no SLO before them
+    decision = state.data.get("decision") or {}
+    matrix = build_matrix(outcomes, objective=decision.get("objective", "cost"),
+                          slo=decision.get("slo"))
     for label, entry in state.data["cards"].items():
         prices = {p for p in (entry.get("pod_prices") or {}).values() if p is not None}
         if len(prices) > 1:  # a resumed card measured on a new pod: run.json keeps the first price
@@ -161,6 +165,11 @@ def register(app: typer.Typer) -> None:
                                      "nothing."),
         tailnet: bool = typer.Option(True, help="Join each pod to the tailnet."),
         allow_unpinned: bool = typer.Option(False, help="Accept a mutable image tag."),
+        objective: str = typer.Option(
+            "cost", help="How the report ranks cards per load band: cost ($/Mtok), goodput "
+            "($/Mtok of the tokens that met --slo) or throughput."),
+        slo: str = typer.Option(None, help="Latency targets for the goodput objective, e.g. "
+                                "ttft_ms=500,tpot_ms=50 (met per request, from its rows)."),
         json_out: bool = typer.Option(False, "--json", help="Print the prices (with --dry-run) "
                                       "or the matrix report as JSON."),
     ) -> None:
@@ -170,7 +179,7 @@ def register(app: typer.Typer) -> None:
         the pod, and torn down with its billing proof. The report (matrix.md) ranks the cards by
         $/Mtok at each concurrency and names any card that failed.
         """
-        from tailpod.cli.benchmark import int_list, prompt_class_list
+        from tailpod.cli.benchmark import int_list, prompt_class_list, slo_spec
         from tailpod.cli.pods import engine_config
         from tailpod.engines.base import check_spec_method
 
@@ -186,6 +195,11 @@ def register(app: typer.Typer) -> None:
         if requests_per_cell is not None and requests_per_cell < 1:
             raise ConfigError(f"--requests-per-cell must be at least 1, got {requests_per_cell}")
         check_spec_method(spec_method)
+        if objective not in MATRIX_OBJECTIVES:
+            raise ConfigError(f"--objective must be one of {', '.join(MATRIX_OBJECTIVES)}")
+        slo_targets = slo_spec(slo) if slo else None
+        if objective == "goodput" and not slo_targets:
+            raise ConfigError("--objective goodput needs --slo", hint="e.g. --slo ttft_ms=500")
         settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
                                             "max_price": max_price})
         check_run_settings(settings)  # before the registry, the ledger or any rental
@@ -207,7 +221,8 @@ def register(app: typer.Typer) -> None:
                              budget=budget, parallel=parallel, base=base, run_id=run_id,
                              dry_run=dry_run, allow_unpinned=allow_unpinned,
                              steps=CloudSteps(use_tailnet=tailnet, allow_unpinned=allow_unpinned),
-                             report=report)
+                             report=report, decision={"objective": objective,
+                                                      "slo": slo_targets})
         finally:
             if json_out and report:
                 print_json(matrix_document(report))
@@ -220,7 +235,8 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
                steps: CardSteps, run_id: str | None = None, dry_run: bool = False,
                allow_unpinned: bool = False, port_for: Callable[[int], int] | None = None,
                policy: BudgetPolicy | None = None,
-               report: dict[str, Any] | None = None) -> MatrixRun | None:
+               report: dict[str, Any] | None = None,
+               decision: dict[str, Any] | None = None) -> MatrixRun | None:
     """Price, refuse or start (or resume, with `run_id`) a matrix, run it and write its report.
 
     None after a dry run. A resumed matrix keeps its cards, sweep, image and cost model; the
@@ -270,6 +286,8 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
                                    sweep=sweep, cost=cost)
     else:
         state.data.update(budget_usd=budget, parallel=parallel, stopped=None)
+    if decision is not None:  # the report's ranking: kept in matrix.json, a resume may change it
+        state.data["decision"] = decision
     for label, entry in prices.items():
         fields: dict[str, Any] = {"projected_usd": entry["projected_usd"],
                                   "price_per_hr": entry["price_per_hr"]}

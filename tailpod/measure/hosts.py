@@ -43,6 +43,7 @@ def probe_options(
         "max_tokens": plan.max_tokens,
         "engine": arm.config.engine if arm.config.engine in PROBE_ENGINES else "auto",
         **({"slo": plan.slo, "slo_percentile": plan.slo_percentile} if plan.slo else {}),
+        **({"workers": plan.load_workers} if plan.load_workers != 1 else {}),
     }
 
 

@@ -92,6 +92,13 @@ class SweepPlan:
     # "format": "tailpod" | "mooncake", "speed": float, "requests": int (the trace's count)};
     # one cell per arm, rep and class, each the whole trace at its own arrival times.
     trace: dict[str, Any] | None = None
+    # The rate ladder stops paying once the server cannot keep up: an arm's finite rates above
+    # its lowest saturated one (sweep.py saturated_rate: a queue that grows) are skipped. Not during --find-max-rate,
+    # whose bisection places its own rates.
+    saturation_stop: bool = True
+    # `--load-workers`: processes generating each cell's load on the pod (the agent's
+    # options.workers, tailpod/agent/probes/procs.py); 1 = the probe's one process.
+    load_workers: int = 1
     # `--find-max-rate`: the rates probed so far per arm (the search adds to them between
     # sweeps); an arm not named here measures `request_rates`.
     arm_rates: dict[str, list[float]] | None = None
@@ -140,6 +147,9 @@ class SweepPlan:
                 "arrival_seed": self.arrival_seed} if self.request_rates else {}),
             **({"slo": self.slo, "slo_percentile": self.slo_percentile} if self.slo else {}),
             **({"trace": dict(self.trace)} if self.trace else {}),
+            **({"load_workers": self.load_workers} if self.load_workers != 1 else {}),
+            **({"saturation_stop": False} if self.request_rates and not self.saturation_stop
+               else {}),
             **({"arm_rates": {a: [rate_text(r) for r in rs] for a, rs in self.arm_rates.items()}}
                if self.arm_rates else {}),
         }

@@ -9,6 +9,7 @@ every finished cell and a rerun picks up where it stopped.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,7 @@ from tailpod.measure.plan import (
     best_k_needs_extension,
     finished_cells,
     pending,
+    rate_text,
 )
 from tailpod.results.hardware import hardware_check
 from tailpod.results.schema import SCHEMA_VERSION, unverified_reason
@@ -252,6 +254,47 @@ def single_stream_throughput(rows: list[dict[str, Any]], plan: SweepPlan) -> dic
     return {k: statistics.median(v) for k, v in by_k.items() if v}
 
 
+# Saturation is a queue that grows for as long as arrivals come: past the server's capacity
+# the later requests of a cell wait longer than the earlier ones (below it, the two halves of
+# the schedule see the same latency). A cell is saturated when the median end-to-end latency from
+# the schedule of its second half exceeds that of its first half by more than SATURATION_GROWTH
+# of it and by SATURATION_FLOOR_S at least (noise on small latencies is not a queue), with at
+# least SATURATION_MIN_REQUESTS answered. (Achieved against offered req/s would not do: a
+# short cell's wall carries its last request's whole service time, so it reads low at any load.)
+SATURATION_GROWTH = 0.5
+SATURATION_FLOOR_S = 0.05
+SATURATION_MIN_REQUESTS = 8
+
+
+def _median(xs: list[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def saturated_rate(rows: list[dict[str, Any]], arm: str) -> float | None:
+    """The lowest finite rate at which a cell of `arm` saturated (any rep), from the rows so
+    far; None when none has."""
+    latencies: dict[str, list[tuple[int, float]]] = {}
+    for row in rows:
+        if row.get("kind") == "request" and row.get("arm") == arm and row.get("ok") \
+                and isinstance(row.get("e2e_sched_s"), (int, float)):
+            latencies.setdefault(str(row.get("cell")), []).append(
+                (int(row.get("index") or 0), float(row["e2e_sched_s"])))
+    found = None
+    for row in rows:
+        arrival = row.get("arrival")
+        if row.get("kind") != "cell" or row.get("arm") != arm or not isinstance(arrival, dict):
+            continue
+        rate = arrival.get("rate")
+        seq = [v for _, v in sorted(latencies.get(str(row.get("cell")), []))]
+        if not (isinstance(rate, (int, float)) and math.isfinite(rate)) \
+                or len(seq) < SATURATION_MIN_REQUESTS:
+            continue
+        early, late = _median(seq[: len(seq) // 2]), _median(seq[len(seq) - len(seq) // 2:])
+        if late - early > max(SATURATION_GROWTH * early, SATURATION_FLOOR_S):
+            found = rate if found is None else min(found, rate)
+    return float(found) if found is not None else None
+
+
 def run_sweep(
     plan: SweepPlan,
     run_dir: RunDirectory,
@@ -320,6 +363,8 @@ def run_sweep(
                 run_dir.save(run)
             if isinstance(step, Restart):
                 continue
+            if _past_saturation(plan, step, run, run_dir, log):
+                continue
             rows = host.run_cells(arm, [step], plan, ctx.run_id)
             if entry["void"]:
                 for row in rows:
@@ -364,6 +409,25 @@ def run_sweep(
     run_dir.save(run)
     _record_fingerprint(run, run_dir)
     return run
+
+
+def _past_saturation(plan: SweepPlan, step: Cell, run: dict[str, Any], run_dir: RunDirectory,
+                     log: Any) -> bool:
+    """True (and noted in run.json once) when the cell's finite rate lies above a rate at which
+    its arm already saturated: the ladder stops there for that arm (an `inf` cell still runs)."""
+    if not plan.saturation_stop or plan.arm_rates is not None or step.rate is None \
+            or not math.isfinite(step.rate):
+        return False
+    sat = saturated_rate(run_dir.read_rows(), step.arm)
+    if sat is None or step.rate <= sat:
+        return False
+    note = (f"{step.arm}: rate {rate_text(step.rate)} skipped, the ladder saturated at "
+            f"{rate_text(sat)} req/s (latency from the schedule grew across the cell)")
+    if note not in run["notes"]:
+        run["notes"].append(note)
+        run_dir.save(run)
+        log(note)
+    return True
 
 
 def _record_fingerprint(run: dict[str, Any], run_dir: RunDirectory) -> None:

@@ -159,12 +159,19 @@ def _hardware_stamp(label: str, analysis: dict[str, Any]) -> str | None:
     return None
 
 
+# `matrix --objective`: what each names in decide's terms. `goodput` ranks cards by $/Mtok of the
+# tokens that met the SLO (issue 28: "matrix --objective goodput ranks cards by $/Mtok at the
+# SLO"), i.e. decide's cost objective with an SLO; a matrix compares cards at their own prices.
+MATRIX_OBJECTIVES = {"cost": "cost", "goodput": "cost", "throughput": "throughput"}
+
+
 def card_decision(outcomes: Sequence[dict[str, Any]], objective: str = "cost",
                   slo: dict[str, float] | None = None) -> dict[str, Any] | None:
-    """The best card per load band under `objective` (`cost` by default: the cheapest card),
-    by `decide`'s own rule (results/decide.py: the best median, ties inside the rep spread to
-    the simpler arm, then the cheaper card) over the card run directories; None when no card
-    run can be read. Pooled bands only (every prompt class together)."""
+    """The best card per load band under `objective` (`cost` by default: the cheapest card;
+    `goodput`: the cheapest per token that met `slo`, MATRIX_OBJECTIVES), by `decide`'s own
+    rule (results/decide.py: the best median, ties inside the rep spread to the simpler arm,
+    then the cheaper card) over the card run directories; None when no card run can be read.
+    Pooled bands only (every prompt class together)."""
     from tailpod.errors import TailpodError
     from tailpod.results import decide
     from tailpod.results.io import load_run
@@ -183,7 +190,9 @@ def card_decision(outcomes: Sequence[dict[str, Any]], objective: str = "cost",
         card_of[run.meta.run_id] = outcome["card"]
     if not runs:
         return None
-    dec = decide.compute(runs, objective, slo,
+    if objective == "goodput" and not slo:
+        raise ValueError("the goodput objective needs an SLO")
+    dec = decide.compute(runs, MATRIX_OBJECTIVES[objective], slo,
                          analyses=analyses if all(analyses) else None)
     arms = dec["arms"]
 
@@ -201,7 +210,8 @@ def card_decision(outcomes: Sequence[dict[str, Any]], objective: str = "cost",
             "tie_resolved": band["tie_resolved"],
             "best_median_card": card(band["best_median_arm"]),
         })  # fmt: skip
-    return {"objective": objective, "unit": dec["unit"], "lower_is_better": dec["lower_is_better"],
+    unit = dec["unit"] + (" of tokens within the SLO" if objective == "goodput" else "")
+    return {"objective": objective, "unit": unit, "lower_is_better": dec["lower_is_better"],
             "slo": dec["slo"], "bands": bands, "warnings": dec["warnings"]}
 
 
@@ -323,7 +333,7 @@ def _decision_lines(dec: dict[str, Any] | None) -> list[str]:
     """The best card per load band under the objective (decide's rule), one line per band."""
     if not dec or not dec.get("bands"):
         return []
-    what = "Cheapest card" if dec["objective"] == "cost" else "Best card"
+    what = "Cheapest card" if dec["objective"] in ("cost", "goodput") else "Best card"
     lines = [f"## {what} per load band under the {dec['objective']} objective", "",
              "By `tailpod decide`'s rule over the card runs: the best median over reps "
              f"({'lowest' if dec['lower_is_better'] else 'highest'} {dec['unit']}); a card whose "

@@ -20,6 +20,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from tailpod.results.slo import RATE_PLOT_FILE  # noqa: E402
+
 VOID_COLOR = "0.55"
 _BOX = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
 PLOT_FILES = {
@@ -510,7 +512,68 @@ def plot_cost(analysis: dict[str, Any], path: Path) -> Path:
     return _save(fig, path, analysis)
 
 
+def _rate_points(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+    """The SLO section's per (arm, rate) points with a finite rate (an `inf` rate has no place
+    on a rate axis; its row stays in the table)."""
+    section = analysis.get("slo") or {}
+    return [p for p in section.get("points") or []
+            if isinstance(p.get("rate"), (int, float)) and 0 < p["rate"] < float("inf")]
+
+
+def plot_rate(analysis: dict[str, Any], path: Path) -> Path:
+    """SLO attainment (top) and TTFT p90 from the scheduled send (bottom) against the offered
+    request rate, per arm: the open-loop ladder as results/slo.py computed it."""
+    section = analysis.get("slo") or {}
+    void = _void_map(analysis)
+    colors = _colors(analysis)
+    points = _rate_points(analysis)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 8), sharex=True)
+    slo = section.get("slo") or {}
+    target = section.get("slo_percentile")
+    for arm in sorted({p["arm"] for p in points}):
+        mine = sorted((p for p in points if p["arm"] == arm), key=lambda p: p["rate"])
+        style = {"color": VOID_COLOR if arm in void else colors.get(arm, "C0"),
+                 "linestyle": "--" if arm in void else "-", "marker": "o",
+                 "label": _label(arm, void)}
+        att = [(p["rate"], 100 * p["slo_attainment"]) for p in mine
+               if p.get("slo_attainment") is not None]
+        if att:
+            top.plot([a for a, _ in att], [b for _, b in att], **style)
+        ttft = [(p["rate"], 1000 * p["ttft_sched_p90_s"]) for p in mine
+                if p.get("ttft_sched_p90_s") is not None]
+        if ttft:
+            bottom.plot([a for a, _ in ttft], [b for _, b in ttft], **style)
+    if not slo:
+        _placeholder(top, "no SLO given (--slo): attainment not measured")
+    elif target is not None:
+        top.axhline(float(target), color="0.3", linestyle=":", linewidth=1)
+        top.text(0.01, float(target), f" pass line {float(target):g}%", va="bottom",
+                 fontsize=8, transform=top.get_yaxis_transform())
+    top.set_ylabel("SLO attainment (% of requests)")
+    top.set_ylim(-2, 102)
+    top.grid(alpha=0.3)
+    if slo.get("ttft_ms") is not None:
+        bottom.axhline(float(slo["ttft_ms"]), color="0.3", linestyle=":", linewidth=1)
+        bottom.text(0.01, float(slo["ttft_ms"]), f" TTFT target {float(slo['ttft_ms']):g} ms",
+                    va="bottom", fontsize=8, transform=bottom.get_yaxis_transform())
+    bottom.set_ylabel("TTFT p90 from the scheduled send (ms)")
+    bottom.set_ylim(bottom=0)
+    bottom.grid(alpha=0.3)
+    rates = sorted({p["rate"] for p in points})
+    if len(rates) > 1 and rates[-1] / rates[0] >= 4:
+        bottom.set_xscale("log", base=2)
+        bottom.set_xticks(rates)
+        bottom.set_xticklabels([f"{r:g}" for r in rates])
+        bottom.minorticks_off()
+    bottom.set_xlabel("offered request rate (req/s)")
+    _legend_below(bottom)
+    top.set_title(_title(analysis, "Open loop: SLO attainment and latency against request rate"),
+                  fontsize=10)
+    return _save(fig, path, analysis)
+
+
 def write_plots(analysis: dict[str, Any], out_dir: Path) -> dict[str, Path]:
+    """The closed-loop figures always; the rate figure when the run has open-loop points."""
     out_dir.mkdir(parents=True, exist_ok=True)
     makers = {
         "throughput": plot_throughput,
@@ -519,7 +582,10 @@ def write_plots(analysis: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         "ttft": plot_ttft,
         "cost": plot_cost,
     }
-    return {name: fn(analysis, out_dir / PLOT_FILES[name]) for name, fn in makers.items()}
+    drawn = {name: fn(analysis, out_dir / PLOT_FILES[name]) for name, fn in makers.items()}
+    if _rate_points(analysis):
+        drawn["rate"] = plot_rate(analysis, out_dir / RATE_PLOT_FILE)
+    return drawn
 
 
 def plot_compare(analyses: Sequence[dict[str, Any]], path: Path) -> Path:

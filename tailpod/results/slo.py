@@ -16,6 +16,10 @@ from typing import Any
 from tailpod.results.io import Run
 from tailpod.results.stats import spread, usd_per_mtok
 
+# The rate figure (results/plots.py plot_rate), drawn beside report.md when a run has a point
+# at a finite rate; named here so the section that links it and the plotter agree.
+RATE_PLOT_FILE = "rate.png"
+
 FIGURES = ("slo_attainment", "goodput_rps", "goodput_tok_s", "achieved_rate_rps",
            "output_tok_s", "ttft_sched_p90_s", "schedule_lag_max_s")  # fmt: skip
 
@@ -137,6 +141,8 @@ def render(section: dict[str, Any] | None, stamp: str | None = None) -> list[str
         L += _render_trace(section["trace"])
     if not section["points"]:
         return L
+    if any(0 < p["rate"] < math.inf for p in section["points"]):
+        L += [f"![SLO attainment and TTFT p90 against request rate]({RATE_PLOT_FILE})", ""]
     L += ["| arm | rate req/s | reps | achieved req/s | attainment | goodput req/s | "
           "goodput tok/s | TTFT p90 ms (sched) | lag max ms | SLO |",
           "|---|---|---|---|---|---|---|---|---|---|"]

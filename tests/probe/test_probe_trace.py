@@ -190,3 +190,29 @@ def test_replay_uses_the_engines_tokenize_when_it_has_one(prompt_dir: Any,
     # 26 -> 10 words (25 tokens; 27 is as far, the shorter wins); 13 -> 4 words, exact
     assert [r["prompt_length"] for r in reqs] == ["tokenized", "tokenized", "exact", "tokenized"]
     assert rows[-1]["prompt_length"] == "mixed"
+
+
+def test_mooncake_hash_ids_share_their_prefix_word_for_word(synthetic: Any, prompt_dir: Any,
+                                                            tmp_path: Path) -> None:
+    # 512-token blocks (arrival.MOONCAKE_BLOCK_TOKENS) of round(512 / 1.3) = 394 words each:
+    # A [7, 8] and B [7, 9] share block 7 and part at the next block; C has no block.
+    trace = _write(tmp_path / "m.jsonl", [
+        {"timestamp": 0, "input_length": 1100, "output_length": 3, "hash_ids": [7, 8]},
+        {"timestamp": 10, "input_length": 1100, "output_length": 5, "hash_ids": [7, 9]},
+        {"timestamp": 20, "input_length": 13, "output_length": 7, "hash_ids": []},
+    ])
+    server = synthetic()
+    rows = probe_run({"base_url": server.base_url, "max_tokens": 64, "warmup": 0,
+                      "prompts_dir": str(prompt_dir("alpha beta gamma delta", "one two"))},
+                     [_cell({"path": str(trace), "format": "mooncake"})])
+    assert rows[-1]["failed"] == 0
+    by_len = {b["max_tokens"]: b["messages"][0]["content"].split()
+              for b in server.stats.bodies}
+    a, b, c = by_len[3], by_len[5], by_len[7]
+    assert a[:394] == b[:394] and a[0] == "block-7"
+    assert (a[394], b[394]) == ("block-8", "block-9")
+    # the class text rotated by the id (8 % 4 words = 0, 9 % 4 = 1): "alpha ..." and "beta ..."
+    assert (a[395], b[395]) == ("alpha", "beta")
+    assert len(a) == len(b) == round(1100 / 1.3)  # cut to the logged length at the end
+    # no hash_ids: request 2's own class prompt (2 mod 2 = the first), round(13 / 1.3) words
+    assert c == ["alpha", "beta", "gamma", "delta"] * 2 + ["alpha", "beta"]

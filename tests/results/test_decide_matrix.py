@@ -69,3 +69,45 @@ def test_no_readable_card_run_means_no_section(tmp_path: Path) -> None:
     matrix = build_matrix(outcomes)
     assert matrix["decision"] is None
     assert "per load band under" not in render_matrix_markdown(matrix)
+
+
+def test_goodput_objective_ranks_by_usd_per_slo_token(tmp_path: Path) -> None:
+    # The same cards, each cell measured against ttft_ms=500: every H100 token met it, only a
+    # third of the A10's did. $/Mtok of those tokens, c=1: H100 2/3600/1000e-6 = 0.5556,
+    # A10 1/3600/(600/3)e-6 = 1.3889 -> H100, where the plain cost objective picks the A10.
+    slo = {"ttft_ms": 500.0}
+    outcomes = []
+    for card, series, price, share in (("runpod:H100", H100, 2.0, 1.0),
+                                       ("vast:A10", A10, 1.0, 1 / 3)):
+        run = build_run(series, run_id=card.split(":")[1].lower(), price=price)
+        run.cells = [c.model_copy(update={"slo": slo, "goodput_tok_s": c.output_tok_s * share})
+                     for c in run.cells]
+        run_dir = write_run(run, tmp_path / run.meta.run_id)
+        outcomes.append({"card": card, "status": "done", "run_dir": str(run_dir),
+                         "analysis": analyze(load_run(run_dir))})
+    dec = build_matrix(outcomes, objective="goodput", slo=slo)["decision"]
+    assert dec["objective"] == "goodput" and dec["lower_is_better"] is True
+    assert dec["unit"] == "USD/Mtok of tokens within the SLO"
+    by_load = {b["load"]: b for b in dec["bands"]}
+    assert by_load[1]["card"] == "runpod:H100"
+    assert abs(by_load[1]["median"] - _usd(2, 1000)) < 1e-9
+    assert by_load[4]["card"] == "runpod:H100"  # 0.1852 vs A10 1/3600/(1000/3)e-6 = 0.8333
+    text = render_matrix_markdown(build_matrix(outcomes, objective="goodput", slo=slo))
+    assert "## Cheapest card per load band under the goodput objective" in text
+
+
+def test_matrix_goodput_objective_needs_an_slo_before_anything(tmp_path: Path,
+                                                               monkeypatch: Any) -> None:
+    from typer.testing import CliRunner
+
+    from tailpod.cli.main import app
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TAILPOD_HOME", str(home))
+    monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
+    for args, says in ((["--objective", "goodput"], "--objective goodput needs --slo"),
+                       (["--objective", "speed"], "--objective must be one of")):
+        result = CliRunner().invoke(app, ["matrix", "--budget", "5", "--card", "runpod:H100",
+                                          *args])
+        assert result.exit_code == 2 and says in " ".join(result.output.split()), result.output
+    assert not home.exists() or not any(home.rglob("ledger.json"))

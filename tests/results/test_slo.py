@@ -3,12 +3,15 @@ max rate under SLO, from constructed cell rows with known answers."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tailpod.results.analysis import analyze
 from tailpod.results.report import render_run_markdown
 from tailpod.results.schema import CellRow
-from tailpod.results.slo import compute
+from tailpod.results.slo import RATE_PLOT_FILE, compute
 
 
 def _open_cell(arm: str, rate: float | str, rep: int, attainment: float,
@@ -63,3 +66,40 @@ def test_a_closed_loop_run_has_no_slo_section(make_run: Any) -> None:
     run = make_run({"plain": {1: [100.0]}})
     assert analyze(run)["slo"] is None
     assert "Open loop" not in render_run_markdown(analyze(run))
+
+
+def test_rate_plot_draws_the_ladder_per_arm(make_run: Any, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from tailpod.results import plots
+
+    run = make_run({"plain": {1: [100.0]}}, price=3.6)
+    for rate, atts in ((1, [0.99, 1.0]), (2, [0.93, 0.91]), (4, [0.5, 0.95, 0.6])):
+        for rep, att in enumerate(atts):
+            run.cells.append(_open_cell("plain", rate, rep, att, 1000.0))
+    run.cells.append(_open_cell("plain", "inf", 0, 0.1, 5000.0))  # no place on a rate axis
+    an = analyze(run)
+    drawn = plots.write_plots(an, tmp_path)
+    assert drawn["rate"] == tmp_path / RATE_PLOT_FILE
+    assert drawn["rate"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    kept: list[Any] = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path, analysis: kept.append(fig) or path)
+    plots.plot_rate(an, tmp_path / "again.png")
+    top, bottom = kept[0].axes
+    # medians over reps, in percent: 99.5, 92, 60 (inf left out); TTFT p90 0.2 s = 200 ms
+    assert top.lines[0].get_xydata().tolist() == [[1, 99.5], [2, 92.0], [4, 60.0]]
+    assert bottom.lines[0].get_xydata().tolist() == [[1, 200.0], [2, 200.0], [4, 200.0]]
+    assert [ln.get_ydata()[0] for ln in top.lines[1:]] == [90.0]  # the pass line
+    assert [ln.get_ydata()[0] for ln in bottom.lines[1:]] == [500.0]  # the TTFT target
+    md = render_run_markdown(an)
+    assert f"![SLO attainment and TTFT p90 against request rate]({RATE_PLOT_FILE})" in md
+
+
+def test_no_rate_plot_without_a_finite_rate(make_run: Any, tmp_path: Path) -> None:
+    from tailpod.results import plots
+
+    run = make_run({"plain": {1: [100.0]}})
+    run.cells.append(_open_cell("plain", "inf", 0, 0.1, 5000.0))
+    an = analyze(run)
+    assert "rate" not in plots.write_plots(an, tmp_path)
+    assert not (tmp_path / RATE_PLOT_FILE).exists()
+    assert RATE_PLOT_FILE not in render_run_markdown(an)

@@ -17,7 +17,7 @@ from tailpod.cli.benchmark import find_max_rates
 from tailpod.cli.main import app
 from tailpod.engines.base import EngineConfig
 from tailpod.measure.plan import Arm, Cell, SweepPlan, max_rate_step, spec_arms
-from tailpod.measure.sweep import GateResult, RunContext, RunDirectory
+from tailpod.measure.sweep import GateResult, RunContext, RunDirectory, run_sweep
 from tailpod.results.io import load_run
 from tailpod.results.slo import compute, render
 
@@ -122,3 +122,51 @@ def test_bad_search_flags_exit_2_before_the_ledger(args: list[str], tmp_path: Pa
     monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
     result = CliRunner().invoke(app, ["benchmark", *args])
     assert result.exit_code == 2 and "--find-max-rate needs" in " ".join(result.output.split())
+
+
+class SaturatingHost(RateHost):
+    """A server of capacity 5 req/s: below it every request waits 0.2 s from its schedule; at 8
+    req/s and above the queue grows by 0.1 s a request (request i waits 0.2 + 0.1 i s)."""
+
+    def run_cells(self, arm: Arm, cells: list[Cell], plan: SweepPlan,
+                  run_id: str) -> list[dict[str, Any]]:
+        out = []
+        for row, cell in zip(super().run_cells(arm, cells, plan, run_id), cells, strict=True):
+            assert cell.rate is not None
+            grows = cell.rate > 5
+            out += [{"kind": "request", "arm": arm.label, "cell": cell.cell_id, "index": i,
+                     "ok": True, "e2e_sched_s": 0.2 + (0.1 * i if grows else 0.0)}
+                    for i in range(10)]
+            out.append(row)
+        return out
+
+
+def test_the_ladder_stops_above_the_saturated_rate(tmp_path: Path) -> None:
+    from tailpod.measure.sweep import saturated_rate
+
+    plan = SweepPlan(arms=spec_arms(EngineConfig(engine="vllm", model="m"), [0], "mtp", None),
+                     reps=2, request_rates=[2.0, 4.0, 8.0, 16.0, float("inf")])
+    host = SaturatingHost()
+    run_dir = RunDirectory(tmp_path / "run")
+    run = run_sweep(plan, run_dir, host, RunContext(run_id="r", provider="local", model="m",
+                                                    engine="vllm"), log=lambda *_: None)
+    # rep 0 climbs 2, 4, 8 (saturated: second half 0.2 + 0.1 * 7 = 0.9 s at the median against
+    # 0.4 s for the first), skips 16, still runs inf; rep 1
+    # descends from inf, skips 16, and measures 8 (the saturated rate itself) again
+    assert host.cells == ["plain|rate2|r0|prose", "plain|rate4|r0|prose", "plain|rate8|r0|prose",
+                          "plain|rateinf|r0|prose", "plain|rateinf|r1|prose",
+                          "plain|rate8|r1|prose", "plain|rate4|r1|prose", "plain|rate2|r1|prose"]
+    assert saturated_rate(run_dir.read_rows(), "plain") == 8.0
+    skipped = [n for n in run["notes"] if "skipped" in n]  # once, though both reps skip 16
+    assert skipped == ["plain: rate 16 skipped, the ladder saturated at 8 req/s (latency "
+                       "from the schedule grew across the cell)"]
+    host.cells.clear()  # a resume skips the same cells again, measures nothing new
+    run_sweep(plan, run_dir, host, RunContext(run_id="r", provider="local", model="m",
+                                              engine="vllm"), log=lambda *_: None)
+    assert host.cells == []
+    off = SweepPlan(arms=plan.arms, reps=1, request_rates=[2.0, 8.0, 16.0], saturation_stop=False)
+    host2 = SaturatingHost()
+    run_sweep(off, RunDirectory(tmp_path / "off"), host2, RunContext(
+        run_id="o", provider="local", model="m", engine="vllm"), log=lambda *_: None)
+    assert host2.cells == ["plain|rate2|r0|prose", "plain|rate8|r0|prose", "plain|rate16|r0|prose"]
+    assert off.to_json()["saturation_stop"] is False

@@ -4,10 +4,13 @@ plan's cells into the agent's `arrival` and options (measure/plan.py, measure/ho
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from tailpod.cli.benchmark import open_loop_options, rate_list, slo_spec
+from tailpod.cli.main import app
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
 from tailpod.measure.hosts import probe_cells, probe_options
@@ -62,3 +65,23 @@ def test_closed_loop_cells_are_unchanged() -> None:
         {"arm": "plain", "rep": 0, "prompt_class": "prose", "cache": "cold",
          "cell": "plain|c2|r0|prose", "concurrency": 2}]
     assert "slo" not in probe_options("u", arms[0], plan, "rid", 2)
+
+
+def test_load_workers_reach_the_agent_options() -> None:
+    arms = spec_arms(EngineConfig(engine="vllm", model="m"), [0], "mtp", None)
+    plan = SweepPlan(arms=arms, reps=1, request_rates=[4.0], load_workers=4)
+    assert probe_options("http://127.0.0.1:8000", arms[0], plan, "rid", 0)["workers"] == 4
+    assert plan.to_json()["load_workers"] == 4
+    one = SweepPlan(arms=arms, reps=1, request_rates=[4.0])
+    assert "workers" not in probe_options("http://127.0.0.1:8000", arms[0], one, "rid", 0)
+    assert "load_workers" not in one.to_json()  # a plan of one process reads as before
+
+
+def test_bad_load_workers_exit_2_before_the_ledger(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("TAILPOD_HOME", str(home))
+    monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
+    result = CliRunner().invoke(app, ["benchmark", "--request-rate", "2", "--load-workers", "0"])
+    assert result.exit_code == 2 and "--load-workers must be >= 1" in result.output
+    assert not (home / "ledger.json").exists()

@@ -27,6 +27,11 @@ TRACE_FORMATS = ("tailpod", "mooncake")
 # the prompt class's own text: English prose runs near 1.3 tokens a word in BPE vocabularies,
 # so the length is approximate and every such row says so (`prompt_length: "approx_words"`).
 TOKENS_PER_WORD = 1.3
+# Mooncake's hash_ids name the prompt's KV blocks of this many tokens, shared ids a shared
+# prefix ("the block_size ... is assumed to be 512. The length of the hash_ids array equals
+# input_length // block_size": yuekaizhang/dynamo benchmarks/data_generator/README.md at
+# 9cdba76d529aa9ea8397747ea099be0ed35506b2, the tools that read the Mooncake trace format).
+MOONCAKE_BLOCK_TOKENS = 512
 # A request sent this much later than its scheduled time means the client fell behind.
 SCHEDULE_LAG_FLAG_S = 0.010
 
@@ -108,6 +113,7 @@ class TraceRequest:
     offset: float  # s from the trace's first arrival, already divided by the speed
     input_tokens: int
     output_tokens: int
+    hash_ids: tuple[int, ...] = ()  # Mooncake: the prompt's leading blocks, shared = same text
 
 
 def _parse_trace_arrival(raw: dict[str, Any]) -> Arrival:
@@ -153,14 +159,16 @@ def _int_field(obj: dict[str, Any], key: str, where: str, minimum: int) -> int:
     return value
 
 
-def parse_trace_lines(lines: Any, fmt: str, source: str = "trace") -> list[tuple[float, int, int]]:
-    """(arrival time in s, input tokens, output tokens) per request, in file order.
+def parse_trace_lines(lines: Any, fmt: str,
+                      source: str = "trace") -> list[tuple[float, int, int, tuple[int, ...]]]:
+    """(arrival time in s, input tokens, output tokens, hash_ids) per request, in file order
+    (hash_ids empty but for Mooncake's).
 
     tailpod: the request log `tailpod cost --log` reads (rows.jsonl included): `t_start`
     (or `ts`/`timestamp`, epoch s), `prompt_tokens`, `completion_tokens`; lines whose `kind` is
     not "request", and failed requests (`ok` false or no completion_tokens), are skipped.
     mooncake: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`."""
-    out: list[tuple[float, int, int]] = []
+    out: list[tuple[float, int, int, tuple[int, ...]]] = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -175,10 +183,12 @@ def parse_trace_lines(lines: Any, fmt: str, source: str = "trace") -> list[tuple
             ts = obj.get("timestamp")
             if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
                 raise ProbeError(f"{where}: timestamp (ms) must be a number")
-            if not isinstance(obj.get("hash_ids", []), list):
-                raise ProbeError(f"{where}: hash_ids must be a list")
+            ids = obj.get("hash_ids", [])
+            if not isinstance(ids, list) or any(isinstance(h, bool) or not isinstance(h, int)
+                                                for h in ids):
+                raise ProbeError(f"{where}: hash_ids must be a list of integers")
             out.append((float(ts) / 1000.0, _int_field(obj, "input_length", where, 1),
-                        _int_field(obj, "output_length", where, 1)))
+                        _int_field(obj, "output_length", where, 1), tuple(ids)))
             continue
         if obj.get("kind", "request") != "request" or obj.get("ok") is False \
                 or obj.get("completion_tokens") is None:
@@ -188,20 +198,20 @@ def parse_trace_lines(lines: Any, fmt: str, source: str = "trace") -> list[tuple
         if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
             raise ProbeError(f"{where}: t_start (epoch s) must be a number")
         out.append((float(ts), _int_field(obj, "prompt_tokens", where, 1),
-                    _int_field(obj, "completion_tokens", where, 1)))
+                    _int_field(obj, "completion_tokens", where, 1), ()))
     if not out:
         raise ProbeError(f"{source}: no requests in the trace")
     return out
 
 
-def trace_from_lines(entries: list[tuple[float, int, int]], speed: float,
+def trace_from_lines(entries: list[tuple[float, int, int, tuple[int, ...]]], speed: float,
                      requests: int | None = None,
                      duration_s: float | None = None) -> list[TraceRequest]:
     """Sorted by arrival; offsets from the first arrival divided by speed; then the first
     `requests`, or those due before `duration_s`."""
     ordered = sorted(entries, key=lambda e: e[0])  # stable: ties keep file order
     t0 = ordered[0][0]
-    reqs = [TraceRequest((t - t0) / speed, i, o) for t, i, o in ordered]
+    reqs = [TraceRequest((t - t0) / speed, i, o, h) for t, i, o, h in ordered]
     if requests is not None:
         reqs = reqs[:requests]
     if duration_s is not None:
@@ -220,6 +230,28 @@ def trace_requests(arrival: Arrival) -> list[TraceRequest]:
         raise ProbeError(f"trace {path}: {exc.strerror or exc}") from None
     return trace_from_lines(entries, float(arrival.trace["speed"]), arrival.requests,
                             arrival.duration_s)
+
+
+def block_source(block_text: str, source_text: str, hash_ids: tuple[int, ...],
+                 input_tokens: int) -> str:
+    """The text a trace request's prompt is cut from: one block of about MOONCAKE_BLOCK_TOKENS
+    tokens per hash id, the same words for the same id (`block_text`, one text for the whole
+    trace, rotated by the id, with the id written first, so two ids never read alike), then
+    `source_text` (the request's own class prompt) for the rest. Two
+    requests whose hash_ids start alike share that prefix word for word; the cut to the logged
+    length (approx_prompt, fit_prompt) takes words from the end, so whole blocks survive it.
+    Without hash_ids, the class text itself."""
+    if not hash_ids:
+        return source_text
+    words = block_text.split() or ["hello"]
+    per_block = max(1, int(round(MOONCAKE_BLOCK_TOKENS / TOKENS_PER_WORD)))
+    blocks = []
+    # the trace says how many blocks the prompt spans; no more than its length can hold
+    for h in hash_ids[: max(1, -(-input_tokens // MOONCAKE_BLOCK_TOKENS))]:
+        k = h % len(words)
+        rotated = words[k:] + words[:k]
+        blocks.append(words_prompt(f"block-{h} " + " ".join(rotated), per_block))
+    return " ".join([*blocks, source_text])
 
 
 def words_prompt(source_text: str, n: int) -> str:

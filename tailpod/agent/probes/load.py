@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import http.client
 import json
 import ssl
@@ -13,10 +14,17 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import OFF_POD_FLAG
-from .arrival import approx_prompt, fit_prompt, parse_arrival, schedule, trace_requests
+from .arrival import (
+    approx_prompt,
+    block_source,
+    fit_prompt,
+    parse_arrival,
+    schedule,
+    trace_requests,
+)
 from .common import (
     CLIENT_BOUND_CPU_FRACTION,
     DEFAULT_BASE_URL,
@@ -32,6 +40,7 @@ from .metrics import (
     acceptance_from_vllm,
     spec_snapshot,
 )
+from .procs import round_robin, run_parts, split_counts
 from .prompt_classes import load_prompt_classes, prompt_text
 from .rows import CellPlan, LoopOutcome, RowWriter, cell_row, request_row
 from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
@@ -48,6 +57,9 @@ from .transport import (
     measured_from,
     scrape_metrics,
 )
+
+if TYPE_CHECKING:
+    from .procs import Start
 
 
 class LagMonitor:
@@ -87,10 +99,16 @@ def _outcome(
     return LoopOutcome(done, max(0.0, t1 - t0), cpu_s, lag)
 
 
+def _slots(specs: list[RequestSpec]) -> list[RequestResult | None]:
+    """One result slot per spec index (a worker process holds only its share of the indices)."""
+    return [None] * (max((s.index for s in specs), default=-1) + 1)
+
+
 async def _run_async(
-    ep: Endpoint, specs: list[RequestSpec], concurrency: int, timeout: float, api: str
+    ep: Endpoint, specs: list[RequestSpec], concurrency: int, timeout: float, api: str,
+    start: Start | None = None,
 ) -> LoopOutcome:
-    results: list[RequestResult | None] = [None] * len(specs)
+    results = _slots(specs)
     cursor = [0]
     headers = _auth_headers()
     n_workers = max(1, min(concurrency, len(specs)))
@@ -105,6 +123,8 @@ async def _run_async(
             await conn.open(timeout)
             connected[0] += 1
             if connected[0] == n_workers:
+                if start is not None:  # a worker process: wait for the common start
+                    await asyncio.sleep(max(0.0, start() - time.perf_counter()))
                 all_connected.set()
             await all_connected.wait()
             while cursor[0] < len(specs):
@@ -202,12 +222,13 @@ def run_loop_threads(
 
 async def _run_open_async(
     ep: Endpoint, specs: list[RequestSpec], offsets: list[float], cap: int, timeout: float,
-    api: str,
+    api: str, start: Start | None = None,
 ) -> LoopOutcome:
     """Send specs[i] at offsets[i] after the start, whether or not earlier ones have ended;
     at most `cap` in flight (0 = no cap: a request due while the cap is full waits, and that
-    wait counts in its latency from the schedule). Idle keep-alive connections are reused."""
-    results: list[RequestResult | None] = [None] * len(specs)
+    wait counts in its latency from the schedule). Idle keep-alive connections are reused.
+    `start` (a worker process's) gives the common start time the offsets count from."""
+    results = _slots(specs)
     headers = _auth_headers()
     sem = asyncio.Semaphore(cap) if cap > 0 else None
     idle: list[AsyncConnection] = []
@@ -237,8 +258,8 @@ async def _run_open_async(
 
     monitor = LagMonitor()
     mon_task = asyncio.ensure_future(monitor.run_async())
+    t0 = start() if start is not None else time.perf_counter() + 0.01
     cpu0 = time.process_time()
-    t0 = time.perf_counter() + 0.01
     tasks = []
     for spec, off in zip(specs, offsets):
         due = t0 + off
@@ -259,11 +280,44 @@ async def _run_open_async(
     return _outcome(results, t0, t1, cpu1 - cpu0, monitor.max_lag)
 
 
+def _open_part(ep: Endpoint, specs: list[RequestSpec], offsets: list[float], cap: int,
+               timeout: float, api: str, start: Start) -> LoopOutcome:
+    return asyncio.run(_run_open_async(ep, specs, offsets, cap, timeout, api, start))
+
+
+def _closed_part(ep: Endpoint, specs: list[RequestSpec], concurrency: int, timeout: float,
+                 api: str, start: Start) -> LoopOutcome:
+    return asyncio.run(_run_async(ep, specs, concurrency, timeout, api, start))
+
+
 def run_open_loop(
     ep: Endpoint, specs: list[RequestSpec], offsets: list[float], cap: int, timeout: float,
-    api: str,
+    api: str, workers: int = 1,
 ) -> LoopOutcome:
-    return asyncio.run(_run_open_async(ep, specs, offsets, cap, timeout, api))
+    """The open loop, in this process or spread over `workers` processes (procs.py): each
+    takes every workers-th request of the schedule, and a cap is shared out among them."""
+    n = min(workers, len(specs), cap if cap > 0 else workers)
+    if n <= 1:
+        return asyncio.run(_run_open_async(ep, specs, offsets, cap, timeout, api))
+    caps = split_counts(cap, n) if cap > 0 else [0] * n
+    return run_parts([
+        functools.partial(_open_part, ep, [specs[i] for i in share], [offsets[i] for i in share],
+                          c, timeout, api)
+        for share, c in zip(round_robin(len(specs), n), caps)])
+
+
+def run_closed_loop(
+    ep: Endpoint, specs: list[RequestSpec], concurrency: int, timeout: float, api: str,
+    workers: int,
+) -> LoopOutcome:
+    """The asyncio closed loop over `workers` processes: the concurrency shared out, each with
+    every workers-th request (a fixed share each, not one shared queue)."""
+    n = min(workers, concurrency, len(specs))
+    if n <= 1:
+        return run_loop_asyncio(ep, specs, concurrency, timeout, api)
+    return run_parts([
+        functools.partial(_closed_part, ep, [specs[i] for i in share], c, timeout, api)
+        for share, c in zip(round_robin(len(specs), n), split_counts(concurrency, n))])
 
 
 TRANSPORTS: dict[str, Callable[..., LoopOutcome]] = {
@@ -302,6 +356,7 @@ class RunOptions:
     client_bound_threshold: float = CLIENT_BOUND_CPU_FRACTION
     slo: dict[str, float] | None = None  # any of ttft_ms, tpot_ms, e2el_ms
     slo_percentile: float | None = None  # share of requests (%) that must meet it; default 90
+    workers: int = 1  # load-generating processes per cell (procs.py); asyncio transport only
 
 
 def new_salt(run_id: str) -> str:
@@ -452,11 +507,15 @@ def run_cell(
             offsets = [t.offset for t in traced]
             held = dict(pclass, ignore_eos=True)
             count = engine_token_counter(ep, model, opts.api)
-            fitted: dict[tuple[int, int], tuple[str, int, int | None]] = {}
+            fitted: dict[tuple[int, int, tuple[int, ...]], tuple[str, int, int | None]] = {}
             for i, t in enumerate(traced):
-                key = (i % len(prompts), t.input_tokens)
+                key = (i % len(prompts), t.input_tokens, t.hash_ids)
                 if key not in fitted:
-                    source = prompt_text(prompts[key[0]]["messages"])
+                    # Mooncake hash_ids: the same leading ids, the same leading text (a prefix
+                    # cache can only share it in a warm cell: a cold one salts every request)
+                    source = block_source(prompt_text(prompts[0]["messages"]),
+                                          prompt_text(prompts[key[0]]["messages"]), t.hash_ids,
+                                          t.input_tokens)
                     if count is None:
                         fitted[key] = (*approx_prompt(source, t.input_tokens), None)
                     else:
@@ -489,7 +548,10 @@ def run_cell(
         before = _quiet_snapshot(ep, engine)
     if offsets is not None:
         outcome = run_open_loop(ep, specs, offsets, plan.concurrency, opts.request_timeout,
-                                opts.api)
+                                opts.api, opts.workers)
+    elif opts.workers > 1:
+        outcome = run_closed_loop(ep, specs, plan.concurrency, opts.request_timeout, opts.api,
+                                  opts.workers)
     else:
         outcome = loop_fn(ep, specs, plan.concurrency, opts.request_timeout, opts.api)
 
@@ -584,6 +646,10 @@ def run_cells(
             raise ProbeError(f"cell {plan.cell}: concurrency must be >= 1")
     if opts.requests_per_cell < 1:
         raise ProbeError("requests per cell must be >= 1")
+    if opts.workers < 1:
+        raise ProbeError("workers must be >= 1")
+    if opts.workers > 1 and opts.transport != "asyncio":
+        raise ProbeError("workers > 1 needs transport asyncio")
     ep = Endpoint.parse(opts.base_url)
     where = measured_from(opts.base_url)
     run_id = opts.run_id or default_run_id()
@@ -596,7 +662,7 @@ def run_cells(
     if where != "pod":
         log(f"base URL is not loopback: rows are stamped off-pod / '{OFF_POD_FLAG}'")
     log(f"run {run_id} model={model} engine={engine} transport={opts.transport} "
-        f"cells={len(cells)} n={opts.requests_per_cell}")
+        f"workers={opts.workers} cells={len(cells)} n={opts.requests_per_cell}")
     rows: list[dict[str, Any]] = []
     for plan in cells:
         if plan.arrival is None and opts.requests_per_cell < plan.concurrency:
