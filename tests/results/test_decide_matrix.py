@@ -4,6 +4,7 @@ USD/Mtok = price / 3600 / tok_s * 1e6 per rep, the median over reps."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,7 @@ def test_matrix_goodput_objective_needs_an_slo_before_anything(tmp_path: Path,
 
     home = tmp_path / "home"
     monkeypatch.setenv("TAILPOD_HOME", str(home))
-    monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
+    monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
     for args, says in ((["--objective", "goodput"], "--objective goodput needs --slo"),
                        (["--objective", "speed"], "--objective must be one of")):
         result = CliRunner().invoke(app, ["matrix", "--budget", "5", "--card", "runpod:H100",

@@ -4,6 +4,7 @@ plan's cells into the agent's `arrival` and options (measure/plan.py, measure/ho
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,7 @@ def test_bad_load_workers_exit_2_before_the_ledger(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("TAILPOD_HOME", str(home))
-    monkeypatch.setenv("TAILPOD_ENV_FILE", str(tmp_path / "absent.env"))
+    monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
     result = CliRunner().invoke(app, ["benchmark", "--request-rate", "2", "--load-workers", "0"])
     assert result.exit_code == 2 and "--load-workers must be >= 1" in result.output
     assert not (home / "ledger.json").exists()
