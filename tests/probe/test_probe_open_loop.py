@@ -170,3 +170,30 @@ def test_poisson_at_70_percent_load_matches_md1_and_the_closed_loop_reports_less
     print(f"M/D/1 rho={rho}: measured {measured:.5f} s, theory {theory:.5f} s, this sample "
           f"{sample:.5f} s, closed loop p50 {closed['ttft_p50_s']:.5f} s at "
           f"{closed['requests'] / closed['wall_s']:.1f} req/s vs {cell['achieved_rate_rps']:.1f}")
+
+
+def test_an_open_loop_cell_warms_the_engine_with_a_concurrent_burst(
+        synthetic: Any, prompt_dir: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After its one-at-a-time warm-up, an open-loop cell sends min(8, requests) salted requests
+    at once (the engine's batched paths), never counted; a closed-loop cell does not."""
+    from tailpod.agent.probes import load
+
+    calls: list[tuple[int, int]] = []
+    real = load.TRANSPORTS["asyncio"]
+
+    def recording(ep: Any, specs: list[Any], concurrency: int, *rest: Any) -> Any:
+        calls.append((len(specs), concurrency))
+        return real(ep, specs, concurrency, *rest)
+
+    monkeypatch.setitem(load.TRANSPORTS, "asyncio", recording)
+    server = synthetic(ttft_s=0.001, fixed_tokens=1)
+    opts = {"base_url": server.base_url, "prompts_dir": str(prompt_dir("hi")), "max_tokens": 1,
+            "warmup": 1, "requests_per_cell": 3}
+    rows = probe_run(opts, [_cell({"process": "constant", "rate": 200, "requests": 3})])
+    assert calls[:2] == [(1, 1), (3, 3)]  # the warm-up, then the burst of min(8, 3)
+    assert [r["kind"] for r in rows].count("request") == 3  # neither is measured
+    assert server.stats.requests == 1 + 3 + 3
+    assert len(set(server.stats.salts)) == 7  # every warm-up salted: no prefix-cache hit
+    calls.clear()
+    probe_run(opts, [{"arm": "a", "rep": 0, "prompt_class": "t", "concurrency": 1}])
+    assert calls[0] == (1, 1) and (3, 3) not in calls  # closed loop: no burst

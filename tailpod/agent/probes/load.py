@@ -320,6 +320,13 @@ def run_closed_loop(
         for share, c in zip(round_robin(len(specs), n), split_counts(concurrency, n))])
 
 
+# The concurrent warm-up of an open-loop cell (after its `warmup` requests one at a time; none
+# when warmup is 0). On the H200 (vLLM 0.26, draft_model K=2, docs/benchmarks.md) the first
+# open-loop cell after an engine start, warmed by one request, kept requests 2-9 waiting
+# 1.2-1.4 s from their scheduled send, and every later one ~20 ms: the first batched
+# speculative steps pay a one-off cost that a closed loop's warm-up at c=1 never reached either.
+OPEN_LOOP_WARM_BURST = 8
+
 TRANSPORTS: dict[str, Callable[..., LoopOutcome]] = {
     "asyncio": run_loop_asyncio,
     "threads": run_loop_threads,
@@ -491,6 +498,17 @@ def run_cell(
     if warm_specs:
         warm = loop_fn(ep, warm_specs, 1, opts.request_timeout, opts.api)
         bad = [r for r in warm.results if not r.ok]
+        if plan.arrival is not None and plan.cache != "warm":
+            # An open-loop schedule's first arrivals overlap, so the engine's batched paths
+            # must be warm before it starts, and one request at a time never reaches them.
+            burst = []
+            for i in range(min(OPEN_LOOP_WARM_BURST, opts.requests_per_cell)):
+                prompt = prompts[i % len(prompts)]
+                path, body = build_body(opts, model, pclass, prompt, new_salt(run_id))
+                burst.append(RequestSpec(len(warm_specs) + i, path, body, "cold", opts.api))
+            if burst:
+                together = loop_fn(ep, burst, len(burst), opts.request_timeout, opts.api)
+                bad += [r for r in together.results if not r.ok]
         if bad:
             log(f"warning: {len(bad)} warm-up request(s) failed in {plan.cell}: {bad[0].error}")
 
