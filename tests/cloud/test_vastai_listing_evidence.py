@@ -43,10 +43,18 @@ class FakeVast:
     credits: list[Any] = field(default_factory=lambda: [10.0, 10.0])
     seen: list[httpx.Request] = field(default_factory=list)
     listings: int = 0
+    destroy: dict[str, httpx.Response] = field(default_factory=dict)  # DELETE answers by id
+    deleted: list[tuple[str, Any]] = field(default_factory=list)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.seen.append(request)
         path = request.url.path
+        if request.method == "DELETE":
+            pod_id = path.split("/")[4]
+            self.deleted.append((pod_id, json.loads(request.content or b"null")))
+            return self.destroy.get(pod_id, httpx.Response(200, json={"success": True}))
+        if request.method != "GET":
+            return httpx.Response(405)
         if path == "/api/v1/instances/":
             token = request.url.params.get("after_token")
             if token is None:
@@ -321,3 +329,45 @@ def test_an_untracked_tagged_instance_fails_the_others_check(tmp_path: Path,
                            credits=[10.0, 10.0 - 0.003]), tmp_path, clock).billing_evidence(
         TAG, None, 0.4, known_active_tags=[OTHER])
     assert _checks(ok)["other-tailpod-resources"].passed
+
+
+# -- destroy ---------------------------------------------------------------------------------------
+
+def test_destroy_deletes_the_instance_and_an_instance_already_gone_is_fine(tmp_path: Path) -> None:
+    fake = FakeVast(destroy={
+        "2": httpx.Response(404),
+        "3": httpx.Response(200, json={"success": False, "error": "no_such_instance"}),
+        "4": httpx.Response(200, json={"success": False, "error": "not_found"}),
+        "5": httpx.Response(204),
+    })
+    vp = provider(fake, tmp_path)
+    for pod_id in ("1", "2", "3", "4", "5"):
+        vp.terminate(pod_id)
+    assert fake.deleted == [(i, {}) for i in ("1", "2", "3", "4", "5")]
+    assert fake.seen[0].url.path == "/api/v0/instances/1/"
+
+
+def test_destroy_refused_is_an_error_naming_the_instance_and_the_reason(tmp_path: Path) -> None:
+    fake = FakeVast(destroy={"7": httpx.Response(200, json={"success": False,
+                                                            "error": "locked",
+                                                            "msg": "instance is locked"})})
+    with pytest.raises(ProviderError) as caught:
+        provider(fake, tmp_path).terminate("7")
+    assert caught.value.message == "vast.ai refused to destroy 7: locked: instance is locked"
+    quoted = FakeVast()
+    provider(quoted, tmp_path).terminate("a/b")
+    assert quoted.seen[0].url.raw_path == b"/api/v0/instances/a%2Fb/"
+
+
+def test_destroy_failing_names_the_call(tmp_path: Path) -> None:
+    fake = FakeVast(destroy={"8": httpx.Response(400, json={"msg": "bad"})})
+    with pytest.raises(ProviderError) as caught:
+        provider(fake, tmp_path).terminate("8")
+    assert str(caught.value) == "vast.ai: destroying instance 8 failed (HTTP 400: bad)"
+
+
+def test_the_kill_command_is_tailpod_down_or_the_vast_cli(tmp_path: Path) -> None:
+    vp = provider(FakeVast(), tmp_path)
+    assert vp.kill_command(vp.to_info(row(3, TAG))) == (
+        f"tailpod down {TAG}  (or: vastai destroy instance 3)")
+    assert vp.kill_command(vp.to_info(row(4, "mine"))) == "vastai destroy instance 4"
