@@ -302,8 +302,10 @@ def test_the_instance_still_listed_fails_the_listing_and_is_named_once(
 def test_no_instance_id_rests_on_the_label_listing(tmp_path: Path, clock: Clock) -> None:
     fake = FakeVast()
     ev = provider(fake, tmp_path, clock).billing_evidence(TAG, None, 0.4)
-    assert _checks(ev)["direct-lookup"].detail == (
+    lookup = _checks(ev)["direct-lookup"]
+    assert lookup.passed is True and lookup.detail == (
         "no instance id was ever recorded; the label listing is the proof")
+    assert _checks(ev)["tag-listing"].detail == f"vast.ai lists nothing tagged {TAG}"
     assert not [r for r in fake.seen if r.url.path.startswith("/api/v0/instances/")]
 
 
@@ -371,3 +373,20 @@ def test_the_kill_command_is_tailpod_down_or_the_vast_cli(tmp_path: Path) -> Non
     assert vp.kill_command(vp.to_info(row(3, TAG))) == (
         f"tailpod down {TAG}  (or: vastai destroy instance 3)")
     assert vp.kill_command(vp.to_info(row(4, "mine"))) == "vastai destroy instance 4"
+
+
+def test_get_quotes_the_id_and_names_itself_in_errors(tmp_path: Path) -> None:
+    fake = FakeVast(direct={"a/b": None})
+    assert provider(fake, tmp_path).get("a/b") is None
+    assert fake.seen[0].url.raw_path == b"/api/v0/instances/a%2Fb/?owner=me"
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, json={"msg": "down"})
+
+    settings = load_settings(env={"VAST_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path)},
+                             dotenv_path=tmp_path / "absent.env")
+    vp = VastProvider(settings, timings=TIMINGS, transport=httpx.MockTransport(broken),
+                      sleep=lambda s: None)
+    with pytest.raises(ProviderError) as caught:
+        vp.get("9")
+    assert str(caught.value) == "vast.ai: reading instance 9 failed (HTTP 500: down)"
