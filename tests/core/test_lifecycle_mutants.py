@@ -29,6 +29,7 @@ from tailpod.provision.lifecycle import (
     raise_if_unproven,
     teardown,
     teardown_all,
+    teardown_expired,
 )
 
 TAG = "tp-20260101-000000-eeeeee"
@@ -539,3 +540,83 @@ def test_a_create_with_nothing_to_rent_is_refused_before_the_ledger(
     with pytest.raises(ConfigError, match=words):
         create_pod_safely(Fake(), spec, ledger, PodRecord(run_tag=TAG, provider="fakecloud"))
     assert ledger.all() == []
+
+
+class ListsEverything(Fake):
+    """A provider whose tag-less listing wrongly includes untagged pods (a provider bug)."""
+
+    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
+        if run_tag is None:
+            return list(self.pods.values())
+        return super().list_by_tag(run_tag)
+
+
+def test_down_all_never_touches_an_untagged_pod_a_provider_lists(tmp_path: Path) -> None:
+    fake = ListsEverything()
+    fake.add("users-own", tag=None)  # listed first: the tagged one after it is still settled
+    fake.add("orphan-pod", tag="tp-orphan")
+    outcomes = teardown_all({"fakecloud": fake}, Ledger(tmp_path / "home"),
+                            lambda tag: tmp_path / tag, policy=FAST)
+    assert [o.run_tag for o in outcomes] == ["tp-orphan"]
+    assert "users-own" in fake.pods and "users-own" not in fake.terminated
+
+
+def test_an_adopted_orphan_is_recorded_with_what_the_provider_said(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("orphan-pod", tag="tp-orphan", price=0.61)
+    ledger = Ledger(tmp_path / "home")
+    teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST)
+    rec = ledger.get("tp-orphan")
+    assert rec is not None
+    assert (rec.provider, rec.pod_id, rec.gpu, rec.price_per_hr) == (
+        "fakecloud", "orphan-pod", "A40", 0.61)
+    adopted = [e for e in rec.events if e["event"] == "orphan-adopted"]
+    assert len(adopted) == 1 and adopted[0]["pod_id"] == "orphan-pod"
+
+
+def test_a_tracked_pod_keeps_its_ledger_record_in_down_all(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("p1", price=0.5)
+    ledger, _ = _ledger(tmp_path, pod_id="p1", price_per_hr=0.9, gpu="H100")
+    teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST)
+    rec = ledger.get(TAG)
+    assert rec is not None and (rec.price_per_hr, rec.gpu) == (0.9, "H100")
+    assert not [e for e in rec.events if e["event"] == "orphan-adopted"]
+
+
+def test_down_expired_settles_only_the_expired_runs(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("old", tag="tp-old")
+    fake.add("young", tag="tp-young")
+    fake.add("untracked", tag="tp-untracked")
+    ledger = Ledger(tmp_path / "home")
+    ledger.put(PodRecord(run_tag="tp-old", provider="fakecloud", status="running",
+                         pod_id="old", ttl_expires_at=100.0))
+    ledger.put(PodRecord(run_tag="tp-young", provider="fakecloud", status="running",
+                         pod_id="young", ttl_expires_at=300.0))
+    outcomes = teardown_expired({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag,
+                                now=200.0, policy=FAST)
+    assert [o.run_tag for o in outcomes] == ["tp-old"]
+    assert set(fake.pods) == {"young", "untracked"}
+
+
+def test_down_all_uses_the_policy_it_is_given(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.terminate_fails = 2  # the batch's first terminate and teardown's first attempt
+    said: list[str] = []
+    ledger, _ = _ledger(tmp_path, pod_id="p1")
+    policy = LifecyclePolicy(terminate_attempts=3, terminate_retry_s=0.001, gone_timeout_s=0.5,
+                             poll_interval_s=0.01, progress=said.append)
+    outcomes = teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag,
+                            policy=policy)
+    assert [o.proven for o in outcomes] == [True]
+    assert said == ["terminate p1 failed (terminate p1 refused); attempt 2/3 in 0 s"]
+
+
+def test_a_listing_outage_in_down_all_names_the_provider(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.listing_fails = 1
+    outcomes = teardown_all({"fakecloud": fake}, Ledger(tmp_path / "home"),
+                            lambda tag: tmp_path / tag, policy=FAST)
+    assert [(o.run_tag, o.provider, o.evidence) for o in outcomes] == [("*", "fakecloud", None)]
