@@ -7,7 +7,7 @@ test's own arithmetic on the rates it planted."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -577,3 +577,19 @@ def test_the_kill_command_of_an_untagged_pod_is_the_api_call_alone(tmp_path: Pat
     assert rp.kill_command(PodInfo("u1", None, PodState.RUNNING)) == (
         "curl -X DELETE -H \"Authorization: Bearer $RUNPOD_API_KEY\" "
         "http://runpod.invalid/v2/pods/u1")
+
+
+def test_a_history_read_over_no_time_is_floored_at_1_ms(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no window the elapsed time is floored at 1 ms: at $0.40/h half the pod's rate allows
+    0.5 * 0.4 * 0.001 / 3600 + 1e-6 = $0.00000100006, so $0.000002 of growth already fails."""
+    clock = Clock()
+    monkeypatch.setattr(runpod_module, "time", clock)
+    settings = load_settings(env={"RUNPOD_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path),
+                                  "TAILPOD_RUNPOD_URL": "http://runpod.invalid"},
+                             dotenv_path=tmp_path / "absent.env")
+    rp = RunPodProvider(settings, timings=replace(TIMINGS, evidence_window_s=0.0),
+                        transport=httpx.MockTransport(FakeRunPod(spend="gone",
+                                                                 totals=[1.0, 1.000002])),
+                        sleep=clock.sleep)
+    assert _checks(rp.billing_evidence(TAG, "p1", 0.4))["billing-history"].passed is False
