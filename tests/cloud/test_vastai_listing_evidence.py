@@ -354,11 +354,13 @@ def test_destroy_deletes_the_instance_and_an_instance_already_gone_is_fine(tmp_p
         "3": httpx.Response(200, json={"success": False, "error": "no_such_instance"}),
         "4": httpx.Response(200, json={"success": False, "error": "not_found"}),
         "5": httpx.Response(204),
+        # a 404 is gone whatever its body says
+        "6": httpx.Response(404, json={"success": False, "error": "instance_missing"}),
     })
     vp = provider(fake, tmp_path)
-    for pod_id in ("1", "2", "3", "4", "5"):
+    for pod_id in ("1", "2", "3", "4", "5", "6"):
         vp.terminate(pod_id)
-    assert fake.deleted == [(i, {}) for i in ("1", "2", "3", "4", "5")]
+    assert fake.deleted == [(i, {}) for i in ("1", "2", "3", "4", "5", "6")]
     assert fake.seen[0].url.path == "/api/v0/instances/1/"
 
 
