@@ -620,3 +620,76 @@ def test_a_listing_outage_in_down_all_names_the_provider(tmp_path: Path) -> None
     outcomes = teardown_all({"fakecloud": fake}, Ledger(tmp_path / "home"),
                             lambda tag: tmp_path / tag, policy=FAST)
     assert [(o.run_tag, o.provider, o.evidence) for o in outcomes] == [("*", "fakecloud", None)]
+
+
+def test_raise_if_unproven_keeps_every_outcomes_lines() -> None:
+    with pytest.raises(BillingNotProven) as caught:
+        raise_if_unproven([_outcome(False, still=["pod a bills"]),
+                           _outcome(False, still=["pod b bills", "pod c bills"])])
+    assert caught.value.message == ("billing is NOT proven stopped: pod a bills | pod b bills | "
+                                    "pod c bills")
+
+
+def test_a_failing_terminate_says_timeout_only_when_the_deadline_cut_it() -> None:
+    fake = Fake()
+    fake.terminate_fails = 10
+    said: list[str] = []
+    policy = LifecyclePolicy(terminate_attempts=3, terminate_retry_s=0.1,
+                             deadline=time.monotonic() + 60, progress=said.append)
+    with pytest.raises(ProviderError):
+        _terminate_with_retries(fake, "p1", policy)
+    # attempts ran out with time to spare (the last pause would have been 0.3 s): no timeout line
+    assert said == ["terminate p1 failed (terminate p1 refused); attempt 2/3 in 0 s",
+                    "terminate p1 failed (terminate p1 refused); attempt 3/3 in 0 s"]
+
+
+class CountingListings(Fake):
+    """The pod stays listed for the first `gone_after - 1` listings; terminates are stamped with
+    how many listings had been made when they were sent."""
+
+    def __init__(self, gone_after: int) -> None:
+        super().__init__()
+        self.listings = 0
+        self.gone_after = gone_after
+        self.resent_at: list[int] = []
+
+    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
+        self.listings += 1
+        if self.listings >= self.gone_after:
+            self.pods.clear()
+        return super().list_by_tag(run_tag)
+
+    def terminate(self, pod_id: str) -> None:
+        self.resent_at.append(self.listings)
+
+
+def test_the_wait_resends_terminate_after_every_nth_poll() -> None:
+    fake = CountingListings(gone_after=4)
+    fake.add("p1")
+    policy = LifecyclePolicy(poll_interval_s=0.001, reterminate_every=2, progress_every_s=60)
+    assert _wait_gone(fake, TAG, ["p1"], policy, 5.0) == (True, [])
+    assert fake.resent_at == [2]  # after the 2nd poll; gone at the 4th, before another re-send
+
+
+def test_the_wait_is_silent_until_its_first_progress_interval() -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.sticky = {"p1"}
+    said: list[str] = []
+    policy = LifecyclePolicy(poll_interval_s=0.01, reterminate_every=1000, progress=said.append,
+                             progress_every_s=10.0)
+    _wait_gone(fake, TAG, ["p1"], policy, 0.2)
+    assert said == []
+
+
+def test_the_waits_progress_line_names_every_pod_and_the_seconds_waited() -> None:
+    fake = Fake()
+    fake.add("p0")
+    fake.add("p1")
+    fake.sticky = {"p0", "p1"}
+    said: list[str] = []
+    policy = LifecyclePolicy(poll_interval_s=0.01, reterminate_every=1000, progress=said.append,
+                             progress_every_s=0.05)
+    _wait_gone(fake, TAG, ["p0", "p1"], policy, 0.3)
+    assert said and said[0] == ("waiting for fakecloud to stop listing p0, p1 (0 s of at most "
+                                "0 s; terminate is re-sent)")
