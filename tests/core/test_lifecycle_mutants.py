@@ -693,3 +693,24 @@ def test_the_waits_progress_line_names_every_pod_and_the_seconds_waited() -> Non
     _wait_gone(fake, TAG, ["p0", "p1"], policy, 0.3)
     assert said and said[0] == ("waiting for fakecloud to stop listing p0, p1 (0 s of at most "
                                 "0 s; terminate is re-sent)")
+
+
+@pytest.mark.parametrize("every", [1, 0])
+def test_a_resend_interval_of_one_or_less_resends_after_every_poll(every: int) -> None:
+    fake = CountingListings(gone_after=3)
+    fake.add("p1")
+    policy = LifecyclePolicy(poll_interval_s=0.001, reterminate_every=every, progress_every_s=60)
+    assert _wait_gone(fake, TAG, ["p1"], policy, 5.0) == (True, [])
+    assert fake.resent_at == [1, 2]
+
+
+def test_the_last_poll_sleeps_only_until_the_deadline() -> None:
+    """A 10 s poll interval does not carry the wait past its 0.2 s limit (the deadline holds);
+    the bound is far from both, so load cannot flip it."""
+    fake = Fake()
+    fake.add("p1")
+    fake.sticky = {"p1"}
+    started = time.monotonic()
+    policy = LifecyclePolicy(poll_interval_s=10.0, reterminate_every=1000, progress_every_s=60)
+    assert _wait_gone(fake, TAG, ["p1"], policy, 0.2) == (False, ["p1"])
+    assert 0.2 <= time.monotonic() - started < 5.0
