@@ -715,3 +715,97 @@ def test_the_last_poll_sleeps_only_until_the_deadline(monkeypatch: pytest.Monkey
     policy = LifecyclePolicy(poll_interval_s=10.0, reterminate_every=1000, progress_every_s=60)
     assert _wait_gone(fake, TAG, ["p1"], policy, 0.2) == (False, ["p1"])
     assert slept and max(slept) <= 0.2
+
+
+class RecordingEvidence(Fake):
+    """Keeps the known-active tags of every proof it is asked for, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.known_per_proof: list[tuple[str, set[str]]] = []
+
+    def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
+                         *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
+        self.known_per_proof.append((run_tag, set(known_active_tags)))
+        return super().billing_evidence(run_tag, pod_id, price_per_hr,
+                                        known_active_tags=known_active_tags)
+
+
+def test_down_all_outcomes_say_tag_provider_evidence_and_proof(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("good", tag="tp-good")
+    fake.add("stuck", tag="tp-stuck")
+    fake.sticky = {"stuck"}
+    ledger = Ledger(tmp_path / "home")
+
+    def extra_for(rec: PodRecord) -> Any:
+        seen.append(rec.run_tag)
+        if rec.run_tag == "tp-boom":
+            raise ProviderError("tailnet lookup failed")
+        return None
+
+    seen: list[str] = []
+    ledger.put(PodRecord(run_tag="tp-boom", provider="fakecloud", status="running", pod_id="b"))
+    outcomes = {o.run_tag: o for o in teardown_all({"fakecloud": fake}, ledger,
+                                                   lambda tag: tmp_path / tag, policy=FAST,
+                                                   extra_proofs_for=extra_for)}
+    assert sorted(seen) == ["tp-boom", "tp-good", "tp-stuck"]
+    good, stuck, boom = outcomes["tp-good"], outcomes["tp-stuck"], outcomes["tp-boom"]
+    assert (good.provider, good.error, good.proven) == ("fakecloud", None, True)
+    assert good.proof_path == str(tmp_path / "tp-good" / "billing-proof.json")
+    assert (stuck.provider, stuck.proven) == ("fakecloud", False)
+    assert stuck.evidence is not None and stuck.evidence.still_billing
+    assert stuck.error is not None and stuck.error.startswith(
+        "billing is NOT proven stopped for tp-stuck")
+    assert stuck.proof_path == str(tmp_path / "tp-stuck" / "billing-proof.json")
+    assert (boom.provider, boom.evidence, boom.error) == ("fakecloud", None,
+                                                          "tailnet lookup failed")
+    with pytest.raises(BillingNotProven) as caught:
+        raise_if_unproven(list(outcomes.values()))
+    assert "fakecloud tp-boom: tailnet lookup failed" in caught.value.message
+
+
+def test_down_all_passes_each_runs_extra_proofs_to_its_teardown(tmp_path: Path) -> None:
+    fake = Fake()
+    ledger, _ = _ledger(tmp_path, pod_id="p1")
+    side = [ProofCheck("tailnet device gone", False, "device still listed")]
+    outcomes = teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST,
+                            extra_proofs_for=lambda rec: (lambda: side) if rec.run_tag == TAG
+                            else None)
+    assert [(o.run_tag, o.proven) for o in outcomes] == [(TAG, False)]
+    assert outcomes[0].evidence is not None
+    assert outcomes[0].evidence.checks[-1].name == "tailnet device gone"
+
+
+def test_down_all_terminates_every_pod_before_the_first_proof(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("p1")
+    ledger, _ = _ledger(tmp_path, pod_id="p1")
+    teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST)
+    assert fake.terminated == ["p1", "p1"]  # the batch's terminate, then teardown's own
+
+
+def test_down_all_counts_its_batch_and_the_ledgers_live_runs_as_known(tmp_path: Path) -> None:
+    fake = RecordingEvidence()
+    fake.add("a", tag="tp-a")
+    fake.add("b", tag="tp-b")
+    ledger = Ledger(tmp_path / "home")
+    ledger.put(PodRecord(run_tag="tp-live-elsewhere", provider="othercloud", status="running"))
+    teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST)
+    assert fake.known_per_proof == [("tp-a", {"tp-b", "tp-live-elsewhere"}),
+                                    ("tp-b", {"tp-a", "tp-live-elsewhere"})]
+
+
+def test_down_expired_counts_the_live_runs_it_leaves_as_known(tmp_path: Path) -> None:
+    fake = RecordingEvidence()
+    fake.add("young", tag="tp-young")
+    ledger = Ledger(tmp_path / "home")
+    ledger.put(PodRecord(run_tag="tp-old", provider="fakecloud", status="running",
+                         pod_id="old", ttl_expires_at=100.0))  # its pod is no longer listed
+    ledger.put(PodRecord(run_tag="tp-young", provider="fakecloud", status="running",
+                         pod_id="young", ttl_expires_at=300.0))
+    outcomes = teardown_expired({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag,
+                                now=200.0, policy=FAST)
+    assert [(o.run_tag, o.proven) for o in outcomes] == [("tp-old", True)]
+    assert fake.known_per_proof == [("tp-old", {"tp-young"})]
+    assert "young" in fake.pods
