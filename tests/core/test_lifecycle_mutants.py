@@ -809,3 +809,90 @@ def test_down_expired_counts_the_live_runs_it_leaves_as_known(tmp_path: Path) ->
     assert [(o.run_tag, o.proven) for o in outcomes] == [("tp-old", True)]
     assert fake.known_per_proof == [("tp-old", {"tp-young"})]
     assert "young" in fake.pods
+
+
+class NeverLists(Fake):
+    """A listing that lags: tagged pods exist but are not listed yet (the direct lookup sees
+    them)."""
+
+    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
+        super().list_by_tag(run_tag)  # keeps the scripted outages
+        return []
+
+
+def _events(ledger: Ledger) -> list[dict[str, Any]]:
+    rec = ledger.get(TAG)
+    assert rec is not None
+    return [{k: v for k, v in e.items() if k != "t"} for e in rec.events]
+
+
+def test_the_sweep_destroys_the_recorded_id_the_listing_does_not_show(tmp_path: Path) -> None:
+    fake = NeverLists()
+    fake.made_on_create = "half-made"
+    fake.create_error = CapacityError("no capacity")
+    fake.add("neighbour", tag="tp-other")
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(CapacityError):
+        create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                          policy=FAST)
+    assert fake.terminated == ["half-made"] and "neighbour" in fake.pods
+    rec = ledger.get(TAG)
+    assert rec is not None and rec.status == "terminated" and rec.operation == {}
+    assert _events(ledger)[-2:] == [
+        {"event": "create-failed-clean", "status": "terminated"},
+        {"event": "create-failed", "reason": "no capacity", "destroyed": ["half-made"]}]
+
+
+def test_the_sweep_never_touches_another_runs_pod(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("neighbour", tag="tp-other")
+    fake.create_error = CapacityError("no capacity")
+    with pytest.raises(CapacityError):
+        create_pod_safely(fake, _spec(), Ledger(tmp_path / "home"),
+                          PodRecord(run_tag=TAG, provider="fakecloud"), policy=FAST)
+    assert fake.terminated == [] and "neighbour" in fake.pods
+
+
+def test_a_stray_that_refuses_terminate_is_named_and_recorded(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.made_on_create = "stuck"
+    fake.terminate_fails = 10_000
+    fake.create_error = ProviderError("HTTP 500")
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(BillingNotProven) as caught:
+        create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                          policy=FAST)
+    assert caught.value.message.endswith("resources may still bill: stuck")
+    rec = ledger.get(TAG)
+    assert rec is not None and rec.status == "failed" and rec.operation == {}
+    assert _events(ledger)[-2:] == [
+        {"event": "create-failed-strays", "status": "failed"},
+        {"event": "create-failed", "reason": "HTTP 500", "may_bill": ["stuck"]}]
+
+
+def test_a_rejected_key_with_a_recorded_id_still_cannot_rule_strays_out(tmp_path: Path) -> None:
+    from tailpod.errors import AuthError
+
+    fake = Fake()
+    fake.made_on_create = "made"
+    fake.create_error = AuthError("key rejected")
+    fake.listing_fails = 1
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(BillingNotProven) as caught:
+        create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                          policy=FAST)
+    assert caught.value.message.endswith(
+        "(the fakecloud listing failed: strays cannot be ruled out)")
+    rec = ledger.get(TAG)
+    assert rec is not None and rec.status == "failed"
+
+
+def test_a_failure_without_text_is_recorded_by_its_class(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.create_error = CapacityError("")
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(CapacityError):
+        create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                          policy=FAST)
+    assert _events(ledger)[-1] == {"event": "create-failed", "reason": "CapacityError",
+                                   "destroyed": []}
