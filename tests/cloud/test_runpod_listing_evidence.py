@@ -7,7 +7,7 @@ test's own arithmetic on the rates it planted."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +48,21 @@ class FakeRunPod:
     billing_body: Any = None  # overrides the billing history answer
     seen: list[httpx.Request] = field(default_factory=list)
     gql_variables: list[Any] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    list_status: int = 200
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.seen.append(request)
         path = request.url.path
+        if request.method == "DELETE" and path.startswith("/v2/pods/"):
+            pod_id = path.removeprefix("/v2/pods/")
+            self.deleted.append(pod_id)
+            return httpx.Response({"long-gone": 404, "p202": 202, "p200": 200,
+                                   "refused": 400}.get(pod_id, 204))
         if request.method != ("POST" if path == "/graphql" else "GET"):
             return httpx.Response(405)
+        if path == "/v2/pods" and self.list_status != 200:
+            return httpx.Response(self.list_status)
         if path == "/v2/pods":
             token = request.url.params.get("pageToken")
             index = 0 if token is None else int(token.removeprefix("t"))
@@ -180,17 +189,50 @@ def test_the_listing_follows_page_tokens_to_the_last_page(tmp_path: Path) -> Non
     assert [r.url.params.get("pageToken") for r in fake.seen] == [None, "t1", "t2"]
 
 
-@pytest.mark.parametrize(("pages", "words"), [
-    ([{"pods": [], "cursor": "abc"}], "'cursor'"),
-    ([{"pods": [], "nextPageToken": "t1"}, {"pods": [], "nextPageToken": "t1"}], "repeats"),
-    ([{"pod": []}], "no `pods` list"),
-    (["nope"], "no `pods` list"),
+@pytest.mark.parametrize(("pages", "message"), [
+    ([{"pods": [], "nextPageToken": "t1"}, {"pods": [], "nextPageToken": "t1"}],
+     "RunPod: the pod list repeats a page token; the list is not used"),
+    ([{"pod": []}], "RunPod: the pod list answer has no `pods` list"),
+    (["nope"], "RunPod: the pod list answer has no `pods` list"),
 ])
 def test_a_listing_tailpod_cannot_read_whole_is_refused(tmp_path: Path, pages: list[Any],
-                                                        words: str) -> None:
+                                                        message: str) -> None:
     with pytest.raises(ProviderError) as caught:
         provider(FakeRunPod(pages=pages), tmp_path).list_all()
-    assert words in caught.value.message
+    assert caught.value.message == message
+
+
+def test_a_page_token_tailpod_cannot_follow_is_refused_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ProviderError) as caught:
+        provider(FakeRunPod(pages=[{"pods": [], "cursor": "abc", "nextPage": 2}]),
+                 tmp_path).list_all()
+    assert caught.value.message == (
+        "RunPod: the pod list answer carries 'cursor', 'nextPage', which looks like a page "
+        "token tailpod cannot follow (it follows `nextPageToken`); the published v2 API "
+        "documents no pagination, so the list may be partial and is not used")
+    assert caught.value.hint == "this is a tailpod limitation; please report it with the field name"
+
+
+def test_a_listing_outage_names_the_call(tmp_path: Path) -> None:
+    with pytest.raises(ProviderError) as caught:
+        provider(FakeRunPod(list_status=503), tmp_path).list_all()
+    assert str(caught.value) == "RunPod: listing pods failed (HTTP 503)"
+
+
+def test_terminate_deletes_the_pod_and_a_pod_already_gone_is_fine(tmp_path: Path) -> None:
+    fake = FakeRunPod()
+    rp = provider(fake, tmp_path)
+    rp.terminate("p1")
+    rp.terminate("long-gone")  # 404: nothing left to delete
+    rp.terminate("p202")
+    rp.terminate("p200")
+    rp.terminate("a/b")
+    assert fake.deleted == ["p1", "long-gone", "p202", "p200", "a/b"]
+    assert [r.method for r in fake.seen] == ["DELETE"] * 5
+    assert fake.seen[-1].url.raw_path == b"/v2/pods/a%2Fb"
+    with pytest.raises(ProviderError) as caught:
+        rp.terminate("refused")
+    assert str(caught.value) == "RunPod: terminating pod refused failed (HTTP 400)"
 
 
 def test_unknown_fields_without_paging_words_or_values_are_not_paging(tmp_path: Path) -> None:
@@ -535,3 +577,19 @@ def test_the_kill_command_of_an_untagged_pod_is_the_api_call_alone(tmp_path: Pat
     assert rp.kill_command(PodInfo("u1", None, PodState.RUNNING)) == (
         "curl -X DELETE -H \"Authorization: Bearer $RUNPOD_API_KEY\" "
         "http://runpod.invalid/v2/pods/u1")
+
+
+def test_a_history_read_over_no_time_is_floored_at_1_ms(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no window the elapsed time is floored at 1 ms: at $0.40/h half the pod's rate allows
+    0.5 * 0.4 * 0.001 / 3600 + 1e-6 = $0.00000100006, so $0.000002 of growth already fails."""
+    clock = Clock()
+    monkeypatch.setattr(runpod_module, "time", clock)
+    settings = load_settings(env={"RUNPOD_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path),
+                                  "TAILPOD_RUNPOD_URL": "http://runpod.invalid"},
+                             dotenv_path=tmp_path / "absent.env")
+    rp = RunPodProvider(settings, timings=replace(TIMINGS, evidence_window_s=0.0),
+                        transport=httpx.MockTransport(FakeRunPod(spend="gone",
+                                                                 totals=[1.0, 1.000002])),
+                        sleep=clock.sleep)
+    assert _checks(rp.billing_evidence(TAG, "p1", 0.4))["billing-history"].passed is False

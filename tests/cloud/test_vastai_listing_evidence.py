@@ -7,7 +7,7 @@ on the rates and credits it planted."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +43,18 @@ class FakeVast:
     credits: list[Any] = field(default_factory=lambda: [10.0, 10.0])
     seen: list[httpx.Request] = field(default_factory=list)
     listings: int = 0
+    destroy: dict[str, httpx.Response] = field(default_factory=dict)  # DELETE answers by id
+    deleted: list[tuple[str, Any]] = field(default_factory=list)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.seen.append(request)
         path = request.url.path
+        if request.method == "DELETE":
+            pod_id = path.split("/")[4]
+            self.deleted.append((pod_id, json.loads(request.content or b"null")))
+            return self.destroy.get(pod_id, httpx.Response(200, json={"success": True}))
+        if request.method != "GET":
+            return httpx.Response(405)
         if path == "/api/v1/instances/":
             token = request.url.params.get("after_token")
             if token is None:
@@ -104,6 +112,7 @@ def _checks(evidence: Any) -> dict[str, Any]:
 def test_to_info_reads_state_price_ssh_and_the_billing_facts(tmp_path: Path) -> None:
     info = provider(FakeVast(), tmp_path).to_info(row(
         7, TAG, dph=0.31, ssh_host=" ssh4.vast.ai ", ssh_port=30007, intended_status="running",
+        ports={"22/tcp": [{"HostPort": "41022"}]}, public_ipaddr="5.6.7.8",
         status_msg="ok", storage_total_cost=0.02, machine_id=42, cuda_max_good=12.4,
         driver_version="550", start_date=1.5))
     assert (info.pod_id, info.run_tag, info.state) == ("7", TAG, PodState.RUNNING)
@@ -142,6 +151,13 @@ def test_ssh_falls_back_to_the_port_map_and_bad_values_are_unknown(tmp_path: Pat
     assert (no_ip.ssh_host, no_ip.ssh_port) == (None, 41022)
     empty = vp.to_info(row(3, TAG, ports={"22/tcp": [{"HostPort": ""}]}, ssh_host="h"))
     assert (empty.ssh_host, empty.ssh_port) == ("h", None)
+    # either half missing sends both to the port map (its host is the public address)
+    port_only = vp.to_info(row(7, TAG, ssh_port=30007, public_ipaddr="5.6.7.8",
+                               ports={"22/tcp": [{"HostPort": "41022"}]}))
+    assert (port_only.ssh_host, port_only.ssh_port) == ("5.6.7.8", 41022)
+    host_only = vp.to_info(row(8, TAG, ssh_host="h", public_ipaddr="5.6.7.8",
+                               ports={"22/tcp": [{"HostPort": "41022"}]}))
+    assert (host_only.ssh_host, host_only.ssh_port) == ("5.6.7.8", 41022)
     bad = vp.to_info(row(4, TAG, ssh_host="h", ssh_port="twenty"))
     assert bad.ssh_port is None
     assert vp.to_info(row(5, TAG, dph="0.5")).price_per_hr is None
@@ -224,6 +240,8 @@ def test_a_destroyed_instance_with_the_credit_explained_is_proven(tmp_path: Path
     assert checks["charges-stopped"].detail.startswith(
         "not informative: credit moved $0.004000 over 36.0s (≈$0.4000/h); other instances "
         "explain ≈$0.3000/h; this instance was $0.4000/h")
+    assert "the meter's update delay is unknown (vast documents no update interval for " \
+           "`credit`)" in checks["charges-stopped"].detail
     assert ev.still_billing == []
 
 
@@ -254,6 +272,8 @@ def test_the_credit_watch_counts_what_stays_listed_after_it(tmp_path: Path,
     after = [row(9, "a", dph=0.2), row(10, "b", "exited", dph=0.5, storage_total_cost=0.05),
              row(11, "c", "frozen", dph=0.1, storage_total_cost=0.9),
              row(12, TAG, dph=5.0, storage_total_cost=5.0),
+             row(14, TAG, "exited", dph=None, storage_total_cost=5.0),
+             row(15, "e", dph=None),
              row(13, "d", "loading", dph=7.0)]
     # explained: 0.2 + 0.05 + 0.1 = 0.35/h (+ 0 for the loading one's GPU: not billing yet)
     fake = FakeVast(pages=[{"instances": []}], after=after, direct={"1": None},
@@ -269,7 +289,8 @@ def test_no_credit_reported_fails_the_check(tmp_path: Path, clock: Clock) -> Non
         ev = provider(FakeVast(credits=list(credits)), tmp_path, clock).billing_evidence(
             TAG, None, 0.4)
         check = _checks(ev)["charges-stopped"]
-        assert not check.passed and check.detail == "vast.ai did not report the account's `credit`"
+        assert check.passed is False
+        assert check.detail == "vast.ai did not report the account's `credit`"
 
 
 def test_the_instance_still_answering_fails_the_lookup_and_names_its_kill(
@@ -294,8 +315,10 @@ def test_the_instance_still_listed_fails_the_listing_and_is_named_once(
 def test_no_instance_id_rests_on_the_label_listing(tmp_path: Path, clock: Clock) -> None:
     fake = FakeVast()
     ev = provider(fake, tmp_path, clock).billing_evidence(TAG, None, 0.4)
-    assert _checks(ev)["direct-lookup"].detail == (
+    lookup = _checks(ev)["direct-lookup"]
+    assert lookup.passed is True and lookup.detail == (
         "no instance id was ever recorded; the label listing is the proof")
+    assert _checks(ev)["tag-listing"].detail == f"vast.ai lists nothing tagged {TAG}"
     assert not [r for r in fake.seen if r.url.path.startswith("/api/v0/instances/")]
 
 
@@ -321,3 +344,109 @@ def test_an_untracked_tagged_instance_fails_the_others_check(tmp_path: Path,
                            credits=[10.0, 10.0 - 0.003]), tmp_path, clock).billing_evidence(
         TAG, None, 0.4, known_active_tags=[OTHER])
     assert _checks(ok)["other-tailpod-resources"].passed
+
+
+# -- destroy ---------------------------------------------------------------------------------------
+
+def test_destroy_deletes_the_instance_and_an_instance_already_gone_is_fine(tmp_path: Path) -> None:
+    fake = FakeVast(destroy={
+        "2": httpx.Response(404),
+        "3": httpx.Response(200, json={"success": False, "error": "no_such_instance"}),
+        "4": httpx.Response(200, json={"success": False, "error": "not_found"}),
+        "5": httpx.Response(204),
+        # a 404 is gone whatever its body says
+        "6": httpx.Response(404, json={"success": False, "error": "instance_missing"}),
+    })
+    vp = provider(fake, tmp_path)
+    for pod_id in ("1", "2", "3", "4", "5", "6"):
+        vp.terminate(pod_id)
+    assert fake.deleted == [(i, {}) for i in ("1", "2", "3", "4", "5", "6")]
+    assert fake.seen[0].url.path == "/api/v0/instances/1/"
+
+
+def test_destroy_refused_is_an_error_naming_the_instance_and_the_reason(tmp_path: Path) -> None:
+    fake = FakeVast(destroy={"7": httpx.Response(200, json={"success": False,
+                                                            "error": "locked",
+                                                            "msg": "instance is locked"})})
+    with pytest.raises(ProviderError) as caught:
+        provider(fake, tmp_path).terminate("7")
+    assert caught.value.message == "vast.ai refused to destroy 7: locked: instance is locked"
+    quoted = FakeVast()
+    provider(quoted, tmp_path).terminate("a/b")
+    assert quoted.seen[0].url.raw_path == b"/api/v0/instances/a%2Fb/"
+
+
+def test_destroy_failing_names_the_call(tmp_path: Path) -> None:
+    fake = FakeVast(destroy={"8": httpx.Response(400, json={"msg": "bad"})})
+    with pytest.raises(ProviderError) as caught:
+        provider(fake, tmp_path).terminate("8")
+    assert str(caught.value) == "vast.ai: destroying instance 8 failed (HTTP 400: bad)"
+
+
+def test_the_kill_command_is_tailpod_down_or_the_vast_cli(tmp_path: Path) -> None:
+    vp = provider(FakeVast(), tmp_path)
+    assert vp.kill_command(vp.to_info(row(3, TAG))) == (
+        f"tailpod down {TAG}  (or: vastai destroy instance 3)")
+    assert vp.kill_command(vp.to_info(row(4, "mine"))) == "vastai destroy instance 4"
+
+
+def test_get_quotes_the_id_and_names_itself_in_errors(tmp_path: Path) -> None:
+    fake = FakeVast(direct={"a/b": None})
+    assert provider(fake, tmp_path).get("a/b") is None
+    assert fake.seen[0].url.raw_path == b"/api/v0/instances/a%2Fb/?owner=me"
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, json={"msg": "down"})
+
+    settings = load_settings(env={"VAST_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path)},
+                             dotenv_path=tmp_path / "absent.env")
+    vp = VastProvider(settings, timings=TIMINGS, transport=httpx.MockTransport(broken),
+                      sleep=lambda s: None)
+    with pytest.raises(ProviderError) as caught:
+        vp.get("9")
+    assert str(caught.value) == "vast.ai: reading instance 9 failed (HTTP 500: down)"
+
+
+def test_a_listing_or_credit_answer_that_is_not_an_object_is_refused_or_unknown(
+        tmp_path: Path) -> None:
+    with pytest.raises(ProviderError) as caught:
+        provider(FakeVast(pages=[["not", "an", "object"]]), tmp_path).list_all()  # type: ignore[list-item]
+    assert caught.value.message == "vast.ai: the instance list answer has no `instances` list"
+
+    def odd(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=[1, 2])
+
+    settings = load_settings(env={"VAST_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path)},
+                             dotenv_path=tmp_path / "absent.env")
+    vp = VastProvider(settings, timings=TIMINGS, transport=httpx.MockTransport(odd),
+                      sleep=lambda s: None)
+    assert vp.balance() is None
+
+
+def test_listing_and_credit_failures_name_the_call(tmp_path: Path) -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, json={"msg": "down"})
+
+    settings = load_settings(env={"VAST_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path)},
+                             dotenv_path=tmp_path / "absent.env")
+    vp = VastProvider(settings, timings=TIMINGS, transport=httpx.MockTransport(down),
+                      sleep=lambda s: None)
+    with pytest.raises(ProviderError) as caught:
+        vp.list_all()
+    assert str(caught.value) == "vast.ai: listing instances failed (HTTP 500: down)"
+    with pytest.raises(ProviderError) as caught:
+        vp.balance()
+    assert str(caught.value) == "vast.ai: reading the account credit failed (HTTP 500: down)"
+
+
+def test_a_credit_move_over_no_time_reads_as_a_high_rate(tmp_path: Path, clock: Clock,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no window at all the elapsed time is floored at 1 ms, never zero: a $0.000001 move
+    reads as $3.60/h ($0.000001 / 0.001 s * 3600), far past a $0.40/h pod's tolerance."""
+    settings = load_settings(env={"VAST_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path)},
+                             dotenv_path=tmp_path / "absent.env")
+    vp = VastProvider(settings, timings=replace(TIMINGS, evidence_window_s=0.0),
+                      transport=httpx.MockTransport(FakeVast(credits=[10.0, 10.0 - 1e-6])),
+                      sleep=clock.sleep)
+    check = _checks(vp.billing_evidence(TAG, None, 0.4))["charges-stopped"]
+    assert check.passed is False and "over 0.0s (≈$3.6000/h)" in check.detail

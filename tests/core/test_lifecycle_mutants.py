@@ -29,6 +29,7 @@ from tailpod.provision.lifecycle import (
     raise_if_unproven,
     teardown,
     teardown_all,
+    teardown_expired,
 )
 
 TAG = "tp-20260101-000000-eeeeee"
@@ -539,3 +540,359 @@ def test_a_create_with_nothing_to_rent_is_refused_before_the_ledger(
     with pytest.raises(ConfigError, match=words):
         create_pod_safely(Fake(), spec, ledger, PodRecord(run_tag=TAG, provider="fakecloud"))
     assert ledger.all() == []
+
+
+class ListsEverything(Fake):
+    """A provider whose tag-less listing wrongly includes untagged pods (a provider bug)."""
+
+    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
+        if run_tag is None:
+            return list(self.pods.values())
+        return super().list_by_tag(run_tag)
+
+
+def test_down_all_never_touches_an_untagged_pod_a_provider_lists(tmp_path: Path) -> None:
+    fake = ListsEverything()
+    fake.add("users-own", tag=None)  # listed first: the tagged one after it is still settled
+    fake.add("orphan-pod", tag="tp-orphan")
+    outcomes = teardown_all({"fakecloud": fake}, Ledger(tmp_path / "home"),
+                            lambda tag: tmp_path / tag, policy=FAST)
+    assert [o.run_tag for o in outcomes] == ["tp-orphan"]
+    assert "users-own" in fake.pods and "users-own" not in fake.terminated
+
+
+def test_an_adopted_orphan_is_recorded_with_what_the_provider_said(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("orphan-pod", tag="tp-orphan", price=0.61)
+    ledger = Ledger(tmp_path / "home")
+    teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST)
+    rec = ledger.get("tp-orphan")
+    assert rec is not None
+    assert (rec.provider, rec.pod_id, rec.gpu, rec.price_per_hr) == (
+        "fakecloud", "orphan-pod", "A40", 0.61)
+    adopted = [e for e in rec.events if e["event"] == "orphan-adopted"]
+    assert len(adopted) == 1 and adopted[0]["pod_id"] == "orphan-pod"
+
+
+def test_a_tracked_pod_keeps_its_ledger_record_in_down_all(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("p1", price=0.5)
+    ledger, _ = _ledger(tmp_path, pod_id="p1", price_per_hr=0.9, gpu="H100")
+    teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST)
+    rec = ledger.get(TAG)
+    assert rec is not None and (rec.price_per_hr, rec.gpu) == (0.9, "H100")
+    assert not [e for e in rec.events if e["event"] == "orphan-adopted"]
+
+
+def test_down_expired_settles_only_the_expired_runs(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("old", tag="tp-old")
+    fake.add("young", tag="tp-young")
+    fake.add("untracked", tag="tp-untracked")
+    ledger = Ledger(tmp_path / "home")
+    ledger.put(PodRecord(run_tag="tp-old", provider="fakecloud", status="running",
+                         pod_id="old", ttl_expires_at=100.0))
+    ledger.put(PodRecord(run_tag="tp-young", provider="fakecloud", status="running",
+                         pod_id="young", ttl_expires_at=300.0))
+    outcomes = teardown_expired({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag,
+                                now=200.0, policy=FAST)
+    assert [o.run_tag for o in outcomes] == ["tp-old"]
+    assert set(fake.pods) == {"young", "untracked"}
+
+
+def test_down_all_uses_the_policy_it_is_given(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.terminate_fails = 2  # the batch's first terminate and teardown's first attempt
+    said: list[str] = []
+    ledger, _ = _ledger(tmp_path, pod_id="p1")
+    policy = LifecyclePolicy(terminate_attempts=3, terminate_retry_s=0.001, gone_timeout_s=0.5,
+                             poll_interval_s=0.01, progress=said.append)
+    outcomes = teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag,
+                            policy=policy)
+    assert [o.proven for o in outcomes] == [True]
+    assert said == ["terminate p1 failed (terminate p1 refused); attempt 2/3 in 0 s"]
+
+
+def test_a_listing_outage_in_down_all_names_the_provider(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.listing_fails = 1
+    outcomes = teardown_all({"fakecloud": fake}, Ledger(tmp_path / "home"),
+                            lambda tag: tmp_path / tag, policy=FAST)
+    assert [(o.run_tag, o.provider, o.evidence) for o in outcomes] == [("*", "fakecloud", None)]
+
+
+def test_raise_if_unproven_keeps_every_outcomes_lines() -> None:
+    with pytest.raises(BillingNotProven) as caught:
+        raise_if_unproven([_outcome(False, still=["pod a bills"]),
+                           _outcome(False, still=["pod b bills", "pod c bills"])])
+    assert caught.value.message == ("billing is NOT proven stopped: pod a bills | pod b bills | "
+                                    "pod c bills")
+
+
+def test_a_failing_terminate_says_timeout_only_when_the_deadline_cut_it() -> None:
+    fake = Fake()
+    fake.terminate_fails = 10
+    said: list[str] = []
+    policy = LifecyclePolicy(terminate_attempts=3, terminate_retry_s=0.1,
+                             deadline=time.monotonic() + 60, progress=said.append)
+    with pytest.raises(ProviderError):
+        _terminate_with_retries(fake, "p1", policy)
+    # attempts ran out with time to spare (the last pause would have been 0.3 s): no timeout line
+    assert said == ["terminate p1 failed (terminate p1 refused); attempt 2/3 in 0 s",
+                    "terminate p1 failed (terminate p1 refused); attempt 3/3 in 0 s"]
+
+
+class CountingListings(Fake):
+    """The pod stays listed for the first `gone_after - 1` listings; terminates are stamped with
+    how many listings had been made when they were sent."""
+
+    def __init__(self, gone_after: int) -> None:
+        super().__init__()
+        self.listings = 0
+        self.gone_after = gone_after
+        self.resent_at: list[int] = []
+
+    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
+        self.listings += 1
+        if self.listings >= self.gone_after:
+            self.pods.clear()
+        return super().list_by_tag(run_tag)
+
+    def terminate(self, pod_id: str) -> None:
+        self.resent_at.append(self.listings)
+
+
+def test_the_wait_resends_terminate_after_every_nth_poll() -> None:
+    fake = CountingListings(gone_after=4)
+    fake.add("p1")
+    policy = LifecyclePolicy(poll_interval_s=0.001, reterminate_every=2, progress_every_s=60)
+    assert _wait_gone(fake, TAG, ["p1"], policy, 5.0) == (True, [])
+    assert fake.resent_at == [2]  # after the 2nd poll; gone at the 4th, before another re-send
+
+
+def test_the_wait_is_silent_until_its_first_progress_interval() -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.sticky = {"p1"}
+    said: list[str] = []
+    policy = LifecyclePolicy(poll_interval_s=0.01, reterminate_every=1000, progress=said.append,
+                             progress_every_s=10.0)
+    _wait_gone(fake, TAG, ["p1"], policy, 0.2)
+    assert said == []
+
+
+def test_the_waits_progress_line_names_every_pod_and_the_seconds_waited() -> None:
+    fake = Fake()
+    fake.add("p0")
+    fake.add("p1")
+    fake.sticky = {"p0", "p1"}
+    said: list[str] = []
+    policy = LifecyclePolicy(poll_interval_s=0.01, reterminate_every=1000, progress=said.append,
+                             progress_every_s=0.05)
+    _wait_gone(fake, TAG, ["p0", "p1"], policy, 0.3)
+    assert said and said[0] == ("waiting for fakecloud to stop listing p0, p1 (0 s of at most "
+                                "0 s; terminate is re-sent)")
+
+
+@pytest.mark.parametrize("every", [1, 0])
+def test_a_resend_interval_of_one_or_less_resends_after_every_poll(every: int) -> None:
+    fake = CountingListings(gone_after=3)
+    fake.add("p1")
+    policy = LifecyclePolicy(poll_interval_s=0.001, reterminate_every=every, progress_every_s=60)
+    assert _wait_gone(fake, TAG, ["p1"], policy, 5.0) == (True, [])
+    assert fake.resent_at == [1, 2]
+
+
+def test_the_last_poll_sleeps_only_until_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 10 s poll interval does not carry the wait past its 0.2 s limit (the deadline holds):
+    no sleep asked for is longer than what is left of the 0.2 s (seen from the sleeps asked)."""
+    slept: list[float] = []
+    monkeypatch.setattr("tailpod.provision.lifecycle.time.sleep", slept.append)
+    fake = Fake()
+    fake.add("p1")
+    fake.sticky = {"p1"}
+    policy = LifecyclePolicy(poll_interval_s=10.0, reterminate_every=1000, progress_every_s=60)
+    assert _wait_gone(fake, TAG, ["p1"], policy, 0.2) == (False, ["p1"])
+    assert slept and max(slept) <= 0.2
+
+
+class RecordingEvidence(Fake):
+    """Keeps the known-active tags of every proof it is asked for, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.known_per_proof: list[tuple[str, set[str]]] = []
+
+    def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
+                         *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
+        self.known_per_proof.append((run_tag, set(known_active_tags)))
+        return super().billing_evidence(run_tag, pod_id, price_per_hr,
+                                        known_active_tags=known_active_tags)
+
+
+def test_down_all_outcomes_say_tag_provider_evidence_and_proof(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("good", tag="tp-good")
+    fake.add("stuck", tag="tp-stuck")
+    fake.sticky = {"stuck"}
+    ledger = Ledger(tmp_path / "home")
+
+    def extra_for(rec: PodRecord) -> Any:
+        seen.append(rec.run_tag)
+        if rec.run_tag == "tp-boom":
+            raise ProviderError("tailnet lookup failed")
+        return None
+
+    seen: list[str] = []
+    ledger.put(PodRecord(run_tag="tp-boom", provider="fakecloud", status="running", pod_id="b"))
+    outcomes = {o.run_tag: o for o in teardown_all({"fakecloud": fake}, ledger,
+                                                   lambda tag: tmp_path / tag, policy=FAST,
+                                                   extra_proofs_for=extra_for)}
+    assert sorted(seen) == ["tp-boom", "tp-good", "tp-stuck"]
+    good, stuck, boom = outcomes["tp-good"], outcomes["tp-stuck"], outcomes["tp-boom"]
+    assert (good.provider, good.error, good.proven) == ("fakecloud", None, True)
+    assert good.proof_path == str(tmp_path / "tp-good" / "billing-proof.json")
+    assert (stuck.provider, stuck.proven) == ("fakecloud", False)
+    assert stuck.evidence is not None and stuck.evidence.still_billing
+    assert stuck.error is not None and stuck.error.startswith(
+        "billing is NOT proven stopped for tp-stuck")
+    assert stuck.proof_path == str(tmp_path / "tp-stuck" / "billing-proof.json")
+    assert (boom.provider, boom.evidence, boom.error) == ("fakecloud", None,
+                                                          "tailnet lookup failed")
+    with pytest.raises(BillingNotProven) as caught:
+        raise_if_unproven(list(outcomes.values()))
+    assert "fakecloud tp-boom: tailnet lookup failed" in caught.value.message
+
+
+def test_down_all_passes_each_runs_extra_proofs_to_its_teardown(tmp_path: Path) -> None:
+    fake = Fake()
+    ledger, _ = _ledger(tmp_path, pod_id="p1")
+    side = [ProofCheck("tailnet device gone", False, "device still listed")]
+    outcomes = teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST,
+                            extra_proofs_for=lambda rec: (lambda: side) if rec.run_tag == TAG
+                            else None)
+    assert [(o.run_tag, o.proven) for o in outcomes] == [(TAG, False)]
+    assert outcomes[0].evidence is not None
+    assert outcomes[0].evidence.checks[-1].name == "tailnet device gone"
+
+
+def test_down_all_terminates_every_pod_before_the_first_proof(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("p1")
+    ledger, _ = _ledger(tmp_path, pod_id="p1")
+    teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST)
+    assert fake.terminated == ["p1", "p1"]  # the batch's terminate, then teardown's own
+
+
+def test_down_all_counts_its_batch_and_the_ledgers_live_runs_as_known(tmp_path: Path) -> None:
+    fake = RecordingEvidence()
+    fake.add("a", tag="tp-a")
+    fake.add("b", tag="tp-b")
+    ledger = Ledger(tmp_path / "home")
+    ledger.put(PodRecord(run_tag="tp-live-elsewhere", provider="othercloud", status="running"))
+    teardown_all({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag, policy=FAST)
+    assert fake.known_per_proof == [("tp-a", {"tp-b", "tp-live-elsewhere"}),
+                                    ("tp-b", {"tp-a", "tp-live-elsewhere"})]
+
+
+def test_down_expired_counts_the_live_runs_it_leaves_as_known(tmp_path: Path) -> None:
+    fake = RecordingEvidence()
+    fake.add("young", tag="tp-young")
+    ledger = Ledger(tmp_path / "home")
+    ledger.put(PodRecord(run_tag="tp-old", provider="fakecloud", status="running",
+                         pod_id="old", ttl_expires_at=100.0))  # its pod is no longer listed
+    ledger.put(PodRecord(run_tag="tp-young", provider="fakecloud", status="running",
+                         pod_id="young", ttl_expires_at=300.0))
+    outcomes = teardown_expired({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag,
+                                now=200.0, policy=FAST)
+    assert [(o.run_tag, o.proven) for o in outcomes] == [("tp-old", True)]
+    assert fake.known_per_proof == [("tp-old", {"tp-young"})]
+    assert "young" in fake.pods
+
+
+class NeverLists(Fake):
+    """A listing that lags: tagged pods exist but are not listed yet (the direct lookup sees
+    them)."""
+
+    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
+        super().list_by_tag(run_tag)  # keeps the scripted outages
+        return []
+
+
+def _events(ledger: Ledger) -> list[dict[str, Any]]:
+    rec = ledger.get(TAG)
+    assert rec is not None
+    return [{k: v for k, v in e.items() if k != "t"} for e in rec.events]
+
+
+def test_the_sweep_destroys_the_recorded_id_the_listing_does_not_show(tmp_path: Path) -> None:
+    fake = NeverLists()
+    fake.made_on_create = "half-made"
+    fake.create_error = CapacityError("no capacity")
+    fake.add("neighbour", tag="tp-other")
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(CapacityError):
+        create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                          policy=FAST)
+    assert fake.terminated == ["half-made"] and "neighbour" in fake.pods
+    rec = ledger.get(TAG)
+    assert rec is not None and rec.status == "terminated" and rec.operation == {}
+    assert _events(ledger)[-2:] == [
+        {"event": "create-failed-clean", "status": "terminated"},
+        {"event": "create-failed", "reason": "no capacity", "destroyed": ["half-made"]}]
+
+
+def test_the_sweep_never_touches_another_runs_pod(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("neighbour", tag="tp-other")
+    fake.create_error = CapacityError("no capacity")
+    with pytest.raises(CapacityError):
+        create_pod_safely(fake, _spec(), Ledger(tmp_path / "home"),
+                          PodRecord(run_tag=TAG, provider="fakecloud"), policy=FAST)
+    assert fake.terminated == [] and "neighbour" in fake.pods
+
+
+def test_a_stray_that_refuses_terminate_is_named_and_recorded(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.made_on_create = "stuck"
+    fake.terminate_fails = 10_000
+    fake.create_error = ProviderError("HTTP 500")
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(BillingNotProven) as caught:
+        create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                          policy=FAST)
+    assert caught.value.message.endswith("resources may still bill: stuck")
+    rec = ledger.get(TAG)
+    assert rec is not None and rec.status == "failed" and rec.operation == {}
+    assert _events(ledger)[-2:] == [
+        {"event": "create-failed-strays", "status": "failed"},
+        {"event": "create-failed", "reason": "HTTP 500", "may_bill": ["stuck"]}]
+
+
+def test_a_rejected_key_with_a_recorded_id_still_cannot_rule_strays_out(tmp_path: Path) -> None:
+    from tailpod.errors import AuthError
+
+    fake = Fake()
+    fake.made_on_create = "made"
+    fake.create_error = AuthError("key rejected")
+    fake.listing_fails = 1
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(BillingNotProven) as caught:
+        create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                          policy=FAST)
+    assert caught.value.message.endswith(
+        "(the fakecloud listing failed: strays cannot be ruled out)")
+    rec = ledger.get(TAG)
+    assert rec is not None and rec.status == "failed"
+
+
+def test_a_failure_without_text_is_recorded_by_its_class(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.create_error = CapacityError("")
+    ledger = Ledger(tmp_path / "home")
+    with pytest.raises(CapacityError):
+        create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
+                          policy=FAST)
+    assert _events(ledger)[-1] == {"event": "create-failed", "reason": "CapacityError",
+                                   "destroyed": []}

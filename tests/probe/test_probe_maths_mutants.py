@@ -17,6 +17,7 @@ from tailpod.agent.probes.metrics import (
     acceptance_from_vllm,
     metrics_summary,
     normalise_acceptance,
+    spec_snapshot,
     sum_by_label,
 )
 from tailpod.agent.probes.stream import HTTPResponseParser, ProtocolError, StreamRecorder
@@ -404,3 +405,12 @@ def test_a_head_that_never_ends_is_refused_past_64_kib() -> None:
     p.feed(b"HTTP/1.1 200 OK\r\nX: " + b"a" * 65000, 1.0)  # under the limit: still waiting
     with pytest.raises(ProtocolError, match="response head too large"):
         p.feed(b"a" * 600, 1.0)
+
+
+def test_the_vllm_snapshot_keeps_the_generated_token_counter() -> None:
+    samples = [Sample("vllm:generation_tokens_total", {"engine": "0"}, 100.0),
+               Sample("vllm:generation_tokens_total", {"engine": "1"}, 23.0),
+               Sample("vllm:spec_decode_num_drafts_total", {}, 7.0)]
+    snap = spec_snapshot(samples, "vllm")
+    assert snap["generation_tokens"] == 123.0 and snap["drafts"] == 7.0
+    assert snap["accepted"] is None and snap["per_pos"] == {}
