@@ -302,6 +302,18 @@ def no_ttl(settings: Settings) -> bool:
     return settings.ttl_hours == 0
 
 
+def ttl_deadline(ttl_hours: float, now: float) -> float | None:
+    """The epoch second by which a pod rented at `now` must be gone; None: no TTL (`--ttl-hours 0`).
+
+    The one place a TTL becomes a deadline. Whoever rents reads the clock once, puts the result in
+    the pod's spec (PodSpec.ttl_at), and the ledger's ttl_expires_at and the pod's dead-man guard
+    both take it from there, so they cannot disagree by the time between two clock reads."""
+    if ttl_hours < 0 or not math.isfinite(ttl_hours):
+        raise ConfigError(f"the TTL must be 0 (none) or a positive number of hours, got {ttl_hours}",
+                          hint="set TAILPOD_TTL_HOURS, e.g. 4")
+    return now + ttl_hours * 3600.0 if ttl_hours > 0 else None
+
+
 def ttl_warnings(settings: Settings) -> list[str]:
     """What `up` says before renting with the settings given; [] when nothing needs saying."""
     if not no_ttl(settings):

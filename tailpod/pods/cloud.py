@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tailpod.config import Settings, check_run_settings, ttl_warnings
+from tailpod.config import Settings, check_run_settings, ttl_deadline, ttl_warnings
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import BillingNotProven, ConfigError, TailpodError, TransientError
@@ -326,7 +326,7 @@ def _spec(
     image: str,
     use_tailnet: bool,
     engine_port: int,
-    ttl_at: float,
+    ttl_at: float | None,
     keep_caches: bool = False,
     auth_key: Secret | None = None,
 ) -> PodSpec:
@@ -358,7 +358,7 @@ def _spec(
         start_command=dm.guarded_start_command(
             start_command(run_tag, settings.tailscale_tags, keep_caches=keep_caches),
             settings.provider,
-            ttl_at,
+            ttl_at or 0.0,  # the guard reads 0 as "no TTL"
             dm.heartbeat_timeout_for(settings),
             dm.api_url_for(settings, settings.provider),
             layout=dm.DeadmanLayout(remote_dir="~/.tailpod"),
@@ -368,6 +368,7 @@ def _spec(
         env=env,
         disk_gb=settings.disk_gb,
         ports=[22],  # SSH only; the engine port is never published
+        ttl_at=ttl_at,
     )
 
 
@@ -538,8 +539,8 @@ def _up_cloud_once(
 
         check_tailnet_requirements(settings, allow_nonephemeral=allow_nonephemeral)
     run_tag = new_run_tag()
-    # 0 = no TTL (--ttl-hours 0): the guard and the dead-man read ttl_at 0 as "none"
-    ttl_at = time.time() + settings.ttl_hours * 3600 if settings.ttl_hours > 0 else 0.0
+    # One clock read: the spec carries this deadline to the ledger and to the pod's guard.
+    ttl_at = ttl_deadline(settings.ttl_hours, time.time())
     pod_key_id, pod_key = (_mint_pod_key(settings, run_tag, say) if use_tailnet
                            else (None, None))
     spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at,
@@ -587,7 +588,7 @@ def _up_cloud_once(
             settings, current, say, boot_wait_seconds(image_gb)))
         step("reachable", ssh=target.to_record(), operation=operation_stamp("engine-start"))
         with open_pod_agent(settings, target, boot_wait_seconds(image_gb), say) as agent:
-            deadman = arm_deadman(agent, settings, settings.provider, ttl_at)
+            deadman = arm_deadman(agent, settings, settings.provider, ttl_at or 0.0)
             say(f"dead-man switch armed (pid {deadman.get('pid')})")
             # `start`: another start of the pod (two lanes behind HAProxy: pods/cloud_lanes.py)
             started = (start or start_arm)(agent, settings, cfg, say)
@@ -611,7 +612,7 @@ def _up_cloud_once(
                    "api_endpoint": non_vendor_api_endpoint(settings),
                    "engine_version": result.get("engine_version"),
                    **({"lanes": result["lanes"]} if result.get("lanes") else {}),
-                   "deadman": {"ttl_at": ttl_at, "pid": deadman.get("pid"),
+                   "deadman": {"ttl_at": ttl_at or 0.0, "pid": deadman.get("pid"),
                                "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}},
         )  # fmt: skip
         return final, info

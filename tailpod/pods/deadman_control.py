@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import shlex
-import time
 import zlib
 from typing import Any
 
@@ -38,13 +37,6 @@ def provider_name(provider: str) -> str:
         raise ConfigError(f"the dead-man switch has no provider {provider!r}",
                           hint="it runs on rented pods only: runpod or vastai")
     return name
-
-
-def ttl_at_for(ttl_hours: float, created_at: float | None = None) -> float:
-    """Epoch seconds at which a pod created at `created_at` (default now) must be gone."""
-    if ttl_hours <= 0:
-        raise ConfigError("the TTL must be positive", hint="set TAILPOD_TTL_HOURS, e.g. 4")
-    return (time.time() if created_at is None else created_at) + ttl_hours * 3600.0
 
 
 def heartbeat_timeout_for(settings: Settings) -> float:

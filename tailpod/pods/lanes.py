@@ -32,7 +32,7 @@ from typing import Any
 from tailpod.agent.bootstrap import engine
 from tailpod.agent.bootstrap.errors import EngineStartError
 from tailpod.agent_client.driver import GATE_MAX_TOKENS
-from tailpod.config import Settings
+from tailpod.config import Settings, ttl_deadline
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.base import PodSpec
@@ -188,7 +188,7 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
     ledger.put(PodRecord(
         run_tag=run_tag, provider="local", engine=engine_cfg or {}, gpu=gpu,
         gpu_count=gpu_count, price_per_hr=0.0,
-        ttl_expires_at=time.time() + settings.ttl_hours * 3600,
+        ttl_expires_at=ttl_deadline(settings.ttl_hours, time.time()),
         extra={"lanes": {"admission_limit": admission_limit, "lanes": {}}},
     ))  # fmt: skip
     home = lanes_home(settings, run_tag)

@@ -11,7 +11,7 @@ from pathlib import Path
 from tailpod.agent.bootstrap import engine, facts
 from tailpod.agent.bootstrap.errors import EngineStartError
 from tailpod.agent_client.driver import ArmStart
-from tailpod.config import Settings
+from tailpod.config import Settings, ttl_deadline
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig, LaunchPlan
 from tailpod.engines.llamacpp import LlamaCppAdapter
@@ -169,8 +169,7 @@ def up_local(
             gpu=gpu,
             gpu_count=gpu_count,
             price_per_hr=0.0,
-            ttl_expires_at=(time.time() + settings.ttl_hours * 3600
-                            if settings.ttl_hours > 0 else None),  # 0: no TTL
+            ttl_expires_at=ttl_deadline(settings.ttl_hours, time.time()),
             extra=extra,
         )
     )

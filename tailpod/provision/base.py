@@ -57,6 +57,9 @@ class PodSpec:
     # None: not read, so the start command must replace whatever entrypoint there is.
     image_entrypoint: tuple[str, ...] | None = None
     min_cuda: str | None = None  # "major.minor" the image is built for: hosts must reach it
+    # The epoch second the pod must be gone by (config.ttl_deadline); None: no TTL. The ledger's
+    # ttl_expires_at is this value, and a cloud pod's dead-man guard was built from it.
+    ttl_at: float | None = None
 
 
 @dataclass

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tailpod.config import Settings
+from tailpod.config import Settings, ttl_deadline
 from tailpod.errors import (
     AuthError,
     BillingNotProven,
@@ -159,13 +159,12 @@ def create_pod_safely(
     ledger: Ledger,
     record: PodRecord,
     *,
-    ttl_hours: float | None = None,
     policy: LifecyclePolicy | None = None,
-    clock: Callable[[], float] = time.time,
 ) -> PodInfo:
     """Create one pod with the ledger written first and strays destroyed on any failure.
 
-    On success the record holds the pod id, the GPU really assigned, its $/h and the TTL; when a
+    On success the record holds the pod id, the GPU really assigned, its $/h and the TTL (the
+    spec's ttl_at, computed once by whoever built the spec: config.ttl_deadline); when a
     capacity fallback changed the card, `info.detail["fallback_from"]` names the card asked for.
     """
     policy = policy or LifecyclePolicy()
@@ -176,13 +175,11 @@ def create_pod_safely(
         raise ConfigError(f"the price cap must be positive, got {spec.max_price}")
     if record.run_tag != spec.run_tag:
         raise ConfigError("the ledger record and the pod spec name different run tags")
-    now = clock()
     record.provider = provider.name
     record.status = "intent"
     record.gpu_count = spec.gpu_count
     record.image = spec.image
-    if ttl_hours is not None and ttl_hours > 0:
-        record.ttl_expires_at = now + ttl_hours * 3600.0
+    record.ttl_expires_at = spec.ttl_at
     record.extra.update({"gpu_preference": list(spec.gpu_preference),
                          "max_price": spec.max_price})
     record.note("intent", gpus=list(spec.gpu_preference), max_price=spec.max_price)
@@ -686,7 +683,7 @@ def gone_reason(record: PodRecord, now: float) -> str:
     if not isinstance(deadman, dict):
         return "ended outside tailpod (deleted by hand or by the provider)"
     ttl_at = deadman.get("ttl_at")
-    if isinstance(ttl_at, (int, float)) and ttl_at <= now:
+    if isinstance(ttl_at, (int, float)) and 0 < ttl_at <= now:  # 0: armed with no TTL
         return "ended, most likely by its dead-man switch at its TTL"
     timeout = deadman.get("heartbeat_timeout_s")
     after = f" {float(timeout) / 60:.0f} min" if isinstance(timeout, (int, float)) else ""
@@ -918,10 +915,11 @@ def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
         raise ConfigError(f"{settings.provider!r} is not a cloud provider")
     if spec.max_price is None:
         spec.max_price = settings.max_price
+    if spec.ttl_at is None:  # a spec built without one (up_cloud's has it): the settings' TTL
+        spec.ttl_at = ttl_deadline(settings.ttl_hours, time.time())
     provider = get_provider(name, settings, **options)
     record = PodRecord(run_tag=spec.run_tag, provider=name)
-    info = create_pod_safely(provider, spec, ledger, record, ttl_hours=settings.ttl_hours,
-                             policy=policy)
+    info = create_pod_safely(provider, spec, ledger, record, policy=policy)
     return ledger.get(spec.run_tag) or record, info
 
 

@@ -148,3 +148,18 @@ def test_one_quantile_rule_and_one_dollars_per_mtok() -> None:
                    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)
                    and isinstance(node.right, ast.Constant) and node.right.value == 1e6]
     assert [w.split(":")[0] for w in per_million] == ["tailpod/results/stats.py"]
+
+
+def test_the_ttl_deadline_is_computed_once() -> None:
+    """Hours of TTL become an epoch deadline in config.ttl_deadline alone (one clock read, carried
+    by the spec to the ledger and the pod): no other `ttl… * 3600` anywhere in tailpod."""
+    found = []
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+                continue
+            sides = (node.left, node.right)
+            if (any(isinstance(s, ast.Constant) and s.value in (3600, 3600.0) for s in sides)
+                    and any("ttl" in ast.unparse(s).lower() for s in sides)):
+                found.append(_where(path, node))
+    assert [w.split(":")[0] for w in found] == ["tailpod/config.py"]

@@ -4,6 +4,7 @@ lifecycle still proves itself once its GraphQL API is retired."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tailpod.cli.main import app
-from tailpod.config import Settings
+from tailpod.config import Settings, ttl_deadline
 from tailpod.ledger import Ledger
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodInfo, PodSpec
@@ -53,8 +54,9 @@ def test_vast_charges_stopped_reads_credit(make_cloud) -> None:  # type: ignore[
     cloud: Cloud = make_cloud("vastai")
     cloud.provider.timings = replace(ApiTimings.fast(), evidence_window_s=0.6)  # type: ignore[attr-defined]
     spec = cloud.spec(gpus=[cloud.gpu("second")])
+    spec.ttl_at = ttl_deadline(1.0, time.time())
     info = create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec),
-                             ttl_hours=1.0, policy=cloud.policy)
+                             policy=cloud.policy)
     # make the meter move fast enough to see in a short window
     pod = cloud.sandbox.cloud.find("vast", info.pod_id)
     assert pod is not None
@@ -72,14 +74,16 @@ def test_runpod_proof_counts_a_neighbour_that_is_still_provisioning(make_cloud) 
     proof of a torn-down pod fails while a neighbour starts (seen in a parallel matrix)."""
     cloud: Cloud = make_cloud("runpod")
     first = cloud.spec()
+    first.ttl_at = ttl_deadline(1.0, time.time())
     done = create_pod_safely(cloud.provider, first, cloud.ledger, cloud.record(first),
-                             ttl_hours=1.0, policy=cloud.policy)
+                             policy=cloud.policy)
     cloud.provider.terminate(done.pod_id)
     cloud.sandbox.cloud.provisioning_s = 3600.0  # the neighbour stays PROVISIONING
     cloud.fault("slow_start", seconds=3600.0)
     spec = cloud.spec()
+    spec.ttl_at = ttl_deadline(1.0, time.time())
     neighbour = create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec),
-                                  ttl_hours=1.0, policy=cloud.policy)
+                                  policy=cloud.policy)
     listed = {p.pod_id: p for p in cloud.provider.list_all()}
     assert listed[neighbour.pod_id].price_per_hr is None  # not running: no price recorded
     assert cloud.billing()  # ...but it bills
@@ -125,8 +129,8 @@ def rent_without_graphql(retired: Sandbox, settings: Settings) -> tuple[Cloud, P
     cloud = Cloud("runpod", retired, settings, provider, Ledger(settings.state_dir),
                   LifecyclePolicy.fast(), settings.state_dir)
     spec = cloud.spec(gpus=[cloud.gpu("second")])
-    info = create_pod_safely(provider, spec, cloud.ledger, cloud.record(spec), ttl_hours=1.0,
-                             policy=cloud.policy)
+    spec.ttl_at = ttl_deadline(1.0, time.time())
+    info = create_pod_safely(provider, spec, cloud.ledger, cloud.record(spec), policy=cloud.policy)
     return cloud, spec, info
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+from tailpod.config import ttl_deadline
 from tailpod.provision.base import PodState
 from tailpod.provision.lifecycle import PROOF_FILE, create_pod_safely, teardown
 
@@ -23,8 +24,9 @@ def wait_for(predicate, timeout=3.0, interval=0.02):  # type: ignore[no-untyped-
 
 def test_create_read_list_terminate_prove(cloud: Cloud) -> None:
     spec = cloud.spec(gpus=[cloud.gpu("second")])
+    spec.ttl_at = ttl_deadline(2.0, time.time())
     info = create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec),
-                             ttl_hours=2.0, policy=cloud.policy)
+                             policy=cloud.policy)
     assert info.run_tag == spec.run_tag
     assert info.gpu_type and info.gpu_type.lower() == cloud.gpu("second").lower()
     assert info.price_per_hr and info.price_per_hr > 0
@@ -33,7 +35,7 @@ def test_create_read_list_terminate_prove(cloud: Cloud) -> None:
 
     record = cloud.ledger.get(spec.run_tag)
     assert record is not None and record.pod_id == info.pod_id
-    assert record.ttl_expires_at is not None and record.ttl_expires_at > time.time() + 3600
+    assert record.ttl_expires_at == spec.ttl_at  # the spec's deadline, not a second clock read
     assert record.price_per_hr == info.price_per_hr
 
     listed = cloud.provider.list_by_tag(spec.run_tag)

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tailpod.config import ttl_deadline
 from tailpod.errors import BillingNotProven, CapacityError
 from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.lifecycle import (
@@ -20,8 +21,9 @@ from .conftest import Cloud
 
 def up(cloud: Cloud, spec: PodSpec | None = None) -> tuple[PodSpec, PodInfo]:
     spec = spec or cloud.spec()
+    spec.ttl_at = ttl_deadline(1.0, time.time())
     info = create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec),
-                             ttl_hours=1.0, policy=cloud.policy)
+                             policy=cloud.policy)
     return spec, info
 
 

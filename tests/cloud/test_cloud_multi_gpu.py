@@ -3,8 +3,11 @@ is the whole pod's, which is what the ledger, spend and $/Mtok use."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from tailpod.config import ttl_deadline
 from tailpod.provision.lifecycle import create_pod_safely, teardown
 
 from .conftest import Cloud
@@ -18,8 +21,9 @@ def test_two_gpu_pod_is_asked_for_and_priced_whole(cloud: Cloud) -> None:
     offers = cloud.provider.offers([gpu], 2, None)
     assert offers[0].gpu_count == 2
     spec = cloud.spec(gpus=[gpu], gpu_count=2)
+    spec.ttl_at = ttl_deadline(1.0, time.time())
     info = create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec),
-                             ttl_hours=1.0, policy=cloud.policy)
+                             policy=cloud.policy)
     try:
         assert cloud.billing() != []
         assert info.gpu_count == 2

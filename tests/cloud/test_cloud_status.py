@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from tailpod.config import ttl_deadline
 from tailpod.errors import BillingNotProven
 from tailpod.ledger import PodRecord
 from tailpod.provision.base import PodState
@@ -25,8 +26,9 @@ from .conftest import Cloud
 def test_orphans_ghosts_and_expired_are_flagged(cloud: Cloud) -> None:
     providers = {cloud.provider.name: cloud.provider}
     tracked = cloud.spec(gpus=[cloud.gpu("second")])
+    tracked.ttl_at = ttl_deadline(1.0, time.time())
     info = create_pod_safely(cloud.provider, tracked, cloud.ledger, cloud.record(tracked),
-                             ttl_hours=1.0, policy=cloud.policy)
+                             policy=cloud.policy)
     orphan = cloud.provider.create(cloud.spec(gpus=[cloud.gpu("second")], run_tag="tp-orphan-1"))
     ghost = PodRecord(run_tag="tp-ghost-1", provider=cloud.provider.name, status="running",
                       pod_id="31999999" if cloud.kind == "vastai" else "ghostpod000001",
@@ -71,10 +73,10 @@ def test_down_expired_kills_only_expired_runs(cloud: Cloud) -> None:
     providers = {cloud.provider.name: cloud.provider}
     old = cloud.spec(gpus=[cloud.gpu("second")])
     young = cloud.spec(gpus=[cloud.gpu("second")])
-    create_pod_safely(cloud.provider, old, cloud.ledger, cloud.record(old), ttl_hours=1.0,
-                      policy=cloud.policy)
-    create_pod_safely(cloud.provider, young, cloud.ledger, cloud.record(young), ttl_hours=5.0,
-                      policy=cloud.policy)
+    old.ttl_at = ttl_deadline(1.0, time.time())
+    create_pod_safely(cloud.provider, old, cloud.ledger, cloud.record(old), policy=cloud.policy)
+    young.ttl_at = ttl_deadline(5.0, time.time())
+    create_pod_safely(cloud.provider, young, cloud.ledger, cloud.record(young), policy=cloud.policy)
     outcomes = teardown_expired(providers, cloud.ledger, cloud.run_dir,
                                 now=time.time() + 2 * 3600, policy=cloud.policy)
     raise_if_unproven(outcomes)

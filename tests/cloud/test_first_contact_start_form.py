@@ -220,6 +220,34 @@ def test_up_with_no_ttl_and_the_facts_each_run_records(
     assert world.meter()["billing_count"] == 0
 
 
+def test_up_gives_the_ledger_and_the_pod_one_ttl_deadline(
+        world: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: the deadline comes from one clock read; the ledger's ttl_expires_at, the value
+    the dead-man is armed with and the stage-0 guard in the pod's start command are that one."""
+    armed = _fake_pod_side(monkeypatch)
+    settings = _settings(world, tailpod_home, TAILPOD_TTL_HOURS="2")
+    ledger = Ledger(settings.state_dir)
+    monkeypatch.setattr(cloud_up, "pinned_image",
+                        lambda *_a: (_pinned("vllm/vllm-openai", "v0.11.0"), None))
+    before = time.time()
+    record, _info = cloud_up.up_cloud(settings, EngineConfig(engine="vllm", model="org/m"),
+                                      ledger, lambda _l: None, preflight=False)
+    after = time.time()
+    try:
+        deadline = record.ttl_expires_at
+        assert deadline is not None and before + 2 * 3600 <= deadline <= after + 2 * 3600
+        assert armed == [deadline]
+        assert record.extra["deadman"]["ttl_at"] == deadline
+        pod = world.cloud.pods[f"runpod:{record.pod_id}"]
+        guard = pod.command if isinstance(pod.command, str) else " ".join(pod.command)
+        assert f" runpod {deadline:.3f} 1800 " in guard
+    finally:
+        from tailpod.provision.lifecycle import down_remote
+
+        down_remote(settings, ledger, ledger.get(record.run_tag) or record)
+    assert world.meter()["billing_count"] == 0
+
+
 def test_ttl_zero_is_accepted_with_a_warning_and_negative_still_refused(tailpod_home: Path
                                                                         ) -> None:
     base = {"TAILPOD_HOME": str(tailpod_home)}

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tailpod.cli.main import app
+from tailpod.config import ttl_deadline
 from tailpod.errors import ProviderError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision import volumes as vol
@@ -242,9 +243,10 @@ def test_a_second_pod_finds_what_the_first_wrote_on_the_volume(
         spec = PodSpec(run_tag=tag, gpu_preference=["NVIDIA H200", "NVIDIA A40"], image="img",
                        start_command=["sh", "-c", script], env={"HF_HOME": "/workspace/hf"},
                        volume_id=record.volume_id, data_center_ids=[record.data_center])
+        spec.ttl_at = ttl_deadline(1.0, time.time())
         info = create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag,
                                                                    provider="runpod"),
-                                 ttl_hours=1.0, policy=LifecyclePolicy.fast())
+                                 policy=LifecyclePolicy.fast())
         # placed in the volume's data center, on the GPU it has (H200 is not in EU-RO-1)
         assert info.gpu_type == "NVIDIA A40" and info.detail["data_center"] == "EU-RO-1"
         pod = next(p for p in sandbox.cloud.pods.values() if p.pod_id == info.pod_id)
@@ -356,8 +358,9 @@ def test_a_kept_volume_never_reads_as_a_pod_billing_on(
         tag = new_run_tag()
         spec = PodSpec(run_tag=tag, gpu_preference=["NVIDIA A40"], image="img",
                        start_command=["sleep", "30"])
+        spec.ttl_at = ttl_deadline(1.0, time.time())
         create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag, provider="runpod"),
-                          ttl_hours=1.0, policy=LifecyclePolicy.fast())
+                          policy=LifecyclePolicy.fast())
         record = ledger.get(tag)
         assert record is not None
         try:

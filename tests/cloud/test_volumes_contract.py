@@ -4,9 +4,10 @@ the JSON Schemas derived from runpod/docs api-reference-v2/openapi.json @ a90080
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from tailpod.config import load_settings
+from tailpod.config import load_settings, ttl_deadline
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision import volumes as vol
 from tailpod.provision.apiclient import ApiTimings
@@ -31,8 +32,9 @@ def test_volume_traffic_matches_the_published_contracts(sandbox: Sandbox, tmp_pa
     spec = PodSpec(run_tag=tag, gpu_preference=place.gpus, image="img",
                    start_command=["sleep", "30"], volume_id=record.volume_id,
                    data_center_ids=[place.data_center])
+    spec.ttl_at = ttl_deadline(1.0, time.time())
     create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag, provider="runpod"),
-                      ttl_hours=1.0, policy=LifecyclePolicy.fast())
+                      policy=LifecyclePolicy.fast())
     pod = ledger.get(tag)
     assert pod is not None
     assert teardown(provider, ledger, pod, tmp_path / "run", policy=LifecyclePolicy.fast()).proven

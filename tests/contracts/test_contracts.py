@@ -5,13 +5,14 @@ refuses."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tailpod.config import load_settings
+from tailpod.config import load_settings, ttl_deadline
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
@@ -55,8 +56,9 @@ def test_lifecycle_traffic_matches_the_published_contracts(kind: str, sandbox: S
     spec = PodSpec(run_tag=tag, gpu_preference=[GPU[kind]], image="sandbox/image:latest",
                    start_command=["sh", "-c", "sleep 60"], disk_gb=20, ports=[22],
                    env={"HF_TOKEN": Secret("hf_contractTEST0123456789"), "TAILPOD_RUN_TAG": tag})
+    spec.ttl_at = ttl_deadline(1.0, time.time())
     info = create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag, provider=kind),
-                             ttl_hours=1.0, policy=LifecyclePolicy.fast())
+                             policy=LifecyclePolicy.fast())
     provider.get(info.pod_id)
     provider.get("0" if kind == "vastai" else "nosuchpod")  # a miss, answered by the spec's shape
     record = ledger.get(tag)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tailpod.agent_client.driver import PodAgent, SubprocessTransport
-from tailpod.config import Settings, load_settings
+from tailpod.config import Settings, load_settings, ttl_deadline
 from tailpod.errors import ConfigError
 from tailpod.pods import deadman_control as dc
 from tailpod.sandbox import Sandbox
@@ -100,9 +100,11 @@ def test_heartbeat_timeout_setting(tmp_path: Path) -> None:
 
 
 def test_ttl() -> None:
-    assert dc.ttl_at_for(2, created_at=1000.0) == 1000.0 + 7200
+    assert ttl_deadline(2, 1000.0) == 1000.0 + 2 * 60 * 60
+    assert ttl_deadline(0.5, 1000.0) == 1000.0 + 30 * 60
+    assert ttl_deadline(0, 1000.0) is None  # --ttl-hours 0: no TTL, accepted explicitly
     with pytest.raises(ConfigError):
-        dc.ttl_at_for(0)
+        ttl_deadline(-1, 1000.0)
 
 
 # -- stage 0: the guard in the pod's start command ---------------------------------------------------

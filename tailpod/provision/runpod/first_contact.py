@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
-from tailpod.config import Settings
+from tailpod.config import Settings, ttl_deadline
 from tailpod.errors import ConfigError, ProviderError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.base import PodInfo, PodSpec, PodState
@@ -238,13 +238,13 @@ def run_first_contact(
                    start_command=["/bin/sh", "-c", probe_script(nonce, provider.base_url,
                                                                 timings.hold_s)],
                    gpu_count=vcpus, env={"TAILPOD_RUN_TAG": run_tag}, disk_gb=20, ports=[],
-                   image_entrypoint=known_entry)
+                   image_entrypoint=known_entry, ttl_at=ttl_deadline(1.0, time.time()))
     ledger = Ledger(Path(settings.home))
     record = PodRecord(run_tag=run_tag, provider=provider.name)
     started = clock()
     info: PodInfo | None = None
     try:
-        info = create_pod_safely(provider, spec, ledger, record, ttl_hours=1.0, policy=policy)
+        info = create_pod_safely(provider, spec, ledger, record, policy=policy)
         facts.pod_id = info.pod_id
         created = clock()
         # Fact 1: the marker in the container log, within the boot bound.
