@@ -297,6 +297,11 @@ def run_settings_problems(settings: Settings) -> list[str]:
     return problems
 
 
+def env_name(field_name: str) -> str:
+    """The environment variable a Settings field is read from (declared once, on the field)."""
+    return str(Settings.__dataclass_fields__[field_name].metadata["env"])
+
+
 def no_ttl(settings: Settings) -> bool:
     """`--ttl-hours 0`: the pod gets no TTL (the dead-man's heartbeat, if set, still applies)."""
     return settings.ttl_hours == 0

@@ -13,7 +13,13 @@ from tailpod.cli.common import console, err_console, handle_errors, print_json, 
 from tailpod.config import Settings
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.provision.base import Offer, Provider
-from tailpod.provision.providers import CLOUD_PROVIDERS, LOCAL, canonical_name, get_provider
+from tailpod.provision.providers import (
+    CLOUD_PROVIDERS,
+    LOCAL,
+    canonical_name,
+    cloud_key_envs,
+    get_provider,
+)
 from tailpod.provision.providers import api_key as provider_key
 from tailpod.secrets import redact
 
@@ -75,7 +81,7 @@ def _providers(settings: Settings, names: list[str]) -> list[str]:
     keyed = [n for n in CLOUD_PROVIDERS if provider_key(settings, n)]
     if not keyed:
         raise ConfigError("no cloud API key is set, so there is no catalog to ask",
-                          hint="set RUNPOD_API_KEY or VAST_API_KEY (.env), or pass "
+                          hint=f"set {' or '.join(cloud_key_envs())} (.env), or pass "
                                "--provider local for this machine")
     return keyed
 

@@ -20,18 +20,18 @@ from dotenv.parser import parse_stream
 from tailpod.config import Settings, check_env_file_named, load_settings, read_dotenv
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.preflight.base import Context, Findings, Outcome
-from tailpod.provision.providers import canonical_name
+from tailpod.provision.providers import canonical_name, provider_class
 from tailpod.provision.tailnet.keys import auth_key_id
 from tailpod.secrets import Secret
 
-# What each provider needs before anything can be rented (HF_TOKEN only for gated models: the
-# Hugging Face check says when it is needed).
-REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
-    "runpod": ("RUNPOD_API_KEY", "TAILSCALE_API_KEY", "TAILSCALE_AUTH_KEY"),
-    "vastai": ("VAST_API_KEY", "TAILSCALE_API_KEY", "TAILSCALE_AUTH_KEY"),
-    "local": (),
-    "ssh": (),  # your own box: its address comes from --host or TAILPOD_SSH_HOST, no account
-}
+
+def required_keys(provider: str) -> tuple[str, ...]:
+    """What `provider` needs set before anything can be rented: its class's key and the settings
+    its pods need (the tailnet's, for the clouds; provision/base.py). HF_TOKEN only for gated
+    models: the Hugging Face check says when it is needed."""
+    return provider_class(provider).required_key_envs()
+
+
 # How copied-and-not-edited example values begin (random keys practically never do).
 _PLACEHOLDERS = ("your", "change", "replace", "insert", "paste", "xxx", "todo", "placeholder",
                  "example")
@@ -180,7 +180,7 @@ def check_settings(ctx: Context) -> Outcome:
             return "from the environment"
         return f"from {path.name} line {lines[name]}"
 
-    for name in REQUIRED_KEYS[provider]:
+    for name in required_keys(provider):
         secret = getattr(settings, fields[name])
         if not secret:
             keys[name] = "missing"

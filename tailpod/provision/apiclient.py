@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,9 +25,10 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
 from tailpod.config import Settings
 from tailpod.errors import AuthError, ConfigError, ProviderError
-from tailpod.provision.base import PodInfo, PodState, Provider
+from tailpod.provision.base import PodInfo, PodState, Provider, SupportsPodScopedTermination
 from tailpod.secrets import Secret, redact
 
 
@@ -303,6 +305,18 @@ class ApiProvider(Provider):
         self._sleep = sleep
         self.api = JsonApi(self.label, self.base_url, api_key, timings=self.timings,
                            auth_env=auth_env, transport=transport, sleep=sleep)
+
+    def manual_stop_steps(self, pod_id: str) -> list[str]:
+        """The console page, then the exact API call that ends the pod (the first route of its
+        termination table, the one `terminate` takes), with the key as `$KEY_ENV`, never its value."""
+        steps = super().manual_stop_steps(pod_id)
+        if isinstance(self, SupportsPodScopedTermination) and self.key_env:
+            method, path, body = TERMINATE_ROUTES[self.pod_termination][0]
+            data = (f" -H 'Content-Type: application/json' -d '{json.dumps(body)}'"
+                    if body is not None else "")
+            steps.append(f"API: curl -X {method} -H \"Authorization: Bearer ${self.key_env}\""
+                         f"{data} {self.base_url}{path.replace('{id}', pod_id)}")
+        return steps
 
     def _notify(self, pod_id: str) -> None:
         if self.on_created is not None:

@@ -12,7 +12,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from tailpod.config import env_name
 from tailpod.secrets import Secret
+
+# The settings a pod that joins the tailnet needs before anything is rented: the API key mints
+# the pod's own auth key, and the auth key is checked (and used where no API key can mint).
+TAILNET_KEY_SETTINGS: tuple[str, ...] = ("tailscale_api_key", "tailscale_auth_key")
 
 
 class PodState(str, enum.Enum):
@@ -101,13 +106,34 @@ class BillingEvidence:
 class Provider(abc.ABC):
     name: ClassVar[str]
     # The provider's facts, declared once on its class: which Settings fields hold its API key and
-    # URL and which environment variable the user sets (None: a provider with no API).
+    # URL (None: a provider with no API), the other settings its pods need, and the console page
+    # where a user sees and stops its pods by hand (None: no console, as for this machine).
     key_setting: ClassVar[str | None] = None
     url_setting: ClassVar[str | None] = None
+    needs_settings: ClassVar[tuple[str, ...]] = ()
+    console_url: ClassVar[str | None] = None
+    # The environment variable the user sets for the key: the key setting's own (config.py),
+    # filled in for each subclass, never spelled a second time.
     key_env: ClassVar[str | None] = None
     # Set by the lifecycle before create(): called with each provider id the moment an API answer
     # names it, so the ledger holds the id even if create() is interrupted right afterwards.
     on_created: Callable[[str], None] | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.key_setting:
+            cls.key_env = env_name(cls.key_setting)
+
+    @classmethod
+    def required_key_envs(cls) -> tuple[str, ...]:
+        """The variables that must be set before this provider can rent (check-requirements)."""
+        fields = ([cls.key_setting] if cls.key_setting else []) + list(cls.needs_settings)
+        return tuple(env_name(f) for f in fields)
+
+    def manual_stop_steps(self, pod_id: str) -> list[str]:
+        """How a user stops `pod_id` without tailpod (what `down` prints when it could not prove
+        the pod gone); [] when the provider knows no way."""
+        return [f"console: {self.console_url}"] if self.console_url else []
 
     @abc.abstractmethod
     def offers(self, gpu_preference: list[str], gpu_count: int, max_price: float | None) -> list[Offer]:

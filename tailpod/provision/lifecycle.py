@@ -84,32 +84,17 @@ class LifecyclePolicy:
                    poll_interval_s=0.05, reterminate_every=4, sweep_timeout_s=1.2)
 
 
-# Where a user stops a pod by hand when tailpod cannot (the providers' consoles).
-CONSOLE_URLS = {"runpod": "https://console.runpod.io/pods", "vastai": "https://cloud.vast.ai/instances/"}
-
-
 def manual_stop(provider: Provider, pod_id: str) -> str:
-    """How to stop `pod_id` without tailpod: the console page and the exact API call, with the
-    key left as an environment variable (never its value). A provider with no console says its
-    own steps (`manual_stop_steps`)."""
-    own_steps = getattr(provider, "manual_stop_steps", None)
-    if own_steps is not None:
-        return f"{provider.name} pod {pod_id}: stop it by hand — " + "; ".join(own_steps(pod_id))
-    console_url = CONSOLE_URLS.get(provider.name)
-    parts = [f"console: {console_url}"] if console_url else []
-    route = getattr(provider, "pod_termination", None)
-    base = getattr(provider, "base_url", None)
-    key_env = getattr(provider, "key_env", None)  # declared once, on the provider class
-    if route is not None and base and key_env:
-        from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
-
-        method, path, body = TERMINATE_ROUTES[route][0]
-        data = (f" -H 'Content-Type: application/json' -d '{json.dumps(body)}'"
-                if body is not None else "")
-        parts.append(f"API: curl -X {method} -H \"Authorization: Bearer ${key_env}\""
-                     f"{data} {base}{path.replace('{id}', pod_id)}")
+    """How to stop `pod_id` without tailpod, in the provider's own steps (its class's facts:
+    console page, termination route, key variable; provision/base.py manual_stop_steps)."""
     return f"{provider.name} pod {pod_id}: stop it by hand — " + "; ".join(
-        parts or [f"the {provider.name} console"])
+        provider.manual_stop_steps(pod_id) or [f"the {provider.name} console"])
+
+
+def _console_url(provider_name: str) -> str | None:
+    from tailpod.provision.providers import PROVIDERS, provider_class
+
+    return provider_class(provider_name).console_url if provider_name in PROVIDERS else None
 
 
 class UnprovenTeardown(BillingNotProven):
@@ -617,7 +602,7 @@ def raise_if_unproven(outcomes: list[TeardownOutcome]) -> None:
         if o.evidence and o.evidence.still_billing:
             lines += o.evidence.still_billing
         else:
-            where = CONSOLE_URLS.get(o.provider)
+            where = _console_url(o.provider)
             lines.append(f"{o.provider} {o.run_tag}: {o.error}"
                          + (f" — see what bills at {where}" if where else ""))
     raise BillingNotProven(redact("billing is NOT proven stopped: " + " | ".join(lines)),
@@ -992,8 +977,10 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
     if not expired_only:
         local += _local_orphans(settings, ledger, {r.run_tag for r in local})
     if not providers and not local and not any(r.provider == "local" for r in ledger.active()):
+        from tailpod.provision.providers import cloud_key_envs
+
         raise ConfigError("no cloud provider is configured",
-                          hint="set RUNPOD_API_KEY and/or VAST_API_KEY")
+                          hint="set " + " and/or ".join(cloud_key_envs()))
     outcomes = [_down_one(settings, ledger, rec, policy, before_local, **options)
                 for rec in local]
     if not providers:

@@ -70,6 +70,11 @@ def api_url(settings: Settings, name: str) -> str:
     return url
 
 
+def cloud_key_envs() -> list[str]:
+    """The variables that hold the cloud accounts' API keys (each class's key_env), for hints."""
+    return [env for env in (provider_class(n).key_env for n in CLOUD_PROVIDERS) if env]
+
+
 def any_cloud_key(settings: Settings) -> bool:
     """True when some cloud account is configured."""
     return any(api_key(settings, name) for name in CLOUD_PROVIDERS)

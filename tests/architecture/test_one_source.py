@@ -9,8 +9,10 @@ from pathlib import Path
 import tailpod
 from tailpod import agent
 from tailpod.agent.bootstrap import terminate
-from tailpod.preflight.envfile import REQUIRED_KEYS
-from tailpod.provision.providers import CLOUD_PROVIDERS, PROVIDERS
+from tailpod.config import env_name
+from tailpod.preflight.envfile import required_keys
+from tailpod.provision.base import TAILNET_KEY_SETTINGS
+from tailpod.provision.providers import CLOUD_PROVIDERS, PROVIDERS, provider_class
 
 PACKAGE = Path(tailpod.__file__).parent
 # The sandbox emulates the providers from their side; it names them as a cloud would.
@@ -70,7 +72,6 @@ def _line_of(module: object, prefix: str) -> int:
 
 
 def test_provider_tables_cover_exactly_the_registry() -> None:
-    assert set(REQUIRED_KEYS) == set(PROVIDERS)
     # The on-pod switch cannot import the registry: its tables must name the same clouds.
     assert set(terminate.PROVIDERS) == set(CLOUD_PROVIDERS)
     assert set(terminate.TERMINATE_ROUTES) == set(CLOUD_PROVIDERS)
@@ -163,3 +164,33 @@ def test_the_ttl_deadline_is_computed_once() -> None:
                     and any("ttl" in ast.unparse(s).lower() for s in sides)):
                 found.append(_where(path, node))
     assert [w.split(":")[0] for w in found] == ["tailpod/config.py"]
+
+
+def test_each_providers_keys_and_console_are_facts_of_its_class() -> None:
+    """What check-requirements needs set, where `down` sends a user to stop a pod by hand and the
+    key variable its curl line names come from the provider class (provision/base.py): the key
+    variable is its Settings field's, each console URL is written in its provider's module only,
+    and no table beside the registry lists them again."""
+    for name in PROVIDERS:
+        cls = provider_class(name)
+        key = [env_name(cls.key_setting)] if cls.key_setting else []
+        assert cls.key_env == (key[0] if key else None)
+        assert required_keys(name) == tuple(key + [env_name(f) for f in cls.needs_settings])
+    for name in CLOUD_PROVIDERS:
+        assert provider_class(name).needs_settings == TAILNET_KEY_SETTINGS
+    consoles = {name: provider_class(name).console_url for name in PROVIDERS}
+    assert {n for n, url in consoles.items() if url} == set(CLOUD_PROVIDERS)
+    for name in CLOUD_PROVIDERS:
+        url = consoles[name]
+        module = PROVIDERS[name][0].replace(".", "/") + ".py"
+        assert [w.split(":")[0] for w in _string_constants(url)] == [module], url
+    key_names = {provider_class(n).key_env for n in CLOUD_PROVIDERS}
+    spelled = [_where(path, node) for path, tree in _modules() for node in ast.walk(tree)
+               if isinstance(node, ast.Constant) and node.value in key_names
+               and not path.is_relative_to(PACKAGE / "agent")]  # the pod reads its own variables
+    assert [w.split(":")[0] for w in spelled] == ["tailpod/config.py"] * len(key_names)
+    tables = [_where(path, node) for path, tree in _modules() for node in ast.walk(tree)
+              if isinstance(node, (ast.Assign, ast.AnnAssign)) and any(
+                  isinstance(t, ast.Name) and t.id in ("CONSOLE_URLS", "REQUIRED_KEYS")
+                  for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
+    assert tables == []

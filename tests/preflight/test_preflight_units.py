@@ -92,3 +92,12 @@ def test_offer_summary_follows_preference_order_within_the_cap() -> None:
     assert uncapped.expected is offers[0]
     nothing = summarize(offers, 0.1)
     assert nothing.expected is None and nothing.cheapest_any is offers[3]
+
+
+def test_required_keys_come_from_each_provider_class() -> None:
+    """The keys check-requirements asks for, per provider (values as docs/providers.md names them)."""
+    from tailpod.preflight.envfile import required_keys
+
+    assert required_keys("runpod") == ("RUNPOD_API_KEY", "TAILSCALE_API_KEY", "TAILSCALE_AUTH_KEY")
+    assert required_keys("vast") == ("VAST_API_KEY", "TAILSCALE_API_KEY", "TAILSCALE_AUTH_KEY")
+    assert required_keys("local") == () and required_keys("ssh") == ()

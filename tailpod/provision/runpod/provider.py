@@ -29,6 +29,7 @@ from tailpod.config import Settings
 from tailpod.errors import AuthError, CapacityError, ConfigError, ProviderError
 from tailpod.provision.apiclient import ApiError, ApiProvider, ApiTimings, summarize_body
 from tailpod.provision.base import (
+    TAILNET_KEY_SETTINGS,
     AccountFacts,
     BillingEvidence,
     Offer,
@@ -167,7 +168,8 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
     name = "runpod"
     key_setting = "runpod_api_key"
     url_setting = "runpod_url"
-    key_env = "RUNPOD_API_KEY"
+    needs_settings = TAILNET_KEY_SETTINGS
+    console_url = "https://console.runpod.io/pods"
     label = "RunPod"
     pod_termination = "runpod"
 
@@ -511,7 +513,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
 
     def kill_command(self, info: PodInfo) -> str:
         method, path, _body = TERMINATE_ROUTES[self.pod_termination][0]
-        tail = (f"curl -X {method} -H \"Authorization: Bearer $RUNPOD_API_KEY\" "
+        tail = (f"curl -X {method} -H \"Authorization: Bearer ${self.key_env}\" "
                 f"{self.base_url}{path.replace('{id}', info.pod_id)}")
         return (f"tailpod down {info.run_tag}  (or: {tail})" if info.run_tag else tail)
 
@@ -608,7 +610,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         line = None
         if not ok and not tagged:
             line = (f"RunPod billing history for {pod_id} ({run_tag}) still grows by "
-                    f"${grew:.6f} over {elapsed:.1f}s — check https://www.runpod.io/console/pods")
+                    f"${grew:.6f} over {elapsed:.1f}s — check {self.console_url}")
         return check, line
 
     def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
@@ -675,7 +677,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
             if not ok and not tagged:
                 still.append(f"RunPod account spend still includes ~${residual:.3f}/h not "
                              f"explained by any listed pod (was {run_tag} at ${rate:.3f}/h) — "
-                             "check https://www.runpod.io/console/pods")
+                             f"check {self.console_url}")
 
         others = [p for p in everything if p.run_tag and p.run_tag != run_tag]
         check, lines = others_check(self.label, run_tag, others, known_active_tags,

@@ -23,6 +23,7 @@ from tailpod.config import Settings
 from tailpod.errors import AuthError, CapacityError, ConfigError, ProviderError
 from tailpod.provision.apiclient import ApiError, ApiProvider, ApiTimings, summarize_body
 from tailpod.provision.base import (
+    TAILNET_KEY_SETTINGS,
     AccountFacts,
     BillingEvidence,
     Offer,
@@ -101,7 +102,8 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
     name = "vastai"
     key_setting = "vast_api_key"
     url_setting = "vast_url"
-    key_env = "VAST_API_KEY"
+    needs_settings = TAILNET_KEY_SETTINGS
+    console_url = "https://cloud.vast.ai/instances/"
     label = "vast.ai"
     pod_termination = "vastai"
 
@@ -544,7 +546,7 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             if not ok and not tagged:
                 still.append(f"vast.ai charges still move by ≈${drop_per_hr - others_rate:.3f}/h "
                              f"beyond the listed instances after destroying {run_tag} — check "
-                             "https://cloud.vast.ai/instances/")
+                             f"{self.console_url}")
 
         others = [p for p in remaining if p.run_tag and p.run_tag != run_tag]
         check, lines = others_check(self.label, run_tag, others, known_active_tags,
