@@ -112,10 +112,6 @@ class AgentSweepHost:
     def keep_alive(self) -> None:
         """Before each measurement: a cloud pod's dead-man switch hears tailpod is at work."""
 
-    def _say(self, line: str) -> None:
-        if self.progress is not None:
-            self.progress(0.0, line)
-
     def _recorded_start(self, label: str) -> ArmStart | None:
         """The start of the arm `up` left serving (another process made that call, so the
         ledger is where its facts are); None when the ledger holds no start of this arm."""
@@ -133,8 +129,31 @@ class AgentSweepHost:
             checkpoints=started.get("checkpoints") or {},
         )
 
+    # The session a relaunch goes through (a pod reached over SSH keeps one for the sweep);
+    # None: the pod kind needs none (its engine is a child of this machine).
+    pod_session: PodAgent | None = None
+    engine_stopped = False  # bare_decode stopped the served engine: the next restart relaunches
+
     def restart(self, arm: Arm) -> ArmStart:
-        raise NotImplementedError
+        """Serve `arm`: the engine `up` started is reused when it already serves this arm (its
+        start, recorded in the ledger by the process that made it, is returned), else the pod
+        kind relaunches the engine (pods/kinds.py), through this host's session if it has one."""
+        from tailpod.pods.kinds import kind_for
+
+        kind = kind_for(self.record.provider)
+        current = self.ledger.get(self.record.run_tag)
+        assert current is not None
+        if (not self.engine_stopped and EngineConfig.from_json(current.engine) == arm.config
+                and kind.engine_healthy(self.settings, current) is not False):
+            # (a kind that cannot tell from here, a pod's 127.0.0.1, says None: reused)
+            recorded = self._recorded_start(arm.config.spec.label())
+            if recorded is not None:
+                return recorded
+        self.keep_alive()
+        started = kind.relaunch(self.settings, current, arm.config, self.ledger,
+                                self.progress or (lambda _f, _line: None), self.pod_session)
+        self.engine_stopped = False
+        return started
 
     def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
         return {"status": "not_measured", "reason": "this host has no bare decode"}
@@ -203,27 +222,6 @@ class LocalSweepHost(AgentSweepHost):
     ) -> None:
         super().__init__(settings, ledger, record, local_agent(settings), progress, cache)
         self._tmp = tempfile.TemporaryDirectory(prefix="tailpod-bare-")
-        self.engine_stopped = False  # bare_decode stopped the served engine: restart relaunches
-
-    def restart(self, arm: Arm) -> ArmStart:
-        from tailpod.agent.bootstrap import engine
-        from tailpod.pods.local import relaunch_local
-
-        label = arm.config.spec.label()
-        current = self.ledger.get(self.record.run_tag)
-        assert current is not None
-        if (
-            not self.engine_stopped
-            and current.status == "running"
-            and EngineConfig.from_json(current.engine) == arm.config
-            and engine.healthy("127.0.0.1", int(arm.config.port))
-        ):  # the engine `up` started is reused when it already serves this arm
-            recorded = self._recorded_start(label)
-            if recorded is not None:
-                return recorded
-        started = relaunch_local(self.settings, current, arm.config, self.ledger, self.progress)
-        self.engine_stopped = False
-        return started
 
     def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
         """The arm's bare decode for the serve tax: bare.py with the engine's Python, at the arm's
@@ -301,11 +299,11 @@ class RemoteSweepHost(AgentSweepHost):
         if say is not None:  # a wait of up to 60 s: say what it waits for
             say(f"connecting to {target.describe()} over SSH (up to 60 s)")
         self.pod = open_pod_agent(settings, target, 60, say)
+        self.pod_session = self.pod  # the relaunch between arms goes over this one session too
         measurer = local_agent(settings) if from_here else self.pod
         super().__init__(settings, ledger, record, measurer, progress, cache)
         self.from_here = from_here
         self.measured_from = "off-pod" if from_here else "pod"
-        self.engine_stopped = False  # bare_decode stopped the served engine: restart relaunches
 
     @property
     def base_url(self) -> str:
@@ -320,22 +318,6 @@ class RemoteSweepHost(AgentSweepHost):
         self.pod.close()
         if self.measurer is not self.pod:
             self.measurer.close()
-
-    def restart(self, arm: Arm) -> ArmStart:
-        from tailpod.pods.cloud import relaunch_cloud
-
-        label = arm.config.spec.label()
-        current = self.ledger.get(self.record.run_tag)
-        assert current is not None
-        if not self.engine_stopped and EngineConfig.from_json(current.engine) == arm.config:
-            recorded = self._recorded_start(label)
-            if recorded is not None:
-                return recorded
-        self.keep_alive()
-        started = relaunch_cloud(self.settings, current, arm.config, self.ledger, self._say,
-                                 agent=self.pod)  # fmt: skip
-        self.engine_stopped = False
-        return started.arm_start()
 
     def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
         """bare.py on the pod with the pod's engine Python and its pod.env, after the served

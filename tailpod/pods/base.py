@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tailpod.agent_client.driver import ArmStart
+from tailpod.agent_client.driver import ArmStart, PodAgent
 from tailpod.config import Settings
 from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.ledger import Ledger, PodRecord
@@ -59,8 +59,10 @@ class PodKind(Protocol):
         ...
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
-                 progress: Progress) -> ArmStart:
-        """Restart the pod's engine with another arm; its startup facts land in the ledger."""
+                 progress: Progress, agent: PodAgent | None = None) -> ArmStart:
+        """Restart the pod's engine with another arm; its startup facts land in the ledger.
+        `agent`: the caller's open session to a pod reached over SSH (the sweep keeps one for
+        the whole run); None opens one for this call. A kind whose engine is here ignores it."""
         ...
 
     def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:

@@ -696,7 +696,9 @@ def relaunch_cloud(
 
 
 def relaunch_over_ssh(settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
-                      progress: Callable[[float, str], None]) -> ArmStart:
-    """A pod kind's relaunch for any pod reached over SSH (rented, or your own box)."""
+                      progress: Callable[[float, str], None],
+                      agent: PodAgent | None = None) -> ArmStart:
+    """A pod kind's relaunch for any pod reached over SSH (rented, or your own box), through
+    `agent` when the caller holds a session to the pod."""
     return relaunch_cloud(settings, record, cfg, ledger,
-                          lambda line: progress(0.0, line)).arm_start()
+                          lambda line: progress(0.0, line), agent).arm_start()

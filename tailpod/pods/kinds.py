@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tailpod.agent_client.driver import ArmStart
+from tailpod.agent_client.driver import ArmStart, PodAgent
 from tailpod.config import Settings
 from tailpod.engines.adapters import get_adapter, require_cloud_engine
 from tailpod.engines.base import EngineAdapter, EngineConfig
@@ -44,8 +44,8 @@ class CloudPods:
         return UpResult(record, info)
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
-                 progress: Progress) -> ArmStart:
-        return cloud.relaunch_over_ssh(settings, record, cfg, ledger, progress)
+                 progress: Progress, agent: PodAgent | None = None) -> ArmStart:
+        return cloud.relaunch_over_ssh(settings, record, cfg, ledger, progress, agent)
 
     def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
         if record.status != "running" or not record.ssh:
@@ -92,7 +92,8 @@ class LocalPods:
         return UpResult(local.up_local(settings, cfg, ledger, progress))
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
-                 progress: Progress) -> ArmStart:
+                 progress: Progress, agent: PodAgent | None = None) -> ArmStart:
+        # `agent` is unused: the engine is started here, with the agent's engine code in-process
         if record.extra.get("lanes"):
             raise TailpodError(f"{record.run_tag} serves two lanes behind a proxy",
                                hint="tailpod down it and `up --lanes` again")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tailpod.agent_client.driver import ArmStart
+from tailpod.agent_client.driver import ArmStart, PodAgent
 from tailpod.config import Settings
 from tailpod.engines.adapters import require_cloud_engine
 from tailpod.engines.base import EngineAdapter, EngineConfig
@@ -87,8 +87,8 @@ class SshBoxPods:
             raise
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
-                 progress: Progress) -> ArmStart:
-        return cloud.relaunch_over_ssh(settings, record, cfg, ledger, progress)
+                 progress: Progress, agent: PodAgent | None = None) -> ArmStart:
+        return cloud.relaunch_over_ssh(settings, record, cfg, ledger, progress, agent)
 
     def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
         return None  # nothing rented: no dead-man switch on your own box
