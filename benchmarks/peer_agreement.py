@@ -596,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         base_url = f"http://127.0.0.1:{args.port}"
         print(
             f"engine: vLLM ({where}) up in {time.time() - t0:.0f} s at {base_url}, run tag "
-            f"{record.run_tag}; argv: {' '.join(record.extra.get('argv', [])[1:])}"
+            f"{record.run_tag}; argv: {' '.join((record.extra.argv or [])[1:])}"
         )
         thread.join()
         if "peer" not in box:

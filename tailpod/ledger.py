@@ -21,6 +21,7 @@ killed and name the command that settles what it left.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import fcntl
 import json
@@ -101,6 +102,78 @@ def interrupted_step(record: PodRecord) -> str | None:
 
 
 @dataclass
+class PodExtra:
+    """What tailpod learns about a pod beyond its core columns, one typed field per fact.
+
+    On disk it stays the JSON object `extra` has always been (the same keys, so ledgers written
+    before read the same and `up --json` prints the same document): `from_json` reads each known
+    key into its field and keeps any other key in `other`, `to_json` writes the fields that are
+    set back under their keys. The nested values (startup facts, arms, volumes, lanes) keep the
+    shapes their writers give them (agent_client/driver.py, provision/volumes.py, pods/lanes.py).
+    """
+
+    # the create (provision/lifecycle.py)
+    provider_ids: list[str] = field(default_factory=list)  # every provider id a create named
+    gpu_preference: list[str] | None = None
+    max_price: float | None = None
+    fallback_from: str | None = None  # the card asked for, when a capacity fallback changed it
+    fallback_reasons: list[str] | None = None
+    # the boot (pods/cloud.py)
+    image: dict[str, Any] | None = None  # {"ref", "digest"}
+    provider_facts: dict[str, Any] | None = None
+    boot_failure: dict[str, Any] | None = None
+    volume: dict[str, Any] | None = None  # the mounted network volume (provision/volumes.py)
+    deadman: dict[str, Any] | None = None  # {"ttl_at" (0 = none), "pid", "heartbeat_timeout_s"}
+    # the engine
+    startup: dict[str, Any] | None = None  # StartupFacts.to_json() of the arm serving now
+    startup_s: float | None = None
+    arms: dict[str, dict[str, Any]] = field(default_factory=dict)  # label → ArmStart's record
+    argv: list[str] | None = None  # the local engine's argv
+    launch_warnings: list[str] | None = None
+    mtp_ignore_patch: dict[str, Any] | None = None
+    pod_state_dir: str | None = None
+    cold_start: dict[str, Any] | None = None
+    machine: dict[str, Any] | None = None
+    engine_version: str | None = None
+    llama_server: str | None = None  # the llama.cpp binary `up` checked, for relaunches
+    llama_server_version: str | None = None
+    # where the numbers come from
+    emulated: bool | None = None
+    api_endpoint: str | None = None
+    box: str | None = None  # your own box's address as given (--host)
+    # lanes (pods/lanes.py): the proxy's record holds both lanes
+    lanes: dict[str, Any] = field(default_factory=dict)  # {}: not a lanes run
+    lanes_down: Any = None
+    lanes_counts: dict[str, Any] | None = None  # the lanes' final request counts (lanes.json)
+    deploy_lanes: dict[str, Any] | None = None  # the lanes `benchmark --deploy` ran, once down
+    before_teardown_error: str | None = None  # a lanes settle that failed before down
+    # the end
+    ended_at: float | None = None  # when billing was proven stopped (ended_at() below)
+    other: dict[str, Any] = field(default_factory=dict)  # keys this version does not know
+    # The keys the record was read with: written back even when null or empty, so a ledger
+    # written before reads, and writes, the same document.
+    read_keys: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> PodExtra:
+        data = dict(data or {})
+        fields = {k: data.pop(k) for k in list(data) if k in _EXTRA_KEYS}
+        return cls(**fields, other=data, read_keys=frozenset(fields))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in _EXTRA_KEYS:
+            value = getattr(self, name)
+            if name in self.read_keys or value not in (None, [], {}):
+                out[name] = value
+        return {**out, **self.other}
+
+
+_EXTRA_KEYS = tuple(f.name for f in dataclasses.fields(PodExtra)
+                    if f.name not in ("other", "read_keys"))
+
+
+@dataclass
 class PodRecord:
     run_tag: str
     provider: str
@@ -117,10 +190,15 @@ class PodRecord:
     image: str | None = None
     ssh: dict[str, Any] = field(default_factory=dict)
     tailnet: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: PodExtra = field(default_factory=PodExtra)  # a dict given here is read as on disk
     events: list[dict[str, Any]] = field(default_factory=list)
     # The operation in progress on this pod and who runs it (see `operation_stamp`); {} when idle.
     operation: dict[str, Any] = field(default_factory=dict)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "extra" and not isinstance(value, PodExtra):
+            value = PodExtra.from_json(value)  # the on-disk form (a dict), as old writers give it
+        super().__setattr__(name, value)
 
     @property
     def active(self) -> bool:
@@ -130,7 +208,9 @@ class PodRecord:
         self.events.append({"t": time.time(), "event": event, **data})
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(dataclasses.replace(self, extra=PodExtra()))
+        out["extra"] = copy.deepcopy(self.extra.to_json())  # copied, as asdict copies the rest
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PodRecord:
@@ -144,7 +224,7 @@ def ended_at(record: PodRecord) -> float | None:
     Its uptime and spend stop there: a terminated pod's numbers never grow afterwards."""
     if record.status != "terminated":
         return None
-    stored = record.extra.get("ended_at")
+    stored = record.extra.ended_at
     if isinstance(stored, (int, float)):
         return float(stored)
     for event in record.events:  # records proven before `ended_at` was kept

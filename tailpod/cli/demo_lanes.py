@@ -145,7 +145,7 @@ def _on_the_pod(settings: Settings, ledger: Ledger, cfg: EngineConfig,
         console.print(f"report: {report}")
     finally:
         current = ledger.get(record.run_tag) or record
-        if (current.extra.get("lanes") or {}).get("on_pod"):  # a sweep that failed mid-lanes
+        if (current.extra.lanes or {}).get("on_pod"):  # a sweep that failed mid-lanes
             current = cloud_lanes.settle_lanes_run(settings, ledger, current)
         evidence = kind.down(settings, ledger, current)  # raises unless proven
         console.print(evidence_table(evidence, f"down {record.run_tag}"))

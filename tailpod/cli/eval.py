@@ -92,12 +92,12 @@ def _context(record: PodRecord, run_id: str, reference: str) -> RunContext:
         provider=record.provider,
         model=reference,
         engine=base.engine,
-        engine_version=(record.extra.get("startup") or {}).get("facts", {}).get("engine_version"),
+        engine_version=(record.extra.startup or {}).get("facts", {}).get("engine_version"),
         gpu=record.gpu,
         gpu_count=record.gpu_count,
         price_per_hr=record.price_per_hr,
         image_ref=record.image,
-        image_digest=(record.extra.get("image") or {}).get("digest"),
+        image_digest=(record.extra.image or {}).get("digest"),
     )
 
 

@@ -255,7 +255,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         "spend_usd": None if spend is None else round(spend, 4),
         "healthy": healthy,
         "ttl_expired": bool(record.ttl_expires_at and time.time() > record.ttl_expires_at),
-        **({"lanes": _lanes_status(settings, record)} if record.extra.get("lanes") else {}),
+        **({"lanes": _lanes_status(settings, record)} if record.extra.lanes else {}),
     }
 
 
@@ -345,7 +345,7 @@ def up_cloud_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, sp
 
 
 def print_lanes_up(record: PodRecord, admission_limit: int) -> None:
-    info = record.extra["lanes"]
+    info = record.extra.lanes
     console.print(f"[green]up[/] {record.run_tag}: two lanes behind HAProxy at "
                   f"{record.endpoint}; spec lane admits {admission_limit} in flight")
     gate = info.get("gate") or {}
@@ -529,11 +529,11 @@ def register(app: typer.Typer) -> None:
             return
         if not kind.engine_here:
             print_cloud_up(settings, record)
-        facts = record.extra.get("startup", {}).get("facts", {})
+        facts = (record.extra.startup or {}).get("facts", {})
         console.print(
             f"[green]up[/] {record.run_tag}: {cfg.engine} serving {cfg.model} "
             f"({cfg.spec.label()}) at {record.endpoint} "
-            f"in {record.extra.get('startup_s', 0):.0f} s"
+            f"in {record.extra.startup_s or 0:.0f} s"
         )
         console.print(
             f"  KV cache: {facts.get('kv_tokens')} tokens; "

@@ -68,7 +68,7 @@ def record_or_provider_truth(settings: Settings, ledger: Ledger, run_tag: str | 
             raise ConfigError(f"no pod with run tag {run_tag} in the ledger or at any "
                               "configured provider", hint="tailpod status") from None
         err_console.print(f"{run_tag} is not in the ledger; {found.provider} lists it as "
-                          f"{', '.join(found.extra.get('provider_ids', []))}: written back")
+                          f"{', '.join(found.extra.provider_ids)}: written back")
         return found
 
 

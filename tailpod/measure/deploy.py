@@ -11,6 +11,7 @@ per-band best instead of choosing it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -21,7 +22,7 @@ from tailpod.agent_client.driver import ArmStart
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.errors import ConfigError
-from tailpod.ledger import Ledger, PodRecord
+from tailpod.ledger import Ledger, PodExtra, PodRecord
 from tailpod.measure.plan import Arm, Cell, SweepPlan
 from tailpod.measure.sweep import GateResult, SweepHost
 from tailpod.pods import lanes as lanes_mod
@@ -81,7 +82,7 @@ class DeployingHost:
             self.settings, self.ledger, self.launches_for(arm, self.deployment),
             int(self.deployment["admission_limit"]), int(arm.config.port),
             engine_cfg=arm.config.to_json(), gate=lanes_mod.local_gate(self.settings))
-        return dict(self.lanes_record.extra["lanes"])
+        return dict(self.lanes_record.extra.lanes)
 
     def _lanes_down(self) -> None:
         from tailpod.pods.kinds import kind_for
@@ -179,7 +180,7 @@ class PodDeployingHost(DeployingHost):
         info: dict[str, Any] = started.record["lanes"]
         current = self.ledger.get(self.record.run_tag) or self.record
         self.record = self.ledger.update(self.record.run_tag, event="deploy-lanes-up",
-                                         extra={**current.extra, "lanes": info})
+                                         extra=dataclasses.replace(current.extra, lanes=info))
         return info
 
     def _lanes_down(self) -> None:
@@ -188,10 +189,10 @@ class PodDeployingHost(DeployingHost):
         current = self.ledger.get(self.record.run_tag) or self.record
         settled = cloud_lanes.settle_with(self.inner.pod,  # type: ignore[attr-defined]
                                           self.settings, self.ledger, current)
-        extra = {k: v for k, v in settled.extra.items() if k != "lanes"}
         self.record = self.ledger.update(self.record.run_tag, event="deploy-lanes-down",
-                                         extra={**extra, "deploy_lanes": settled.extra.get(
-                                             "lanes")})
+                                         extra=dataclasses.replace(
+                                             settled.extra, lanes={},
+                                             deploy_lanes=settled.extra.lanes or None))
 
     def lane_counts(self) -> dict[str, Any] | None:
         from tailpod.pods import cloud_lanes
@@ -199,5 +200,5 @@ class PodDeployingHost(DeployingHost):
         if self.lanes_info is None:
             return None
         probe = PodRecord(run_tag=self.record.run_tag, provider=self.record.provider,
-                          extra={"lanes": self.lanes_info})
+                          extra=PodExtra(lanes=self.lanes_info))
         return cloud_lanes.pod_counts(self.inner.pod, probe)  # type: ignore[attr-defined]

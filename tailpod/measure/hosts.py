@@ -119,7 +119,7 @@ class AgentSweepHost:
         if current is None:
             return None
         self.record = current
-        started = current.extra.get("arms", {}).get(label)
+        started = current.extra.arms.get(label)
         if started is None:
             return None
         return ArmStart(

@@ -110,16 +110,16 @@ class RunContext:
             provider=record.provider,
             model=cfg.model,
             engine=cfg.engine,
-            engine_version=record.extra.get("engine_version"),
+            engine_version=record.extra.engine_version,
             gpu=record.gpu,
             gpu_count=record.gpu_count,
             price_per_hr=record.price_per_hr,
-            machine=record.extra.get("machine") or {},
-            emulated=bool(record.extra.get("emulated")),
-            api_endpoint=record.extra.get("api_endpoint"),
+            machine=record.extra.machine or {},
+            emulated=bool(record.extra.emulated),
+            api_endpoint=record.extra.api_endpoint,
             image_ref=record.image,
-            image_digest=(record.extra.get("image") or {}).get("digest"),
-            provider_facts=record.extra.get("provider_facts"),
+            image_digest=(record.extra.image or {}).get("digest"),
+            provider_facts=record.extra.provider_facts,
         )
 
 

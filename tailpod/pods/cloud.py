@@ -554,7 +554,7 @@ def _up_cloud_once(
 
         note_use(ledger, mount.tag, run_tag)
         record = ledger.update(run_tag, event="volume-mounted",
-                               extra={**record.extra, "volume": mount.to_json()})
+                               extra=dataclasses.replace(record.extra, volume=mount.to_json()))
     current = record
 
     def step(event: str, **fields: Any) -> PodRecord:
@@ -571,16 +571,16 @@ def _up_cloud_once(
         step("image-pinned", image=image, engine=cfg.to_json(),
              tailnet={"enabled": use_tailnet, **({"auth_key_id": pod_key_id} if pod_key_id
                                                   else {})},
-             extra={**record.extra, "image": {"ref": image, "digest": digest},
-                    "provider_facts": facts},
+             extra=dataclasses.replace(record.extra, image={"ref": image, "digest": digest},
+                                       provider_facts=facts),
              operation=operation_stamp("ssh-wait"))
         running = await_running(settings, current, boot_wait_seconds(image_gb), say)
         step("running", gpu=running.gpu_type or current.gpu,
              price_per_hr=running.price_per_hr if running.price_per_hr is not None
              else current.price_per_hr,
-             extra={**current.extra, "provider_facts": {
+             extra=dataclasses.replace(current.extra, provider_facts={
                  **facts, "host_cuda": running.detail.get("cuda")
-                 or running.detail.get("cuda_max_good")}})
+                 or running.detail.get("cuda_max_good")}))
         check_stated_price(current, running, spec.max_price)
         # what the running pod states, plus what only the create knew (capacity fallback)
         info = dataclasses.replace(running, detail={**info.detail, **running.detail})
@@ -598,22 +598,23 @@ def _up_cloud_once(
         from tailpod.provision.volumes import cold_start
 
         cold = cold_start(current.events, current.price_per_hr, time.time(),
-                          started.facts.facts, current.extra.get("volume"))
+                          started.facts.facts, current.extra.volume)
         final = step(
             "engine-healthy",
             status="running",
             operation={},
             endpoint=f"http://{name}:{cfg.port}",
-            extra={**current.extra, "startup": started.facts.to_json(), "arms": arms,
-                   "startup_s": result.get("startup_s"), "pod_state_dir": agent.state_dir,
-                   "cold_start": cold,
-                   "machine": result.get("machine"),
-                   "emulated": non_vendor_api_endpoint(settings) is not None,
-                   "api_endpoint": non_vendor_api_endpoint(settings),
-                   "engine_version": result.get("engine_version"),
-                   **({"lanes": result["lanes"]} if result.get("lanes") else {}),
-                   "deadman": {"ttl_at": ttl_at or 0.0, "pid": deadman.get("pid"),
-                               "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}},
+            extra=dataclasses.replace(
+                current.extra, startup=started.facts.to_json(), arms=arms,
+                startup_s=result.get("startup_s"), pod_state_dir=agent.state_dir,
+                cold_start=cold,
+                machine=result.get("machine"),
+                emulated=non_vendor_api_endpoint(settings) is not None,
+                api_endpoint=non_vendor_api_endpoint(settings),
+                engine_version=result.get("engine_version"),
+                lanes=result.get("lanes") or current.extra.lanes,
+                deadman={"ttl_at": ttl_at or 0.0, "pid": deadman.get("pid"),
+                         "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}),
         )  # fmt: skip
         return final, info
     except BaseException as exc:
@@ -630,7 +631,7 @@ def _up_cloud_once(
             with contextlib.suppress(TailpodError):
                 diagnosis = _diagnose_boot(settings, current, say)
                 step("boot-diagnosed",
-                     extra={**current.extra, "boot_failure": diagnosis.to_json()})
+                     extra=dataclasses.replace(current.extra, boot_failure=diagnosis.to_json()))
         say(f"bootstrap failed ({exc.__class__.__name__}); tearing {run_tag} down")
         current = ledger.get(run_tag) or current  # teardown writes a lost record back
         try:
@@ -685,12 +686,12 @@ def relaunch_cloud(
     started = start_arm(agent, settings, cfg, say, relaunch=True)
     current = ledger.get(record.run_tag)
     assert current is not None
-    arms = {**current.extra.get("arms", {}), cfg.spec.label(): started.ledger_arm()}
+    arms = {**current.extra.arms, cfg.spec.label(): started.ledger_arm()}
     ledger.update(
         record.run_tag,
         event="engine-relaunched",
         engine=cfg.to_json(),
-        extra={**current.extra, "startup": started.facts.to_json(), "arms": arms},
+        extra=dataclasses.replace(current.extra, startup=started.facts.to_json(), arms=arms),
     )
     return started
 

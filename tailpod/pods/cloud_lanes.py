@@ -15,6 +15,7 @@ proven stopped by the agent, before the pod itself is terminated with the usual 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -160,12 +161,12 @@ def start_lanes_on_pod(agent: PodAgent, settings: Settings, cfg: EngineConfig,
 
 def pod_on_cpu(record: PodRecord) -> bool:
     """The pod's agent found no GPU (the sandbox's CPU engine): lanes get a CPU KV budget."""
-    machine = record.extra.get("machine")
+    machine = record.extra.machine
     return isinstance(machine, dict) and not machine.get("gpus")
 
 
 def pod_counts(agent: PodAgent, record: PodRecord) -> dict[str, dict[str, Any]] | None:
-    sock = ((record.extra.get("lanes") or {}).get("haproxy") or {}).get("stats_socket")
+    sock = ((record.extra.lanes or {}).get("haproxy") or {}).get("stats_socket")
     if not sock:
         return None
     try:
@@ -185,7 +186,7 @@ def _agent(settings: Settings, record: PodRecord) -> PodAgent:
 def status(settings: Settings, record: PodRecord) -> dict[str, Any]:
     """Both lanes and the proxy as the pod's agent sees them, with HAProxy's counts; unknown
     (with the reason) when the pod cannot be reached: never a healthy guess."""
-    lanes = record.extra.get("lanes") or {}
+    lanes = record.extra.lanes or {}
     try:
         with _agent(settings, record) as agent:
             counts = pod_counts(agent, record) or {}
@@ -220,15 +221,15 @@ def settle(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
             return settle_with(agent, settings, ledger, record)
     except TailpodError as exc:
         lanes_mod.record_final_counts(settings, record, None, read=False)
-        return ledger.update(record.run_tag, event="lanes-not-settled", extra={
-            **record.extra, "lanes_down": {"unknown": exc.message,
-                                           "then": "the pod's termination stops all three"}})
+        return ledger.update(record.run_tag, event="lanes-not-settled", extra=dataclasses.replace(
+            record.extra, lanes_down={"unknown": exc.message,
+                                      "then": "the pod's termination stops all three"}))
 
 
 def settle_with(agent: PodAgent, settings: Settings, ledger: Ledger,
                 record: PodRecord) -> PodRecord:
     """`settle` through an agent session already open (a sweep's)."""
-    lanes = record.extra.get("lanes") or {}
+    lanes = record.extra.lanes or {}
     counts = pod_counts(agent, record)
     lanes_mod.record_final_counts(settings, record, counts, read=False)
     proofs: list[dict[str, Any]] = []
@@ -238,18 +239,18 @@ def settle_with(agent: PodAgent, settings: Settings, ledger: Ledger,
     if proxy_dir:
         proofs.append({"lane": PROXY, **_stop(agent, str(proxy_dir))})
     return ledger.update(record.run_tag, event="lanes-stopped",
-                         extra={**record.extra, "lanes_down": proofs,
-                                "lanes_counts": {"counts_final": counts is not None}})
+                         extra=dataclasses.replace(record.extra, lanes_down=proofs,
+                                                   lanes_counts={"counts_final": counts is not None}))
 
 
 def settle_lanes_run(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
     """The step before any teardown of a lanes run, on this machine or on a pod."""
-    if (record.extra.get("lanes") or {}).get("on_pod") and record.ssh:
+    if (record.extra.lanes or {}).get("on_pod") and record.ssh:
         return settle(settings, ledger, record)
     return lanes_mod.settle_lanes(settings, ledger, record)
 
 
 def lanes_run_status(settings: Settings, record: PodRecord) -> dict[str, Any] | None:
-    if (record.extra.get("lanes") or {}).get("on_pod") and record.ssh:
+    if (record.extra.lanes or {}).get("on_pod") and record.ssh:
         return status(settings, record)
     return lanes_mod.lanes_status(settings, record)

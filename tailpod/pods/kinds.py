@@ -94,7 +94,7 @@ class LocalPods:
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
                  progress: Progress, agent: PodAgent | None = None) -> ArmStart:
         # `agent` is unused: the engine is started here, with the agent's engine code in-process
-        if record.extra.get("lanes"):
+        if record.extra.lanes:
             raise TailpodError(f"{record.run_tag} serves two lanes behind a proxy",
                                hint="tailpod down it and `up --lanes` again")
         return local.relaunch_local(settings, record, cfg, ledger, progress)

@@ -21,6 +21,7 @@ in flight and a plain lane that takes the overflow, with a real HAProxy in front
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import time
@@ -34,7 +35,7 @@ from tailpod.agent.bootstrap.errors import EngineStartError
 from tailpod.agent_client.driver import GATE_MAX_TOKENS
 from tailpod.config import Settings, ttl_deadline
 from tailpod.errors import ConfigError, TailpodError
-from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
 from tailpod.provision.base import PodSpec
 from tailpod.provision.local.provider import LocalProvider
 
@@ -189,7 +190,7 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
         run_tag=run_tag, provider="local", engine=engine_cfg or {}, gpu=gpu,
         gpu_count=gpu_count, price_per_hr=0.0,
         ttl_expires_at=ttl_deadline(settings.ttl_hours, time.time()),
-        extra={"lanes": {"admission_limit": admission_limit, "lanes": {}}},
+        extra=PodExtra(lanes={"admission_limit": admission_limit, "lanes": {}}),
     ))  # fmt: skip
     home = lanes_home(settings, run_tag)
     lane_provider = LocalProvider(home)
@@ -326,7 +327,7 @@ def _settle_failed(ledger: Ledger, run_tag: str, lane_provider: LocalProvider, s
              and engine.group_alive(int(st["pgid"]))]
     record = ledger.update(run_tag, event="lanes-failed",
                            status="failed" if alive else "terminated")
-    if (record.extra.get("lanes") or {}).get("gate"):
+    if (record.extra.lanes or {}).get("gate"):
         write_lanes_json(record, run_dir, counts={})
 
 
@@ -369,7 +370,7 @@ def lane_counts(record: PodRecord, settings: Settings | None = None
     """HAProxy's per-lane counters now, or None when the proxy does not answer. The stats socket
     is the record's, or (a record that lost `extra.lanes`, given `settings`) the one the lanes
     directory's haproxy.cfg names."""
-    lanes = record.extra.get("lanes") or {}
+    lanes = record.extra.lanes or {}
     sock = (lanes.get("haproxy") or {}).get("stats_socket")
     if not sock and settings is not None:
         sock = _socket_in_config(lanes_home(settings, record.run_tag) / "haproxy.cfg")
@@ -398,7 +399,7 @@ def write_lanes_json(record: PodRecord, run_dir: Path,
                      final: bool = False) -> Path:
     """lanes.json: the admission limit, each lane's start facts and its request count (`final`:
     the counts read at `down`, the last ones the proxy gave)."""
-    lanes = record.extra.get("lanes") or {}
+    lanes = record.extra.lanes or {}
     counts = counts if counts is not None else lane_counts(record)
     out = {
         "run_tag": record.run_tag,
@@ -425,7 +426,7 @@ def write_lanes_json(record: PodRecord, run_dir: Path,
 
 def lanes_status(settings: Settings, record: PodRecord) -> dict[str, Any] | None:
     """Both lanes and the proxy: alive, healthy, and HAProxy's counts."""
-    lanes = record.extra.get("lanes")
+    lanes = record.extra.lanes
     if not lanes:
         return None
     counts = lane_counts(record) or {}
@@ -465,13 +466,13 @@ def record_final_counts(settings: Settings, record: PodRecord,
     path = run_dir / LANES_FILE
     if counts is None and read:
         counts = lane_counts(record, settings)
-    if counts is not None and record.extra.get("lanes"):
+    if counts is not None and record.extra.lanes:
         write_lanes_json(record, run_dir, counts, final=True)
         return {"counts_final": True, "lanes_json": str(path)}
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
-        if record.extra.get("lanes"):  # none written yet: the record's facts, no counts
+        if record.extra.lanes:  # none written yet: the record's facts, no counts
             write_lanes_json(record, run_dir, {}, final=False)
             return {"counts_final": False, "lanes_json": str(path)}
         return {"counts_final": False, "lanes_json": None}
@@ -496,18 +497,18 @@ def settle_lanes(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRe
     The one path of `down TAG`, `down --all`, `down --expired` and `benchmark --deploy`; any
     other run is returned as it is."""
     lanes_dir = lanes_home(settings, record.run_tag)
-    if record.provider != "local" or not (record.extra.get("lanes") or lanes_dir.is_dir()):
+    if record.provider != "local" or not (record.extra.lanes or lanes_dir.is_dir()):
         return record
     counted = record_final_counts(settings, record)
     proofs = stop_lanes(settings, record)  # a lost record's lanes: the provider's terminate
     return ledger.update(record.run_tag, event="lanes-stopped",
-                         extra={**record.extra, "lanes_down": proofs, "lanes_counts": counted})
+                         extra=dataclasses.replace(record.extra, lanes_down=proofs, lanes_counts=counted))
 
 
 def stop_lanes(settings: Settings, record: PodRecord) -> list[dict[str, Any]]:
     """Stop every lane engine the record lists (the proxy stays for the record's own proven
     teardown); each lane proven gone: its process group and its port. Raises when one is not."""
-    lanes = record.extra.get("lanes") or {}
+    lanes = record.extra.lanes or {}
     proofs, alive = [], []
     for name, row in (lanes.get("lanes") or {}).items():
         state = engine.read_state(Path(row["state_dir"]))

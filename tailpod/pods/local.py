@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import time
@@ -26,7 +27,7 @@ from tailpod.engines.local_install import (
     local_engine_env,
 )
 from tailpod.errors import ConfigError, TailpodError
-from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
 from tailpod.provision.base import BillingEvidence, PodSpec
 from tailpod.provision.local.provider import LocalProvider
 
@@ -37,7 +38,7 @@ def _launch_plan(record: PodRecord, cfg: EngineConfig, settings: Settings) -> La
     adapter = get_adapter(cfg.engine)
     if isinstance(adapter, LlamaCppAdapter):
         # The binary `up` checked, kept in the ledger so a relaunch (a sweep arm) finds it too.
-        binary = record.extra.get("llama_server") or check_llama_server(settings.llama_server)[0]
+        binary = record.extra.llama_server or check_llama_server(settings.llama_server)[0]
         return adapter.launch_plan(cfg, binary=binary)
     return adapter.launch_plan(cfg, python=engine_python(settings))
 
@@ -72,10 +73,10 @@ def _start(
     if not is_llamacpp(cfg):  # a GGUF file has no quantization config to patch
         cfg, patched = work_around_mtp_trap(settings, cfg, record.run_tag)
     if patched:
-        ledger.update(record.run_tag, event="mtp-ignore-list-patched", extra={
-            **(ledger.get(record.run_tag) or record).extra,
-            "mtp_ignore_patch": {"served_from": cfg.model, "added": patched},
-        })  # fmt: skip
+        ledger.update(record.run_tag, event="mtp-ignore-list-patched", extra=dataclasses.replace(
+            (ledger.get(record.run_tag) or record).extra,
+            mtp_ignore_patch={"served_from": cfg.model, "added": patched},
+        ))  # fmt: skip
     adapter = get_adapter(cfg.engine)
     plan = _launch_plan(ledger.get(record.run_tag) or record, cfg, settings)
     spec = PodSpec(
@@ -94,7 +95,7 @@ def _start(
         pod_id=info.pod_id,
         endpoint=info.endpoint,
         engine=cfg.to_json(),
-        extra={**record.extra, "argv": plan.argv, "launch_warnings": plan.warnings},
+        extra=dataclasses.replace(record.extra, argv=plan.argv, launch_warnings=plan.warnings),
     )
     state = provider.engine_state(record.run_tag)
     assert state is not None
@@ -119,7 +120,7 @@ def _start(
             {**os.environ, **local_engine_env(settings, cfg.spec.label())},
         ),
     )
-    arms = dict(current.extra.get("arms", {}))
+    arms = dict(current.extra.arms)
     arms[cfg.spec.label()] = {
         "startup": started.startup,
         "startup_s": took,
@@ -130,14 +131,14 @@ def _start(
         record.run_tag,
         event="engine-healthy",
         status="running",
-        extra={
-            **current.extra,
-            "startup": startup.to_json(),
-            "startup_s": took,
-            "arms": arms,
-            "machine": state.get("machine"),
-            "engine_version": engine.engine_version(cfg.host, cfg.port),
-        },
+        extra=dataclasses.replace(
+            current.extra,
+            startup=startup.to_json(),
+            startup_s=took,
+            arms=arms,
+            machine=state.get("machine"),
+            engine_version=engine.engine_version(cfg.host, cfg.port),
+        ),
     )
     return started
 
@@ -145,13 +146,13 @@ def _start(
 def up_local(
     settings: Settings, cfg: EngineConfig, ledger: Ledger, progress: Progress | None = None
 ) -> PodRecord:
-    gpu, gpu_count, extra = "local CPU", 0, {}
+    gpu, gpu_count, extra = "local CPU", 0, PodExtra()
     if is_llamacpp(cfg):
         check_gguf(cfg.model, "model")
         if not cfg.spec.plain and cfg.spec.draft_model:
             check_gguf(cfg.spec.draft_model, "draft model")
         binary, version = check_llama_server(settings.llama_server)
-        extra = {"llama_server": binary, "llama_server_version": version}
+        extra = PodExtra(llama_server=binary, llama_server_version=version)
     else:
         check_model(cfg.model)
         check_engine_installed(engine_python(settings))

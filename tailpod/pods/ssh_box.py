@@ -10,6 +10,7 @@ unlike a cloud address, the box is the same machine next time.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tailpod.agent_client.driver import ArmStart, PodAgent
@@ -17,7 +18,7 @@ from tailpod.config import Settings
 from tailpod.engines.adapters import require_cloud_engine
 from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import ConfigError, TailpodError
-from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
 from tailpod.pods import cloud
 from tailpod.pods.base import Progress, UpOptions, UpResult
 from tailpod.provision.base import BillingEvidence
@@ -47,7 +48,7 @@ class SshBoxPods:
         record = ledger.put(PodRecord(
             run_tag=run_tag, provider=self.name, pod_id=box.pod_id(run_tag),
             engine=cfg.to_json(), gpu=f"your box {box.host}", price_per_hr=0.0,
-            ssh=box.target.to_record(), extra={"box": settings.ssh_host},
+            ssh=box.target.to_record(), extra=PodExtra(box=settings.ssh_host),
         ))  # fmt: skip
         say = lambda line: progress(0.0, line)  # noqa: E731
         try:
@@ -70,10 +71,11 @@ class SshBoxPods:
                 endpoint=f"http://{box.host}:{cfg.port}",
                 gpu=str(gpus[0]["name"]) if gpus else f"your box {box.host} (CPU)",
                 gpu_count=max(1, cfg.tensor_parallel) if gpus else 0,
-                extra={**record.extra, "startup": started.facts.to_json(),
-                       "arms": {cfg.spec.label(): started.ledger_arm()},
-                       "startup_s": started.record.get("startup_s"), "pod_state_dir": state_dir,
-                       "machine": machine, "engine_version": started.record.get("engine_version")},
+                extra=dataclasses.replace(
+                    record.extra, startup=started.facts.to_json(),
+                    arms={cfg.spec.label(): started.ledger_arm()},
+                    startup_s=started.record.get("startup_s"), pod_state_dir=state_dir,
+                    machine=machine, engine_version=started.record.get("engine_version")),
             )  # fmt: skip
             return UpResult(final)
         except BaseException as exc:

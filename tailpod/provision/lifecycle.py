@@ -16,6 +16,7 @@ time-out):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -118,7 +119,7 @@ def _now_iso(t: float | None = None) -> str:
 
 
 def _provider_ids(record: PodRecord) -> list[str]:
-    ids = [str(i) for i in record.extra.get("provider_ids", [])]
+    ids = [str(i) for i in record.extra.provider_ids]
     if record.pod_id and record.pod_id not in ids:
         ids.insert(0, record.pod_id)
     return ids
@@ -127,9 +128,8 @@ def _provider_ids(record: PodRecord) -> list[str]:
 def _record_provider_id(ledger: Ledger, run_tag: str, pod_id: str) -> None:
     with ledger.transaction() as pods:
         record = pods[run_tag]
-        ids = record.extra.setdefault("provider_ids", [])
-        if pod_id not in ids:
-            ids.append(pod_id)
+        if pod_id not in record.extra.provider_ids:
+            record.extra.provider_ids.append(pod_id)
         if record.pod_id is None:
             record.pod_id = pod_id
         record.status = "creating"
@@ -165,8 +165,8 @@ def create_pod_safely(
     record.gpu_count = spec.gpu_count
     record.image = spec.image
     record.ttl_expires_at = spec.ttl_at
-    record.extra.update({"gpu_preference": list(spec.gpu_preference),
-                         "max_price": spec.max_price})
+    record.extra.gpu_preference = list(spec.gpu_preference)
+    record.extra.max_price = spec.max_price
     record.note("intent", gpus=list(spec.gpu_preference), max_price=spec.max_price)
     record.operation = operation_stamp("create")  # the caller moves it on, or clears it
     try:
@@ -199,9 +199,8 @@ def create_pod_safely(
     with ledger.transaction() as pods:
         rec = pods[spec.run_tag]
         rec.pod_id = info.pod_id
-        ids = rec.extra.setdefault("provider_ids", [])
-        if info.pod_id not in ids:
-            ids.append(info.pod_id)
+        if info.pod_id not in rec.extra.provider_ids:
+            rec.extra.provider_ids.append(info.pod_id)
         rec.gpu = info.gpu_type
         rec.gpu_count = info.gpu_count or spec.gpu_count
         rec.price_per_hr = info.price_per_hr
@@ -209,8 +208,8 @@ def create_pod_safely(
         if info.ssh_host and info.ssh_port:
             rec.ssh.update({"host": info.ssh_host, "port": info.ssh_port})
         if "fallback_from" in info.detail:
-            rec.extra["fallback_from"] = info.detail["fallback_from"]
-            rec.extra["fallback_reasons"] = list(info.detail.get("fallback_reasons", []))
+            rec.extra.fallback_from = info.detail["fallback_from"]
+            rec.extra.fallback_reasons = list(info.detail.get("fallback_reasons", []))
         rec.updated_at = time.time()
         rec.note("created", pod_id=info.pod_id, gpu=info.gpu_type, price_per_hr=info.price_per_hr,
                  fallback_from=info.detail.get("fallback_from"))
@@ -470,7 +469,7 @@ def teardown(
         save(ledger.update, tag, event="billing-proven", status="terminated", operation={})
         with contextlib.suppress(OSError), ledger.transaction() as pods:
             if tag in pods:
-                pods[tag].extra["ended_at"] = proven_before or gone_at
+                pods[tag].extra.ended_at = proven_before or gone_at
                 pods[tag].note("proof", path=str(proof_path))
     else:
         save(ledger.update, tag, event="billing-not-proven", status="terminating", operation={})
@@ -664,7 +663,7 @@ def gone_reason(record: PodRecord, now: float) -> str:
     """Why a pod the ledger holds as live is no longer at its provider, as far as tailpod knows:
     its dead-man switch (armed by `up`) ends it at its TTL or after the heartbeat timeout; a pod
     with no switch was deleted by hand or by the provider."""
-    deadman = record.extra.get("deadman") if isinstance(record.extra, dict) else None
+    deadman = record.extra.deadman
     if not isinstance(deadman, dict):
         return "ended outside tailpod (deleted by hand or by the provider)"
     ttl_at = deadman.get("ttl_at")
@@ -732,7 +731,7 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
             gpu_count=(info.gpu_count if info and info.gpu_count else rec.gpu_count),
             price_per_hr=price, uptime_s=uptime,
             spend_usd=round(price * uptime / 3600.0, 4) if price is not None else None,
-            ttl_expires_at=rec.ttl_expires_at, fallback_from=rec.extra.get("fallback_from"),
+            ttl_expires_at=rec.ttl_expires_at, fallback_from=rec.extra.fallback_from,
             flags=flags, settle=f"tailpod down {rec.run_tag}" if step or "expired" in flags
             or "ghost" in flags else None,
             owner=f"pid {rec.operation.get('pid')} on {rec.operation.get('host')}"
@@ -804,7 +803,7 @@ def adopt_from_providers(providers: Mapping[str, Provider], ledger: Ledger,
                             status=_LEDGER_STATUS.get(info.state, "creating"),
                             gpu=info.gpu_type, gpu_count=info.gpu_count or 1,
                             price_per_hr=info.price_per_hr)
-            rec.extra["provider_ids"] = [info.pod_id]
+            rec.extra.provider_ids = [info.pod_id]
             if tailnet_lists is not None and tailnet_lists(tag):
                 rec.tailnet = {"enabled": True}
             rec.note("recovered-from-provider", pod_id=info.pod_id, state=info.state.value)
@@ -867,7 +866,7 @@ def find_at_providers(settings: Settings, ledger: Ledger, run_tag: str,
                             pod_id=pods[0].pod_id, gpu=pods[0].gpu_type,
                             price_per_hr=pods[0].price_per_hr,
                             tailnet={"enabled": True} if lister and lister(run_tag) else {})
-            rec.extra["provider_ids"] = [p.pod_id for p in pods]
+            rec.extra.provider_ids = [p.pod_id for p in pods]
             rec.note("recovered-from-provider", pod_id=pods[0].pod_id)
             ledger.put(rec)
             return rec
@@ -1030,7 +1029,7 @@ def _down_one(settings: Settings, ledger: Ledger, record: PodRecord,
                 record = before(record)
             except TailpodError as exc:
                 ledger.update(record.run_tag, event="before-teardown-failed",
-                              extra={**record.extra, "before_teardown_error": exc.message})
+                              extra=dataclasses.replace(record.extra, before_teardown_error=exc.message))
         evidence = down_remote(settings, ledger, record, policy=policy, **options)
         return TeardownOutcome(record.run_tag, record.provider, evidence, proof_path=proof)
     except UnprovenTeardown as exc:

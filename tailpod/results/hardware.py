@@ -146,9 +146,9 @@ def check_pod(record: PodRecord) -> dict[str, Any]:
     return hardware_check(
         record.gpu,
         record.gpu_count,
-        record.extra.get("machine"),
-        bool(record.extra.get("emulated")),
-        record.extra.get("api_endpoint"),
+        record.extra.machine,
+        bool(record.extra.emulated),
+        record.extra.api_endpoint,
     )
 
 

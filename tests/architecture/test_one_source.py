@@ -194,3 +194,17 @@ def test_each_providers_keys_and_console_are_facts_of_its_class() -> None:
                   isinstance(t, ast.Name) and t.id in ("CONSOLE_URLS", "REQUIRED_KEYS")
                   for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
     assert tables == []
+
+
+def test_the_ledgers_pod_facts_are_read_by_field_not_by_string_key() -> None:
+    """PodRecord.extra is typed (ledger.py PodExtra): no `.extra.get("…")`, `.extra["…"]` or
+    `.extra.setdefault(…)` anywhere in tailpod; a new fact is a new field there."""
+    found = []
+    for path, tree in _modules():
+        for node in ast.walk(tree):
+            by_key = isinstance(node, ast.Subscript) or (
+                isinstance(node, ast.Attribute) and node.attr in ("get", "setdefault", "pop"))
+            target = getattr(node, "value", None) if by_key else None
+            if isinstance(target, ast.Attribute) and target.attr == "extra":
+                found.append(_where(path, node))
+    assert found == []

@@ -48,7 +48,7 @@ def test_capacity_on_first_choice_falls_back_and_says_so(cloud: Cloud) -> None:
     assert info.detail["fallback_from"].lower() == cloud.gpu("first").lower()
     assert info.detail["fallback_reasons"]
     record = cloud.ledger.get(spec.run_tag)
-    assert record and record.extra["fallback_from"] == info.detail["fallback_from"]
+    assert record and record.extra.fallback_from == info.detail["fallback_from"]
     assert record.gpu == info.gpu_type and record.price_per_hr == info.price_per_hr
     down(cloud, spec.run_tag)
 
@@ -131,7 +131,7 @@ def test_vast_error_carrying_new_contract_destroys_that_instance(make_cloud) -> 
     assert [p["status"] for p in pods].count("terminated") == 1
     assert len(cloud.billing()) == 1
     record = cloud.ledger.get(spec.run_tag)
-    assert record and len(record.extra["provider_ids"]) == 2  # the stray was recorded too
+    assert record and len(record.extra.provider_ids) == 2  # the stray was recorded too
     down(cloud, spec.run_tag)
 
 

@@ -81,8 +81,8 @@ def test_lanes_on_a_sandbox_pod_up_status_down(tailpod_home: Path, tmp_path: Pat
             ((_settings, cfg, specs, _frac, _kv), _kw) = asked[0]
             assert cfg.port == front and [(x.name, x.k) for x in specs] == [("spec", 2),
                                                                              ("plain", 0)]
-            info = record.extra["lanes"]
-            assert record.status == "running" and record.extra["deadman"]["pid"]
+            info = record.extra.lanes
+            assert record.status == "running" and record.extra.deadman["pid"]
             assert record.endpoint and record.endpoint.endswith(f":{front}")  # the proxy's port
             assert info["on_pod"] and info["gate"]["status"] == "pass"
             assert len(sandbox.billing_now()) == 1
@@ -100,7 +100,7 @@ def test_lanes_on_a_sandbox_pod_up_status_down(tailpod_home: Path, tmp_path: Pat
         assert _listening(front, spec_port, plain_port) == []
         final = Ledger(settings.state_dir).get(tag)
         assert final is not None and final.status == "terminated"
-        assert {p["lane"]: p["stopped"] for p in final.extra["lanes_down"]} == {
+        assert {p["lane"]: p["stopped"] for p in final.extra.lanes_down} == {
             "spec": True, "plain": True, "proxy": True}
         saved = json.loads((run_dir_for(settings, tag) / lanes.LANES_FILE).read_text())
         assert saved["counts_final"] is True

@@ -178,7 +178,7 @@ def test_up_on_an_account_that_does_not_decode_the_json_form_stops_within_second
     assert "is not a valid model identifier" in text
     assert "billing proven stopped" in text
     record = ledger.all()[0]
-    assert record.extra["provider_facts"]["start_form"] == "json"
+    assert record.extra.provider_facts["start_form"] == "json"
     assert world.meter()["billing_count"] == 0
     assert "seen in its container log" in text  # recognised while booting (bootlog.BootWatch)
 
@@ -207,7 +207,7 @@ def test_up_with_no_ttl_and_the_facts_each_run_records(
         guard = pod.command if isinstance(pod.command, str) else " ".join(pod.command)
         assert " runpod 0.000 1800 " in guard  # the stage-0 guard: ttl 0 = none
         assert not guard.startswith("{")  # sglang has no ENTRYPOINT: a plain command line
-        facts = record.extra["provider_facts"]
+        facts = record.extra.provider_facts
         assert facts["start_form"] == "plain" and facts["min_cuda"] is None
         assert facts["image_config"]["entrypoint"] == []
         stamp = facts["first_contact"]
@@ -237,7 +237,7 @@ def test_up_gives_the_ledger_and_the_pod_one_ttl_deadline(
         deadline = record.ttl_expires_at
         assert deadline is not None and before + 2 * 3600 <= deadline <= after + 2 * 3600
         assert armed == [deadline]
-        assert record.extra["deadman"]["ttl_at"] == deadline
+        assert record.extra.deadman["ttl_at"] == deadline
         pod = world.cloud.pods[f"runpod:{record.pod_id}"]
         guard = pod.command if isinstance(pod.command, str) else " ".join(pod.command)
         assert f" runpod {deadline:.3f} 1800 " in guard

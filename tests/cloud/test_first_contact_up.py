@@ -73,7 +73,7 @@ def test_up_checks_first_contact_once_before_the_gpu_pod(
             said.index(next(s for s in said if s.startswith("renting on runpod")))
         gpu = [p for p in world.cloud.pods_public() if p["gpu_count"]]
         assert [p["id"] for p in gpu] == [record.pod_id]
-        stamp = record.extra["provider_facts"]["first_contact"]
+        stamp = record.extra.provider_facts["first_contact"]
         assert stamp["verified"] and stamp["same_image"] and stamp["start_form"] == "json"
         assert stamp["start_command_ran"] is True and stamp["pod_key_self_kill"] is True
         stored = fc.facts_for(settings)
@@ -149,7 +149,7 @@ def test_a_refused_pod_key_refuses_up_until_ttl_zero(
                                    TAILPOD_TTL_HOURS="0")
     try:
         assert len(_cpu_pods(world)) == 1 and record.pod_id
-        assert record.extra["provider_facts"]["first_contact"]["pod_key_self_kill"] is False
+        assert record.extra.provider_facts["first_contact"]["pod_key_self_kill"] is False
     finally:
         down_remote(settings, ledger, ledger.get(record.run_tag) or record)
     _nothing_bills(world)

@@ -200,7 +200,7 @@ def test_an_offline_instance_is_destroyed_and_rented_again(
         assert fault.fired == 1
         assert any("offline" in line and "renting once more" in line for line in said), said
         first = next(r for r in ledger.all() if r.run_tag != record.run_tag)
-        assert first.status in ("terminated", "proven") or first.extra.get("proof") is not None
+        assert first.status in ("terminated", "proven") or first.extra.other.get("proof") is not None
         assert sandbox.cloud.pods[f"vast:{first.pod_id}"].status == "terminated"
         gone = sandbox.cloud.pods[f"vast:{first.pod_id}"].meta["machine_id"]
         assert str(gone) in vast_provider.AVOIDED_MACHINES

@@ -12,6 +12,7 @@ import _thread
 import json
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,7 @@ class SandboxSteps:
             raise TailpodError("the engine did not start on the pod: CUDA out of memory")
         # what up_cloud records on the sandbox: the provider is emulated
         return ledger.update(record.run_tag, event="engine-healthy", status="running",
-                             engine=cfg.to_json(), extra={**record.extra, "emulated": True})
+                             engine=cfg.to_json(), extra=replace(record.extra, emulated=True))
 
     def host(self, settings: Settings, ledger: Ledger, record: PodRecord,
              cache: str) -> ScriptedHost:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def _pod_the_deadman_ends(sandbox: Sandbox, home: Path, monkeypatch: pytest.Monk
     record = ledger.get(tag)
     assert record is not None and record.pod_id
     ledger.update(tag, status="running",
-                  extra={**record.extra, **({"deadman": deadman} if deadman else {})})
+                  extra=replace(record.extra, deadman=deadman or None))
     sandbox.cloud.terminate(sandbox.cloud.pods[f"runpod:{record.pod_id}"])
     assert sandbox.billing_now() == []
     return ledger

@@ -145,3 +145,48 @@ def test_a_planted_lock_or_ledger_symlink_is_never_followed(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="symbolic link"):
         Ledger(home).all()
     assert not target.exists()
+
+
+OLD_LEDGER = Path(__file__).parents[1] / "fixtures" / "ledger-extra-dict" / "ledger.json"
+
+
+def test_a_ledger_written_when_extra_was_a_dict_reads_and_writes_the_same(tmp_path: Path) -> None:
+    """Issue 24: PodRecord.extra has typed fields; a ledger written before (the fixture, by main
+    c4d5cf6) reads each key into its field, keeps an unknown key, and is written back as it was."""
+    raw = json.loads(OLD_LEDGER.read_text(encoding="utf-8"))
+    (tmp_path / "ledger.json").write_text(OLD_LEDGER.read_text(encoding="utf-8"))
+    ledger = Ledger(tmp_path)
+    cloud = ledger.get("tp-20261201-aaaa")
+    local = ledger.get("tp-20261201-bbbb")
+    lanes = ledger.get("tp-20261201-cccc")
+    assert cloud is not None and local is not None and lanes is not None
+    assert cloud.extra.provider_ids == ["pod-1"] and cloud.extra.max_price is None
+    assert cloud.extra.fallback_from == "NVIDIA H100"
+    assert cloud.extra.image == {"ref": "vllm/vllm-openai:v0.11.0", "digest": "sha256:" + "ab" * 32}
+    assert cloud.extra.arms["plain"]["startup_s"] == 41.5
+    assert cloud.extra.deadman == {"ttl_at": 1_796_014_400.0, "pid": 4242,
+                                   "heartbeat_timeout_s": 1800.0}
+    assert cloud.extra.emulated is False and cloud.extra.ended_at == 1_796_003_590.0
+    assert cloud.extra.other == {"a_later_key": {"kept": True}}
+    assert local.extra.llama_server == "/usr/bin/llama-server" and local.extra.launch_warnings == []
+    assert local.extra.mtp_ignore_patch == {"served_from": "/m/patched", "added": ["mtp.0"]}
+    assert lanes.extra.lanes["admission_limit"] == 4
+    assert [d["gone"] for d in lanes.extra.lanes_down] == [True, True]
+    assert not cloud.extra.lanes  # not a lanes run
+    for tag, record in raw["pods"].items():
+        assert ledger.get(tag).to_json() == record  # type: ignore[union-attr]  # nulls kept too
+    ledger.update("tp-20261201-bbbb", event="touch")  # a write of the whole ledger
+    again = json.loads((tmp_path / "ledger.json").read_text(encoding="utf-8"))
+    assert again["pods"]["tp-20261201-aaaa"] == raw["pods"]["tp-20261201-aaaa"]
+    assert again["pods"]["tp-20261201-bbbb"]["extra"] == raw["pods"]["tp-20261201-bbbb"]["extra"]
+
+
+def test_extra_given_as_its_json_form_is_read_into_its_fields() -> None:
+    record = PodRecord(run_tag="tp-x-1", provider="local",
+                       extra={"startup_s": 2.5, "lanes": {"admission_limit": 1}, "new": 1})
+    assert record.extra.startup_s == 2.5 and record.extra.lanes == {"admission_limit": 1}
+    assert record.extra.other == {"new": 1}
+    record.extra.arms["plain"] = {"argv": ["x"]}
+    assert record.to_json()["extra"] == {"startup_s": 2.5, "arms": {"plain": {"argv": ["x"]}},
+                                         "lanes": {"admission_limit": 1}, "new": 1}
+    assert PodRecord(run_tag="tp-x-2", provider="local").to_json()["extra"] == {}

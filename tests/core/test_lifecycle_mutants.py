@@ -276,7 +276,7 @@ def test_a_proven_teardown_terminates_every_id_and_records_the_end(tmp_path: Pat
         "the provider no longer lists or answers for p1, p0, stray")
     stored = ledger.get(TAG)
     assert stored is not None and stored.status == "terminated"
-    assert isinstance(stored.extra.get("ended_at"), float)
+    assert isinstance(stored.extra.ended_at, float)
     assert "ended_at" in proof
 
 
@@ -286,11 +286,11 @@ def test_a_second_proof_keeps_the_first_end(tmp_path: Path) -> None:
     teardown(fake, ledger, rec, tmp_path / "run", policy=FAST)
     first = ledger.get(TAG)
     assert first is not None
-    ended = first.extra["ended_at"]
+    ended = first.extra.ended_at
     time.sleep(1.1)  # the proof's stamp has whole seconds
     teardown(fake, ledger, first, tmp_path / "run", policy=FAST)
     again = ledger.get(TAG)
-    assert again is not None and again.extra["ended_at"] == ended
+    assert again is not None and again.extra.ended_at == ended
     assert _proof(tmp_path / "run")["ended_at"] == time.strftime(
         "%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(int(ended)))
 
@@ -522,7 +522,7 @@ def test_a_create_records_the_pod_price_and_ttl(tmp_path: Path) -> None:
     assert stored is not None
     assert (stored.pod_id, stored.price_per_hr, stored.status) == ("new-pod", 0.42, "running")
     assert stored.ttl_expires_at == 1000.0 + 2 * 3600.0
-    assert stored.extra["provider_ids"] == ["new-pod"]
+    assert stored.extra.provider_ids == ["new-pod"]
     assert fake.on_created is None
 
 

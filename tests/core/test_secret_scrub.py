@@ -60,8 +60,8 @@ def test_startup_facts_kept_in_the_ledger_carry_no_secret(tmp_path: Path) -> Non
     Secret(HF)
     ledger = Ledger(tmp_path / "home")
     record = PodRecord(run_tag="tp-x", provider="runpod", status="running")
-    record.extra["startup"] = {"engine": "vllm", "facts": {"kv_tokens": 1024},
-                               "lines": [ENGINE_LINE, *CONTAINER_OUTPUT]}
+    record.extra.startup = {"engine": "vllm", "facts": {"kv_tokens": 1024},
+                            "lines": [ENGINE_LINE, *CONTAINER_OUTPUT]}
     ledger.put(record)
     files = _every_file(tmp_path / "home")
     assert any(p.name == "ledger.json" for p in files) and len(files) >= 2
@@ -69,5 +69,5 @@ def test_startup_facts_kept_in_the_ledger_carry_no_secret(tmp_path: Path) -> Non
         for secret in PLANTED:
             assert secret not in text, (path.name, secret)
     kept = ledger.get("tp-x")
-    assert kept is not None and kept.extra["startup"]["facts"] == {"kv_tokens": 1024}
-    assert "non-default args" in kept.extra["startup"]["lines"][0]
+    assert kept is not None and kept.extra.startup["facts"] == {"kv_tokens": 1024}
+    assert "non-default args" in kept.extra.startup["lines"][0]

@@ -65,7 +65,7 @@ def test_settle_of_an_unreachable_pod_keeps_the_counts_and_says_not_final(
     lanes.write_lanes_json(record, run_dir, {"spec": {"stot": 7, "smax": 2},
                                              "plain": {"stot": 3, "smax": 1}})
     settled = cloud_lanes.settle_lanes_run(settings, Ledger(settings.state_dir), record)
-    assert settled.extra["lanes_down"]["unknown"].endswith("connection refused")
+    assert settled.extra.lanes_down["unknown"].endswith("connection refused")
     saved = json.loads((run_dir / lanes.LANES_FILE).read_text())
     assert saved["counts_final"] is False
     assert {n: r["requests"] for n, r in saved["lanes"].items()} == {"spec": 7, "plain": 3}

@@ -123,7 +123,7 @@ def test_the_lanes_deployment_is_measured_as_one_more_arm(tailpod_home: Path,
     for p in (port, spec_port, plain_port):
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", p)) != 0, f"port {p} still open"
-    lanes_records = [r for r in ledger.all() if r.extra.get("lanes")]
+    lanes_records = [r for r in ledger.all() if r.extra.lanes]
     assert [r.status for r in lanes_records] == ["terminated"]
 
 

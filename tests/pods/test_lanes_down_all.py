@@ -59,7 +59,7 @@ def _up(settings: Any, ledger: Ledger) -> tuple[PodRecord, dict[str, int], dict[
     proxy = LocalProvider(settings.home).engine_state(record.run_tag)
     assert proxy is not None
     pgids = {"proxy": int(proxy["pgid"])}
-    for name, row in record.extra["lanes"]["lanes"].items():
+    for name, row in record.extra.lanes["lanes"].items():
         state = engine.read_state(Path(row["state_dir"]))
         assert state is not None
         pgids[name] = int(state["pgid"])

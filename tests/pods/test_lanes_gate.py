@@ -60,7 +60,7 @@ def test_a_token_identical_spec_lane_passes_the_gate_before_the_proxy_starts(
                             admission_limit=1, front_port=front, startup_timeout_s=60,
                             gate=lanes.local_gate(settings))
     try:
-        gate = record.extra["lanes"]["gate"]
+        gate = record.extra.lanes["gate"]
         events = [e["event"] for e in record.events]
     finally:
         lanes.settle_lanes(settings, ledger, record)
@@ -93,7 +93,7 @@ def test_a_diverging_spec_lane_is_refused_and_nothing_is_left_running(tailpod_ho
     assert _closed(front, spec_port, plain_port)  # the proxy never started; both lanes stopped
     (record,) = ledger.all()
     assert record.status == "terminated"
-    assert record.extra["lanes"]["gate"]["status"] == "fail"
+    assert record.extra.lanes["gate"]["status"] == "fail"
     assert "lanes-up" not in [e["event"] for e in record.events]
     saved = _saved(settings, record.run_tag)
     assert saved["gate"]["first_mismatch"]["position"] == DIVERGE_AT
@@ -116,5 +116,5 @@ def test_a_gate_that_cannot_run_refuses_the_lanes_too(tailpod_home: Path) -> Non
                        admission_limit=1, front_port=front, startup_timeout_s=60, gate=broken)
     assert _closed(front, spec_port, plain_port)
     (record,) = ledger.all()
-    assert record.status == "terminated" and record.extra["lanes"]["gate"]["status"] == "error"
+    assert record.status == "terminated" and record.extra.lanes["gate"]["status"] == "error"
 

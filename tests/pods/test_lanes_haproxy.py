@@ -117,7 +117,7 @@ def test_admission_limit_fills_spec_then_overflows_to_plain(tailpod_home: Path,
     base = record.endpoint
     assert base == f"http://127.0.0.1:{front}"
     try:
-        facts = record.extra["lanes"]["lanes"]
+        facts = record.extra.lanes["lanes"]
         # one after the other: the plain lane was started after the spec lane was healthy
         assert facts["plain"]["started_after"] == f"{record.run_tag}-spec"
         before = lanes.lane_counts(record)
@@ -203,7 +203,7 @@ def test_status_shows_both_lanes_and_the_proxy_and_down_stops_all_three(
             assert s.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still open"
     final = Ledger(settings.state_dir).get(record.run_tag)
     assert final is not None and final.status == "terminated"
-    assert [p["gone"] for p in final.extra["lanes_down"]] == [True, True]
+    assert [p["gone"] for p in final.extra.lanes_down] == [True, True]
     saved = json.loads((run_dir_for(settings, record.run_tag) / lanes.LANES_FILE).read_text())
     assert saved["lanes"]["spec"]["requests"] == 1 and saved["lanes"]["plain"]["requests"] == 0
     assert saved["counts_final"] is True

@@ -27,7 +27,7 @@ def _record(provider_facts: dict[str, object] | None) -> PodRecord:
     record = PodRecord(run_tag="tp-facts", provider="runpod", gpu="NVIDIA H100 80GB HBM3",
                        gpu_count=1, price_per_hr=2.99, image=IMAGE)
     if provider_facts is not None:
-        record.extra["provider_facts"] = provider_facts
+        record.extra.provider_facts = provider_facts
     return record
 
 

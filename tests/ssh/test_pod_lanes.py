@@ -102,7 +102,7 @@ def test_lanes_on_a_pod_gate_serve_count_and_stop(pod: SshdHost, settings: Setti
                     agent.call("engine stop", payload={
                         "state_dir": cloud_lanes.lane_dir(agent.state_dir, name)})
     assert left == []
-    assert {p["lane"]: p["stopped"] for p in settled.extra["lanes_down"]} == {
+    assert {p["lane"]: p["stopped"] for p in settled.extra.lanes_down} == {
         "spec": True, "plain": True, "proxy": True}
     saved = json.loads((run_dir_for(settings, record.run_tag) / lanes.LANES_FILE).read_text())
     assert saved["counts_final"] is True
