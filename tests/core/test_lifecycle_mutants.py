@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from tailpod.config import ttl_deadline
 from tailpod.errors import BillingNotProven, CapacityError, ConfigError, ProviderError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.provision.base import BillingEvidence, PodInfo, PodSpec, PodState, ProofCheck, Provider
 from tailpod.provision.lifecycle import (
-    CONSOLE_URLS,
     LifecyclePolicy,
     TeardownOutcome,
     UnprovenTeardown,
@@ -415,7 +415,7 @@ def test_raise_if_unproven_names_each_unproven_outcome() -> None:
                            TeardownOutcome("*", "nocloud", None, "listing failed: 500")])
     assert caught.value.message == (
         "billing is NOT proven stopped: pod p9 bills | runpod *: listing failed: 503 — see what "
-        f"bills at {CONSOLE_URLS['runpod']} | nocloud *: listing failed: 500")
+        "bills at https://console.runpod.io/pods | nocloud *: listing failed: 500")
     assert caught.value.hint == ("run `tailpod down --all` again, or stop each pod by hand as "
                                  "named above")
 
@@ -443,14 +443,15 @@ def test_down_all_settles_tracked_and_orphan_pods_and_reports_a_listing_outage(
 
 # -- manual stop ---------------------------------------------------------------------------------------
 
-def test_the_manual_stop_names_the_console_and_the_api_call_without_the_key() -> None:
-    class Cloud(Fake):
-        name = "runpod"
-        pod_termination = "runpod"
-        base_url = "https://rest.runpod.io"
-        key_env = "RUNPOD_API_KEY"
+def test_the_manual_stop_names_the_console_and_the_api_call_without_the_key(tmp_path: Path) -> None:
+    from tailpod.config import load_settings
+    from tailpod.provision.runpod.provider import RunPodProvider
 
-    line = manual_stop(Cloud(), "abc")
+    settings = load_settings(env={"TAILPOD_HOME": str(tmp_path), "RUNPOD_API_KEY": "rpa_mutantKEY42",
+                                  "TAILPOD_RUNPOD_URL": "https://rest.runpod.io"},
+                             dotenv_path=tmp_path / "none.env")
+    line = manual_stop(RunPodProvider(settings), "abc")  # the class's console, route and key name
+    assert "rpa_mutantKEY42" not in line
     assert line.startswith("runpod pod abc: stop it by hand — console: "
                            "https://console.runpod.io/pods; API: curl -X DELETE -H "
                            "\"Authorization: Bearer $RUNPOD_API_KEY\"")
@@ -515,8 +516,9 @@ def test_a_failed_create_that_cannot_list_cannot_rule_strays_out(tmp_path: Path)
 def test_a_create_records_the_pod_price_and_ttl(tmp_path: Path) -> None:
     fake = Fake()
     ledger = Ledger(tmp_path / "home")
-    info = create_pod_safely(fake, _spec(), ledger, PodRecord(run_tag=TAG, provider="fakecloud"),
-                             ttl_hours=2.0, clock=lambda: 1000.0)
+    spec = _spec()
+    spec.ttl_at = ttl_deadline(2.0, 1000.0)  # the spec carries the deadline into the ledger
+    info = create_pod_safely(fake, spec, ledger, PodRecord(run_tag=TAG, provider="fakecloud"))
     assert info.pod_id == "new-pod"
     stored = ledger.get(TAG)
     assert stored is not None
