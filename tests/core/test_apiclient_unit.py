@@ -659,10 +659,12 @@ def test_the_missing_key_error_says_where_to_put_it() -> None:
 
 
 def test_an_adapter_class_missing_its_declarations_is_a_bug_caught_at_once() -> None:
-    for missing in ("key_setting", "url_setting", "key_env"):
+    for missing in ("key_setting", "url_setting"):
         broken = type("Broken", (_Adapter,), {missing: None})
         with pytest.raises(AssertionError):
             broken(_settings(RUNPOD_API_KEY=KEY), lambda r: httpx.Response(200), [])
+    # the key's variable is its setting's own (config.py), never declared a second time
+    assert type("Spelled", (_Adapter,), {"key_env": "WRONG"}).key_env == "RUNPOD_API_KEY"
 
 
 def test_a_call_sends_its_body_and_params_and_names_itself_in_errors() -> None:
