@@ -112,7 +112,7 @@ class PodExtra:
     shapes their writers give them (agent_client/driver.py, provision/volumes.py, pods/lanes.py).
     """
 
-    # the create (provision/lifecycle.py)
+    # the create (provision/create.py)
     provider_ids: list[str] = field(default_factory=list)  # every provider id a create named
     gpu_preference: list[str] | None = None
     max_price: float | None = None

@@ -75,7 +75,7 @@ def _up_local(
 
 
 def _down(settings: Settings, ledger: Ledger, run_tag: str, say: Any) -> None:
-    from tailpod.provision.lifecycle import down_remote
+    from tailpod.provision.teardown import down_remote
 
     record = ledger.get(run_tag)
     if record is None or record.status == "terminated":

@@ -320,7 +320,7 @@ def up_cloud_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, sp
     from tailpod.pods import cloud as cloud_pods
     from tailpod.pods import cloud_lanes
     from tailpod.pods.lanes import write_lanes_json
-    from tailpod.provision.lifecycle import run_dir_for
+    from tailpod.provision.teardown import run_dir_for
 
     # --lane-kv-gib: a pod without GPUs (the sandbox's CPU engine) takes a CPU KV budget instead
     launches = cloud_lanes.pod_launches(settings, cfg, specs, mem_fraction, kv_gib)

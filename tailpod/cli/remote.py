@@ -14,20 +14,22 @@ from tailpod.config import Settings
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import RUN_TAG_PREFIX, Ledger, PodRecord
 from tailpod.provision.base import BillingEvidence, PodInfo
-from tailpod.provision.lifecycle import (
-    PROOF_FILE,
-    LifecyclePolicy,
+from tailpod.provision.providers import any_cloud_key
+from tailpod.provision.reconcile import (
     StatusReport,
-    UnprovenTeardown,
     describe_recovery,
-    down_many,
-    down_remote,
     find_at_providers,
-    raise_if_unproven,
-    run_dir_for,
     status_remote,
 )
-from tailpod.provision.providers import any_cloud_key
+from tailpod.provision.teardown import (
+    PROOF_FILE,
+    LifecyclePolicy,
+    UnprovenTeardown,
+    down_many,
+    down_remote,
+    raise_if_unproven,
+    run_dir_for,
+)
 
 STATUS_TIMEOUT_S = 30.0  # status: every provider call together, then it reports unknown
 DOWN_TIMEOUT_S = 360.0  # down: the whole terminate, wait and proof (its schedule is ~5 min)

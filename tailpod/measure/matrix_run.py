@@ -509,7 +509,7 @@ class MatrixRun:
     def teardown(self, label: str, wait: bool = True) -> None:
         """Tear down every pod of this card that lacks a billing proof; idempotent. With
         `wait=False` it leaves a card alone whose teardown is already under way."""
-        from tailpod.provision.lifecycle import PROOF_FILE, run_dir_for
+        from tailpod.provision.teardown import PROOF_FILE, run_dir_for
 
         lock = self._card_locks[label]
         if not lock.acquire(blocking=wait):

@@ -3,7 +3,7 @@
 A pod kind says how a pod is brought up, how its engine is switched to another arm, how tailpod
 reaches it and how it goes down; callers ask `pods.kinds.kind_for(provider)` and never choose by
 hand. Every kind keeps the ledger's rules: the pod is in the ledger before it exists and `down`
-proves it gone (tailpod/provision/lifecycle.py).
+proves it gone (tailpod/provision/create.py, teardown.py).
 """
 
 from __future__ import annotations

@@ -518,7 +518,8 @@ def _up_cloud_once(
     volume: str | None = None,
     start: Callable[[PodAgent, Settings, EngineConfig, Say], EngineStarted] | None = None,
 ) -> tuple[PodRecord, PodInfo]:
-    from tailpod.provision.lifecycle import down_remote, up_remote
+    from tailpod.provision.create import up_remote
+    from tailpod.provision.teardown import down_remote
 
     if not cfg.model:
         raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
@@ -659,8 +660,8 @@ def _up_cloud_once(
 def _diagnose_boot(settings: Settings, record: PodRecord, say: Say) -> BootDiagnosis:
     """The pod's container log, kept in the run directory, its last lines shown."""
     from tailpod.provision.bootlog import diagnose
-    from tailpod.provision.lifecycle import run_dir_for
     from tailpod.provision.providers import get_provider
+    from tailpod.provision.teardown import run_dir_for
 
     provider = get_provider(record.provider, settings)
     diagnosis = diagnose(provider, record.pod_id, run_dir_for(settings, record.run_tag))

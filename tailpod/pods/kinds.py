@@ -15,7 +15,7 @@ from tailpod.pods import cloud, local
 from tailpod.pods.base import PodKind, Progress, UpOptions, UpResult
 from tailpod.pods.ssh_box import SshBoxPods
 from tailpod.provision.base import BillingEvidence
-from tailpod.provision.lifecycle import down_remote
+from tailpod.provision.teardown import down_remote
 
 
 class CloudPods:

@@ -172,7 +172,7 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
     plain lane for token identity once both are healthy and before the proxy starts: a failed
     (or unrunnable) gate refuses the deployment, with the reason in the record and lanes.json.
     Anything started is stopped again on failure."""
-    from tailpod.provision.lifecycle import run_dir_for
+    from tailpod.provision.teardown import run_dir_for
 
     verdict: dict[str, Any] | None = None
     names = [lane.name for lane in launches]
@@ -460,7 +460,7 @@ def record_final_counts(settings: Settings, record: PodRecord,
     written at `up`. When there are no counts to read, the file keeps the counts it had and says
     they are not final, and one already final is left as it is (a second `down`): never a count
     that was not read."""
-    from tailpod.provision.lifecycle import run_dir_for
+    from tailpod.provision.teardown import run_dir_for
 
     run_dir = run_dir_for(settings, record.run_tag)
     path = run_dir / LANES_FILE

@@ -197,7 +197,7 @@ def relaunch_local(
 
 def down_local(settings: Settings, record: PodRecord, ledger: Ledger) -> BillingEvidence:
     """The same proven teardown as a cloud pod: stop, wait until gone, write the proof."""
-    from tailpod.provision.lifecycle import run_dir_for, teardown
+    from tailpod.provision.teardown import run_dir_for, teardown
 
     provider = LocalProvider(settings.home)
     return teardown(provider, ledger, record, run_dir_for(settings, record.run_tag))

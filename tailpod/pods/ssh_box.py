@@ -22,8 +22,8 @@ from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
 from tailpod.pods import cloud
 from tailpod.pods.base import Progress, UpOptions, UpResult
 from tailpod.provision.base import BillingEvidence
-from tailpod.provision.lifecycle import run_dir_for, teardown
 from tailpod.provision.ssh_box.provider import HOST_HINT, BoxAddress, SshBoxProvider
+from tailpod.provision.teardown import run_dir_for, teardown
 
 
 class SshBoxPods:

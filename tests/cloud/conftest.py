@@ -13,8 +13,8 @@ from tailpod.config import Settings, load_settings
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec, Provider
-from tailpod.provision.lifecycle import LifecyclePolicy
 from tailpod.provision.providers import get_provider
+from tailpod.provision.teardown import LifecyclePolicy
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.faults import Fault
 from tailpod.secrets import Secret

@@ -20,7 +20,7 @@ from tailpod.config import load_settings
 from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger
 from tailpod.pods import cloud as cloud_up
-from tailpod.provision import lifecycle
+from tailpod.provision import create as lifecycle_create
 from tailpod.provision import providers as provider_registry
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.ssh.client import SshTarget
@@ -44,13 +44,13 @@ def main() -> None:
     provider_registry.get_provider = (  # type: ignore[assignment]
         lambda name, s, **_o: real_get(name, s, timings=ApiTimings.fast()))
     if STEP == "create":
-        record_id = lifecycle._record_provider_id
+        record_id = lifecycle_create._record_provider_id
 
         def recorded_then_stop(ledger: Ledger, run_tag: str, pod_id: str) -> None:
             record_id(ledger, run_tag, pod_id)
             stop_here()
 
-        lifecycle._record_provider_id = recorded_then_stop  # type: ignore[assignment]
+        lifecycle_create._record_provider_id = recorded_then_stop  # type: ignore[assignment]
     elif STEP == "ssh-wait":
         cloud_up.reach_pod = stop_here  # type: ignore[assignment]
     elif STEP == "engine-start":

@@ -18,9 +18,10 @@ from tailpod.config import Settings, ttl_deadline
 from tailpod.ledger import Ledger
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodInfo, PodSpec
-from tailpod.provision.lifecycle import LifecyclePolicy, create_pod_safely, teardown
+from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
 from tailpod.provision.runpod.provider import GraphQLUnavailable
+from tailpod.provision.teardown import LifecyclePolicy, teardown
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.model import SandboxPod
 

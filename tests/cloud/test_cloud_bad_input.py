@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tailpod.errors import AuthError, CapacityError, ConfigError, TailpodError
-from tailpod.provision.lifecycle import create_pod_safely
+from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
 
 from .conftest import Cloud, settings_for

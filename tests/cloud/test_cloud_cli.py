@@ -13,8 +13,9 @@ from tailpod.cli.main import app
 from tailpod.ledger import Ledger
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
-from tailpod.provision.lifecycle import LifecyclePolicy, up_remote
+from tailpod.provision.create import up_remote
 from tailpod.provision.providers import get_provider
+from tailpod.provision.teardown import LifecyclePolicy
 from tailpod.sandbox import Sandbox
 
 from .conftest import settings_for

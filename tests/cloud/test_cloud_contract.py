@@ -7,7 +7,8 @@ import time
 
 from tailpod.config import ttl_deadline
 from tailpod.provision.base import PodState
-from tailpod.provision.lifecycle import PROOF_FILE, create_pod_safely, teardown
+from tailpod.provision.create import create_pod_safely
+from tailpod.provision.teardown import PROOF_FILE, teardown
 
 from .conftest import Cloud
 

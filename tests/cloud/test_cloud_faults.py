@@ -10,11 +10,8 @@ import pytest
 from tailpod.config import ttl_deadline
 from tailpod.errors import BillingNotProven, CapacityError
 from tailpod.provision.base import PodInfo, PodSpec
-from tailpod.provision.lifecycle import (
-    UnprovenTeardown,
-    create_pod_safely,
-    teardown,
-)
+from tailpod.provision.create import create_pod_safely
+from tailpod.provision.teardown import UnprovenTeardown, teardown
 
 from .conftest import Cloud
 

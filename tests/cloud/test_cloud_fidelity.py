@@ -301,7 +301,7 @@ def test_up_on_vllm_image_gets_past_the_entrypoint_and_the_old_form_is_explained
         assert pod.meta["argv"][:2] == ["/bin/sh", "-c"] and not pod.meta["crashing"]
         assert record.price_per_hr == 0.40 and info.state is PodState.RUNNING
         assert info.detail["requested"] == "NVIDIA A40"  # what only the create knew is kept
-        from tailpod.provision.lifecycle import down_remote
+        from tailpod.provision.teardown import down_remote
 
         down_remote(settings, ledger, record)
 

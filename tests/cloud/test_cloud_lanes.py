@@ -23,7 +23,7 @@ from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import cloud as cloud_pods
 from tailpod.pods import cloud_lanes, lanes
-from tailpod.provision.lifecycle import PROOF_FILE, run_dir_for
+from tailpod.provision.teardown import PROOF_FILE, run_dir_for
 from tailpod.sandbox.sshd import sshd_available
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 from tests.pods.test_lanes_haproxy import _free_ports, _stream, _synthetic

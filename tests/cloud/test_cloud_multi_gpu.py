@@ -8,7 +8,8 @@ import time
 import pytest
 
 from tailpod.config import ttl_deadline
-from tailpod.provision.lifecycle import create_pod_safely, teardown
+from tailpod.provision.create import create_pod_safely
+from tailpod.provision.teardown import teardown
 
 from .conftest import Cloud
 

@@ -27,8 +27,9 @@ from tailpod.ledger import Ledger
 from tailpod.pods import cloud as cloud_up
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
-from tailpod.provision.lifecycle import LifecyclePolicy, up_remote
+from tailpod.provision.create import up_remote
 from tailpod.provision.ssh.client import SshTarget
+from tailpod.provision.teardown import LifecyclePolicy
 from tailpod.sandbox import Sandbox
 
 from .conftest import settings_for

@@ -10,12 +10,9 @@ import pytest
 
 from tailpod.errors import TailpodError
 from tailpod.provision.apiclient import ApiTimings, JsonApi
-from tailpod.provision.lifecycle import (
-    UnprovenTeardown,
-    create_pod_safely,
-    reconcile,
-    teardown,
-)
+from tailpod.provision.create import create_pod_safely
+from tailpod.provision.reconcile import reconcile
+from tailpod.provision.teardown import UnprovenTeardown, teardown
 from tailpod.secrets import Secret
 
 from .conftest import HF_SECRET, Cloud

@@ -10,11 +10,11 @@ from tailpod.config import ttl_deadline
 from tailpod.errors import BillingNotProven
 from tailpod.ledger import PodRecord
 from tailpod.provision.base import PodState
-from tailpod.provision.lifecycle import (
+from tailpod.provision.create import create_pod_safely
+from tailpod.provision.reconcile import reconcile
+from tailpod.provision.teardown import (
     UnprovenTeardown,
-    create_pod_safely,
     raise_if_unproven,
-    reconcile,
     teardown,
     teardown_all,
     teardown_expired,
@@ -126,14 +126,9 @@ def test_settings_level_entry_points(sandbox, tailpod_home) -> None:  # type: ig
     from tailpod.ledger import Ledger
     from tailpod.provision.apiclient import ApiTimings
     from tailpod.provision.base import PodSpec
-    from tailpod.provision.lifecycle import (
-        LifecyclePolicy,
-        down_many,
-        down_remote,
-        run_dir_for,
-        status_remote,
-        up_remote,
-    )
+    from tailpod.provision.create import up_remote
+    from tailpod.provision.reconcile import status_remote
+    from tailpod.provision.teardown import LifecyclePolicy, down_many, down_remote, run_dir_for
 
     from .conftest import settings_for
 

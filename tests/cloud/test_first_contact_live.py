@@ -12,8 +12,8 @@ import pytest
 
 from tailpod.ledger import Ledger
 from tailpod.provision.apiclient import ApiTimings
-from tailpod.provision.lifecycle import LifecyclePolicy
 from tailpod.provision.runpod import first_contact as fc
+from tailpod.provision.teardown import LifecyclePolicy
 from tailpod.sandbox import Sandbox
 
 from .conftest import settings_for

@@ -214,7 +214,7 @@ def test_up_with_no_ttl_and_the_facts_each_run_records(
         assert stamp["verified"] and stamp["same_image"]
         assert stamp["pod_key_self_kill"] is False and stamp["meter_delay_s"] == 40.0
     finally:
-        from tailpod.provision.lifecycle import down_remote
+        from tailpod.provision.teardown import down_remote
 
         down_remote(settings, ledger, ledger.get(record.run_tag) or record)
     assert world.meter()["billing_count"] == 0
@@ -242,7 +242,7 @@ def test_up_gives_the_ledger_and_the_pod_one_ttl_deadline(
         guard = pod.command if isinstance(pod.command, str) else " ".join(pod.command)
         assert f" runpod {deadline:.3f} 1800 " in guard
     finally:
-        from tailpod.provision.lifecycle import down_remote
+        from tailpod.provision.teardown import down_remote
 
         down_remote(settings, ledger, ledger.get(record.run_tag) or record)
     assert world.meter()["billing_count"] == 0
@@ -296,6 +296,6 @@ def test_each_pod_gets_its_own_single_use_auth_key(
         assert any("single-use" in line for line in said)
         assert DEFAULT_AUTH_KEY not in json.dumps(ledger.get(record.run_tag).to_json())
     finally:
-        from tailpod.provision.lifecycle import down_remote
+        from tailpod.provision.teardown import down_remote
 
         down_remote(settings, ledger, ledger.get(record.run_tag) or record)

@@ -14,8 +14,8 @@ from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger
 from tailpod.pods import cloud as cloud_up
 from tailpod.pods.first_contact import FirstContactRefused, ensure_first_contact
-from tailpod.provision.lifecycle import down_remote
 from tailpod.provision.runpod import first_contact as fc
+from tailpod.provision.teardown import down_remote
 from tailpod.sandbox import Sandbox
 
 from .test_first_contact_start_form import _fake_pod_side, _pinned, _settings, world

@@ -207,7 +207,7 @@ def test_an_offline_instance_is_destroyed_and_rented_again(
         assert sandbox.cloud.pods[f"vast:{record.pod_id}"].meta["machine_id"] != gone
         assert info.state is PodState.RUNNING
     finally:
-        from tailpod.provision.lifecycle import down_remote
+        from tailpod.provision.teardown import down_remote
 
         down_remote(settings, ledger, ledger.get(record.run_tag) or record)
     assert sandbox.meter()["billing_count"] == 0

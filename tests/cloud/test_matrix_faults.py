@@ -29,7 +29,8 @@ from tailpod.measure.plan import Arm, Cell, SweepPlan
 from tailpod.measure.sweep import GateResult
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import BillingEvidence, PodSpec
-from tailpod.provision.lifecycle import LifecyclePolicy, down_many, down_remote, up_remote
+from tailpod.provision.create import up_remote
+from tailpod.provision.teardown import LifecyclePolicy, down_many, down_remote
 from tailpod.results.matrix import parse_cards
 from tailpod.sandbox import Sandbox, start_sandbox
 

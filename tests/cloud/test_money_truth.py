@@ -18,16 +18,11 @@ from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
-from tailpod.provision import lifecycle
+from tailpod.provision import teardown as lifecycle_teardown
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
-from tailpod.provision.lifecycle import (
-    LifecyclePolicy,
-    UnprovenTeardown,
-    create_pod_safely,
-    teardown,
-    up_remote,
-)
+from tailpod.provision.create import create_pod_safely, up_remote
+from tailpod.provision.teardown import LifecyclePolicy, UnprovenTeardown, teardown
 from tailpod.sandbox import Sandbox
 
 from .conftest import Cloud, settings_for
@@ -211,7 +206,7 @@ def _full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(Ledger, "_write_file", refuse)
-    monkeypatch.setattr(lifecycle, "write_proof", refuse)
+    monkeypatch.setattr(lifecycle_teardown, "write_proof", refuse)
 
 
 def test_down_on_a_full_disk_terminates_first_then_exits_3_with_one_line(
@@ -292,7 +287,7 @@ def test_down_all_stops_a_stopped_runpod_pod_that_bills_its_disk(
 
 
 def test_an_api_error_during_downs_wait_is_not_read_as_gone(cloud: Cloud) -> None:
-    """Mutant: _wait_gone treating a failed listing as "gone"; the proof's own check must fail
+    """Mutant: wait_gone treating a failed listing as "gone"; the proof's own check must fail
     (not only the provider's evidence, which fails for the same outage)."""
     spec = cloud.spec(gpus=[cloud.gpu("second")])
     create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec), policy=cloud.policy)

@@ -16,8 +16,9 @@ from tailpod.config import load_settings, ttl_deadline
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
-from tailpod.provision.lifecycle import LifecyclePolicy, create_pod_safely, teardown
+from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
+from tailpod.provision.teardown import LifecyclePolicy, teardown
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.secrets import Secret
 

@@ -1,4 +1,4 @@
-"""The teardown's money paths in provision/lifecycle.py, one rule at a time, against an in-memory
+"""The teardown's money paths in provision/teardown.py, one rule at a time, against an in-memory
 provider the test scripts: terminate retries, the wait until gone, the proof's verdict, the
 failed-create sweep and `down --all`'s verdict. Written to kill the mutants `make mutate` found
 surviving (docs/testing.md); every expected value is written out from the rule it checks."""
@@ -17,19 +17,19 @@ from tailpod.config import ttl_deadline
 from tailpod.errors import BillingNotProven, CapacityError, ConfigError, ProviderError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.provision.base import BillingEvidence, PodInfo, PodSpec, PodState, ProofCheck, Provider
-from tailpod.provision.lifecycle import (
+from tailpod.provision.create import create_pod_safely
+from tailpod.provision.teardown import (
     LifecyclePolicy,
     TeardownOutcome,
     UnprovenTeardown,
     _still_there,
-    _terminate_with_retries,
-    _wait_gone,
-    create_pod_safely,
     manual_stop,
     raise_if_unproven,
     teardown,
     teardown_all,
     teardown_expired,
+    terminate_with_retries,
+    wait_gone,
 )
 
 TAG = "tp-20260101-000000-eeeeee"
@@ -135,13 +135,13 @@ def test_progress_lines_are_redacted() -> None:
 def test_terminate_is_retried_with_growing_pauses_then_succeeds(monkeypatch: pytest.MonkeyPatch
                                                                 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("tailpod.provision.lifecycle.time.sleep", slept.append)
+    monkeypatch.setattr("tailpod.provision.teardown.time.sleep", slept.append)
     fake = Fake()
     fake.add("p1")
     fake.terminate_fails = 2
     said: list[str] = []
     policy = LifecyclePolicy(terminate_attempts=3, terminate_retry_s=2.0, progress=said.append)
-    _terminate_with_retries(fake, "p1", policy)
+    terminate_with_retries(fake, "p1", policy)
     assert fake.terminated == ["p1", "p1", "p1"] and "p1" not in fake.pods
     assert slept == [2.0, 4.0]  # retry_s * attempt number
     assert said == ["terminate p1 failed (terminate p1 refused); attempt 2/3 in 2 s",
@@ -151,16 +151,16 @@ def test_terminate_is_retried_with_growing_pauses_then_succeeds(monkeypatch: pyt
 def test_terminate_failing_every_time_raises_the_last_error(monkeypatch: pytest.MonkeyPatch
                                                             ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("tailpod.provision.lifecycle.time.sleep", slept.append)
+    monkeypatch.setattr("tailpod.provision.teardown.time.sleep", slept.append)
     fake = Fake()
     fake.terminate_fails = 10
     with pytest.raises(ProviderError, match="terminate p1 refused"):
-        _terminate_with_retries(fake, "p1", LifecyclePolicy(terminate_attempts=3,
+        terminate_with_retries(fake, "p1", LifecyclePolicy(terminate_attempts=3,
                                                             terminate_retry_s=1.0))
     assert len(fake.terminated) == 3 and slept == [1.0, 2.0]
     fake.terminated.clear()
     with pytest.raises(ProviderError):
-        _terminate_with_retries(fake, "p1", LifecyclePolicy(terminate_attempts=0))
+        terminate_with_retries(fake, "p1", LifecyclePolicy(terminate_attempts=0))
     assert len(fake.terminated) == 1  # at least one attempt, always
 
 
@@ -171,7 +171,7 @@ def test_terminate_stops_retrying_at_the_deadline_and_says_so() -> None:
     policy = LifecyclePolicy(terminate_attempts=5, terminate_retry_s=1.0,
                              deadline=time.monotonic() - 1, progress=said.append)
     with pytest.raises(ProviderError):
-        _terminate_with_retries(fake, "p1", policy)
+        terminate_with_retries(fake, "p1", policy)
     assert len(fake.terminated) == 1
     assert said == ["terminate p1 failed (terminate p1 refused); --timeout reached, no more "
                     "retries"]
@@ -189,7 +189,7 @@ def test_still_there_joins_the_listing_and_the_direct_lookups() -> None:
 
 def test_wait_gone_returns_once_nothing_is_visible() -> None:
     fake = Fake()
-    assert _wait_gone(fake, TAG, ["p1"], FAST, 5.0) == (True, [])
+    assert wait_gone(fake, TAG, ["p1"], FAST, 5.0) == (True, [])
 
 
 def test_wait_gone_resends_terminate_every_few_polls_until_gone() -> None:
@@ -206,7 +206,7 @@ def test_wait_gone_resends_terminate_every_few_polls_until_gone() -> None:
         real(pod_id)
 
     fake.terminate = terminate  # type: ignore[method-assign]
-    gone, still = _wait_gone(fake, TAG, ["p1"], FAST, 5.0)
+    gone, still = wait_gone(fake, TAG, ["p1"], FAST, 5.0)
     assert (gone, still) == (True, [])
     assert calls["n"] == 2
 
@@ -216,7 +216,7 @@ def test_wait_gone_times_out_naming_what_is_still_there() -> None:
     fake.add("p1")
     fake.sticky = {"p1"}
     started = time.monotonic()
-    gone, still = _wait_gone(fake, TAG, ["p1"], FAST, 0.2)
+    gone, still = wait_gone(fake, TAG, ["p1"], FAST, 0.2)
     assert (gone, still) == (False, ["p1"])
     assert time.monotonic() - started >= 0.2
 
@@ -224,7 +224,7 @@ def test_wait_gone_times_out_naming_what_is_still_there() -> None:
 def test_an_outage_during_the_wait_is_never_read_as_gone() -> None:
     fake = Fake()
     fake.listing_fails = 10_000
-    gone, still = _wait_gone(fake, TAG, ["p1", "p0"], FAST, 0.15)
+    gone, still = wait_gone(fake, TAG, ["p1", "p0"], FAST, 0.15)
     assert (gone, still) == (False, ["p0", "p1"])
 
 
@@ -235,7 +235,7 @@ def test_the_wait_reports_progress_every_interval() -> None:
     said: list[str] = []
     policy = LifecyclePolicy(poll_interval_s=0.01, reterminate_every=1000, progress=said.append,
                              progress_every_s=0.05)
-    _wait_gone(fake, TAG, ["p1"], policy, 0.3)
+    wait_gone(fake, TAG, ["p1"], policy, 0.3)
     assert 2 <= len(said) <= 7, said
     assert said[0].startswith("waiting for fakecloud to stop listing p1 (")
     assert said[0].endswith(" s of at most 0 s; terminate is re-sent)")
@@ -247,7 +247,7 @@ def test_the_wait_ends_at_the_policy_deadline() -> None:
     fake.sticky = {"p1"}
     policy = LifecyclePolicy(poll_interval_s=0.01, deadline=time.monotonic() + 0.1)
     started = time.monotonic()
-    assert _wait_gone(fake, TAG, ["p1"], policy, 60.0) == (False, ["p1"])
+    assert wait_gone(fake, TAG, ["p1"], policy, 60.0) == (False, ["p1"])
     assert time.monotonic() - started < 30.0  # not the 60 s asked for
 
 
@@ -639,7 +639,7 @@ def test_a_failing_terminate_says_timeout_only_when_the_deadline_cut_it() -> Non
     policy = LifecyclePolicy(terminate_attempts=3, terminate_retry_s=0.1,
                              deadline=time.monotonic() + 60, progress=said.append)
     with pytest.raises(ProviderError):
-        _terminate_with_retries(fake, "p1", policy)
+        terminate_with_retries(fake, "p1", policy)
     # attempts ran out with time to spare (the last pause would have been 0.3 s): no timeout line
     assert said == ["terminate p1 failed (terminate p1 refused); attempt 2/3 in 0 s",
                     "terminate p1 failed (terminate p1 refused); attempt 3/3 in 0 s"]
@@ -669,7 +669,7 @@ def test_the_wait_resends_terminate_after_every_nth_poll() -> None:
     fake = CountingListings(gone_after=4)
     fake.add("p1")
     policy = LifecyclePolicy(poll_interval_s=0.001, reterminate_every=2, progress_every_s=60)
-    assert _wait_gone(fake, TAG, ["p1"], policy, 5.0) == (True, [])
+    assert wait_gone(fake, TAG, ["p1"], policy, 5.0) == (True, [])
     assert fake.resent_at == [2]  # after the 2nd poll; gone at the 4th, before another re-send
 
 
@@ -680,7 +680,7 @@ def test_the_wait_is_silent_until_its_first_progress_interval() -> None:
     said: list[str] = []
     policy = LifecyclePolicy(poll_interval_s=0.01, reterminate_every=1000, progress=said.append,
                              progress_every_s=10.0)
-    _wait_gone(fake, TAG, ["p1"], policy, 0.2)
+    wait_gone(fake, TAG, ["p1"], policy, 0.2)
     assert said == []
 
 
@@ -692,7 +692,7 @@ def test_the_waits_progress_line_names_every_pod_and_the_seconds_waited() -> Non
     said: list[str] = []
     policy = LifecyclePolicy(poll_interval_s=0.01, reterminate_every=1000, progress=said.append,
                              progress_every_s=0.05)
-    _wait_gone(fake, TAG, ["p0", "p1"], policy, 0.3)
+    wait_gone(fake, TAG, ["p0", "p1"], policy, 0.3)
     assert said and said[0] == ("waiting for fakecloud to stop listing p0, p1 (0 s of at most "
                                 "0 s; terminate is re-sent)")
 
@@ -702,7 +702,7 @@ def test_a_resend_interval_of_one_or_less_resends_after_every_poll(every: int) -
     fake = CountingListings(gone_after=3)
     fake.add("p1")
     policy = LifecyclePolicy(poll_interval_s=0.001, reterminate_every=every, progress_every_s=60)
-    assert _wait_gone(fake, TAG, ["p1"], policy, 5.0) == (True, [])
+    assert wait_gone(fake, TAG, ["p1"], policy, 5.0) == (True, [])
     assert fake.resent_at == [1, 2]
 
 
@@ -710,12 +710,12 @@ def test_the_last_poll_sleeps_only_until_the_deadline(monkeypatch: pytest.Monkey
     """A 10 s poll interval does not carry the wait past its 0.2 s limit (the deadline holds):
     no sleep asked for is longer than what is left of the 0.2 s (seen from the sleeps asked)."""
     slept: list[float] = []
-    monkeypatch.setattr("tailpod.provision.lifecycle.time.sleep", slept.append)
+    monkeypatch.setattr("tailpod.provision.teardown.time.sleep", slept.append)
     fake = Fake()
     fake.add("p1")
     fake.sticky = {"p1"}
     policy = LifecyclePolicy(poll_interval_s=10.0, reterminate_every=1000, progress_every_s=60)
-    assert _wait_gone(fake, TAG, ["p1"], policy, 0.2) == (False, ["p1"])
+    assert wait_gone(fake, TAG, ["p1"], policy, 0.2) == (False, ["p1"])
     assert slept and max(slept) <= 0.2
 
 

@@ -16,7 +16,7 @@ from tailpod.config import load_settings
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import cloud_lanes, lanes
-from tailpod.provision.lifecycle import run_dir_for
+from tailpod.provision.teardown import run_dir_for
 
 LANES = {"on_pod": True, "admission_limit": 2,
          "haproxy": {"state_dir": "/pod/lanes/proxy", "stats_socket": "/pod/lanes/proxy/s.sock"},

@@ -21,8 +21,8 @@ from tailpod.cli.main import app
 from tailpod.config import load_settings
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import lanes
-from tailpod.provision.lifecycle import PROOF_FILE, run_dir_for
 from tailpod.provision.local.provider import LocalProvider
+from tailpod.provision.teardown import PROOF_FILE, run_dir_for
 
 from .test_lanes_haproxy import _free_ports, _stream, _synthetic
 

@@ -15,7 +15,7 @@ from tailpod.config import load_settings
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger
 from tailpod.pods import lanes
-from tailpod.provision.lifecycle import run_dir_for
+from tailpod.provision.teardown import run_dir_for
 
 from .test_lanes_haproxy import TOKENS, _free_ports, _synthetic
 

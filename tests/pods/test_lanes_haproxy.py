@@ -174,7 +174,7 @@ def test_status_shows_both_lanes_and_the_proxy_and_down_stops_all_three(
     from typer.testing import CliRunner
 
     from tailpod.cli.main import app
-    from tailpod.provision.lifecycle import run_dir_for
+    from tailpod.provision.teardown import run_dir_for
 
     front, spec_port, plain_port = _free_ports(3)
     settings = load_settings()

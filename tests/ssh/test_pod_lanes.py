@@ -19,8 +19,8 @@ from tailpod.config import Settings, load_settings
 from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import cloud_lanes, lanes
-from tailpod.provision.lifecycle import run_dir_for
 from tailpod.provision.ssh import SshTarget, open_ssh
+from tailpod.provision.teardown import run_dir_for
 from tailpod.sandbox.sshd import SshdHost, start_sshd_host
 from tests.pods.test_lanes_haproxy import _free_ports, _stream, _synthetic
 

@@ -212,7 +212,8 @@ def run_first_contact(
     The start command takes the form `up` would send for this image: its ENTRYPOINT is read
     from the registry (`entrypoint=True`, the default) unless given; None = unknown (JSON form).
     """
-    from tailpod.provision.lifecycle import create_pod_safely, run_dir_for, teardown
+    from tailpod.provision.create import create_pod_safely
+    from tailpod.provision.teardown import run_dir_for, teardown
 
     timings = timings or FirstContactTimings()
     key = settings.runpod_api_key.reveal() if settings.runpod_api_key else None
