@@ -278,7 +278,7 @@ def test_unexplained_spend_above_half_the_pods_rate_fails(tmp_path: Path) -> Non
     assert not check.passed
     assert ev.still_billing == [
         f"RunPod account spend still includes ~$0.210/h not explained by any listed pod (was "
-        f"{TAG} at $0.400/h) — check https://www.runpod.io/console/pods"]
+        f"{TAG} at $0.400/h) — check https://console.runpod.io/pods"]
 
 
 def test_a_pod_with_no_rate_is_held_to_half_a_cent(tmp_path: Path) -> None:
