@@ -4,6 +4,7 @@ keys and its result, is docs/agent.md."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -117,13 +118,14 @@ def cmd_engine_status(args: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- probe ------------------------------------------------------------------------------------------
-# RunOptions fields the laptop may set; the cells themselves say arm, concurrency, rep, class, cache.
-_RUN_OPTIONS = {"base_url": DEFAULT_BASE_URL, "model": None, "run_id": None,
-                "requests_per_cell": 16, "max_tokens": 256, "ignore_eos": True,
-                "temperature": 0.0, "prompts_dir": None, "warmup": 1, "engine": "auto",
-                "api": "chat", "transport": "asyncio", "request_timeout": 600.0,
-                "client_bound_threshold": 0.8, "slo": None, "slo_percentile": None,
-                "workers": 1}
+# RunOptions fields the laptop may set, with RunOptions' own defaults (one source); the cells
+# themselves say arm, concurrency, rep, class and cache.
+_RUN_OPTION_NAMES = ("base_url", "model", "run_id", "requests_per_cell", "max_tokens",
+                     "ignore_eos", "temperature", "prompts_dir", "warmup", "engine", "api",
+                     "transport", "request_timeout", "client_bound_threshold", "slo",
+                     "slo_percentile", "workers")
+_RUN_OPTIONS = {f.name: f.default for f in dataclasses.fields(RunOptions)
+                if f.name in _RUN_OPTION_NAMES}
 # A closed-loop cell needs concurrency; an open-loop one carries `arrival` and then concurrency
 # caps the requests in flight (null or absent: no cap).
 _CELL = {"arm": _REQUIRED, "concurrency": None, "rep": _REQUIRED,
