@@ -67,8 +67,8 @@ unit: setup
 test: test-requirements setup engine lint typecheck
 	$(VENV)/bin/python -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
-# The tests over five minutes each on 2 cores (marked `slow`: `demo --lanes`, five engine starts),
-# one at a time; .ci/run runs them after `make test`.
+# The tests with minutes of engine starts of their own (marked `slow`: `demo --lanes`, five starts,
+# 136 s on a quiet 2-core box, 476 s beside the rest); .ci/run runs them after `make test`.
 test-slow: test-requirements setup engine
 	$(VENV)/bin/python -m pytest -q -ra -m slow
 

@@ -18,7 +18,7 @@ from tailpod.sandbox.sshd import sshd_available
 
 pytestmark = [
     pytest.mark.engine,
-    pytest.mark.slow,  # five engine starts: 335 s alone, 476 s beside the rest (make test-slow)
+    pytest.mark.slow,  # five engine starts: 136 s on a quiet 2-core box, 476 s under load
     pytest.mark.skipif(not sshd_available(), reason="OpenSSH sshd is not installed"),
     pytest.mark.skipif(haproxy.find_haproxy() is None, reason="haproxy is not installed"),
 ]
