@@ -452,7 +452,7 @@ def plot_ttft(analysis: dict[str, Any], path: Path) -> Path:
         ax.grid(alpha=0.3)
         _legend_below(ax)
     else:
-        _placeholder(ax, "no request rows with TTFT")
+        _placeholder(ax, "no closed-loop request rows with TTFT")
     ax.set_title(
         _title(analysis, "Time to first token: cold (solid) vs warm (dotted) prefix cache"),
         fontsize=10,
@@ -464,7 +464,10 @@ def plot_cost(analysis: dict[str, Any], path: Path) -> Path:
     void = _void_map(analysis)
     colors = _colors(analysis)
     fig, ax = plt.subplots(figsize=(9, 6))
-    ok = [c for c in analysis["cost"] if c["status"] == "ok"]
+    price = analysis.get("price_per_hr")
+    # A $0/hr machine (your own box, the local provider) has no cost per token to draw, and zeros
+    # cannot sit on a log axis.
+    ok = [c for c in analysis["cost"] if c["status"] == "ok"] if price != 0 else []
     for arm in (a["label"] for a in analysis["arms"]):
         pts = sorted((c for c in ok if c["arm"] == arm), key=lambda c: c["concurrency"])
         if pts:
@@ -479,7 +482,6 @@ def plot_cost(analysis: dict[str, Any], path: Path) -> Path:
             ax.plot(
                 [], [], color=VOID_COLOR, linestyle="--", label=_label(arm, void) + " (no cost)"
             )
-    price = analysis.get("price_per_hr")
     if ok:
         _log2_x(ax, analysis["concurrency"])
         ax.set_yscale("log")
@@ -501,6 +503,8 @@ def plot_cost(analysis: dict[str, Any], path: Path) -> Path:
             ax,
             "pod price unknown — cost not computed (not zero)"
             if price is None
+            else "pod price $0/hr — nothing to price per token"
+            if price == 0
             else "no throughput to price",
         )
         ax.set_xticks([])

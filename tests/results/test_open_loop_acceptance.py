@@ -28,3 +28,22 @@ def test_open_loop_cells_give_the_arms_acceptance() -> None:
     assert row["accepted"] == accepted
     assert row["acceptance_length"] == pytest.approx(1 + accepted / drafts)
     assert row["per_position"][0] == pytest.approx(first / drafts)
+
+
+def test_an_open_loop_run_draws_no_closed_loop_ttft_rows_and_warns_of_no_log_axis(
+        tmp_path: Path) -> None:
+    # Its requests carry a schedule and no concurrency: the TTFT cold/warm section (keyed by
+    # concurrency) has nothing of its own, and no plot puts zeros on a log axis.
+    import shutil
+    import warnings
+
+    from tailpod.results.report import write_report
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    assert analyze(load_run(run))["ttft_cache"] == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "no positive values … log-scaled"
+        report = write_report([run]).read_text()
+    ttft = report.split("## TTFT, cold vs warm prefix cache", 1)[1].split("\n## ", 1)[0]
+    assert "| plain |" not in ttft and "No closed-loop request rows with TTFT" in ttft

@@ -1,4 +1,5 @@
-"""TTFT with a cold and a warm prefix cache, per arm and concurrency, from the request rows."""
+"""TTFT with a cold and a warm prefix cache, per arm and concurrency, from the closed-loop request
+rows (an open-loop request has no concurrency; its TTFT from the schedule is in the SLO section)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def compute(ctx: Context) -> list[TtftRow]:
         lambda: {"cold": [], "warm": []}
     )
     for r in ctx.run.requests:
+        if getattr(r, "scheduled_at", None) is not None:
+            continue  # an open-loop request: its TTFT from the schedule is the SLO section's
         if r.ok and r.ttft_s is not None and (pc is None or r.prompt_class == pc):
             ttft[(r.arm, r.concurrency)][r.cache].append(r.ttft_s)
     order = {a.label: i for i, a in enumerate(ctx.arms)}
@@ -45,7 +48,8 @@ def compute(ctx: Context) -> list[TtftRow]:
 def render(rows: list[TtftRow], rc: RenderContext) -> list[str]:
     L = ["## TTFT, cold vs warm prefix cache", "", "Median TTFT (s) over successful requests.", ""]
     if not rows:
-        return L + ["No request rows with TTFT.", ""]
+        return L + ["No closed-loop request rows with TTFT (an open-loop run's TTFT, from the scheduled "
+                    "send, is in the open-loop section).", ""]
     return L + table(
         ["arm", "c", "cold", "warm", "n cold / warm"],
         [
