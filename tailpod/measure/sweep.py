@@ -30,6 +30,7 @@ from tailpod.measure.plan import (
     pending,
     rate_text,
 )
+from tailpod.provision.volumes import to_first_token
 from tailpod.results.hardware import hardware_check
 from tailpod.results.schema import SCHEMA_VERSION, unverified_reason
 from tailpod.secrets import redact
@@ -100,6 +101,10 @@ class RunContext:
     # What the provider's account was seen to do: the image's start form and CUDA bound, and
     # first contact's results for this account (ledger extra.provider_facts, pods/cloud.py).
     provider_facts: dict[str, Any] | None = None
+    # Billed seconds and dollars from the create call to the engine serving, with its startup
+    # phases and cache hit (ledger extra.cold_start, pods/cloud.py); the sweep adds the first
+    # measured token (provision/volumes.py to_first_token).
+    cold_start: dict[str, Any] | None = None
 
     @classmethod
     def for_pod(cls, record: PodRecord, run_id: str, cfg: EngineConfig) -> RunContext:
@@ -120,6 +125,7 @@ class RunContext:
             image_ref=record.image,
             image_digest=(record.extra.image or {}).get("digest"),
             provider_facts=record.extra.provider_facts,
+            cold_start=record.extra.cold_start,
         )
 
 
@@ -210,6 +216,7 @@ def new_run(ctx: RunContext, plan: SweepPlan, measured_from: str) -> dict[str, A
         "measured_from": measured_from,
         "image": {"ref": ctx.image_ref, "digest": ctx.image_digest},
         "provider_facts": ctx.provider_facts,
+        "cold_start": ctx.cold_start,
         "model": ctx.model,
         "engine": {"name": ctx.engine, "version": ctx.engine_version},
         "plan": plan.to_json(),
@@ -376,6 +383,15 @@ def run_sweep(
                     if row.get("kind") == "cell":
                         row.setdefault("flags", []).append("unverified")
             run_dir.append_rows(rows)
+            cold = run.get("cold_start")
+            if cold and cold.get("billed_s_to_first_token") is None:
+                to_first = to_first_token(cold, rows, time.time())
+                if to_first is not None:
+                    run["cold_start"] = to_first
+                    run_dir.save(run)
+                    log(f"billed to the first measured token: {to_first['billed_s_to_first_token']:.0f} s"
+                        + (f" (${to_first['usd_to_first_token']:.4f})"
+                           if to_first["usd_to_first_token"] is not None else ""))
             summary = next((r for r in rows if r.get("kind") == "cell"), None)
             if summary:
                 log(

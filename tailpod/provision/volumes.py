@@ -449,6 +449,30 @@ def prepare_mount(provider: Provider, ledger: Ledger, name: str,
 
 
 # -- what the cold start cost ------------------------------------------------------------------
+def to_first_token(cold: dict[str, Any], rows: list[dict[str, Any]],
+                   received_at: float) -> dict[str, Any] | None:
+    """`cold` (cold_start's record) completed with the first measured token: billed seconds and
+    dollars from the create call to it. The rows' times are the pod's clock and `create_at` is
+    this machine's, so the first token is placed on this machine's clock as the moment the
+    cell's rows arrived (`received_at`) less the time the pod spent after that token (its last
+    request's end less its first token). That is later than the truth by the rows' transfer,
+    so the bill it gives is never less than the real one. None when the rows hold no token."""
+    done = [r for r in rows if r.get("kind") == "request" and r.get("ok")
+            and isinstance(r.get("sent_at"), (int, float))
+            and isinstance(r.get("ttft_s"), (int, float))]
+    start = cold.get("create_at")
+    if not done or not isinstance(start, (int, float)):
+        return None
+    first = min(float(r["sent_at"]) + float(r["ttft_s"]) for r in done)
+    end = max(float(r["sent_at"]) + float(r.get("e2e_s") or r["ttft_s"]) for r in done)
+    at = received_at - max(0.0, end - first)
+    billed = max(0.0, at - float(start))
+    price = cold.get("price_per_hr")
+    return {**cold, "first_token_at": round(at, 3), "billed_s_to_first_token": round(billed, 3),
+            "usd_to_first_token": (round(billed * float(price) / 3600.0, 6)
+                                   if isinstance(price, (int, float)) else None)}
+
+
 def cold_start(events: list[dict[str, Any]], price_per_hr: float | None, ready_at: float,
                facts: dict[str, Any], volume: dict[str, Any] | None) -> dict[str, Any]:
     """Billed seconds and dollars from the create call (the ledger's `creating` event: the pod

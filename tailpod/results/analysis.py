@@ -99,6 +99,7 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         "stamp": run.stamp,
         "hardware": hardware,
         "provider_facts": meta.provider_facts,
+        "cold_start": meta.cold_start,
         "settings": asdict(st),
         "concurrency": ctx.concurrencies,
         "warnings": ctx.warnings,

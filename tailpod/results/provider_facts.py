@@ -39,3 +39,18 @@ def provider_facts_line(facts: Mapping[str, Any] | None) -> str:
                 + _said(stamp.get("pod_key_self_kill"), "works", "REFUSED")
                 + f", {meter}")
     return "; ".join(parts)
+
+
+def start_billed_line(cold: Mapping[str, Any]) -> str:
+    """One line for a report: what the pod's start billed (run.json `cold_start`)."""
+    def secs(key: str) -> str:
+        v = cold.get(key)
+        return f"{v:.0f} s" if isinstance(v, (int, float)) else "unknown"
+
+    usd = cold.get("usd_to_first_token")
+    hit = cold.get("compile_cache_hit")
+    cache = ("compile cache hit" if hit is True else "compiled (no cache hit)" if hit is False
+             else "compile cache: unknown")
+    return (f"{secs('billed_s_to_ready')} to serving, {secs('billed_s_to_first_token')} to the first "
+            f"measured token" + (f" (${usd:.4f})" if isinstance(usd, (int, float)) else "")
+            + f"; {cache}" + (f"; volume {cold['volume']}" if cold.get("volume") else ""))

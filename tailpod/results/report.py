@@ -34,7 +34,7 @@ from tailpod.results.markdown import (
     voids,
 )
 from tailpod.results.plots import PLOT_FILES, plot_compare, write_plots
-from tailpod.results.provider_facts import provider_facts_line
+from tailpod.results.provider_facts import provider_facts_line, start_billed_line
 from tailpod.results.section import CompareRenderContext, RenderContext
 from tailpod.results.sections import in_compare, in_report
 from tailpod.secrets import redact
@@ -84,6 +84,8 @@ def render_run_markdown(an: dict[str, Any]) -> str:
             # written before reads the same (tests/results/test_sections.py)
             *([["provider facts", provider_facts_line(an["provider_facts"])]]
               if an.get("provider_facts") is not None else []),
+            *([["start billed", start_billed_line(an["cold_start"])]]
+              if an.get("cold_start") is not None else []),
             ["pod price", f"${price:g}/hr" if price is not None else "unknown"],
             ["measured from", an["measured_from"]],
             ["created", an.get("created_at") or "—"],

@@ -190,6 +190,14 @@ class RunMeta(_Model):
         "first_contact (what the live first-contact check verified on this account; "
         "verified: false when it never ran). Null when the run was not on a rented pod.",
     )
+    cold_start: dict[str, Any] | None = Field(
+        default=None,
+        description="What the start cost, from the pod's ledger record: create_at, ready_at, "
+        "billed_s_to_ready and usd_to_ready (from the create call to the engine serving), the "
+        "engine's startup phases and compile_cache_hit, the volume; then first_token_at, "
+        "billed_s_to_first_token and usd_to_first_token (to the first measured token, on this "
+        "machine's clock, never under the real bill). Null when the run was not on a rented pod.",
+    )
     model: str
     engine: EngineRef
     plan: Plan = Field(default_factory=Plan)

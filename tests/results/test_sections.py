@@ -45,12 +45,13 @@ def test_no_two_sections_share_a_place_in_any_output() -> None:
 
 def test_the_analysis_keys_keep_their_order() -> None:
     # The order `tailpod report --json` printed before sections were modules (commit c4d5cf6),
-    # with the one key added since: provider_facts (issue 25, after the hardware).
+    # with the keys added since: provider_facts (issue 25) and cold_start (issue 29), after the
+    # hardware.
     expected = [
         "analysis_version", "schema_version", "run_id", "run_dir", "model", "engine",
         "engine_version", "image_digest", "image_ref", "provider", "gpu", "gpu_count",
         "price_per_hr", "measured_from", "created_at", "plan", "stamp", "hardware",
-        "provider_facts", "settings",
+        "provider_facts", "cold_start", "settings",
         "concurrency", "warnings", "arms", "cells", "speedup", "crossover", "knee", "best_k",
         "capacity", "cost", "ttft_cache", "acceptance", "fingerprint", "serve_tax", "slo",
         "bytes_model",
