@@ -457,14 +457,16 @@ def to_first_token(cold: dict[str, Any], rows: list[dict[str, Any]],
     cell's rows arrived (`received_at`) less the time the pod spent after that token (its last
     request's end less its first token). That is later than the truth by the rows' transfer,
     so the bill it gives is never less than the real one. None when the rows hold no token."""
+    def sent(r: dict[str, Any]) -> Any:  # a request row's send time: t_start (both loops)
+        return r.get("t_start", r.get("sent_at"))
+
     done = [r for r in rows if r.get("kind") == "request" and r.get("ok")
-            and isinstance(r.get("sent_at"), (int, float))
-            and isinstance(r.get("ttft_s"), (int, float))]
+            and isinstance(sent(r), (int, float)) and isinstance(r.get("ttft_s"), (int, float))]
     start = cold.get("create_at")
     if not done or not isinstance(start, (int, float)):
         return None
-    first = min(float(r["sent_at"]) + float(r["ttft_s"]) for r in done)
-    end = max(float(r["sent_at"]) + float(r.get("e2e_s") or r["ttft_s"]) for r in done)
+    first = min(float(sent(r)) + float(r["ttft_s"]) for r in done)
+    end = max(float(sent(r)) + float(r.get("e2e_s") or r["ttft_s"]) for r in done)
     at = received_at - max(0.0, end - first)
     billed = max(0.0, at - float(start))
     price = cold.get("price_per_hr")

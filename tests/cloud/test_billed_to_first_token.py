@@ -16,7 +16,8 @@ COLD = {"create_at": 1000.0, "ready_at": 1060.0, "billed_s_to_ready": 60.0,
 
 
 def _req(sent_at: float, ttft: float, e2e: float, ok: bool = True) -> dict[str, object]:
-    return {"kind": "request", "ok": ok, "sent_at": sent_at, "ttft_s": ttft, "e2e_s": e2e}
+    # t_start: a request row's send time on the pod's clock (closed and open loop alike)
+    return {"kind": "request", "ok": ok, "t_start": sent_at, "ttft_s": ttft, "e2e_s": e2e}
 
 
 def test_the_first_token_is_placed_on_this_machines_clock_and_priced() -> None:
@@ -63,7 +64,7 @@ def test_the_sweep_completes_run_jsons_cold_start_once(tmp_path: Path) -> None:
         def run_cells(self, arm, cells, plan, run_id):  # type: ignore[no-untyped-def]
             rows = super().run_cells(arm, cells, plan, run_id)
             pod_now = time.time() + 500.0
-            return [{"kind": "request", "ok": True, "sent_at": pod_now - 1.0, "ttft_s": 0.2,
+            return [{"kind": "request", "ok": True, "t_start": pod_now - 1.0, "ttft_s": 0.2,
                      "e2e_s": 1.0, "arm": arm.label, "cell": c.cell_id, "index": 0}
                     for c in cells] + rows
 

@@ -65,6 +65,11 @@ def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) 
     results = cloud["home"] / "results" / "on-pod"
     run = json.loads((results / "run.json").read_text())
     assert run["measured_from"] == "pod" and run["provider"] == "vastai"
+    # What the start billed: to serving during `up`, then to the first measured token (issue 29)
+    cold = run["cold_start"]
+    assert 0 < cold["billed_s_to_ready"] < cold["billed_s_to_first_token"]
+    assert cold["usd_to_first_token"] == round(
+        cold["billed_s_to_first_token"] * cold["price_per_hr"] / 3600.0, 6)
     rows_text = (results / "rows.jsonl").read_text()
     cells = [json.loads(line) for line in rows_text.splitlines()]
     assert any(c["kind"] == "cell" and c["output_tok_s"] > 0 for c in cells)
