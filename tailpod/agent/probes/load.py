@@ -485,27 +485,28 @@ def run_cell(
     prompts = pclass["prompts"]
     # Warm-up (never counted): cold cells warm the engine with salted requests; warm cells
     # prime each prompt once without salt so the measured repeats hit the prefix cache.
+    def salted(n: int, first: int) -> list[RequestSpec]:  # n cold warm-up requests
+        out = []
+        for i in range(first, first + n):
+            path, body = build_body(opts, model, pclass, prompts[i % len(prompts)],
+                                    new_salt(run_id))
+            out.append(RequestSpec(i, path, body, "cold", opts.api))
+        return out
+
     warm_specs: list[RequestSpec] = []
     if plan.cache == "warm":
         for i, pr in enumerate(prompts[: opts.requests_per_cell]):
             path, body = build_body(opts, model, pclass, pr, None)
             warm_specs.append(RequestSpec(i, path, body, "warm", opts.api))
     else:
-        for i in range(opts.warmup):
-            prompt = prompts[i % len(prompts)]
-            path, body = build_body(opts, model, pclass, prompt, new_salt(run_id))
-            warm_specs.append(RequestSpec(i, path, body, "cold", opts.api))
+        warm_specs = salted(opts.warmup, 0)
     if warm_specs:
         warm = loop_fn(ep, warm_specs, 1, opts.request_timeout, opts.api)
         bad = [r for r in warm.results if not r.ok]
         if plan.arrival is not None and plan.cache != "warm":
             # An open-loop schedule's first arrivals overlap, so the engine's batched paths
             # must be warm before it starts, and one request at a time never reaches them.
-            burst = []
-            for i in range(min(OPEN_LOOP_WARM_BURST, opts.requests_per_cell)):
-                prompt = prompts[i % len(prompts)]
-                path, body = build_body(opts, model, pclass, prompt, new_salt(run_id))
-                burst.append(RequestSpec(len(warm_specs) + i, path, body, "cold", opts.api))
+            burst = salted(min(OPEN_LOOP_WARM_BURST, opts.requests_per_cell), len(warm_specs))
             if burst:
                 together = loop_fn(ep, burst, len(burst), opts.request_timeout, opts.api)
                 bad += [r for r in together.results if not r.ok]
