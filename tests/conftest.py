@@ -21,7 +21,7 @@ def engine_logs_dir() -> Path:
 def _no_first_contact_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     """`up` on a RunPod account without a first-contact result rents a CPU probe first
     (tailpod/pods/first_contact.py); tests of the other steps rent none unless they set
-    TAILPOD_FIRST_CONTACT=auto themselves (tests/cloud/test_first_contact_up.py)."""
+    TAILPOD_FIRST_CONTACT=auto themselves (tests/integration/cloud/test_first_contact_up.py)."""
     monkeypatch.setenv("TAILPOD_FIRST_CONTACT", "off")
 
 

@@ -4,7 +4,7 @@ Built into one deterministic zipapp by tailpod/agent_client/build.py and run on 
 `python3 -I agent-<hash>.pyz <verb> [<sub>]` with a JSON object on stdin; it answers with one JSON
 envelope on the last line of stdout (docs/agent.md). `bootstrap` starts and guards the engine;
 `probes` measures it. Nothing here imports anything outside this package and the standard
-library (tests/agent/test_agent_stdlib.py), and this module holds the facts the laptop shares
+library (tests/unit/agent/test_agent_stdlib.py), and this module holds the facts the laptop shares
 with the pod: the laptop imports them from here.
 """
 

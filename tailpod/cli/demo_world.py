@@ -74,7 +74,7 @@ def sandbox_settings(settings: Settings) -> Iterator[tuple[Settings, Any]]:
                 "max_price": 3.5,
                 "ttl_hours": 1.0,
                 # the demo is one sandbox account, met once: first contact's probe is shown by
-                # `check-requirements --live` and tests/cloud/test_first_contact_up.py
+                # `check-requirements --live` and tests/integration/cloud/test_first_contact_up.py
                 "first_contact": "off",
                 "port": settings.port,
                 "engine_python": settings.engine_python,

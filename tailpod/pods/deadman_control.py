@@ -96,7 +96,7 @@ def start_guard(provider: str, ttl_at: float, heartbeat_timeout_s: float,
     Protects the window between create and the SSH bootstrap; ends with `;` so a command can
     follow. Credentials come from the container's environment, never from this text. The code
     travels deflated and base85-wrapped: vast.ai takes at most 4048 characters of `onstart`,
-    and the whole start command must fit (tests/deadman/test_deadman_control.py).
+    and the whole start command must fit (tests/integration/deadman/test_deadman_control.py).
     """
     layout = layout or DeadmanLayout()
     name = provider_name(provider)

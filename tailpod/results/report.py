@@ -81,7 +81,7 @@ def render_run_markdown(an: dict[str, Any]) -> str:
             ],
             ["GPU the pod reports", reported_hardware(hardware)],
             # only for a run that recorded them (a rented pod, since they were kept): a run
-            # written before reads the same (tests/results/test_sections.py)
+            # written before reads the same (tests/unit/results/test_sections.py)
             *([["provider facts", provider_facts_line(an["provider_facts"])]]
               if an.get("provider_facts") is not None else []),
             *([["start billed", start_billed_line(an["cold_start"])]]

@@ -14,7 +14,7 @@ import tailpod
 PACKAGE = Path(tailpod.__file__).parent
 
 # Bottom to top. A module may import its own package and anything on a lower rank; the pod agent
-# imports nothing of tailpod at all (tests/agent/test_agent_stdlib.py).
+# imports nothing of tailpod at all (tests/unit/agent/test_agent_stdlib.py).
 RANKS: dict[str, int] = {
     "agent": 0,  # the pod side: stdlib only
     "errors": 0,

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_world import vast_world
 from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.sandbox.server import Sandbox
 from tailpod.sandbox.sshd import sshd_available
+from tests.e2e.sandbox_world import vast_world
 
 pytestmark = [
     pytest.mark.engine,

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sandbox_world import vast_world
-from trap_checkpoint import build_trap_checkpoint
 from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.sandbox.sshd import sshd_available
+from tests.e2e.sandbox_world import vast_world
+from tests.e2e.trap_checkpoint import build_trap_checkpoint
 
 pytestmark = [
     pytest.mark.engine,

@@ -20,7 +20,7 @@ from tailpod.config import load_settings
 from tailpod.engines.tiny_checkpoint import build_checkpoint
 from tailpod.ledger import Ledger
 from tailpod.sandbox.podhost import free_port
-from tests.kl.perturb import perturbed_copy
+from tests.unit.measure.perturb import perturbed_copy
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 runner = CliRunner()

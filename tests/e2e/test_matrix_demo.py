@@ -2,7 +2,7 @@
 in parallel, ending with the matrix report and every pod proven down.
 
 One engine start per pod (plain arm only) keeps it as cheap as a parallel run can be; the gated
-arms and the faults are tested without an engine in tests/cloud/test_matrix_faults.py.
+arms and the faults are tested without an engine in tests/integration/cloud/test_matrix_faults.py.
 """
 
 from __future__ import annotations

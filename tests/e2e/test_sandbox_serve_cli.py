@@ -18,12 +18,13 @@ import pytest
 
 from tailpod.sandbox import admin_call
 from tailpod.sandbox.sshd import sshd_available
+from tests import paths
 
 pytestmark = [
     pytest.mark.engine,
     pytest.mark.skipif(not sshd_available(), reason="OpenSSH sshd is not installed"),
 ]
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.REPO
 CLI = [sys.executable, "-c", "from tailpod.cli.main import app; app()"]
 
 

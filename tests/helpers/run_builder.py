@@ -1,4 +1,4 @@
-"""Builders for constructed runs with known answers, shared by tests/results and tests/kl.
+"""Builders for constructed runs with known answers, shared by tests/unit/results and tests/unit/measure.
 
 A helper module of its own, not a conftest: test files import it by its full name
 (`from tests.helpers.run_builder import build_run`), which stays unambiguous whichever test

@@ -13,7 +13,7 @@ API base URL. Credentials come from the container's environment, never from argv
 This is readable source: tailpod/agent_client/build.py `guard_code` fills in the four
 constants below for one provider (from terminate.py), strips docstrings, comments and
 indentation, and deflates it into the start command, which must fit vast.ai's 4048-character
-`onstart` limit (tests/deadman/test_deadman_control.py).
+`onstart` limit (tests/integration/deadman/test_deadman_control.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The dead-man daemon (deadman.py) walks it on every attempt; the stage-0 guard in the start
 command walks the same table (tailpod/agent_client/build.py fills it into guard.py when it
 minifies the guard); the laptop's provider adapters follow it too
-(tests/core/test_provider_capabilities.py). So every path kills a pod the same ways.
+(tests/unit/provision/test_provider_capabilities.py). So every path kills a pod the same ways.
 """
 
 from __future__ import annotations

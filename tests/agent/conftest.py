@@ -1,3 +1,0 @@
-"""The agent's tests measure against the probe tests' synthetic servers."""
-
-from tests.probe.conftest import synthetic  # noqa: F401 - a fixture, used by name

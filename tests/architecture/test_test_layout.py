@@ -1,0 +1,21 @@
+"""The tests' tree says which package a unit test belongs to (docs/testing.md, "Where a test lives")."""
+
+from __future__ import annotations
+
+from tests import paths
+
+UNIT = paths.TESTS / "unit"
+KINDS = {"unit", "integration", "e2e", "architecture", "fixtures", "helpers", "__pycache__"}
+
+
+def test_every_unit_folder_mirrors_a_tailpod_package() -> None:
+    folders = [d for d in UNIT.rglob("*") if d.is_dir() and d.name != "__pycache__"]
+    assert folders, "tests/unit has no package folders"
+    strays = [str(d.relative_to(paths.TESTS)) for d in folders
+              if not (paths.REPO / "tailpod" / d.relative_to(UNIT) / "__init__.py").exists()]
+    assert strays == [], f"tests/unit folders with no tailpod package of that path: {strays}"
+
+
+def test_tests_holds_only_the_four_kinds_of_test_folder() -> None:
+    folders = {d.name for d in paths.TESTS.iterdir() if d.is_dir()}
+    assert folders <= KINDS, f"test folders outside the layout: {sorted(folders - KINDS)}"

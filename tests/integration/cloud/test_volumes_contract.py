@@ -1,0 +1,62 @@
+"""Every volume request tailpod sends and every answer the RunPod emulator gives, checked against
+the JSON Schemas derived from runpod/docs api-reference-v2/openapi.json @ a900806e
+(tests/integration/contracts/runpod/*network_volume*.json, catalog_datacenters.json)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tailpod.config import load_settings, ttl_deadline
+from tailpod.ledger import Ledger, PodRecord, new_run_tag
+from tailpod.provision import volumes as vol
+from tailpod.provision.apiclient import ApiTimings
+from tailpod.provision.base import PodSpec
+from tailpod.provision.create import create_pod_safely
+from tailpod.provision.providers import get_provider
+from tailpod.provision.teardown import LifecyclePolicy, teardown
+from tailpod.sandbox import Sandbox
+from tests.integration.contracts.contract import Recorder, contract_for
+
+
+def test_volume_traffic_matches_the_published_contracts(sandbox: Sandbox, tmp_path: Path) -> None:
+    recorder = Recorder()
+    home = tmp_path / "home"
+    settings = load_settings(env={**sandbox.env(), "TAILPOD_HOME": str(home)},
+                             dotenv_path=tmp_path / "absent.env")
+    provider = get_provider("runpod", settings, timings=ApiTimings.fast(), transport=recorder)
+    ledger = Ledger(home)
+    place = vol.choose_data_center(provider, data_center=None,  # type: ignore[arg-type]
+                                   gpu_preference=["NVIDIA A40"], volume_type="STANDARD")
+    record = vol.create_volume_safely(provider, ledger, "contract", 10, place)
+    tag = new_run_tag()
+    spec = PodSpec(run_tag=tag, gpu_preference=place.gpus, image="img",
+                   start_command=["sleep", "30"], volume_id=record.volume_id,
+                   data_center_ids=[place.data_center])
+    spec.ttl_at = ttl_deadline(1.0, time.time())
+    create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag, provider="runpod"),
+                      policy=LifecyclePolicy.fast())
+    pod = ledger.get(tag)
+    assert pod is not None
+    assert teardown(provider, ledger, pod, tmp_path / "run", policy=LifecyclePolicy.fast()).proven
+    provider.volume_get("nosuchvolume")  # type: ignore[attr-defined]
+    vol.delete_volume_proven(provider, ledger, "contract")
+
+    problems: list[str] = []
+    seen: set[str] = set()
+    for ex in recorder.exchanges:
+        if ex.path == "/graphql":
+            continue
+        contract = contract_for("runpod", ex.method, ex.path)
+        if contract is None:
+            problems.append(f"{ex.method} {ex.path}: no contract")
+            continue
+        seen.add(contract.name)
+        where = f"{ex.method} {ex.path} -> {ex.status}"
+        problems += [f"{where} request: {e}" for e in contract.request_errors(ex.request)]
+        problems += [f"{where} query: {e}" for e in contract.query_errors(ex.params)]
+        problems += [f"{where} answer: {e}" for e in contract.response_errors(ex.status,
+                                                                                ex.response)]
+    assert not problems, "\n".join(problems)
+    assert {"catalog_datacenters", "create_network_volume", "list_network_volumes",
+            "get_network_volume", "delete_network_volume", "create_pod"} <= seen
