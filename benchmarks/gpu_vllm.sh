@@ -12,6 +12,8 @@
 #   gpu_vllm.sh draft  WORK            the draft-model arm: up (target) / benchmark (draft_model) / down
 #   gpu_vllm.sh openloop WORK          the same arms under open-loop arrivals (RATES), with SLOs
 #   gpu_vllm.sh peer   WORK            benchmarks/peer_agreement.py against `vllm bench serve`
+#   gpu_vllm.sh coldwarm WORK          two starts of one checkpoint on one compile cache (cold, then
+#                                      warm), a short sweep and a proven down each (#29)
 #   gpu_vllm.sh all    WORK            env, models (WORK/models), run
 #
 # Everything that comes back is written under $OUT as it happens (at most 8 files come back):
@@ -121,8 +123,14 @@ models() {  # MODELS
     mkdir -p "$dir"
     for kind in "$MTP_KIND" "$TARGET_KIND" "$DRAFT_KIND"; do
         if [ -f "$dir/$kind/config.json" ]; then continue; fi
-        # shellcheck disable=SC2086
-        "${TP[@]}" checkpoint build "$dir/$kind" --kind "$kind" --size "$SIZE" $CHECKPOINT_ARGS >&2
+        if [ "$SIZE" = tiny ] || [ -n "$CHECKPOINT_ARGS" ]; then
+            # shellcheck disable=SC2086
+            "${TP[@]}" checkpoint build "$dir/$kind" --kind "$kind" --size "$SIZE" $CHECKPOINT_ARGS >&2
+        else  # the builder itself: `checkpoint build --size gpu` exited non-zero there once, unexplained
+            python3 -c 'import sys; from pathlib import Path
+from tailpod.engines.tiny_checkpoint import build_checkpoint
+print(build_checkpoint(Path(sys.argv[1]), sys.argv[2], size=sys.argv[3]))' "$dir/$kind" "$kind" "$SIZE" >&2
+        fi
     done
     say "checkpoints: $(find "$dir" -mindepth 1 -maxdepth 1 -printf '%f ')"
 }
@@ -265,6 +273,30 @@ draft() {  # WORK [OPEN_LOOP]: the draft-model arms, closed loop (or open loop w
     OPEN_LOOP="${2:-0}" sweep "$DRAFT_SPEC_K" draft_model "$dir/$DRAFT_KIND"
 }
 
+coldwarm() {  # WORK: cold then warm start on one cache root, as a volume would keep it
+    setup_work "$1"
+    local dir n t_up
+    dir="$(models_dir)"
+    models "$dir"
+    # A fresh cache root, so the first start is really cold (vLLM's default ~/.cache/vllm may hold
+    # an earlier stage's compile); the second start finds what the first wrote, as on a volume.
+    export VLLM_CACHE_ROOT="$work/cache/vllm" TORCHINDUCTOR_CACHE_DIR="$work/cache/inductor" \
+        TRITON_CACHE_DIR="$work/cache/triton"
+    rm -rf "$work/cache"
+    for n in 1 2; do
+        t_up=$(date +%s.%N)
+        up "$dir/$TARGET_KIND"
+        cp "$work/up.json" "$OUT/up-$n.json"
+        rid="$tag"
+        CONCURRENCY=1 REPS=1 REQUESTS=4 sweep 0 mtp || say "sweep $n exited non-zero"
+        python3 "$here/first_token.py" "$t_up" "$TAILPOD_RESULTS_DIR/$rid" "$OUT/first-token-$n.json" || true
+        timeout 90 "${TP[@]}" down "$tag" --json > "$OUT/down-$n.json" || say "down $n FAILED"
+        find "$TAILPOD_HOME/local/$tag" -name 'engine-*.log' -exec cp {} "$OUT/engine-$n.log" \; || true
+        tag=
+    done
+    du -sh "$work/cache"/* 2>&1 | sed 's/^/cache: /' >&2 || true
+}
+
 peer() {  # WORK: the probe against `vllm bench serve` on one server (CUDA graphs unless eager)
     setup_work "$1"
     local graphs=--cuda-graphs
@@ -287,6 +319,7 @@ case "$cmd" in
     draft) start_out "$1"; machine "$OUT"; draft "$@" ;;
     openloop) start_out "$1"; draft "$1" 1 ;;  # the draft-model arms under open-loop arrivals
     peer) start_out "$1"; machine "$OUT"; peer "$@" ;;
+    coldwarm) start_out "$1"; machine "$OUT"; coldwarm "$@" ;;
     all)
         start_out "$1"
         machine "$OUT"
