@@ -33,7 +33,7 @@ from tailpod.results.kl import KL_FILE
 from tailpod.secrets import redact
 
 KL_SCHEMA_VERSION = 1
-PROMPTS_FILE = Path(__file__).with_name("prompts") / "kl" / "kl_prompts.json"
+PROMPTS_FILE = Path(__file__).with_name("kl_prompts.json")
 # vLLM refuses more logprobs per position than `--max-logprobs` (default 20).
 VLLM_DEFAULT_MAX_LOGPROBS = 20
 Log = Callable[[str], None]

@@ -19,3 +19,14 @@ def test_every_unit_folder_mirrors_a_tailpod_package() -> None:
 def test_tests_holds_only_the_four_kinds_of_test_folder() -> None:
     folders = {d.name for d in paths.TESTS.iterdir() if d.is_dir()}
     assert folders <= KINDS, f"test folders outside the layout: {sorted(folders - KINDS)}"
+
+
+def test_no_folder_name_of_tailpod_is_used_twice() -> None:
+    """A folder's name says which room it is; two folders of one name (as `prompts/` was, once on
+    the pod and once on the laptop) make a reader guess which machine a file runs on."""
+    seen: dict[str, list[str]] = {}
+    for d in (paths.REPO / "tailpod").rglob("*"):
+        if d.is_dir() and d.name != "__pycache__":
+            seen.setdefault(d.name, []).append(str(d.relative_to(paths.REPO)))
+    twice = {name: where for name, where in seen.items() if len(where) > 1}
+    assert twice == {}, f"folder names used twice: {twice}"
