@@ -21,6 +21,7 @@ from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.sweep import RunContext, RunDirectory
+from tailpod.pods.kinds import kind_for
 
 eval_app = typer.Typer(
     name="eval",
@@ -60,27 +61,27 @@ def results_table(doc: dict[str, Any]) -> Table:
     return table
 
 
-def _up_local(
+def _up_here(
     settings: Settings, ledger: Ledger, model: str, context_length: int | None, top_k: int
 ) -> PodRecord:
+    """An engine on this machine for the evaluation, through its pod kind as `up` starts one."""
     from tailpod.cli.pods import engine_config, startup_progress
     from tailpod.measure.kl_eval import with_max_logprobs
-    from tailpod.pods.local import up_local
+    from tailpod.pods.base import UpOptions
 
     cfg = engine_config(replace(settings, model=model), 0, None, None, context_length or 1024,
                         None, True)  # fmt: skip
     cfg = with_max_logprobs(cfg, top_k)
     with startup_progress(f"starting {cfg.engine} for the KL evaluation") as update:
-        return up_local(settings, cfg, ledger, update)
+        return kind_for(settings.provider).up(settings, cfg, ledger, update, UpOptions()).record
 
 
 def _down(settings: Settings, ledger: Ledger, run_tag: str, say: Any) -> None:
-    from tailpod.provision.teardown import down_remote
-
     record = ledger.get(run_tag)
     if record is None or record.status == "terminated":
         return
-    down_remote(settings, ledger, record)  # raises (exit 3) unless billing is proven stopped
+    # raises (exit 3) unless the engine is proven gone
+    kind_for(record.provider).down(settings, ledger, record)
     say(f"[green]down[/] {run_tag}: the engine this evaluation started is gone (proven)")
 
 
@@ -179,10 +180,11 @@ def register(app: typer.Typer) -> None:
             started_here = None
             if run_tag:
                 record = ledger.resolve(run_tag)
-            elif provider == "local" and not [r for r in ledger.active() if r.provider == "local"]:
+            elif kind_for(settings.provider).engine_here and not [
+                    r for r in ledger.active() if r.provider == settings.provider]:
                 if not reference:
                     raise ConfigError("--reference is needed to start a local engine")
-                record = _up_local(settings, ledger, reference, context_length, top_k)
+                record = _up_here(settings, ledger, reference, context_length, top_k)
                 started_here = record.run_tag
                 say(f"started a local engine for the evaluation: {record.run_tag}")
             else:
