@@ -33,7 +33,7 @@ from tailpod.results.markdown import (
 )
 from tailpod.results.plots import PLOT_FILES, plot_compare, write_plots
 from tailpod.results.provider_facts import provider_facts_line, start_billed_line
-from tailpod.results.section import AFTER_PLOTS, CompareRenderContext, RenderContext
+from tailpod.results.section import AFTER_PLOTS, CompareRenderContext, RenderContext, Section
 from tailpod.results.sections import in_compare, in_report
 from tailpod.results.sections.kl_reference import render_kl_section
 from tailpod.secrets import redact
@@ -110,15 +110,22 @@ def render_run_markdown(an: dict[str, Any], report_only: Mapping[str, Any] | Non
         L += ["## Warnings", ""] + [f"- {w}" for w in an["warnings"]] + [""]
     rc = RenderContext(analysis=an, stamp=stamp, void=voids(an))
     sections = [s for s in in_report() if s.in_analysis or report_only is not None]
-    before = [s for s in sections if (s.report_rank or 0) <= AFTER_PLOTS]
-    for section in before + [None] + sections[len(before):]:  # None: the plots' place
-        if section is None:
-            L += _plots_and_raw_data()
-            continue
+    L += _section_lines([s for s in sections if (s.report_rank or 0) <= AFTER_PLOTS], an,
+                        report_only, rc)  # fmt: skip
+    L += _plots_and_raw_data()
+    L += _section_lines([s for s in sections if (s.report_rank or 0) > AFTER_PLOTS], an,
+                        report_only, rc)  # fmt: skip
+    return redact("\n".join(L))
+
+
+def _section_lines(sections: Sequence[Section[Any]], an: dict[str, Any],
+                   report_only: Mapping[str, Any] | None, rc: RenderContext) -> list[str]:
+    L: list[str] = []
+    for section in sections:
         assert section.render is not None
         value = an.get(section.key) if section.in_analysis else (report_only or {}).get(section.key)
         L += section.render(value, rc)
-    return redact("\n".join(L))
+    return L
 
 
 def _plots_and_raw_data() -> list[str]:
