@@ -16,7 +16,7 @@ Conventions (docs/results.md, "Analysis"):
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from tailpod.results.hardware import recorded_or_computed
@@ -47,7 +47,8 @@ from tailpod.results.stats import ratio_spread, spread
 # The names callers and tests import from here; each is defined in the module named above.
 __all__ = [
     "ANALYSIS_VERSION", "GIB_TO_GB", "LATENCY_METRICS", "REQUEST_FIELD", "SUMMARY_METRICS",
-    "AnalysisSettings", "CellSummary", "Sample", "analyze", "best_k", "build_samples",
+    "AnalysisSettings", "CellSummary", "ReportValues", "Sample", "analyze",
+    "analyze_for_report", "best_k", "build_samples",
     "bytes_model", "cache_facts", "capacity_drop", "capacity_of", "checkpoint_bytes",
     "cost_per_tokens", "effective_cache", "find_crossover", "find_knee", "ratio_spread", "spread",
     "summarize", "summarize_throughput", "weights_gb",
@@ -64,13 +65,36 @@ def _stamp_all(obj: Any) -> Any:
     return obj
 
 
+@dataclass(frozen=True)
+class ReportValues:
+    """What report.md renders: the analysis, and the values of the report-only sections (those
+    whose `in_analysis` is False, results/section.py) by key."""
+
+    analysis: dict[str, Any]
+    report_only: dict[str, Any]
+
+
 def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any]:
     """Everything the report shows, as a JSON-ready dict (see docs/results.md for the keys): the
     run's own fields, then one key per report section (results/sections/), in section rank."""
+    return _analyze(run, settings, with_report_only=False).analysis
+
+
+def analyze_for_report(run: Run, settings: AnalysisSettings | None = None) -> ReportValues:
+    """The analysis, and after it the report-only sections computed over it."""
+    return _analyze(run, settings, with_report_only=True)
+
+
+def _analyze(run: Run, settings: AnalysisSettings | None, with_report_only: bool) -> ReportValues:
     st = settings or AnalysisSettings()
     meta = run.meta
     ctx = Context.of(run, st)
+    report_only: dict[str, Any] = {}
     for section in registered():
+        if not section.in_analysis:
+            if with_report_only:
+                report_only[section.key] = section.compute(ctx)
+            continue
         value = section.compute(ctx)
         if value is not None or not section.omit_none:
             ctx.done[section.key] = value
@@ -105,4 +129,4 @@ def analyze(run: Run, settings: AnalysisSettings | None = None) -> dict[str, Any
         "warnings": ctx.warnings,
         **ctx.done,
     }
-    return _stamp_all(result) if run.off_pod else result
+    return ReportValues(_stamp_all(result) if run.off_pod else result, report_only)

@@ -11,7 +11,7 @@ different checkpoint revision, a drafter that did not load, or a changed engine 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, TypedDict, cast
 
 from tailpod.results.io import Run
 from tailpod.results.schema import ArmRecord
@@ -42,16 +42,77 @@ DRAFTING_FACTS = (
 BROKEN_HEAD_ACCEPT_LEN = 1.05
 
 
-def _drafter(facts: dict[str, Any]) -> dict[str, Any]:
+class Drafter(TypedDict):
+    loaded: bool | None  # None: the engine's log did not say
+    evidence: list[str]
+
+
+class LadderStep(TypedDict):
+    """One prompt class of an arm: acceptance length and rate per rep, as spreads over reps."""
+
+    reps: int
+    acceptance_length: dict[str, Any] | None  # stats.spread
+    acceptance_rate: dict[str, Any] | None
+
+
+class ArmFingerprint(TypedDict):
+    arm: str
+    method: str | None
+    k: int
+    model: str | None
+    draft_model: str | None
+    checkpoints: dict[str, Any]  # role → the checkpoint record (revision, …) the arm loaded
+    drafter: Drafter
+    facts: dict[str, Any]  # the DRAFTING_FACTS the engine stated
+    void: bool
+    ladder: dict[str, LadderStep]  # by prompt class
+
+
+class Fingerprint(TypedDict):
+    """A run's acceptance fingerprint (run.json `fingerprint`, the analysis' `fingerprint`)."""
+
+    version: int
+    run_id: str
+    model: str
+    engine: str
+    engine_version: str | None
+    provider: str
+    gpu: str | None
+    arms: list[ArmFingerprint]  # speculative arms only
+
+
+class FingerprintCheck(TypedDict):
+    """One arm and prompt class of a run against the same of the first run."""
+
+    arm: str
+    prompt_class: str
+    runs: list[str]  # [first run, this run]
+    gpu: list[str | None]
+    provider: list[str | None]
+    acceptance_length: list[float | None]  # the two medians
+    rep_range: list[float | None]  # max - min over reps, each side
+    allowed: float | None
+    status: Literal["differs", "agrees"]
+    causes: list[str]  # most likely first; empty when it agrees
+
+
+class FingerprintChecks(TypedDict):
+    """The comparison's `fingerprint`: every check, and one flag line per differing one."""
+
+    checks: list[FingerprintCheck]
+    flags: list[str]
+
+
+def _drafter(facts: dict[str, Any]) -> Drafter:
     """Did the engine say it loaded speculative decoding? None when its log did not decide."""
     decided = facts.get("spec_decided")
-    return {
-        "loaded": bool(facts.get("spec")) if decided or facts.get("spec") else None,
-        "evidence": list(facts.get("spec_evidence") or []),
-    }
+    return Drafter(
+        loaded=bool(facts.get("spec")) if decided or facts.get("spec") else None,
+        evidence=list(facts.get("spec_evidence") or []),
+    )
 
 
-def _ladder(run: Run, label: str) -> dict[str, Any]:
+def _ladder(run: Run, label: str) -> dict[str, LadderStep]:
     """Per prompt class: acceptance length and rate per rep (counters summed over the rep's
     cells), and their spread across reps."""
     counters: dict[tuple[str, int], list[int]] = {}
@@ -63,63 +124,63 @@ def _ladder(run: Run, label: str) -> dict[str, Any]:
         c[0] += acc.drafts
         c[1] += acc.draft_tokens
         c[2] += acc.accepted
-    ladder: dict[str, Any] = {}
+    ladder: dict[str, LadderStep] = {}
     for pc in sorted({pc for pc, _ in counters}):
         reps = [counters[key] for key in sorted(counters) if key[0] == pc]
-        ladder[pc] = {
-            "reps": len(reps),
-            "acceptance_length": spread(max(1.0, 1 + acc / drafts) for drafts, _, acc in reps),
-            "acceptance_rate": spread(acc / toks if toks else None for _, toks, acc in reps),
-        }
+        ladder[pc] = LadderStep(
+            reps=len(reps),
+            acceptance_length=spread(max(1.0, 1 + acc / drafts) for drafts, _, acc in reps),
+            acceptance_rate=spread(acc / toks if toks else None for _, toks, acc in reps),
+        )
     return ladder
 
 
-def _arm_fingerprint(run: Run, arm: ArmRecord) -> dict[str, Any]:
+def _arm_fingerprint(run: Run, arm: ArmRecord) -> ArmFingerprint:
     facts = arm.facts
-    return {
-        "arm": arm.label,
-        "method": arm.method,
-        "k": arm.k,
-        "model": arm.checkpoint or run.meta.model,
-        "draft_model": arm.spec.get("draft_model"),
-        "checkpoints": dict(getattr(arm, "checkpoints", None) or {}),
-        "drafter": _drafter(facts),
-        "facts": {k: facts[k] for k in DRAFTING_FACTS if facts.get(k) is not None},
-        "void": arm.is_void,
-        "ladder": _ladder(run, arm.label),
-    }
+    return ArmFingerprint(
+        arm=arm.label,
+        method=arm.method,
+        k=arm.k,
+        model=arm.checkpoint or run.meta.model,
+        draft_model=arm.spec.get("draft_model"),
+        checkpoints=dict(getattr(arm, "checkpoints", None) or {}),
+        drafter=_drafter(facts),
+        facts={k: facts[k] for k in DRAFTING_FACTS if facts.get(k) is not None},
+        void=arm.is_void,
+        ladder=_ladder(run, arm.label),
+    )
 
 
-def run_fingerprint(run: Run) -> dict[str, Any]:
+def run_fingerprint(run: Run) -> Fingerprint:
     """The run's acceptance fingerprint: one entry per speculative arm (plain has no ladder)."""
     meta = run.meta
-    return {
-        "version": FINGERPRINT_VERSION,
-        "run_id": meta.run_id,
-        "model": meta.model,
-        "engine": meta.engine.name,
-        "engine_version": meta.engine.version,
-        "provider": meta.provider,
-        "gpu": meta.pod.gpu,
-        "arms": [_arm_fingerprint(run, a) for a in meta.arms if a.k > 0],
-    }
+    return Fingerprint(
+        version=FINGERPRINT_VERSION,
+        run_id=meta.run_id,
+        model=meta.model,
+        engine=meta.engine.name,
+        engine_version=meta.engine.version,
+        provider=meta.provider,
+        gpu=meta.pod.gpu,
+        arms=[_arm_fingerprint(run, a) for a in meta.arms if a.k > 0],
+    )
 
 
-def recorded_fingerprint(run: Run) -> dict[str, Any]:
+def recorded_fingerprint(run: Run) -> Fingerprint:
     """The fingerprint run.json recorded, else (a run written before fingerprints) computed now."""
     recorded = getattr(run.meta, "fingerprint", None)
     if isinstance(recorded, dict) and recorded.get("version") == FINGERPRINT_VERSION:
-        return recorded
+        return cast(Fingerprint, recorded)  # run_fingerprint wrote it, at this version
     return run_fingerprint(run)
 
 
-def _revision(arm: dict[str, Any], role: str) -> str | None:
-    entry = (arm.get("checkpoints") or {}).get(role) or {}
+def _revision(arm: ArmFingerprint, role: str) -> str | None:
+    entry = (arm["checkpoints"] or {}).get(role) or {}
     return entry.get("revision")
 
 
 def likely_causes(
-    run_a: dict[str, Any], arm_a: dict[str, Any], run_b: dict[str, Any], arm_b: dict[str, Any],
+    run_a: Fingerprint, arm_a: ArmFingerprint, run_b: Fingerprint, arm_b: ArmFingerprint,
     lengths: tuple[float | None, float | None],
 ) -> list[str]:  # fmt: skip
     """Why two runs of the same pair accept differently, most likely first, from startup facts."""
@@ -137,10 +198,10 @@ def likely_causes(
             name = "draft checkpoint" if role == "draft_model" else "target checkpoint"
             causes.append(f"different {name} revision: {rev_a} in {run_a['run_id']}, "
                           f"{rev_b} in {run_b['run_id']}")  # fmt: skip
-    ver_a, ver_b = run_a.get("engine_version"), run_b.get("engine_version")
+    ver_a, ver_b = run_a["engine_version"], run_b["engine_version"]
     if ver_a and ver_b and ver_a != ver_b:
         causes.append(f"engine version changed: {ver_a} → {ver_b} (a default may have changed)")
-    facts_a, facts_b = arm_a.get("facts") or {}, arm_b.get("facts") or {}
+    facts_a, facts_b = arm_a["facts"] or {}, arm_b["facts"] or {}
     for key in DRAFTING_FACTS:
         if key == "engine_version" and ver_a and ver_b:
             continue
@@ -162,7 +223,7 @@ def likely_causes(
             r["run_id"]
             for r, a in ((run_a, arm_a), (run_b, arm_b))
             if not (
-                _revision(a, "model") and (not a.get("draft_model") or _revision(a, "draft_model"))
+                _revision(a, "model") and (not a["draft_model"] or _revision(a, "draft_model"))
             )
         ]
         causes.append(
@@ -172,11 +233,12 @@ def likely_causes(
     return causes
 
 
-def _same_pair(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return all(a.get(k) == b.get(k) for k in ("model", "draft_model", "method", "k"))
+def _same_pair(a: ArmFingerprint, b: ArmFingerprint) -> bool:
+    return (a["model"], a["draft_model"], a["method"], a["k"]) == (
+        b["model"], b["draft_model"], b["method"], b["k"])  # fmt: skip
 
 
-def check_fingerprints(fingerprints: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def check_fingerprints(fingerprints: Sequence[Fingerprint]) -> FingerprintChecks:
     """Each run's ladder against the first run's, arm by arm and prompt class by prompt class.
 
     An arm is compared only with the same pair (same target and draft names, method and K).
@@ -185,15 +247,16 @@ def check_fingerprints(fingerprints: Sequence[dict[str, Any]]) -> dict[str, Any]
     too. Every differing check carries its likely causes, and one flag line per check says so.
     """
     base = fingerprints[0]
-    checks: list[dict[str, Any]] = []
+    checks: list[FingerprintCheck] = []
     for other in fingerprints[1:]:
         for arm_b in other["arms"]:
             arm_a = next((a for a in base["arms"] if a["arm"] == arm_b["arm"]), None)
             if arm_a is None or not _same_pair(arm_a, arm_b):
                 continue
             for pc in sorted(set(arm_a["ladder"]) | set(arm_b["ladder"])):
-                la = (arm_a["ladder"].get(pc) or {}).get("acceptance_length")
-                lb = (arm_b["ladder"].get(pc) or {}).get("acceptance_length")
+                step_a, step_b = arm_a["ladder"].get(pc), arm_b["ladder"].get(pc)
+                la = step_a["acceptance_length"] if step_a else None
+                lb = step_b["acceptance_length"] if step_b else None
                 ma, mb = (la or {}).get("median"), (lb or {}).get("median")
                 if ma is None and mb is None:
                     continue
@@ -205,23 +268,23 @@ def check_fingerprints(fingerprints: Sequence[dict[str, Any]]) -> dict[str, Any]
                     )
                 differs = gap is None or allowed is None or gap > allowed
                 checks.append(
-                    {
-                        "arm": arm_b["arm"],
-                        "prompt_class": pc,
-                        "runs": [base["run_id"], other["run_id"]],
-                        "gpu": [base.get("gpu"), other.get("gpu")],
-                        "provider": [base.get("provider"), other.get("provider")],
-                        "acceptance_length": [ma, mb],
-                        "rep_range": [
+                    FingerprintCheck(
+                        arm=arm_b["arm"],
+                        prompt_class=pc,
+                        runs=[base["run_id"], other["run_id"]],
+                        gpu=[base["gpu"], other["gpu"]],
+                        provider=[base["provider"], other["provider"]],
+                        acceptance_length=[ma, mb],
+                        rep_range=[
                             (la["max"] - la["min"]) if la else None,
                             (lb["max"] - lb["min"]) if lb else None,
                         ],
-                        "allowed": allowed,
-                        "status": "differs" if differs else "agrees",
-                        "causes": likely_causes(base, arm_a, other, arm_b, (ma, mb))
+                        allowed=allowed,
+                        status="differs" if differs else "agrees",
+                        causes=likely_causes(base, arm_a, other, arm_b, (ma, mb))
                         if differs
                         else [],
-                    }
+                    )
                 )
     flags = [
         f"acceptance of {c['arm']} ({c['prompt_class']}) differs: "
@@ -231,7 +294,7 @@ def check_fingerprints(fingerprints: Sequence[dict[str, Any]]) -> dict[str, Any]
         for c in checks
         if c["status"] == "differs"
     ]
-    return {"checks": checks, "flags": flags}
+    return FingerprintChecks(checks=checks, flags=flags)
 
 
 def _fmt(value: float | None) -> str:

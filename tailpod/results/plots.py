@@ -10,7 +10,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import matplotlib
 
@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from tailpod.results.slo import RATE_PLOT_FILE  # noqa: E402
+from tailpod.results.slo import RATE_PLOT_FILE, RatePoint, SloSection  # noqa: E402
 
 VOID_COLOR = "0.55"
 _BOX = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
@@ -516,35 +516,37 @@ def plot_cost(analysis: dict[str, Any], path: Path) -> Path:
     return _save(fig, path, analysis)
 
 
-def _rate_points(analysis: dict[str, Any]) -> list[dict[str, Any]]:
+def _slo_section(analysis: dict[str, Any]) -> SloSection | None:
+    return cast("SloSection | None", analysis.get("slo"))  # results/slo.py compute() wrote it
+
+
+def _rate_points(analysis: dict[str, Any]) -> list[RatePoint]:
     """The SLO section's per (arm, rate) points with a finite rate (an `inf` rate has no place
     on a rate axis; its row stays in the table)."""
-    section = analysis.get("slo") or {}
-    return [p for p in section.get("points") or []
-            if isinstance(p.get("rate"), (int, float)) and 0 < p["rate"] < float("inf")]
+    section = _slo_section(analysis)
+    return [p for p in (section["points"] if section else [])
+            if isinstance(p["rate"], (int, float)) and 0 < p["rate"] < float("inf")]
 
 
 def plot_rate(analysis: dict[str, Any], path: Path) -> Path:
     """SLO attainment (top) and TTFT p90 from the scheduled send (bottom) against the offered
     request rate, per arm: the open-loop ladder as results/slo.py computed it."""
-    section = analysis.get("slo") or {}
+    section = _slo_section(analysis)
     void = _void_map(analysis)
     colors = _colors(analysis)
     points = _rate_points(analysis)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 8), sharex=True)
-    slo = section.get("slo") or {}
-    target = section.get("slo_percentile")
+    slo = (section["slo"] if section else None) or {}
+    target = section["slo_percentile"] if section else None
     for arm in sorted({p["arm"] for p in points}):
         mine = sorted((p for p in points if p["arm"] == arm), key=lambda p: p["rate"])
         style = {"color": VOID_COLOR if arm in void else colors.get(arm, "C0"),
                  "linestyle": "--" if arm in void else "-", "marker": "o",
                  "label": _label(arm, void)}
-        att = [(p["rate"], 100 * p["slo_attainment"]) for p in mine
-               if p.get("slo_attainment") is not None]
+        att = [(p["rate"], 100 * a) for p in mine if (a := p["slo_attainment"]) is not None]
         if att:
             top.plot([a for a, _ in att], [b for _, b in att], **style)
-        ttft = [(p["rate"], 1000 * p["ttft_sched_p90_s"]) for p in mine
-                if p.get("ttft_sched_p90_s") is not None]
+        ttft = [(p["rate"], 1000 * t) for p in mine if (t := p["ttft_sched_p90_s"]) is not None]
         if ttft:
             bottom.plot([a for a, _ in ttft], [b for _, b in ttft], **style)
     if not slo:

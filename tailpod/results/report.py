@@ -8,19 +8,17 @@ be checked against `tailpod report --json` mechanically.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tailpod.errors import ConfigError
-from tailpod.results.analysis import AnalysisSettings, analyze
+from tailpod.results.analysis import AnalysisSettings, analyze_for_report
 from tailpod.results.compare import compare_analyses
 from tailpod.results.io import Run, load_run
-from tailpod.results.kl import KL_FILE
 from tailpod.results.markdown import (
     NO_SPREAD,
     STAMP_LINE,
@@ -35,8 +33,9 @@ from tailpod.results.markdown import (
 )
 from tailpod.results.plots import PLOT_FILES, plot_compare, write_plots
 from tailpod.results.provider_facts import provider_facts_line, start_billed_line
-from tailpod.results.section import CompareRenderContext, RenderContext
+from tailpod.results.section import AFTER_PLOTS, CompareRenderContext, RenderContext, Section
 from tailpod.results.sections import in_compare, in_report
+from tailpod.results.sections.kl_reference import render_kl_section
 from tailpod.secrets import redact
 
 # Formatting names callers and tests import from here (defined in results/markdown.py).
@@ -59,7 +58,10 @@ def reported_hardware(hardware: dict[str, Any]) -> str:
     return f"{what} ({hardware.get('verdict')})"
 
 
-def render_run_markdown(an: dict[str, Any]) -> str:
+def render_run_markdown(an: dict[str, Any], report_only: Mapping[str, Any] | None = None) -> str:
+    """report.md: the frame (title, run table, warnings, plots) and every registered section in
+    report rank. The report-only sections (Decision, KL) render from `report_only`
+    (analysis.analyze_for_report); without it they are left out."""
     stamp = an.get("stamp")
     L: list[str] = [f"# tailpod report — {an['run_id']}", ""]
     if stamp:
@@ -107,88 +109,34 @@ def render_run_markdown(an: dict[str, Any]) -> str:
     if an["warnings"]:
         L += ["## Warnings", ""] + [f"- {w}" for w in an["warnings"]] + [""]
     rc = RenderContext(analysis=an, stamp=stamp, void=voids(an))
-    for section in in_report():
+    sections = [s for s in in_report() if s.in_analysis or report_only is not None]
+    L += _section_lines([s for s in sections if (s.report_rank or 0) <= AFTER_PLOTS], an,
+                        report_only, rc)  # fmt: skip
+    L += _plots_and_raw_data()
+    L += _section_lines([s for s in sections if (s.report_rank or 0) > AFTER_PLOTS], an,
+                        report_only, rc)  # fmt: skip
+    return redact("\n".join(L))
+
+
+def _section_lines(sections: Sequence[Section[Any]], an: dict[str, Any],
+                   report_only: Mapping[str, Any] | None, rc: RenderContext) -> list[str]:
+    L: list[str] = []
+    for section in sections:
         assert section.render is not None
-        L += section.render(an.get(section.key), rc)
-    L += ["## Plots", ""]
+        value = an.get(section.key) if section.in_analysis else (report_only or {}).get(section.key)
+        L += section.render(value, rc)
+    return L
+
+
+def _plots_and_raw_data() -> list[str]:
+    L = ["## Plots", ""]
     for name, file in PLOT_FILES.items():
         L += [f"![{name}]({file})", ""]
-    L += [
+    return L + [
         "Raw data: `run.json` (with every arm's startup lines) and `rows.jsonl`; this analysis as "
         "JSON: `tailpod report RUN --json`.",
         "",
     ]
-    return redact("\n".join(L))
-
-
-def load_kl(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """kl.json of a run directory (written by `tailpod eval kl`), or None when it has none."""
-    path = Path(run_dir) / KL_FILE
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{v:.1%}"
-
-
-def render_kl_section(kl: dict[str, Any]) -> list[str]:
-    """The "KL vs reference" section: one row per candidate, then per prompt class."""
-    ref = kl.get("reference") or {}
-    cands = kl.get("candidates") or []
-    L = ["## KL vs reference", ""]
-    L += [
-        f"Reference `{ref.get('model')}`: greedy continuations of up to {kl.get('max_tokens')} "
-        f"tokens over {len(kl.get('prompts') or [])} prompts ({ref.get('positions')} positions); "
-        f"every candidate scored on the reference's tokens (teacher forcing, "
-        f"{kl.get('method') or 'method unknown'}), top-{kl.get('top_k')} logprobs.",
-        "",
-        f"Estimator: {kl.get('estimator')}.",
-        "",
-        f"Reference noise floor: its own scored top-1 is its greedy token at "
-        f"{_pct(ref.get('top1_is_greedy_token'))} of positions.",
-        "",
-    ]
-    if not cands:
-        return L + ["No candidate finished.", ""]
-    rows = []
-    for c in cands:
-        k = c["kl"]
-        inf = f" (+{k['infinite']} ∞)" if k.get("infinite") else ""
-        div = c.get("first_divergence_median")
-        rows.append([
-            c["label"], f"`{c.get('model')}`", fmt_num(k.get("mean")) + inf, fmt_num(k.get("p90")),
-            fmt_num(k.get("p99")), fmt_num(k.get("max")), _pct(c.get("top1_agreement")),
-            _pct((c.get("ref_mass_covered") or {}).get("mean")),
-            f"{c.get('diverged_prompts')}/{c.get('prompts')}"
-            + (f" (median at token {fmt_num(div)})" if div is not None else ""),
-        ])  # fmt: skip
-    L += table(
-        ["candidate", "model", "KL mean (nats)", "p90", "p99", "max", "top-1 agreement",
-         "ref mass covered", "greedy diverges"],
-        rows, None,
-    )  # fmt: skip
-    by_class = [
-        [c["label"], cls, str(v.get("positions")), fmt_num(v.get("kl_mean")),
-         fmt_num(v.get("kl_p90")), _pct(v.get("top1_agreement"))]
-        for c in cands for cls, v in sorted((c.get("by_class") or {}).items())
-    ]  # fmt: skip
-    if by_class:
-        L += ["By prompt class.", ""]
-        L += table(["candidate", "class", "positions", "KL mean", "KL p90", "top-1 agreement"],
-                    by_class, None)  # fmt: skip
-    skipped = [(c["label"], s) for c in cands for s in c.get("skipped_prompts") or []]
-    if skipped:
-        L += ["Skipped prompts:", ""]
-        L += [f"- {label}: {s.get('prompt')}: {s.get('reason')}" for label, s in skipped] + [""]
-    for note in kl.get("notes") or []:
-        L += [f"- {note}"]
-    return L + ["Raw logprobs: `logprobs-*.json`; every number above: `kl.json`.", ""]
 
 
 def render_kl_markdown(kl: dict[str, Any]) -> str:
@@ -250,24 +198,6 @@ def _compare_name(ids: Sequence[str]) -> str:
     return "compare-" + "-vs-".join(safe) + ".md"
 
 
-def decision_section(run: Any, an: dict[str, Any]) -> str:
-    """The "Decision" section: the run's decision.json when `tailpod decide` wrote one, else the
-    throughput decision computed here."""
-    from tailpod.results.decide import DECISION_FILE, compute, render
-
-    saved = run.path / DECISION_FILE if run.path else None
-    dec = None
-    if saved is not None and saved.is_file():
-        try:
-            dec = json.loads(saved.read_text())
-        except json.JSONDecodeError:
-            dec = None
-    if dec is None:
-        dec = compute([run], analyses=[an])
-    lines = render(dec, STAMP_LINE)
-    return ("\n" + redact("\n".join(lines))) if lines else ""
-
-
 def run_prompt_classes(run: Run) -> list[str]:
     """The prompt classes a run holds: its plan's, and any a row names."""
     found = list(run.meta.plan.prompt_classes) if run.meta.plan else []
@@ -316,19 +246,18 @@ def write_report(
         run = load_run(d)
         check_settings_for_run(run, settings)
         loaded.append(run)
-    analyses = [analyze(run, settings) for run in loaded]
-    for run, an in zip(loaded, analyses, strict=True):
+    values = [analyze_for_report(run, settings) for run in loaded]
+    analyses = [v.analysis for v in values]
+    for run, v in zip(loaded, values, strict=True):
         assert run.path is not None
-        kl = load_kl(run.path)
+        kl = v.report_only.get("kl")
         with tempfile.TemporaryDirectory(dir=run.path, prefix=".report-") as tmp:
             stage = Path(tmp)
             if kl is not None and not run.cells:  # a KL evaluation only: no throughput to plot
                 text = render_kl_markdown(kl)
             else:
-                write_plots(an, stage)
-                text = render_run_markdown(an) + decision_section(run, an)
-                if kl is not None:
-                    text += "\n" + redact("\n".join(render_kl_section(kl)))
+                write_plots(v.analysis, stage)
+                text = render_run_markdown(v.analysis, v.report_only)
             plots = sorted(stage.iterdir())  # whatever the plotter drew, all complete by now
             (stage / REPORT_FILE).write_text(text)
             _move_into_place([*plots, stage / REPORT_FILE], run.path)

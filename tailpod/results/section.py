@@ -12,6 +12,11 @@ kept as it was before sections were modules:
   section of a lower rank from `Context.done`.
 - `report_rank`: where its markdown sits in report.md (None: not in the run report).
 - `compare_rank`: where its part sits in the comparison, JSON and markdown (None: not compared).
+
+A section whose `in_analysis` is False is the report's only: its value is not part of the analysis
+(`tailpod report --json`, the comparison) but computed for report.md alone, from the analysis
+sections before it and, where it has one, its own file beside run.json (the Decision section's
+decision.json, the KL section's kl.json). Such a section ranks after every analysis section.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ from tailpod.results.samples import (
 from tailpod.results.schema import ArmRecord
 
 T = TypeVar("T")
+
+# report.md's frame writes the plots and the raw-data line here: a section whose report_rank is
+# above this follows them (the Decision and KL sections, which came after them before they were
+# sections, and still do).
+AFTER_PLOTS = 1000
 
 
 @dataclass
@@ -172,3 +182,4 @@ class Section(Generic[T]):
     compare: Callable[[CompareContext], dict[str, Any]] | None = None
     render_compare: Callable[[Mapping[str, Any], CompareRenderContext], list[str]] | None = None
     omit_none: bool = False  # leave the key out of the analysis when compute returns None
+    in_analysis: bool = True  # False: computed for report.md only (see the module's docstring)

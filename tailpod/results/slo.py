@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypedDict
 
 from tailpod.results.io import Run
 from tailpod.results.stats import spread, usd_per_mtok
@@ -36,36 +37,112 @@ def _rate(arrival: Any) -> float | None:
 TRACE_FIGURES = ("offered_rate_rps", *FIGURES)
 
 
+class RatePoint(TypedDict):
+    """One (arm, rate): the median over reps of each of FIGURES, and whether the SLO held."""
+
+    arm: str
+    rate: float
+    reps: int
+    void: bool
+    slo_attainment: float | None
+    goodput_rps: float | None
+    goodput_tok_s: float | None
+    achieved_rate_rps: float | None
+    output_tok_s: float | None
+    ttft_sched_p90_s: float | None
+    schedule_lag_max_s: float | None
+    slo_met: bool | None
+
+
+class TracePoint(TypedDict):
+    """One arm's trace replay (`--trace`): the medians of TRACE_FIGURES over reps."""
+
+    arm: str
+    reps: int
+    void: bool
+    format: str | None
+    speed: float | None
+    requests: int | None
+    offered_rate_rps: float | None
+    slo_attainment: float | None
+    goodput_rps: float | None
+    goodput_tok_s: float | None
+    achieved_rate_rps: float | None
+    output_tok_s: float | None
+    ttft_sched_p90_s: float | None
+    schedule_lag_max_s: float | None
+    slo_met: bool | None
+
+
+class SloArm(TypedDict):
+    """An arm's highest rate at which it and every lower measured rate met the SLO."""
+
+    arm: str
+    void: bool
+    max_rate_under_slo: float | None
+    goodput_rps_at_max: float | None
+    usd_per_mtok_at_max: float | None
+    bracket_above: float | None
+
+
+class _SloRequired(TypedDict):
+    slo: dict[str, float] | None  # the targets the cells recorded (`--slo`), None without one
+    slo_percentile: float | None
+    points: list[RatePoint]
+    arms: list[SloArm]
+
+
+class SloSection(_SloRequired, total=False):
+    """The analysis' `slo`: the open-loop points and arms, a trace replay's points and the
+    `--find-max-rate` search as run.json recorded it (max_rate_search)."""
+
+    trace: list[TracePoint]
+    search: dict[str, Any]
+
+
+def _medians(rows: Iterable[Mapping[str, Any]], keys: tuple[str, ...]) -> dict[str, float | None]:
+    rows = list(rows)
+    out: dict[str, float | None] = {}
+    for key in keys:
+        sp = spread(r.get(key) for r in rows)
+        out[key] = sp["median"] if sp else None
+    return out
+
+
+def _met(attainment: float | None, target: float | None) -> bool | None:
+    return None if attainment is None or target is None else attainment * 100.0 >= float(target)
+
+
 def _is_trace(arrival: Any) -> bool:
     return isinstance(arrival, dict) and arrival.get("process") == "trace"
 
 
 def _trace_points(rows_by_arm: dict[str, list[dict[str, Any]]], target: float | None,
-                  void: dict[str, str]) -> list[dict[str, Any]]:
+                  void: dict[str, str]) -> list[TracePoint]:
     """Per arm, the median over reps of a trace replay's figures, and whether it met the SLO."""
     out = []
     for arm, rows in sorted(rows_by_arm.items()):
         trace = rows[0]["arrival"].get("trace") or {}
-        point: dict[str, Any] = {"arm": arm, "reps": len(rows), "void": arm in void,
-                                 "format": trace.get("format"), "speed": trace.get("speed"),
-                                 "requests": rows[0].get("requests")}
-        for key in TRACE_FIGURES:
-            sp = spread(r.get(key) for r in rows)
-            point[key] = sp["median"] if sp else None
-        att = point["slo_attainment"]
-        point["slo_met"] = (None if att is None or target is None
-                            else att * 100.0 >= float(target))
-        out.append(point)
+        m = _medians(rows, TRACE_FIGURES)
+        out.append(TracePoint(
+            arm=arm, reps=len(rows), void=arm in void, format=trace.get("format"),
+            speed=trace.get("speed"), requests=rows[0].get("requests"),
+            offered_rate_rps=m["offered_rate_rps"], slo_attainment=m["slo_attainment"],
+            goodput_rps=m["goodput_rps"], goodput_tok_s=m["goodput_tok_s"],
+            achieved_rate_rps=m["achieved_rate_rps"], output_tok_s=m["output_tok_s"],
+            ttft_sched_p90_s=m["ttft_sched_p90_s"], schedule_lag_max_s=m["schedule_lag_max_s"],
+            slo_met=_met(m["slo_attainment"], target),
+        ))  # fmt: skip
     return out
 
 
-def compute(run: Run, void: dict[str, str] | None = None) -> dict[str, Any] | None:
+def compute(run: Run, void: dict[str, str] | None = None) -> SloSection | None:
     """None when the run has no open-loop cell; else {points, arms, slo, slo_percentile} and,
     for a trace replay (`--trace`), `trace`: one point per arm."""
     void = void or {}
     groups: dict[tuple[str, float], list[dict[str, Any]]] = defaultdict(list)
     traced: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    slo: dict[str, Any] | None = None
+    slo: dict[str, float] | None = None
     target: float | None = None
     for cell in run.cells:
         row = cell.model_dump()
@@ -80,41 +157,44 @@ def compute(run: Run, void: dict[str, str] | None = None) -> dict[str, Any] | No
         groups[(cell.arm, rate)].append(row)
     if not groups and not traced:
         return None
-    trace_part: dict[str, Any] = {"trace": _trace_points(traced, target, void)} if traced else {}
-    search = (getattr(run.meta, "model_extra", None) or {}).get("max_rate_search")
-    if isinstance(search, dict):
-        trace_part["search"] = search
     price = run.meta.pod.price_per_hr
     points = []
     for (arm, rate), rows in sorted(groups.items()):
-        point: dict[str, Any] = {"arm": arm, "rate": rate, "reps": len(rows),
-                                 "void": arm in void}
-        for key in FIGURES:
-            sp = spread(r.get(key) for r in rows)
-            point[key] = sp["median"] if sp else None
-        att = point["slo_attainment"]
-        point["slo_met"] = (None if att is None or target is None
-                            else att * 100.0 >= float(target))
-        points.append(point)
-    arms = []
+        m = _medians(rows, FIGURES)
+        points.append(RatePoint(
+            arm=arm, rate=rate, reps=len(rows), void=arm in void,
+            slo_attainment=m["slo_attainment"], goodput_rps=m["goodput_rps"],
+            goodput_tok_s=m["goodput_tok_s"], achieved_rate_rps=m["achieved_rate_rps"],
+            output_tok_s=m["output_tok_s"], ttft_sched_p90_s=m["ttft_sched_p90_s"],
+            schedule_lag_max_s=m["schedule_lag_max_s"],
+            slo_met=_met(m["slo_attainment"], target),
+        ))  # fmt: skip
+    arms: list[SloArm] = []
     for arm in sorted({p["arm"] for p in points}):
         mine = sorted((p for p in points if p["arm"] == arm), key=lambda p: p["rate"])
-        best: dict[str, Any] | None = None
+        best: RatePoint | None = None
         for p in mine:
             if p["slo_met"] is not True:
                 break
             best = p
         usd_mtok = None
-        if best is not None and price and best.get("output_tok_s"):
-            usd_mtok = usd_per_mtok(price, best["output_tok_s"])
-        arms.append({
-            "arm": arm, "void": arm in void,
-            "max_rate_under_slo": best["rate"] if best else None,
-            "goodput_rps_at_max": best["goodput_rps"] if best else None,
-            "usd_per_mtok_at_max": usd_mtok,
-            "bracket_above": next((p["rate"] for p in mine if p["slo_met"] is not True), None),
-        })  # fmt: skip
-    return {"slo": slo, "slo_percentile": target, "points": points, "arms": arms, **trace_part}
+        tok_s = best["output_tok_s"] if best is not None else None
+        if price and tok_s:
+            usd_mtok = usd_per_mtok(price, tok_s)
+        arms.append(SloArm(
+            arm=arm, void=arm in void,
+            max_rate_under_slo=best["rate"] if best else None,
+            goodput_rps_at_max=best["goodput_rps"] if best else None,
+            usd_per_mtok_at_max=usd_mtok,
+            bracket_above=next((p["rate"] for p in mine if p["slo_met"] is not True), None),
+        ))  # fmt: skip
+    section = SloSection(slo=slo, slo_percentile=target, points=points, arms=arms)
+    if traced:
+        section["trace"] = _trace_points(traced, target, void)
+    search = (getattr(run.meta, "model_extra", None) or {}).get("max_rate_search")
+    if isinstance(search, dict):
+        section["search"] = search
+    return section
 
 
 def _num(v: float | None, spec: str, scale: float = 1.0) -> str:
@@ -123,7 +203,7 @@ def _num(v: float | None, spec: str, scale: float = 1.0) -> str:
     return "inf" if math.isinf(v) else format(v * scale, spec)
 
 
-def render(section: dict[str, Any] | None, stamp: str | None = None) -> list[str]:
+def render(section: SloSection | None, stamp: str | None = None) -> list[str]:
     """Markdown lines for the report; nothing when the run had no open-loop cell."""
     if not section:
         return []
@@ -186,7 +266,7 @@ def _render_search(search: dict[str, Any]) -> list[str]:
     return L
 
 
-def _render_trace(points: list[dict[str, Any]]) -> list[str]:
+def _render_trace(points: list[TracePoint]) -> list[str]:
     L = ["### Trace replay", "",
          "The request log replayed at its own arrival times (over its speed); prompts built to "
          "the logged input lengths (approximately, in words), outputs held to the logged lengths.",

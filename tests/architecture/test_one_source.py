@@ -208,3 +208,18 @@ def test_the_ledgers_pod_facts_are_read_by_field_not_by_string_key() -> None:
             if isinstance(target, ast.Attribute) and target.attr == "extra":
                 found.append(_where(path, node))
     assert found == []
+
+
+def test_report_md_writes_only_its_frame_headings_itself() -> None:
+    """A report section is a module under results/sections/ (docs/architecture.md, "Adding a
+    section"): results/report.py writes no `## ` heading but the frame's own, so a section cannot
+    be appended there by hand (tests/unit/results/test_report_registry.py checks the written
+    report.md the same way)."""
+    path = PACKAGE / "results" / "report.py"
+    headings = {
+        node.value.split("\n")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        and node.value.startswith("## ")
+    }  # fmt: skip
+    assert headings == {"## Warnings", "## Plots"}

@@ -4,27 +4,33 @@ the check that the same model pair accepts the same, with the flags first."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
-from tailpod.results.fingerprint import check_fingerprints, recorded_fingerprint
+from tailpod.results.fingerprint import (
+    Fingerprint,
+    FingerprintChecks,
+    check_fingerprints,
+    recorded_fingerprint,
+)
 from tailpod.results.markdown import fmt_num, table
 from tailpod.results.section import CompareContext, CompareRenderContext, Context, Section
 
 
-def compute(ctx: Context) -> dict[str, Any]:
+def compute(ctx: Context) -> Fingerprint:
     return recorded_fingerprint(ctx.run)
 
 
-def compare(cc: CompareContext) -> dict[str, Any]:
-    fps = [a.get("fingerprint") for a in cc.analyses]
+def compare(cc: CompareContext) -> dict[str, FingerprintChecks]:
+    # each analysis' `fingerprint` is this section's compute() value
+    fps = [cast("Fingerprint | None", a.get("fingerprint")) for a in cc.analyses]
     if not all(fps):
-        return {"fingerprint": {"checks": [], "flags": []}}
+        return {"fingerprint": FingerprintChecks(checks=[], flags=[])}
     return {"fingerprint": check_fingerprints([fp for fp in fps if fp])}
 
 
 def render_compare(cmp: Mapping[str, Any], rc: CompareRenderContext) -> list[str]:
-    fp = cmp.get("fingerprint") or {}
-    if not fp.get("checks"):
+    fp = cast("FingerprintChecks | None", cmp.get("fingerprint"))  # compare() above wrote it
+    if not fp or not fp["checks"]:
         return []
     L = ["## Acceptance fingerprint (same pair, run_i vs run_0)", ""]
     L += [f"- **FLAG**: {f}" for f in fp["flags"]] or ["- every shared arm agrees"]

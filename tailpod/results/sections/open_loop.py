@@ -4,17 +4,16 @@ registers them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tailpod.results import slo
 from tailpod.results.section import Context, RenderContext, Section
+from tailpod.results.slo import SloSection
 
 
-def compute(ctx: Context) -> dict[str, Any] | None:
+def compute(ctx: Context) -> SloSection | None:
     return slo.compute(ctx.run, ctx.void)
 
 
-def render(section: dict[str, Any] | None, rc: RenderContext) -> list[str]:
+def render(section: SloSection | None, rc: RenderContext) -> list[str]:
     return slo.render(section, rc.stamp)
 
 

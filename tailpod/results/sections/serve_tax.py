@@ -10,12 +10,61 @@ ways: serving can move the optimum, since its overhead per step weighs less on a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from tailpod.results.io import Run
 from tailpod.results.markdown import arm_label, fmt_spread, table
 from tailpod.results.section import Context, RenderContext, Section
 from tailpod.results.stats import spread
+
+
+class ServeTaxRow(TypedDict):
+    """One (arm, concurrency): bare and served output tok/s (spreads over reps) and their ratio."""
+
+    arm: str
+    k: int
+    concurrency: int
+    void: bool
+    bare_tok_s: dict[str, Any] | None  # stats.spread
+    served_tok_s: dict[str, Any] | None  # the analysis cell's output_tok_s spread
+    served_over_bare: float | None
+    served_vs_bare_pct: float | None
+    tool: str | None  # what decoded bare (probes/bare.py records it)
+
+
+class BestArm(TypedDict):
+    arm: str
+    k: int
+
+
+class ServeTaxBestK(TypedDict):
+    """At one concurrency, the best non-void arm served and bare; `moved` when their K differ."""
+
+    concurrency: int
+    served: BestArm | None
+    bare: BestArm | None
+    moved: bool
+
+
+class ServeTax(TypedDict):
+    """The analysis' `serve_tax` (None when the run measured no bare decode)."""
+
+    rows: list[ServeTaxRow]
+    best_k: list[ServeTaxBestK]
+    notes: list[str]
+
+
+def _best(rows: Sequence[ServeTaxRow], way: str) -> BestArm | None:
+    """The row with the highest median `way` (served or bare) tok/s, the smaller K of equals."""
+    measured = [
+        (sp["median"], -r["k"], r)
+        for r in rows
+        if (sp := r["served_tok_s"] if way == "served" else r["bare_tok_s"])
+    ]
+    if not measured:
+        return None
+    top = max(measured, key=lambda m: (m[0], m[1]))[2]
+    return BestArm(arm=top["arm"], k=top["k"])
 
 
 def _bare_by_concurrency(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any] | None]:
@@ -35,10 +84,10 @@ def _bare_by_concurrency(rows: list[dict[str, Any]]) -> dict[int, dict[str, Any]
 
 def serve_tax(
     run: Run, cells: Sequence[Mapping[str, Any]], void: dict[str, str]
-) -> dict[str, Any] | None:
+) -> ServeTax | None:
     """None when the run measured no bare decode; else the table rows, arm notes and best K."""
     cell_at = {(c["arm"], c["concurrency"]): c for c in cells}
-    rows: list[dict[str, Any]] = []
+    rows: list[ServeTaxRow] = []
     notes: list[str] = []
     ks: dict[str, int] = {}
     for arm in run.meta.arms:
@@ -54,41 +103,35 @@ def serve_tax(
             served = (cell_at.get((arm.label, c)) or {}).get("output_tok_s")
             ratio = served["median"] / bare["median"] if served and bare and bare["median"] else None
             rows.append(
-                {
-                    "arm": arm.label,
-                    "k": arm.k,
-                    "concurrency": c,
-                    "void": arm.label in void,
-                    "bare_tok_s": bare,
-                    "served_tok_s": served,
-                    "served_over_bare": ratio,
-                    "served_vs_bare_pct": None if ratio is None else round((ratio - 1) * 100, 1),
-                    "tool": record.get("tool"),
-                }
+                ServeTaxRow(
+                    arm=arm.label,
+                    k=arm.k,
+                    concurrency=c,
+                    void=arm.label in void,
+                    bare_tok_s=bare,
+                    served_tok_s=served,
+                    served_over_bare=ratio,
+                    served_vs_bare_pct=None if ratio is None else round((ratio - 1) * 100, 1),
+                    tool=record.get("tool"),
+                )
             )
     if not rows and not notes:
         return None
     best = []
     for c in sorted({r["concurrency"] for r in rows}):
         here = [r for r in rows if r["concurrency"] == c and not r["void"]]
-        entry: dict[str, Any] = {"concurrency": c}
-        for way, key in (("served", "served_tok_s"), ("bare", "bare_tok_s")):
-            measured = [r for r in here if r[key]]
-            top = max(measured, key=lambda r: (r[key]["median"], -r["k"]), default=None)
-            entry[way] = {"arm": top["arm"], "k": top["k"]} if top else None
-        entry["moved"] = bool(
-            entry["served"] and entry["bare"] and entry["served"]["k"] != entry["bare"]["k"]
-        )
-        best.append(entry)
-    return {"rows": rows, "best_k": best, "notes": notes}
+        top_served, top_bare = _best(here, "served"), _best(here, "bare")
+        moved = bool(top_served and top_bare and top_served["k"] != top_bare["k"])
+        best.append(ServeTaxBestK(concurrency=c, served=top_served, bare=top_bare, moved=moved))
+    return ServeTax(rows=rows, best_k=best, notes=notes)
 
 
-def render(tax: dict[str, Any] | None, rc: RenderContext) -> list[str]:
+def render(tax: ServeTax | None, rc: RenderContext) -> list[str]:
     """Bare engine vs served endpoint per arm and concurrency, and the best K both ways."""
     if not tax:
         return []
     L = ["## Serve tax (bare engine vs served endpoint)", ""]
-    tools = sorted({r["tool"] for r in tax["rows"] if r.get("tool")})
+    tools = sorted({t for r in tax["rows"] if (t := r["tool"])})
     L += [
         "Output tok/s, median [min–max] over reps, at the same prompts, output length and "
         f"concurrency; bare is the engine's own offline decode ({', '.join(tools) or '—'}).",
@@ -122,7 +165,7 @@ def render(tax: dict[str, Any] | None, rc: RenderContext) -> list[str]:
     return L
 
 
-def compute(ctx: Context) -> dict[str, Any] | None:
+def compute(ctx: Context) -> ServeTax | None:
     return serve_tax(ctx.run, ctx.cells, ctx.void)
 
 

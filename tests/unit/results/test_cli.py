@@ -291,7 +291,7 @@ def test_a_report_that_fails_midway_leaves_the_previous_one_whole(
     run_dir = small_run(tmp_path)
     good = _plant_good_report(run_dir)
 
-    def broken(_an: object) -> str:
+    def broken(_an: object, _report_only: object = None) -> str:
         raise RuntimeError("renderer broke")
 
     monkeypatch.setattr(report_mod, "render_run_markdown", broken)

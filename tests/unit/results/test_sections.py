@@ -138,3 +138,19 @@ def test_a_new_section_is_one_module(extra_section: None) -> None:
 
 def test_without_the_extra_module_the_section_is_gone() -> None:
     assert "cell_count" not in analyze(load_run(V1_FIXTURE))
+
+
+def test_the_report_only_sections_come_after_the_analysis_and_stay_out_of_it() -> None:
+    """Decision and KL vs reference are registered but are not part of `tailpod report --json`:
+    they are computed after every analysis section (the Decision reads crossover and knee), are
+    never compared, and follow the plots in report.md, as they did when write_report appended them
+    by hand."""
+    from tailpod.results.section import AFTER_PLOTS
+
+    only = [s for s in registered() if not s.in_analysis]
+    assert sorted(s.key for s in only) == ["decision", "kl"]
+    top = max(s.rank for s in registered() if s.in_analysis)
+    assert all(s.rank > top and s.compare is None for s in only)
+    assert [s.key for s in in_report() if (s.report_rank or 0) > AFTER_PLOTS] == ["decision", "kl"]
+    an = analyze(load_run(H200_RUN))
+    assert "decision" not in an and "kl" not in an
