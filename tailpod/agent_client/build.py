@@ -34,7 +34,7 @@ _SHEBANG = b"#!/usr/bin/env python3\n"
 # https://github.com/python/cpython/issues/106905). tailpod's own AST work takes turns.
 _AST_LOCK = threading.Lock()
 _MAIN = b"""import sys
-from agent.cli import main
+from agent.verbs import main
 sys.exit(main())
 """
 

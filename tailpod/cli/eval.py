@@ -14,7 +14,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from tailpod.agent.probes.common import PROBE_ENGINES
+from tailpod.agent.probes.basics import PROBE_ENGINES
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
@@ -180,7 +180,7 @@ def register(app: typer.Typer) -> None:
             started_here = None
             if run_tag:
                 record = ledger.resolve(run_tag)
-            elif kind_for(settings.provider).engine_here and not [
+            elif provider and kind_for(settings.provider).engine_here and not [
                     r for r in ledger.active() if r.provider == settings.provider]:
                 if not reference:
                     raise ConfigError("--reference is needed to start a local engine")

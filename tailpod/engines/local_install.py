@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tailpod.agent.bootstrap import facts
+from tailpod.agent.bootstrap import host_facts
 from tailpod.config import Settings
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
@@ -97,7 +97,7 @@ def check_gguf(path: str | None, what: str) -> None:
 
 def check_local_gpus(cfg: EngineConfig) -> dict:
     """This machine's GPUs (nvidia-smi), and a clear error when fewer than --gpu-count."""
-    machine = facts.machine_facts()
+    machine = host_facts.machine_facts()
     found = len(machine["gpus"])
     if cfg.tensor_parallel > 1 and found < cfg.tensor_parallel:
         raise ConfigError(

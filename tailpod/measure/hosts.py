@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tailpod.agent.probes.common import PROBE_ENGINES
+from tailpod.agent.probes.basics import PROBE_ENGINES
 from tailpod.agent_client.driver import GATE_MAX_TOKENS, ArmStart, PodAgent, SubprocessTransport
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tailpod import __version__
-from tailpod.agent.probes.common import PROBE_ENGINES
+from tailpod.agent.probes.basics import PROBE_ENGINES
 from tailpod.agent_client.driver import PodAgent
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.errors import ConfigError, TailpodError

@@ -161,7 +161,7 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     import hashlib
 
     from tailpod.agent.probes.arrival import TRACE_FORMATS, parse_trace_lines
-    from tailpod.agent.probes.common import ProbeError
+    from tailpod.agent.probes.basics import ProbeError
 
     if fmt not in TRACE_FORMATS:
         raise ConfigError(f"--trace-format must be one of {', '.join(TRACE_FORMATS)}")

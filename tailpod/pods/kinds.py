@@ -74,9 +74,9 @@ class LocalPods:
     def serves_on_cpu(self, adapter: EngineAdapter) -> bool:
         """The CPU build of vLLM here, unless this machine has GPUs (then any engine serves like
         on a rented GPU); llama.cpp is always served like a rented GPU."""
-        from tailpod.agent.bootstrap import facts
+        from tailpod.agent.bootstrap import host_facts
 
-        return adapter.name != "llamacpp" and not facts.gpu_facts()[0]
+        return adapter.name != "llamacpp" and not host_facts.gpu_facts()[0]
 
     def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
         from tailpod.agent.bootstrap import engine

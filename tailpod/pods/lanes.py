@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tailpod.agent.bootstrap import engine
-from tailpod.agent.bootstrap.errors import EngineStartError
+from tailpod.agent.bootstrap.start_error import EngineStartError
 from tailpod.agent_client.driver import GATE_MAX_TOKENS
 from tailpod.config import Settings, ttl_deadline
 from tailpod.errors import ConfigError, TailpodError

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tailpod.agent.bootstrap import engine, facts
-from tailpod.agent.bootstrap.errors import EngineStartError
+from tailpod.agent.bootstrap import engine, host_facts
+from tailpod.agent.bootstrap.start_error import EngineStartError
 from tailpod.agent_client.driver import ArmStart
 from tailpod.config import Settings, ttl_deadline
 from tailpod.engines.adapters import get_adapter
@@ -115,7 +115,7 @@ def _start(
         startup=startup.to_json(),
         argv=plan.argv,
         startup_s=took,
-        checkpoints=facts.checkpoint_identities(
+        checkpoints=host_facts.checkpoint_identities(
             {"model": cfg.model, "draft_model": cfg.spec.draft_model},
             {**os.environ, **local_engine_env(settings, cfg.spec.label())},
         ),

@@ -1,7 +1,7 @@
 """The GPU the provider claims against what the pod itself reports (its `nvidia-smi` facts).
 
 A provider bills for a card by name; the pod's own `machine` facts (the pod agent's
-tailpod/agent/bootstrap/facts.py `machine_facts`, recorded at every engine launch) say what
+tailpod/agent/bootstrap/host_facts.py `machine_facts`, recorded at every engine launch) say what
 actually ran. Every run compares the two and the verdict travels with the numbers: run.json
 (`pod.hardware_check`), `tailpod status`, the report header and every plot. A mismatch or an
 unverified provider gets a `stamp`, one line that says plainly why the throughput and cost figures

@@ -110,7 +110,7 @@ def test_the_engines_the_probe_reads_are_listed_once() -> None:
                          and isinstance(e.value, str)]
                 if sorted(names) == ["sglang", "vllm"]:
                     found.append(str(path.relative_to(PACKAGE.parent)))
-    assert sorted(found) == ["tailpod/agent/probes/common.py", "tailpod/engines/adapters.py"]
+    assert sorted(found) == ["tailpod/agent/probes/basics.py", "tailpod/engines/adapters.py"]
 
 
 def test_the_heartbeat_default_is_written_once() -> None:

@@ -30,3 +30,16 @@ def test_no_folder_name_of_tailpod_is_used_twice() -> None:
             seen.setdefault(d.name, []).append(str(d.relative_to(paths.REPO)))
     twice = {name: where for name, where in seen.items() if len(where) > 1}
     assert twice == {}, f"folder names used twice: {twice}"
+
+
+def test_no_module_of_the_pod_agent_shares_a_name_with_one_of_the_laptop() -> None:
+    """The agent (tailpod/agent, the pod side) and the laptop's packages name their modules apart
+    (agent/cli.py beside the laptop's cli/ was one), so a file's name says which machine runs it."""
+    tailpod = paths.REPO / "tailpod"
+    agent = tailpod / "agent"
+    generic = {"__init__", "__main__"}
+    pod = {p.stem for p in agent.rglob("*.py")} - generic
+    laptop = {p.stem for p in tailpod.rglob("*.py") if agent not in p.parents} - generic
+    laptop |= {d.name for d in tailpod.rglob("*") if d.is_dir() and agent not in d.parents
+               and d != agent}
+    assert sorted(pod & laptop) == [], "pod and laptop modules of one name"

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import EngineStartError, EngineStopError
-from .facts import checkpoint_identities, machine_facts
+from .host_facts import checkpoint_identities, machine_facts
 from .overlay import build_overlay
+from .start_error import EngineStartError, EngineStopError
 
 STATE_FILE = "engine.json"
 

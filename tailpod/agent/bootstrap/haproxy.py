@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .errors import EngineStartError
+from .start_error import EngineStartError
 
 CANDIDATES = ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy")
 APT_TIMEOUT_S = 600.0

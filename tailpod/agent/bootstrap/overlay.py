@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import EngineStartError
-from .facts import OVERLAY_RECORD, _hub_cache_dir
+from .host_facts import OVERLAY_RECORD, _hub_cache_dir
+from .start_error import EngineStartError
 
 _SNAPSHOT_DOWNLOAD = (
     "import sys; from huggingface_hub import snapshot_download; "

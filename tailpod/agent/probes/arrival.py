@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .common import ProbeError
+from .basics import ProbeError
 
 PROCESSES = ("poisson", "gamma", "constant", "trace")
 ARRIVAL_KEYS = ("process", "rate", "burstiness", "seed", "requests", "duration_s", "trace")

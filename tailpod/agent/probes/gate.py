@@ -7,7 +7,7 @@ import http.client
 import json
 from typing import Any
 
-from .common import log
+from .basics import log
 from .prompt_classes import gate_prompts, prompt_text
 from .transport import Endpoint, discover_model, http_request
 

@@ -25,7 +25,7 @@ from .arrival import (
     schedule,
     trace_requests,
 )
-from .common import (
+from .basics import (
     CLIENT_BOUND_CPU_FRACTION,
     DEFAULT_BASE_URL,
     PROBE_ENGINES,

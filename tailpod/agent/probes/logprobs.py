@@ -8,7 +8,7 @@ import json
 import time
 from typing import Any
 
-from .common import PROBE_ENGINES, PROBE_VERSION, ProbeError, log
+from .basics import PROBE_ENGINES, PROBE_VERSION, ProbeError, log
 from .prompt_classes import prompt_text
 from .transport import (
     Endpoint,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from .common import ProbeError
+from .basics import ProbeError
 from .rows import LoopOutcome
 
 # Time from the last worker reporting ready to the common start: enough for every worker to

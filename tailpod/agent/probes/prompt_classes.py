@@ -9,7 +9,7 @@ import os
 import pkgutil
 from typing import Any
 
-from .common import ProbeError
+from .basics import ProbeError
 
 # The class files under prompts/ (package data: a zipapp cannot be listed, so they are named).
 PROMPT_CLASS_FILES = ("code.json", "prose.json", "structured.json")

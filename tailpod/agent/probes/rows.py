@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import OFF_POD_FLAG, SCHEMA_VERSION
 from .arrival import SCHEDULE_LAG_FLAG_S, meets_slo
-from .common import LOOP_LAG_FLAG_S
+from .basics import LOOP_LAG_FLAG_S
 from .metrics import _finite_or_none, percentile
 from .stream import RequestResult
 

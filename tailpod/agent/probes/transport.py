@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .common import API_KEY_ENV, USER_AGENT, ProbeError
+from .basics import API_KEY_ENV, USER_AGENT, ProbeError
 from .metrics import Sample, parse_prometheus
 from .stream import HTTPResponseParser, ProtocolError, RequestSpec, StreamRecorder
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tailpod.agent.bootstrap import engine
-from tailpod.agent.bootstrap.errors import EngineStartError
+from tailpod.agent.bootstrap.start_error import EngineStartError
 from tailpod.errors import ProviderError
 from tailpod.provision.base import (
     BillingEvidence,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tailpod.agent.bootstrap import engine, errors, facts, overlay
+from tailpod.agent.bootstrap import engine, host_facts, overlay, start_error
 from tailpod.sandbox.podhost import free_port
 
 
@@ -56,7 +56,7 @@ def test_engine_exiting_during_startup_reports_log_tail(tmp_path: Path) -> None:
         "label": "dies",
     }
     state = engine.launch(plan, tmp_path)
-    with pytest.raises(errors.EngineStartError) as info:
+    with pytest.raises(start_error.EngineStartError) as info:
         engine.wait_healthy(state, timeout=30, poll=0.1)
     assert "exit code 3" in str(info.value)
     assert any("bad checkpoint" in line for line in info.value.tail)
@@ -67,7 +67,7 @@ def test_busy_port_is_refused(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        with pytest.raises(errors.EngineStartError, match="already in use"):
+        with pytest.raises(start_error.EngineStartError, match="already in use"):
             engine.launch(http_server_plan(port), tmp_path)
 
 
@@ -75,7 +75,7 @@ def test_timeout_names_the_wait(tmp_path: Path) -> None:
     plan = {"argv": [sys.executable, "-c", "import time; time.sleep(30)"], "port": free_port()}
     state = engine.launch(plan, tmp_path)
     t0 = time.time()
-    with pytest.raises(errors.EngineStartError, match="not healthy after"):
+    with pytest.raises(start_error.EngineStartError, match="not healthy after"):
         engine.wait_healthy(state, timeout=1.5, poll=0.1)
     assert time.time() - t0 < 10
     assert engine.stop(state, grace=2)
@@ -86,12 +86,12 @@ def test_checkpoint_identity_of_a_directory_follows_its_bytes(tmp_path: Path) ->
     ckpt.mkdir()
     (ckpt / "config.json").write_text('{"hidden_size": 8}')
     (ckpt / "model.safetensors").write_bytes(b"\0" * 64)
-    first = facts.checkpoint_identity(str(ckpt))
+    first = host_facts.checkpoint_identity(str(ckpt))
     assert first["source"] == "directory" and first["revision"].startswith("sha256:")
     (ckpt / "tailpod-checkpoint.json").write_text("{}")  # tailpod's note: not content
-    assert facts.checkpoint_identity(str(ckpt)) == first
+    assert host_facts.checkpoint_identity(str(ckpt)) == first
     (ckpt / "model.safetensors").write_bytes(b"\1" + b"\0" * 63)  # same size, other weights
-    assert facts.checkpoint_identity(str(ckpt))["revision"] != first["revision"]
+    assert host_facts.checkpoint_identity(str(ckpt))["revision"] != first["revision"]
 
 
 def test_checkpoint_identity_of_a_hub_id_is_the_cached_snapshot_commit(tmp_path: Path) -> None:
@@ -99,11 +99,11 @@ def test_checkpoint_identity_of_a_hub_id_is_the_cached_snapshot_commit(tmp_path:
     refs.mkdir(parents=True)
     (refs / "main").write_text("0123abcd\n")
     env = {"HF_HOME": str(tmp_path)}
-    assert facts.checkpoint_identity("org/name", env) == {
+    assert host_facts.checkpoint_identity("org/name", env) == {
         "ref": "org/name", "source": "hub", "revision": "0123abcd",
     }  # fmt: skip
-    assert facts.checkpoint_identity("org/absent", env)["revision"] is None
-    both = facts.checkpoint_identities({"model": "org/name", "draft_model": None}, env)
+    assert host_facts.checkpoint_identity("org/absent", env)["revision"] is None
+    both = host_facts.checkpoint_identities({"model": "org/name", "draft_model": None}, env)
     assert set(both) == {"model"}
 
 
@@ -125,7 +125,7 @@ def test_build_overlay_links_the_checkpoint_and_writes_the_patched_files(tmp_pat
         "lm_head"
     ]  # the source is never written through
     assert record["added"] == ["mtp*"] and record["patched_files"] == ["config.json"]
-    identity = facts.checkpoint_identity(str(built))
+    identity = host_facts.checkpoint_identity(str(built))
     assert identity["source"] == "overlay" and identity["ref"] == str(source)
     assert identity["patch"]["reason"] == "why" and identity["served_from"] == str(built)
     assert overlay.build_overlay(spec) == record  # a relaunch rebuilds it in place
@@ -139,6 +139,6 @@ def test_build_overlay_finds_a_hub_snapshot_in_the_cache(tmp_path: Path) -> None
             "python": "/nonexistent/python", "files": {}, "record": {}}
     record = overlay.build_overlay(spec, {"HF_HOME": str(tmp_path)})
     assert record["snapshot"] == str(snapshot) and record["revision"] == "abc123"
-    with pytest.raises(errors.EngineStartError, match="could not download org/other"):
+    with pytest.raises(start_error.EngineStartError, match="could not download org/other"):
         overlay.build_overlay({**spec, "source": "org/other", "python": sys.executable},
                             {"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"})

@@ -28,7 +28,7 @@ def _rel(path: Path) -> str:
 
 def test_the_check_sees_the_whole_package() -> None:
     names = {p.relative_to(AGENT).as_posix() for p in MODULES}
-    assert {"__main__.py", "cli.py", "envelope.py", "bootstrap/guard.py",
+    assert {"__main__.py", "verbs.py", "envelope.py", "bootstrap/guard.py",
             "bootstrap/deadman.py", "probes/transport.py", "probes/load.py"} <= names
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tailpod.agent import AGENT_VERSION
-from tailpod.agent.cli import VERBS
 from tailpod.agent.probes import prompt_classes
+from tailpod.agent.verbs import VERBS
 from tailpod.agent_client import build as agent_build
 from tailpod.sandbox.synthetic_server import SyntheticServer
 from tests import paths
@@ -60,7 +60,7 @@ def test_two_builds_are_byte_identical_and_a_changed_source_changes_the_hash(
     copy = tmp_path / "src"
     shutil.copytree(agent_build.AGENT_SOURCE, copy,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    os.utime(copy / "cli.py", (0, 0))  # timestamps and caches never reach the archive
+    os.utime(copy / "verbs.py", (0, 0))  # timestamps and caches never reach the archive
     (copy / "probes" / "__pycache__").mkdir(exist_ok=True)
     (copy / "probes" / "__pycache__" / "x.pyc").write_bytes(b"junk")
     assert agent_build.agent_zip_bytes(copy) == first

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.agent.bootstrap.facts import machine_facts
+from tailpod.agent.bootstrap.host_facts import machine_facts
 from tailpod.cli.main import app
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.engines.llamacpp import LlamaCppAdapter, parse_llamacpp_log

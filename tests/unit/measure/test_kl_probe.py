@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tailpod.agent.probes import logprobs as probe
-from tailpod.agent.probes.common import ProbeError
+from tailpod.agent.probes.basics import ProbeError
 from tailpod.agent.probes.prompt_classes import load_prompt_classes
 from tailpod.agent_client.driver import AgentError, PodAgent, SubprocessTransport
 from tailpod.measure.kl_eval import PROMPTS_FILE, load_prompts, slim_reference

@@ -14,7 +14,7 @@ import pytest
 from matplotlib.figure import Figure
 from typer.testing import CliRunner
 
-from tailpod.agent.bootstrap.facts import machine_facts
+from tailpod.agent.bootstrap.host_facts import machine_facts
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep

@@ -12,7 +12,7 @@ from unittest import mock
 
 import pytest
 
-from tailpod.agent import cli
+from tailpod.agent import verbs
 from tailpod.sandbox.synthetic_server import SyntheticConfig, SyntheticServer
 
 
@@ -59,7 +59,7 @@ def call_agent(verb: str, payload: Any = None) -> tuple[int, dict[str, Any]]:
     out = io.StringIO()
     stdin = io.StringIO("" if payload is None else json.dumps(payload))
     with mock.patch("sys.stdin", stdin), contextlib.redirect_stdout(out):
-        code = cli.main(verb.split())
+        code = verbs.main(verb.split())
     return code, json.loads(out.getvalue().splitlines()[-1])
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tailpod.agent.probes.arrival import Arrival, parse_arrival, schedule
-from tailpod.agent.probes.common import ProbeError
+from tailpod.agent.probes.basics import ProbeError
 
 from .conftest import call_agent, probe_run
 

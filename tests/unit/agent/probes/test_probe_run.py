@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tailpod.agent import OFF_POD_FLAG
-from tailpod.agent.probes import common, transport
+from tailpod.agent.probes import basics, transport
 from tailpod.engines.base import EngineConfig
 from tailpod.measure.hosts import probe_cells
 from tailpod.measure.plan import Arm, Cell
@@ -240,7 +240,7 @@ def test_api_key_is_sent_but_never_written(
     capsys: pytest.CaptureFixture, prompt_dir: Callable[..., Path],
 ) -> None:
     secret = "sk-test-" + "9" * 24
-    monkeypatch.setenv(common.API_KEY_ENV, secret)
+    monkeypatch.setenv(basics.API_KEY_ENV, secret)
     server = synthetic()
     prompts = prompt_dir("fine", "boom [[FAIL500]]")
     out = tmp_path / "rows.jsonl"

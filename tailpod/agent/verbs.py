@@ -14,7 +14,7 @@ from typing import Any
 from . import AGENT_VERSION, SCHEMA_VERSION
 from .bootstrap import deadman, haproxy
 from .bootstrap.engine import engine_status, read_state, start_engine, stop
-from .bootstrap.errors import EngineStartError, EngineStopError
+from .bootstrap.start_error import EngineStartError, EngineStopError
 from .envelope import (
     EXIT_FAILED,
     EXIT_OK,
@@ -26,7 +26,7 @@ from .envelope import (
     success,
 )
 from .probes.arrival import parse_arrival, parse_slo
-from .probes.common import DEFAULT_BASE_URL, ProbeError
+from .probes.basics import DEFAULT_BASE_URL, ProbeError
 from .probes.gate import (
     GATE_METHODS,
     GateError,
