@@ -202,11 +202,18 @@ class HTTPResponseParser:
             raise ProtocolError(f"bad status code {parts[1][:20]!r}") from None
         self.reason = parts[2] if len(parts) > 2 else ""
         headers: dict[str, str] = {}
+        last = ""
         for line in lines[1:]:
             if not line:
                 continue
+            if last and line[0] in " \t":
+                # obs-fold: RFC 9112 §5.2 says a user agent replaces it with SP before reading
+                # the value, so a folded Transfer-Encoding still says chunked
+                headers[last] = (headers[last] + " " + line.strip()).strip()
+                continue
             key, _, value = line.partition(":")
-            headers[key.strip().lower()] = value.strip()
+            last = key.strip().lower()
+            headers[last] = value.strip()
         self.headers = headers
         conn = headers.get("connection", "").lower()
         if parts[0] == "HTTP/1.0":
