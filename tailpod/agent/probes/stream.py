@@ -239,11 +239,13 @@ class HTTPResponseParser:
         self.bytes_received += len(data)
         if not self._mode:
             self._head += data
+            # The head ends at its first empty line, CRLF or bare LF (RFC 9112 §2.2): an LF-only
+            # head must not run on to a CRLF CRLF inside the body (a chunked body has them).
             end = self._head.find(b"\r\n\r\n")
             sep = 4
-            if end < 0:
-                end = self._head.find(b"\n\n")
-                sep = 2
+            lf_end = self._head.find(b"\n\n")
+            if lf_end >= 0 and (end < 0 or lf_end < end):
+                end, sep = lf_end, 2
             if end < 0:
                 if len(self._head) > 65536:
                     raise ProtocolError("response head too large")

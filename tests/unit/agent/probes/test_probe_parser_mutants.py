@@ -60,6 +60,12 @@ def test_sse_a_read_ending_mid_line_dispatches_nothing_yet() -> None:
     assert _sse(b"data: a\nx", b"\n\n") == [b"a"]  # the line "x" is an unknown field
 
 
+def test_sse_one_read_shapes_the_one_event_shortcut_must_not_take() -> None:
+    assert _sse(b"data:x\n\n") == [b"x"]  # no space after the colon
+    assert _sse(b": c\n\n") == []  # a comment, then a blank line: nothing to dispatch
+    assert _sse(b"data: ab\nc\n") == []  # two lines, no blank line yet
+
+
 def test_sse_a_held_partial_line_joins_the_next_read() -> None:
     assert _sse(b"data: x", b"data: a\n\n") == [b"xdata: a"]
 
@@ -162,6 +168,56 @@ def test_chunked_bare_lf_framing_is_accepted() -> None:
     assert body == b"hello" and dec.done
 
 
+def test_chunked_bare_lf_split_before_the_line_end() -> None:
+    dec = ChunkedDecoder()
+    assert dec.feed(b"5\nhello") == b"hello"
+    assert dec.feed(b"\n0\n\n") == b"" and dec.done  # the read starts with the data's LF
+
+
+def test_chunked_a_size_line_alone_in_a_read() -> None:
+    dec = ChunkedDecoder()
+    assert dec.feed(b"2\r\n") == b""
+    assert dec.feed(b"ab\r\n0\r\n\r\n") == b"ab" and dec.done
+
+
+def test_chunked_a_size_line_split_so_its_tail_looks_like_a_whole_chunk() -> None:
+    dec = ChunkedDecoder()
+    assert dec.feed(b"5\r\nhello\r\n1") == b"hello"
+    # the size is 0x12: these four bytes are the start of 18 bytes of data
+    assert dec.feed(b"2\r\nab\r\n") == b"ab\r\n"
+    assert dec.feed(b"c" * 14 + b"\r\n0\r\n\r\n") == b"c" * 14 and dec.done
+
+
+def test_chunked_two_chunks_in_one_read_that_a_wrong_size_would_merge() -> None:
+    # 0x1 then 0xa bytes: 21 bytes in all, the length a single 0x10 chunk would have
+    body, dec = _chunks(b"1\r\nX\r\na\r\n0123456789\r\n")
+    assert body == b"X0123456789" and not dec.done
+    # 0x10 is sixteen: twelve bytes here are data, the chunk is not over
+    body, dec = _chunks(b"10\r\n0123456789\r\n", b"abcd\r\n0\r\n\r\n")
+    assert body == b"0123456789\r\nabcd" and dec.done
+
+
+def test_chunked_crlf_pairs_inside_data_are_data() -> None:
+    raw = b"10\r\n" + b"\r\n" * 8 + b"\r\n" + b"0\r\nA: 123456\r\n" + b"\r\n"
+    body, dec = _chunks(raw)
+    assert body == b"\r\n" * 8 and dec.done
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (b"1\r\nXY\r\n", "missing CRLF after chunk data"),
+    (b"1\r\naX\r\n", "missing CRLF after chunk data"),
+    (b"1\r\na\x0b\r\n", "missing CRLF after chunk data"),
+    (b"10\r\n" + b"x" * 17 + b"\r\n", "missing CRLF after chunk data"),
+    (b"10\r\n\r\n" + b"Y" * 14 + b"\r\n\r\n", "bad chunk size line b''"),
+    (b"\r\n5\r\nhello\r\n", "bad chunk size line b''"),
+    (b"0" * 17 + b"5\x00?hello\r\n", "bad chunk size line " + repr((b"0" * 17 + b"5\x00?hello")[:40])),
+])
+def test_chunked_framing_errors_in_one_read(raw: bytes, message: str) -> None:
+    with pytest.raises(ProtocolError) as err:
+        ChunkedDecoder().feed(raw)
+    assert str(err.value) == message
+
+
 def test_chunked_data_not_followed_by_crlf_is_refused() -> None:
     dec = ChunkedDecoder()
     assert dec.feed(b"5\r\nhelloXY") == b"hello"
@@ -246,6 +302,24 @@ def test_lf_only_head() -> None:
     assert p.headers == {"content-length": "3"} and got == [(b"abc", 1.0)] and p.complete
 
 
+def test_an_lf_only_head_ends_at_its_first_blank_line() -> None:
+    p, got = _parser()
+    p.feed(b"HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n5\r\nhello\r\n0\r\n\r\n", 1.0)
+    assert p.headers == {"transfer-encoding": "chunked"}
+    assert got == [(b"hello", 1.0)] and p.complete
+    p, got = _parser()
+    p.feed(b"HTTP/1.1 200 OK\nContent-Length: 4\n\na\n\nb", 1.0)
+    assert got == [(b"a\n\nb", 1.0)] and p.complete
+
+
+def test_an_empty_head_is_refused() -> None:
+    for raw in (b"\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", b"\n\nHTTP/1.1 200 OK\n\n"):
+        p, _ = _parser()
+        with pytest.raises(ProtocolError) as err:
+            p.feed(raw, 0.0)
+        assert str(err.value) == "bad status line ''"
+
+
 def test_bad_status_lines() -> None:
     line = "FTP/1.1 200 " + "x" * 100
     for head, message in [
@@ -292,9 +366,11 @@ def test_content_length_bounds_the_body() -> None:
     p, got = _parser()
     p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab", 1.0)
     assert not p.complete
-    p.feed(b"cdEXTRA", 2.0)
-    assert got == [(b"ab", 1.0), (b"cd", 2.0)] and p.complete
-    assert p.bytes_received == len(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab") + 7
+    p.feed(b"c", 2.0)
+    assert not p.complete  # one byte still to come
+    p.feed(b"dEXTRA", 3.0)
+    assert got == [(b"ab", 1.0), (b"c", 2.0), (b"d", 3.0)] and p.complete
+    assert p.bytes_received == len(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab") + 1 + 6
     p, got = _parser()
     p.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0.0)
     assert p.complete and got == []
@@ -329,7 +405,7 @@ def test_read_until_close_body() -> None:
     p, got = _parser()
     p.feed(b"HTTP/1.1 200 OK\r\n\r\nsome", 1.0)
     p.feed(b" more", 2.0)
-    assert not p.keep_alive and not p.complete
+    assert p.keep_alive is False and not p.complete
     assert got == [(b"some", 1.0), (b" more", 2.0)]
     p.eof()
     assert p.complete
@@ -408,9 +484,10 @@ def test_recorder_fast_path_still_parses_usage_and_errors() -> None:
 
 def test_recorder_keeps_ids_and_text_when_asked() -> None:
     rec = StreamRecorder("chat", keep_ids=True, keep_text=True)
-    rec.feed(_chat({"content": "he"}, ) + _chat({"reasoning": "r"}), 1.0)
+    rec.feed(_chat({"content": "he"}) + _chat({"reasoning_content": "rc"}) + _chat({"reasoning": "r"}),
+             1.0)
     rec.feed(b'data: {"choices": [{"delta": {}, "token_ids": [5, 6]}]}\n\n', 2.0)
-    assert rec.text == ["he", "r"] and rec.token_ids == [5, 6] and rec.chunks == 3
+    assert rec.text == ["he", "rc", "r"] and rec.token_ids == [5, 6] and rec.chunks == 4
     rec = StreamRecorder("completions", keep_ids=True)
     rec.feed(b'data: {"choices": [{"text": "", "token_ids": [9]}]}\n\n', 1.0)
     assert rec.token_ids == [9] and rec.text == [] and rec.chunks == 1
@@ -540,18 +617,24 @@ def test_label_spacing_trailing_comma_and_empty_braces() -> None:
     text = ('m{ a = "x" ,\tb="y" } 3\n'
             'm{a="x",} 4\n'
             'm{} 5\n'
+            'm{}6\n'  # no blank is needed where tokens would not merge
+            'm{a="x"}12\n'
+            'm{Xa="v"} 7\n'
             'm{a1_:="v"} 6\n')  # ":" may not be in a label name: this line is malformed
     assert parse_prometheus(text) == [
         Sample("m", {"a": "x", "b": "y"}, 3.0),
         Sample("m", {"a": "x"}, 4.0),
         Sample("m", {}, 5.0),
+        Sample("m", {}, 6.0),
+        Sample("m", {"a": "x"}, 12.0),
+        Sample("m", {"Xa": "v"}, 7.0),
     ]
 
 
 @pytest.mark.parametrize("line", [
     'm{a=x} 1', 'm{a="x" 1', 'm{a="x"', 'm{="x"} 1', 'm{a "x"} 1', 'm{a="x" b="y"} 1',
     'm{a="x\\', 'm{1a="x"} 1', 'm{a', 'm{a=', 'm{a="x",', 'm{a="x"}', '1m 1', 'm', 'm abc',
-    '{a="x"} 1', 'm{a:b="x"} 1',
+    '{a="x"} 1', 'm{a:b="x"} 1', 'm{a=X"x"} 1', 'm{a="x"X} 1', '\x0bm 1',
 ])
 def test_malformed_lines_are_skipped(line: str) -> None:
     assert parse_prometheus(line + "\nok 1\n") == [Sample("ok", {}, 1.0)]
@@ -562,15 +645,15 @@ def test_names_values_comments_and_line_ends() -> None:
             "vllm:num_requests_running 3\r\n"
             "  _lead{a1=\"v\"} 1e3 1700000000000\n"
             "\tnan_gauge NaN\n"
-            "inf +Inf\nneg -Inf\nfrac -0.5\n"
+            "inf +Inf\nneg -Inf\nfrac -0.5\nXtotalX 2\n"
             "\n# EOF\n")
     samples = parse_prometheus(text)
     assert [(s.name, s.labels) for s in samples] == [
         ("vllm:num_requests_running", {}), ("_lead", {"a1": "v"}), ("nan_gauge", {}),
-        ("inf", {}), ("neg", {}), ("frac", {})]
+        ("inf", {}), ("neg", {}), ("frac", {}), ("XtotalX", {})]
     values = [s.value for s in samples]
     assert values[:2] == [3.0, 1000.0] and math.isnan(values[2])
-    assert values[3:] == [math.inf, -math.inf, -0.5]
+    assert values[3:] == [math.inf, -math.inf, -0.5, 2.0]
 
 
 def test_only_lf_ends_a_line() -> None:
