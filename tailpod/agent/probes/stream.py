@@ -202,11 +202,18 @@ class HTTPResponseParser:
             raise ProtocolError(f"bad status code {parts[1][:20]!r}") from None
         self.reason = parts[2] if len(parts) > 2 else ""
         headers: dict[str, str] = {}
+        last = ""
         for line in lines[1:]:
             if not line:
                 continue
+            if last and line[0] in " \t":
+                # obs-fold: RFC 9112 §5.2 says a user agent replaces it with SP before reading
+                # the value, so a folded Transfer-Encoding still says chunked
+                headers[last] = (headers[last] + " " + line.strip()).strip()
+                continue
             key, _, value = line.partition(":")
-            headers[key.strip().lower()] = value.strip()
+            last = key.strip().lower()
+            headers[last] = value.strip()
         self.headers = headers
         conn = headers.get("connection", "").lower()
         if parts[0] == "HTTP/1.0":
@@ -232,11 +239,13 @@ class HTTPResponseParser:
         self.bytes_received += len(data)
         if not self._mode:
             self._head += data
+            # The head ends at its first empty line, CRLF or bare LF (RFC 9112 §2.2): an LF-only
+            # head must not run on to a CRLF CRLF inside the body (a chunked body has them).
             end = self._head.find(b"\r\n\r\n")
             sep = 4
-            if end < 0:
-                end = self._head.find(b"\n\n")
-                sep = 2
+            lf_end = self._head.find(b"\n\n")
+            if lf_end >= 0 and (end < 0 or lf_end < end):
+                end, sep = lf_end, 2
             if end < 0:
                 if len(self._head) > 65536:
                     raise ProtocolError("response head too large")
