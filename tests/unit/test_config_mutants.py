@@ -130,3 +130,103 @@ def test_os_environ_is_read_when_no_env_is_given(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("TAILPOD_MODEL", "from-os-environ")
     assert load_settings(dotenv_path=tmp_path / "x").model == "from-os-environ"
     assert os.environ["TAILPOD_MODEL"] == "from-os-environ"
+
+
+# (field, environment variable, a bad value as the environment spells it, the problem's text
+# before its origin), written out from the checks' documented bounds (docs/cli.md, "Settings").
+BAD = [
+    ("first_contact", "TAILPOD_FIRST_CONTACT", "sometimes",
+     "first contact must be one of auto, off, got 'sometimes'"),
+    ("port", "TAILPOD_PORT", "65536", "--port must be 1-65535, got 65536"),
+    ("max_price", "TAILPOD_MAX_PRICE", "-1", "--max-price must be a positive number (finite), "
+     "got -1.0"),
+    ("ttl_hours", "TAILPOD_TTL_HOURS", "169", "--ttl-hours must be a positive number (at most "
+     "168), got 169.0"),
+    ("heartbeat_timeout_s", "TAILPOD_HEARTBEAT_TIMEOUT", "0", "the heartbeat timeout must be a "
+     "positive number (finite), got 0.0"),
+    ("startup_timeout_s", "TAILPOD_STARTUP_TIMEOUT", "inf", "the startup timeout must be a "
+     "positive number (finite), got inf"),
+    ("gpu_count", "TAILPOD_GPU_COUNT", "17", "--gpu-count must be 1-16, got 17"),
+    ("disk_gb", "TAILPOD_DISK_GB", "0", "the disk size must be positive, got 0"),
+]
+
+
+@pytest.mark.parametrize(("field", "env", "raw", "text"), BAD, ids=[b[0] for b in BAD])
+def test_each_bad_run_setting_names_where_it_came_from(field: str, env: str, raw: str, text: str,
+                                                       tmp_path: Path) -> None:
+    from tailpod.config import run_settings_problems
+
+    from_env = load_settings(env={env: raw}, dotenv_path=tmp_path / "x")
+    assert run_settings_problems(from_env) == [f"{text} (from environment variable {env})"]
+    built = Settings(**{field: getattr(from_env, field)})  # made in code: no source recorded
+    assert run_settings_problems(built) == [f"{text} ({env})"]
+
+
+def test_no_ttl_is_accepted_and_a_one_hour_ttl_too() -> None:
+    from tailpod.config import run_settings_problems
+
+    assert run_settings_problems(Settings(ttl_hours=0)) == []
+    assert run_settings_problems(Settings(ttl_hours=1)) == []
+    assert run_settings_problems(Settings(ttl_hours=-1)) == [
+        "--ttl-hours must be a positive number (at most 168), got -1 (TAILPOD_TTL_HOURS)"]
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ("TAILPOD_MODEL\n", "is not KEY=VALUE (no '=')"),
+    ("1MODEL=x\n", "is not KEY=VALUE (the name before '=' is not a valid variable name)"),
+    ('HF_TOKEN="abc\n', "opens a quote (\") in HF_TOKEN's value that is never closed; close it "
+     "or drop the quotes"),
+    ("K=''junk\n", "sets K in a form python-dotenv does not read (stray characters after a "
+     "quote?)"),
+    ("K=a'b\n", "sets K in a form python-dotenv does not read (stray characters after a quote?)"),
+])
+def test_a_refused_env_line_is_explained_in_words(line: str, problem: str) -> None:
+    from tailpod.config import dotenv_line_problem
+
+    assert dotenv_line_problem(line) == problem
+
+
+def test_a_secret_given_as_a_secret_is_kept_and_an_empty_one_is_unset(tmp_path: Path) -> None:
+    token = Secret("hf_" + "k" * 20)
+    assert load_settings({"hf_token": token}, env={}, dotenv_path=tmp_path / "x").hf_token is token
+    assert load_settings({"hf_token": Secret("")}, env={},
+                         dotenv_path=tmp_path / "x").hf_token is None
+
+
+def test_an_env_file_named_but_missing_is_refused_with_the_fix(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.env"
+    with pytest.raises(ConfigError) as err:
+        load_settings(env={"TAILPOD_ENV_FILE": str(missing)})
+    assert err.value.message == f"TAILPOD_ENV_FILE names {missing}, which does not exist"
+    assert err.value.hint == ("create it (see .env.example), point TAILPOD_ENV_FILE at your .env, "
+                              "or unset it to read ./.env")
+
+
+def test_env_name_is_the_variable_declared_on_the_field() -> None:
+    from tailpod.config import env_name
+
+    assert [env_name(f) for f in ("port", "hf_token", "heartbeat_timeout_s")] == [
+        "TAILPOD_PORT", "HF_TOKEN", "TAILPOD_HEARTBEAT_TIMEOUT"]
+
+
+def test_the_ttl_deadline_is_now_plus_the_hours_or_none() -> None:
+    from tailpod.config import no_ttl, ttl_deadline
+
+    assert ttl_deadline(2.5, 1_000.0) == 1_000.0 + 9_000.0
+    assert ttl_deadline(0, 1_000.0) is None
+    assert no_ttl(Settings(ttl_hours=0)) is True and no_ttl(Settings(ttl_hours=0.5)) is False
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError) as err:
+            ttl_deadline(bad, 0.0)
+        assert err.value.message == (
+            f"the TTL must be 0 (none) or a positive number of hours, got {bad}")
+        assert err.value.hint == "set TAILPOD_TTL_HOURS, e.g. 4"
+
+
+def test_no_ttl_is_said_before_renting_with_the_heartbeat_that_still_ends_the_pod() -> None:
+    from tailpod.config import ttl_warnings
+
+    assert ttl_warnings(Settings(ttl_hours=1)) == []
+    assert ttl_warnings(Settings(ttl_hours=0, heartbeat_timeout_s=900.0)) == [
+        "--ttl-hours 0: the pod has NO TTL (accepted explicitly); only the dead-man's heartbeat "
+        "timeout (900 s without word from this laptop) or `tailpod down` ends it"]
