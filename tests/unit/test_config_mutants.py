@@ -213,6 +213,7 @@ def test_the_ttl_deadline_is_now_plus_the_hours_or_none() -> None:
     from tailpod.config import no_ttl, ttl_deadline
 
     assert ttl_deadline(2.5, 1_000.0) == 1_000.0 + 9_000.0
+    assert ttl_deadline(0.5, 1_000.0) == 1_000.0 + 1_800.0  # under an hour is still a TTL
     assert ttl_deadline(0, 1_000.0) is None
     assert no_ttl(Settings(ttl_hours=0)) is True and no_ttl(Settings(ttl_hours=0.5)) is False
     for bad in (-1.0, float("nan"), float("inf")):
@@ -230,3 +231,20 @@ def test_no_ttl_is_said_before_renting_with_the_heartbeat_that_still_ends_the_po
     assert ttl_warnings(Settings(ttl_hours=0, heartbeat_timeout_s=900.0)) == [
         "--ttl-hours 0: the pod has NO TTL (accepted explicitly); only the dead-man's heartbeat "
         "timeout (900 s without word from this laptop) or `tailpod down` ends it"]
+
+
+def test_where_a_setting_came_from_is_forgotten_with_the_settings(tmp_path: Path) -> None:
+    """The record of each value's source lives only as long as its Settings (a finalizer drops
+    it), so a long run that loads settings many times keeps no stale sources, and a new Settings
+    that reuses a dead one's id() never reads the dead one's sources."""
+    import gc
+
+    from tailpod import config
+
+    s = load_settings(env={"TAILPOD_PORT": "9000"}, dotenv_path=tmp_path / "x")
+    key = id(s)
+    assert config.source_of(s, "port") == "environment variable TAILPOD_PORT"
+    assert key in config._SOURCES
+    del s
+    gc.collect()
+    assert key not in config._SOURCES
