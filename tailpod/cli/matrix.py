@@ -29,6 +29,7 @@ from tailpod.measure.matrix_run import (
     MatrixState,
     SweepSpec,
     price_cards,
+    start_line,
 )
 from tailpod.results.matrix import (
     MATRIX_OBJECTIVES,
@@ -154,10 +155,14 @@ def register(app: typer.Typer) -> None:
         max_running_requests: int = typer.Option(None, help="Engine request slots (same on "
                                                  "every card)."),
         max_price: float = typer.Option(None, help="Refuse any pod above this $/hr."),
-        setup_minutes: float = typer.Option(CostModel.setup_min, help="Projection: rent, boot, "
-                                            "image pull and first engine start per card."),
-        restart_minutes: float = typer.Option(CostModel.restart_min, help="Projection: each "
-                                              "further arm's engine restart."),
+        setup_minutes: float = typer.Option(
+            None, help="Projection: rent, boot, image pull and first engine start per card "
+            "(default: what an earlier run of the card and engine billed to serving, else "
+            f"{CostModel.setup_min:g})."),
+        restart_minutes: float = typer.Option(
+            None, help="Projection: each further arm's engine restart (default: an earlier "
+            "run's measured restarts or startup phases, else "
+            f"{CostModel.restart_min:g})."),
         cell_minutes: float = typer.Option(CostModel.cell_min, help="Projection: one cell."),
         run_id: str = typer.Option(None, help="Resume this matrix: finished cards and cells "
                                    "are skipped."),
@@ -190,7 +195,7 @@ def register(app: typer.Typer) -> None:
         for flag, minutes in (("--setup-minutes", setup_minutes),
                               ("--restart-minutes", restart_minutes),
                               ("--cell-minutes", cell_minutes)):
-            if not math.isfinite(minutes) or minutes < 0:
+            if minutes is not None and (not math.isfinite(minutes) or minutes < 0):
                 raise ConfigError(f"{flag} must be a non-negative number, got {minutes!r}")
         if requests_per_cell is not None and requests_per_cell < 1:
             raise ConfigError(f"--requests-per-cell must be at least 1, got {requests_per_cell}")
@@ -217,7 +222,12 @@ def register(app: typer.Typer) -> None:
         report: dict[str, Any] = {}
         try:
             run = run_matrix(settings, cards=cards, sweep=sweep,
-                             cost=CostModel(setup_minutes, restart_minutes, cell_minutes),
+                             cost=CostModel(
+                                 CostModel.setup_min if setup_minutes is None else setup_minutes,
+                                 CostModel.restart_min if restart_minutes is None
+                                 else restart_minutes, cell_minutes,
+                                 pin_setup=setup_minutes is not None,
+                                 pin_restart=restart_minutes is not None),
                              budget=budget, parallel=parallel, base=base, run_id=run_id,
                              dry_run=dry_run, allow_unpinned=allow_unpinned,
                              steps=CloudSteps(use_tailnet=tailnet, allow_unpinned=allow_unpinned),
@@ -270,6 +280,7 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f}"
                 if entry["price_per_hr"] is not None else f"cannot run: {entry['problem']}")
         console.print(f"  {label}: {line}")
+        console.print(f"    start: {start_line(entry['start'])}")
     total = sum(e["projected_usd"] or 0 for e in prices.values())
     if report is not None:
         report.update(dry_run=dry_run, budget_usd=budget, prices=prices,
@@ -290,7 +301,8 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         state.data["decision"] = decision
     for label, entry in prices.items():
         fields: dict[str, Any] = {"projected_usd": entry["projected_usd"],
-                                  "price_per_hr": entry["price_per_hr"]}
+                                  "price_per_hr": entry["price_per_hr"],
+                                  "projected_start": entry["start"]}
         if entry["problem"]:
             fields.update(status="failed", error=entry["problem"])
         state.update(label, **fields)

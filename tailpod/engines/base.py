@@ -90,6 +90,51 @@ class StartupFacts:
         return {"engine": self.engine, "facts": self.facts, "lines": self.lines}
 
 
+# The startup phases every engine's parser fills in its facts' `startup_phases`, in seconds, in the
+# order a start runs them (vllm.py, sglang.py, llamacpp.py say which log line gives each; a phase
+# the log does not state stays None). docs/volumes.md has the table per engine.
+STARTUP_PHASES: tuple[str, ...] = (
+    "weights_load_s",  # the checkpoint's tensors read into memory
+    "model_load_s",  # the whole model load (weights, placement, the draft's when it has one)
+    "dynamo_transform_s",
+    "compile_s",  # compiled from scratch
+    "compile_cache_load_s",  # compiled graphs loaded from a cache instead
+    "torch_compile_total_s",
+    "profile_warmup_s",  # the profiling / warm-up forward pass that sizes the KV cache
+    "cuda_graph_capture_s",
+    "init_engine_s",  # vLLM: profile, KV cache and warm-up, compile and graphs included
+)
+
+
+def empty_phases() -> dict[str, Any]:
+    """Every phase None, and neither a cache hit nor a miss stated."""
+    phases: dict[str, Any] = dict.fromkeys(STARTUP_PHASES)
+    # True: a compiled graph came from the cache and nothing was compiled; False: compiled from
+    # scratch; None: the log says neither (eager mode, or an engine that does not say).
+    phases["compile_cache_hit"] = None
+    phases["compile_cache_load_error"] = None  # a cache was found but could not be loaded: why
+    return phases
+
+
+def engine_start_s(phases: dict[str, Any]) -> float | None:
+    """The engine's own start, in seconds, from its phases: the model load, then either vLLM's
+    init engine (which holds profiling, compile and graph capture) or the separate steps that
+    follow the load. Phases that nest in another (weights in the model load; dynamo and compile
+    in torch.compile's total) are not added twice. None when no phase was stated."""
+    def val(key: str) -> float:
+        v = phases.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+    if not any(val(k) for k in STARTUP_PHASES):
+        return None
+    load = val("model_load_s") or val("weights_load_s")
+    if val("init_engine_s"):
+        return round(load + val("init_engine_s"), 6)
+    compile_s = val("torch_compile_total_s") or (
+        val("dynamo_transform_s") + val("compile_s") + val("compile_cache_load_s"))
+    return round(load + compile_s + val("profile_warmup_s") + val("cuda_graph_capture_s"), 6)
+
+
 LogParser = Callable[[str, dict[str, Any], list[str]], None]
 
 

@@ -22,6 +22,7 @@ from tailpod.engines.base import (
     EngineConfig,
     LaunchPlan,
     StartupFacts,
+    empty_phases,
     parse_never_raising,
 )
 from tailpod.engines.versions import EngineVersion, parse_version
@@ -219,6 +220,18 @@ _FILE_TYPE = re.compile(r"print_info: file type += (\S+)")
 _READY = re.compile(r"model loaded|server is listening")
 _ERRORS = ("error:", "failed to load", "speculative decoding not supported")
 _MAX_LINES = 200
+# Startup phases (engines/base.py STARTUP_PHASES). llama-server states no durations for them, but
+# every line carries the time since the server started, M.s.ms.us (ggml-org/llama.cpp common/log.cpp,
+# "[M.s.ms.us]"), at every verbosity. A phase is the time between two of its lines:
+# weights_load_s from "loading model tensors" to "constructing llama_context" (for the target and
+# then the draft, added up: they load one after the other), profile_warmup_s the empty warm-up run
+# to the next line, model_load_s server_init's load_model from "loading model '...'" to "model loaded".
+_STAMP = re.compile(r"^(\d+)\.(\d{2})\.(\d{3})\.(\d{3}) ")
+_LOAD_START = re.compile(r"load_model: loading model '")
+_TENSORS_START = "load_tensors: loading model tensors"
+_CONTEXT_START = "llama_context: constructing llama_context"
+_WARMUP_START = "warming up the model with an empty run"
+_LOADED = "llama_server: model loaded"
 # Facts that exist once per loaded model: the draft's copy is `<name>_draft`.
 _PER_MODEL = ("kv_tokens", "kv_size_mib", "kv_layers", "n_ctx", "n_ctx_seq", "gpu_layers",
               "model_layers", "model_buffers_mib", "model_params_b", "file_size_gib",
@@ -246,6 +259,7 @@ def _empty_facts() -> dict[str, Any]:
         "drafted": None,
         "ready": False,
         "errors": [],
+        "startup_phases": empty_phases(),
     }
     for name in _PER_MODEL:
         facts[name] = facts[f"{name}_draft"] = None
@@ -263,11 +277,54 @@ def _set_once(facts: dict[str, Any], name: str, value: Any, draft: bool) -> None
         facts[key] = value
 
 
+def _stamp_s(line: str) -> float | None:
+    found = _STAMP.match(line)
+    if not found:
+        return None
+    m, sec, ms, us = (int(g) for g in found.groups())
+    return m * 60 + sec + ms / 1e3 + us / 1e6
+
+
+class _PhaseClock:
+    """The startup phases from the lines' own times (see _STAMP)."""
+
+    def __init__(self, phases: dict[str, Any]) -> None:
+        self.phases = phases
+        self.open: dict[str, float] = {}  # phase -> when its first line was printed
+
+    def _add(self, name: str, seconds: float) -> None:
+        self.phases[name] = round((self.phases[name] or 0.0) + max(0.0, seconds), 6)
+
+    def line(self, line: str) -> bool:
+        at = _stamp_s(line)
+        if at is None:
+            return False
+        if "profile_warmup_s" in self.open:  # the warm-up ends at the next line it prints
+            self._add("profile_warmup_s", at - self.open.pop("profile_warmup_s"))
+        hit = True
+        if _LOAD_START.search(line):
+            if self.phases["model_load_s"] is None and "model_load_s" not in self.open:
+                self.open["model_load_s"] = at
+        elif _TENSORS_START in line:
+            self.open["weights_load_s"] = at
+        elif _CONTEXT_START in line and "weights_load_s" in self.open:
+            self._add("weights_load_s", at - self.open.pop("weights_load_s"))
+        elif _WARMUP_START in line:
+            self.open["profile_warmup_s"] = at
+        elif _LOADED in line and "model_load_s" in self.open:
+            self._add("model_load_s", at - self.open.pop("model_load_s"))
+        else:
+            hit = False
+        return hit
+
+
 def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
     draft = False  # past "loading draft model": per-model facts are the draft's
+    clock = _PhaseClock(facts["startup_phases"])
     for raw in text.splitlines():
         line = raw.rstrip("\r")
         keep = True
+        timed = clock.line(line)
         if kv := _KV.search(line):
             _set_once(facts, "kv_size_mib", float(kv.group(1)), draft)
             _set_once(facts, "kv_tokens", int(kv.group(2)), draft)
@@ -352,7 +409,7 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
             if keep:
                 facts["errors"].append(line)
         else:
-            keep = False
+            keep = timed
         if keep and len(kept) < 4 * _MAX_LINES:
             kept.append(line)
     if facts["draft_acceptance"]:

@@ -17,6 +17,7 @@ from tailpod.engines.base import (
     EngineConfig,
     LaunchPlan,
     StartupFacts,
+    empty_phases,
     float_or_none,
     parse_never_raising,
 )
@@ -201,6 +202,17 @@ _ERRORS = (
     "Received sigquit",
     "CUDA out of memory",
 )
+# Startup phases (engines/base.py STARTUP_PHASES), as SGLang states them: "Load weight end.
+# elapsed=5.46 s" (model_runner.py, from 2026: tests/fixtures/engine-logs/sglang_qwen35_9b_*),
+# the loader's "Loading weights took 1.21 seconds" (sglang_granite4h_*), and "Capture cuda graph
+# end. Time elapsed: 4.86 s" (cuda_graph_runner.py, every release in the fixtures). A rank's target
+# and draft load one after the other, so a rank's lines add up; ranks start side by side, so the
+# slowest rank is kept.
+_PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("weights_load_s", re.compile(rf"Loading weights took ({_NUM}) seconds")),
+    ("model_load_s", re.compile(rf"Load weight end\. elapsed=({_NUM}) s")),
+    ("cuda_graph_capture_s", re.compile(rf"Capture cuda graph end\. Time elapsed: ({_NUM}) s")),
+)
 _MAX_DECODE_LINES = 50
 _MAX_ERROR_LINES = 20
 
@@ -213,6 +225,7 @@ class _RankEvents:
     weights: list[str] = field(default_factory=list)
     capacity: list[str] = field(default_factory=list)
     mamba: list[re.Match[str]] = field(default_factory=list)
+    phases: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _primary(ranks: dict[str, _RankEvents], attr: str) -> Any:
@@ -277,7 +290,26 @@ def _empty_facts() -> dict[str, Any]:
         "accept_rate": [],
         "ready": False,
         "errors": [],
+        "startup_phases": empty_phases(),
     }
+
+
+def _phase_line(line: str, events: _RankEvents) -> bool:
+    hit = False
+    for name, pattern in _PHASES:
+        found = pattern.search(line)
+        if found:
+            events.phases.setdefault(name, []).append(float(found.group(1)))
+            hit = True
+    return hit
+
+
+def _phases_of(ranks: dict[str, _RankEvents]) -> dict[str, Any]:
+    phases = empty_phases()
+    for name, _ in _PHASES:
+        per_rank = [sum(ev.phases[name]) for ev in ranks.values() if name in ev.phases]
+        phases[name] = round(max(per_rank), 6) if per_rank else None
+    return phases
 
 
 def parse_sglang_log(text: str) -> StartupFacts:
@@ -302,6 +334,7 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
         tag = (rank_match.group(1) or "") if rank_match else ""
         events = ranks.setdefault(tag, _RankEvents())
         keep = True
+        timed = _phase_line(line, events)
 
         if "server_args=" in line or "ServerArgs(" in line:
             algo = _ARGS_ALGO.search(line)
@@ -373,10 +406,11 @@ def _parse_into(text: str, facts: dict[str, Any], kept: list[str]) -> None:
                 facts["errors"].append(line)
             keep = len(facts["errors"]) <= _MAX_ERROR_LINES
         else:
-            keep = False
+            keep = timed
         if keep:
             kept.append(line)
 
+    facts["startup_phases"] = _phases_of(ranks)
     _kv_facts(facts, _primary(ranks, "kv"))
     facts["kv_gib_per_gpu"] = facts["kv_size_gb"]
     tp_ranks = {int(found.group(1)) for tag in ranks if (found := _TP_TAG.search(tag))}

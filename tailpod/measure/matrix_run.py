@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tailpod.config import Settings
-from tailpod.engines.base import EngineConfig
+from tailpod.engines.base import EngineConfig, engine_start_s
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.plan import Arm, Cell, SweepPlan, spec_arms
@@ -58,14 +58,18 @@ _COUNTER = re.compile(r"^\[\s*\d+s\]\s*")
 class CostModel:
     """What one card is projected to cost: the hours it bills times the card's $/hr.
 
-    An estimate stated up front (the real rate is unknown until the engine runs): a fixed setup
-    (rent, boot, image pull, first engine start), one engine restart per further arm, a fixed time
-    per measured cell, and teardown. The live budget check is what enforces the cap."""
+    An estimate stated up front (the real rate is unknown until the engine runs): a setup (rent,
+    boot, image pull, first engine start), one engine restart per further arm, a fixed time per
+    measured cell, and teardown. Where an earlier run of the same card and engine measured its
+    start (`measured_start`), that run's setup and restart replace the defaults (`for_card`)
+    unless a flag pinned them. The live budget check is what enforces the cap."""
 
     setup_min: float = 20.0
     restart_min: float = 3.0
     cell_min: float = 1.0
     teardown_min: float = 2.0
+    pin_setup: bool = False  # --setup-minutes was given: no measured start replaces it
+    pin_restart: bool = False
 
     def card_hours(self, arms: int, cells: int) -> float:
         minutes = (self.setup_min + self.restart_min * max(0, arms - 1)
@@ -75,8 +79,121 @@ class CostModel:
     def cell_usd(self, price_per_hr: float) -> float:
         return price_per_hr * self.cell_min / 60.0
 
-    def to_json(self) -> dict[str, float]:
+    def for_card(self, start: MeasuredStart | None) -> tuple[CostModel, dict[str, Any]]:
+        """This model with the setup and restart `start` measured, where it did and no flag
+        pinned them, and what the projection used, said (`start_line` words it)."""
+        setup, restart = self.setup_min, self.restart_min
+        setup_from = "--setup-minutes" if self.pin_setup else "default"
+        restart_from = "--restart-minutes" if self.pin_restart else "default"
+        if start is not None and start.setup_s is not None and not self.pin_setup:
+            setup, setup_from = round(start.setup_s / 60.0, 4), "measured: billed to serving"
+        if start is not None and start.restart_s is not None and not self.pin_restart:
+            restart, restart_from = round(start.restart_s / 60.0, 4), f"measured: {start.restart_from}"
+        measured = "measured" in setup_from or "measured" in restart_from
+        used = {"setup_min": setup, "setup_from": setup_from, "restart_min": restart,
+                "restart_from": restart_from,
+                "run_id": start.run_id if start is not None and measured else None,
+                "compile_cache_hit": start.compile_cache_hit if start is not None and measured
+                else None}
+        return dataclasses.replace(self, setup_min=setup, restart_min=restart), used
+
+    def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def start_line(used: dict[str, Any]) -> str:
+    """One line for `matrix --dry-run`: the setup and restart a card's projection used."""
+    def part(name: str) -> str:
+        return f"{name} {used[f'{name}_min']:.3g} min ({used[f'{name}_from']})"
+
+    run = used.get("run_id")
+    hit = used.get("compile_cache_hit")
+    cache = "" if hit is None else (", compile cache hit" if hit else ", compiled")
+    return (f"{part('setup')}, {part('restart')}"
+            + (f" from run {run}{cache}" if run else ""))
+
+
+# -- an earlier run's start ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MeasuredStart:
+    """What an earlier run of a card and engine measured of its start (its run.json)."""
+
+    run_id: str
+    created_at: str
+    setup_s: float | None  # cold_start billed_s_to_ready: the create call to the engine serving
+    restart_s: float | None  # one further arm's engine restart
+    restart_from: str  # "arm restarts" (the sweep's timed restarts) or "startup phases"
+    compile_cache_hit: bool | None
+
+
+def _seconds(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 \
+        else None
+
+
+def _obj(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _arm_phases(arms: list[dict[str, Any]]) -> dict[str, Any]:
+    for arm in arms:
+        phases = _obj(_obj(_obj(arm.get("startup")).get("facts")).get("startup_phases"))
+        if phases:
+            return phases
+    return {}
+
+
+def start_of(raw: dict[str, Any]) -> MeasuredStart | None:
+    """The start a run.json states: the billed setup from `cold_start`, and a restart from the
+    arms' timed restarts (their median: the whole restart, process and health wait included)
+    or, when no arm was restarted, the engine's own start from its phases (engines/base.py
+    engine_start_s, which leaves out the process start, so it is the lower figure). None when
+    it states neither."""
+    cold = _obj(raw.get("cold_start"))
+    arms = [_obj(a) for a in raw.get("arms") or []]
+    restarts = sorted(v for a in arms if (v := _seconds(a.get("restart_s"))) is not None)
+    phases = _obj(cold.get("phases")) or _arm_phases(arms)
+    restart: float | None
+    if restarts:
+        mid = len(restarts) // 2
+        restart = restarts[mid] if len(restarts) % 2 else (restarts[mid - 1] + restarts[mid]) / 2
+        restart_from = "arm restarts"
+    else:
+        restart, restart_from = engine_start_s(phases), "startup phases"
+    setup = _seconds(cold.get("billed_s_to_ready"))
+    if setup is None and restart is None:
+        return None
+    hit = cold.get("compile_cache_hit", phases.get("compile_cache_hit"))
+    return MeasuredStart(str(raw.get("run_id") or ""), str(raw.get("created_at") or ""), setup,
+                         restart, restart_from, hit if isinstance(hit, bool) else None)
+
+
+def measured_start(results_dir: Path, card: Card, engine: str,
+                   gpu_names: tuple[str, ...] = ()) -> MeasuredStart | None:
+    """The latest run under `results_dir` (a run directory, or a matrix card's) of this card
+    (provider, GPU, count) and engine whose run.json states what its start took. The GPU may
+    be named as the card names it or as any of `gpu_names` (the provider's own name for it)."""
+    keys = {Card(card.provider, name, card.count).key() for name in (card.gpu, *gpu_names)}
+    found = []
+    for path in sorted(results_dir.glob("*/run.json")) + sorted(results_dir.glob("*/*/run.json")):
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(raw, dict):
+            continue
+        pod = _obj(raw.get("pod"))
+        count = pod.get("gpu_count") or 1
+        seen = Card(str(raw.get("provider") or ""), str(pod.get("gpu") or ""),
+                    count if isinstance(count, int) else -1)
+        if seen.key() not in keys or _obj(raw.get("engine")).get("name") != engine:
+            continue
+        start = start_of(raw)
+        if start is not None:
+            found.append(start)
+    return max(found, key=lambda s: s.created_at) if found else None
 
 
 @dataclass(frozen=True)
@@ -349,36 +466,41 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
 
     if budget <= 0:
         raise ConfigError(f"--budget must be positive, got {budget}")
-    hours = cost.card_hours(sweep.projected_arms(), sweep.projected_cells())
-    if settings.ttl_hours > 0 and hours > settings.ttl_hours:  # 0: no TTL
-        raise ConfigError(
-            f"each card is projected to need {hours:.2f} h, past the pods' TTL of "
-            f"{settings.ttl_hours:g} h (the dead-man switch would end them mid-sweep); "
-            "nothing was rented",
-            hint=f"set TAILPOD_TTL_HOURS={hours * 1.25:.1f}, or plan fewer arms, levels or reps")
     priced: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
     for card in cards:
         provider = get_provider(card.provider, card_settings(settings, card, image),
                                 timings=PREFLIGHT_TIMINGS)
         entry: dict[str, Any] = {"price_per_hr": None, "projected_usd": None, "problem": None}
+        offer = None
         try:
             offer = provider.offers([card.gpu], card.count, settings.max_price)[0]
         except ConfigError:
             raise
         except TailpodError as exc:
             entry["problem"] = f"{card.provider} could not be asked for offers: {exc.message}"
-            priced[card.label] = entry
-            continue
-        if offer.detail.get("error") == "unknown GPU type":
+        if offer is not None and offer.detail.get("error") == "unknown GPU type":
             unknown.append(card.label)
             continue
-        if offer.price_per_hr is None:
+        # an earlier run names the GPU as the provider rented it (the offer's type)
+        names = (offer.gpu_type,) if offer is not None and offer.gpu_type else ()
+        card_cost, used = cost.for_card(
+            measured_start(Path(settings.results_dir), card, settings.engine, names))
+        hours = card_cost.card_hours(sweep.projected_arms(), sweep.projected_cells())
+        entry.update(hours=round(hours, 4), start=used)
+        if settings.ttl_hours > 0 and hours > settings.ttl_hours:  # 0: no TTL
+            raise ConfigError(
+                f"{card.label} is projected to need {hours:.2f} h ({start_line(used)}), past the "
+                f"pods' TTL of {settings.ttl_hours:g} h (the dead-man switch would end it "
+                "mid-sweep); nothing was rented",
+                hint=f"set TAILPOD_TTL_HOURS={hours * 1.25:.1f}, or plan fewer arms, levels or reps")
+        price = offer.price_per_hr if offer is not None else None
+        if offer is not None and price is None:
             entry["problem"] = f"no {card.provider} offer for {card.count}x {card.gpu} right now"
-        else:
-            entry["price_per_hr"] = offer.price_per_hr
-            entry["projected_usd"] = round(offer.price_per_hr * hours, 4)
-            entry["cell_usd"] = cost.cell_usd(offer.price_per_hr)
+        elif offer is not None and price is not None:
+            entry["price_per_hr"] = price
+            entry["projected_usd"] = round(price * hours, 4)
+            entry["cell_usd"] = cost.cell_usd(price)
             entry["gpu"] = offer.gpu_type
         priced[card.label] = entry
     if unknown:
@@ -397,10 +519,11 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
             hint="raise --budget")
     total = sum(v["projected_usd"] for v in costs.values())
     if total > budget:
-        lines = ", ".join(f"{k} ${v['projected_usd']:.2f}" for k, v in costs.items())
+        lines = ", ".join(f"{k} ${v['projected_usd']:.2f} ({v['hours']:.2f} h)"
+                          for k, v in costs.items())
         raise ConfigError(
-            f"the projected spend ${total:.2f} is above the budget ${budget:.2f} ({lines}; "
-            f"{hours:.2f} h per card); nothing was rented",
+            f"the projected spend ${total:.2f} is above the budget ${budget:.2f} ({lines}); "
+            "nothing was rented",
             hint="raise --budget, or drop cards, arms, concurrency levels or reps")
     return priced
 
