@@ -446,6 +446,8 @@ class VastEmulator:
             body = req.json() or {}
         except ValueError:
             return vast_error(400, "invalid_args", "body is not JSON")
+        if "volume_info" in body:  # "must be attached during creation" (the guide, vast.py)
+            return vast_error(400, "invalid_args", "a volume attaches only at instance create")
         if "label" in body:
             if len(str(body["label"])) > 256:
                 return vast_error(400, "label_too_long", "label is too long")

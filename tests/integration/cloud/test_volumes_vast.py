@@ -182,6 +182,21 @@ def test_up_volume_on_a_machine_without_the_gpus_rents_nothing(
     assert [r["name"] for r in sandbox.billing_now()] == ["tp_vol_ro"]  # no instance
 
 
+def test_up_volume_when_its_machine_is_rented_by_someone_else_rents_nothing(
+        sandbox: Sandbox, tailpod_home: Path) -> None:
+    """The volume cannot follow the pod: its machine's only offer is taken, so `up` refuses."""
+    provider = provider_for(sandbox, tailpod_home)
+    vol.create_volume_safely(provider, Ledger(tailpod_home), "busy", 20,
+                             vol.Placement(MACHINE, None, ["RTX 4090"]))
+    taken = next(o for o in sandbox.cloud.vast_offers.values() if o.machine_id == int(MACHINE))
+    taken.rented = True
+    settings = settings_for(sandbox, tailpod_home, TAILPOD_PROVIDER="vastai")
+    with pytest.raises(ConfigError, match="machine 41001, which has none of RTX 4090"):
+        _mount_volume(settings, Ledger(tailpod_home), EngineConfig(engine="vllm", model="m"),
+                      _spec(["RTX 4090"]), "busy", lambda _line: None)
+    assert [r["name"] for r in sandbox.billing_now()] == ["tp_vol_busy"]
+
+
 def test_a_create_error_leaves_a_volume_the_ledger_knows(
         sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str]) -> None:
     """The emulator creates the volume and answers 500: tailpod looks it up by its name."""
@@ -284,6 +299,9 @@ def test_the_emulator_keeps_vasts_volume_rules(sandbox: Sandbox, tailpod_home: P
     [listed] = vast_api(sandbox, "GET", "/api/v0/volumes/",
                         params={"owner": "me", "type": "local_volume"}).json()["volumes"]
     assert listed["instances"] == [{"id": instance}] and listed["label"] == "a"
+    late = vast_api(sandbox, "PUT", f"/api/v0/instances/{instance}/",
+                    json={"volume_info": rent["volume_info"]})
+    assert late.status_code == 400  # attach only at create
     # not deleted while an instance (running or stopped) uses it
     vast_api(sandbox, "PUT", f"/api/v0/instances/{instance}/", json={"state": "stopped"})
     assert vast_api(sandbox, "DELETE", "/api/v0/volumes/",
