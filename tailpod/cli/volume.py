@@ -82,7 +82,8 @@ def register(app: typer.Typer) -> None:
                               "nothing was created")
         placement = vol.choose_data_center(adapter, data_center=datacenter,
                                            gpu_preference=list(gpu or []),
-                                           volume_type=volume_type.upper() if volume_type else None)
+                                           volume_type=volume_type.upper() if volume_type else None,
+                                           size_gb=size_gb)
         note = placement.shrink_note()
         if note:
             console.print(note)

@@ -88,9 +88,11 @@ def filter_gpus(dc: DataCenterInfo, gpu_preference: list[str]) -> tuple[list[str
 
 
 def choose_data_center(provider: SupportsVolumes, *, data_center: str | None,
-                       gpu_preference: list[str], volume_type: str | None) -> Placement:
+                       gpu_preference: list[str], volume_type: str | None,
+                       size_gb: int | None = None) -> Placement:
     """The data center for a new volume: the one named (checked), else the first that offers
-    the tier and the earliest GPU of the preference list. Refuses before anything is created."""
+    the tier, room for `size_gb` where the place states its room (a vast machine), and the
+    earliest GPU of the preference list. Refuses before anything is created."""
     if volume_type is not None and volume_type not in provider.volume_types:
         raise ConfigError(f"volume type {volume_type!r}: one of "
                           f"{', '.join(provider.volume_types)}; nothing was created")
@@ -119,6 +121,9 @@ def choose_data_center(provider: SupportsVolumes, *, data_center: str | None,
                           "(--gpu, repeatable); nothing was created")
     best: tuple[int, DataCenterInfo, list[str], list[str]] | None = None
     for dc in with_volumes:
+        if size_gb is not None and dc.volume_space_gb is not None \
+                and size_gb > dc.volume_space_gb:
+            continue
         kept, dropped = filter_gpus(dc, gpu_preference)
         if not kept:
             continue

@@ -168,6 +168,11 @@ def test_the_machine_is_chosen_from_the_gpu_list(sandbox: Sandbox, tailpod_home:
     # L40S is only on machine 41008 (the 9th offer), whose disk is 400 GB at $0.15/GB/month
     assert (place.data_center, place.gpus, place.dropped) == ("41008", ["L40S"], ["B200"])
     assert place.space_gb == ROOM_GB and place.gb_month == pytest.approx(0.15)
+    # a machine without room for the size is passed over: the other H100 SXM machine (41007)
+    provider.volume_create("tp-vol-fill", ROOM_GB - 10, "41006", None)  # type: ignore[attr-defined]
+    place = vol.choose_data_center(provider, data_center=None, gpu_preference=["H100 SXM"],
+                                   volume_type=None, size_gb=50)
+    assert place.data_center == "41007"
 
 
 def test_up_volume_on_a_machine_without_the_gpus_rents_nothing(
@@ -315,7 +320,7 @@ def test_the_emulator_keeps_vasts_volume_rules(sandbox: Sandbox, tailpod_home: P
     assert sandbox.meter()["billing_count"] == 0
 
 
-def _wait_for(path: Path, text: str, timeout: float = 10.0) -> str:
+def _wait_for(path: Path, text: str, timeout: float = 30.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists() and text in path.read_text():
