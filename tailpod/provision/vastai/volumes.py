@@ -143,10 +143,15 @@ class VastVolumes(SupportsVolumes):
         # listing by name is the only way to the id.
         found = [v for v in self.volume_list()
                  if (named and v.volume_id == named.group(1)) or (not named and v.name == name)]
-        if not found:
-            raise ProviderError(f"vast.ai answered the create of volume {name} but does not "
-                                "list it")
-        return found[0]
+        if found:
+            return found[0]
+        if named:  # created, not listed yet: what the answer and the offer say (it bills)
+            cost = offer.get("storage_cost")
+            return VolumeInfo(named.group(1), name, int(size_gb), str(data_center), "LOCAL",
+                              round(size_gb * float(cost), 4)
+                              if isinstance(cost, (int, float)) else None)
+        raise ProviderError(f"vast.ai answered the create of volume {name} but does not "
+                            "list it")
 
     def volume_list(self) -> list[VolumeInfo]:
         body = self.api.body_of(self.api.call("GET", "/api/v0/volumes/", "listing volumes",

@@ -202,6 +202,18 @@ def test_up_volume_when_its_machine_is_rented_by_someone_else_rents_nothing(
     assert [r["name"] for r in sandbox.billing_now()] == ["tp_vol_busy"]
 
 
+def test_a_volume_the_listing_does_not_show_yet_is_kept_from_the_create_answer(
+        sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The create answered `V.<id>` but the listing lags: the ledger keeps it (it bills)."""
+    provider = provider_for(sandbox, tailpod_home)
+    monkeypatch.setattr(provider, "volume_list", lambda: [])
+    record = vol.create_volume_safely(provider, Ledger(tailpod_home), "lagging", 20,
+                                      vol.Placement(MACHINE, None, ["RTX 4090"]))
+    [volume_id] = [k for k, v in sandbox.cloud.volumes.items() if v.deleted_at is None]
+    assert (record.status, record.volume_id) == ("kept", volume_id)
+    assert record.price_per_month == pytest.approx(20 * GB_MONTH)
+
+
 def test_a_create_error_leaves_a_volume_the_ledger_knows(
         sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str]) -> None:
     """The emulator creates the volume and answers 500: tailpod looks it up by its name."""
