@@ -452,8 +452,8 @@ def register(app: typer.Typer) -> None:
             None, help="With --lanes on a GPU: each lane's --gpu-memory-utilization."
         ),
         volume: str = typer.Option(
-            None, "--volume", help="A network volume (tailpod volume create) to mount: the pod "
-            "goes to its data center and keeps weights and compile caches on it."),
+            None, "--volume", help="A volume (tailpod volume create) to mount: the pod goes to "
+            "its data center (vast.ai: its machine) and keeps weights and compile caches on it."),
         json_out: bool = typer.Option(False, "--json", help="Print the ledger record as JSON."),
     ) -> None:
         """Start a pod and its serving engine, and record it in the ledger.

@@ -26,7 +26,8 @@ from tailpod.provision.providers import canonical_name, get_provider, remote_pro
 def _provider(settings: Settings, name: str, timings: ApiTimings | None = None) -> Provider:
     key = canonical_name(name)
     if key == "local":
-        raise ConfigError("the local provider has no volumes", hint="--provider runpod")
+        raise ConfigError("the local provider has no volumes",
+                          hint="--provider runpod or --provider vastai")
     options: dict[str, Any] = {"timings": timings} if timings else {}
     return get_provider(key, settings, **options)
 
@@ -50,7 +51,8 @@ def print_storage(report: vol.VolumeReport, err: bool = False) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(help="Network volumes: weights and compile caches that outlive a pod.",
+    sub = typer.Typer(help="Volumes (RunPod network, vast.ai local): weights and compile caches "
+                      "that outlive a pod.",
                       no_args_is_help=True)
     app.add_typer(sub, name="volume")
 
@@ -58,12 +60,15 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def create(
         name: str = typer.Argument(..., help="Volume name (stored as tp-vol-NAME)."),
-        provider: str = typer.Option("runpod", help="runpod (vastai: see docs/volumes.md)."),
-        size_gb: int = typer.Option(..., "--size-gb", help="Size in GB (RunPod: 10-4096)."),
-        datacenter: str = typer.Option(None, "--datacenter", help="Data center id, e.g. EU-RO-1."),
+        provider: str = typer.Option("runpod", help="runpod or vastai (docs/volumes.md)."),
+        size_gb: int = typer.Option(..., "--size-gb", help="Size in GB (RunPod: 10-4096; "
+                                    "vast.ai: what the machine has room for)."),
+        datacenter: str = typer.Option(None, "--datacenter", help="Data center id, e.g. EU-RO-1 "
+                                       "(vast.ai: the machine id; its volume stays there)."),
         gpu: list[str] = typer.Option(None, "--gpu", help="GPUs the volume is for, repeatable: "
-                                      "the data center must have one of them."),
-        volume_type: str = typer.Option(None, "--type", help="STANDARD or HIGH_PERFORMANCE."),
+                                      "the data center (vast.ai: machine) must have one."),
+        volume_type: str = typer.Option(None, "--type", help="STANDARD or HIGH_PERFORMANCE "
+                                        "(RunPod); LOCAL (vast.ai)."),
         json_out: bool = typer.Option(False, "--json"),
     ) -> None:
         """Create a volume. It bills until `tailpod volume rm`; bad input is refused first."""
@@ -77,7 +82,8 @@ def register(app: typer.Typer) -> None:
                               "nothing was created")
         placement = vol.choose_data_center(adapter, data_center=datacenter,
                                            gpu_preference=list(gpu or []),
-                                           volume_type=volume_type.upper() if volume_type else None)
+                                           volume_type=volume_type.upper() if volume_type else None,
+                                           size_gb=size_gb)
         note = placement.shrink_note()
         if note:
             console.print(note)

@@ -396,7 +396,7 @@ def _mount_volume(settings: Settings, ledger: Ledger, cfg: EngineConfig, spec: P
     mount = prepare_mount(get_provider(settings.provider, settings), ledger, name,
                           spec.gpu_preference)
     if mount.dropped:
-        say(f"volume {name} is in {mount.data_center}, which has none of "
+        say(f"volume {name} is in {mount.place} {mount.data_center}, which has none of "
             f"{', '.join(mount.dropped)}: GPUs tried are {', '.join(mount.gpus)}")
     plan = get_adapter(cfg.engine).launch_plan(cfg, python=pod_python(settings))
     revision = _hub_revision(settings, cfg.model, say)
@@ -406,7 +406,8 @@ def _mount_volume(settings: Settings, ledger: Ledger, cfg: EngineConfig, spec: P
     spec.volume_mount_path = mount.mount_path
     spec.data_center_ids = [mount.data_center]
     spec.env.update(cache_env(mount.mount_path, key))
-    say(f"mounting volume {name} at {mount.mount_path} ({mount.data_center}); compile cache "
+    say(f"mounting volume {name} at {mount.mount_path} ({mount.place} {mount.data_center}); "
+        "compile cache "
         f"key {key}")
     return mount
 

@@ -227,6 +227,10 @@ class DataCenterInfo:
     volume_types: tuple[str, ...]
     gpus: dict[str, str] = field(default_factory=dict)
     gpu_names: dict[str, str] = field(default_factory=dict)  # id -> the catalog's short name
+    # Where a volume's room and price are the place's own (a vast machine): the GB a new volume
+    # may have there and its $/GB/month; None where the provider's class facts say it.
+    volume_space_gb: float | None = None
+    volume_gb_month: float | None = None
 
 
 @dataclass
@@ -253,6 +257,8 @@ class SupportsVolumes(abc.ABC):
     volume_size_gb: ClassVar[tuple[int, int]]
     volume_types: ClassVar[tuple[str, ...]]
     volume_mount_path: ClassVar[str]
+    # What a volume's place is called in messages: a vast volume lives on one machine.
+    volume_place: ClassVar[str] = "data center"
 
     @abc.abstractmethod
     def data_centers(self) -> list[DataCenterInfo]:

@@ -44,7 +44,7 @@ def short_name(tag: str) -> str:
 def volume_capable(provider: Provider) -> SupportsVolumes:
     if not isinstance(provider, SupportsVolumes):
         raise ConfigError(f"{provider.name} has no volumes in tailpod",
-                          hint="use --provider runpod (docs/volumes.md says what vast offers)")
+                          hint="use --provider runpod or vastai (docs/volumes.md)")
     return provider
 
 
@@ -61,11 +61,15 @@ class Placement:
     volume_type: str | None
     gpus: list[str]  # the preference list filtered to what the data center has, in order
     dropped: list[str] = field(default_factory=list)  # preferences the data center lacks
+    space_gb: float | None = None  # the most a volume there may hold (a vast machine's room)
+    gb_month: float | None = None  # $/GB/month there, where the place sets it (vast)
+    place: str = "data center"  # the provider's word for it (SupportsVolumes.volume_place)
 
     def shrink_note(self) -> str | None:
         if not self.dropped:
             return None
-        return (f"{self.data_center} has none of {', '.join(self.dropped)}: the GPU list shrinks "
+        prefix = "" if self.place == "data center" else f"{self.place} "
+        return (f"{prefix}{self.data_center} has none of {', '.join(self.dropped)}: the GPU list shrinks "
                 f"to {', '.join(self.gpus)}")
 
 
@@ -84,9 +88,11 @@ def filter_gpus(dc: DataCenterInfo, gpu_preference: list[str]) -> tuple[list[str
 
 
 def choose_data_center(provider: SupportsVolumes, *, data_center: str | None,
-                       gpu_preference: list[str], volume_type: str | None) -> Placement:
+                       gpu_preference: list[str], volume_type: str | None,
+                       size_gb: int | None = None) -> Placement:
     """The data center for a new volume: the one named (checked), else the first that offers
-    the tier and the earliest GPU of the preference list. Refuses before anything is created."""
+    the tier, room for `size_gb` where the place states its room (a vast machine), and the
+    earliest GPU of the preference list. Refuses before anything is created."""
     if volume_type is not None and volume_type not in provider.volume_types:
         raise ConfigError(f"volume type {volume_type!r}: one of "
                           f"{', '.join(provider.volume_types)}; nothing was created")
@@ -96,8 +102,8 @@ def choose_data_center(provider: SupportsVolumes, *, data_center: str | None,
     if data_center:
         dc = next((d for d in dcs if d.dc_id.lower() == data_center.lower()), None)
         if dc is None:
-            raise ConfigError(f"unknown data center {data_center!r}; nothing was created",
-                              hint="data centers with volumes: "
+            raise ConfigError(f"unknown {provider.volume_place} {data_center!r}; nothing was "
+                              "created", hint=f"{provider.volume_place}s with volumes: "
                               + ", ".join(d.dc_id for d in with_volumes))
         if dc not in with_volumes:
             raise ConfigError(f"{dc.dc_id} offers no {volume_type or 'network'} volumes; nothing "
@@ -105,14 +111,19 @@ def choose_data_center(provider: SupportsVolumes, *, data_center: str | None,
                               + ", ".join(d.dc_id for d in with_volumes))
         kept, dropped = filter_gpus(dc, gpu_preference)
         if gpu_preference and not kept:
-            raise ConfigError(f"{dc.dc_id} has none of the GPUs {', '.join(gpu_preference)} in "
-                              "stock: a volume there could not serve them; nothing was created")
-        return Placement(dc.dc_id, volume_type, kept, dropped)
+            raise ConfigError(f"{provider.volume_place} {dc.dc_id} has none of the GPUs "
+                              f"{', '.join(gpu_preference)} in stock: a volume there could not "
+                              "serve them; nothing was created")
+        return Placement(dc.dc_id, volume_type, kept, dropped, dc.volume_space_gb,
+                         dc.volume_gb_month, provider.volume_place)
     if not gpu_preference:
         raise ConfigError("name a data center (--datacenter) or the GPUs the volume is for "
                           "(--gpu, repeatable); nothing was created")
     best: tuple[int, DataCenterInfo, list[str], list[str]] | None = None
     for dc in with_volumes:
+        if size_gb is not None and dc.volume_space_gb is not None \
+                and size_gb > dc.volume_space_gb:
+            continue
         kept, dropped = filter_gpus(dc, gpu_preference)
         if not kept:
             continue
@@ -124,7 +135,8 @@ def choose_data_center(provider: SupportsVolumes, *, data_center: str | None,
         raise ConfigError(f"no data center offers volumes and any of {', '.join(gpu_preference)} "
                           "in stock; nothing was created",
                           hint="add GPU types or name a data center with --datacenter")
-    return Placement(best[1].dc_id, volume_type, best[2], best[3])
+    return Placement(best[1].dc_id, volume_type, best[2], best[3], best[1].volume_space_gb,
+                     best[1].volume_gb_month, provider.volume_place)
 
 
 def _find_by_name(provider: SupportsVolumes, tag: str) -> list[VolumeInfo]:
@@ -140,12 +152,17 @@ def create_volume_safely(provider: Provider, ledger: Ledger, name: str, size_gb:
     if not low <= size_gb <= high:
         raise ConfigError(f"--size-gb {size_gb}: a {provider.name} volume is {low}-{high} GB; "
                           "nothing was created")
+    if placement.space_gb is not None and size_gb > placement.space_gb:
+        raise ConfigError(f"--size-gb {size_gb}: {placement.data_center} has room for "
+                          f"{placement.space_gb:g} GB; nothing was created")
     with ledger.volume_transaction() as volumes:
         old = volumes.get(tag)
         if old is not None and old.active:
             raise ConfigError(f"volume {short_name(tag)} is already in the ledger ({old.status})",
                               hint=f"tailpod volume ls, or tailpod volume rm {short_name(tag)}")
         price = vp.volume_price_per_month(size_gb, placement.volume_type)
+        if price is None and placement.gb_month is not None:
+            price = round(size_gb * placement.gb_month, 4)
         record = VolumeRecord(name=tag, provider=provider.name, size_gb=size_gb,
                               data_center=placement.data_center,
                               volume_type=placement.volume_type, price_per_month=price)
@@ -409,6 +426,7 @@ class VolumeMount:
     dropped: list[str]
     size_gb: int
     price_per_month: float | None
+    place: str = "data center"  # the provider's word for where it lives (a vast machine)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": short_name(self.tag), "tag": self.tag, "volume_id": self.volume_id,
@@ -441,11 +459,11 @@ def prepare_mount(provider: Provider, ledger: Ledger, name: str,
                           f"volume {short_name(tag)}; nothing was rented")
     kept, dropped = filter_gpus(dc, gpu_preference)
     if not kept:
-        raise ConfigError(f"volume {short_name(tag)} is in {dc.dc_id}, which has none of "
-                          f"{', '.join(gpu_preference)} in stock; nothing was rented",
+        raise ConfigError(f"volume {short_name(tag)} is in {vp.volume_place} {dc.dc_id}, which "
+                          f"has none of {', '.join(gpu_preference)} in stock; nothing was rented",
                           hint="add a GPU that data center has, or make a volume elsewhere")
     return VolumeMount(tag, info.volume_id, dc.dc_id, vp.volume_mount_path, kept, dropped,
-                       info.size_gb, info.price_per_month)
+                       info.size_gb, info.price_per_month, vp.volume_place)
 
 
 # -- what the cold start cost ------------------------------------------------------------------

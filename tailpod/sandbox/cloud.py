@@ -63,8 +63,13 @@ class SandboxVolume:
     host_dir: Path
     created_at: float = dataclasses.field(default_factory=time.time)
     deleted_at: float | None = None
+    provider: str = "runpod"  # or "vast": a local volume tied to `machine_id`
+    machine_id: int | None = None
+    gb_month: float | None = None  # vast: the machine's storage_cost ($/GB/month)
 
     def rate(self) -> float:
+        if self.gb_month is not None:  # vast: size x storage_cost over the sandbox's 720 h month
+            return self.size_gb * self.gb_month / 720.0
         if self.volume_type == "STANDARD":  # $0.07/GB/month for the first TB, $0.05 beyond
             first = min(self.size_gb, 1024)
             monthly = first * 0.07 + (self.size_gb - first) * 0.05
@@ -117,7 +122,14 @@ class SandboxCloud:
         self.vast_offers: dict[int, VastOffer] = {o.offer_id: o for o in default_vast_offers()}
         self.pods: dict[str, SandboxPod] = {}  # key "provider:id"
         self.runpod_data_centers: list[dict[str, Any]] = default_runpod_data_centers()
-        self.volumes: dict[str, SandboxVolume] = {}  # RunPod network volumes by id
+        self.volumes: dict[str, SandboxVolume] = {}  # RunPod network and vast local volumes
+        self._next_vast_volume_id = 20118481
+        # vast local volumes: whether a volume name must be "alphanumeric with underscores, max
+        # 64" as the guide says (vast-ai/docs guides/instances/storage/volumes.mdx @ c624622)
+        # or anything goes; whether the create answer names the volume (`volume_name`
+        # "V.<id>", rent_volume.yaml) or says only `success`. Neither is settled by vast's text.
+        self.vast_volume_names_strict = True
+        self.vast_volume_answer_names_id = True
         self._timers: dict[str, threading.Timer] = {}
         self._next_vast_id = 31000001
         # (provider, pod-scoped key) -> pod id: the keys providers inject into their pods
@@ -128,7 +140,7 @@ class SandboxCloud:
         self.closed = False
 
     SETTINGS = ("refuse_pod_key_on_rest", "runpod_json_start_form", "graphql_retired",
-                "meter_lag_s")
+                "meter_lag_s", "vast_volume_names_strict", "vast_volume_answer_names_id")
 
     @property
     def meter_lag_s(self) -> float:
@@ -279,10 +291,27 @@ class SandboxCloud:
                             f"network volume {volume_type}")
         return volume
 
-    def volumes_of(self, account: Account) -> list[SandboxVolume]:
+    def create_vast_volume(self, account: Account, name: str, size_gb: int, machine_id: int,
+                           gb_month: float) -> SandboxVolume:
         with self.lock:
-            return [v for v in self.volumes.values()
-                    if v.account == account.name and v.deleted_at is None]
+            volume_id = str(self._next_vast_volume_id)
+            self._next_vast_volume_id += 1
+        host_dir = self.workdir / "volumes" / f"vast-{volume_id}"
+        host_dir.mkdir(parents=True, exist_ok=True)
+        volume = SandboxVolume(volume_id, name, account.name, size_gb, str(machine_id), "local",
+                               host_dir, provider="vast", machine_id=machine_id,
+                               gb_month=gb_month)
+        with self.lock:
+            self.volumes[volume_id] = volume
+            self.meter.open("vast", volume_id, name, account.name, volume.rate(),
+                            "local volume")
+        return volume
+
+    def volumes_of(self, account: Account) -> list[SandboxVolume]:
+        provider = "vast" if account.provider == "vast" else "runpod"
+        with self.lock:
+            return [v for v in self.volumes.values() if v.account == account.name
+                    and v.deleted_at is None and v.provider == provider]
 
     def resize_volume(self, volume: SandboxVolume, size_gb: int) -> None:
         with self.lock:
@@ -293,13 +322,13 @@ class SandboxCloud:
     def delete_volume(self, volume: SandboxVolume) -> None:
         with self.lock:
             volume.deleted_at = time.time()
-            self.meter.close("runpod", volume.volume_id)
+            self.meter.close(volume.provider, volume.volume_id)
         shutil.rmtree(volume.host_dir, ignore_errors=True)
 
     def volume_in_use(self, volume: SandboxVolume) -> bool:
         with self.lock:
             return any(p.status != "terminated" and p.meta.get("volume_id") == volume.volume_id
-                       for p in self.pods.values())
+                       and p.provider == volume.provider for p in self.pods.values())
 
     def _mount_volume(self, pod: SandboxPod) -> None:
         """Stand in for the bind mount a container runtime would make: the pod's view of the

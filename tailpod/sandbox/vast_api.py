@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import secrets
 import time
 from typing import Any
@@ -24,6 +25,9 @@ from tailpod.sandbox.model import Account, SandboxPod, VastOffer
 ALIASES = {"dph": "dph_total", "cuda_vers": "cuda_max_good", "dlperf_usd": "dlperf_per_dphtotal"}
 COMPUTED_INSTANCE_COLS = {"dph_total", "num_gpus", "duration"}
 OPS = ("eq", "neq", "gt", "gte", "lt", "lte", "in", "notin")
+# "alphanumeric with underscores, with a max length of 64" (guides/instances/storage/volumes.mdx)
+STRICT_VOLUME_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+VOLUME_OFFER_BASE = 5000000  # a machine's volume offer id: this + machine id (the sandbox's own)
 
 
 def vast_error(status: int, code: str, msg: str, **extra: Any) -> Response:
@@ -80,6 +84,10 @@ class VastEmulator:
         r.add("GET", "/api/v0/users/current", self.user)
         r.add("PUT", "/api/v0/instances/request_logs/{instance_id}", self.request_logs)
         r.add("GET", "/sandbox/vast-logs/{token}", self.log_result)
+        r.add("POST", "/api/v0/volumes/search", self.search_volumes)
+        r.add("PUT", "/api/v0/volumes", self.create_volume)
+        r.add("GET", "/api/v0/volumes", self.list_volumes)
+        r.add("DELETE", "/api/v0/volumes", self.delete_volume)
         self.log_results: dict[str, str] = {}  # token -> log text (vast: a pre-signed S3 URL)
 
     # -- gates ------------------------------------------------------------------------------------
@@ -227,6 +235,9 @@ class VastEmulator:
         env_in = body.get("env") or {}
         if not isinstance(env_in, dict):
             return vast_error(400, "invalid_args", "env must be an object")
+        mounted = self._volume_for_rent(account, offer.machine_id, body.get("volume_info"))
+        if isinstance(mounted, Response):
+            return mounted
         onstart, args = body.get("onstart"), body.get("args")
         args_str = body.get("args_str")
         too_big = rent_limit_errors(onstart if isinstance(onstart, str) else None,
@@ -264,6 +275,8 @@ class VastEmulator:
                          "args": body.get("args"), "machine_id": offer.machine_id,
                          "host_id": offer.host_id, "reliability": offer.reliability,
                          "gpu_ram": offer.gpu_ram, "geolocation": offer.geolocation})
+        if mounted is not None:
+            pod.meta["volume_id"], pod.meta["volume_path"] = mounted
         stuck = self.cloud.faults.take("vast_state", "vast", "create")
         if stuck:
             pod.meta["vast_state"] = stuck.state or "offline"
@@ -331,6 +344,10 @@ class VastEmulator:
             "disk_space": pod.disk_gb, "reliability2": pod.meta.get("reliability"),
             "verification": "verified", "cuda_max_good": float(pod.cuda),
             "credit_balance": None, "time_remaining": "",
+            # vast-cli vast.py `_fmt_volumes` reads `volume_info` as a list of {id, ...}
+            "volume_info": ([{"id": int(pod.meta["volume_id"]),
+                              "mount_path": pod.meta.get("volume_path")}]
+                            if pod.meta.get("volume_id") else []),
         }
 
     def _owned(self, req: Request, account: Account) -> SandboxPod | None:
@@ -429,6 +446,8 @@ class VastEmulator:
             body = req.json() or {}
         except ValueError:
             return vast_error(400, "invalid_args", "body is not JSON")
+        if "volume_info" in body:  # "must be attached during creation" (the guide, vast.py)
+            return vast_error(400, "invalid_args", "a volume attaches only at instance create")
         if "label" in body:
             if len(str(body["label"])) > 256:
                 return vast_error(400, "label_too_long", "label is too long")
@@ -473,3 +492,147 @@ class VastEmulator:
             "balance": round(-accrued, 8),
             "can_pay": True, "has_billing": True, "ssh_key": "",
         })
+
+    # -- local volumes ------------------------------------------------------------------------------
+    def _volume_for_rent(self, account: Account, machine_id: int,
+                         info: Any) -> tuple[str, str] | Response | None:
+        """`volume_info` `{mount_path, create_new, volume_id}` (vast.py validate_volume_params):
+        an existing volume of the account, on the offer's own machine."""
+        if info is None:
+            return None
+        if not isinstance(info, dict) or not info.get("mount_path"):
+            return vast_error(400, "invalid_args", "volume_info needs mount_path and volume_id")
+        if info.get("create_new"):
+            return vast_error(400, "invalid_args", "creating a volume at rent is not offered by "
+                                                   "the sandbox")
+        volume = next((v for v in self.cloud.volumes_of(account)
+                       if v.volume_id == str(info.get("volume_id"))), None)
+        if volume is None:
+            return vast_error(404, "no_such_volume", "Volume with that ID does not exist.")
+        if volume.machine_id != machine_id:
+            return vast_error(400, "invalid_args", f"volume {volume.volume_id} is on machine "
+                                                   f"{volume.machine_id}, not {machine_id}")
+        return volume.volume_id, str(info["mount_path"])
+
+    def _volume_offers(self, storage_gb: float) -> list[dict[str, Any]]:
+        with self.cloud.lock:
+            offers = list(self.cloud.vast_offers.values())
+            used: dict[int, int] = {}
+            for v in self.cloud.volumes.values():
+                if v.provider == "vast" and v.deleted_at is None and v.machine_id is not None:
+                    used[v.machine_id] = used.get(v.machine_id, 0) + v.size_gb
+        rows: dict[int, dict[str, Any]] = {}
+        for o in offers:
+            if o.machine_id in rows:
+                continue
+            free = max(0.0, o.disk_space - used.get(o.machine_id, 0))
+            rows[o.machine_id] = {
+                "id": VOLUME_OFFER_BASE + o.machine_id, "ask_contract_id": VOLUME_OFFER_BASE
+                + o.machine_id, "machine_id": o.machine_id, "host_id": o.host_id,
+                "disk_space": free, "disk_bw": 2000.0, "storage_cost": o.storage_cost,
+                "storage_total_cost": round(o.storage_cost * storage_gb / 720.0, 10),
+                "inet_down": o.inet_down, "inet_up": o.inet_up, "reliability": o.reliability,
+                "reliability2": o.reliability, "geolocation": o.geolocation,
+                "verified": o.verified, "verification": "verified", "external": False,
+                "cuda_max_good": o.cuda_max_good, "driver_version": "570.86.10",
+                "static_ip": True, "start_date": time.time(), "duration": 30 * 24 * 3600.0,
+            }
+        return list(rows.values())
+
+    def search_volumes(self, req: Request) -> Response:
+        account = self._gate(req, "volume_list")
+        if isinstance(account, Response):
+            return account
+        try:
+            query = req.json() or {}
+        except ValueError:
+            return vast_error(400, "invalid_request", "body is not JSON")
+        if not isinstance(query, dict):
+            return vast_error(400, "invalid_request", "Invalid query, must be dict of conditions")
+        query = dict(query)
+        query.pop("order", None)
+        limit = query.pop("limit", 64)
+        rows = self._volume_offers(float(query.pop("allocated_storage", 1.0) or 1.0))
+        for field, cond in query.items():
+            if not isinstance(cond, dict):
+                continue
+            for op, target in cond.items():
+                if op not in OPS:
+                    return vast_error(400, "invalid_request", f"unknown operator {op!r}")
+                rows = [r for r in rows if field not in r or _match(r.get(field), op, target)]
+        return Response(200, {"offers": rows[: int(limit)]})
+
+    def create_volume(self, req: Request) -> Response:
+        account = self._gate(req, "volume_create")
+        if isinstance(account, Response):
+            return account
+        try:
+            body = req.json() or {}
+            offer_id, size = int(body["id"]), int(body.get("size", 15))
+        except (ValueError, KeyError, TypeError):
+            return vast_error(400, "invalid_args", "id (a volume offer) and size are required")
+        name = str(body.get("name") or "")
+        if name and self.cloud.vast_volume_names_strict and not STRICT_VOLUME_NAME.match(name):
+            return vast_error(400, "invalid_args", "name must be alphanumeric with underscores, "
+                                                   "max length 64")
+        offer = next((o for o in self._volume_offers(1.0) if o["id"] == offer_id), None)
+        if offer is None:
+            return vast_error(404, "no_such_ask", f"volume offer {offer_id} is not available")
+        if size < 1 or size > offer["disk_space"]:
+            return vast_error(400, "invalid_args", f"size {size} GB: the offer has "
+                                                   f"{offer['disk_space']:g} GB")
+        volume = self.cloud.create_vast_volume(account, name, size, int(offer["machine_id"]),
+                                               float(offer["storage_cost"]))
+        fault = self.cloud.faults.take("error_after_create", "vast", "volume_create")
+        if fault:
+            return vast_error(fault.status if fault.status >= 500 else 500, "server_error",
+                              "Internal server error")
+        if not self.cloud.vast_volume_answer_names_id:
+            return Response(200, {"success": True})
+        return Response(200, {"success": True, "volume_name": f"V.{volume.volume_id}"})
+
+    def volume_json(self, volume: Any) -> dict[str, Any]:
+        with self.cloud.lock:  # `instances`: an array of objects (show_volumes.yaml)
+            users = [{"id": int(p.pod_id)} for p in self.cloud.pods.values()
+                     if p.provider == "vast" and p.status != "terminated"
+                     and p.meta.get("volume_id") == volume.volume_id]
+        return {"id": int(volume.volume_id), "label": volume.name or None,
+                "disk_space": volume.size_gb, "status": "online",
+                "machine_id": volume.machine_id, "host_id": 7100,
+                "storage_total_cost": round(volume.rate(), 10), "start_date": volume.created_at,
+                "instances": users, "verification": "verified", "inet_up": 500.0,
+                "inet_down": 800.0, "disk_name": "sandbox nvme", "cpu_arch": "amd64"}
+
+    def list_volumes(self, req: Request) -> Response:
+        account = self._gate(req, "volume_list")
+        if isinstance(account, Response):
+            return account
+        kind = req.q("type") or "all_volume"
+        rows = ([] if kind == "network_volume"
+                else [self.volume_json(v) for v in self.cloud.volumes_of(account)])
+        return Response(200, {"volumes": rows})
+
+    def delete_volume(self, req: Request) -> Response:
+        account = self._gate(req, "volume_delete")
+        if isinstance(account, Response):
+            return account
+        raw = req.q("id")
+        if raw is None:
+            try:
+                body = req.json() or {}
+            except ValueError:
+                body = {}
+            raw = body.get("id") if isinstance(body, dict) else None
+        volume = next((v for v in self.cloud.volumes_of(account) if v.volume_id == str(raw)),
+                      None)
+        if raw is None or not str(raw).isdigit():
+            return vast_error(400, "invalid_args", "Please provide a valid volume ID.")
+        if volume is None:
+            return vast_error(404, "no_such_volume", "Volume with that ID does not exist.")
+        if self.cloud.volume_in_use(volume):
+            # "Deleting a volume that is currently mounted to a running or stopped instance is
+            # not allowed" (guides/instances/storage/volumes.mdx)
+            return vast_error(400, "invalid_args", "the volume is in use by an instance; "
+                                                   "destroy the instance first")
+        self.cloud.delete_volume(volume)
+        return Response(200, {"success": True})

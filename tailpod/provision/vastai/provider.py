@@ -4,6 +4,8 @@ Offers come from `POST /api/v0/bundles/` with filters; a rent is `PUT /api/v0/as
 labelled with the run tag and `cancel_unavail`, so a failed schedule does not leave a stopped,
 disk-billing instance. An error body that still names `new_contract` means an instance exists:
 it is destroyed before the next offer is tried. Listing pages through `GET /api/v1/instances/`.
+Local volumes (vastai/volumes.py) attach at rent as `volume_info`, on the volume's own machine
+only: a spec with `data_center_ids` (machine ids) searches those machines' offers alone.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from tailpod.provision.vastai.limits import (
     WindowPacer,
     rent_limit_errors,
 )
+from tailpod.provision.vastai.volumes import VastVolumes
 from tailpod.secrets import reveal_env
 
 # States from vast-ai/docs cli/reference/show-instance.mdx @ c6246226. Unknown states must not
@@ -98,7 +101,7 @@ AVOIDED_MACHINES: set[str] = set()
 
 
 class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
-                   SupportsPodScopedTermination):
+                   SupportsPodScopedTermination, VastVolumes):
     name = "vastai"
     key_setting = "vast_api_key"
     url_setting = "vast_url"
@@ -130,8 +133,9 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         self.search_pacer = search_pacer or (SEARCH_PACER if vendor else None)
 
     # -- offers -----------------------------------------------------------------------------------
-    def search(self, gpu_names: list[str], gpu_count: int, disk_gb: int,
-               min_cuda: str | float | None = None) -> list[dict[str, Any]]:
+    def search(self, gpu_names: list[str], gpu_count: int | None, disk_gb: int,
+               min_cuda: str | float | None = None,
+               machine_ids: list[str] | None = None) -> list[dict[str, Any]]:
         """Offers for the GPUs; `min_cuda` (the image's CUDA, "12.8") keeps hosts whose driver
         supports at least it (`cuda_max_good`, the highest CUDA the host's driver runs)."""
         query: dict[str, Any] = {
@@ -139,7 +143,6 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             "external": {"eq": False},
             "rentable": {"eq": True},
             "rented": {"eq": False},
-            "num_gpus": {"eq": gpu_count},
             "reliability": {"gte": self.min_reliability},
             "disk_space": {"gte": disk_gb},
             "inet_down": {"gte": self.min_inet_down_mbps},
@@ -148,8 +151,12 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             "allocated_storage": disk_gb,
             "limit": 64,
         }
+        if gpu_count is not None:  # None: any count (a machine's GPUs, for volumes)
+            query["num_gpus"] = {"eq": gpu_count}
         if gpu_names:  # none: every GPU type (`tailpod gpus`)
             query["gpu_name"] = {"in": gpu_names}
+        if machine_ids:  # a local volume's machine: its offers only
+            query["machine_id"] = {"in": [int(m) for m in machine_ids]}
         floor = max((float(c) for c in (self.min_cuda, min_cuda) if c is not None),
                     default=None)
         if floor is not None:
@@ -164,7 +171,12 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         if not isinstance(offers, list):
             raise ProviderError("vast.ai: the offer search answer has no `offers` list")
         return [o for o in offers if isinstance(o, dict) and "id" in o
-                and str(o.get("machine_id")) not in AVOIDED_MACHINES]
+                and str(o.get("machine_id")) not in AVOIDED_MACHINES
+                and (not machine_ids or str(o.get("machine_id")) in machine_ids)]
+
+    def search_all(self) -> list[dict[str, Any]]:
+        """Every rentable offer, any GPU and count (which GPUs each machine has, for volumes)."""
+        return self.search([], None, int(DISK_MIN_GB))
 
     def avoid_machine(self, machine_id: object) -> None:
         """Skip this machine's offers from now on (it left an instance `unknown`/`offline`)."""
@@ -227,6 +239,9 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         }
         if spec.start_command:
             body["onstart"] = shlex.join(spec.start_command)
+        if spec.volume_id:  # attached at create only (vast.py create instance --link-volume)
+            body["volume_info"] = {"mount_path": spec.volume_mount_path or self.volume_mount_path,
+                                   "create_new": False, "volume_id": int(spec.volume_id)}
         return body
 
     def _rent(self, spec: PodSpec, offer: dict[str, Any], reasons: list[str]) -> str | None:
@@ -295,11 +310,13 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                               "created: " + "; ".join(too_big),
                               hint="shorten the start command or the environment "
                                    "(tailpod/provision/vastai/limits.py lists the limits)")
+        machines = [str(m) for m in spec.data_center_ids] or None
         grouped = self._by_preference(prefs, self.search(prefs, spec.gpu_count, spec.disk_gb,
-                                                         spec.min_cuda))
+                                                         spec.min_cuda, machines))
         if not any(grouped.values()):
+            where = f" on machine {', '.join(machines)}" if machines else ""
             raise CapacityError(
-                f"no vast.ai offer matches {', '.join(repr(p) for p in prefs)} with "
+                f"no vast.ai offer{where} matches {', '.join(repr(p) for p in prefs)} with "
                 f"{spec.gpu_count} GPU(s), reliability >= {self.min_reliability}, disk >= "
                 f"{spec.disk_gb} GB; nothing was created",
                 hint="vast.ai names GPUs like 'RTX 4090', 'A100 SXM4', 'H100 SXM'",
@@ -529,6 +546,7 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                           if p.detail.get("label") != run_tag and gpu_bills(p))
         others_rate += sum(float(p.detail.get("storage_per_hr") or 0.0) for p in remaining
                            if p.detail.get("label") != run_tag and not gpu_bills(p))
+        others_rate += self.volumes_rate_per_hr()  # storage kept on purpose bills account-wide
         if b1 is None or b2 is None:
             checks.append(ProofCheck("charges-stopped", False,
                                      "vast.ai did not report the account's `credit`"))

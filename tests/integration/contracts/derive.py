@@ -52,6 +52,10 @@ VAST = {
         "show_instance": ("GET", "/api/v0/instances/{id}"),
         "destroy_instance": ("DELETE", "/api/v0/instances/{id}"),
         "show_user": ("GET", "/api/v0/users/current"),
+        "search_volumes": ("POST", "/api/v0/volumes/search"),
+        "rent_volume": ("PUT", "/api/v0/volumes"),
+        "list_volumes": ("GET", "/api/v0/volumes"),
+        "delete_volume": ("DELETE", "/api/v0/volumes"),
     },
 }
 # Where the published spec and the vendor's own client disagree, tailpod sends what the client
@@ -76,6 +80,35 @@ INSTANCE_DEVIATIONS = [{
                                          "HostPort": {"type": "string"}}}}},
 }]
 DEVIATIONS: dict[str, list[dict[str, Any]]] = {
+    "vast/list_volumes": [{
+        "pointer": "/query/properties/owner",
+        "spec": "no query parameters",
+        "tailpod": "owner=me",
+        "evidence": f"{CLI} show__volumes: apiurl(args, '/volumes', {{'owner': 'me', 'type': type}})",
+        "schema": {"type": "string"},
+    }, {
+        "pointer": "/query/properties/type",
+        "spec": "no query parameters",
+        "tailpod": "type=local_volume",
+        "evidence": f"{CLI} show__volumes: types local_volume, network_volume, all_volume",
+        "schema": {"type": "string", "enum": ["local_volume", "network_volume", "all_volume"]},
+    }],
+    "vast/delete_volume": [{
+        "pointer": "/query/properties/id",
+        "spec": "the id in the JSON body only",
+        "tailpod": "the id in the query as well as the body",
+        "evidence": f"{CLI} delete__volume: apiurl(args, '/volumes/', query_args={{'id': args.id}})",
+        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+    }],
+    "vast/rent_volume": [{
+        "pointer": "/request/properties/name",
+        "spec": "no name property",
+        "tailpod": "name (letters, digits, underscores)",
+        "evidence": f"{CLI} create__volume: json_blob['name'] = args.name; vast-ai/docs "
+                    "guides/instances/storage/volumes.mdx: 'alphanumeric with underscores, with "
+                    "a max length of 64'",
+        "schema": {"type": "string", "pattern": "^[A-Za-z0-9_]{1,64}$"},
+    }],
     "vast/search_offers": [{
         "pointer": "/request/properties/type",
         "spec": "one of ondemand, bid, reserved",
