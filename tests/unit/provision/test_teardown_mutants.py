@@ -7,6 +7,7 @@ one of test_lifecycle_mutants.py; every expected value is written out from the r
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ import pytest
 from tailpod.errors import BillingNotProven
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.provision import teardown as teardown_py
-from tailpod.provision.base import ProofCheck
+from tailpod.provision.base import BillingEvidence, ProofCheck
 from tailpod.provision.teardown import (
     LedgerUnwritable,
+    LifecyclePolicy,
     UnprovenTeardown,
     teardown,
     teardown_all,
@@ -310,3 +312,59 @@ def test_down_all_on_a_full_disk_is_unproven_with_no_proof_path(
     assert fake.pods == {}
     with pytest.raises(BillingNotProven):
         teardown_py.raise_if_unproven(outcomes)
+
+
+# -- the verdict's lines --------------------------------------------------------------------------
+
+def test_pods_still_listed_are_each_named_in_the_proof_and_the_retry_line(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("p1")
+    fake.add("p2")
+    fake.sticky = {"p1", "p2"}  # terminate answers, the provider keeps listing them
+    ledger, rec = _ledger(tmp_path, pod_id="p1", extra={"provider_ids": ["p2"]})
+    policy = LifecyclePolicy(terminate_attempts=1, gone_timeout_s=0.2, poll_interval_s=0.01)
+    with pytest.raises(UnprovenTeardown) as caught:
+        teardown(fake, ledger, rec, tmp_path / "run", policy=policy)
+    gone = caught.value.evidence.checks[0]
+    assert gone.name == "gone-from-provider" and gone.passed is False
+    assert gone.detail.startswith("still visible after ") and gone.detail.endswith(" s: p1, p2")
+    assert caught.value.evidence.still_billing == [
+        f"fakecloud: {TAG} (p1, p2) is not proven gone — retry: tailpod down {TAG}",
+        "fakecloud pod p1: stop it by hand — the fakecloud console",
+        "fakecloud pod p2: stop it by hand — the fakecloud console"]
+
+
+class NamesWhatBills(Fake):
+    """A provider whose evidence fails and says itself what still bills."""
+
+    def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
+                         *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
+        return BillingEvidence([ProofCheck("meter", False, "still moving")],
+                               [f"fakecloud: {run_tag} meter moves at $0.50/hr"])
+
+
+def test_a_provider_that_names_what_bills_is_not_given_a_second_retry_line(
+        tmp_path: Path) -> None:
+    fake = NamesWhatBills()
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+    with pytest.raises(UnprovenTeardown) as caught:
+        teardown(fake, ledger, rec, tmp_path / "run", policy=FAST)
+    assert caught.value.evidence.still_billing == [
+        f"fakecloud: {TAG} meter moves at $0.50/hr",
+        "fakecloud pod p1: stop it by hand — the fakecloud console"]
+
+
+def test_a_side_proof_that_raises_is_written_as_failed_in_the_proof(tmp_path: Path) -> None:
+    from tailpod.errors import ProviderError
+
+    fake = Fake()
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+
+    def broken() -> list[ProofCheck]:
+        raise ProviderError("tailnet API down")
+
+    with pytest.raises(UnprovenTeardown):
+        teardown(fake, ledger, rec, tmp_path / "run", policy=FAST, extra_proofs=broken)
+    last = _proof(tmp_path / "run")["checks"][-1]
+    assert last["name"] == "extra-proof" and last["passed"] is False
+    assert last["detail"] == "tailnet API down"
