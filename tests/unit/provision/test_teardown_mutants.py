@@ -7,6 +7,7 @@ one of test_lifecycle_mutants.py; every expected value is written out from the r
 from __future__ import annotations
 
 import errno
+import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +25,7 @@ from tailpod.provision.teardown import (
     UnprovenTeardown,
     teardown,
     teardown_all,
+    teardown_expired,
 )
 from tests.unit.provision.test_lifecycle_mutants import FAST, TAG, Fake, _ledger, _proof
 
@@ -368,3 +370,67 @@ def test_a_side_proof_that_raises_is_written_as_failed_in_the_proof(tmp_path: Pa
     last = _proof(tmp_path / "run")["checks"][-1]
     assert last["name"] == "extra-proof" and last["passed"] is False
     assert last["detail"] == "tailnet API down"
+
+
+# -- the proof file on disk, and `down --expired` on today's clock ----------------------------------
+
+def test_the_proof_lands_in_a_results_folder_that_does_not_exist_yet(tmp_path: Path) -> None:
+    fake = Fake()
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+    run_dir = tmp_path / "results" / "nested" / TAG  # no part of it exists yet
+    teardown(fake, ledger, rec, run_dir, policy=FAST)
+    assert _proof(run_dir)["proven"] is True
+
+
+def test_the_proof_is_indented_sorted_json_ending_in_a_newline(tmp_path: Path) -> None:
+    fake = Fake()
+    ledger, rec = _ledger(tmp_path, pod_id="p1")
+    teardown(fake, ledger, rec, tmp_path / "run", policy=FAST)
+    text = (tmp_path / "run" / "billing-proof.json").read_text(encoding="utf-8")
+    keys = [line.split('"')[1] for line in text.splitlines() if line.startswith('  "')]
+    assert keys == sorted(keys) and keys[0] == "checked_at"  # top-level keys, two spaces in
+    assert text.endswith("}\n") and not text.endswith("\n\n")
+    assert '\n    {\n      "detail": ' in text  # each check two more spaces in, keys sorted
+
+
+def test_down_expired_without_a_clock_reads_todays_time(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("old", tag="tp-old")
+    fake.add("young", tag="tp-young")
+    ledger = Ledger(tmp_path / "home")
+    now = time.time()
+    ledger.put(PodRecord(run_tag="tp-old", provider="fakecloud", status="running",
+                         pod_id="old", ttl_expires_at=now - 60))
+    ledger.put(PodRecord(run_tag="tp-young", provider="fakecloud", status="running",
+                         pod_id="young", ttl_expires_at=now + 3600))
+    outcomes = teardown_expired({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag,
+                                policy=FAST)
+    assert [(o.run_tag, o.proven) for o in outcomes] == [("tp-old", True)]
+    assert set(fake.pods) == {"young"}
+
+
+def test_down_expired_settles_a_run_whose_ttl_ends_this_very_second(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("due", tag="tp-due")
+    ledger = Ledger(tmp_path / "home")
+    ledger.put(PodRecord(run_tag="tp-due", provider="fakecloud", status="running",
+                         pod_id="due", ttl_expires_at=200.0))
+    outcomes = teardown_expired({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag,
+                                now=200.0, policy=FAST)
+    assert [o.run_tag for o in outcomes] == ["tp-due"] and fake.pods == {}
+
+
+def test_down_expired_uses_the_policy_it_is_given(tmp_path: Path) -> None:
+    fake = Fake()
+    fake.add("old", tag="tp-old")
+    fake.terminate_fails = 2  # the batch's first terminate and teardown's first attempt
+    ledger = Ledger(tmp_path / "home")
+    ledger.put(PodRecord(run_tag="tp-old", provider="fakecloud", status="running",
+                         pod_id="old", ttl_expires_at=100.0))
+    said: list[str] = []
+    policy = LifecyclePolicy(terminate_attempts=3, terminate_retry_s=0.001, gone_timeout_s=0.5,
+                             poll_interval_s=0.01, progress=said.append)
+    outcomes = teardown_expired({"fakecloud": fake}, ledger, lambda tag: tmp_path / tag,
+                                now=200.0, policy=policy)
+    assert [o.proven for o in outcomes] == [True]
+    assert said == ["terminate old failed (terminate old refused); attempt 2/3 in 0 s"]
