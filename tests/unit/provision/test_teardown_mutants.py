@@ -252,7 +252,7 @@ def test_a_full_disk_after_a_proven_teardown_is_exit_3_and_says_nothing_is_recor
     assert fake.pods == {} and fake.terminated == ["p1"]  # the terminate went out first
     assert caught.value.exit_code == 3 and caught.value.proof_path is None
     assert caught.value.evidence.proven
-    # each refusal once, sorted: the ledger refused four writes, the proof one
+    # each refusal once, sorted: the ledger refused two writes (down, billing-proven), the proof one
     assert caught.value.message == (
         f"{TAG}: terminate sent, billing proven stopped at the provider; but the disk refused "
         f"the ledger or the proof (No space left on device (ledger); Read-only file system "
