@@ -13,7 +13,8 @@
 #   gpu_vllm.sh openloop WORK          the same arms under open-loop arrivals (RATES), with SLOs
 #   gpu_vllm.sh peer   WORK            benchmarks/peer_agreement.py against `vllm bench serve`
 #   gpu_vllm.sh coldwarm WORK          two starts of one checkpoint on one compile cache (cold, then
-#                                      warm), a short sweep and a proven down each (#29)
+#                                      warm), a short sweep and a proven down each (#29);
+#                                      WARM_DROPS="triton flashinfer": a start without each
 #   gpu_vllm.sh all    WORK            env, models (WORK/models), run
 #
 # Everything that comes back is written under $OUT as it happens (at most 8 files come back):
@@ -280,17 +281,30 @@ coldwarm() {  # WORK: cold then warm start on one cache root, as a volume would 
     models "$dir"
     # A fresh cache root, so the first start is really cold (vLLM's default ~/.cache/vllm may hold
     # an earlier stage's compile); the second start finds what the first wrote, as on a volume.
+    # WARM_DROPS (e.g. "triton flashinfer"): one more start per name, each after deleting that one
+    # cache, to see which cache a warm start's saving comes from.
     export VLLM_CACHE_ROOT="$work/cache/vllm" TORCHINDUCTOR_CACHE_DIR="$work/cache/inductor" \
-        TRITON_CACHE_DIR="$work/cache/triton"
+        TRITON_CACHE_DIR="$work/cache/triton" FLASHINFER_WORKSPACE_BASE="$work/cache/flashinfer"
     rm -rf "$work/cache"
-    for n in 1 2; do
+    local starts=(cold warm) drop
+    [ -n "${WARM_DROPS:-}" ] && read -ra starts <<< "cold ${WARM_DROPS}"
+    for n in $(seq 1 "${#starts[@]}"); do
+        drop="${starts[$((n - 1))]}"
+        if [ "$n" -gt 1 ] && [ "$drop" != warm ]; then
+            say "start $n: without the $drop cache ($(du -sh "$work/cache/$drop" 2>/dev/null | cut -f1))"
+            rm -rf "${work:?}/cache/$drop"
+        fi
         t_up=$(date +%s.%N)
         up "$dir/$TARGET_KIND"
-        cp "$work/up.json" "$OUT/up-$n.json"
         rid="$tag"
         CONCURRENCY=1 REPS=1 REQUESTS=4 sweep 0 mtp || say "sweep $n exited non-zero"
         python3 "$here/first_token.py" "$t_up" "$TAILPOD_RESULTS_DIR/$rid" "$OUT/first-token-$n.json" || true
-        timeout 90 "${TP[@]}" down "$tag" --json > "$OUT/down-$n.json" || say "down $n FAILED"
+        # at most 8 files come back: the down proofs stay in WORK, their verdict goes to the log
+        if timeout 90 "${TP[@]}" down "$tag" --json > "$work/down-$n.json"; then
+            say "down $n: proven"
+        else
+            say "down $n FAILED: $(tail -c 400 "$work/down-$n.json")"
+        fi
         find "$TAILPOD_HOME/local/$tag" -name 'engine-*.log' -exec cp {} "$OUT/engine-$n.log" \; || true
         tag=
     done
