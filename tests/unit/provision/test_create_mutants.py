@@ -43,6 +43,7 @@ class Scripted(Provider):
         self.live: set[str] = set()
         self.seen: list[PodRecord] = []  # the ledger record as it stood after each announced id
         self.specs: list[PodSpec] = []
+        self.terminate_fails = 0  # the next N terminates are refused
 
     def offers(self, gpu_preference: list[str], gpu_count: int, max_price: float | None) -> list[Any]:
         return []
@@ -73,6 +74,9 @@ class Scripted(Provider):
         return [PodInfo(p, TAG, PodState.RUNNING) for p in sorted(self.live)]
 
     def terminate(self, pod_id: str) -> None:
+        if self.terminate_fails:
+            self.terminate_fails -= 1
+            raise ProviderError(f"terminate {pod_id} refused")
         if not self.sticky:
             self.live.discard(pod_id)
 
@@ -323,11 +327,12 @@ def _settings(tmp_path: Path, **env: str) -> Any:
 
 
 def _up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: PodSpec, provider_name: str = "runpod",
+        scripted: Scripted | None = None, policy: LifecyclePolicy = FAST,
         **options: Any) -> tuple[Scripted, PodRecord, list[tuple[str, dict[str, Any]]]]:
     from tailpod.provision import providers
 
     ledger = Ledger(tmp_path / "home")
-    scripted = Scripted(ledger, answer=_info())
+    scripted = scripted or Scripted(ledger, answer=_info())
     asked: list[tuple[str, dict[str, Any]]] = []
 
     def fake_get(name: str, settings: Any, **opts: Any) -> Provider:
@@ -336,7 +341,7 @@ def _up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: PodSpec, provider
 
     monkeypatch.setattr(providers, "get_provider", fake_get)
     record, _ = up_remote(_settings(tmp_path, TAILPOD_PROVIDER=provider_name), ledger, spec,
-                          policy=FAST, **options)
+                          policy=policy, **options)
     return scripted, record, asked
 
 
@@ -364,3 +369,16 @@ def test_up_remote_refuses_the_local_provider(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(ConfigError) as caught:
         _up(tmp_path, monkeypatch, _spec(), "local")
     assert caught.value.message == "'local' is not a cloud provider"
+
+
+def test_up_remote_sweeps_a_failed_create_under_the_callers_policy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    said: list[str] = []
+    policy = LifecyclePolicy(terminate_attempts=2, terminate_retry_s=0.001, gone_timeout_s=0.2,
+                             poll_interval_s=0.01, sweep_timeout_s=0.2, progress=said.append)
+    scripted = Scripted(Ledger(tmp_path / "home"), announce=("half",), error=ProviderError("HTTP 500"))
+    scripted.terminate_fails = 1  # refused once, then gone: the retry is the policy's
+    with pytest.raises(ProviderError):
+        _up(tmp_path, monkeypatch, _spec(), scripted=scripted, policy=policy)
+    assert said == ["terminate half failed (terminate half refused); attempt 2/2 in 0 s"]
+    assert scripted.live == set()
