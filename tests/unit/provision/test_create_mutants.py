@@ -382,3 +382,22 @@ def test_up_remote_sweeps_a_failed_create_under_the_callers_policy(
         _up(tmp_path, monkeypatch, _spec(), scripted=scripted, policy=policy)
     assert said == ["terminate half failed (terminate half refused); attempt 2/2 in 0 s"]
     assert scripted.live == set()
+
+
+def test_a_crash_right_after_the_intent_leaves_an_active_intent_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger = Ledger(tmp_path / "home")
+    on_disk: list[PodRecord] = []
+    put = ledger.put
+
+    def put_then_read(record: PodRecord) -> PodRecord:
+        put(record)
+        stored = ledger.get(TAG)  # what a process killed at this instant leaves behind
+        assert stored is not None
+        on_disk.append(stored)
+        return record
+
+    monkeypatch.setattr(ledger, "put", put_then_read)
+    create_pod_safely(Scripted(ledger, answer=_info()), _spec(), ledger,
+                      PodRecord(run_tag=TAG, provider="x", status="unset"), policy=FAST)
+    assert [(r.status, r.active, r.provider) for r in on_disk] == [("intent", True, "scriptcloud")]
