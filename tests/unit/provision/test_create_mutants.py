@@ -401,3 +401,13 @@ def test_a_crash_right_after_the_intent_leaves_an_active_intent_record(
     create_pod_safely(Scripted(ledger, answer=_info()), _spec(), ledger,
                       PodRecord(run_tag=TAG, provider="x", status="unset"), policy=FAST)
     assert [(r.status, r.active, r.provider) for r in on_disk] == [("intent", True, "scriptcloud")]
+
+
+def test_a_failed_create_names_every_id_that_may_still_bill(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "home")
+    provider = Scripted(ledger, announce=("s-1", "s-2"), error=ProviderError("HTTP 500"),
+                        sticky=True)
+    with pytest.raises(BillingNotProven) as caught:
+        create_pod_safely(provider, _spec(), ledger, PodRecord(run_tag=TAG, provider="x"),
+                          policy=FAST)
+    assert caught.value.message.endswith("may still bill: s-1, s-2")
