@@ -296,6 +296,9 @@ def _empty_phases() -> dict[str, Any]:
     # scratch; None: the log says neither (eager mode, or an engine that does not say).
     phases["compile_cache_hit"] = None
     phases["compile_cache_load_error"] = None  # a cache was found but could not be loaded: why
+    # Which evidence decided compile_cache_hit: "vllm" (this log) or "inductor" (the Inductor
+    # cache's entries, counted by the pod agent: tailpod/engines/compile_cache.py).
+    phases["compile_cache_source"] = None
     return phases
 
 
@@ -321,6 +324,8 @@ def _phase_line(line: str, phases: dict[str, Any]) -> bool:
     elif phases["compile_cache_load_s"] is not None or _AOT_LOADED.search(line):
         phases["compile_cache_hit"] = True
         hit = True
+    if phases["compile_cache_hit"] is not None:
+        phases["compile_cache_source"] = "vllm"
     return hit
 
 
