@@ -113,6 +113,9 @@ def empty_phases() -> dict[str, Any]:
     # scratch; None: the log says neither (eager mode, or an engine that does not say).
     phases["compile_cache_hit"] = None
     phases["compile_cache_load_error"] = None  # a cache was found but could not be loaded: why
+    # Which evidence decided compile_cache_hit: the engine's name (its log) or "inductor" (the
+    # Inductor cache's entries, counted by the pod agent: tailpod/engines/compile_cache.py).
+    phases["compile_cache_source"] = None
     return phases
 
 

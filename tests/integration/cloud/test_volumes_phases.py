@@ -55,6 +55,7 @@ def test_the_h200_v0_26_cold_start_phases() -> None:
         "init_engine_s": 114.23,
         "compile_cache_hit": False,  # it compiled: no cache to load from
         "compile_cache_load_error": None,
+        "compile_cache_source": "vllm",  # this log said so
     }
 
 

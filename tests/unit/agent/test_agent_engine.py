@@ -142,3 +142,45 @@ def test_build_overlay_finds_a_hub_snapshot_in_the_cache(tmp_path: Path) -> None
     with pytest.raises(start_error.EngineStartError, match="could not download org/other"):
         overlay.build_overlay({**spec, "source": "org/other", "python": sys.executable},
                             {"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"})
+
+
+def _writing_plan(port: int, cache: Path, new_graphs: int) -> dict:
+    """A stand-in engine that writes `new_graphs` entries into the Inductor cache before it
+    serves, as a compiling start does (torch/_inductor/codecache.py: fxgraph/<2>/<key>/<file>)."""
+    plan = http_server_plan(port)
+    writes = "".join(
+        f"import os; os.makedirs({str(cache / 'fxgraph' / 'ab' / f'k{i}')!r}, exist_ok=True); "
+        f"open({str(cache / 'fxgraph' / 'ab' / f'k{i}' / 'entry')!r}, 'w').write('g')\n"
+        for i in range(new_graphs))
+    plan["argv"] = [sys.executable, "-c", writes + plan["argv"][2]]
+    plan["env"] = {"TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    return plan
+
+
+def test_a_start_counts_the_inductor_cache_before_and_after(tmp_path: Path) -> None:
+    cache = tmp_path / "inductor"
+    (cache / "fxgraph" / "zz" / "old").mkdir(parents=True)
+    (cache / "fxgraph" / "zz" / "old" / "entry").write_text("g")  # one graph from before
+    (cache / "other.so").write_text("x")  # outside fxgraph/: not a graph
+    cold = engine.start_engine(_writing_plan(free_port(), cache, 2), tmp_path / "s", timeout=30)
+    try:
+        assert cold["inductor_cache"] == {"graphs_before": 1, "graphs_after": 3}
+    finally:
+        assert engine.stop(cold)
+    warm = engine.start_engine(_writing_plan(free_port(), cache, 0), tmp_path / "s", timeout=30)
+    try:
+        assert warm["inductor_cache"] == {"graphs_before": 3, "graphs_after": 3}
+        assert json.loads((tmp_path / "s" / engine.STATE_FILE).read_text())["inductor_cache"] \
+            == {"graphs_before": 3, "graphs_after": 3}
+    finally:
+        assert engine.stop(warm)
+
+
+def test_without_an_inductor_cache_the_counts_say_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    state = engine.start_engine(http_server_plan(free_port()), tmp_path, timeout=30)
+    try:
+        assert state["inductor_cache"] == {"graphs_before": None, "graphs_after": None}
+    finally:
+        assert engine.stop(state)

@@ -26,7 +26,7 @@ def test_every_engine_fills_the_same_phase_keys() -> None:
     assert [name for name, _ in vllm._PHASES] == list(STARTUP_PHASES)
     for parse in (vllm.parse_vllm_log, parse_sglang_log, parse_llamacpp_log):
         assert set(parse("").facts["startup_phases"]) == set(STARTUP_PHASES) | {
-            "compile_cache_hit", "compile_cache_load_error"}
+            "compile_cache_hit", "compile_cache_load_error", "compile_cache_source"}
 
 
 def test_sglang_one_gpu_load_weights_and_cuda_graphs() -> None:
