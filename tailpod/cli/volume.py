@@ -19,14 +19,19 @@ from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger
 from tailpod.provision import volumes as vol
 from tailpod.provision.apiclient import ApiTimings
-from tailpod.provision.base import Provider
-from tailpod.provision.providers import canonical_name, get_provider, remote_providers
+from tailpod.provision.base import Provider, SupportsVolumes
+from tailpod.provision.providers import (
+    canonical_name,
+    get_provider,
+    provider_class,
+    remote_providers,
+)
 
 
 def _provider(settings: Settings, name: str, timings: ApiTimings | None = None) -> Provider:
     key = canonical_name(name)
-    if key == "local":
-        raise ConfigError("the local provider has no volumes",
+    if not issubclass(provider_class(key), SupportsVolumes):  # before any key or host is read
+        raise ConfigError(f"the {key} provider has no volumes",
                           hint="--provider runpod or --provider vastai")
     options: dict[str, Any] = {"timings": timings} if timings else {}
     return get_provider(key, settings, **options)
