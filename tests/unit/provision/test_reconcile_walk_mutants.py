@@ -301,15 +301,21 @@ def test_an_operation_on_another_host_is_not_known_to_be_interrupted(tmp_path: P
 
 def test_ended_records_are_not_rows_but_a_listed_pod_under_one_is_an_orphan(tmp_path: Path
                                                                            ) -> None:
-    ledger = _ledger(tmp_path, _rec(T1, status="terminated", pod_id="p1", price_per_hr=9.0),
-                     _rec(T2, status="terminated", pod_id="p2"))
-    cloud = Scripted([PodInfo("p1", T1, PodState.RUNNING, gpu_type="A40", gpu_count=1,
+    # The ended records are the oldest, so a live one is read after them.
+    ledger = _ledger(tmp_path, _rec(T1, status="terminated", pod_id="p1", price_per_hr=9.0,
+                                    created_at=NOW - 9000.0),
+                     _rec(T2, status="terminated", pod_id="p2", created_at=NOW - 8000.0),
+                     _rec(T3, pod_id="p3", price_per_hr=0.5))
+    cloud = Scripted([PodInfo("p3", T3, PodState.RUNNING),
+                      PodInfo("p1", T1, PodState.RUNNING, gpu_type="A40", gpu_count=1,
                               price_per_hr=0.4, detail={"created_at": NOW - 900.0})])
     report = reconcile({"cloud": cloud}, ledger, now=NOW)
     # T2 ended and is not listed: no row (no ghost, no spend). T1 ended in the ledger but its pod
     # is still up: an orphan billed at the provider's price, 0.4 $/h for a quarter hour = 0.1 $.
+    # T3 is live and listed: its row, and its pod (listed first) is no orphan.
     assert cloud.got == []
-    assert report.rows == [StatusRow(
+    assert report.rows == [_row(run_tag=T3, pod_id="p3", provider_state="running",
+                                price_per_hr=0.5, spend_usd=1.0), StatusRow(
         run_tag=T1, provider="cloud", pod_id="p1", ledger_status="terminated",
         provider_state="running", gpu="A40", gpu_count=1, price_per_hr=0.4, uptime_s=900.0,
         spend_usd=0.1, ttl_expires_at=None, flags=["orphan", "ledger says terminated"],
