@@ -99,6 +99,7 @@ def made(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     def get_provider(name: str, settings: Settings, **options: Any) -> Provider:
         made["calls"].append((name, options))
+        made.setdefault("settings", []).append(settings)
         if name not in made:
             raise ConfigError(f"{name}: no API key")
         provider: Provider = made[name]
@@ -191,6 +192,17 @@ def test_a_provider_that_fails_its_listing_leaves_the_rebuild_unsettled(tmp_path
     assert "settled" not in _notices(ledger)[0]
 
 
+def test_every_listing_that_failed_is_named(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    ledger = _ledger(settings, ("tp-old", "runpod"))
+    _corrupt(ledger, MAIN, LAST_GOOD)
+    lines = recover_ledger(settings, ledger, {"runpod": Scripted("runpod", fails=True),
+                                              "vastai": Scripted("vastai", fails=True)})
+    assert lines[1:] == ["rebuilt from runpod, vastai: no tailpod-tagged pod is listed",
+                         NOT_SETTLED + "runpod: runpod listing outage; vastai: vastai listing outage"]
+    assert ledger.all() == [] and len(ledger.pending_recovery()) == 1
+
+
 def test_with_no_provider_a_restored_ledger_is_not_settled(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     ledger = _ledger(settings, ("tp-a", "runpod"))
@@ -268,9 +280,10 @@ def test_only_providers_with_a_key_are_asked_and_options_reach_them(
 def test_a_cloud_the_ledger_names_is_asked_even_without_a_key_but_never_local_or_ssh(
         tmp_path: Path, made: dict[str, Any]) -> None:
     made["runpod"], made["vastai"] = Scripted("runpod"), Scripted("vastai")
-    out = providers_for(_settings(tmp_path, runpod=True), ["local", "ssh", "vastai", "runpod"],
-                        timings="fast")
+    settings = _settings(tmp_path, runpod=True)
+    out = providers_for(settings, ["local", "ssh", "vastai", "runpod"], timings="fast")
     assert list(out) == ["runpod", "vastai"] and out["vastai"] is made["vastai"]
+    assert [s is settings for s in made["settings"]] == [True, True]  # each made from them
     # runpod once (from its key), not again for the ledger's name
     assert made["calls"] == [("runpod", {"timings": "fast"}), ("vastai", {"timings": "fast"})]
 
