@@ -26,6 +26,7 @@ from tailpod.provision.create import create_pod_safely, up_remote
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import LifecyclePolicy, teardown
 from tailpod.sandbox import Sandbox
+from tests.helpers.container_log import wait_for_log
 
 from .conftest import settings_for
 
@@ -219,15 +220,6 @@ def test_ledger_volume_records_never_reach_the_pod_paths(tailpod_home: Path) -> 
     assert set(raw["pods"]) == {"tp-pod-1"} and set(raw["volumes"]) == {"tp-vol-x"}
 
 
-def _wait_for(path: Path, text: str, timeout: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and text in path.read_text():
-            return path.read_text()
-        time.sleep(0.05)
-    return path.read_text() if path.exists() else ""
-
-
 def test_a_second_pod_finds_what_the_first_wrote_on_the_volume(
         sandbox: Sandbox, tailpod_home: Path) -> None:
     settings = settings_for(sandbox, tailpod_home)
@@ -252,7 +244,7 @@ def test_a_second_pod_finds_what_the_first_wrote_on_the_volume(
         assert info.gpu_type == "NVIDIA A40" and info.detail["data_center"] == "EU-RO-1"
         pod = next(p for p in sandbox.cloud.pods.values() if p.pod_id == info.pod_id)
         log = pods.container_log(pod)  # type: ignore[attr-defined]
-        logs.append(_wait_for(log, "wrote" if i == 0 else "weights-v1"))
+        logs.append(wait_for_log(log, "wrote") if i == 0 else wait_for_log(log, "weights-v1", times=2))
         pod_record = ledger.get(tag)
         assert pod_record is not None
         assert teardown(provider, ledger, pod_record, tailpod_home / "run" / tag,

@@ -31,6 +31,7 @@ from tailpod.provision.create import create_pod_safely, up_remote
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import LifecyclePolicy, teardown
 from tailpod.sandbox import Sandbox
+from tests.helpers.container_log import wait_for_log
 from tests.integration.contracts.contract import Recorder, contract_for
 
 from .conftest import settings_for
@@ -332,15 +333,6 @@ def test_the_emulator_keeps_vasts_volume_rules(sandbox: Sandbox, tailpod_home: P
     assert sandbox.meter()["billing_count"] == 0
 
 
-def _wait_for(path: Path, text: str, timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and text in path.read_text():
-            return path.read_text()
-        time.sleep(0.05)
-    return path.read_text() if path.exists() else ""
-
-
 def test_a_second_instance_on_the_machine_finds_what_the_first_wrote(
         sandbox: Sandbox, tailpod_home: Path) -> None:
     provider = provider_for(sandbox, tailpod_home)
@@ -363,7 +355,7 @@ def test_a_second_instance_on_the_machine_finds_what_the_first_wrote(
         assert info.detail["machine_id"] == int(MACHINE)
         pod = next(p for p in sandbox.cloud.pods.values() if p.pod_id == info.pod_id)
         log = sandbox.cloud.host.container_log(pod)  # type: ignore[attr-defined]
-        logs.append(_wait_for(log, "wrote" if i == 0 else "weights-v1"))
+        logs.append(wait_for_log(log, "wrote") if i == 0 else wait_for_log(log, "weights-v1", times=2))
         pod_record = ledger.get(tag)
         assert pod_record is not None
         assert teardown(provider, ledger, pod_record, tailpod_home / "run" / tag,
