@@ -16,7 +16,7 @@ from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import LifecyclePolicy, teardown
 from tailpod.sandbox import Sandbox
-from tests.integration.contracts.contract import Recorder, contract_for
+from tests.integration.contracts.contract import Recorder, contract_problems
 
 
 def test_volume_traffic_matches_the_published_contracts(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -42,21 +42,7 @@ def test_volume_traffic_matches_the_published_contracts(sandbox: Sandbox, tmp_pa
     provider.volume_get("nosuchvolume")  # type: ignore[attr-defined]
     vol.delete_volume_proven(provider, ledger, "contract")
 
-    problems: list[str] = []
-    seen: set[str] = set()
-    for ex in recorder.exchanges:
-        if ex.path == "/graphql":
-            continue
-        contract = contract_for("runpod", ex.method, ex.path)
-        if contract is None:
-            problems.append(f"{ex.method} {ex.path}: no contract")
-            continue
-        seen.add(contract.name)
-        where = f"{ex.method} {ex.path} -> {ex.status}"
-        problems += [f"{where} request: {e}" for e in contract.request_errors(ex.request)]
-        problems += [f"{where} query: {e}" for e in contract.query_errors(ex.params)]
-        problems += [f"{where} answer: {e}" for e in contract.response_errors(ex.status,
-                                                                                ex.response)]
+    problems, seen = contract_problems("runpod", recorder.exchanges)
     assert not problems, "\n".join(problems)
     assert {"catalog_datacenters", "create_network_volume", "list_network_volumes",
             "get_network_volume", "delete_network_volume", "create_pod"} <= seen

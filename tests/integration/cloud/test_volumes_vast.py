@@ -32,7 +32,7 @@ from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import LifecyclePolicy, teardown
 from tailpod.sandbox import Sandbox
 from tests.helpers.container_log import wait_for_log
-from tests.integration.contracts.contract import Recorder, contract_for
+from tests.integration.contracts.contract import Recorder, contract_problems
 
 from .conftest import settings_for
 
@@ -389,19 +389,7 @@ def test_volume_traffic_matches_the_published_contracts(sandbox: Sandbox, tmp_pa
     vol.delete_volume_proven(provider, ledger, "contract")
     provider.volume_delete(str(record.volume_id))  # already gone: 404, success
 
-    problems: list[str] = []
-    seen: set[str] = set()
-    for ex in recorder.exchanges:
-        contract = contract_for("vast", ex.method, ex.path)
-        if contract is None:
-            problems.append(f"{ex.method} {ex.path}: no contract")
-            continue
-        seen.add(contract.name)
-        where = f"{ex.method} {ex.path} -> {ex.status}"
-        problems += [f"{where} request: {e}" for e in contract.request_errors(ex.request)]
-        problems += [f"{where} query: {e}" for e in contract.query_errors(ex.params)]
-        problems += [f"{where} answer: {e}" for e in contract.response_errors(ex.status,
-                                                                                ex.response)]
+    problems, seen = contract_problems("vast", recorder.exchanges)
     assert not problems, "\n".join(problems)
     assert {"search_volumes", "rent_volume", "list_volumes", "delete_volume",
             "create_instance", "search_offers"} <= seen

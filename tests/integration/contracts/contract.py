@@ -107,3 +107,24 @@ class Recorder(httpx.BaseTransport):
                                        answer))
         return httpx.Response(response.status_code, headers=response.headers, content=content,
                               request=request)
+
+
+def contract_problems(vendor: str, exchanges: list[Exchange]) -> tuple[list[str], set[str]]:
+    """Every way the recorded exchanges break `vendor`'s published contracts, and the names of
+    the contracts they used. GraphQL is skipped: it has no published schema here (being retired)."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for ex in exchanges:
+        if ex.path == "/graphql":
+            continue
+        contract = contract_for(vendor, ex.method, ex.path)
+        if contract is None:
+            problems.append(f"{ex.method} {ex.path}: tailpod calls an endpoint with no contract")
+            continue
+        seen.add(contract.name)
+        where = f"{ex.method} {ex.path} -> {ex.status}"
+        problems += [f"{where} request: {e}" for e in contract.request_errors(ex.request)]
+        problems += [f"{where} query: {e}" for e in contract.query_errors(ex.params)]
+        problems += [f"{where} answer: {e}" for e in contract.response_errors(ex.status,
+                                                                                ex.response)]
+    return problems, seen

@@ -22,7 +22,7 @@ from tailpod.provision.teardown import LifecyclePolicy, teardown
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.secrets import Secret
 
-from .contract import Recorder, contract_for, contracts
+from .contract import Recorder, contract_for, contract_problems, contracts
 
 VENDOR = {"runpod": "runpod", "vastai": "vast"}
 GPU = {"runpod": "NVIDIA A40", "vastai": "RTX 4090"}
@@ -67,21 +67,7 @@ def test_lifecycle_traffic_matches_the_published_contracts(kind: str, sandbox: S
     assert teardown(provider, ledger, record, tmp_path / "run", policy=LifecyclePolicy.fast()
                     ).proven
 
-    problems: list[str] = []
-    seen: set[str] = set()
-    for ex in recorder.exchanges:
-        if ex.path == "/graphql":
-            continue  # GraphQL has no published schema here; it is being retired
-        contract = contract_for(VENDOR[kind], ex.method, ex.path)
-        if contract is None:
-            problems.append(f"{ex.method} {ex.path}: tailpod calls an endpoint with no contract")
-            continue
-        seen.add(contract.name)
-        where = f"{ex.method} {ex.path} -> {ex.status}"
-        problems += [f"{where} request: {e}" for e in contract.request_errors(ex.request)]
-        problems += [f"{where} query: {e}" for e in contract.query_errors(ex.params)]
-        problems += [f"{where} answer: {e}" for e in contract.response_errors(ex.status,
-                                                                                ex.response)]
+    problems, seen = contract_problems(VENDOR[kind], recorder.exchanges)
     assert not problems, "\n".join(problems)
     expected = {"runpod": {"catalog_gpus", "create_pod", "get_pod", "list_pods", "delete_pod"},
                 "vastai": {"search_offers", "create_instance", "show_instance",
