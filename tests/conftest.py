@@ -25,6 +25,23 @@ def _no_first_contact_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TAILPOD_FIRST_CONTACT", "off")
 
 
+@pytest.fixture(autouse=True)
+def _known_secrets_per_test() -> Iterator[None]:
+    """Every `Secret` of six characters or more joins the process-wide set that `redact` masks
+    (tailpod/secrets.py), so a test's planted secret would mask text in whatever test runs
+    after it: `mutmut`'s stats run, which orders tests differently, failed on
+    `summarize_body("abcdefgh")` after a test made `Secret("abcdefgh")`. Each test starts from
+    the set as it was before it (session and module fixtures' secrets included)."""
+    from tailpod import secrets
+
+    with secrets._lock:
+        before = set(secrets._known)
+    yield
+    with secrets._lock:
+        secrets._known.clear()
+        secrets._known.update(before)
+
+
 @pytest.fixture()
 def tailpod_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "tailpod-home"
