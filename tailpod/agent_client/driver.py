@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tailpod.agent_client.layout import POD_STATE, DeadmanLayout
-from tailpod.engines.compile_cache import with_cache_source
+from tailpod.engines.compile_cache import apply_cache_source
 from tailpod.errors import TailpodError
 from tailpod.secrets import redact
 
@@ -326,10 +326,8 @@ class PodAgent:
         }
         verb = "engine relaunch" if relaunch else "engine start"
         record = self.call(verb, payload=payload, timeout_s=timeout_s + 120, say=say)
-        facts = adapter.parse_startup(str(record.get("log_text") or ""))
-        if isinstance(facts.facts.get("startup_phases"), dict):  # an engine that states phases
-            facts.facts["startup_phases"] = with_cache_source(
-                facts.facts["startup_phases"], record.get("inductor_cache"), facts.engine)
+        facts = apply_cache_source(adapter.parse_startup(str(record.get("log_text") or "")),
+                                   record.get("inductor_cache"))
         return EngineStarted(record=record, facts=facts, argv=list(plan.argv))
 
     def engine_stop(self) -> bool:

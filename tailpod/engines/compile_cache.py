@@ -8,7 +8,10 @@ inductor_graphs); this module reads those two counts."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tailpod.engines.base import StartupFacts
 
 
 def inductor_verdict(counts: object) -> bool | None:
@@ -40,3 +43,14 @@ def with_cache_source(phases: dict[str, Any], inductor_counts: object,
     out["compile_cache_hit"] = verdict
     out["compile_cache_source"] = "inductor" if verdict is not None else None
     return out
+
+
+def apply_cache_source(facts: StartupFacts, inductor_counts: object) -> StartupFacts:
+    """A start's parsed facts with the cache verdict and its source in `startup_phases`, for an
+    engine whose parser states phases; the one place both ways of starting an engine (the pod
+    agent's `engine start`, tailpod/agent_client/driver.py, and your own machine,
+    tailpod/pods/local.py) decide it."""
+    phases = facts.facts.get("startup_phases")
+    if isinstance(phases, dict):
+        facts.facts["startup_phases"] = with_cache_source(phases, inductor_counts, facts.engine)
+    return facts

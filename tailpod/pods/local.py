@@ -15,6 +15,7 @@ from tailpod.agent_client.driver import ArmStart
 from tailpod.config import Settings, ttl_deadline
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig, LaunchPlan
+from tailpod.engines.compile_cache import apply_cache_source
 from tailpod.engines.llamacpp import LlamaCppAdapter
 from tailpod.engines.local_install import (
     check_engine_installed,
@@ -108,7 +109,14 @@ def _start(
         raise TailpodError(f"{exc}; last lines of {state['log']}:\n    {tail}") from None
     log_text = Path(state["log"]).read_text(encoding="utf-8", errors="replace")
     # The log file is appended to across relaunches; parse only this launch's part.
-    startup = adapter.parse_startup(log_text[state.get("log_offset", 0) :])
+    # The Inductor cache counted as the pod agent counts it: before the launch (engine.launch)
+    # and now, after health, in the engine's own environment.
+    inductor = dict(state.get("inductor_cache") or {})
+    if inductor.get("graphs_before") is not None:
+        inductor["graphs_after"] = engine.inductor_graphs(
+            {**os.environ, **{k: v for k, v in spec.env.items() if isinstance(v, str)}})
+    startup = apply_cache_source(adapter.parse_startup(log_text[state.get("log_offset", 0) :]),
+                                 inductor)
     current = ledger.get(record.run_tag)
     assert current is not None
     started = ArmStart(
