@@ -19,7 +19,7 @@ from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger
 from tailpod.provision import volumes as vol
 from tailpod.provision.apiclient import ApiTimings
-from tailpod.provision.base import Provider, SupportsVolumes
+from tailpod.provision.base import Provider
 from tailpod.provision.providers import (
     canonical_name,
     get_provider,
@@ -30,9 +30,7 @@ from tailpod.provision.providers import (
 
 def _provider(settings: Settings, name: str, timings: ApiTimings | None = None) -> Provider:
     key = canonical_name(name)
-    if not issubclass(provider_class(key), SupportsVolumes):  # before any key or host is read
-        raise ConfigError(f"the {key} provider has no volumes",
-                          hint="--provider runpod or --provider vastai")
+    vol.require_volumes(provider_class(key), key)  # before any key or host is read
     options: dict[str, Any] = {"timings": timings} if timings else {}
     return get_provider(key, settings, **options)
 

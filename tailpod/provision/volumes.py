@@ -41,10 +41,17 @@ def short_name(tag: str) -> str:
     return tag[len(VOLUME_PREFIX):] if tag.startswith(VOLUME_PREFIX) else tag
 
 
+def require_volumes(provider_class: type[Provider], name: str) -> None:
+    """Refuse a provider whose class lacks the volume capability: the one check and wording,
+    asked by the CLI of the class before any key or host is read, and by `volume_capable`."""
+    if not issubclass(provider_class, SupportsVolumes):
+        raise ConfigError(f"the {name} provider has no volumes",
+                          hint="docs/volumes.md lists the providers that have")
+
+
 def volume_capable(provider: Provider) -> SupportsVolumes:
-    if not isinstance(provider, SupportsVolumes):
-        raise ConfigError(f"{provider.name} has no volumes in tailpod",
-                          hint="use --provider runpod or vastai (docs/volumes.md)")
+    require_volumes(type(provider), provider.name)
+    assert isinstance(provider, SupportsVolumes)
     return provider
 
 
