@@ -29,6 +29,7 @@ from tailpod.measure.matrix_run import (
     MatrixState,
     SweepSpec,
     price_cards,
+    refuse_cards_past_ttl,
     start_line,
 )
 from tailpod.results.matrix import (
@@ -273,6 +274,7 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     else:
         if not cards:
             raise ConfigError("no cards given", hint='pass --card "provider:GPU[xN]"')
+        refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the registry is asked
         pinned, digest = pinned_image(settings, allow_unpinned)
         todo = cards
     prices = price_cards(settings, todo, sweep, cost, budget - spent_before, pinned)

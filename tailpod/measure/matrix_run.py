@@ -170,30 +170,78 @@ def start_of(raw: dict[str, Any]) -> MeasuredStart | None:
                          restart, restart_from, hit if isinstance(hit, bool) else None)
 
 
-def measured_start(results_dir: Path, card: Card, engine: str,
-                   gpu_names: tuple[str, ...] = ()) -> MeasuredStart | None:
-    """The latest run under `results_dir` (a run directory, or a matrix card's) of this card
-    (provider, GPU, count) and engine whose run.json states what its start took. The GPU may
-    be named as the card names it or as any of `gpu_names` (the provider's own name for it)."""
-    keys = {Card(card.provider, name, card.count).key() for name in (card.gpu, *gpu_names)}
+def _earlier_starts(results_dir: Path, engine: str) -> list[tuple[Card, MeasuredStart]]:
+    """Every run under `results_dir` (a run directory, or a matrix card's) of `engine` whose
+    run.json states what its start took, with the card it ran on as its run.json names it."""
     found = []
     for path in sorted(results_dir.glob("*/run.json")) + sorted(results_dir.glob("*/*/run.json")):
         try:
             raw = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if not isinstance(raw, dict):
+        if not isinstance(raw, dict) or _obj(raw.get("engine")).get("name") != engine:
             continue
         pod = _obj(raw.get("pod"))
         count = pod.get("gpu_count") or 1
         seen = Card(str(raw.get("provider") or ""), str(pod.get("gpu") or ""),
                     count if isinstance(count, int) else -1)
-        if seen.key() not in keys or _obj(raw.get("engine")).get("name") != engine:
-            continue
         start = start_of(raw)
         if start is not None:
-            found.append(start)
+            found.append((seen, start))
+    return found
+
+
+def measured_start(results_dir: Path, card: Card, engine: str,
+                   gpu_names: tuple[str, ...] = ()) -> MeasuredStart | None:
+    """The latest run under `results_dir` (a run directory, or a matrix card's) of this card
+    (provider, GPU, count) and engine whose run.json states what its start took. The GPU may
+    be named as the card names it or as any of `gpu_names` (the provider's own name for it)."""
+    keys = {Card(card.provider, name, card.count).key() for name in (card.gpu, *gpu_names)}
+    found = [start for seen, start in _earlier_starts(results_dir, engine) if seen.key() in keys]
     return max(found, key=lambda s: s.created_at) if found else None
+
+
+def least_card_hours(results_dir: Path, card: Card, engine: str, sweep: SweepSpec,
+                     cost: CostModel) -> tuple[float, dict[str, Any]]:
+    """The fewest hours the card's projection can come to whatever its offer says, and the start
+    that gives them; known before any provider is asked. The offer only adds its own name for the
+    GPU to the earlier runs looked up (`price_cards`), so the projection is one of: the card's own
+    name's, or that of each other GPU name an earlier run of its provider, count and engine
+    states."""
+    others = {seen.gpu for seen, _start in _earlier_starts(results_dir, engine)
+              if seen.provider == card.provider and seen.count == card.count}
+    least: tuple[float, dict[str, Any]] | None = None
+    for names in [(), *((name,) for name in sorted(others))]:
+        card_cost, used = cost.for_card(measured_start(results_dir, card, engine, names))
+        hours = card_cost.card_hours(sweep.projected_arms(), sweep.projected_cells())
+        if least is None or hours < least[0]:
+            least = (hours, used)
+    assert least is not None
+    return least
+
+
+def ttl_refusal(settings: Settings, card: Card, hours: float,
+                used: dict[str, Any]) -> ConfigError | None:
+    """A card projected past the pods' TTL (the dead-man switch would end it mid-sweep)."""
+    if settings.ttl_hours <= 0 or hours <= settings.ttl_hours:  # 0: no TTL
+        return None
+    return ConfigError(
+        f"{card.label} is projected to need {hours:.2f} h ({start_line(used)}), past the "
+        f"pods' TTL of {settings.ttl_hours:g} h (the dead-man switch would end it "
+        "mid-sweep); nothing was rented",
+        hint=f"set TAILPOD_TTL_HOURS={hours * 1.25:.1f}, or plan fewer arms, levels or reps")
+
+
+def refuse_cards_past_ttl(settings: Settings, cards: list[Card], sweep: SweepSpec,
+                          cost: CostModel) -> None:
+    """Refuse, before any provider, registry or ledger call, a card that no offer could bring
+    within the pods' TTL (`least_card_hours`); `price_cards` checks each card's own projection
+    again once its offer named the GPU."""
+    for card in cards:
+        refusal = ttl_refusal(settings, card, *least_card_hours(
+            Path(settings.results_dir), card, settings.engine, sweep, cost))
+        if refusal is not None:
+            raise refusal
 
 
 @dataclass(frozen=True)
@@ -466,6 +514,7 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
 
     if budget <= 0:
         raise ConfigError(f"--budget must be positive, got {budget}")
+    refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the first offer query
     priced: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
     for card in cards:
@@ -488,12 +537,9 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
             measured_start(Path(settings.results_dir), card, settings.engine, names))
         hours = card_cost.card_hours(sweep.projected_arms(), sweep.projected_cells())
         entry.update(hours=round(hours, 4), start=used)
-        if settings.ttl_hours > 0 and hours > settings.ttl_hours:  # 0: no TTL
-            raise ConfigError(
-                f"{card.label} is projected to need {hours:.2f} h ({start_line(used)}), past the "
-                f"pods' TTL of {settings.ttl_hours:g} h (the dead-man switch would end it "
-                "mid-sweep); nothing was rented",
-                hint=f"set TAILPOD_TTL_HOURS={hours * 1.25:.1f}, or plan fewer arms, levels or reps")
+        refusal = ttl_refusal(settings, card, hours, used)
+        if refusal is not None:  # this card's own projection, now that its offer named the GPU
+            raise refusal
         price = offer.price_per_hr if offer is not None else None
         if offer is not None and price is None:
             entry["problem"] = f"no {card.provider} offer for {card.count}x {card.gpu} right now"

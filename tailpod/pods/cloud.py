@@ -328,8 +328,9 @@ def _spec(
     engine_port: int,
     ttl_at: float | None,
     keep_caches: bool = False,
-    auth_key: Secret | None = None,
 ) -> PodSpec:
+    """The pod's spec; its tailnet key is the configured TAILSCALE_AUTH_KEY, replaced by the
+    pod's own single-use key once `up` has minted one (after every refusal, `_up_cloud_once`)."""
     from tailpod.pods import deadman_control as dm
     from tailpod.provision.tailnet.join import pod_env
 
@@ -342,8 +343,8 @@ def _spec(
     if settings.hf_token:
         env["HF_TOKEN"] = settings.hf_token
     if use_tailnet:
-        key = auth_key or settings.tailscale_auth_key
-        assert key is not None
+        key = settings.tailscale_auth_key
+        assert key is not None  # check_tailnet_requirements refused its absence
         env.update(pod_env(key))
     if not settings.gpus:
         raise ConfigError(
@@ -543,12 +544,18 @@ def _up_cloud_once(
     run_tag = new_run_tag()
     # One clock read: the spec carries this deadline to the ledger and to the pod's guard.
     ttl_at = ttl_deadline(settings.ttl_hours, time.time())
-    pod_key_id, pod_key = (_mint_pod_key(settings, run_tag, say) if use_tailnet
-                           else (None, None))
     spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at,
-                 keep_caches=bool(volume), auth_key=pod_key)
+                 keep_caches=bool(volume))
     spec, facts = follow_image(settings, spec, say)
     mount = _mount_volume(settings, ledger, cfg, spec, volume, say) if volume else None
+    # The pod's own auth key is minted last, once nothing before the create can refuse: a spec
+    # or volume refused above leaves no live key behind (#26).
+    pod_key_id, pod_key = (_mint_pod_key(settings, run_tag, say) if use_tailnet
+                           else (None, None))
+    if pod_key is not None:
+        from tailpod.provision.tailnet.join import pod_env
+
+        spec.env.update(pod_env(pod_key))
     say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
     record, info = up_remote(settings, ledger, spec)
     if mount is not None:
