@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -27,6 +28,7 @@ from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import lanes as lanes_mod
 from tailpod.pods.lanes import LaneLaunch, LaneSpec
+from tailpod.provision.apiclient import time_left
 
 PROXY = "proxy"
 
@@ -89,8 +91,8 @@ def _start(agent: PodAgent, launch: LaneLaunch, state_dir: str, timeout_s: float
     return agent.call("engine start", payload=payload, timeout_s=timeout_s + 120)
 
 
-def _stop(agent: PodAgent, state_dir: str) -> dict[str, Any]:
-    return agent.call("engine stop", payload={"state_dir": state_dir}, timeout_s=180)
+def _stop(agent: PodAgent, state_dir: str, timeout_s: float = 180) -> dict[str, Any]:
+    return agent.call("engine stop", payload={"state_dir": state_dir}, timeout_s=timeout_s)
 
 
 def start_lanes_on_pod(agent: PodAgent, settings: Settings, cfg: EngineConfig,
@@ -165,22 +167,42 @@ def pod_on_cpu(record: PodRecord) -> bool:
     return isinstance(machine, dict) and not machine.get("gpus")
 
 
-def pod_counts(agent: PodAgent, record: PodRecord) -> dict[str, dict[str, Any]] | None:
+def pod_counts(agent: PodAgent, record: PodRecord,
+               timeout_s: float = 60) -> dict[str, dict[str, Any]] | None:
     sock = ((record.extra.lanes or {}).get("haproxy") or {}).get("stats_socket")
     if not sock:
         return None
     try:
-        return lanes_mod.parse_stats(
-            str(agent.call("proxy stats", payload={"socket": sock}, timeout_s=60)["show_stat"]))
+        return lanes_mod.parse_stats(str(agent.call(
+            "proxy stats", payload={"socket": sock}, timeout_s=timeout_s)["show_stat"]))
     except (TailpodError, KeyError):
         return None
 
 
-def _agent(settings: Settings, record: PodRecord) -> PodAgent:
+def _agent(settings: Settings, record: PodRecord, wait_s: float = 15) -> PodAgent:
     from tailpod.pods.cloud import open_pod_agent
     from tailpod.provision.ssh.client import SshTarget
 
-    return open_pod_agent(settings, SshTarget.from_record(record.ssh), 15)
+    return open_pod_agent(settings, SshTarget.from_record(record.ssh), wait_s)
+
+
+# `down`'s settle step comes before the pod's terminate, so under a --timeout deadline
+# (apiclient.call_deadline) it may spend at most half of what is left, every SSH wait and agent
+# call cut to that; with less than SETTLE_MIN_S to spend it does not ask the pod at all.
+SETTLE_MIN_S = 5.0
+
+
+class _SettleBudget:
+    def __init__(self, seconds: float | None) -> None:
+        self.end = None if seconds is None else time.monotonic() + seconds
+
+    def cut(self, wanted_s: float) -> float:
+        if self.end is None:
+            return wanted_s
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise TailpodError("the --timeout deadline left no more time to ask the pod")
+        return min(wanted_s, left)
 
 
 def status(settings: Settings, record: PodRecord) -> dict[str, Any]:
@@ -216,9 +238,14 @@ def settle(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
     not final."""
     if record.status == "terminated":  # proven down already: nothing runs there to ask
         return record
+    left = time_left()
+    budget = _SettleBudget(None if left is None else left / 2)
     try:
-        with _agent(settings, record) as agent:
-            return settle_with(agent, settings, ledger, record)
+        if left is not None and left / 2 < SETTLE_MIN_S:
+            raise TailpodError(f"the --timeout deadline leaves {left:.0f} s, too little to ask "
+                               "the pod before its terminate")
+        with _agent(settings, record, budget.cut(15)) as agent:
+            return settle_with(agent, settings, ledger, record, budget)
     except TailpodError as exc:
         lanes_mod.record_final_counts(settings, record, None, read=False)
         return ledger.update(record.run_tag, event="lanes-not-settled", extra=dataclasses.replace(
@@ -227,17 +254,23 @@ def settle(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
 
 
 def settle_with(agent: PodAgent, settings: Settings, ledger: Ledger,
-                record: PodRecord) -> PodRecord:
-    """`settle` through an agent session already open (a sweep's)."""
+                record: PodRecord, budget: _SettleBudget | None = None) -> PodRecord:
+    """`settle` through an agent session already open (a sweep's); `budget` bounds each call."""
+    budget = budget or _SettleBudget(None)
     lanes = record.extra.lanes or {}
-    counts = pod_counts(agent, record)
+    counts = pod_counts(agent, record, budget.cut(60))
     lanes_mod.record_final_counts(settings, record, counts, read=False)
-    proofs: list[dict[str, Any]] = []
-    for name, row in (lanes.get("lanes") or {}).items():
-        proofs.append({"lane": name, **_stop(agent, row["state_dir"])})
+    stops = [(name, str(row["state_dir"])) for name, row in (lanes.get("lanes") or {}).items()]
     proxy_dir = (lanes.get("haproxy") or {}).get("state_dir")
     if proxy_dir:
-        proofs.append({"lane": PROXY, **_stop(agent, str(proxy_dir))})
+        stops.append((PROXY, str(proxy_dir)))
+    proofs: list[dict[str, Any]] = []
+    for name, state_dir in stops:
+        try:  # one stop that fails or finds no time is its own entry; the counts stay final
+            proofs.append({"lane": name, **_stop(agent, state_dir, budget.cut(180))})
+        except TailpodError as exc:
+            proofs.append({"lane": name, "unknown": exc.message,
+                           "then": "the pod's termination stops it"})
     return ledger.update(record.run_tag, event="lanes-stopped",
                          extra=dataclasses.replace(record.extra, lanes_down=proofs,
                                                    lanes_counts={"counts_final": counts is not None}))
