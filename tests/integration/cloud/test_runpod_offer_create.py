@@ -218,6 +218,15 @@ def test_the_container_log_is_read_with_its_tail_bounded(tmp_path: Path) -> None
         {"source": "container", "tail": "5000"}, {"source": "container", "tail": "0"},
         {"source": "container", "tail": "200"}]
     assert provider(FakeRunPod(logs=(404, "")), tmp_path).container_log("p1") is None
+
+    def dropped(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("reset")
+
+    rp2 = RunPodProvider(settings_for(tmp_path), timings=TIMINGS,
+                         transport=httpx.MockTransport(dropped), sleep=lambda s: None)
+    with pytest.raises(ProviderError) as caught:
+        rp2.container_log("p1")
+    assert str(caught.value) == "RunPod: reading pod p1's log failed (no answer: ConnectError)"
     assert provider(FakeRunPod(logs=(201, events)), tmp_path).container_log("p1") is None
 
 
@@ -660,8 +669,9 @@ def test_a_500_whose_pod_appears_in_the_listing_is_adopted_not_created_again(
     it, and records its id (on_created) instead of sending a second create."""
     fake = FakeRunPod(
         creates=[(400, problem(400, CAPACITY)), (500, problem(500, "upstream timeout"))],
-        listings=[[pod("pod-late", H100, "PROVISIONING", name=TAG),
-                   pod("pod-other", H100, name="tp-20260101-000000-dddddd")]],
+        # another run's pod listed first: only this run's tag may be adopted
+        listings=[[pod("pod-other", H100, name="tp-20260101-000000-dddddd"),
+                   pod("pod-late", H100, "PROVISIONING", name=TAG)]],
         pods={"pod-late": [pod("pod-late", H100, cost=2.69)]})
     sleeps: list[float] = []
     created: list[str] = []
@@ -685,6 +695,65 @@ def test_a_lost_answer_is_looked_up_before_a_second_create(tmp_path: Path) -> No
     assert info.pod_id == "pod-2"
     assert fake.calls() == ["GET /v2/catalog/gpus", "POST /v2/pods", "GET /v2/pods",
                             "POST /v2/pods", "GET /v2/pods/pod-2"]
+
+
+def test_a_create_that_never_answers_names_the_call(tmp_path: Path) -> None:
+    fake = FakeRunPod(creates=[httpx.ConnectError("reset")] * 3, listings=[[]])
+    with pytest.raises(CapacityError) as caught:
+        provider(fake, tmp_path).create(spec(["A40"]))
+    assert caught.value.message == (
+        f"RunPod could not place a pod on any of 1 GPU type(s): {A40}: the API kept failing "
+        f"(RunPod: creating a pod on {A40} failed (no answer: ConnectError))")
+
+
+def test_a_pod_created_but_not_readable_keeps_its_id_and_tag(tmp_path: Path) -> None:
+    """The create answered with an id, every read-back 404s: the pod exists and may bill, so
+    it is returned (and recorded by the caller) under its id and run tag, state unknown."""
+    fake = FakeRunPod(creates=[(201, {"id": "pod-hidden"})], pods={"pod-hidden": [404]})
+    sleeps: list[float] = []
+    info = provider(fake, tmp_path, sleeps).create(spec(["A40"], max_price=0.5))
+    assert (info.pod_id, info.run_tag, info.state) == ("pod-hidden", TAG, PodState.UNKNOWN)
+    assert info.detail["readback_error"] == "not visible"
+    assert sleeps == [0.0, 0.5, 0.5] and fake.deleted == []
+
+
+def test_an_offer_shown_within_the_cap_is_created_under_it(tmp_path: Path) -> None:
+    """L40S at 0.79333 is offered at the rounded $0.7933/h; a cap of exactly that lets `create`
+    take it too (both round to 4 places)."""
+    rp = provider(FakeRunPod(), tmp_path)
+    assert rp.offers(["L40S"], 1, 0.7933)[0].detail["above_cap"] is False
+    fake = FakeRunPod(creates=[(201, {"id": "p1"})], pods={"p1": [pod("p1", L40S, cost=0.7933)]})
+    assert provider(fake, tmp_path).create(spec(["L40S"], max_price=0.7933)).pod_id == "p1"
+    assert [b["gpu"]["id"] for b in fake.bodies] == [L40S]
+
+
+def test_a_gpu_at_the_cap_is_not_reported_above_it(tmp_path: Path) -> None:
+    fake = FakeRunPod(creates=[(400, problem(400, CAPACITY))])
+    with pytest.raises(CapacityError) as caught:
+        provider(fake, tmp_path).create(spec(["A40", "H100 SXM"], max_price=0.44))
+    assert caught.value.message == (
+        "RunPod could not place a pod on any of 2 GPU type(s): "
+        f"{H100}: $2.69/h is above the cap; {A40}: no capacity ({CAPACITY})")
+
+
+def test_a_new_pod_within_a_billionth_of_the_cap_is_kept(tmp_path: Path) -> None:
+    """The after-create check allows 1e-9 of float noise over the cap, and no more."""
+    stated = 0.5 + 1e-9
+    fake = FakeRunPod(creates=[(201, {"id": "p1"})], pods={"p1": [pod("p1", A40, cost=stated)]})
+    assert provider(fake, tmp_path).create(spec(["A40"], max_price=0.5)).price_per_hr == stated
+    assert fake.deleted == []
+
+
+def test_a_field_rejection_split_over_lines_still_stops_the_walk(tmp_path: Path) -> None:
+    """The detail is read with its whitespace folded (summarize_body), so a line break inside
+    "additional properties" is still the rejected-field answer."""
+    fake = FakeRunPod(creates=[(400, problem(400, "additional\n properties 'x' not allowed"))])
+    with pytest.raises(ProviderError) as caught:
+        provider(fake, tmp_path).create(spec(["H200", "A40"]))
+    assert caught.value.message == ("RunPod rejected a field of tailpod's create request "
+                                    "(HTTP 400): additional properties 'x' not allowed; nothing "
+                                    "was created")
+    assert len(fake.bodies) == 1
 
 
 @pytest.mark.parametrize("answer", [(201, {"name": TAG}), (200, {"id": ""}), (201, "ok")])
