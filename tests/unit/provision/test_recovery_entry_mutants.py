@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,18 @@ def test_a_notice_missing_its_lists_or_holding_an_odd_settled_still_reads() -> N
         "the ledger was damaged at 2027-01-15T08:00:00+00:00: ; restored from x (nothing lost)")
     assert describe_recovery({"t": T, "restored_from": "x", "settled": {"t": T}}) == (
         "the ledger was damaged at 2027-01-15T08:00:00+00:00: ; restored from x (nothing lost)")
+
+
+def test_a_notice_without_its_time_reads_the_time_it_is_read_at() -> None:
+    before = int(time.time())  # whole seconds: the sentence gives no fraction
+    line = describe_recovery({"restored_from": "ledger.last-good.json"})
+    after = time.time()
+    head, rest = "the ledger was damaged at ", "+00:00: ; restored from ledger.last-good.json " \
+        "(nothing lost)"
+    assert line.startswith(head) and line.endswith(rest)
+    stamp = line[len(head):len(line) - len(rest)]
+    read = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    assert before <= read.timestamp() <= after
 
 
 # -- adopt_from_providers ------------------------------------------------------------------------
