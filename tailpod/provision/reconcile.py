@@ -197,6 +197,14 @@ def describe_recovery(notice: Mapping[str, Any]) -> str:
     return line
 
 
+def listed_since(info: PodInfo, otherwise: float) -> float:
+    """When a listed pod was created, where its provider says so as epoch seconds (vast.ai's
+    `start_date`); `otherwise` when not (RunPod's `createdAt` is text). An adopted record's
+    uptime and spend count from it, so a pod found after damage is not read as just started."""
+    created = info.detail.get("created_at")
+    return float(created) if isinstance(created, (int, float)) else otherwise
+
+
 def adopt_from_providers(providers: Mapping[str, Provider], ledger: Ledger,
                          tailnet_lists: Callable[[str], bool] | None = None,
                          ) -> tuple[list[str], list[str]]:
@@ -213,15 +221,18 @@ def adopt_from_providers(providers: Mapping[str, Provider], ledger: Ledger,
             errors.append(f"{name}: {exc}")
             continue
         for info in listed:
-            tag = info.run_tag or ""
-            known = ledger.get(tag) if tag else None
-            if not tag or (known is not None and known.active):
+            tag = info.run_tag
+            if not tag:
+                continue  # untagged: not tailpod's
+            known = ledger.get(tag)
+            if known is not None and known.active:
                 continue
             rec = PodRecord(run_tag=tag, provider=name, pod_id=info.pod_id,
                             status=_LEDGER_STATUS.get(info.state, "creating"),
                             gpu=info.gpu_type, gpu_count=info.gpu_count or 1,
                             price_per_hr=info.price_per_hr)
             rec.extra.provider_ids = [info.pod_id]
+            rec.created_at = listed_since(info, rec.created_at)
             if tailnet_lists is not None and tailnet_lists(tag):
                 rec.tailnet = {"enabled": True}
             rec.note("recovered-from-provider", pod_id=info.pod_id, state=info.state.value)
@@ -274,10 +285,19 @@ def recover_ledger(settings: Settings, ledger: Ledger,
 def find_at_providers(settings: Settings, ledger: Ledger, run_tag: str,
                       **options: Any) -> PodRecord | None:
     """`down TAG` for a tag the ledger does not hold (damage, another machine's ledger): what
-    the configured providers list under it, adopted into the ledger; None when nothing is."""
+    the configured providers list under it, adopted into the ledger; None when every provider
+    answered and none lists it. A provider that could not be asked, with the tag found nowhere
+    else, raises (naming each failure), never None."""
     providers = providers_for(settings, (), **options)
+    failed: list[tuple[str, TailpodError]] = []
     for name, provider in providers.items():
-        pods = provider.list_by_tag(run_tag)
+        try:
+            pods = provider.list_by_tag(run_tag)
+        except TailpodError as exc:
+            # One provider that cannot answer must neither hide the pod at another (whose billing
+            # `down` can then stop) nor let "not found" be said: the tag may be where it failed.
+            failed.append((name, exc))
+            continue
         if pods:
             lister = _tailnet_lister(settings)
             rec = PodRecord(run_tag=run_tag, provider=name, status="terminating",
@@ -285,9 +305,14 @@ def find_at_providers(settings: Settings, ledger: Ledger, run_tag: str,
                             price_per_hr=pods[0].price_per_hr,
                             tailnet={"enabled": True} if lister and lister(run_tag) else {})
             rec.extra.provider_ids = [p.pod_id for p in pods]
+            rec.created_at = listed_since(pods[0], rec.created_at)
             rec.note("recovered-from-provider", pod_id=pods[0].pod_id)
             ledger.put(rec)
             return rec
+    if failed:
+        # The first failure's kind (a transient one exits 75, docs/exit-codes.md), every one named.
+        raise type(failed[0][1])("could not ask " + "; ".join(f"{n}: {e}" for n, e in failed)
+                                 + f", so whether {run_tag} is at a provider is unknown")
     return None
 
 
