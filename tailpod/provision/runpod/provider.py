@@ -19,6 +19,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -94,6 +95,32 @@ def _next_page_token(body: dict[str, Any]) -> str | None:
             f"like a page token tailpod cannot follow (it follows `{NEXT_PAGE_FIELD}`); the "
             "published v2 API documents no pagination, so the list may be partial and is not used",
             hint="this is a tailpod limitation; please report it with the field name")
+    return None
+
+
+def created_epoch(text: object) -> float | None:
+    """A pod's `createdAt` as epoch seconds: v2 types it `string`, `format: date-time` (RFC 3339,
+    tests/integration/contracts/runpod/list_pods.json from the openapi @ a900806e); an answer of
+    the older API had Go's default format ("2026-08-20 06:16:19.436 +0000 UTC",
+    tailpod/sandbox/runpod_api.py go_time), read too. None for anything else: unknown, never a
+    guess, so an adopted pod's uptime is not read from a misparsed time."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        at: datetime | None = datetime.fromisoformat(text)
+    except ValueError:
+        at = _go_time(text)
+    if at is None or at.tzinfo is None:  # a time without its zone says nothing exact
+        return None
+    return at.timestamp()
+
+
+def _go_time(text: str) -> datetime | None:
+    for layout in ("%Y-%m-%d %H:%M:%S.%f %z UTC", "%Y-%m-%d %H:%M:%S %z UTC"):
+        try:
+            return datetime.strptime(text, layout)
+        except ValueError:
+            continue
     return None
 
 
@@ -443,7 +470,7 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
                 "data_center": pod.get("dataCenterId"),
                 "cuda": pod.get("cudaVersion"),
                 "container_up": runtime is not None,
-                "created_at": pod.get("createdAt"),
+                "created_at": created_epoch(pod.get("createdAt")),  # epoch s, as vast's
                 "stated_cost": cost,
             },
         )

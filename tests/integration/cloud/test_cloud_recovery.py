@@ -92,6 +92,8 @@ def test_down_all_with_a_damaged_ledger_settles_from_the_provider(
 def test_status_with_both_copies_damaged_shows_the_provider_truth_then_down_tag(
         sandbox: Sandbox, tailpod_home: Path, env: dict[str, str]) -> None:
     ledger = rent(sandbox, tailpod_home, env, "tp-damaged-2")
+    (pod,) = sandbox.cloud.pods.values()
+    pod.created_at -= 3 * 3600.5  # it has billed for three hours when the ledger is lost
     ledger.path.write_bytes(RANDOM_BYTES)
     LAST_GOOD(tailpod_home).write_bytes(TRUNCATED)
 
@@ -103,6 +105,10 @@ def test_status_with_both_copies_damaged_shows_the_provider_truth_then_down_tag(
     assert rows["tp-damaged-2"]["ledger_status"] is not None  # rebuilt, no longer an orphan
     notices = " ".join(cloud["ledger_notices"])
     assert "damaged" in notices and "rebuilt" in notices and "tp-damaged-2" in notices
+    # the rebuilt record counts from the pod's createdAt (RFC 3339, whole seconds), not from the
+    # rebuild: its uptime is the three hours it has billed
+    rebuilt = Ledger(tailpod_home).get("tp-damaged-2")
+    assert rebuilt is not None and rebuilt.created_at == float(int(pod.created_at))
 
     down = runner.invoke(app, ["down", "tp-damaged-2"])
     assert down.exit_code == 0, down.output

@@ -115,7 +115,21 @@ def test_to_info_reads_state_gpu_price_and_ssh(tmp_path: Path) -> None:
     assert (info.ssh_host, info.ssh_port) == ("1.2.3.4", 10022)
     assert info.detail == {"status": "RUNNING", "name": TAG, "data_center": "EU-RO-1",
                            "cuda": "12.4", "container_up": True,
-                           "created_at": "2026-01-01T00:00:00Z", "stated_cost": 0.44}
+                           "created_at": 1767225600.0, "stated_cost": 0.44}  # date -u -d ... +%s
+
+
+@pytest.mark.parametrize(("created", "epoch"), [
+    ("2026-01-01T00:00:00Z", 1767225600.0),  # v2: format date-time (RFC 3339)
+    ("2026-01-01T02:00:00+02:00", 1767225600.0),
+    ("2026-08-20 06:16:19.436 +0000 UTC", 1787206579.436),  # the older API's Go format
+    ("2026-08-20 06:16:19 +0000 UTC", 1787206579.0),
+    ("2026-01-01T00:00:00", None),  # no zone: not an exact time
+    ("yesterday", None), ("", None), (None, None), (1767225600, None),
+])
+def test_created_at_is_read_as_epoch_seconds_or_unknown(tmp_path: Path, created: object,
+                                                         epoch: float | None) -> None:
+    info = provider(FakeRunPod(), tmp_path).to_info(pod("p1", TAG, createdAt=created))
+    assert info.detail["created_at"] == (pytest.approx(epoch) if epoch is not None else None)
 
 
 @pytest.mark.parametrize(("status", "state"), [

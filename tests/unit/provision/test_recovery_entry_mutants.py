@@ -227,8 +227,9 @@ def test_a_rebuild_writes_back_each_tagged_pod_once_with_what_its_provider_liste
 def test_an_adopted_pod_counts_from_when_its_provider_says_it_was_created(
         tmp_path: Path) -> None:
     """Status's uptime and spend run from `created_at`: a pod vast.ai started at STARTED has cost
-    0.5 $/h since then, not nothing since the rebuild. Where the provider gives no number (RunPod's
-    `createdAt` is text), the record's own creation (the rebuild's time) stands."""
+    0.5 $/h since then, not nothing since the rebuild. Where the listing's detail holds no number (a
+    provider adapter that could not read its time leaves text or None), the record's own creation
+    (the rebuild's time) stands."""
     ledger = Ledger(tmp_path / "state")
     va = Scripted([_pod("va-1", "tp-num", created=STARTED),
                    _pod("va-2", "tp-int", created=1_799_000_000),
