@@ -23,8 +23,6 @@ from tailpod.provision.providers import (
 from tailpod.provision.providers import api_key as provider_key
 from tailpod.secrets import redact
 
-OFFER_DISK_GB = 8  # vast.ai searches need a disk size; the smallest any run uses
-
 
 def _names(provider: Provider, gpu_count: int) -> tuple[list[str], dict[str, str]]:
     """Every GPU type the provider lists now (its ids) and each id's short name."""
@@ -34,7 +32,7 @@ def _names(provider: Provider, gpu_count: int) -> tuple[list[str], dict[str, str
         return list(entries), {k: str(v.get("name") or "") for k, v in entries.items()}
     search = getattr(provider, "search", None)
     if callable(search):  # vast.ai: the types of the offers on the market now
-        found = search([], gpu_count, OFFER_DISK_GB)
+        found = search([], gpu_count)  # priced with the disk `up` would rent
         names = sorted({str(o.get("gpu_name")) for o in found if o.get("gpu_name")})
         return names, {}
     return [], {}

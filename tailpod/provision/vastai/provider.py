@@ -126,6 +126,9 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         self.min_reliability = min_reliability
         self.min_inet_down_mbps = min_inet_down_mbps
         self.min_cuda = min_cuda
+        # The disk `up` rents (TAILPOD_DISK_GB): vast's dph_total includes the storage an offer
+        # is searched with (allocated_storage), so offers are priced, and hosts filtered, for it.
+        self.disk_gb = settings.disk_gb
         # vast allows 10 offer searches a minute per IP (search_offers.yaml x-rate-limit): one
         # window for the whole process on the vendor's API; an emulator or proxy is not paced
         # unless a pacer is given.
@@ -133,11 +136,13 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         self.search_pacer = search_pacer or (SEARCH_PACER if vendor else None)
 
     # -- offers -----------------------------------------------------------------------------------
-    def search(self, gpu_names: list[str], gpu_count: int | None, disk_gb: int,
+    def search(self, gpu_names: list[str], gpu_count: int | None, disk_gb: int | None = None,
                min_cuda: str | float | None = None,
                machine_ids: list[str] | None = None) -> list[dict[str, Any]]:
-        """Offers for the GPUs; `min_cuda` (the image's CUDA, "12.8") keeps hosts whose driver
-        supports at least it (`cuda_max_good`, the highest CUDA the host's driver runs)."""
+        """Offers for the GPUs with `disk_gb` of disk (default: the disk `up` rents); `min_cuda`
+        (the image's CUDA, "12.8") keeps hosts whose driver supports at least it
+        (`cuda_max_good`, the highest CUDA the host's driver runs)."""
+        disk_gb = self.disk_gb if disk_gb is None else disk_gb
         query: dict[str, Any] = {
             "verified": {"eq": True},
             "external": {"eq": False},
@@ -203,7 +208,7 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
     def offers(self, gpu_preference: list[str], gpu_count: int,
                max_price: float | None) -> list[Offer]:
         prefs = [normalise_gpu_name(p) for p in gpu_preference if p.strip()]
-        grouped = self._by_preference(prefs, self.search(prefs, gpu_count, 8))
+        grouped = self._by_preference(prefs, self.search(prefs, gpu_count))
         out = []
         for pref in prefs:
             best = grouped[pref][0] if grouped[pref] else None

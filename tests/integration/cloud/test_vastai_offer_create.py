@@ -273,9 +273,23 @@ def test_offers_names_the_cheapest_of_each_gpu_and_flags_it_against_the_cap(
               detail={"offers": 2, "reliability": 0.99, "above_cap": True}),
         Offer("vastai", "H200", 1, None, False, detail={"error": "no matching offer"}),
     ]
-    assert fake.queries == [{**BASE_QUERY, "disk_space": {"gte": 8}, "allocated_storage": 8,
+    # searched (so priced: dph_total holds the storage) with the disk `up` rents,
+    # TAILPOD_DISK_GB's default of 80 GB
+    assert fake.queries == [{**BASE_QUERY, "disk_space": {"gte": 80}, "allocated_storage": 80,
                              "num_gpus": {"eq": 1},
                              "gpu_name": {"in": ["H100 SXM", "RTX 4090", "A100 SXM4", "H200"]}}]
+
+
+def test_offers_are_searched_with_the_disk_the_run_rents(tmp_path: Path) -> None:
+    fake = FakeVast(offers=[offer(3, "RTX 4090", 0.4, gpu_ram=24564)])
+    settings = load_settings(env={"VAST_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path),
+                                  "TAILPOD_VAST_URL": "http://vast.invalid",
+                                  "TAILPOD_DISK_GB": "250"}, dotenv_path=tmp_path / "absent.env")
+    vp = VastProvider(settings, timings=TIMINGS, transport=httpx.MockTransport(fake),
+                      sleep=lambda s: None)
+    vp.offers(["RTX 4090"], 1, None)
+    assert fake.queries[0]["disk_space"] == {"gte": 250}
+    assert fake.queries[0]["allocated_storage"] == 250
 
 
 def test_a_gpu_with_no_offer_does_not_hide_the_next_ones(tmp_path: Path) -> None:

@@ -33,15 +33,19 @@ def test_runpod_lists_its_whole_catalog_at_the_secure_price(cloud_env: dict[str,
 
 def test_vast_lists_the_cheapest_offer_of_each_type(cloud_env: dict[str, str]) -> None:
     doc = _json(["--provider", "vast"])
-    single = [o for o in default_vast_offers() if o.num_gpus == 1]
+    # priced as `up` rents: dph_total is the GPU's price plus the storage of the disk searched
+    # with, which is TAILPOD_DISK_GB (80 by default; the emulator bills $/GB-month over 720 h),
+    # and a host without that much disk is no offer
+    disk = 80
+    single = [o for o in default_vast_offers() if o.num_gpus == 1 and o.disk_space >= disk]
     cheapest: dict[str, float] = {}
     for o in single:
-        cheapest[o.gpu_name] = min(cheapest.get(o.gpu_name, 1e9), o.dph_base)
+        total = o.dph_base + o.storage_cost * disk / 720
+        cheapest[o.gpu_name] = min(cheapest.get(o.gpu_name, 1e9), total)
     got = {r["gpu"]: r for r in doc["offers"]}
     assert set(got) == set(cheapest)
-    for name, base in cheapest.items():
-        # dph_total: the GPU price plus the (small) disk price of the search
-        assert base <= got[name]["price_per_hr"] < base + 0.01
+    for name, total in cheapest.items():
+        assert got[name]["price_per_hr"] == pytest.approx(total, abs=1e-4)
 
 
 def test_max_price_and_gpu_filters(cloud_env: dict[str, str]) -> None:
