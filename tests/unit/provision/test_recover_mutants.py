@@ -8,58 +8,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import tailpod.provision.providers as providers_mod
 from tailpod.config import Settings
-from tailpod.errors import ConfigError, ProviderError
+from tailpod.errors import ProviderError
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.provision.base import BillingEvidence, PodInfo, PodState, Provider
+from tailpod.provision.base import PodInfo, PodState
 from tailpod.provision.reconcile import providers_for, recover_ledger, status_remote
 from tailpod.secrets import Secret
+from tests.unit.provision.scripted_cloud import ScriptedCloud as Scripted
 
 MAIN = "ledger.json"
 LAST_GOOD = "ledger.last-good.json"
 NOT_SETTLED = "not every provider answered, so the recovery is not settled yet: "
-
-
-class Scripted(Provider):
-    """A cloud whose listing is `pods`; `fails` makes every listing raise."""
-
-    name = "scripted"
-
-    def __init__(self, name: str, pods: list[PodInfo] | None = None, fails: bool = False) -> None:
-        self.label = name
-        self.pods = pods or []
-        self.fails = fails
-        self.listings = 0
-
-    def offers(self, gpu_preference: list[str], gpu_count: int,
-               max_price: float | None) -> list[Any]:
-        return []
-
-    def create(self, spec: Any) -> PodInfo:
-        raise AssertionError("recovery never creates")
-
-    def get(self, pod_id: str) -> PodInfo | None:
-        return next((p for p in self.pods if p.pod_id == pod_id), None)
-
-    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
-        self.listings += 1
-        if self.fails:
-            raise ProviderError(f"{self.label} listing outage")
-        return [p for p in self.pods if run_tag is None or p.run_tag == run_tag]
-
-    def terminate(self, pod_id: str) -> None:
-        raise AssertionError("recovery never terminates")
-
-    def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
-                         *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
-        raise AssertionError("recovery proves nothing")
 
 
 def _pod(pod_id: str, tag: str | None, state: PodState = PodState.RUNNING,
@@ -92,28 +57,11 @@ def _notices(ledger: Ledger) -> list[dict[str, Any]]:
     return raw
 
 
-@pytest.fixture
-def made(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """get_provider answers the scripted cloud put in `made[name]`; each call is logged."""
-    made: dict[str, Any] = {"calls": []}
-
-    def get_provider(name: str, settings: Settings, **options: Any) -> Provider:
-        made["calls"].append((name, options))
-        made.setdefault("settings", []).append(settings)
-        if name not in made:
-            raise ConfigError(f"{name}: no API key")
-        provider: Provider = made[name]
-        return provider
-
-    monkeypatch.setattr(providers_mod, "get_provider", get_provider)
-    return made
-
-
 # -- recover_ledger ------------------------------------------------------------------------------
 def test_an_undamaged_ledger_asks_no_provider(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     ledger = _ledger(settings, ("tp-a", "runpod"))
-    cloud = Scripted("runpod", [_pod("x", "tp-z")])
+    cloud = Scripted([_pod("x", "tp-z")])
     assert recover_ledger(settings, ledger, {"runpod": cloud}) == []
     assert cloud.listings == 0 and [r.run_tag for r in ledger.all()] == ["tp-a"]
 
@@ -123,7 +71,7 @@ def test_a_corrupt_ledger_restored_from_its_last_good_copy_is_settled_without_ad
     settings = _settings(tmp_path)
     ledger = _ledger(settings, ("tp-a", "runpod"))
     _corrupt(ledger, MAIN)
-    rp, va = Scripted("runpod", [_pod("x", "tp-stray")]), Scripted("vastai")
+    rp, va = Scripted([_pod("x", "tp-stray")]), Scripted()
     lines = recover_ledger(settings, ledger, {"runpod": rp, "vastai": va})
     assert len(lines) == 1
     assert lines[0].startswith("the ledger was damaged at ")
@@ -140,7 +88,7 @@ def test_a_missing_ledger_is_restored_from_the_copy_and_said_missing(tmp_path: P
     settings = _settings(tmp_path)
     ledger = _ledger(settings, ("tp-a", "runpod"))
     (ledger.home / MAIN).unlink()
-    lines = recover_ledger(settings, ledger, {"runpod": Scripted("runpod")})
+    lines = recover_ledger(settings, ledger, {"runpod": Scripted()})
     assert len(lines) == 1 and f"{MAIN} (missing)" in lines[0]
     assert lines[0].endswith(f"; restored from {LAST_GOOD} (nothing lost)")
     assert [n["settled"]["summary"] for n in _notices(ledger)] == ["checked against runpod"]
@@ -151,8 +99,8 @@ def test_a_ledger_with_no_readable_copy_is_rebuilt_from_every_providers_tagged_p
     settings = _settings(tmp_path)
     ledger = _ledger(settings, ("tp-old", "runpod"))
     _corrupt(ledger, MAIN, LAST_GOOD)
-    rp = Scripted("runpod", [_pod("rp-1", "tp-aaa"), _pod("rp-2", None)])  # untagged: not ours
-    va = Scripted("vastai", [_pod("va-1", "tp-bbb", PodState.STOPPED, price=0.25)])
+    rp = Scripted([_pod("rp-1", "tp-aaa"), _pod("rp-2", None)])  # untagged: not ours
+    va = Scripted([_pod("va-1", "tp-bbb", PodState.STOPPED, price=0.25)])
     lines = recover_ledger(settings, ledger, {"runpod": rp, "vastai": va})
     assert len(lines) == 2
     assert lines[0].endswith("; no readable copy was left, so the ledger is rebuilt from the "
@@ -172,7 +120,7 @@ def test_a_rebuild_that_finds_nothing_says_so(tmp_path: Path) -> None:
     ledger = _ledger(settings)
     ledger.all()  # writes the files
     _corrupt(ledger, MAIN, LAST_GOOD)
-    lines = recover_ledger(settings, ledger, {"runpod": Scripted("runpod", [_pod("u", None)])})
+    lines = recover_ledger(settings, ledger, {"runpod": Scripted([_pod("u", None)])})
     want = "rebuilt from runpod: no tailpod-tagged pod is listed"
     assert lines[1:] == [want]
     assert [n["settled"]["summary"] for n in _notices(ledger)] == [want]
@@ -182,8 +130,8 @@ def test_a_provider_that_fails_its_listing_leaves_the_rebuild_unsettled(tmp_path
     settings = _settings(tmp_path)
     ledger = _ledger(settings, ("tp-old", "runpod"))
     _corrupt(ledger, MAIN, LAST_GOOD)
-    rp = Scripted("runpod", [_pod("rp-1", "tp-aaa")])
-    va = Scripted("vastai", fails=True)
+    rp = Scripted([_pod("rp-1", "tp-aaa")])
+    va = Scripted(error=ProviderError("vastai listing outage"))
     lines = recover_ledger(settings, ledger, {"runpod": rp, "vastai": va})
     assert lines[1:] == ["rebuilt from runpod, vastai: 1 pod(s) found and written back (tp-aaa)",
                          NOT_SETTLED + "vastai: vastai listing outage"]
@@ -196,8 +144,8 @@ def test_every_listing_that_failed_is_named(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     ledger = _ledger(settings, ("tp-old", "runpod"))
     _corrupt(ledger, MAIN, LAST_GOOD)
-    lines = recover_ledger(settings, ledger, {"runpod": Scripted("runpod", fails=True),
-                                              "vastai": Scripted("vastai", fails=True)})
+    lines = recover_ledger(settings, ledger, {"runpod": Scripted(error=ProviderError("runpod listing outage")),
+                                              "vastai": Scripted(error=ProviderError("vastai listing outage"))})
     assert lines[1:] == ["rebuilt from runpod, vastai: no tailpod-tagged pod is listed",
                          NOT_SETTLED + "runpod: runpod listing outage; vastai: vastai listing outage"]
     assert ledger.all() == [] and len(ledger.pending_recovery()) == 1
@@ -231,7 +179,7 @@ def test_one_lost_notice_among_restored_ones_makes_the_whole_recovery_a_rebuild(
     _corrupt(ledger, MAIN, LAST_GOOD)
     assert len(ledger.pending_recovery()) == 1  # nothing readable, not settled yet
     _corrupt(ledger, MAIN)  # the copy (holding that notice) is read back: a second notice
-    rp = Scripted("runpod", [_pod("rp-1", "tp-aaa")])
+    rp = Scripted([_pod("rp-1", "tp-aaa")])
     lines = recover_ledger(settings, ledger, {"runpod": rp})
     assert len(lines) == 3
     assert lines[0].endswith("rebuilt from the providers") and lines[1].endswith("(nothing lost)")
@@ -261,7 +209,7 @@ def test_a_rebuild_asks_the_tailnet_whether_each_adopted_pod_is_still_there(
     settings = _settings(tmp_path, tailscale=True)
     ledger = _ledger(settings, ("tp-old", "runpod"))
     _corrupt(ledger, MAIN, LAST_GOOD)
-    rp = Scripted("runpod", [_pod("rp-1", "tp-aaa"), _pod("rp-2", "tp-bbb")])
+    rp = Scripted([_pod("rp-1", "tp-aaa"), _pod("rp-2", "tp-bbb")])
     recover_ledger(settings, ledger, {"runpod": rp})
     assert sorted(asked) == ["tailpod-tp-aaa", "tailpod-tp-bbb"]
     assert {r.run_tag: r.tailnet for r in ledger.all()} == {"tp-aaa": {"enabled": True},
@@ -271,7 +219,7 @@ def test_a_rebuild_asks_the_tailnet_whether_each_adopted_pod_is_still_there(
 # -- providers_for -------------------------------------------------------------------------------
 def test_only_providers_with_a_key_are_asked_and_options_reach_them(
         tmp_path: Path, made: dict[str, Any]) -> None:
-    made["runpod"], made["vastai"] = Scripted("runpod"), Scripted("vastai")
+    made["runpod"], made["vastai"] = Scripted(), Scripted()
     out = providers_for(_settings(tmp_path, runpod=True), (), timings="fast")
     assert list(out) == ["runpod"] and out["runpod"] is made["runpod"]
     assert made["calls"] == [("runpod", {"timings": "fast"})]
@@ -279,7 +227,7 @@ def test_only_providers_with_a_key_are_asked_and_options_reach_them(
 
 def test_a_cloud_the_ledger_names_is_asked_even_without_a_key_but_never_local_or_ssh(
         tmp_path: Path, made: dict[str, Any]) -> None:
-    made["runpod"], made["vastai"] = Scripted("runpod"), Scripted("vastai")
+    made["runpod"], made["vastai"] = Scripted(), Scripted()
     settings = _settings(tmp_path, runpod=True)
     out = providers_for(settings, ["local", "ssh", "vastai", "runpod"], timings="fast")
     assert list(out) == ["runpod", "vastai"] and out["vastai"] is made["vastai"]
@@ -290,7 +238,7 @@ def test_a_cloud_the_ledger_names_is_asked_even_without_a_key_but_never_local_or
 
 def test_with_no_key_and_no_ledger_name_no_provider_is_made(
         tmp_path: Path, made: dict[str, Any]) -> None:
-    made["runpod"], made["vastai"] = Scripted("runpod"), Scripted("vastai")
+    made["runpod"], made["vastai"] = Scripted(), Scripted()
     assert providers_for(_settings(tmp_path), ["local"]) == {}
     assert made["calls"] == []
 
@@ -298,7 +246,7 @@ def test_with_no_key_and_no_ledger_name_no_provider_is_made(
 # -- status_remote -------------------------------------------------------------------------------
 def test_status_asks_the_configured_clouds_and_names_a_provider_it_did_not_ask(
         tmp_path: Path, made: dict[str, Any]) -> None:
-    made["runpod"] = Scripted("runpod", [_pod("p-tp-a", "tp-a"), _pod("o-1", "tp-orphan")])
+    made["runpod"] = Scripted([_pod("p-tp-a", "tp-a"), _pod("o-1", "tp-orphan")])
     settings = _settings(tmp_path, runpod=True)
     ledger = _ledger(settings, ("tp-a", "runpod"), ("tp-box", "ssh"), ("tp-here", "local"))
     report = status_remote(settings, ledger, timings="fast")
@@ -328,8 +276,8 @@ def test_status_when_a_provider_cannot_be_made_reports_why_and_leaves_the_damage
 
 def test_status_when_a_listing_fails_flags_its_pods_unreachable(
         tmp_path: Path, made: dict[str, Any]) -> None:
-    made["runpod"] = Scripted("runpod", [_pod("p-tp-a", "tp-a")])
-    made["vastai"] = Scripted("vastai", fails=True)
+    made["runpod"] = Scripted([_pod("p-tp-a", "tp-a")])
+    made["vastai"] = Scripted(error=ProviderError("vastai listing outage"))
     settings = _settings(tmp_path, runpod=True, vast=True)
     ledger = _ledger(settings, ("tp-a", "runpod"), ("tp-v", "vastai"))
     report = status_remote(settings, ledger)
@@ -341,7 +289,7 @@ def test_status_when_a_listing_fails_flags_its_pods_unreachable(
 
 def test_status_settles_a_damaged_ledger_through_the_providers_it_asked(
         tmp_path: Path, made: dict[str, Any]) -> None:
-    made["runpod"] = Scripted("runpod", [_pod("rp-1", "tp-aaa")])
+    made["runpod"] = Scripted([_pod("rp-1", "tp-aaa")])
     settings = _settings(tmp_path, runpod=True)
     ledger = _ledger(settings, ("tp-old", "runpod"))
     _corrupt(ledger, MAIN, LAST_GOOD)

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import tailpod.provision.providers as providers_mod
 import tailpod.provision.tailnet.devices as devices
 import tailpod.provision.tailnet.steps as steps
 from tailpod.config import Settings
 from tailpod.errors import ConfigError, ProviderError, TransientError
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.provision.base import BillingEvidence, PodInfo, PodState, Provider
+from tailpod.provision.base import PodInfo, PodState
 from tailpod.provision.reconcile import (
     _tailnet_lister,
     adopt_from_providers,
@@ -31,44 +30,18 @@ from tailpod.provision.reconcile import (
     find_at_providers,
 )
 from tailpod.secrets import Secret
+from tests.unit.provision.scripted_cloud import ScriptedCloud
 
 T = 1_800_000_000.0  # 2027-01-15T08:00:00 UTC (`date -u -d @1800000000`)
 STARTED = 1_799_990_000.0  # 2027-01-15T05:13:20 UTC, a listed pod's creation time
 REBUILD = "; no readable copy was left, so the ledger is rebuilt from the providers"
 
 
-class Scripted(Provider):
-    """Lists `pods` (those under the tag asked for); `error` makes every listing raise it."""
-
-    name = "scripted"
-
-    def __init__(self, pods: Iterable[PodInfo] = (), error: Exception | None = None) -> None:
-        self.pods = list(pods)
-        self.error = error
-        self.asked: list[str | None] = []
-
-    def offers(self, gpu_preference: list[str], gpu_count: int,
-               max_price: float | None) -> list[Any]:
-        return []
-
-    def create(self, spec: Any) -> PodInfo:
-        raise AssertionError("recovery never creates")
+class Scripted(ScriptedCloud):
+    """A cloud the recovery entry points may only list."""
 
     def get(self, pod_id: str) -> PodInfo | None:
         raise AssertionError("recovery only lists")
-
-    def list_by_tag(self, run_tag: str | None = None) -> list[PodInfo]:
-        self.asked.append(run_tag)
-        if self.error is not None:
-            raise self.error
-        return [p for p in self.pods if run_tag is None or p.run_tag == run_tag]
-
-    def terminate(self, pod_id: str) -> None:
-        raise AssertionError("recovery never terminates")
-
-    def billing_evidence(self, run_tag: str, pod_id: str | None, price_per_hr: float | None,
-                         *, known_active_tags: Iterable[str] = ()) -> BillingEvidence:
-        raise AssertionError("recovery proves nothing")
 
 
 def _pod(pod_id: str, tag: str | None, state: PodState = PodState.RUNNING, *, gpu: str = "A40",
@@ -117,22 +90,6 @@ def tailnet(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(steps, "api_from_settings", api)
     monkeypatch.setattr(devices, "find_devices", find)
     return state
-
-
-@pytest.fixture
-def made(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """get_provider answers the scripted cloud put in `made[name]`; each call is logged."""
-    made: dict[str, Any] = {"calls": []}
-
-    def get_provider(name: str, settings: Settings, **options: Any) -> Provider:
-        made["calls"].append((name, options))
-        if name not in made:
-            raise ConfigError(f"{name}: no API key")
-        provider: Provider = made[name]
-        return provider
-
-    monkeypatch.setattr(providers_mod, "get_provider", get_provider)
-    return made
 
 
 # -- describe_recovery ---------------------------------------------------------------------------
