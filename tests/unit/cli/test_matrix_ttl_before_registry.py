@@ -11,45 +11,16 @@ from typing import Any
 import pytest
 
 import tailpod.pods.cloud as cloud_up
-import tailpod.provision.providers as providers_mod
 from tailpod.cli.matrix import run_matrix
-from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
-from tailpod.measure.matrix_run import CloudSteps, CostModel, SweepSpec
-from tailpod.provision.base import Offer
-from tailpod.results.matrix import Card
-
-SWEEP = SweepSpec(ks=(0,), concurrency=(1, 2, 4, 8), reps=3)
-H200 = Card("runpod", "H200")
-
-
-class Recording:
-    def __init__(self) -> None:
-        self.queries: list[list[str]] = []
-
-    def offers(self, gpu_preference: list[str], gpu_count: int,
-               max_price: float | None) -> list[Offer]:
-        self.queries.append(gpu_preference)
-        return [Offer("runpod", "NVIDIA H200 SXM", gpu_count, 3.6, True)]
+from tailpod.measure.matrix_run import CloudSteps, CostModel
+from tests.helpers.matrix_offers import H200, SWEEP, matrix_settings, recording_cloud
 
 
 @pytest.fixture
 def cloud(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    state: dict[str, Any] = {"made": [], "provider": Recording()}
-
-    def get_provider(name: str, settings: Settings, **options: Any) -> Recording:
-        state["made"].append(name)
-        provider: Recording = state["provider"]
-        return provider
-
-    monkeypatch.setattr(providers_mod, "get_provider", get_provider)
-    return state
-
-
-def _settings(tmp_path: Path, ttl_hours: float) -> Settings:
-    return Settings(home=tmp_path / "home", results_dir=tmp_path / "results",
-                    ttl_hours=ttl_hours, engine="vllm", model="org/m")
+    return recording_cloud(monkeypatch)
 
 
 def test_a_new_matrix_past_the_ttl_asks_neither_the_registry_nor_a_provider(
@@ -61,14 +32,14 @@ def test_a_new_matrix_past_the_ttl_asks_neither_the_registry_nor_a_provider(
         return "img@sha256:ab", None
 
     monkeypatch.setattr(cloud_up, "pinned_image", pinned_image)
-    settings = _settings(tmp_path, ttl_hours=0.5)
+    settings = matrix_settings(tmp_path, ttl_hours=0.5)
     with pytest.raises(ConfigError, match="past the pods' TTL of 0.5 h"):
         run_matrix(settings, cards=[H200], sweep=SWEEP, cost=CostModel(), budget=50.0,
                    parallel=1, base=EngineConfig(engine="vllm", model="org/m"),
                    steps=CloudSteps(), dry_run=True)
     assert pinned == [] and cloud["made"] == []
     assert not Path(settings.results_dir).exists()  # no matrix state written either
-    ok = _settings(tmp_path, ttl_hours=1.0)
+    ok = matrix_settings(tmp_path, ttl_hours=1.0)
     assert run_matrix(ok, cards=[H200], sweep=SWEEP, cost=CostModel(), budget=50.0, parallel=1,
                       base=EngineConfig(engine="vllm", model="org/m"), steps=CloudSteps(),
                       dry_run=True) is None

@@ -7,7 +7,8 @@ The offer can change a projection only by naming the GPU as the provider does, w
 earlier run's measured start under that name (measure/matrix_run.py price_cards). The providers
 here are in memory and record every call; earlier runs are run.json files written by hand. The
 hours are worked from CostModel's defaults (20 min setup, 1 min a cell, 2 min teardown) and the
-sweep below (one arm, 4 levels x 3 reps = 12 cells): 20 + 12 + 2 = 34 min = 0.567 h."""
+sweep of tests/helpers/matrix_offers.py (one arm, 4 levels x 3 reps = 12 cells): 20 + 12 + 2 = 34 min
+= 0.567 h."""
 
 from __future__ import annotations
 
@@ -17,52 +18,19 @@ from typing import Any
 
 import pytest
 
-import tailpod.provision.providers as providers_mod
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 from tailpod.measure.matrix_run import (
     CostModel,
-    SweepSpec,
     least_card_hours,
     price_cards,
 )
-from tailpod.provision.base import Offer
-from tailpod.results.matrix import Card
-
-SWEEP = SweepSpec(ks=(0,), concurrency=(1, 2, 4, 8), reps=3)
-H200 = Card("runpod", "H200")
-PROVIDER_NAME = "NVIDIA H200 SXM"  # how the provider's offer names the card's GPU
-
-
-class Recording:
-    """A provider whose offers name `gpu` at $3.60/h; every query is logged."""
-
-    def __init__(self, gpu: str) -> None:
-        self.gpu = gpu
-        self.queries: list[tuple[list[str], int, float | None]] = []
-
-    def offers(self, gpu_preference: list[str], gpu_count: int,
-               max_price: float | None) -> list[Offer]:
-        self.queries.append((gpu_preference, gpu_count, max_price))
-        return [Offer("runpod", self.gpu, gpu_count, 3.6, True)]
+from tests.helpers.matrix_offers import H200, PROVIDER_NAME, SWEEP, matrix_settings, recording_cloud
 
 
 @pytest.fixture
 def cloud(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    state: dict[str, Any] = {"made": [], "provider": Recording(PROVIDER_NAME)}
-
-    def get_provider(name: str, settings: Settings, **options: Any) -> Recording:
-        state["made"].append(name)
-        provider: Recording = state["provider"]
-        return provider
-
-    monkeypatch.setattr(providers_mod, "get_provider", get_provider)
-    return state
-
-
-def _settings(tmp_path: Path, ttl_hours: float) -> Settings:
-    return Settings(home=tmp_path / "home", results_dir=tmp_path / "results",
-                    ttl_hours=ttl_hours, engine="vllm", model="org/m")
+    return recording_cloud(monkeypatch)
 
 
 def _earlier(settings: Settings, run_id: str, gpu: str, setup_s: float) -> None:
@@ -77,7 +45,7 @@ def _earlier(settings: Settings, run_id: str, gpu: str, setup_s: float) -> None:
 
 def test_a_card_past_the_ttl_is_refused_before_any_offer_query(
         tmp_path: Path, cloud: dict[str, Any]) -> None:
-    settings = _settings(tmp_path, ttl_hours=0.5)  # 34 min > 30 min
+    settings = matrix_settings(tmp_path, ttl_hours=0.5)  # 34 min > 30 min
     with pytest.raises(ConfigError) as refused:
         price_cards(settings, [H200], SWEEP, CostModel(), 50.0, "img@sha256:ab")
     assert refused.value.message.startswith(
@@ -89,7 +57,7 @@ def test_a_card_past_the_ttl_is_refused_before_any_offer_query(
 
 def test_a_card_within_the_ttl_reaches_its_offer_and_is_priced(
         tmp_path: Path, cloud: dict[str, Any]) -> None:
-    settings = _settings(tmp_path, ttl_hours=1.0)
+    settings = matrix_settings(tmp_path, ttl_hours=1.0)
     prices = price_cards(settings, [H200], SWEEP, CostModel(), 50.0, "img@sha256:ab")
     assert cloud["provider"].queries == [(["H200"], 1, None)]
     # 34 min at $3.60/h = $2.04
@@ -102,7 +70,7 @@ def test_the_cards_own_check_after_its_offer_still_refuses(
     """Under the card's own name nothing was measured (34 min, within 1 h), so the offer is
     asked; it names the GPU as the provider does, under which an earlier start billed 60 min:
     60 + 12 + 2 = 74 min = 1.23 h, past the TTL."""
-    settings = _settings(tmp_path, ttl_hours=1.0)
+    settings = matrix_settings(tmp_path, ttl_hours=1.0)
     _earlier(settings, "slow", PROVIDER_NAME, 3600.0)
     assert least_card_hours(Path(settings.results_dir), H200, "vllm", SWEEP, CostModel())[0] \
         == pytest.approx(34 / 60)
@@ -116,7 +84,7 @@ def test_an_earlier_start_under_another_name_that_could_fit_is_not_refused_up_fr
     """The default 34 min is past a 0.5 h TTL, but an earlier start under the provider's name
     billed 10 min (10 + 12 + 2 = 24 min): an offer naming that GPU fits, so the offer is asked
     and the card is priced at those 24 min ($3.60/h x 0.4 h = $1.44)."""
-    settings = _settings(tmp_path, ttl_hours=0.5)
+    settings = matrix_settings(tmp_path, ttl_hours=0.5)
     _earlier(settings, "fast", PROVIDER_NAME, 600.0)
     _earlier(settings, "other-count", "H200", 1.0)  # another engine would not count either
     path = Path(settings.results_dir) / "other-count" / "run.json"
@@ -129,6 +97,6 @@ def test_an_earlier_start_under_another_name_that_could_fit_is_not_refused_up_fr
 
 
 def test_no_ttl_refuses_nothing_up_front(tmp_path: Path, cloud: dict[str, Any]) -> None:
-    settings = _settings(tmp_path, ttl_hours=0.0)  # --ttl-hours 0: no TTL
+    settings = matrix_settings(tmp_path, ttl_hours=0.0)  # --ttl-hours 0: no TTL
     price_cards(settings, [H200], SWEEP, CostModel(), 50.0, "img@sha256:ab")
     assert len(cloud["provider"].queries) == 1
