@@ -68,11 +68,6 @@ class LifecyclePolicy:
         if self.progress is not None:
             self.progress(redact(line))
 
-    @classmethod
-    def fast(cls) -> LifecyclePolicy:
-        return cls(terminate_attempts=3, terminate_retry_s=0.02, gone_timeout_s=1.2,
-                   poll_interval_s=0.05, reterminate_every=4, sweep_timeout_s=1.2)
-
 
 def manual_stop(provider: Provider, pod_id: str) -> str:
     """How to stop `pod_id` without tailpod, in the provider's own steps (its class's facts:
@@ -324,16 +319,19 @@ def teardown(
         # The proven end: the first proof's, kept when a later `down` proves it again.
         payload["ended_at"] = now_iso(proven_before or gone_at)
     proof_path = save(write_proof, run_dir, payload)
+    # The ledger's `proof` note points at the file, or says there is none (a refused write).
+    proof_note: dict[str, Any] = (
+        {"path": str(proof_path)} if proof_path is not None else
+        {"path": None, "not_written": f"the disk refused {run_dir / PROOF_FILE}"})
     if evidence.proven:
         save(ledger.update, tag, event="billing-proven", status="terminated", operation={})
         with contextlib.suppress(OSError), ledger.transaction() as pods:
             if tag in pods:
                 pods[tag].extra.ended_at = proven_before or gone_at
-                pods[tag].note("proof", path=str(proof_path))
+                pods[tag].note("proof", **proof_note)
     else:
         save(ledger.update, tag, event="billing-not-proven", status="terminating", operation={})
-        save(note_event, ledger, tag, "proof", path=str(proof_path),
-             still_billing=evidence.still_billing)
+        save(note_event, ledger, tag, "proof", **proof_note, still_billing=evidence.still_billing)
     if disk:
         said = ("billing proven stopped at the provider" if evidence.proven else
                 "billing is NOT proven stopped: " + " | ".join(evidence.still_billing))

@@ -18,6 +18,7 @@ from tailpod.provision.teardown import LifecyclePolicy
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.faults import Fault
 from tailpod.secrets import Secret
+from tests.helpers.lifecycle_policy import fast_policy
 
 # Each provider's names for "a GPU that is rarely free" and "a common one" in the sandbox catalog.
 GPUS = {
@@ -112,7 +113,7 @@ def cloud(request: pytest.FixtureRequest, sandbox: Sandbox, tailpod_home: Path) 
     settings = settings_for(sandbox, tailpod_home)
     provider = get_provider(request.param, settings, timings=ApiTimings.fast())
     return Cloud(request.param, sandbox, settings, provider, Ledger(tailpod_home),
-                 LifecyclePolicy.fast(), tailpod_home)
+                 fast_policy(), tailpod_home)
 
 
 @pytest.fixture()
@@ -121,6 +122,6 @@ def make_cloud(sandbox: Sandbox, tailpod_home: Path) -> Callable[[str], Cloud]:
         settings = settings_for(sandbox, tailpod_home)
         provider = get_provider(kind, settings, timings=ApiTimings.fast())
         return Cloud(kind, sandbox, settings, provider, Ledger(tailpod_home),
-                     LifecyclePolicy.fast(), tailpod_home)
+                     fast_policy(), tailpod_home)
 
     return make

@@ -21,9 +21,10 @@ from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
 from tailpod.provision.runpod.provider import GraphQLUnavailable
-from tailpod.provision.teardown import LifecyclePolicy, teardown
+from tailpod.provision.teardown import teardown
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.model import SandboxPod
+from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import Cloud, settings_for
 
@@ -128,7 +129,7 @@ def rent_without_graphql(retired: Sandbox, settings: Settings) -> tuple[Cloud, P
     GraphQL is retired, with the ledger in the settings' state directory."""
     provider = get_provider("runpod", settings, timings=ApiTimings.fast())
     cloud = Cloud("runpod", retired, settings, provider, Ledger(settings.state_dir),
-                  LifecyclePolicy.fast(), settings.state_dir)
+                  fast_policy(), settings.state_dir)
     spec = cloud.spec(gpus=[cloud.gpu("second")])
     spec.ttl_at = ttl_deadline(1.0, time.time())
     info = create_pod_safely(provider, spec, cloud.ledger, cloud.record(spec), policy=cloud.policy)

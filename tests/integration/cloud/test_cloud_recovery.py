@@ -29,8 +29,8 @@ from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import up_remote
 from tailpod.provision.ssh.client import SshTarget
-from tailpod.provision.teardown import LifecyclePolicy
 from tailpod.sandbox import Sandbox
+from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import settings_for
 
@@ -59,7 +59,7 @@ def rent(sandbox: Sandbox, home: Path, env: dict[str, str], tag: str) -> Ledger:
     ledger = Ledger(settings.state_dir)
     up_remote(settings, ledger, PodSpec(run_tag=tag, gpu_preference=["NVIDIA A40"], image="img",
                                         start_command=["sleep", "60"]),
-              policy=LifecyclePolicy.fast(), timings=ApiTimings.fast())
+              policy=fast_policy(), timings=ApiTimings.fast())
     assert sandbox.meter()["billing_count"] == 1
     return ledger
 

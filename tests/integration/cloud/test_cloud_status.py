@@ -19,6 +19,7 @@ from tailpod.provision.teardown import (
     teardown_all,
     teardown_expired,
 )
+from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import Cloud
 
@@ -128,7 +129,7 @@ def test_settings_level_entry_points(sandbox, tailpod_home) -> None:  # type: ig
     from tailpod.provision.base import PodSpec
     from tailpod.provision.create import up_remote
     from tailpod.provision.reconcile import status_remote
-    from tailpod.provision.teardown import LifecyclePolicy, down_many, down_remote, run_dir_for
+    from tailpod.provision.teardown import down_many, down_remote, run_dir_for
 
     from .conftest import settings_for
 
@@ -137,7 +138,7 @@ def test_settings_level_entry_points(sandbox, tailpod_home) -> None:  # type: ig
                             TAILPOD_RESULTS_DIR=str(tailpod_home / "results"))
     ledger = Ledger(settings.state_dir)
     opts = {"timings": ApiTimings.fast()}
-    policy = LifecyclePolicy.fast()
+    policy = fast_policy()
     spec = PodSpec(run_tag="tp-entry-1", gpu_preference=["H100 SXM", "RTX 4090"], image="img",
                    start_command=["sleep", "30"])
     record, info = up_remote(settings, ledger, spec, policy=policy, **opts)

@@ -13,8 +13,8 @@ import pytest
 from tailpod.ledger import Ledger
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.runpod import first_contact as fc
-from tailpod.provision.teardown import LifecyclePolicy
 from tailpod.sandbox import Sandbox
+from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import settings_for
 
@@ -28,7 +28,7 @@ def _run(sandbox: Sandbox, home: Path, **timing: float) -> fc.FirstContactFacts:
     lines: list[str] = []
     timings = fc.FirstContactTimings(**{**vars(fc.FirstContactTimings.fast()), **timing})
     facts = fc.run_first_contact(settings, IMAGE, timings=timings, provider=provider,
-                                 say=lines.append, policy=LifecyclePolicy.fast())
+                                 say=lines.append, policy=fast_policy())
     facts.notes.append("said: " + " || ".join(lines))
     return facts
 

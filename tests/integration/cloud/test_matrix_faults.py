@@ -30,9 +30,10 @@ from tailpod.measure.sweep import GateResult
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import BillingEvidence, PodSpec
 from tailpod.provision.create import up_remote
-from tailpod.provision.teardown import LifecyclePolicy, down_many, down_remote
+from tailpod.provision.teardown import down_many, down_remote
 from tailpod.results.matrix import parse_cards
 from tailpod.sandbox import Sandbox, start_sandbox
+from tests.helpers.lifecycle_policy import fast_policy
 
 IMAGE = "sandbox/engine@sha256:" + "ab" * 32  # a digest: pinned as given, no registry needed
 A40 = "runpod:NVIDIA A40"  # $0.40/h in the sandbox catalog
@@ -114,7 +115,7 @@ class SandboxSteps:
         spec = PodSpec(run_tag=new_run_tag(), gpu_preference=list(settings.gpus), image=IMAGE,
                        start_command=["sleep", "600"], gpu_count=settings.gpu_count,
                        env={}, disk_gb=20, ports=[22])
-        record, _info = up_remote(settings, ledger, spec, policy=LifecyclePolicy.fast(),
+        record, _info = up_remote(settings, ledger, spec, policy=fast_policy(),
                                   timings=ApiTimings.fast())
         self.rented.append(record.run_tag)
         if settings.gpus[0] == self.bootstrap_fails_on:
@@ -131,7 +132,7 @@ class SandboxSteps:
         return host
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
-        return down_remote(settings, ledger, record, policy=LifecyclePolicy.fast(),
+        return down_remote(settings, ledger, record, policy=fast_policy(),
                            timings=ApiTimings.fast())
 
 
@@ -280,7 +281,7 @@ def test_ctrl_c_during_parallel_creation_leaves_nothing_billing(sandbox: Sandbox
     assert sandbox.billing_now() == []
     assert all(not r.active for r in ledger.all())
     # `down --all` finds nothing left and proves it
-    outcomes = down_many(settings, ledger, policy=LifecyclePolicy.fast(),
+    outcomes = down_many(settings, ledger, policy=fast_policy(),
                          timings=ApiTimings.fast())
     assert all(o.proven for o in outcomes)
     assert sandbox.billing_now() == []

@@ -24,9 +24,10 @@ from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely, up_remote
 from tailpod.provision.providers import get_provider
-from tailpod.provision.teardown import LifecyclePolicy, teardown
+from tailpod.provision.teardown import teardown
 from tailpod.sandbox import Sandbox
 from tests.helpers.container_log import wait_for_log
+from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import settings_for
 
@@ -84,7 +85,7 @@ def test_volume_create_ls_status_down_rm_through_the_cli(
     spec = PodSpec(run_tag="tp-vol-run-1", gpu_preference=["A40"], image="img",
                    start_command=["sleep", "30"], volume_id=record.volume_id,
                    volume_mount_path="/workspace", data_center_ids=[record.data_center])
-    up_remote(settings, ledger, spec, policy=LifecyclePolicy.fast(), timings=ApiTimings.fast())
+    up_remote(settings, ledger, spec, policy=fast_policy(), timings=ApiTimings.fast())
     vol.note_use(ledger, "tp-vol-cache1", "tp-vol-run-1")
     down = runner.invoke(app, ["down", "tp-vol-run-1"])
     assert down.exit_code == 0, down.output
@@ -123,7 +124,7 @@ def test_down_volumes_deletes_only_the_runs_volumes(
     spec = PodSpec(run_tag="tp-vol-run-2", gpu_preference=["A40"], image="img",
                    start_command=["sleep", "30"], volume_id=mine.volume_id,
                    data_center_ids=[mine.data_center])
-    up_remote(settings, ledger, spec, policy=LifecyclePolicy.fast(), timings=ApiTimings.fast())
+    up_remote(settings, ledger, spec, policy=fast_policy(), timings=ApiTimings.fast())
     vol.note_use(ledger, "tp-vol-mine", "tp-vol-run-2")
     down = runner.invoke(app, ["down", "tp-vol-run-2", "--volumes"])
     assert down.exit_code == 0, down.output
@@ -239,7 +240,7 @@ def test_a_second_pod_finds_what_the_first_wrote_on_the_volume(
         spec.ttl_at = ttl_deadline(1.0, time.time())
         info = create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag,
                                                                    provider="runpod"),
-                                 policy=LifecyclePolicy.fast())
+                                 policy=fast_policy())
         # placed in the volume's data center, on the GPU it has (H200 is not in EU-RO-1)
         assert info.gpu_type == "NVIDIA A40" and info.detail["data_center"] == "EU-RO-1"
         pod = next(p for p in sandbox.cloud.pods.values() if p.pod_id == info.pod_id)
@@ -248,7 +249,7 @@ def test_a_second_pod_finds_what_the_first_wrote_on_the_volume(
         pod_record = ledger.get(tag)
         assert pod_record is not None
         assert teardown(provider, ledger, pod_record, tailpod_home / "run" / tag,
-                        policy=LifecyclePolicy.fast()).proven
+                        policy=fast_policy()).proven
     assert logs[1].count("weights-v1") == 2, logs  # via the env path and via the mount path
     assert live_volumes(sandbox) == ["tp-vol-shared"]  # pod teardown never deletes the volume
 
@@ -353,12 +354,12 @@ def test_a_kept_volume_never_reads_as_a_pod_billing_on(
                        start_command=["sleep", "30"])
         spec.ttl_at = ttl_deadline(1.0, time.time())
         create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag, provider="runpod"),
-                          policy=LifecyclePolicy.fast())
+                          policy=fast_policy())
         record = ledger.get(tag)
         assert record is not None
         try:
             return teardown(provider, ledger, record, tailpod_home / "run" / tag,
-                            policy=LifecyclePolicy.fast()).proven
+                            policy=fast_policy()).proven
         except Exception:
             return False
 

@@ -14,8 +14,9 @@ from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
-from tailpod.provision.teardown import LifecyclePolicy, teardown
+from tailpod.provision.teardown import teardown
 from tailpod.sandbox import Sandbox
+from tests.helpers.lifecycle_policy import fast_policy
 from tests.integration.contracts.contract import Recorder, contract_problems
 
 
@@ -35,10 +36,10 @@ def test_volume_traffic_matches_the_published_contracts(sandbox: Sandbox, tmp_pa
                    data_center_ids=[place.data_center])
     spec.ttl_at = ttl_deadline(1.0, time.time())
     create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag, provider="runpod"),
-                      policy=LifecyclePolicy.fast())
+                      policy=fast_policy())
     pod = ledger.get(tag)
     assert pod is not None
-    assert teardown(provider, ledger, pod, tmp_path / "run", policy=LifecyclePolicy.fast()).proven
+    assert teardown(provider, ledger, pod, tmp_path / "run", policy=fast_policy()).proven
     provider.volume_get("nosuchvolume")  # type: ignore[attr-defined]
     vol.delete_volume_proven(provider, ledger, "contract")
 

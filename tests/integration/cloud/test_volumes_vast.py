@@ -29,9 +29,10 @@ from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely, up_remote
 from tailpod.provision.providers import get_provider
-from tailpod.provision.teardown import LifecyclePolicy, teardown
+from tailpod.provision.teardown import teardown
 from tailpod.sandbox import Sandbox
 from tests.helpers.container_log import wait_for_log
+from tests.helpers.lifecycle_policy import fast_policy
 from tests.integration.contracts.contract import Recorder, contract_problems
 
 from .conftest import settings_for
@@ -111,7 +112,7 @@ def test_create_ls_status_up_down_rm_on_vast_through_the_cli(
     assert spec.volume_id == record.volume_id and spec.volume_mount_path == "/data"
     assert any("machine 41001, which has none of H100 SXM" in line for line in said), said
     assert str(spec.env["HF_HOME"]) == "/data/tailpod/hf"
-    _rec, info = up_remote(settings, ledger, spec, policy=LifecyclePolicy.fast(),
+    _rec, info = up_remote(settings, ledger, spec, policy=fast_policy(),
                            timings=ApiTimings.fast())
     pod = next(p for p in sandbox.cloud.pods.values() if p.pod_id == info.pod_id)
     # the volume's machine, though machine 41000 rents the same GPU for less
@@ -351,7 +352,7 @@ def test_a_second_instance_on_the_machine_finds_what_the_first_wrote(
         spec.ttl_at = ttl_deadline(1.0, time.time())
         info = create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag,
                                                                    provider="vastai"),
-                                 policy=LifecyclePolicy.fast())
+                                 policy=fast_policy())
         assert info.detail["machine_id"] == int(MACHINE)
         pod = next(p for p in sandbox.cloud.pods.values() if p.pod_id == info.pod_id)
         log = sandbox.cloud.host.container_log(pod)  # type: ignore[attr-defined]
@@ -359,7 +360,7 @@ def test_a_second_instance_on_the_machine_finds_what_the_first_wrote(
         pod_record = ledger.get(tag)
         assert pod_record is not None
         assert teardown(provider, ledger, pod_record, tailpod_home / "run" / tag,
-                        policy=LifecyclePolicy.fast()).proven
+                        policy=fast_policy()).proven
     assert logs[1].count("weights-v1") == 2, logs  # via the env path and via the mount path
     assert list(live(sandbox)) == ["tp_vol_shared"]  # instance teardown never deletes it
 
@@ -382,10 +383,10 @@ def test_volume_traffic_matches_the_published_contracts(sandbox: Sandbox, tmp_pa
                    volume_mount_path="/data", data_center_ids=[place.data_center])
     spec.ttl_at = ttl_deadline(1.0, time.time())
     create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag, provider="vastai"),
-                      policy=LifecyclePolicy.fast())
+                      policy=fast_policy())
     pod = ledger.get(tag)
     assert pod is not None
-    assert teardown(provider, ledger, pod, tmp_path / "run", policy=LifecyclePolicy.fast()).proven
+    assert teardown(provider, ledger, pod, tmp_path / "run", policy=fast_policy()).proven
     vol.delete_volume_proven(provider, ledger, "contract")
     provider.volume_delete(str(record.volume_id))  # already gone: 404, success
 

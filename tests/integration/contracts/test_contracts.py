@@ -18,9 +18,10 @@ from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
-from tailpod.provision.teardown import LifecyclePolicy, teardown
+from tailpod.provision.teardown import teardown
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.secrets import Secret
+from tests.helpers.lifecycle_policy import fast_policy
 
 from .contract import Recorder, contract_for, contract_problems, contracts
 
@@ -59,12 +60,12 @@ def test_lifecycle_traffic_matches_the_published_contracts(kind: str, sandbox: S
                    env={"HF_TOKEN": Secret("hf_contractTEST0123456789"), "TAILPOD_RUN_TAG": tag})
     spec.ttl_at = ttl_deadline(1.0, time.time())
     info = create_pod_safely(provider, spec, ledger, PodRecord(run_tag=tag, provider=kind),
-                             policy=LifecyclePolicy.fast())
+                             policy=fast_policy())
     provider.get(info.pod_id)
     provider.get("0" if kind == "vastai" else "nosuchpod")  # a miss, answered by the spec's shape
     record = ledger.get(tag)
     assert record is not None
-    assert teardown(provider, ledger, record, tmp_path / "run", policy=LifecyclePolicy.fast()
+    assert teardown(provider, ledger, record, tmp_path / "run", policy=fast_policy()
                     ).proven
 
     problems, seen = contract_problems(VENDOR[kind], recorder.exchanges)

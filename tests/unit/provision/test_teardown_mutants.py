@@ -297,7 +297,10 @@ def test_a_proof_the_disk_refuses_leaves_the_ledger_proven_but_exits_3(
     stored = ledger.get(TAG)
     assert stored is not None and stored.status == "terminated"
     assert stored.extra.ended_at is not None
-    assert _events(ledger)[-1] == ("proof", {"path": "None"})  # no file to point at
+    # no file to point at: the note says so instead of naming one
+    assert _events(ledger)[-1] == ("proof", {
+        "path": None,
+        "not_written": f"the disk refused {tmp_path / 'run' / 'billing-proof.json'}"})
 
 
 def test_down_all_on_a_full_disk_is_unproven_with_no_proof_path(
