@@ -47,13 +47,6 @@ class ApiTimings:
     evidence_window_s: float = 5.0  # vast: watch the balance this long after destroy
     max_offers_per_gpu: int = 3  # vast: offers tried per GPU type before the next type
 
-    @classmethod
-    def fast(cls) -> ApiTimings:
-        """Short waits for tests against the sandbox."""
-        return cls(request_timeout_s=2.0, attempts=3, backoff_s=0.02, backoff_max_s=0.1,
-                   max_retry_after_s=1.0, create_attempts=3, readback_attempts=10,
-                   readback_interval_s=0.05, evidence_window_s=0.2)
-
 
 class ApiError(ProviderError):
     """An HTTP answer the adapter did not expect; carries status and the (redacted) body."""

@@ -78,10 +78,6 @@ class FirstContactTimings:
     poll_s: float = 5.0
 
     @classmethod
-    def fast(cls) -> FirstContactTimings:
-        return cls(boot_s=20.0, hold_s=2.0, gone_s=10.0, poll_s=0.1)
-
-    @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> FirstContactTimings:
         """TAILPOD_FIRST_CONTACT_{BOOT,HOLD,GONE,POLL}_S override the defaults (the sandbox)."""
         values: dict[str, float] = {}

@@ -11,13 +11,13 @@ import pytest
 
 from tailpod.config import Settings, load_settings
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec, Provider
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import LifecyclePolicy
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.faults import Fault
 from tailpod.secrets import Secret
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 # Each provider's names for "a GPU that is rarely free" and "a common one" in the sandbox catalog.
@@ -93,7 +93,7 @@ class Cloud:
 
     def new_provider(self, **env: str) -> Provider:
         return get_provider(self.kind, settings_for(self.sandbox, self.home, **env),
-                            timings=ApiTimings.fast())
+                            timings=fast_timings())
 
     def recording_sleeps(self, **timings: float) -> list[float]:
         """Swap in an adapter whose waits really happen and are recorded, in order."""
@@ -104,14 +104,14 @@ class Cloud:
             time.sleep(seconds)
 
         self.provider = get_provider(self.kind, self.settings,
-                                     timings=replace(ApiTimings.fast(), **timings), sleep=sleep)
+                                     timings=replace(fast_timings(), **timings), sleep=sleep)
         return slept
 
 
 @pytest.fixture(params=["runpod", "vastai"])
 def cloud(request: pytest.FixtureRequest, sandbox: Sandbox, tailpod_home: Path) -> Cloud:
     settings = settings_for(sandbox, tailpod_home)
-    provider = get_provider(request.param, settings, timings=ApiTimings.fast())
+    provider = get_provider(request.param, settings, timings=fast_timings())
     return Cloud(request.param, sandbox, settings, provider, Ledger(tailpod_home),
                  fast_policy(), tailpod_home)
 
@@ -120,7 +120,7 @@ def cloud(request: pytest.FixtureRequest, sandbox: Sandbox, tailpod_home: Path) 
 def make_cloud(sandbox: Sandbox, tailpod_home: Path) -> Callable[[str], Cloud]:
     def make(kind: str) -> Cloud:
         settings = settings_for(sandbox, tailpod_home)
-        provider = get_provider(kind, settings, timings=ApiTimings.fast())
+        provider = get_provider(kind, settings, timings=fast_timings())
         return Cloud(kind, sandbox, settings, provider, Ledger(tailpod_home),
                      fast_policy(), tailpod_home)
 

@@ -1,6 +1,7 @@
 """`up` on the sandbox cloud that stops dead at one step, so a test can `kill -9` it there.
 
-Run as a script: `python interrupted_up.py STEP READY_FILE` with the sandbox's environment. STEP is
+Run from the repository as `python -m tests.integration.cloud.interrupted_up STEP READY_FILE`
+with the sandbox's environment. STEP is
 `create` (the provider has answered with the pod id, the create call has not returned),
 `ssh-wait` (waiting for the pod to be reachable) or `engine-start` (connected, starting the
 engine). The real ledger, provider adapter and teardown code run; only the pod's side (its start
@@ -22,8 +23,8 @@ from tailpod.ledger import Ledger
 from tailpod.pods import cloud as cloud_up
 from tailpod.provision import create as lifecycle_create
 from tailpod.provision import providers as provider_registry
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.ssh.client import SshTarget
+from tests.helpers.api_timings import fast_timings
 
 STEP, READY = sys.argv[1], Path(sys.argv[2])
 DIGEST = "sha256:" + "ab" * 32
@@ -42,7 +43,7 @@ def main() -> None:
     cloud_up.pinned_image = lambda *_a: (f"sandbox/image@{DIGEST}", DIGEST)  # type: ignore[assignment]
     real_get = provider_registry.get_provider
     provider_registry.get_provider = (  # type: ignore[assignment]
-        lambda name, s, **_o: real_get(name, s, timings=ApiTimings.fast()))
+        lambda name, s, **_o: real_get(name, s, timings=fast_timings()))
     if STEP == "create":
         record_id = lifecycle_create._record_provider_id
 

@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 from tailpod.cli.main import app
 from tailpod.config import Settings, ttl_deadline
 from tailpod.ledger import Ledger
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
@@ -24,6 +23,7 @@ from tailpod.provision.runpod.provider import GraphQLUnavailable
 from tailpod.provision.teardown import teardown
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.model import SandboxPod
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import Cloud, settings_for
@@ -46,7 +46,7 @@ def test_vast_user_answers_distinct_credit_and_balance(sandbox: Sandbox) -> None
 def test_vast_affordability_reads_credit(sandbox: Sandbox, tailpod_home: Path) -> None:
     sandbox.set_account("vast", sandbox.vast_key, balance=7.5)
     provider = get_provider("vastai", settings_for(sandbox, tailpod_home),
-                            timings=ApiTimings.fast())
+                            timings=fast_timings())
     assert provider.balance() == pytest.approx(7.5)  # type: ignore[attr-defined]
 
 
@@ -54,7 +54,7 @@ def test_vast_charges_stopped_reads_credit(make_cloud) -> None:  # type: ignore[
     """A destroy that leaves the instance billing (and unlisted) must fail `charges-stopped`:
     the credit keeps falling. Reading `balance` (which moves the other way) would pass it."""
     cloud: Cloud = make_cloud("vastai")
-    cloud.provider.timings = replace(ApiTimings.fast(), evidence_window_s=0.6)  # type: ignore[attr-defined]
+    cloud.provider.timings = replace(fast_timings(), evidence_window_s=0.6)  # type: ignore[attr-defined]
     spec = cloud.spec(gpus=[cloud.gpu("second")])
     spec.ttl_at = ttl_deadline(1.0, time.time())
     info = create_pod_safely(cloud.provider, spec, cloud.ledger, cloud.record(spec),
@@ -117,7 +117,7 @@ def test_sandbox_switch_retires_graphql(retired: Sandbox) -> None:
 
 def test_runpod_account_unavailable_without_graphql(retired: Sandbox, tailpod_home: Path) -> None:
     provider = get_provider("runpod", settings_for(retired, tailpod_home),
-                            timings=ApiTimings.fast())
+                            timings=fast_timings())
     with pytest.raises(GraphQLUnavailable):
         provider.account_spend()  # type: ignore[attr-defined]
     facts = provider.account()  # type: ignore[attr-defined]
@@ -127,7 +127,7 @@ def test_runpod_account_unavailable_without_graphql(retired: Sandbox, tailpod_ho
 def rent_without_graphql(retired: Sandbox, settings: Settings) -> tuple[Cloud, PodSpec, PodInfo]:
     """A RunPod pod made through tailpod's create path (ledger first) on the sandbox whose
     GraphQL is retired, with the ledger in the settings' state directory."""
-    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    provider = get_provider("runpod", settings, timings=fast_timings())
     cloud = Cloud("runpod", retired, settings, provider, Ledger(settings.state_dir),
                   fast_policy(), settings.state_dir)
     spec = cloud.spec(gpus=[cloud.gpu("second")])
@@ -201,7 +201,7 @@ def test_other_retirement_answers_are_recognised(status: int, body: dict[str, ob
         return _httpx.Response(200, json={"pods": []})
 
     settings = Settings(runpod_api_key=Secret("rp_test_key_0001"))  # type: ignore[call-arg]
-    provider = RunPodProvider(settings, timings=ApiTimings.fast(),
+    provider = RunPodProvider(settings, timings=fast_timings(),
                               transport=_httpx.MockTransport(answer))
     with pytest.raises(GraphQLUnavailable):
         provider.account_spend()  # type: ignore[attr-defined]

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import up_remote
 from tailpod.provision.providers import get_provider
 from tailpod.sandbox import Sandbox
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import settings_for
@@ -33,7 +33,7 @@ def test_status_and_down_for_cloud_pods(sandbox: Sandbox, tailpod_home: Path,
     sandbox.add_fault("capacity", provider="runpod", gpu="NVIDIA H100 80GB HBM3")
     spec = PodSpec(run_tag="tp-cli-1", gpu_preference=["H100 SXM", "A40"], image="img",
                    start_command=["sleep", "30"])
-    up_remote(settings, ledger, spec, policy=fast_policy(), timings=ApiTimings.fast())
+    up_remote(settings, ledger, spec, policy=fast_policy(), timings=fast_timings())
     get_provider("runpod", settings).create(
         PodSpec(run_tag="tp-cli-orphan", gpu_preference=["A40"], image="img", start_command=[]))
     runner = CliRunner()
@@ -70,7 +70,7 @@ def test_down_expired_through_the_cli_ends_only_runs_past_their_ttl(
     for tag in ("tp-old-1", "tp-young-1"):
         up_remote(settings, ledger, PodSpec(run_tag=tag, gpu_preference=["A40"], image="img",
                                             start_command=["sleep", "30"]),
-                  policy=fast_policy(), timings=ApiTimings.fast())
+                  policy=fast_policy(), timings=fast_timings())
     ledger.update("tp-old-1", ttl_expires_at=time.time() - 60)  # its TTL ran out a minute ago
     ledger.update("tp-young-1", ttl_expires_at=time.time() + 3600)
 

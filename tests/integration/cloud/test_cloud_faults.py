@@ -12,6 +12,7 @@ from tailpod.errors import BillingNotProven, CapacityError
 from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.create import create_pod_safely
 from tailpod.provision.teardown import UnprovenTeardown, teardown
+from tests.helpers.api_timings import fast_timings
 
 from .conftest import Cloud
 
@@ -75,7 +76,7 @@ def test_rate_limited_create_honours_retry_after(cloud: Cloud) -> None:
 def assert_waited_per_429(cloud: Cloud, slept: list[float], times: int) -> None:
     """RunPod's 429 carries Retry-After (1 s here), honoured once per 429; vast documents no
     Retry-After on any 429 (x-rate-limit, vast-ai/docs @ c6246226), so its 429s are met by the
-    client's own backoff (ApiTimings.fast: 0.02 s doubling, at most 0.1 s)."""
+    client's own backoff (tests/helpers/api_timings.py fast_timings: 0.02 s doubling, at most 0.1 s)."""
     if cloud.kind == "runpod":
         assert slept.count(1.0) == times, slept
     else:
@@ -136,11 +137,10 @@ def test_create_answer_slower_than_the_client_timeout(cloud: Cloud) -> None:
     # The pod exists but the answer never arrives in time: the retry must find it by tag.
     from dataclasses import replace
 
-    from tailpod.provision.apiclient import ApiTimings
     from tailpod.provision.providers import get_provider
 
     cloud.provider = get_provider(cloud.kind, cloud.settings,
-                                  timings=replace(ApiTimings.fast(), request_timeout_s=0.4))
+                                  timings=replace(fast_timings(), request_timeout_s=0.4))
     slow = cloud.fault("slow_create", times=1, seconds=1.0)
     spec, info = up(cloud)
     assert slow.fired == 1

@@ -27,7 +27,6 @@ from tailpod.errors import CapacityError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import cloud as cloud_up
 from tailpod.provision import bootlog
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodState
 from tailpod.provision.providers import get_provider
 from tailpod.provision.runpod import provider as runpod_provider
@@ -36,6 +35,7 @@ from tailpod.sandbox.image_registry import CONFIG_TYPE
 from tailpod.sandbox.images import compose, image_config, parse_start_command
 from tailpod.sandbox.sshd import sshd_available
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+from tests.helpers.api_timings import fast_timings
 
 VLLM = "vllm/vllm-openai:v0.11.0"
 VLLM_PINNED = "vllm/vllm-openai@sha256:" + "ab" * 32
@@ -155,7 +155,7 @@ def test_gpu_and_price_are_taken_once_stated_and_the_cap_applied_then(
 ) -> None:
     settings = load_settings(env={**slow_sandbox.env(), "TAILPOD_HOME": str(tailpod_home)},
                              dotenv_path=tailpod_home / "absent.env")
-    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    provider = get_provider("runpod", settings, timings=fast_timings())
     pod = create(slow_sandbox, "sandbox/img", "sleep 60")
     early = provider.get(pod["id"])
     assert early is not None and early.state is PodState.PENDING and early.price_per_hr is None
@@ -237,7 +237,7 @@ def test_runpod_and_vast_container_logs_through_their_endpoints(
                              dotenv_path=tailpod_home / "absent.env")
     pod = create(sandbox, "sandbox/img", "sh -c 'echo hello from the pod; exec sleep 60'")
     wait_status(sandbox, pod["id"], "RUNNING")
-    runpod = get_provider("runpod", settings, timings=ApiTimings.fast())
+    runpod = get_provider("runpod", settings, timings=fast_timings())
     deadline = time.monotonic() + 10
     while not (runpod.container_log(pod["id"]) or []) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -250,7 +250,7 @@ def test_runpod_and_vast_container_logs_through_their_endpoints(
     made = httpx.put(f"{sandbox.vast_url}/api/v0/asks/{offers[0]['id']}/", headers=headers,
                      timeout=10, json={"image": "sandbox/img", "disk": 10, "label": "tp-logs",
                                        "onstart": "echo hello from vast; exec sleep 60"}).json()
-    vast = get_provider("vastai", settings, timings=ApiTimings.fast())
+    vast = get_provider("vastai", settings, timings=fast_timings())
     instance = str(made["new_contract"])
     deadline = time.monotonic() + 10
     lines: list[str] | None = None

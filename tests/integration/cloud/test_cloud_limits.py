@@ -12,11 +12,11 @@ import pytest
 
 from tailpod.config import Settings
 from tailpod.errors import ConfigError, ProviderError
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.runpod.provider import RunPodProvider
 from tailpod.provision.vastai.limits import ENV_ENTRY_MAX_CHARS, ONSTART_MAX_CHARS
 from tailpod.sandbox import Sandbox
 from tailpod.secrets import Secret
+from tests.helpers.api_timings import fast_timings
 
 from .conftest import Cloud
 
@@ -97,7 +97,7 @@ def test_runpod_list_in_pages_is_read_to_the_last_page(
 def runpod_answering(body: dict[str, object]) -> RunPodProvider:
     """A RunPod client whose every `GET /v2/pods` gets `body`."""
     settings = Settings(runpod_api_key=Secret("rp_test_key_0001"))  # type: ignore[call-arg]
-    return RunPodProvider(settings, timings=ApiTimings.fast(),
+    return RunPodProvider(settings, timings=fast_timings(),
                           transport=httpx.MockTransport(lambda _r: httpx.Response(200, json=body)))
 
 

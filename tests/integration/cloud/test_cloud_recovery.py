@@ -25,11 +25,12 @@ from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger
 from tailpod.pods import cloud as cloud_up
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import up_remote
 from tailpod.provision.ssh.client import SshTarget
 from tailpod.sandbox import Sandbox
+from tests import paths
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import settings_for
@@ -37,7 +38,7 @@ from .conftest import settings_for
 runner = CliRunner()
 TRUNCATED = b'{"generation": 1, "pods": {"tp-x": {"run_tag": "tp-x", "provider": "run'
 RANDOM_BYTES = bytes((i * 151 + 7) % 256 for i in range(4096))  # not UTF-8, not JSON
-HELPER = Path(__file__).with_name("interrupted_up.py")
+HELPER = "tests.integration.cloud.interrupted_up"  # run from the repository, as a module
 
 
 def LAST_GOOD(home: Path) -> Path:  # noqa: N802 - a path, named like the file it is
@@ -59,7 +60,7 @@ def rent(sandbox: Sandbox, home: Path, env: dict[str, str], tag: str) -> Ledger:
     ledger = Ledger(settings.state_dir)
     up_remote(settings, ledger, PodSpec(run_tag=tag, gpu_preference=["NVIDIA A40"], image="img",
                                         start_command=["sleep", "60"]),
-              policy=fast_policy(), timings=ApiTimings.fast())
+              policy=fast_policy(), timings=fast_timings())
     assert sandbox.meter()["billing_count"] == 1
     return ledger
 
@@ -168,7 +169,7 @@ def test_kill_9_during_up_status_says_interrupted_and_down_tag_settles_it(
         sandbox: Sandbox, tailpod_home: Path, env: dict[str, str], tmp_path: Path,
         step: str) -> None:
     ready = tmp_path / "ready"
-    child = subprocess.Popen([sys.executable, str(HELPER), step, str(ready)],
+    child = subprocess.Popen([sys.executable, "-m", HELPER, step, str(ready)], cwd=paths.REPO,
                              env={**os.environ, **env}, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
     try:

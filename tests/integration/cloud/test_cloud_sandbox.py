@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.providers import get_provider
 from tailpod.sandbox import Sandbox, admin_call, start_sandbox
 from tailpod.sandbox.model import VastOffer
 from tests import paths
+from tests.helpers.api_timings import fast_timings
 
 from .conftest import settings_for
 
@@ -106,7 +106,7 @@ def test_vast_listing_paginates_and_the_adapter_follows(tmp_path: Path,
         assert len(first["instances"]) == 25 and first["next_token"]
         assert first["total_instances"] == 28 and first["label_counts"]["tp-page-0"] == 10
         provider = get_provider("vast", settings_for(sb, tailpod_home),
-                                timings=ApiTimings.fast())
+                                timings=fast_timings())
         assert len(provider.list_by_tag(None)) == 28
         assert len(provider.list_by_tag("tp-page-1")) == 9
         computed = httpx.get(f"{sb.vast_url}/api/v1/instances/", headers=headers,

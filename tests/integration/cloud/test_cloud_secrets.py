@@ -9,11 +9,12 @@ import httpx
 import pytest
 
 from tailpod.errors import TailpodError
-from tailpod.provision.apiclient import ApiTimings, JsonApi
+from tailpod.provision.apiclient import JsonApi
 from tailpod.provision.create import create_pod_safely
 from tailpod.provision.reconcile import reconcile
 from tailpod.provision.teardown import UnprovenTeardown, teardown
 from tailpod.secrets import Secret
+from tests.helpers.api_timings import fast_timings
 
 from .conftest import HF_SECRET, Cloud
 
@@ -74,7 +75,7 @@ def test_error_bodies_that_echo_a_key_are_redacted() -> None:
         assert request.headers["Authorization"] == "Bearer echoed-secret-key-777"
         return httpx.Response(400, json={"detail": "bad key echoed-secret-key-777 here"})
 
-    api = JsonApi("Test", "http://example.invalid", key, timings=ApiTimings.fast(),
+    api = JsonApi("Test", "http://example.invalid", key, timings=fast_timings(),
                   auth_env="TEST_KEY", transport=httpx.MockTransport(handler))
     with pytest.raises(TailpodError) as err:
         api.call("GET", "/x", "testing")

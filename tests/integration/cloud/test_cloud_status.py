@@ -19,6 +19,7 @@ from tailpod.provision.teardown import (
     teardown_all,
     teardown_expired,
 )
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import Cloud
@@ -125,7 +126,6 @@ def test_teardown_of_a_record_without_pod_id_sweeps_by_tag(cloud: Cloud) -> None
 
 def test_settings_level_entry_points(sandbox, tailpod_home) -> None:  # type: ignore[no-untyped-def]
     from tailpod.ledger import Ledger
-    from tailpod.provision.apiclient import ApiTimings
     from tailpod.provision.base import PodSpec
     from tailpod.provision.create import up_remote
     from tailpod.provision.reconcile import status_remote
@@ -137,7 +137,7 @@ def test_settings_level_entry_points(sandbox, tailpod_home) -> None:  # type: ig
                             TAILPOD_MAX_PRICE="1.0", TAILPOD_TTL_HOURS="0.5",
                             TAILPOD_RESULTS_DIR=str(tailpod_home / "results"))
     ledger = Ledger(settings.state_dir)
-    opts = {"timings": ApiTimings.fast()}
+    opts = {"timings": fast_timings()}
     policy = fast_policy()
     spec = PodSpec(run_tag="tp-entry-1", gpu_preference=["H100 SXM", "RTX 4090"], image="img",
                    start_command=["sleep", "30"])

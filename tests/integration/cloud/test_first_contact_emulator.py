@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.providers import get_provider
 from tailpod.sandbox import Sandbox
+from tests.helpers.api_timings import fast_timings
 
 from .conftest import settings_for
 
@@ -81,7 +81,7 @@ def test_tailpod_lists_runpod_pods_with_cluster_members(sandbox: Sandbox,
 
     recorder = Recorder()
     provider = get_provider("runpod", settings_for(sandbox, tailpod_home),
-                            timings=ApiTimings.fast(), transport=recorder)
+                            timings=fast_timings(), transport=recorder)
     provider.list_all()
     listing = [e for e in recorder.exchanges if e.method == "GET" and e.path == "/v2/pods"]
     assert listing and listing[0].params.get("includeClusterPods") == "true"
@@ -226,7 +226,7 @@ def test_vast_without_credit_answers_a_documented_code_and_tailpod_stops(
     assert answer.status_code == 400 and contract.response_errors(400, answer.json()) == []
     assert answer.json()["error"] == "invalid_args" and "credit" in answer.json()["msg"]
     provider = get_provider("vastai", settings_for(sandbox, tailpod_home),
-                            timings=ApiTimings.fast())
+                            timings=fast_timings())
     gpu = sandbox.cloud.vast_offers[offer].gpu_name
     with pytest.raises(ProviderError) as stopped:
         provider.create(PodSpec(run_tag="tp-credit", gpu_preference=[gpu], image="img",

@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from tailpod.ledger import Ledger
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.runpod import first_contact as fc
 from tailpod.sandbox import Sandbox
+from tests.helpers.api_timings import fast_first_contact_timings, fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import settings_for
@@ -24,9 +24,9 @@ IMAGE = "vllm/vllm-openai@sha256:" + "ab" * 32
 
 def _run(sandbox: Sandbox, home: Path, **timing: float) -> fc.FirstContactFacts:
     settings = settings_for(sandbox, home)
-    provider = fc.RunPodCpuProbe(settings, timings=ApiTimings.fast())
+    provider = fc.RunPodCpuProbe(settings, timings=fast_timings())
     lines: list[str] = []
-    timings = fc.FirstContactTimings(**{**vars(fc.FirstContactTimings.fast()), **timing})
+    timings = fc.FirstContactTimings(**{**vars(fast_first_contact_timings()), **timing})
     facts = fc.run_first_contact(settings, IMAGE, timings=timings, provider=provider,
                                  say=lines.append, policy=fast_policy())
     facts.notes.append("said: " + " || ".join(lines))

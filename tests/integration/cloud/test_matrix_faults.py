@@ -27,12 +27,12 @@ from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.measure.matrix_run import BudgetPolicy, CostModel, MatrixRun, SweepSpec
 from tailpod.measure.plan import Arm, Cell, SweepPlan
 from tailpod.measure.sweep import GateResult
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import BillingEvidence, PodSpec
 from tailpod.provision.create import up_remote
 from tailpod.provision.teardown import down_many, down_remote
 from tailpod.results.matrix import parse_cards
 from tailpod.sandbox import Sandbox, start_sandbox
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 IMAGE = "sandbox/engine@sha256:" + "ab" * 32  # a digest: pinned as given, no registry needed
@@ -116,7 +116,7 @@ class SandboxSteps:
                        start_command=["sleep", "600"], gpu_count=settings.gpu_count,
                        env={}, disk_gb=20, ports=[22])
         record, _info = up_remote(settings, ledger, spec, policy=fast_policy(),
-                                  timings=ApiTimings.fast())
+                                  timings=fast_timings())
         self.rented.append(record.run_tag)
         if settings.gpus[0] == self.bootstrap_fails_on:
             raise TailpodError("the engine did not start on the pod: CUDA out of memory")
@@ -133,7 +133,7 @@ class SandboxSteps:
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
         return down_remote(settings, ledger, record, policy=fast_policy(),
-                           timings=ApiTimings.fast())
+                           timings=fast_timings())
 
 
 @pytest.fixture()
@@ -282,7 +282,7 @@ def test_ctrl_c_during_parallel_creation_leaves_nothing_billing(sandbox: Sandbox
     assert all(not r.active for r in ledger.all())
     # `down --all` finds nothing left and proves it
     outcomes = down_many(settings, ledger, policy=fast_policy(),
-                         timings=ApiTimings.fast())
+                         timings=fast_timings())
     assert all(o.proven for o in outcomes)
     assert sandbox.billing_now() == []
 
@@ -354,7 +354,9 @@ def test_cli_refuses_bad_input_with_exit_2_and_dry_run_rents_nothing(
     assert "(18 cells per card, at most)" in dry.output
     # 20 setup + 2 restarts x 3 + 18 cells x 1 + 2 teardown = 46 min at $0.40/h
     assert "runpod:NVIDIA A40: $0.40/h, projected $0.31" in dry.output
-    assert "vastai:RTX 4090x2: $0.78/h" in dry.output  # the whole 2-GPU pod
+    # the whole 2-GPU pod, priced with the disk it rents: $0.78/h + 80 GB x $0.15/GB-month over
+    # 720 h (tailpod/sandbox/model.py's offer) = $0.7967/h
+    assert "vastai:RTX 4090x2: $0.80/h" in dry.output
     assert sandbox.billing_now() == [] and Ledger(settings.state_dir).all() == []
 
 

@@ -19,11 +19,11 @@ from typer.testing import CliRunner
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
 from tailpod.provision import teardown as lifecycle_teardown
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely, up_remote
 from tailpod.provision.teardown import UnprovenTeardown, teardown
 from tailpod.sandbox import Sandbox
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import Cloud, settings_for
@@ -70,7 +70,7 @@ def _runpod_pod(sandbox: Sandbox, home: Path, monkeypatch: pytest.MonkeyPatch,
     ledger = Ledger(settings.state_dir)
     up_remote(settings, ledger, PodSpec(run_tag=tag, gpu_preference=["A40"], image="img",
                                         start_command=["sleep", "30"]),
-              policy=fast_policy(), timings=ApiTimings.fast())
+              policy=fast_policy(), timings=fast_timings())
     return ledger
 
 
@@ -243,7 +243,7 @@ def test_up_refuses_to_rent_when_the_ledger_cannot_be_written(
     with pytest.raises(TailpodError) as err:
         up_remote(settings, ledger, PodSpec(run_tag="tp-full-3", gpu_preference=["A40"],
                                             image="img", start_command=["sleep", "30"]),
-                  policy=fast_policy(), timings=ApiTimings.fast())
+                  policy=fast_policy(), timings=fast_timings())
     assert err.value.exit_code == 1 and "nothing was rented" in err.value.message
     assert sandbox.billing_now() == []
 

@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import up_remote
 from tailpod.sandbox import Sandbox
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import settings_for
@@ -35,7 +35,7 @@ def _pod_the_deadman_ends(sandbox: Sandbox, home: Path, monkeypatch: pytest.Monk
     up_remote(settings_for(sandbox, home, **env), ledger,
               PodSpec(run_tag=tag, gpu_preference=["A40"], image="img",
                       start_command=["sleep", "30"]),
-              policy=fast_policy(), timings=ApiTimings.fast())
+              policy=fast_policy(), timings=fast_timings())
     record = ledger.get(tag)
     assert record is not None and record.pod_id
     ledger.update(tag, status="running",

@@ -18,10 +18,10 @@ from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger
 from tailpod.pods import cloud as cloud_up
 from tailpod.provision import volumes as vol
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.providers import get_provider
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY, DEFAULT_AUTH_KEY_ID
+from tests.helpers.api_timings import fast_timings
 
 IMAGE = "vllm/vllm-openai@sha256:" + "ab" * 32
 
@@ -61,7 +61,7 @@ def test_a_refused_volume_mints_no_key_and_rents_nothing(
         gpus: str, refusal: str) -> None:
     settings = _settings(world, tailpod_home, gpus)
     ledger = Ledger(settings.state_dir)
-    vol.create_volume_safely(get_provider("runpod", settings, timings=ApiTimings.fast()), ledger,
+    vol.create_volume_safely(get_provider("runpod", settings, timings=fast_timings()), ledger,
                              "ro", 20, vol.Placement("EU-RO-1", None, ["NVIDIA A40"]))
     monkeypatch.setattr(cloud_up, "pinned_image", lambda *_a: (IMAGE, None))
     assert _keys(world) == [DEFAULT_AUTH_KEY_ID]  # only the sandbox's configured key

@@ -20,12 +20,12 @@ from tailpod.config import ttl_deadline
 from tailpod.errors import ProviderError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision import volumes as vol
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely, up_remote
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import teardown
 from tailpod.sandbox import Sandbox
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.container_log import wait_for_log
 from tests.helpers.lifecycle_policy import fast_policy
 
@@ -85,7 +85,7 @@ def test_volume_create_ls_status_down_rm_through_the_cli(
     spec = PodSpec(run_tag="tp-vol-run-1", gpu_preference=["A40"], image="img",
                    start_command=["sleep", "30"], volume_id=record.volume_id,
                    volume_mount_path="/workspace", data_center_ids=[record.data_center])
-    up_remote(settings, ledger, spec, policy=fast_policy(), timings=ApiTimings.fast())
+    up_remote(settings, ledger, spec, policy=fast_policy(), timings=fast_timings())
     vol.note_use(ledger, "tp-vol-cache1", "tp-vol-run-1")
     down = runner.invoke(app, ["down", "tp-vol-run-1"])
     assert down.exit_code == 0, down.output
@@ -124,7 +124,7 @@ def test_down_volumes_deletes_only_the_runs_volumes(
     spec = PodSpec(run_tag="tp-vol-run-2", gpu_preference=["A40"], image="img",
                    start_command=["sleep", "30"], volume_id=mine.volume_id,
                    data_center_ids=[mine.data_center])
-    up_remote(settings, ledger, spec, policy=fast_policy(), timings=ApiTimings.fast())
+    up_remote(settings, ledger, spec, policy=fast_policy(), timings=fast_timings())
     vol.note_use(ledger, "tp-vol-mine", "tp-vol-run-2")
     down = runner.invoke(app, ["down", "tp-vol-run-2", "--volumes"])
     assert down.exit_code == 0, down.output
@@ -157,7 +157,7 @@ def test_bad_input_is_refused_before_anything_is_created(
 def test_a_data_center_is_chosen_from_the_gpu_list_and_the_list_shrinks_to_it(
         sandbox: Sandbox, tailpod_home: Path) -> None:
     provider = get_provider("runpod", settings_for(sandbox, tailpod_home),
-                            timings=ApiTimings.fast())
+                            timings=fast_timings())
     assert isinstance(provider, vol.SupportsVolumes)
     # H200 is only in SBX-LOCAL-1 and US-CA-2; US-CA-2 has no volumes
     place = vol.choose_data_center(provider, data_center=None,
@@ -175,7 +175,7 @@ def test_a_create_error_leaves_a_volume_the_ledger_knows(
     """The emulator creates the volume and then answers 500: tailpod looks it up by name."""
     sandbox.add_fault("error_after_create", provider="runpod", op="volume_create", times=1)
     settings = settings_for(sandbox, tailpod_home, **cli_env)
-    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    provider = get_provider("runpod", settings, timings=fast_timings())
     ledger = Ledger(settings.state_dir)
     place = vol.Placement("SBX-LOCAL-1", None, ["NVIDIA A40"])
     with pytest.raises(ProviderError, match="exists"):
@@ -224,7 +224,7 @@ def test_ledger_volume_records_never_reach_the_pod_paths(tailpod_home: Path) -> 
 def test_a_second_pod_finds_what_the_first_wrote_on_the_volume(
         sandbox: Sandbox, tailpod_home: Path) -> None:
     settings = settings_for(sandbox, tailpod_home)
-    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    provider = get_provider("runpod", settings, timings=fast_timings())
     ledger = Ledger(tailpod_home)
     record = vol.create_volume_safely(provider, ledger, "shared", 10,
                                       vol.Placement("EU-RO-1", None, ["NVIDIA A40"]))
@@ -340,7 +340,7 @@ def test_a_kept_volume_never_reads_as_a_pod_billing_on(
     RunPod): a 4 TB volume's ~$0.31/h, more than the proof's tolerance for an A40 pod (half its
     rate), must be explained, or every pod's proof would fail."""
     settings = settings_for(sandbox, tailpod_home)
-    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    provider = get_provider("runpod", settings, timings=fast_timings())
     ledger = Ledger(tailpod_home)
     vol.create_volume_safely(provider, ledger, "big", 4096,
                              vol.Placement("SBX-LOCAL-1", None, ["NVIDIA A40"]))

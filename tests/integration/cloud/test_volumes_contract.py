@@ -10,12 +10,12 @@ from pathlib import Path
 from tailpod.config import load_settings, ttl_deadline
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision import volumes as vol
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import teardown
 from tailpod.sandbox import Sandbox
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 from tests.integration.contracts.contract import Recorder, contract_problems
 
@@ -25,7 +25,7 @@ def test_volume_traffic_matches_the_published_contracts(sandbox: Sandbox, tmp_pa
     home = tmp_path / "home"
     settings = load_settings(env={**sandbox.env(), "TAILPOD_HOME": str(home)},
                              dotenv_path=tmp_path / "absent.env")
-    provider = get_provider("runpod", settings, timings=ApiTimings.fast(), transport=recorder)
+    provider = get_provider("runpod", settings, timings=fast_timings(), transport=recorder)
     ledger = Ledger(home)
     place = vol.choose_data_center(provider, data_center=None,  # type: ignore[arg-type]
                                    gpu_preference=["NVIDIA A40"], volume_type="STANDARD")

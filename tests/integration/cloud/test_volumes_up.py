@@ -15,10 +15,10 @@ from tailpod.ledger import Ledger
 from tailpod.pods.cloud import _mount_volume
 from tailpod.pods.start_command import KEPT_ENV, start_script
 from tailpod.provision import volumes as vol
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.providers import get_provider
 from tailpod.sandbox import Sandbox
+from tests.helpers.api_timings import fast_timings
 
 from .conftest import settings_for
 
@@ -31,7 +31,7 @@ def _spec(gpus: list[str]) -> PodSpec:
 @pytest.fixture()
 def ro_volume(sandbox: Sandbox, tailpod_home: Path) -> vol.VolumeRecord:
     provider = get_provider("runpod", settings_for(sandbox, tailpod_home),
-                            timings=ApiTimings.fast())
+                            timings=fast_timings())
     return vol.create_volume_safely(provider, Ledger(tailpod_home), "ro", 20,
                                     vol.Placement("EU-RO-1", None, ["NVIDIA A40"]))
 

@@ -25,12 +25,12 @@ from tailpod.errors import ConfigError, ProviderError
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.pods.cloud import _mount_volume
 from tailpod.provision import volumes as vol
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely, up_remote
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import teardown
 from tailpod.sandbox import Sandbox
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.container_log import wait_for_log
 from tests.helpers.lifecycle_policy import fast_policy
 from tests.integration.contracts.contract import Recorder, contract_problems
@@ -55,7 +55,7 @@ def cli_env(sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def provider_for(sandbox: Sandbox, home: Path):  # type: ignore[no-untyped-def]
-    return get_provider("vastai", settings_for(sandbox, home), timings=ApiTimings.fast())
+    return get_provider("vastai", settings_for(sandbox, home), timings=fast_timings())
 
 
 def live(sandbox: Sandbox) -> dict[str, int | None]:
@@ -113,7 +113,7 @@ def test_create_ls_status_up_down_rm_on_vast_through_the_cli(
     assert any("machine 41001, which has none of H100 SXM" in line for line in said), said
     assert str(spec.env["HF_HOME"]) == "/data/tailpod/hf"
     _rec, info = up_remote(settings, ledger, spec, policy=fast_policy(),
-                           timings=ApiTimings.fast())
+                           timings=fast_timings())
     pod = next(p for p in sandbox.cloud.pods.values() if p.pod_id == info.pod_id)
     # the volume's machine, though machine 41000 rents the same GPU for less
     assert pod.meta["machine_id"] == int(MACHINE) != CHEAPER_4090_MACHINE
@@ -372,7 +372,7 @@ def test_volume_traffic_matches_the_published_contracts(sandbox: Sandbox, tmp_pa
     home = tmp_path / "home"
     settings = load_settings(env={**sandbox.env(), "TAILPOD_HOME": str(home)},
                              dotenv_path=tmp_path / "absent.env")
-    provider = get_provider("vastai", settings, timings=ApiTimings.fast(), transport=recorder)
+    provider = get_provider("vastai", settings, timings=fast_timings(), transport=recorder)
     ledger = Ledger(home)
     place = vol.choose_data_center(provider, data_center=MACHINE,  # type: ignore[arg-type]
                                    gpu_preference=["RTX 4090"], volume_type=None)

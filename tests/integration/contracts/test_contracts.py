@@ -14,13 +14,13 @@ import pytest
 
 from tailpod.config import load_settings, ttl_deadline
 from tailpod.ledger import Ledger, PodRecord, new_run_tag
-from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import teardown
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.secrets import Secret
+from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .contract import Recorder, contract_for, contract_problems, contracts
@@ -52,7 +52,7 @@ def test_lifecycle_traffic_matches_the_published_contracts(kind: str, sandbox: S
     recorder = Recorder()
     settings = load_settings(env={**sandbox.env(), "TAILPOD_HOME": str(tmp_path / "home")},
                              dotenv_path=tmp_path / "absent.env")
-    provider = get_provider(kind, settings, timings=ApiTimings.fast(), transport=recorder)
+    provider = get_provider(kind, settings, timings=fast_timings(), transport=recorder)
     ledger = Ledger(tmp_path / "home")
     tag = new_run_tag()
     spec = PodSpec(run_tag=tag, gpu_preference=[GPU[kind]], image="sandbox/image:latest",
@@ -133,7 +133,7 @@ def test_tailpod_stops_at_a_422_for_an_unknown_key(sandbox: Sandbox, tmp_path: P
 
     settings = load_settings(env={**sandbox.env(), "TAILPOD_HOME": str(tmp_path / "home")},
                              dotenv_path=tmp_path / "absent.env")
-    provider = get_provider("runpod", settings, timings=ApiTimings.fast())
+    provider = get_provider("runpod", settings, timings=fast_timings())
     real = RunPodProvider._create_body
 
     def with_stray_key(self, spec, gpu_id):  # type: ignore[no-untyped-def]
