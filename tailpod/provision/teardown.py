@@ -589,7 +589,9 @@ def _down_one(settings: Settings, ledger: Ledger, record: PodRecord,
     """`down_remote` of one record as a TeardownOutcome (never raises a TailpodError)."""
     proof = str(run_dir_for(settings, record.run_tag) / PROOF_FILE)
     try:
-        if before is not None:  # its failure is this record's outcome; the teardown still runs
+        # A failed before-step is kept in the ledger (before_teardown_error); the teardown and its
+        # proof still run, and the outcome is the billing proof's.
+        if before is not None:
             try:
                 record = before(record)
             except TailpodError as exc:
