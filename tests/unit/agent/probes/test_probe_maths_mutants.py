@@ -12,11 +12,13 @@ import pytest
 
 from tailpod.agent.probes.metrics import (
     Sample,
+    _finite_or_none,
     acceptance_from_sglang_meta,
     acceptance_from_sglang_metrics,
     acceptance_from_vllm,
     metrics_summary,
     normalise_acceptance,
+    parse_prometheus,
     spec_snapshot,
     sum_by_label,
 )
@@ -414,3 +416,43 @@ def test_the_vllm_snapshot_keeps_the_generated_token_counter() -> None:
     snap = spec_snapshot(samples, "vllm")
     assert snap["generation_tokens"] == 123.0 and snap["drafts"] == 7.0
     assert snap["accepted"] is None and snap["per_pos"] == {}
+
+
+def test_the_vllm_snapshot_sums_each_counter_across_engines() -> None:
+    # two engines (DP ranks): drafts 10 + 5, draft tokens 30 + 15, accepted 20 + 8, of which
+    # position 0 took 12 + 5 and position 1 took 8 + 3; generated tokens 100 + 50
+    text = "".join(
+        f'vllm:spec_decode_num_drafts_total{{engine="{e}"}} {d}\n'
+        f'vllm:spec_decode_num_draft_tokens_total{{engine="{e}"}} {t}\n'
+        f'vllm:spec_decode_num_accepted_tokens_total{{engine="{e}"}} {a}\n'
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="{e}",position="0"}} {p0}\n'
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="{e}",position="1"}} {p1}\n'
+        f'vllm:generation_tokens_total{{engine="{e}"}} {g}\n'
+        for e, d, t, a, p0, p1, g in (("0", 10, 30, 20, 12, 8, 100), ("1", 5, 15, 8, 5, 3, 50)))
+    assert spec_snapshot(parse_prometheus(text), "vllm") == {
+        "drafts": 15.0, "draft_tokens": 45.0, "accepted": 28.0,
+        "per_pos": {"0": 17.0, "1": 11.0}, "generation_tokens": 150.0}
+
+
+def test_the_sglang_snapshot_reads_its_four_series() -> None:
+    # SGLang's /metrics as tailpod/sandbox/synthetic_server.py writes it (the series the probe
+    # reads, one tp rank): spec_accept_length is SGLang's own figure and is not taken.
+    lbl = 'model_name="qwen",engine_type="unified",tp_rank="0"'
+    text = ("# TYPE sglang:generation_tokens_total counter\n"
+            f"sglang:generation_tokens_total{{{lbl}}} 1200.0\n"
+            f"sglang:num_requests_total{{{lbl}}} 15.0\n"
+            f"sglang:spec_verify_calls_total{{{lbl}}} 100.0\n"
+            f"sglang:spec_num_draft_tokens{{{lbl}}} 4.0\n"
+            f"sglang:spec_accept_length{{{lbl}}} +Inf\n")
+    assert spec_snapshot(parse_prometheus(text), "sglang") == {
+        "verify_calls": 100.0, "generation_tokens": 1200.0, "requests": 15.0,
+        "num_draft_tokens": 4.0}
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, None), (math.nan, None), (math.inf, None), (-math.inf, None), (0.0, 0.0), (2.5, 2.5),
+])
+def test_a_row_figure_that_is_not_finite_is_none(value: float | None,
+                                                 expected: float | None) -> None:
+    # request rows are JSON: NaN and ±Infinity are not JSON numbers, so they are written null
+    assert _finite_or_none(value) == expected

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -117,6 +118,11 @@ def test_sse_an_event_open_at_the_end_is_dropped() -> None:
 def _chunks(*reads: bytes) -> tuple[bytes, ChunkedDecoder]:
     dec = ChunkedDecoder()
     return b"".join(dec.feed(r) for r in reads), dec
+
+
+def test_chunked_a_fresh_decoder_is_not_done() -> None:
+    # `done` is the decoder's public bool: False, not just falsy, until the last chunk's trailer
+    assert ChunkedDecoder().done is False
 
 
 def test_chunked_one_chunk_per_read() -> None:
@@ -537,6 +543,40 @@ def test_generate_events_count_new_tokens_only() -> None:
     assert rec.token_ids == [1, 2, 3]
 
 
+def test_a_stream_without_done_ends_in_error_at_its_end_time() -> None:
+    # The OpenAI stream ends with `data: [DONE]`; a stream closed before it is cut short.
+    rec = StreamRecorder("chat")
+    rec.feed(_chat({"content": "a"}), 1.0)
+    rec.finish(2.5)
+    assert (rec.error, rec.t_end) == ("stream ended before data: [DONE]", 2.5)
+    r = result_from_recorder(SPEC, rec)
+    assert (r.ok, r.error, r.t_end_perf) == (False, "stream ended before data: [DONE]", 2.5)
+
+
+def test_finish_keeps_a_whole_stream_ok_and_an_earlier_failure() -> None:
+    rec = StreamRecorder("chat")
+    rec.feed(_chat({"content": "a"}) + b"data: [DONE]\n\n", 1.0)
+    rec.finish(3.0)
+    assert (rec.error, rec.t_end) == (None, 3.0)
+    rec = StreamRecorder("chat")
+    rec.fail("read timed out")  # the first failure is the one kept, [DONE] or not
+    rec.finish(4.0)
+    assert (rec.error, rec.t_end) == ("read timed out", 4.0)
+
+
+def test_start_reads_the_wall_and_the_perf_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = SimpleNamespace(time=lambda: 1_700_000_000.25, perf_counter=lambda: 42.5)
+    monkeypatch.setattr(stream, "time", clock)
+    rec = StreamRecorder("chat")
+    rec.start()
+    assert (rec.t_send_wall, rec.t_send) == (1_700_000_000.25, 42.5)
+    rec.feed(_chat({"content": "a"}), 43.0)
+    rec.finish(44.0)
+    r = result_from_recorder(SPEC, rec)
+    # ttft 43.0 - 42.5; the row's t_start is the wall clock at send
+    assert (r.t_start, r.t_send_perf, r.ttft_s, r.t_end_perf) == (1_700_000_000.25, 42.5, 0.5, 44.0)
+
+
 # -- result_from_recorder ------------------------------------------------------------------------
 
 SPEC = RequestSpec(index=4, path="/v1/chat/completions", body=b"{}", cache="warm", api="chat")
@@ -676,6 +716,20 @@ def test_histogram_buckets_and_sums() -> None:
     assert sum_metric(s, "c_total", engine="1", model="b") is None  # only a NaN: nothing
     assert sum_metric(s, "c_total", model="z") is None
     assert sum_metric([Sample("z", {}, 0.0)], "z") == 0.0  # present at zero is not absent
+
+
+def test_metric_and_label_name_characters_at_their_range_ends() -> None:
+    # Metric names are [a-zA-Z_:][a-zA-Z0-9_:]*, label names [a-zA-Z_][a-zA-Z0-9_]*: the ends of
+    # each range are names; the characters between "Z" and "a" other than "_" ([ \ ] ^ `) and
+    # a leading digit are not, so those lines are malformed and skipped.
+    text = ("a 1\nz 2\nA 3\nZ 4\n_0 5\n_9 6\n:x 7\n"
+            "x[y 8\nx\\y 9\nx]y 10\nx^y 11\nx`y 12\n0x 13\n9x 14\n"
+            'm{a="1",z="2",A="3",Z="4",_09="5"} 15\nm{x^y="6"} 16\n')
+    assert parse_prometheus(text) == [
+        Sample("a", {}, 1.0), Sample("z", {}, 2.0), Sample("A", {}, 3.0), Sample("Z", {}, 4.0),
+        Sample("_0", {}, 5.0), Sample("_9", {}, 6.0), Sample(":x", {}, 7.0),
+        Sample("m", {"a": "1", "z": "2", "A": "3", "Z": "4", "_09": "5"}, 15.0),
+    ]
 
 
 @pytest.mark.parametrize(("values", "q", "expected"), [
