@@ -45,6 +45,7 @@ class FakeVast:
     listings: int = 0
     destroy: dict[str, httpx.Response] = field(default_factory=dict)  # DELETE answers by id
     deleted: list[tuple[str, Any]] = field(default_factory=list)
+    volumes: list[dict[str, Any]] | None = None  # GET /api/v0/volumes/; None: not found (404)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.seen.append(request)
@@ -68,6 +69,8 @@ class FakeVast:
             if found == 404:
                 return httpx.Response(404)
             return httpx.Response(200, json={"instances": found})
+        if path == "/api/v0/volumes/" and self.volumes is not None:
+            return httpx.Response(200, json={"volumes": self.volumes})
         if path == "/api/v0/users/current/":
             credit = self.credits.pop(0) if self.credits else None
             return httpx.Response(200, json={"credit": credit, "balance": 99.0})
@@ -283,6 +286,37 @@ def test_the_credit_watch_counts_what_stays_listed_after_it(tmp_path: Path,
     assert "other instances explain ≈$0.3500/h" in detail, detail
     assert fake.listings == 2
 
+
+
+def test_a_kept_volume_explains_its_share_of_the_credit_drop(tmp_path: Path,
+                                                              clock: Clock) -> None:
+    # a volume kept on purpose at $0.25/h (storage_total_cost) and nothing else listed: a $0.0025
+    # drop in 36 s is $0.25/h, all of it explained; this instance's $0.40/h allows $0.20/h more
+    fake = FakeVast(direct={"1": None}, credits=[10.0, 10.0 - 0.0025],
+                    volumes=[{"id": 7, "label": "keep", "disk_space": 50,
+                              "storage_total_cost": 0.25}])
+    ev = provider(fake, tmp_path, clock).billing_evidence(TAG, "1", 0.4)
+    check = _checks(ev)["charges-stopped"]
+    assert check.passed, check.detail
+    assert "other instances explain ≈$0.2500/h" in check.detail, check.detail
+    assert ev.still_billing == []
+
+
+def test_a_credit_drop_exactly_at_the_tolerance_passes(tmp_path: Path, clock: Clock) -> None:
+    # an hour's window so the arithmetic is exact in binary: $0.50 over 3600 s is $0.50/h,
+    # exactly half this instance's $1.00/h, the most it may still move
+    fake = FakeVast(direct={"1": None}, credits=[10.0, 9.5])
+    settings = load_settings(env={"VAST_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path),
+                                  "TAILPOD_VAST_URL": "http://vast.invalid"},
+                             dotenv_path=tmp_path / "absent.env")
+    hour = VastProvider(settings, timings=replace(TIMINGS, evidence_window_s=3600.0),
+                        transport=httpx.MockTransport(fake), sleep=clock.sleep)
+    ev = hour.billing_evidence(TAG, "1", 1.0)
+    check = _checks(ev)["charges-stopped"]
+    assert check.passed, check.detail
+    assert check.detail.startswith("not informative: credit moved $0.500000 over 3600.0s "
+                                   "(≈$0.5000/h)"), check.detail
+    assert ev.still_billing == []
 
 def test_no_credit_reported_fails_the_check(tmp_path: Path, clock: Clock) -> None:
     for credits in ([None, 10.0], [10.0, None]):

@@ -29,7 +29,7 @@ from tailpod.provision.apiclient import (
     summarize_body,
     time_left,
 )
-from tailpod.provision.base import PodInfo, PodState
+from tailpod.provision.base import PodInfo, PodState, SupportsPodScopedTermination
 from tailpod.secrets import Secret
 
 KEY = "rp_APICLIENTunitKEY_0123456789"
@@ -740,3 +740,47 @@ def test_read_stream_is_an_authorised_get_with_its_params_and_default_idle() -> 
     assert request.headers["Authorization"] == f"Bearer {KEY}"
     assert request.extensions["timeout"]["read"] == 3.0  # idle_s: the stream went quiet
     assert text == "ok \ufffd\ufffd end"  # undecodable bytes are replaced, never raised
+
+
+# -- the manual stop -------------------------------------------------------------------------------
+
+class _RunPodRoutes(_Adapter, SupportsPodScopedTermination):
+    """An adapter that ends pods by the first route of RunPod's termination table (DELETE,
+    no body: tailpod/agent/bootstrap/terminate.py)."""
+
+    console_url = "https://console.example/pods"
+    pod_termination = "runpod"
+
+
+class _VastRoutes(_RunPodRoutes):
+    """The vast.ai route: DELETE with an empty JSON object as its body."""
+
+    pod_termination = "vastai"
+
+
+def _stop_steps(cls: type[_Adapter], pod_id: str) -> list[str]:
+    return cls(_settings(RUNPOD_API_KEY=KEY), lambda r: httpx.Response(200), []).manual_stop_steps(
+        pod_id)
+
+
+def test_the_manual_stop_is_the_console_then_the_routes_curl_with_the_key_by_name() -> None:
+    assert _stop_steps(_RunPodRoutes, "pod-7") == [
+        "console: https://console.example/pods",
+        "API: curl -X DELETE -H \"Authorization: Bearer $RUNPOD_API_KEY\" "
+        "http://api.invalid/v1/v2/pods/pod-7",
+    ]
+    assert _stop_steps(_VastRoutes, "4242") == [
+        "console: https://console.example/pods",
+        "API: curl -X DELETE -H \"Authorization: Bearer $RUNPOD_API_KEY\" "
+        "-H 'Content-Type: application/json' -d '{}' http://api.invalid/v1/api/v0/instances/4242/",
+    ]
+    assert not any(KEY in step for cls in (_RunPodRoutes, _VastRoutes)
+                   for step in _stop_steps(cls, "x"))
+
+
+def test_the_manual_stop_has_no_api_line_without_a_pod_termination_route() -> None:
+    # no pod-scoped termination table, so no route to print (and no console: none declared),
+    # though the adapter has a key name
+    adapter = _Adapter(_settings(RUNPOD_API_KEY=KEY), lambda r: httpx.Response(200), [])
+    assert adapter.key_env == "RUNPOD_API_KEY"
+    assert adapter.manual_stop_steps("pod-7") == []

@@ -4,7 +4,15 @@ by hand: what the proof says, which resources it names, and what it counts as bi
 from __future__ import annotations
 
 from tailpod.provision.base import PodInfo, PodState
-from tailpod.provision.proof import describe, is_tailpod_tag, listed_check, others_check
+from tailpod.provision.proof import (
+    METER_WAIT_MAX_S,
+    describe,
+    is_tailpod_tag,
+    listed_check,
+    meter_check,
+    meter_window_s,
+    others_check,
+)
 
 
 def kill(p: PodInfo) -> str:
@@ -32,6 +40,25 @@ def test_describe_names_the_pod_its_card_state_and_price() -> None:
     assert describe(pod("p4", "tp-c", PodState.STOPPED, gpu_type="A40", price_per_hr=0.0)) == \
         "p4 [tp-c] 1x A40, stopped (GPU released, its disk still bills), rate unknown"
 
+
+
+def test_describe_says_a_paused_pod_whose_gpu_bills_still_bills() -> None:
+    # vast's "frozen" instance: not running, GPU charges apply (detail gpu_billing, its status)
+    frozen = pod("f1", "tp-f", PodState.STOPPED, gpu_type="A40", price_per_hr=0.3,
+                 detail={"gpu_billing": True, "status": "frozen"})
+    assert describe(frozen) == "f1 [tp-f] 1x A40, frozen (paused; the GPU still bills), $0.300/h"
+    # no provider status: the state's own word
+    paused = pod("f2", "tp-f", PodState.PENDING, detail={"gpu_billing": True})
+    assert describe(paused) == \
+        "f2 [tp-f] unknown GPU, pending (paused; the GPU still bills), rate unknown"
+    # a running pod bills its GPU anyway: nothing paused to say
+    running = pod("f3", "tp-f", detail={"gpu_billing": True, "status": "running"})
+    assert describe(running) == "f3 [tp-f] unknown GPU, running, rate unknown"
+    # stopped with the GPU not billing: the stopped wording
+    exited = pod("f4", "tp-f", PodState.STOPPED, detail={"gpu_billing": False,
+                                                         "status": "exited"})
+    assert describe(exited) == \
+        "f4 [tp-f] unknown GPU, stopped (GPU released, its disk still bills), rate unknown"
 
 def test_listed_check_passes_only_when_nothing_is_listed() -> None:
     check, lines = listed_check("RunPod", "tp-a", [], kill)
@@ -80,3 +107,34 @@ def test_others_check_fails_on_untracked_billing_only() -> None:
         "still bills), rate unknown — kill: stop orph",
         "vast.ai bills untracked err [tp-err] unknown GPU, error, rate unknown — kill: stop err",
     ]
+
+
+def test_meter_window_waits_just_past_a_known_delay_within_its_bounds() -> None:
+    assert METER_WAIT_MAX_S == 60.0  # docs/providers.md, "The billing proof"
+    assert meter_window_s(30.0, None) == 30.0  # unknown delay: the base window
+    assert meter_window_s(30.0, 20.0) == 30.0  # the base window already outlasts it
+    assert meter_window_s(30.0, 30.0) == 31.0  # equal to the window: a second past it
+    assert meter_window_s(30.0, 45.0) == 46.0
+    assert meter_window_s(30.0, 60.0) == 61.0  # the longest delay still waited out
+    assert meter_window_s(30.0, 60.5) == 30.0  # longer: not waited for
+
+
+def test_meter_check_counts_no_movement_only_over_a_window_longer_than_the_delay() -> None:
+    moved = meter_check("charges-stopped", True, 36.0, 10.0, "first contact", "moved $1")
+    assert (moved.name, moved.passed, moved.detail, moved.informative) == (
+        "charges-stopped", False, "moved $1", True)
+    longer = meter_check("charges-stopped", False, 36.0, 35.0, "first contact", "moved $0")
+    assert (longer.passed, longer.informative) == (True, True)
+    assert longer.detail == ("moved $0; the 36.0s window is longer than the meter's update "
+                             "delay of 35s (first contact)")
+    equal = meter_check("charges-stopped", False, 36.0, 36.0, "documented", "moved $0")
+    assert (equal.passed, equal.informative) == (True, False)
+    assert equal.detail == ("not informative: moved $0; the meter's update delay (36s, "
+                            "documented) is not shorter than the 36.0s window, so no movement "
+                            "proves nothing; the proof rests on the listing and the direct "
+                            "lookup")
+    unknown = meter_check("spend", False, 36.0, None, "no interval published", "moved $0")
+    assert (unknown.name, unknown.passed, unknown.informative) == ("spend", True, False)
+    assert unknown.detail == ("not informative: moved $0; the meter's update delay is unknown "
+                              "(no interval published), so no movement proves nothing; the "
+                              "proof rests on the listing and the direct lookup")
