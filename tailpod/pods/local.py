@@ -108,13 +108,11 @@ def _start(
         tail = "\n    ".join(exc.tail[-12:])
         raise TailpodError(f"{exc}; last lines of {state['log']}:\n    {tail}") from None
     log_text = Path(state["log"]).read_text(encoding="utf-8", errors="replace")
-    # The log file is appended to across relaunches; parse only this launch's part.
     # The Inductor cache counted as the pod agent counts it: before the launch (engine.launch)
     # and now, after health, in the engine's own environment.
-    inductor = dict(state.get("inductor_cache") or {})
-    if inductor.get("graphs_before") is not None:
-        inductor["graphs_after"] = engine.inductor_graphs(
-            {**os.environ, **{k: v for k, v in spec.env.items() if isinstance(v, str)}})
+    inductor = engine.inductor_counts_after(
+        state, {**os.environ, **{k: v for k, v in spec.env.items() if isinstance(v, str)}})
+    # The log file is appended to across relaunches; parse only this launch's part.
     startup = apply_cache_source(adapter.parse_startup(log_text[state.get("log_offset", 0) :]),
                                  inductor)
     current = ledger.get(record.run_tag)

@@ -65,6 +65,15 @@ def inductor_graphs(env: dict[str, str]) -> int | None:
     return count
 
 
+def inductor_counts_after(state: dict, env: dict[str, str]) -> dict:
+    """A healthy start's Inductor counts: the count `launch` took before it, and now the count
+    after (None where there was no cache to count before)."""
+    inductor = dict(state.get("inductor_cache") or {})
+    inductor["graphs_after"] = inductor_graphs(env) if inductor.get("graphs_before") is not None \
+        else None
+    return inductor
+
+
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -303,10 +312,7 @@ def start_engine(
     env = {**os.environ, **(read_env_file(env_file) if env_file else {})}
     env.update({k: str(v) for k, v in plan.get("env", {}).items()})
     state["checkpoints"] = checkpoint_identities(plan.get("checkpoints") or {}, env)
-    inductor = state.get("inductor_cache") or {}
-    inductor["graphs_after"] = inductor_graphs(env) if inductor.get("graphs_before") is not None \
-        else None
-    state["inductor_cache"] = inductor
+    state["inductor_cache"] = inductor_counts_after(state, env)
     _write_state(state_dir, state)
     log_text = log_since(Path(state["log"]), int(state.get("log_offset") or 0))
     return {**state, "stopped_previous": stopped_previous, "log_text": log_text}
