@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -29,6 +28,7 @@ from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import lanes as lanes_mod
 from tailpod.pods.lanes import LaneLaunch, LaneSpec
 from tailpod.provision.apiclient import time_left
+from tailpod.provision.teardown import LifecyclePolicy
 
 PROXY = "proxy"
 
@@ -192,17 +192,13 @@ def _agent(settings: Settings, record: PodRecord, wait_s: float = 15) -> PodAgen
 SETTLE_MIN_S = 5.0
 
 
-class _SettleBudget:
-    def __init__(self, seconds: float | None) -> None:
-        self.end = None if seconds is None else time.monotonic() + seconds
-
-    def cut(self, wanted_s: float) -> float:
-        if self.end is None:
-            return wanted_s
-        left = self.end - time.monotonic()
-        if left <= 0:
-            raise TailpodError("the --timeout deadline left no more time to ask the pod")
-        return min(wanted_s, left)
+def _cut(budget: LifecyclePolicy, wanted_s: float) -> float:
+    """`wanted_s` cut to what the settle's deadline leaves; none left ends the settle (an error:
+    the pod is then left to its terminate)."""
+    left = budget.left(wanted_s)
+    if left <= 0:
+        raise TailpodError("the --timeout deadline left no more time to ask the pod")
+    return left
 
 
 def status(settings: Settings, record: PodRecord) -> dict[str, Any]:
@@ -239,12 +235,12 @@ def settle(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
     if record.status == "terminated":  # proven down already: nothing runs there to ask
         return record
     left = time_left()
-    budget = _SettleBudget(None if left is None else left / 2)
+    budget = LifecyclePolicy().within(None if left is None else left / 2)
     try:
         if left is not None and left / 2 < SETTLE_MIN_S:
             raise TailpodError(f"the --timeout deadline leaves {left:.0f} s, too little to ask "
                                "the pod before its terminate")
-        with _agent(settings, record, budget.cut(15)) as agent:
+        with _agent(settings, record, _cut(budget, 15)) as agent:
             return settle_with(agent, settings, ledger, record, budget)
     except TailpodError as exc:
         lanes_mod.record_final_counts(settings, record, None, read=False)
@@ -254,11 +250,11 @@ def settle(settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
 
 
 def settle_with(agent: PodAgent, settings: Settings, ledger: Ledger,
-                record: PodRecord, budget: _SettleBudget | None = None) -> PodRecord:
+                record: PodRecord, budget: LifecyclePolicy | None = None) -> PodRecord:
     """`settle` through an agent session already open (a sweep's); `budget` bounds each call."""
-    budget = budget or _SettleBudget(None)
+    budget = budget or LifecyclePolicy()  # no deadline: each call keeps its own timeout
     lanes = record.extra.lanes or {}
-    counts = pod_counts(agent, record, budget.cut(60))
+    counts = pod_counts(agent, record, _cut(budget, 60))
     lanes_mod.record_final_counts(settings, record, counts, read=False)
     stops = [(name, str(row["state_dir"])) for name, row in (lanes.get("lanes") or {}).items()]
     proxy_dir = (lanes.get("haproxy") or {}).get("state_dir")
@@ -267,7 +263,7 @@ def settle_with(agent: PodAgent, settings: Settings, ledger: Ledger,
     proofs: list[dict[str, Any]] = []
     for name, state_dir in stops:
         try:  # one stop that fails or finds no time is its own entry; the counts stay final
-            proofs.append({"lane": name, **_stop(agent, state_dir, budget.cut(180))})
+            proofs.append({"lane": name, **_stop(agent, state_dir, _cut(budget, 180))})
         except TailpodError as exc:
             proofs.append({"lane": name, "unknown": exc.message,
                            "then": "the pod's termination stops it"})
