@@ -34,6 +34,15 @@ def vast_error(status: int, code: str, msg: str, **extra: Any) -> Response:
     return Response(status, {"success": False, "error": code, "msg": msg, **extra})
 
 
+def json_body(req: Request, code: str) -> Any:
+    """The request's JSON body (`{}` when empty), or the 400 with `code` that answers a body that
+    is not JSON; a caller returns a Response it gets."""
+    try:
+        return req.json() or {}
+    except ValueError:
+        return vast_error(400, code, "body is not JSON")
+
+
 def _coerce(a: Any, b: Any) -> tuple[Any, Any]:
     """The SDK's string parser leaves numbers as strings ("1", "2.5"): compare numerically."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -174,19 +183,16 @@ class VastEmulator:
         account = self._gate(req, "search")
         if isinstance(account, Response):
             return account
-        try:
-            return self._search(req.json() or {})
-        except ValueError:
-            return vast_error(400, "invalid_request", "body is not JSON")
+        body = json_body(req, "invalid_request")
+        return body if isinstance(body, Response) else self._search(body)
 
     def search_new(self, req: Request) -> Response:
         account = self._gate(req, "search")
         if isinstance(account, Response):
             return account
-        try:
-            body = req.json() or {}
-        except ValueError:
-            return vast_error(400, "invalid_request", "body is not JSON")
+        body = json_body(req, "invalid_request")
+        if isinstance(body, Response):
+            return body
         return self._search(body.get("q", {}) if isinstance(body, dict) else None)
 
     # -- rent -------------------------------------------------------------------------------------
@@ -442,10 +448,9 @@ class VastEmulator:
         pod = self._live_owned(req, "get")
         if isinstance(pod, Response):
             return pod
-        try:
-            body = req.json() or {}
-        except ValueError:
-            return vast_error(400, "invalid_args", "body is not JSON")
+        body = json_body(req, "invalid_args")
+        if isinstance(body, Response):
+            return body
         if "volume_info" in body:  # "must be attached during creation" (the guide, vast.py)
             return vast_error(400, "invalid_args", "a volume attaches only at instance create")
         if "label" in body:
@@ -543,10 +548,9 @@ class VastEmulator:
         account = self._gate(req, "volume_list")
         if isinstance(account, Response):
             return account
-        try:
-            query = req.json() or {}
-        except ValueError:
-            return vast_error(400, "invalid_request", "body is not JSON")
+        query = json_body(req, "invalid_request")
+        if isinstance(query, Response):
+            return query
         if not isinstance(query, dict):
             return vast_error(400, "invalid_request", "Invalid query, must be dict of conditions")
         query = dict(query)
