@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,12 +12,12 @@ from typer.testing import CliRunner
 
 from tailpod.cli.benchmark import benchmark_document
 from tailpod.cli.main import app
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 from tailpod.sandbox.model import default_runpod_catalog, default_vast_offers
 from tests import paths
+from tests.unit.cli.conftest import REGISTRY_IMAGE
 
 REPO = paths.REPO
-IMAGE, DIGEST = "tailpod-test/engine:v1", "sha256:" + "ab" * 32
 
 
 def _error_doc(stdout: str) -> dict:
@@ -73,17 +72,6 @@ def test_benchmark_document_holds_every_cell(tmp_path: Path) -> None:
     json.dumps(doc)  # serialisable
 
 
-@pytest.fixture()
-def registry_sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    repo, tag = IMAGE.split(":")
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox",
-                       stand_in_config={"registry": {"images": {repo: {tag: DIGEST}}}})
-    try:
-        yield sb
-    finally:
-        sb.close()
-
-
 def test_matrix_dry_run_json_prices_each_card(registry_sandbox: Sandbox, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     env = {**registry_sandbox.env(), "TAILPOD_HOME": str(tmp_path / "home"),
@@ -92,7 +80,7 @@ def test_matrix_dry_run_json_prices_each_card(registry_sandbox: Sandbox, tmp_pat
         monkeypatch.setenv(key, value)
     result = CliRunner().invoke(app, [
         "matrix", "--dry-run", "--json", "--card", "runpod:A40", "--card", "vastai:RTX 3090",
-        "--budget", "5", "--model", "Qwen/Qwen3-0.6B", "--image", IMAGE])
+        "--budget", "5", "--model", "Qwen/Qwen3-0.6B", "--image", REGISTRY_IMAGE])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     a40 = next(g.secure_price for g in default_runpod_catalog() if g.name == "A40")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,22 +14,10 @@ from typer.testing import CliRunner
 from tailpod.cli.main import app
 from tailpod.provision.volumes import cold_start
 from tailpod.results.io import write_run
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 from tailpod.sandbox.model import default_runpod_catalog
 from tests.helpers.run_builder import build_run
-
-IMAGE, DIGEST = "tailpod-test/engine:v1", "sha256:" + "cd" * 32
-
-
-@pytest.fixture()
-def registry_sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    repo, tag = IMAGE.split(":")
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox",
-                       stand_in_config={"registry": {"images": {repo: {tag: DIGEST}}}})
-    try:
-        yield sb
-    finally:
-        sb.close()
+from tests.unit.cli.conftest import REGISTRY_IMAGE
 
 
 def test_dry_run_uses_an_earlier_runs_start(registry_sandbox: Sandbox, tmp_path: Path,
@@ -50,7 +37,7 @@ def test_dry_run_uses_an_earlier_runs_start(registry_sandbox: Sandbox, tmp_path:
     result = CliRunner().invoke(app, [
         "matrix", "--dry-run", "--json", "--card", "runpod:A40", "--card", "runpod:L40S",
         "--spec-k", "0,2", "--concurrency", "1", "--reps", "1", "--budget", "20",
-        "--model", "Qwen/Qwen3-0.6B", "--image", IMAGE])
+        "--model", "Qwen/Qwen3-0.6B", "--image", REGISTRY_IMAGE])
     assert result.exit_code == 0, result.output
     prices = json.loads(result.stdout)["prices"]
     a40, a100 = prices["runpod:A40"], prices["runpod:L40S"]
