@@ -191,14 +191,19 @@ def _earlier_starts(results_dir: Path, engine: str) -> list[tuple[Card, Measured
     return found
 
 
+def _latest_start(starts: list[tuple[Card, MeasuredStart]], card: Card,
+                  gpu_names: tuple[str, ...]) -> MeasuredStart | None:
+    keys = {Card(card.provider, name, card.count).key() for name in (card.gpu, *gpu_names)}
+    found = [start for seen, start in starts if seen.key() in keys]
+    return max(found, key=lambda s: s.created_at) if found else None
+
+
 def measured_start(results_dir: Path, card: Card, engine: str,
                    gpu_names: tuple[str, ...] = ()) -> MeasuredStart | None:
     """The latest run under `results_dir` (a run directory, or a matrix card's) of this card
     (provider, GPU, count) and engine whose run.json states what its start took. The GPU may
     be named as the card names it or as any of `gpu_names` (the provider's own name for it)."""
-    keys = {Card(card.provider, name, card.count).key() for name in (card.gpu, *gpu_names)}
-    found = [start for seen, start in _earlier_starts(results_dir, engine) if seen.key() in keys]
-    return max(found, key=lambda s: s.created_at) if found else None
+    return _latest_start(_earlier_starts(results_dir, engine), card, gpu_names)
 
 
 def least_card_hours(results_dir: Path, card: Card, engine: str, sweep: SweepSpec,
@@ -208,11 +213,12 @@ def least_card_hours(results_dir: Path, card: Card, engine: str, sweep: SweepSpe
     GPU to the earlier runs looked up (`price_cards`), so the projection is one of: the card's own
     name's, or that of each other GPU name an earlier run of its provider, count and engine
     states."""
-    others = {seen.gpu for seen, _start in _earlier_starts(results_dir, engine)
+    starts = _earlier_starts(results_dir, engine)  # every run.json read once
+    others = {seen.gpu for seen, _start in starts
               if seen.provider == card.provider and seen.count == card.count}
     least: tuple[float, dict[str, Any]] | None = None
     for names in [(), *((name,) for name in sorted(others))]:
-        card_cost, used = cost.for_card(measured_start(results_dir, card, engine, names))
+        card_cost, used = cost.for_card(_latest_start(starts, card, names))
         hours = card_cost.card_hours(sweep.projected_arms(), sweep.projected_cells())
         if least is None or hours < least[0]:
             least = (hours, used)

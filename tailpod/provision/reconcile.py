@@ -198,9 +198,10 @@ def describe_recovery(notice: Mapping[str, Any]) -> str:
 
 
 def listed_since(info: PodInfo, otherwise: float) -> float:
-    """When a listed pod was created, where its provider says so as epoch seconds (vast.ai's
-    `start_date`); `otherwise` when not (RunPod's `createdAt` is text). An adopted record's
-    uptime and spend count from it, so a pod found after damage is not read as just started."""
+    """When a listed pod was created, where its adapter gives it as epoch seconds (vast.ai's
+    `start_date`, RunPod's `createdAt` read by `runpod.provider.created_epoch`); `otherwise` when
+    not. An adopted record's uptime and spend count from it, so a pod found after damage is not
+    read as just started."""
     created = info.detail.get("created_at")
     return float(created) if isinstance(created, (int, float)) else otherwise
 
