@@ -47,3 +47,13 @@ class BillingNotProven(TailpodError):
     """`down` could not prove that billing stopped; the message names what still bills."""
 
     exit_code = 3
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, after tailpod settled what the interrupted step had started. `settled` says what
+    became of it (a pod torn down and billing proven stopped), so the terminal says so at the
+    moment a user is most anxious, not only billing-proof.json (newcomer 2.26). Exit 130."""
+
+    def __init__(self, settled: str) -> None:
+        super().__init__(settled)
+        self.settled = settled

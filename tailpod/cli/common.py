@@ -95,9 +95,11 @@ def handle_errors(fn: F) -> F:
         except TailpodError as exc:
             json_error(type(exc).__name__, exc.message, exc.hint, exc.exit_code)
             raise fail(exc) from None
-        except KeyboardInterrupt:
-            json_error("Interrupted", "interrupted", None, 130)
-            err_console.print("interrupted")
+        except KeyboardInterrupt as exc:
+            settled = getattr(exc, "settled", None)
+            message = f"interrupted; {settled}" if settled else "interrupted"
+            json_error("Interrupted", message, None, 130)
+            err_console.print(message, markup=False)
             raise typer.Exit(code=130) from None
 
     return wrapper  # type: ignore[return-value]

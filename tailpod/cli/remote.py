@@ -13,7 +13,7 @@ from tailpod.cli.common import console, err_console, print_json
 from tailpod.config import Settings
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import RUN_TAG_PREFIX, Ledger, PodRecord
-from tailpod.provision.base import BillingEvidence, PodInfo
+from tailpod.provision.base import BillingEvidence, PodInfo, ProofCheck
 from tailpod.provision.providers import any_cloud_key
 from tailpod.provision.reconcile import (
     StatusReport,
@@ -79,9 +79,16 @@ def evidence_table(evidence: BillingEvidence, title: str) -> Table:
     for col in ("check", "result", "detail"):
         table.add_column(col)
     for check in evidence.checks:
-        table.add_row(check.name, "[green]pass[/]" if check.passed else "[red]FAIL[/]",
-                      check.detail)
+        table.add_row(check.name, check_result(check), check.detail)
     return table
+
+
+def check_result(check: ProofCheck) -> str:
+    """A check that saw nothing either way (a meter read within its update delay) does not block
+    the proof, but it proved nothing: it reads "not informative", never "pass" (newcomer 2.20)."""
+    if not check.passed:
+        return "[red]FAIL[/]"
+    return "[green]pass[/]" if check.informative else "[yellow]not informative[/]"
 
 
 def _print_unproven(evidence: BillingEvidence) -> None:

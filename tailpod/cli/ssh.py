@@ -1,4 +1,5 @@
-"""`tailpod ssh [RUN_TAG]`: a shell on the pod, its host key checked against tailpod's pins."""
+"""`tailpod ssh [RUN_TAG [COMMAND...]]`: a shell on the pod, or one command run there as `ssh host
+COMMAND` would, its host key checked against tailpod's pins."""
 
 from __future__ import annotations
 
@@ -38,11 +39,29 @@ def target_for_record(settings: Settings, record: PodRecord) -> SshTarget:
     )
 
 
+def with_remote_command(argv: list[str], command: list[str]) -> list[str]:
+    """`argv` (ending in `user@host`) running `command` on the pod. `--` before the destination
+    ends ssh's own options, so a command word such as `-la` is never read as one of them; the
+    words are joined with spaces, as `ssh host CMD` itself joins them for the remote shell."""
+    if not command:
+        return argv
+    return [*argv[:-1], "--", argv[-1], " ".join(command)]
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("ssh")
+    # A command after the tag is the remote command, as with `ssh host CMD`: options after the tag
+    # belong to it (`tailpod ssh TAG ls -la`), not to tailpod.
+    @app.command(
+        "ssh", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True}
+    )
     @handle_errors
     def ssh(
         run_tag: str | None = typer.Argument(None, help="Run tag (default: the only active pod)."),
+        command: list[str] | None = typer.Argument(
+            None,
+            help="A command to run on the pod instead of a shell (after the tag, as with `ssh host "
+            "CMD`); its words are joined with spaces, as ssh does.",
+        ),
         print_only: bool = typer.Option(
             False, "--print", help="Print the ssh command instead of running it."
         ),
@@ -56,7 +75,7 @@ def register(app: typer.Typer) -> None:
             30.0, "--wait", help="Seconds to wait for the pod's sshd on first contact."
         ),
     ) -> None:
-        """Open a shell on a pod (over the tailnet when it joined one)."""
+        """Open a shell on a pod, or run one command there (over the tailnet when it joined one)."""
         settings = settings_from()
         record = ledger_for(settings).resolve(run_tag)
         target = target_for_record(settings, record)
@@ -89,13 +108,16 @@ def register(app: typer.Typer) -> None:
             console.print(f"then: ssh {ssh_host_alias(record.run_tag)}", markup=False)
             return
 
-        argv = ssh_command(
-            target.host,
-            target.port,
-            target.user,
-            key_path,
-            known_hosts,
-            host_key_alias=target.known_hosts_entry,
+        argv = with_remote_command(
+            ssh_command(
+                target.host,
+                target.port,
+                target.user,
+                key_path,
+                known_hosts,
+                host_key_alias=target.known_hosts_entry,
+            ),
+            command or [],
         )
         if print_only:
             console.print(shlex.join(argv), markup=False, soft_wrap=True)

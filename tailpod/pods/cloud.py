@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tailpod.config import Settings, check_run_settings, ttl_deadline, ttl_warnings
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
-from tailpod.errors import BillingNotProven, ConfigError, TailpodError, TransientError
+from tailpod.errors import (
+    BillingNotProven,
+    ConfigError,
+    Interrupted,
+    TailpodError,
+    TransientError,
+)
 from tailpod.ledger import Ledger, PodRecord, new_run_tag, operation_stamp
 from tailpod.pods.start_command import start_command
 from tailpod.provision.base import PodInfo, PodSpec
@@ -662,6 +668,8 @@ def _up_cloud_once(
             raise failed(
                 f"{message}\n  the pod was torn down, billing proven stopped", hint
             ) from None
+        if isinstance(exc, KeyboardInterrupt):
+            raise Interrupted(f"{run_tag} was torn down, billing proven stopped") from None
         raise
 
 

@@ -23,6 +23,7 @@ from tailpod.errors import (
     AuthError,
     BillingNotProven,
     ConfigError,
+    Interrupted,
     TailpodError,
 )
 from tailpod.ledger import Ledger, PodRecord, operation_stamp
@@ -101,13 +102,20 @@ def create_pod_safely(
     except BaseException as exc:
         provider.on_created = None
         remaining = _sweep_failed_create(provider, ledger, spec.run_tag, policy, exc)
-        if remaining and not isinstance(exc, KeyboardInterrupt):
-            # Exit 3, like every outcome where something may still bill (docs/exit-codes.md).
+        if remaining:
+            # Exit 3, like every outcome where something may still bill (docs/exit-codes.md),
+            # a Ctrl-C included: "may still bill" outranks "interrupted".
+            cause = ("interrupted" if isinstance(exc, KeyboardInterrupt)
+                     else redact(str(exc)) or exc.__class__.__name__)
             raise BillingNotProven(
-                f"creating {spec.run_tag} failed ({redact(str(exc)) or exc.__class__.__name__}) "
+                f"creating {spec.run_tag} failed ({cause}) "
                 f"and resources may still bill: {', '.join(remaining)}",
                 hint=f"run `tailpod down {spec.run_tag}`",
             ) from exc
+        if isinstance(exc, KeyboardInterrupt):
+            raise Interrupted(
+                f"the create of {spec.run_tag} was swept: the provider lists nothing of it"
+            ) from None
         raise
     finally:
         provider.on_created = None

@@ -210,3 +210,31 @@ def test_system_ssh_accepts_the_pin_and_refuses_a_replaced_pod(
         assert b"HOST IDENTIFICATION HAS CHANGED" in bad.stderr
     finally:
         second.stop()
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh client")
+def test_tailpod_ssh_tag_cmd_runs_the_command_on_the_pod_with_its_own_options(
+    need_sshd: None, user_key: Path, tmp_path: Path
+) -> None:
+    """`tailpod ssh TAG CMD` (newcomer 4.4): the words after the tag are the remote command, joined
+    as `ssh host CMD` joins them, and a word like `-n` is the command's, not ssh's option."""
+    from tailpod.cli.ssh import with_remote_command
+
+    pub = (tmp_path / "id_user.pub").read_text()
+    known = tmp_path / "known_hosts"
+    pod = start_sshd_host(tmp_path / "pod", pub)
+    try:
+        with _connect(pod, user_key, known):
+            pass
+        argv = ssh_command(pod.host, pod.port, pod.user, user_key, known)
+        argv[1:1] = ["-o", "BatchMode=yes", "-F", "/dev/null"]
+        run = subprocess.run(
+            with_remote_command(argv, ["echo", "-n", "one;", "echo", "two"]),
+            capture_output=True,
+            timeout=30,
+        )
+        assert run.returncode == 0, run.stderr
+        # The remote shell got `echo -n one; echo two`: `-n` reached echo, `;` split the commands.
+        assert run.stdout == b"onetwo\n"
+    finally:
+        pod.stop()

@@ -156,3 +156,27 @@ def test_every_documented_code_of_every_row_has_a_case_or_an_e2e_test() -> None:
     for row in ("up", "status", "down", "check-requirements", "gpus", "help", "logs TAG"):
         for code in documented()[row]:
             assert (row, code) in covered | needs_a_pod, (row, code)
+
+
+def test_an_interrupt_that_settled_its_pod_says_so_on_the_terminal(
+        tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """newcomer 2.26: Ctrl-C during `up` tore the pod down and proved it, but the terminal said
+    only "interrupted". What the interrupted step settled is printed with it; exit 130 still."""
+    from tailpod.errors import Interrupted
+
+    def stop(*_a: object, **_k: object) -> None:
+        raise Interrupted("tp-x was torn down, billing proven stopped")
+
+    monkeypatch.setattr("tailpod.cli.common.load_settings", stop)
+    result = CliRunner().invoke(app, ["up", "--provider", "local"])
+    assert result.exit_code == 130
+    assert "interrupted; tp-x was torn down, billing proven stopped" in result.output
+
+
+def test_short_version_flag_prints_the_version() -> None:
+    """`-V`, as pip, sky and dstack take it (newcomer 4.7)."""
+    from tailpod import __version__
+
+    for flag in ("-V", "--version"):
+        result = CliRunner().invoke(app, [flag])
+        assert result.exit_code == 0 and result.output == f"tailpod {__version__}\n"

@@ -295,6 +295,19 @@ def test_the_proof_table_shows_each_check_passed_or_failed() -> None:
                              ["meter", "[red]FAIL[/]", "still accruing"]]
 
 
+def test_a_check_that_saw_nothing_reads_not_informative_never_pass() -> None:
+    """newcomer 2.20: a meter read inside its update delay said "not informative" in its own
+    detail and "pass" in the result column."""
+    evidence = BillingEvidence(checks=[
+        ProofCheck("tag-listing", True, "lists nothing tagged tp-a"),
+        ProofCheck("meter", True, "not informative: no movement", informative=False),
+    ])
+    assert _cells(remote.evidence_table(evidence, "down tp-a")) == [
+        ["tag-listing", "[green]pass[/]", "lists nothing tagged tp-a"],
+        ["meter", "[yellow]not informative[/]", "not informative: no movement"],
+    ]
+
+
 def test_each_line_that_still_bills_is_printed(out: Out) -> None:
     remote._print_unproven(_evidence(("meter", False, "x"),  # noqa: SLF001
                                      still=("runpod p-1: stop it by hand", "vastai 7: too")))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tailpod.config import load_settings
-from tailpod.errors import BillingNotProven, ConfigError, ProviderError, TailpodError
+from tailpod.errors import BillingNotProven, ConfigError, Interrupted, ProviderError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.provision import create as create_module
 from tailpod.provision.base import BillingEvidence, PodInfo, PodSpec, PodState, Provider
@@ -174,17 +174,36 @@ def test_a_provider_id_named_while_the_record_says_otherwise_sets_creating(tmp_p
     assert isinstance(stored.updated_at, float) and stored.updated_at >= t0
 
 
-def test_an_interrupt_after_an_id_leaves_the_id_findable_and_raises_the_interrupt(
+def test_an_interrupt_that_leaves_a_stray_exits_3_naming_it_not_130(
         tmp_path: Path) -> None:
+    """Ctrl-C during a create whose pod will not go: "may still bill" outranks "interrupted"
+    (docs/exit-codes.md), with the id findable in the ledger."""
     ledger = Ledger(tmp_path / "home")
     provider = Scripted(ledger, announce=("stuck-1",), error=KeyboardInterrupt(), sticky=True)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(BillingNotProven) as caught:
         create_pod_safely(provider, _spec(), ledger, PodRecord(run_tag=TAG, provider="x"),
                           policy=FAST)
+    assert caught.value.message == (
+        f"creating {TAG} failed (interrupted) and resources may still bill: stuck-1")
+    assert caught.value.hint == f"run `tailpod down {TAG}`"
     stored = _stored(ledger)
     assert (stored.pod_id, stored.extra.provider_ids, stored.status) == (
         "stuck-1", ["stuck-1"], "failed")
     assert provider.on_created is None
+
+
+def test_an_interrupt_whose_pod_went_says_the_sweep_left_nothing(tmp_path: Path) -> None:
+    """newcomer 2.26: after Ctrl-C the terminal said only "interrupted". The sweep destroyed the
+    announced pod, so the interrupt carries what became of it (exit 130 all the same)."""
+    ledger = Ledger(tmp_path / "home")
+    provider = Scripted(ledger, announce=("gone-1",), error=KeyboardInterrupt())
+    with pytest.raises(Interrupted) as caught:
+        create_pod_safely(provider, _spec(), ledger, PodRecord(run_tag=TAG, provider="x"),
+                          policy=FAST)
+    assert caught.value.settled == (
+        f"the create of {TAG} was swept: the provider lists nothing of it")
+    assert provider.live == set()
+    assert _stored(ledger).status == "terminated"
 
 
 def test_a_failed_create_names_the_down_command_in_its_hint(tmp_path: Path) -> None:
