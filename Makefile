@@ -9,7 +9,7 @@ QUIET_FLAG ?= -q
 export TAILPOD_ENGINE_PYTHON := $(abspath $(ENGINE_VENV))/bin/python
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup setup-demo engine sshd demo-requirements test-requirements demo test test-slow lint typecheck unit mutate clean
+.PHONY: setup setup-demo engine sshd demo-requirements test-requirements demo test test-slow test-floors lint typecheck unit mutate clean
 
 # tailpod with what the demo needs (the `local` extra) and nothing more, so a demo that needed a
 # test-only package would fail in CI (.ci/run runs the demo first); `make test` adds `dev`.
@@ -72,6 +72,10 @@ test: test-requirements setup engine lint typecheck
 test-slow: test-requirements setup engine
 	$(VENV)/bin/python -m pytest -q -ra -m slow
 
+# The CLI's tests under the lowest typer, click and rich that pyproject.toml allows (about 1.5 min).
+test-floors: setup
+	sh scripts/cli-floors.sh $(VENV)
+
 # Mutation testing of the money core ([tool.mutmut] in pyproject.toml); slow, so not in `test`.
 # The score and every survivor go to docs/testing.md.
 # One worker at the lowest priority: it shares the machine. `make mutate MUTANTS='tailpod.secrets*'`
@@ -81,4 +85,4 @@ mutate: setup
 	nice -n 19 $(VENV)/bin/mutmut run --max-children 1 $(MUTANTS); $(VENV)/bin/mutmut results
 
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(ENGINE_VENV) .venv-floors .pytest_cache .mypy_cache .ruff_cache

@@ -180,12 +180,26 @@ def reflow(text: str | None) -> str | None:
     return "\n\n".join(out)
 
 
+# click's public type names, as the Python annotation they come from.
+_CLICK_TYPES = {"integer": "int", "float": "float", "text": "str", "path": "Path",
+                "boolean": "bool"}
+
+
 def _type_name(param: Any) -> str:
-    try:
-        name = param.bare_type()
-    except Exception:  # a click param typer did not make
-        return ""
-    return str(name).replace("typing.", "")
+    """The annotation's name (`int`, `list[str]`): from `bare_type()` where the parameter has it
+    (typer 0.2x's own parameter classes), else from click's public `type`, `multiple` and
+    `nargs` (typer releases built on click's classes)."""
+    bare = getattr(param, "bare_type", None)
+    if callable(bare):
+        try:
+            return str(bare()).replace("typing.", "")
+        except Exception:  # noqa: BLE001 (a parameter typer did not make)
+            return ""
+    kind = getattr(getattr(param, "type", None), "name", "") or ""
+    base = _CLICK_TYPES.get(kind, kind)
+    if getattr(param, "multiple", False) or getattr(param, "nargs", 1) == -1:
+        return f"list[{base}]"
+    return base
 
 
 def metavar_for(param: Any) -> str | None:
@@ -215,7 +229,9 @@ def _plain_usage_name(param: Any) -> None:
             name += "..."
         return name if param.required else f"[{name}]"
 
-    param._usage_display_name = usage_name
+    # click's public per-parameter hook for the usage line (typer's own spelling differs by
+    # release: `{RUN}...` in some, the bare name in others).
+    param.get_usage_pieces = lambda _ctx: [usage_name()]
 
 
 def polish_command(cmd: Any, path: str) -> None:
@@ -264,6 +280,52 @@ def polish_tree(root: Any) -> None:
     walk(root, [])
 
 
+# The panel's styles, tailpod's own (typer's rich_utils constants differ between its releases).
+STYLE_OPTION = "bold cyan"
+STYLE_NEGATIVE_OPTION = "bold magenta"
+STYLE_REQUIRED = "bold red"
+STYLE_VALUE = "bold yellow"
+STYLE_DEFAULT = "dim"
+STYLE_PANEL_BORDER = "dim"
+
+
+def default_text(param: Any) -> str | None:
+    """`[default: …]` from click's public Parameter fields: the flag form that is on for an
+    on/off pair, the value otherwise; None where nothing is worth showing."""
+    show = getattr(param, "show_default", None)
+    if isinstance(show, str):
+        return show
+    if show is False:
+        return None
+    default = param.default
+    if callable(default) or default is None or default == "" or default == []:
+        return None
+    if getattr(param, "is_flag", False):
+        if param.secondary_opts:
+            longs = [o for o in param.opts if o.startswith("--")] or param.opts
+            return (longs[0] if default else param.secondary_opts[0])
+        return None
+    if isinstance(default, (list, tuple)):
+        return ", ".join(str(d) for d in default)
+    return str(getattr(default, "value", default))
+
+
+def parameter_help(param: Any) -> Any:
+    """The help cell: the option's help (rich markup, single newlines as spaces), its default
+    and whether it is required, built from click's public Parameter fields only."""
+    from rich.text import Text
+
+    out = Text()
+    if getattr(param, "help", None):
+        out.append_text(Text.from_markup(reflow(param.help) or ""))
+    shown = default_text(param)
+    if shown is not None:
+        out.append((" " if out else "") + f"[default: {shown}]", style=STYLE_DEFAULT)
+    if getattr(param, "required", False):
+        out.append((" " if out else "") + "[required]", style=STYLE_REQUIRED)
+    return out
+
+
 def _options_panel(*, name: str, params: list[Any], ctx: Any, markup_mode: Any,
                    console: Any) -> None:
     """One options panel in three columns: names, what to type, help.
@@ -271,13 +333,13 @@ def _options_panel(*, name: str, params: list[Any], ctx: Any, markup_mode: Any,
     typer's own panel gives the negative form of a flag (`--no-tailnet`) and the short names
     columns of their own, so at 80 columns a long flag pair leaves the help column some 20
     characters and truncates names (`--no-allow-nonephe…`). Here a flag's forms share one cell,
-    one per line, so the name column is as wide as the longest single name.
+    one per line, so the name column is as wide as the longest single name. Everything is read
+    from click's public Parameter fields; nothing of typer's but the hook that calls this.
     """
     from rich import box
     from rich.panel import Panel
     from rich.table import Table
     from rich.text import Text
-    from typer import rich_utils as ru
 
     table = Table(highlight=True, show_header=False, expand=True, box=None,
                   padding=(0, 1), pad_edge=False)
@@ -286,7 +348,7 @@ def _options_panel(*, name: str, params: list[Any], ctx: Any, markup_mode: Any,
     table.add_column("help", ratio=1)
     for param in params:
         if param.param_type_name == "argument":
-            names = [param.display_name_raw]
+            names = [str(param.metavar or param.name or "").upper()]
         else:
             longs = [o for o in param.opts if o.startswith("--")]
             shorts = [o for o in param.opts if not o.startswith("--")]
@@ -296,22 +358,15 @@ def _options_panel(*, name: str, params: list[Any], ctx: Any, markup_mode: Any,
         for i, label in enumerate(names):
             if i:
                 cell.append("\n")
-            style = ru.STYLE_NEGATIVE_OPTION if i else ru.STYLE_OPTION
-            cell.append(label, style=style)
+            cell.append(label, style=STYLE_NEGATIVE_OPTION if i else STYLE_OPTION)
         if getattr(param, "required", False):
-            cell.append(" *", style=ru.STYLE_REQUIRED_SHORT)
-        value = Text(style=ru.STYLE_TYPES)
+            cell.append(" *", style=STYLE_REQUIRED)
         shown = ("" if getattr(param, "is_flag", False) or param.param_type_name != "option"
-                 else param.display_type_rich(ctx=ctx))
-        value.append(shown or "")
-        range_str = param._get_number_range_help_str()
-        if range_str:
-            value.append(f" {range_str}")
-        table.add_row(cell, value, ru._get_parameter_help(param=param, ctx=ctx,
-                                                          markup_mode=markup_mode))
+                 else param.metavar or "")
+        table.add_row(cell, Text(shown, style=STYLE_VALUE), parameter_help(param))
     if params:
-        console.print(Panel(table, border_style=ru.STYLE_OPTIONS_PANEL_BORDER, title=name,
-                            title_align=ru.ALIGN_OPTIONS_PANEL, box=box.ROUNDED))
+        console.print(Panel(table, border_style=STYLE_PANEL_BORDER, title=name,
+                            title_align="left", box=box.ROUNDED))
 
 
 def install_panel_renderer() -> bool:
@@ -322,7 +377,7 @@ def install_panel_renderer() -> bool:
 
         sig = inspect.signature(ru._print_options_panel)
         needed = {"name", "params", "ctx", "markup_mode", "console"}
-        if set(sig.parameters) != needed or not hasattr(ru, "_get_parameter_help"):
+        if set(sig.parameters) != needed:
             return False
     except (ImportError, AttributeError, ValueError):
         return False
