@@ -42,6 +42,8 @@ FIRST_CONTACT_MODES = ("auto", "off")  # TAILPOD_FIRST_CONTACT
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=default_home, metadata=_meta("TAILPOD_HOME", kind="path"))
+    # This home's identity in its run tags (ledger.home_id): empty = the one stored in the home.
+    home_id: str = field(default="", metadata=_meta("TAILPOD_HOME_ID"))
     provider: str = field(default="local", metadata=_meta("TAILPOD_PROVIDER"))
     engine: str = field(default="vllm", metadata=_meta("TAILPOD_ENGINE"))
     model: str = field(default="", metadata=_meta("TAILPOD_MODEL"))

@@ -26,6 +26,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import re
 import secrets
 import socket
 import stat
@@ -54,8 +55,59 @@ ACTIVE_STATES = ("intent", "creating", "running", "stopped", "terminating", "fai
 RUN_TAG_PREFIX = "tp-"
 
 
-def new_run_tag() -> str:
-    return RUN_TAG_PREFIX + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+HOME_ID_FILE = "home-id"
+_HOME_ID = re.compile(r"^[a-z0-9]{2,12}$")
+# tp-[<home id>-]<UTC yyyymmdd-hhmmss>-<6 hex>: the home id is absent from tags written before
+# homes had one (they stay this home's, as then: docs/providers.md "A team on one account").
+_RUN_TAG = re.compile(r"^tp-(?:(?P<home>[a-z0-9]{2,12})-)?\d{8}-\d{6}-[0-9a-f]{6}$")
+
+
+def home_id(home: Path, override: str = "", *, create: bool = True) -> str | None:
+    """This home's identity in its run tags, so a provider listing shared by a team tells whose
+    pod each is: `override` (TAILPOD_HOME_ID) when given, else the one stored in the home,
+    generated once (`create`). None when the home has none and `create` is off."""
+    if override:
+        if not _HOME_ID.match(override):
+            raise ConfigError(f"TAILPOD_HOME_ID must be 2 to 12 lowercase letters or digits, "
+                              f"got {override!r}")
+        return override
+    path = Path(home) / HOME_ID_FILE
+    with contextlib.suppress(FileNotFoundError):
+        stored = path.read_text(encoding="utf-8").strip()
+        if _HOME_ID.match(stored):
+            return stored
+        raise ConfigError(f"{path} does not hold a home id ({stored[:20]!r})",
+                          hint=f"remove {path} to have a new one generated")
+    if not create:
+        return None
+    Path(home).mkdir(parents=True, exist_ok=True, mode=0o700)
+    made = secrets.token_hex(3)
+    try:  # O_EXCL: two first commands at once keep the one written first
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return home_id(home, create=False)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(made + "\n")
+    return made
+
+
+def new_run_tag(home: str | None = None) -> str:
+    """A new run tag, carrying `home` (this home's id, `home_id`) when given."""
+    return (RUN_TAG_PREFIX + (f"{home}-" if home else "")
+            + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3))
+
+
+def tag_home(run_tag: str | None) -> str | None:
+    """The home id a run tag carries; None for a tag without one (older, or not tailpod's)."""
+    match = _RUN_TAG.match(run_tag or "")
+    return match.group("home") if match else None
+
+
+def another_homes(run_tag: str | None, home: str | None) -> bool:
+    """True when the tag carries a home id other than `home` (this home's, None if it has
+    none): that pod is another home's on a shared account, not this home's orphan."""
+    theirs = tag_home(run_tag)
+    return theirs is not None and theirs != home
 
 
 def _process_start(pid: int) -> str | None:

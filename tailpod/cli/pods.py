@@ -124,6 +124,9 @@ FLAG_MEANINGS = {
              "bills for it; `tailpod down TAG` proves and records that",
     "orphan": "the provider holds a tailpod-tagged pod the ledger does not: it bills outside "
               "the ledger (another machine's run, an old crash); `tailpod down --all` stops it",
+    "other": "the pod's run tag carries another home's id (a colleague's TAILPOD_HOME on the "
+             "same account): it bills for their run, not this home's; their `tailpod down` "
+             "settles it (docs/providers.md, a team on one account)",
     "interrupted": "a tailpod command was stopped part-way on this pod (its owner process is "
                    "gone); `tailpod down TAG` settles it",
     "expired": "the pod is past its TTL; `tailpod down --expired`",
@@ -659,6 +662,9 @@ def register(app: typer.Typer) -> None:
         all_tagged: bool = typer.Option(
             False, "--all", help="Every tailpod-tagged resource of the cloud accounts."
         ),
+        all_homes: bool = typer.Option(
+            False, "--all-homes", help="With --all: other homes' pods on the same account too "
+            "(their run tags carry another home id; by default they are left alone)."),
         expired: bool = typer.Option(False, "--expired", help="Every pod past its TTL."),
         volumes: bool = typer.Option(
             False, "--volumes", help="Also delete the volumes this run mounted (else they are "
@@ -673,6 +679,8 @@ def register(app: typer.Typer) -> None:
 
         Works from the providers' listing when the ledger is damaged or lost: `down --all`
         finds every tailpod-tagged pod, and `down RUN_TAG` a tag the ledger does not hold."""
+        if all_homes and not all_tagged:
+            raise ConfigError("--all-homes goes with --all", hint="tailpod down --all --all-homes")
         settings = settings_from()
         ledger = ledger_for(settings)
         policy = remote.down_policy(timeout)
@@ -681,7 +689,7 @@ def register(app: typer.Typer) -> None:
                 try:
                     return remote.down_many_cli(
                         settings, ledger, expired_only=not all_tagged, json_out=json_out,
-                        policy=policy)
+                        policy=policy, all_homes=all_homes)
                 finally:  # storage is listed, never deleted, by --all
                     report = volume_cli.down_storage(settings, ledger, None,
                                                      delete_volumes=False)
