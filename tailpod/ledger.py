@@ -153,6 +153,25 @@ def interrupted_step(record: PodRecord) -> str | None:
     return None
 
 
+def matrix_status(record: PodRecord) -> dict[str, Any] | None:
+    """The matrix that rented the pod, and whether it was interrupted: the pod may still bill
+    while the matrix process that owned it is gone (SIGKILL, a crash); None for a pod no
+    matrix rented."""
+    matrix = record.extra.matrix
+    if not isinstance(matrix, dict) or not matrix.get("id"):
+        return None
+    owner = matrix.get("owner")
+    gone = isinstance(owner, dict) and operation_owner_alive(owner) is False
+    return {"id": str(matrix["id"]), "card": matrix.get("card"),
+            "interrupted": bool(record.active and gone)}
+
+
+def matrix_settle(record: PodRecord, matrix_id: str) -> str:
+    """The commands that settle a pod of an interrupted matrix (docs/matrix.md, Resume)."""
+    return (f"tailpod matrix --run-id {matrix_id} --budget USD (the resume settles or adopts "
+            f"it first), or tailpod down {record.run_tag}")
+
+
 @dataclass
 class PodExtra:
     """What tailpod learns about a pod beyond its core columns, one typed field per fact.
@@ -189,6 +208,9 @@ class PodExtra:
     engine_version: str | None = None
     llama_server: str | None = None  # the llama.cpp binary `up` checked, for relaunches
     llama_server_version: str | None = None
+    # the card matrix that rented it (measure/matrix_run.py): {"id", "card", "owner"}, written
+    # with the intent record, so a killed matrix's pods are known to its resume and to `status`
+    matrix: dict[str, Any] | None = None
     # where the numbers come from
     emulated: bool | None = None
     api_endpoint: str | None = None

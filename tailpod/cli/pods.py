@@ -31,7 +31,14 @@ from tailpod.config import Settings, check_run_settings
 from tailpod.engines.base import EngineConfig, SpecArm, check_spec_method
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
-from tailpod.ledger import Ledger, PodRecord, ended_at, interrupted_step
+from tailpod.ledger import (
+    Ledger,
+    PodRecord,
+    ended_at,
+    interrupted_step,
+    matrix_settle,
+    matrix_status,
+)
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline
@@ -240,13 +247,19 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
     )
     step = interrupted_step(record)
+    matrix = matrix_status(record)
+    stopped = matrix["id"] if matrix is not None and matrix["interrupted"] else None
+    status = f"interrupted during {step}" if step else record.status
     return {
         "run_tag": record.run_tag,
         "provider": record.provider,
-        "status": f"interrupted during {step}" if step else record.status,
+        "status": f"interrupted matrix {stopped} ({status})" if stopped else status,
         "interrupted_during": step,
-        "owner": record.operation or None,
-        "settle": f"tailpod down {record.run_tag}" if step else None,
+        "matrix": matrix,
+        "owner": record.operation or (record.extra.matrix or {}).get("owner") if stopped
+        else record.operation or None,
+        "settle": matrix_settle(record, stopped) if stopped
+        else f"tailpod down {record.run_tag}" if step else None,
         "engine": engine.get("engine"),
         "model": engine.get("model"),
         "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,

@@ -21,6 +21,8 @@ from tailpod.ledger import (
     another_homes,
     home_id,
     interrupted_step,
+    matrix_settle,
+    matrix_status,
     tag_home,
 )
 from tailpod.provision.base import (
@@ -149,6 +151,10 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
         step = interrupted_step(rec)
         if step:
             flags.append(f"interrupted during {step}")
+        matrix = matrix_status(rec)
+        if matrix is not None and matrix["interrupted"]:
+            flags.append(f"interrupted matrix {matrix['id']}")
+        owner = rec.operation or (rec.extra.matrix or {}).get("owner") if matrix else rec.operation
         price = (info.price_per_hr if info and info.price_per_hr is not None
                  else rec.price_per_hr)
         uptime = max(0.0, t - rec.created_at)
@@ -160,10 +166,10 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
             price_per_hr=price, uptime_s=uptime,
             spend_usd=round(price * uptime / 3600.0, 4) if price is not None else None,
             ttl_expires_at=rec.ttl_expires_at, fallback_from=rec.extra.fallback_from,
-            flags=flags, settle=f"tailpod down {rec.run_tag}" if step or "expired" in flags
-            or "ghost" in flags else None,
-            owner=f"pid {rec.operation.get('pid')} on {rec.operation.get('host')}"
-            if rec.operation else None,
+            flags=flags, settle=matrix_settle(rec, matrix["id"])
+            if matrix is not None and matrix["interrupted"] else f"tailpod down {rec.run_tag}"
+            if step or "expired" in flags or "ghost" in flags else None,
+            owner=f"pid {owner.get('pid')} on {owner.get('host')}" if owner else None,
         ))
     for name, pods in listed.items():
         for info in pods or []:
