@@ -143,14 +143,14 @@ def down_many_cli(settings: Settings, ledger: Ledger, *, expired_only: bool,
             console.print("nothing of this home's is tailpod-tagged" if others else
                           "nothing tailpod-tagged" + (" has expired" if expired_only else
                                                       " is left at any provider"))
-        for line in theirs:
-            console.print(line, markup=False)
         for o in outcomes:
             if o.evidence is not None:
                 console.print(evidence_table(o.evidence, f"down {o.run_tag} ({o.provider})"))
                 _print_unproven(o.evidence)
             elif o.error:
                 console.print(f"[red]{o.provider} {o.run_tag}:[/] {o.error}")
+        for line in theirs:
+            console.print(line, markup=False)
     raise_if_unproven(outcomes)
 
 
