@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailpod.config import HOME_ID_PATTERN
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.secrets import redact
 
@@ -56,7 +57,6 @@ RUN_TAG_PREFIX = "tp-"
 
 
 HOME_ID_FILE = "home-id"
-_HOME_ID = re.compile(r"^[a-z0-9]{2,12}$")
 # tp-[<home id>-]<UTC yyyymmdd-hhmmss>-<6 hex>: the home id is absent from tags written before
 # homes had one (they stay this home's, as then: docs/providers.md "A team on one account").
 _RUN_TAG = re.compile(r"^tp-(?:(?P<home>[a-z0-9]{2,12})-)?\d{8}-\d{6}-[0-9a-f]{6}$")
@@ -67,14 +67,14 @@ def home_id(home: Path, override: str = "", *, create: bool = True) -> str | Non
     pod each is: `override` (TAILPOD_HOME_ID) when given, else the one stored in the home,
     generated once (`create`). None when the home has none and `create` is off."""
     if override:
-        if not _HOME_ID.match(override):
+        if not HOME_ID_PATTERN.match(override):
             raise ConfigError(f"TAILPOD_HOME_ID must be 2 to 12 lowercase letters or digits, "
                               f"got {override!r}")
         return override
     path = Path(home) / HOME_ID_FILE
     with contextlib.suppress(FileNotFoundError):
         stored = path.read_text(encoding="utf-8").strip()
-        if _HOME_ID.match(stored):
+        if HOME_ID_PATTERN.match(stored):
             return stored
         raise ConfigError(f"{path} does not hold a home id ({stored[:20]!r})",
                           hint=f"remove {path} to have a new one generated")

@@ -55,3 +55,13 @@ def test_only_a_tag_with_another_homes_id_is_anothers() -> None:
     assert not another_homes("tp-alice-20261206-150100-bbbbbb", "alice")
     assert not another_homes("tp-20261206-150100-bbbbbb", "alice")  # older: this home's
     assert another_homes("tp-bob-20261206-150100-bbbbbb", None)  # this home has no id yet
+
+
+def test_a_bad_tailpod_home_id_is_a_run_settings_problem_before_anything_rents(
+        tmp_path: Path) -> None:
+    from tailpod.config import Settings, run_settings_problems
+
+    bad = run_settings_problems(Settings(home=tmp_path, home_id="Bad-Id"))
+    assert any("TAILPOD_HOME_ID" in p and "'Bad-Id'" in p for p in bad)
+    assert not any("TAILPOD_HOME_ID" in p
+                   for p in run_settings_problems(Settings(home=tmp_path, home_id="ci7")))
