@@ -72,7 +72,7 @@ def home_id(home: Path, override: str = "", *, create: bool = True) -> str | Non
                               f"got {override!r}")
         return override
     path = Path(home) / HOME_ID_FILE
-    with contextlib.suppress(FileNotFoundError):
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         stored = path.read_text(encoding="utf-8").strip()
         if HOME_ID_PATTERN.match(stored):
             return stored

@@ -542,17 +542,20 @@ def take_over(settings: Settings, state: MatrixState, steps: CardSteps,
     elsewhere; raises BillingNotProven, before any rental, when a settle is not proven."""
     ledger = Ledger(settings.state_dir)
     matrix_id = state.data["matrix_id"]
-    for record in ledger.all():
+    held = ledger.all()
+    for record in held:
         mine = record.extra.matrix or {}
         label = mine.get("card")
-        if mine.get("id") == matrix_id and label in state.data["cards"]:
+        if mine.get("id") == matrix_id and isinstance(label, str) \
+                and label in state.data["cards"]:
             with state.lock:
                 pods = state.card(label)["pods"]
                 if record.run_tag not in pods:
                     pods.append(record.run_tag)
                     state.save()
-    live = [(label, record) for label, entry in state.data["cards"].items()
-            for tag in entry["pods"] if (record := ledger.get(tag)) is not None and record.active]
+    by_tag = {r.run_tag: r for r in held}
+    live = [(label, by_tag[tag]) for label, entry in state.data["cards"].items()
+            for tag in entry["pods"] if tag in by_tag and by_tag[tag].active]
     for _label, record in live:
         holder = _still_owned(record)
         if holder is not None:
