@@ -93,7 +93,8 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
         {
             "run tag": row["run_tag"],
             "provider": row["provider"],
-            "status": row["status"],
+            "status": row["status"] + (f" (matrix {row['matrix']['id']})" if row.get("matrix")
+                                       and not row["matrix"]["interrupted"] else ""),
             "engine": row["engine"] or "-",
             "arm": row["arm"] or "-",
             "endpoint": row["endpoint"] or "-",
