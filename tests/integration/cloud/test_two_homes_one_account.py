@@ -7,16 +7,23 @@ without a home id (written before homes had one) stays this home's orphan, as be
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tailpod.cli.demo_world import demo_ssh_key
 from tailpod.cli.main import app
-from tailpod.ledger import Ledger
+from tailpod.ledger import HOME_ID_FILE, Ledger, tag_home
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import up_remote
 from tailpod.sandbox import Sandbox
+from tests import paths
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
@@ -73,6 +80,9 @@ def test_down_proves_its_own_pod_and_names_another_homes_pod_as_theirs(
 
 def test_down_all_leaves_another_homes_pod_unless_all_homes_is_given(
         sandbox: Sandbox, two_homes: Path) -> None:
+    alone = CliRunner().invoke(app, ["down", "--all-homes"])  # says what it adds to: --all
+    assert alone.exit_code == 2 and "--all-homes goes with --all" in alone.output
+    assert _billing(sandbox) == sorted([ALICE_TAG, BOB_TAG])
     down = CliRunner().invoke(app, ["down", "--all"])
     flat = " ".join(down.output.split())
     assert down.exit_code == 0, down.output
@@ -109,4 +119,35 @@ def test_a_tag_without_a_home_id_stays_this_homes_orphan(
     assert down.exit_code == 3, down.output
     assert old in down.output
     assert CliRunner().invoke(app, ["down", "--all"]).exit_code == 0
+    assert _billing(sandbox) == []
+
+
+def test_up_names_its_pod_with_its_homes_id(
+        sandbox: Sandbox, tailpod_home: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real `up` (stopped once the provider named the pod, as tests/integration/cloud/
+    interrupted_up.py does): the pod's name at the provider carries the id the home keeps."""
+    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod", "TAILPOD_GPUS": "NVIDIA A40",
+           "TAILPOD_HOME": str(tailpod_home), "TAILPOD_ENV_FILE": os.devnull,
+           "TAILPOD_RESULTS_DIR": str(tailpod_home / "results"),
+           "TAILPOD_SSH_KEY": str(demo_ssh_key(tailpod_home))}
+    ready = tmp_path / "ready"
+    child = subprocess.Popen([sys.executable, "-m", "tests.integration.cloud.interrupted_up",
+                              "create", str(ready)], cwd=paths.REPO, env={**os.environ, **env},
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120  # a bound against a hang, not a speed claim
+        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), child.communicate(timeout=10)[0]
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    kept = (tailpod_home / HOME_ID_FILE).read_text().strip()
+    [tag] = _billing(sandbox)
+    assert tag_home(tag) == kept and tag.startswith(f"tp-{kept}-")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert CliRunner().invoke(app, ["down", tag]).exit_code == 0
     assert _billing(sandbox) == []
