@@ -23,8 +23,11 @@ from tailpod.cli.main import app
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.provision.teardown import down_many
 from tailpod.sandbox import Sandbox
 from tests import paths
+from tests.helpers.api_timings import fast_timings
+from tests.helpers.lifecycle_policy import fast_policy
 
 from .test_matrix_faults import A40, IMAGE, VAST4090, SandboxSteps, assert_all_down, matrix, proven
 from .test_matrix_faults import sandbox as sandbox  # noqa: F401 - the fixtures, as there
@@ -142,4 +145,20 @@ def test_a_resumed_matrix_adopts_the_killed_runs_healthy_pod_for_its_card(
     assert len(steps.rented) == 1  # only the vast card was rented: the A40 pod was adopted
     assert steps.billing_at_rent[0] == [tag]
     assert resumed.state.data["spent_before_usd"] > 0
+    assert_all_down(sandbox, settings, resumed)
+
+
+def test_a_resume_after_down_all_still_counts_the_killed_runs_spend(
+        sandbox: Sandbox, settings: Settings, tmp_path: Path) -> None:
+    mx, tag, _pid = _kill_matrix_after_its_first_pod(settings, tmp_path)
+    outcomes = down_many(settings, Ledger(settings.state_dir), policy=fast_policy(),
+                         timings=fast_timings())
+    assert [o.run_tag for o in outcomes if o.proven] == [tag] and sandbox.billing_now() == []
+    killed = Ledger(settings.state_dir).get(tag)
+    assert killed is not None and not killed.active
+    steps = WatchingSteps(sandbox, healthy=True)
+    resumed = matrix(settings, steps, [], run_id=mx)
+    assert resumed.state.data["spent_before_usd"] >= round(_spent(killed), 6) > 0
+    assert tag in resumed.state.card(A40)["pods"]
+    assert len(steps.rented) == 2  # nothing live was left to adopt
     assert_all_down(sandbox, settings, resumed)
