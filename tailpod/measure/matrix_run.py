@@ -885,10 +885,9 @@ class MatrixRun:
         run_dir = Path(self.state.card(label)["run_dir"])
         try:
             if adopted is not None:  # the killed run's pod: its matrix owner is this run now
-                adopted = ledger.update(adopted.run_tag, event="matrix-adopted", extra=dataclasses.replace(
-                    adopted.extra, matrix={**(adopted.extra.matrix or {}), "id":
-                                           self.state.data["matrix_id"], "card": label,
-                                           "owner": self.owner}))
+                mine = {"id": self.state.data["matrix_id"], "card": label, "owner": self.owner}
+                adopted = ledger.update(adopted.run_tag, event="matrix-adopted",
+                                        extra=dataclasses.replace(adopted.extra, matrix=mine))
             record = refresh_price(settings, ledger, adopted if adopted is not None
                                    else self.steps.up(settings, cfg, ledger, say))
             prices = {**self.state.card(label).get("pod_prices", {}),
