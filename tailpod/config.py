@@ -42,6 +42,8 @@ FIRST_CONTACT_MODES = ("auto", "off")  # TAILPOD_FIRST_CONTACT
 @dataclass(frozen=True)
 class Settings:
     home: Path = field(default_factory=default_home, metadata=_meta("TAILPOD_HOME", kind="path"))
+    # This home's identity in its run tags (ledger.home_id): empty = the one stored in the home.
+    home_id: str = field(default="", metadata=_meta("TAILPOD_HOME_ID"))
     provider: str = field(default="local", metadata=_meta("TAILPOD_PROVIDER"))
     engine: str = field(default="vllm", metadata=_meta("TAILPOD_ENGINE"))
     model: str = field(default="", metadata=_meta("TAILPOD_MODEL"))
@@ -255,6 +257,10 @@ MAX_TTL_HOURS = 168.0  # a week; a longer rental is a decision, not a default
 MAX_GPU_COUNT = 16
 
 
+# A home's identity in its run tags (TAILPOD_HOME_ID, or the one kept in the home: ledger.home_id).
+HOME_ID_PATTERN = re.compile(r"^[a-z0-9]{2,12}$")
+
+
 def run_settings_problems(settings: Settings) -> list[str]:
     """What is wrong with the settings `up` would rent with; [] when nothing is."""
     problems: list[str] = []
@@ -276,6 +282,9 @@ def run_settings_problems(settings: Settings) -> list[str]:
         problems.append(f"first contact must be one of {', '.join(FIRST_CONTACT_MODES)}, got "
                         f"{settings.first_contact!r} "
                         f"({origin('first_contact', 'TAILPOD_FIRST_CONTACT')})")
+    if settings.home_id and not HOME_ID_PATTERN.match(settings.home_id):
+        problems.append(f"TAILPOD_HOME_ID must be 2 to 12 lowercase letters or digits, got "
+                        f"{settings.home_id!r} ({origin('home_id', 'TAILPOD_HOME_ID')})")
     if not 1 <= settings.port <= 65535:
         problems.append(f"--port must be 1-65535, got {settings.port} "
                         f"({origin('port', 'TAILPOD_PORT')})")

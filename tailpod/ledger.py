@@ -26,6 +26,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import re
 import secrets
 import socket
 import stat
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tailpod.config import HOME_ID_PATTERN
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.secrets import redact
 
@@ -54,8 +56,58 @@ ACTIVE_STATES = ("intent", "creating", "running", "stopped", "terminating", "fai
 RUN_TAG_PREFIX = "tp-"
 
 
-def new_run_tag() -> str:
-    return RUN_TAG_PREFIX + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+HOME_ID_FILE = "home-id"
+# tp-[<home id>-]<UTC yyyymmdd-hhmmss>-<6 hex>: the home id is absent from tags written before
+# homes had one (they stay this home's, as then: docs/providers.md "A team on one account").
+_RUN_TAG = re.compile(r"^tp-(?:(?P<home>[a-z0-9]{2,12})-)?\d{8}-\d{6}-[0-9a-f]{6}$")
+
+
+def home_id(home: Path, override: str = "", *, create: bool = True) -> str | None:
+    """This home's identity in its run tags, so a provider listing shared by a team tells whose
+    pod each is: `override` (TAILPOD_HOME_ID) when given, else the one stored in the home,
+    generated once (`create`). None when the home has none and `create` is off."""
+    if override:
+        if not HOME_ID_PATTERN.match(override):
+            raise ConfigError(f"TAILPOD_HOME_ID must be 2 to 12 lowercase letters or digits, "
+                              f"got {override!r}")
+        return override
+    path = Path(home) / HOME_ID_FILE
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        stored = path.read_text(encoding="utf-8").strip()
+        if HOME_ID_PATTERN.match(stored):
+            return stored
+        raise ConfigError(f"{path} does not hold a home id ({stored[:20]!r})",
+                          hint=f"remove {path} to have a new one generated")
+    if not create:
+        return None
+    Path(home).mkdir(parents=True, exist_ok=True, mode=0o700)
+    made = secrets.token_hex(3)
+    try:  # O_EXCL: two first commands at once keep the one written first
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return home_id(home, create=False)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(made + "\n")
+    return made
+
+
+def new_run_tag(home: str | None = None) -> str:
+    """A new run tag, carrying `home` (this home's id, `home_id`) when given."""
+    return (RUN_TAG_PREFIX + (f"{home}-" if home else "")
+            + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3))
+
+
+def tag_home(run_tag: str | None) -> str | None:
+    """The home id a run tag carries; None for a tag without one (older, or not tailpod's)."""
+    match = _RUN_TAG.match(run_tag or "")
+    return match.group("home") if match else None
+
+
+def another_homes(run_tag: str | None, home: str | None) -> bool:
+    """True when the tag carries a home id other than `home` (this home's, None if it has
+    none): that pod is another home's on a shared account, not this home's orphan."""
+    theirs = tag_home(run_tag)
+    return theirs is not None and theirs != home
 
 
 def _process_start(pid: int) -> str | None:
@@ -101,6 +153,25 @@ def interrupted_step(record: PodRecord) -> str | None:
     return None
 
 
+def matrix_status(record: PodRecord) -> dict[str, Any] | None:
+    """The matrix that rented the pod, and whether it was interrupted: the pod may still bill
+    while the matrix process that owned it is gone (SIGKILL, a crash); None for a pod no
+    matrix rented."""
+    matrix = record.extra.matrix
+    if not isinstance(matrix, dict) or not matrix.get("id"):
+        return None
+    owner = matrix.get("owner")
+    gone = isinstance(owner, dict) and operation_owner_alive(owner) is False
+    return {"id": str(matrix["id"]), "card": matrix.get("card"),
+            "interrupted": bool(record.active and gone)}
+
+
+def matrix_settle(record: PodRecord, matrix_id: str) -> str:
+    """The commands that settle a pod of an interrupted matrix (docs/matrix.md, Resume)."""
+    return (f"tailpod matrix --run-id {matrix_id} --budget USD (the resume settles or adopts "
+            f"it first), or tailpod down {record.run_tag}")
+
+
 @dataclass
 class PodExtra:
     """What tailpod learns about a pod beyond its core columns, one typed field per fact.
@@ -137,6 +208,9 @@ class PodExtra:
     engine_version: str | None = None
     llama_server: str | None = None  # the llama.cpp binary `up` checked, for relaunches
     llama_server_version: str | None = None
+    # the card matrix that rented it (measure/matrix_run.py): {"id", "card", "owner"}, written
+    # with the intent record, so a killed matrix's pods are known to its resume and to `status`
+    matrix: dict[str, Any] | None = None
     # where the numbers come from
     emulated: bool | None = None
     api_endpoint: str | None = None

@@ -30,7 +30,9 @@ from tailpod.measure.matrix_run import (
     SweepSpec,
     price_cards,
     refuse_cards_past_ttl,
+    spent_so_far,
     start_line,
+    take_over,
 )
 from tailpod.results.matrix import (
     MATRIX_OBJECTIVES,
@@ -257,6 +259,7 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     results = Path(settings.results_dir)
     state: MatrixState | None = None
     spent_before = 0.0
+    adopted: dict[str, Any] = {}
     if run_id:
         state = MatrixState.load(results / run_id)
         if cards and [c.label for c in cards] != [c.label for c in state.cards]:
@@ -267,10 +270,15 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         settings = dataclasses.replace(settings, model=state.data["engine_config"]["model"],
                                        engine=state.data["engine_config"]["engine"])
         pinned, digest = str(state.data["image"]["ref"]), state.data["image"]["digest"]
+        if not dry_run:  # before anything is priced or rented: what the killed run left
+            adopted = take_over(settings, state, steps, console.print)
         todo = [c for c in state.cards if state.card(c.label)["status"] != "done"]
-        spent_before = sum(state.card(c.label).get("spend_usd") or 0.0 for c in state.cards)
+        # every pod of the matrix from the ledger (matrix.json's spend a killed run never wrote)
+        spent_before, source = spent_so_far(settings, state)
+        state.data["spent_before_usd"] = spent_before
         console.print(f"resuming {run_id}: {len(state.cards) - len(todo)} card(s) done, "
-                      f"${spent_before:.4f} spent so far")
+                      f"${spent_before:.4f} spent so far (every pod of the matrix, from "
+                      f"{source})")
     else:
         if not cards:
             raise ConfigError("no cards given", hint='pass --card "provider:GPU[xN]"')
@@ -310,7 +318,8 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         state.update(label, **fields)
     console.print(f"matrix {state.data['matrix_id']}: {len(todo)} card(s), {parallel} at a time, "
                   f"budget ${budget:.2f}")
-    run = MatrixRun(settings, state, steps, say=console.print, policy=policy, port_for=port_for)
+    run = MatrixRun(settings, state, steps, say=console.print, policy=policy, port_for=port_for,
+                    adopted=adopted)
     try:
         run.run(only={label for label, e in prices.items() if not e["problem"]})
     finally:

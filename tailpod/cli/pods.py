@@ -31,7 +31,14 @@ from tailpod.config import Settings, check_run_settings
 from tailpod.engines.base import EngineConfig, SpecArm, check_spec_method
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
-from tailpod.ledger import Ledger, PodRecord, ended_at, interrupted_step
+from tailpod.ledger import (
+    Ledger,
+    PodRecord,
+    ended_at,
+    interrupted_step,
+    matrix_settle,
+    matrix_status,
+)
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline
@@ -86,7 +93,8 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
         {
             "run tag": row["run_tag"],
             "provider": row["provider"],
-            "status": row["status"],
+            "status": row["status"] + (f" (matrix {row['matrix']['id']})" if row.get("matrix")
+                                       and not row["matrix"]["interrupted"] else ""),
             "engine": row["engine"] or "-",
             "arm": row["arm"] or "-",
             "endpoint": row["endpoint"] or "-",
@@ -124,6 +132,9 @@ FLAG_MEANINGS = {
              "bills for it; `tailpod down TAG` proves and records that",
     "orphan": "the provider holds a tailpod-tagged pod the ledger does not: it bills outside "
               "the ledger (another machine's run, an old crash); `tailpod down --all` stops it",
+    "other": "the pod's run tag carries another home's id (a colleague's TAILPOD_HOME on the "
+             "same account): it bills for their run, not this home's; their `tailpod down` "
+             "settles it (docs/providers.md, a team on one account)",
     "interrupted": "a tailpod command was stopped part-way on this pod (its owner process is "
                    "gone); `tailpod down TAG` settles it",
     "expired": "the pod is past its TTL; `tailpod down --expired`",
@@ -237,13 +248,19 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
     )
     step = interrupted_step(record)
+    matrix = matrix_status(record)
+    stopped = matrix["id"] if matrix is not None and matrix["interrupted"] else None
+    status = f"interrupted during {step}" if step else record.status
     return {
         "run_tag": record.run_tag,
         "provider": record.provider,
-        "status": f"interrupted during {step}" if step else record.status,
+        "status": f"interrupted matrix {stopped} ({status})" if stopped else status,
         "interrupted_during": step,
-        "owner": record.operation or None,
-        "settle": f"tailpod down {record.run_tag}" if step else None,
+        "matrix": matrix,
+        "owner": record.operation or (record.extra.matrix or {}).get("owner") if stopped
+        else record.operation or None,
+        "settle": matrix_settle(record, stopped) if stopped
+        else f"tailpod down {record.run_tag}" if step else None,
         "engine": engine.get("engine"),
         "model": engine.get("model"),
         "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,
@@ -659,6 +676,9 @@ def register(app: typer.Typer) -> None:
         all_tagged: bool = typer.Option(
             False, "--all", help="Every tailpod-tagged resource of the cloud accounts."
         ),
+        all_homes: bool = typer.Option(
+            False, "--all-homes", help="With --all: other homes' pods on the same account too "
+            "(their run tags carry another home id; by default they are left alone)."),
         expired: bool = typer.Option(False, "--expired", help="Every pod past its TTL."),
         volumes: bool = typer.Option(
             False, "--volumes", help="Also delete the volumes this run mounted (else they are "
@@ -673,6 +693,8 @@ def register(app: typer.Typer) -> None:
 
         Works from the providers' listing when the ledger is damaged or lost: `down --all`
         finds every tailpod-tagged pod, and `down RUN_TAG` a tag the ledger does not hold."""
+        if all_homes and not all_tagged:
+            raise ConfigError("--all-homes goes with --all", hint="tailpod down --all --all-homes")
         settings = settings_from()
         ledger = ledger_for(settings)
         policy = remote.down_policy(timeout)
@@ -681,7 +703,7 @@ def register(app: typer.Typer) -> None:
                 try:
                     return remote.down_many_cli(
                         settings, ledger, expired_only=not all_tagged, json_out=json_out,
-                        policy=policy)
+                        policy=policy, all_homes=all_homes)
                 finally:  # storage is listed, never deleted, by --all
                     report = volume_cli.down_storage(settings, ledger, None,
                                                      delete_volumes=False)

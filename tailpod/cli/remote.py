@@ -124,22 +124,31 @@ def down_remote_cli(settings: Settings, ledger: Ledger, record: PodRecord,
 
 
 def down_many_cli(settings: Settings, ledger: Ledger, *, expired_only: bool,
-                  json_out: bool, policy: LifecyclePolicy | None = None) -> None:
+                  json_out: bool, policy: LifecyclePolicy | None = None,
+                  all_homes: bool = False) -> None:
     """`down --all` / `down --expired` across every configured cloud account."""
     from tailpod.pods.lanes import settle_lanes
+    from tailpod.provision.proof import others_line
 
+    others: list[PodInfo] = []
     outcomes = down_many(settings, ledger, expired_only=expired_only, policy=policy,
                          on_recovery=lambda line: err_console.print(
                              f"[bold yellow]ledger:[/] {line}"),
-                         before_local=lambda rec: settle_lanes(settings, ledger, rec))
+                         before_local=lambda rec: settle_lanes(settings, ledger, rec),
+                         all_homes=all_homes, others=others)
+    theirs = [f"{others_line(p)} (left alone: --all-homes includes other homes' pods)"
+              for p in others]
     if json_out:
         print_json([{"run_tag": o.run_tag, "provider": o.provider, "proven": o.proven,
                      "error": o.error, "proof": o.proof_path,
                      "still_billing": o.evidence.still_billing if o.evidence else []}
                     for o in outcomes])
+        for line in theirs:
+            err_console.print(line, markup=False)
     else:
         if not outcomes:
-            console.print("nothing tailpod-tagged" + (" has expired" if expired_only else
+            console.print("nothing of this home's is tailpod-tagged" if others else
+                          "nothing tailpod-tagged" + (" has expired" if expired_only else
                                                       " is left at any provider"))
         for o in outcomes:
             if o.evidence is not None:
@@ -147,6 +156,8 @@ def down_many_cli(settings: Settings, ledger: Ledger, *, expired_only: bool,
                 _print_unproven(o.evidence)
             elif o.error:
                 console.print(f"[red]{o.provider} {o.run_tag}:[/] {o.error}")
+        for line in theirs:
+            console.print(line, markup=False)
     raise_if_unproven(outcomes)
 
 

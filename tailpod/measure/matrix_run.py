@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import threading
 import time
@@ -31,8 +32,8 @@ from typing import Any, Protocol
 
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig, engine_start_s
-from tailpod.errors import ConfigError, TailpodError
-from tailpod.ledger import Ledger, PodRecord
+from tailpod.errors import BillingNotProven, ConfigError, TailpodError
+from tailpod.ledger import Ledger, PodRecord, operation_owner_alive, operation_stamp
 from tailpod.measure.plan import Arm, Cell, SweepPlan, spec_arms
 from tailpod.measure.sweep import (
     ArmStart,
@@ -387,6 +388,9 @@ class CardSteps(Protocol):
         """Terminate and prove billing stopped (raises unless proven)."""
         ...
 
+    # Optional: `healthy(settings, ledger, record) -> bool`, whether a pod a killed run left can
+    # be measured on (its engine answers); without it, a resume settles every such pod.
+
 
 @dataclass
 class CloudSteps:
@@ -416,6 +420,14 @@ class CloudSteps:
         from tailpod.pods.kinds import kind_for
 
         return kind_for(record.provider).down(settings, ledger, record)
+
+    def healthy(self, settings: Settings, ledger: Ledger, record: PodRecord) -> bool:
+        """A killed run's pod is adopted only while its engine answers (the sweep restarts it
+        for each arm anyway, so the arm it served does not matter)."""
+        from tailpod.pods.kinds import kind_for
+
+        return record.status == "running" and bool(
+            kind_for(record.provider).engine_healthy(settings, record))
 
 
 class MatrixStopped(TailpodError):
@@ -464,11 +476,17 @@ class _CardLedger(Ledger):
     """The one ledger file, seen by one card: reports the run tag the moment the intent record
     is written (before the create request leaves), so the matrix can track and stop that pod."""
 
-    def __init__(self, home: Path, on_new_tag: Callable[[str], None]) -> None:
+    def __init__(self, home: Path, on_new_tag: Callable[[str], None],
+                 matrix: dict[str, Any] | None = None) -> None:
         super().__init__(home)
         self._on_new_tag = on_new_tag
+        self._matrix = matrix
 
     def put(self, record: PodRecord) -> PodRecord:
+        # The record names its matrix and card from its first write (the intent, before the
+        # create leaves): a kill before matrix.json names the pod still leaves it known.
+        if self._matrix is not None and record.extra.matrix is None:
+            record.extra.matrix = dict(self._matrix)
         saved = super().put(record)
         self._on_new_tag(record.run_tag)
         return saved
@@ -498,6 +516,109 @@ def refresh_price(settings: Settings, ledger: Ledger, record: PodRecord) -> PodR
     if info is None or info.price_per_hr is None:
         return record
     return ledger.update(record.run_tag, event="price-read", price_per_hr=info.price_per_hr)
+
+
+# -- resume: what a killed run left -----------------------------------------------------------
+
+
+def _still_owned(record: PodRecord) -> str | None:
+    """Who still runs the matrix that holds this pod: another live process (here, or on a host
+    whose processes cannot be seen from here); None when its owner is gone or is this one."""
+    owner = (record.extra.matrix or {}).get("owner")
+    if not isinstance(owner, dict) or not owner:
+        return None
+    alive = operation_owner_alive(owner)
+    if alive is False or (alive and owner.get("pid") == os.getpid()):
+        return None
+    return f"pid {owner.get('pid')} on {owner.get('host')}"
+
+
+def take_over(settings: Settings, state: MatrixState, steps: CardSteps,
+              say: Say) -> dict[str, PodRecord]:
+    """Before a resume rents anything: every pod of this matrix the ledger still holds as live
+    (matrix.json names it, or its record names the matrix: a kill between the two writes) is
+    attached to its card, then adopted (healthy, for a card still to measure: returned, one per
+    card) or settled (torn down with its billing proof). Refuses while the matrix still runs
+    elsewhere; raises BillingNotProven, before any rental, when a settle is not proven."""
+    ledger = Ledger(settings.state_dir)
+    matrix_id = state.data["matrix_id"]
+    held = ledger.all()
+    for record in held:
+        mine = record.extra.matrix or {}
+        label = mine.get("card")
+        if mine.get("id") == matrix_id and isinstance(label, str) \
+                and label in state.data["cards"]:
+            with state.lock:
+                pods = state.card(label)["pods"]
+                if record.run_tag not in pods:
+                    pods.append(record.run_tag)
+                    state.save()
+    by_tag = {r.run_tag: r for r in held}
+    live = [(label, by_tag[tag]) for label, entry in state.data["cards"].items()
+            for tag in entry["pods"] if tag in by_tag and by_tag[tag].active]
+    for _label, record in live:
+        holder = _still_owned(record)
+        if holder is not None:
+            raise ConfigError(
+                f"matrix {matrix_id} is still running ({holder} holds {record.run_tag}); "
+                "nothing was rented", hint="let it finish, or stop it (Ctrl-C) and resume")
+    adopted: dict[str, PodRecord] = {}
+    unproven: list[str] = []
+    for label, record in live:
+        card = next(c for c in state.cards if c.label == label)
+        card_cfg = card_settings(settings, card, str(state.data["image"]["ref"]))
+        healthy = getattr(steps, "healthy", None)
+        if state.card(label)["status"] != "done" and label not in adopted \
+                and healthy is not None and healthy(card_cfg, ledger, record):
+            adopted[label] = record
+            say(f"{label}: adopting {record.run_tag} from the interrupted run (healthy)")
+            continue
+        say(f"{label}: settling {record.run_tag} from the interrupted run")
+        try:
+            steps.down(card_cfg, ledger, record)
+        except TailpodError as exc:
+            unproven.append(f"{record.run_tag}: {exc.message}")
+            continue
+        proof = Path(settings.results_dir) / record.run_tag / "billing-proof.json"
+        with state.lock:
+            state.card(label)["proofs"][record.run_tag] = str(proof)
+            state.save()
+        say(f"{label}: {record.run_tag} torn down, billing proven stopped")
+    if unproven:
+        raise BillingNotProven(
+            "the interrupted run's pods are not proven down, so nothing was rented: "
+            + " | ".join(unproven),
+            hint="run `tailpod down TAG` for each, then resume")
+    return adopted
+
+
+def spent_so_far(settings: Settings, state: MatrixState) -> tuple[float, str]:
+    """USD every pod of the matrix has cost, earlier runs' included, and where it comes from:
+    per pod the larger of the ledger's (its $/h times its billed time) and, where the provider
+    measures it (RunPod's billing history, which lags), the provider's own figure."""
+    from tailpod.provision.providers import get_provider
+
+    ledger, now = Ledger(settings.state_dir), time.time()
+    total, measured = 0.0, 0
+    for entry in state.data["cards"].values():
+        for tag in entry["pods"]:
+            record = ledger.get(tag)
+            if record is None:
+                continue
+            spend = record_spend(record, now, entry.get("price_per_hr"))
+            billed = None
+            if record.pod_id:
+                try:
+                    provider = get_provider(record.provider, settings)
+                    reader = getattr(provider, "billed_so_far", None)
+                    billed = reader(record.pod_id) if reader is not None else None
+                except TailpodError:
+                    billed = None
+            if isinstance(billed, (int, float)) and billed > spend:
+                spend, measured = float(billed), measured + 1
+            total += spend
+    source = "the ledger" + (f", the provider's billing for {measured} pod(s)" if measured else "")
+    return round(total, 6), source
 
 
 # -- preflight: price every card, refuse bad input -------------------------------------------
@@ -588,10 +709,14 @@ class MatrixRun:
 
     def __init__(self, settings: Settings, state: MatrixState, steps: CardSteps, *,
                  say: Say, policy: BudgetPolicy | None = None,
-                 port_for: Callable[[int], int] | None = None) -> None:
+                 port_for: Callable[[int], int] | None = None,
+                 adopted: dict[str, PodRecord] | None = None) -> None:
         self.settings = settings
         self.state = state
         self.steps = steps
+        # A killed run's healthy pod per card (`take_over`): measured on instead of a rental.
+        self.adopted = dict(adopted or {})
+        self.owner = operation_stamp("matrix")
         self.say = say
         self.policy = policy or BudgetPolicy()
         self.port_for = port_for
@@ -630,6 +755,13 @@ class MatrixRun:
                     rate += record.price_per_hr or entry.get("price_per_hr") or 0.0
         return spent, rate
 
+    def _save_spend(self) -> None:
+        """Each card's spend so far into matrix.json at every poll, not only at its teardown."""
+        with self.state.lock:
+            for label in self.state.data["cards"]:
+                self.state.card(label)["spend_usd"] = self._card_spend(label)
+            self.state.save()
+
     def _card_spend(self, label: str) -> float:
         ledger, now = self.ledger(), time.time()
         entry = self.state.card(label)
@@ -661,6 +793,7 @@ class MatrixRun:
 
     def watch_budget(self) -> None:
         spent, rate = self.spend()
+        self._save_spend()
         margin = rate * self.policy.margin_s / 3600.0
         if not self.stop.is_set() and spent + margin >= self.budget:
             self.state.data["spent_at_stop_usd"] = round(spent, 6)
@@ -730,21 +863,33 @@ class MatrixRun:
 
         if self.stop.is_set():
             self.state.update(label, status="skipped", error=f"not rented: {self.stop_reason}")
+            if self.adopted.pop(label, None) is not None:
+                self.teardown(label)
             return
         refused = self._budget_refuses(label)
         if refused:
             self.state.update(label, status="skipped", error=refused)
             say(refused)
+            if self.adopted.pop(label, None) is not None:
+                self.teardown(label)
             return
         settings = card_settings(self.settings, card, self.image)
         cfg = self.base if self.port_for is None \
             else dataclasses.replace(self.base, port=self.port_for(index))
         cfg = cfg.on_gpus(card.count)
-        ledger = _CardLedger(self.settings.state_dir, lambda tag: self._attach(label, tag))
-        self.state.update(label, status="renting", error=None)
+        ledger = _CardLedger(self.settings.state_dir, lambda tag: self._attach(label, tag),
+                             {"id": self.state.data["matrix_id"], "card": label,
+                              "owner": self.owner})
+        adopted = self.adopted.pop(label, None)
+        self.state.update(label, status="measuring" if adopted else "renting", error=None)
         run_dir = Path(self.state.card(label)["run_dir"])
         try:
-            record = refresh_price(settings, ledger, self.steps.up(settings, cfg, ledger, say))
+            if adopted is not None:  # the killed run's pod: its matrix owner is this run now
+                mine = {"id": self.state.data["matrix_id"], "card": label, "owner": self.owner}
+                adopted = ledger.update(adopted.run_tag, event="matrix-adopted",
+                                        extra=dataclasses.replace(adopted.extra, matrix=mine))
+            record = refresh_price(settings, ledger, adopted if adopted is not None
+                                   else self.steps.up(settings, cfg, ledger, say))
             prices = {**self.state.card(label).get("pod_prices", {}),
                       record.run_tag: record.price_per_hr}
             self.state.update(label, status="measuring", gpu=record.gpu, pod_prices=prices)
@@ -788,6 +933,9 @@ class MatrixRun:
             raise
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            for label in list(self.adopted):  # an adopted pod its card never measured on
+                self.adopted.pop(label)
+                self.teardown(label)
             for future, label in futures.items():
                 if future.cancelled() and self.state.card(label)["status"] == "pending":
                     self.state.update(label, status="skipped",

@@ -29,7 +29,7 @@ from tailpod.errors import (
     TailpodError,
     TransientError,
 )
-from tailpod.ledger import Ledger, PodRecord, new_run_tag, operation_stamp
+from tailpod.ledger import Ledger, PodRecord, home_id, new_run_tag, operation_stamp
 from tailpod.pods.start_command import start_command
 from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.ssh.client import SshTarget, boot_wait_seconds, open_ssh
@@ -547,7 +547,8 @@ def _up_cloud_once(
         from tailpod.provision.tailnet.steps import check_tailnet_requirements
 
         check_tailnet_requirements(settings, allow_nonephemeral=allow_nonephemeral)
-    run_tag = new_run_tag()
+    # The home's id in the tag: a team's shared account tells whose pod it is (proof.py).
+    run_tag = new_run_tag(home_id(settings.state_dir, settings.home_id))
     # One clock read: the spec carries this deadline to the ledger and to the pod's guard.
     ttl_at = ttl_deadline(settings.ttl_hours, time.time())
     spec = _spec(settings, run_tag, image, use_tailnet, cfg.port, ttl_at,

@@ -28,6 +28,7 @@ from tenacity import (
 from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
 from tailpod.config import Settings
 from tailpod.errors import AuthError, ConfigError, ProviderError
+from tailpod.ledger import home_id
 from tailpod.provision.base import PodInfo, PodState, Provider, SupportsPodScopedTermination
 from tailpod.secrets import Secret, redact
 
@@ -295,6 +296,8 @@ class ApiProvider(Provider):
             )
         self.timings = timings or ApiTimings()
         self.base_url = base_url.rstrip("/")
+        # This home's id: a tag with another home's is a colleague's pod (proof.others_check).
+        self.home_id = home_id(settings.state_dir, settings.home_id, create=False)
         self._sleep = sleep
         self.api = JsonApi(self.label, self.base_url, api_key, timings=self.timings,
                            auth_env=auth_env, transport=transport, sleep=sleep)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from tailpod.ledger import RUN_TAG_PREFIX
+from tailpod.ledger import RUN_TAG_PREFIX, another_homes, tag_home
 from tailpod.provision.base import PodInfo, PodState, ProofCheck
 
 TAG_PREFIX = RUN_TAG_PREFIX
@@ -25,6 +25,13 @@ def describe(info: PodInfo) -> str:
     return f"{info.pod_id} [{info.run_tag or 'untagged'}] {gpu}, {state}, {price}"
 
 
+def others_line(info: PodInfo) -> str:
+    """Another home's pod on a shared account, named as theirs (the tag first, outside the
+    brackets a console's markup would take)."""
+    return (f"another home's pod {info.run_tag} ({tag_home(info.run_tag)}): {describe(info)} "
+            "bills; not this run's")
+
+
 def listed_check(provider_label: str, run_tag: str, listed: list[PodInfo],
                  kill: Callable[[PodInfo], str]) -> tuple[ProofCheck, list[str]]:
     """(a) nothing carrying the run tag is listed any more."""
@@ -38,15 +45,22 @@ def listed_check(provider_label: str, run_tag: str, listed: list[PodInfo],
 
 def others_check(provider_label: str, run_tag: str, others: Iterable[PodInfo],
                  known_active_tags: Iterable[str],
-                 kill: Callable[[PodInfo], str]) -> tuple[ProofCheck, list[str]]:
-    """(d) no *other* tailpod-tagged resource bills unless the ledger knows it as a live run."""
+                 kill: Callable[[PodInfo], str], *,
+                 home: str | None = None) -> tuple[ProofCheck, list[str]]:
+    """(d) no *other* tailpod-tagged resource bills unless the ledger knows it as a live run.
+
+    A pod whose tag carries another home's id (`home`: this home's, ledger.home_id) is a
+    colleague's on a shared account: named in the detail as theirs, never as this run's."""
     known = set(known_active_tags)
     billing = [p for p in others if p.run_tag != run_tag and p.state is not PodState.TERMINATED]
+    theirs = [p for p in billing if another_homes(p.run_tag, home) and p.run_tag not in known]
+    billing = [p for p in billing if p not in theirs]
     orphans = [p for p in billing if p.run_tag not in known]
     tracked = [p for p in billing if p.run_tag in known]
     notes = []
     if tracked:
         notes.append("tracked runs still up: " + "; ".join(describe(p) for p in tracked))
+    notes += [others_line(p) for p in theirs]
     if not orphans:
         detail = f"no untracked tailpod resource bills at {provider_label}"
         return ProofCheck("other-tailpod-resources", True,

@@ -15,7 +15,16 @@ from tailpod.config import Settings
 from tailpod.errors import (
     TailpodError,
 )
-from tailpod.ledger import Ledger, PodRecord, interrupted_step
+from tailpod.ledger import (
+    Ledger,
+    PodRecord,
+    another_homes,
+    home_id,
+    interrupted_step,
+    matrix_settle,
+    matrix_status,
+    tag_home,
+)
 from tailpod.provision.base import (
     PodInfo,
     PodState,
@@ -94,8 +103,11 @@ def gone_reason(record: PodRecord, now: float) -> str:
 
 
 def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
-              now: float | None = None) -> StatusReport:
-    """Join the ledger with what each provider reports; flag orphans, ghosts and expired TTLs."""
+              now: float | None = None, home: str | None = None) -> StatusReport:
+    """Join the ledger with what each provider reports; flag orphans, ghosts and expired TTLs.
+
+    A listed pod the ledger lacks whose tag carries another home's id than `home` is flagged
+    as that home's, not as an orphan: on a shared account it is a colleague's run."""
     t = time.time() if now is None else now
     errors: list[str] = []
     listed: dict[str, list[PodInfo] | None] = {}
@@ -139,6 +151,10 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
         step = interrupted_step(rec)
         if step:
             flags.append(f"interrupted during {step}")
+        matrix = matrix_status(rec)
+        if matrix is not None and matrix["interrupted"]:
+            flags.append(f"interrupted matrix {matrix['id']}")
+        owner = rec.operation or (rec.extra.matrix or {}).get("owner") if matrix else rec.operation
         price = (info.price_per_hr if info and info.price_per_hr is not None
                  else rec.price_per_hr)
         uptime = max(0.0, t - rec.created_at)
@@ -150,17 +166,19 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
             price_per_hr=price, uptime_s=uptime,
             spend_usd=round(price * uptime / 3600.0, 4) if price is not None else None,
             ttl_expires_at=rec.ttl_expires_at, fallback_from=rec.extra.fallback_from,
-            flags=flags, settle=f"tailpod down {rec.run_tag}" if step or "expired" in flags
-            or "ghost" in flags else None,
-            owner=f"pid {rec.operation.get('pid')} on {rec.operation.get('host')}"
-            if rec.operation else None,
+            flags=flags, settle=matrix_settle(rec, matrix["id"])
+            if matrix is not None and matrix["interrupted"] else f"tailpod down {rec.run_tag}"
+            if step or "expired" in flags or "ghost" in flags else None,
+            owner=f"pid {owner.get('pid')} on {owner.get('host')}" if owner else None,
         ))
     for name, pods in listed.items():
         for info in pods or []:
             known = by_tag.get(info.run_tag or "")
             if known is not None and known.active:
                 continue
-            flags = ["orphan"] if known is None else ["orphan", "ledger says terminated"]
+            theirs = known is None and another_homes(info.run_tag, home)
+            flags = ([f"other home ({tag_home(info.run_tag)}): not this home's run"] if theirs
+                     else ["orphan"] if known is None else ["orphan", "ledger says terminated"])
             created = info.detail.get("created_at")
             up: float | None = t - float(created) if isinstance(created, (int, float)) else None
             rows.append(StatusRow(
@@ -170,8 +188,8 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
                 uptime_s=up,
                 spend_usd=round(info.price_per_hr * up / 3600.0, 4)
                 if info.price_per_hr is not None and up is not None else None,
-                ttl_expires_at=None, flags=flags, settle=f"tailpod down {info.run_tag}"
-                if info.run_tag else "tailpod down --all",
+                ttl_expires_at=None, flags=flags, settle=None if theirs
+                else f"tailpod down {info.run_tag}" if info.run_tag else "tailpod down --all",
             ))
     return StatusReport(rows=rows, errors=errors, checked_at=t)
 
@@ -208,8 +226,9 @@ def listed_since(info: PodInfo, otherwise: float) -> float:
 
 def adopt_from_providers(providers: Mapping[str, Provider], ledger: Ledger,
                          tailnet_lists: Callable[[str], bool] | None = None,
-                         ) -> tuple[list[str], list[str]]:
-    """Write a record for every tailpod-tagged pod a provider lists that the ledger lacks.
+                         home: str | None = None) -> tuple[list[str], list[str]]:
+    """Write a record for every tailpod-tagged pod a provider lists that the ledger lacks,
+    but another home's (its tag carries a home id other than `home`).
 
     Returns (adopted run tags, listing errors). `tailnet_lists(tag)` says whether the tailnet
     still has the pod's device, so that `down` deletes and checks it too."""
@@ -223,8 +242,8 @@ def adopt_from_providers(providers: Mapping[str, Provider], ledger: Ledger,
             continue
         for info in listed:
             tag = info.run_tag
-            if not tag:
-                continue  # untagged: not tailpod's
+            if not tag or another_homes(tag, home):
+                continue  # untagged: not tailpod's; another home's: its ledger holds it
             known = ledger.get(tag)
             if known is not None and known.active:
                 continue
@@ -270,7 +289,9 @@ def recover_ledger(settings: Settings, ledger: Ledger,
     errors: list[str] = []
     summary = "checked against " + (", ".join(providers) or "no provider")
     if any(not n.get("restored_from") for n in pending):
-        adopted, errors = adopt_from_providers(providers, ledger, _tailnet_lister(settings))
+        adopted, errors = adopt_from_providers(
+            providers, ledger, _tailnet_lister(settings),
+            home_id(settings.state_dir, settings.home_id, create=False))
         summary = ("rebuilt from " + (", ".join(providers) or "no provider") + ": "
                    + (f"{len(adopted)} pod(s) found and written back ({', '.join(adopted)})"
                       if adopted else "no tailpod-tagged pod is listed"))
@@ -338,7 +359,8 @@ def status_remote(settings: Settings, ledger: Ledger, **options: Any) -> StatusR
         errors.append(str(exc))
     notices = recover_ledger(settings, ledger, providers) if providers else [
         describe_recovery(n) for n in ledger.pending_recovery()]
-    report = reconcile(providers, ledger)
+    report = reconcile(providers, ledger,
+                       home=home_id(settings.state_dir, settings.home_id, create=False))
     report.errors = errors + report.errors
     report.ledger_notices = notices
     report.rows = [r for r in report.rows if r.provider != "local"]  # the local CLI shows those

@@ -22,7 +22,7 @@ from tailpod.errors import (
     ConfigError,
     TailpodError,
 )
-from tailpod.ledger import Ledger, PodRecord, ended_at, operation_stamp
+from tailpod.ledger import Ledger, PodRecord, another_homes, ended_at, home_id, operation_stamp
 from tailpod.provision.base import (
     BillingEvidence,
     PodInfo,
@@ -431,9 +431,20 @@ def teardown_all(providers: Mapping[str, Provider], ledger: Ledger,
                  run_dir_for: Callable[[str], Path], *,
                  policy: LifecyclePolicy | None = None,
                  extra_proofs_for: Callable[[PodRecord], Callable[[], list[ProofCheck]] | None]
-                 | None = None) -> list[TeardownOutcome]:
-    """`down --all`: every tailpod-tagged resource of the accounts, tracked or not."""
-    return teardown_many(providers, ledger, run_dir_for, select=lambda _r, _i: True,
+                 | None = None, home: str | None = None, all_homes: bool = True,
+                 others: list[PodInfo] | None = None) -> list[TeardownOutcome]:
+    """`down --all`: every tailpod-tagged resource of the accounts, tracked or not. Without
+    `all_homes`, a pod whose tag carries another home's id than `home` (a colleague's on a
+    shared account) is left alone unless this ledger holds it, and appended to `others`."""
+    def select(record: PodRecord | None, info: PodInfo | None) -> bool:
+        if all_homes or record is not None or info is None \
+                or not another_homes(info.run_tag, home):
+            return True
+        if others is not None and info not in others:
+            others.append(info)
+        return False
+
+    return teardown_many(providers, ledger, run_dir_for, select=select,
                          policy=policy, extra_proofs_for=extra_proofs_for)
 
 
@@ -526,8 +537,12 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
               policy: LifecyclePolicy | None = None,
               on_recovery: Callable[[str], None] | None = None,
               before_local: Callable[[PodRecord], PodRecord] | None = None,
+              all_homes: bool = False, others: list[PodInfo] | None = None,
               **options: Any) -> list[TeardownOutcome]:
     """`down --all` (every tailpod-tagged resource of the accounts) or `down --expired`.
+
+    `down --all` leaves other homes' pods (their tags carry another home id) alone unless
+    `all_homes`, and lists them in `others`.
 
     `on_recovery` gets one line for each piece of ledger damage this run recovered from;
     `before_local` sees each local record before its teardown (`down TAG`'s own step for a lanes
@@ -559,7 +574,10 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
     if expired_only:
         return outcomes + teardown_expired(providers, ledger, run_dir, policy=policy)
     return outcomes + teardown_all(providers, ledger, run_dir, policy=policy,
-                                   extra_proofs_for=lambda rec: _tailnet_proof(settings, rec))
+                                   extra_proofs_for=lambda rec: _tailnet_proof(settings, rec),
+                                   home=home_id(settings.state_dir, settings.home_id,
+                                                create=False),
+                                   all_homes=all_homes, others=others)
 
 
 def _local_orphans(settings: Settings, ledger: Ledger, held: set[str]) -> list[PodRecord]:

@@ -573,7 +573,7 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
 
         others = [p for p in remaining if p.run_tag and p.run_tag != run_tag]
         check, lines = others_check(self.label, run_tag, others, known_active_tags,
-                                    self.kill_command)
+                                    self.kill_command, home=self.home_id)
         checks.append(check)
         still += lines
         return BillingEvidence(checks=checks, still_billing=still)
