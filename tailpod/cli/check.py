@@ -82,15 +82,18 @@ def checking(total: int) -> Iterator[Callable[[Any], None]]:
 def planned_arms(settings: Settings, spec_k: str | None, spec_method: str,
                  draft_model: str | None) -> tuple[EngineConfig, ...]:
     """`--spec-k`'s speculative arms, for the checkpoint check (plain needs nothing of it)."""
-    from tailpod.cli.benchmark import int_list
     from tailpod.engines.base import SpecArm, check_spec_method
 
     if spec_k is None:
         return ()
     check_spec_method(spec_method)
+    try:  # (cli/benchmark.py's int_list is out of reach here: benchmark imports this module)
+        ks = sorted({int(k) for k in spec_k.replace(" ", "").split(",") if k})
+    except ValueError:
+        raise ConfigError(f"--spec-k must be a comma list of integers, got {spec_k!r}") from None
     return tuple(EngineConfig(engine=settings.engine, model=settings.model,
                               spec=SpecArm(k=k, method=spec_method, draft_model=draft_model))
-                 for k in sorted(set(int_list(spec_k, "--spec-k"))) if k > 0)
+                 for k in ks if k > 0)
 
 
 def register(app: typer.Typer) -> None:

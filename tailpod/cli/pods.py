@@ -29,9 +29,11 @@ from tailpod.cli.common import (
 )
 from tailpod.config import Settings, check_run_settings
 from tailpod.engines.base import EngineConfig, SpecArm, check_spec_method
+from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord, ended_at, interrupted_step
+from tailpod.pods.arm_switch import switch_arm
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline
@@ -196,7 +198,7 @@ def relaunch_arm(
     )  # fmt: skip
     wanted = replace(wanted, tensor_parallel=current.tensor_parallel, extra_args=current.extra_args)
     with startup_progress(f"relaunching {wanted.engine} ({wanted.spec.label()})") as update:
-        started = kind_for(record.provider).relaunch(settings, record, wanted, ledger, update)
+        started = switch_arm(settings, record, wanted, ledger, update)
     facts = started.startup.get("facts") or {}
     final = ledger.get(record.run_tag)
     assert final is not None
@@ -302,6 +304,7 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     gpu, gpu_count = (str(gpus[0]["name"]), max(1, cfg.tensor_parallel)) if gpus else \
         ("local CPU", 0)
     launches = lanes_mod.engine_lanes(settings, cfg, specs, cpu_engine, kv_gib, mem_fraction)
+    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
     with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update:
         record = lanes_mod.up_lanes(settings, ledger, launches, admission_limit, cfg.port,
                                     update, engine_cfg=cfg.to_json(), gpu=gpu,
@@ -324,6 +327,7 @@ def up_cloud_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, sp
 
     # --lane-kv-gib: a pod without GPUs (the sandbox's CPU engine) takes a CPU KV budget instead
     launches = cloud_lanes.pod_launches(settings, cfg, specs, mem_fraction, kv_gib)
+    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
     with startup_progress(f"renting a pod for two {cfg.engine} lanes and HAProxy") as update, \
             requirements_on_refusal(settings.provider):
         record, info = cloud_pods.up_cloud(
@@ -507,6 +511,8 @@ def register(app: typer.Typer) -> None:
                     f"--split-mode {split_mode!r}: llama.cpp only, one of {', '.join(SPLIT_MODES)}"
                 )
             cfg = replace(cfg, extra_args=(*cfg.extra_args, "--split-mode", split_mode))
+        if not (lanes or decision):
+            check_arms([cfg], settings)  # an arm that cannot run: exit 2 before any rental
         ledger = StepLedger(settings.state_dir)  # says the pod id, GPU and price as they come
         if lanes or decision:
             up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,
