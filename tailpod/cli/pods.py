@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -33,7 +34,7 @@ from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord, ended_at, interrupted_step
-from tailpod.pods.arm_switch import switch_arm
+from tailpod.pods.arm_switch import settle_command, switch_arm
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline
@@ -239,13 +240,18 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
     )
     step = interrupted_step(record)
+    # a failed arm switch left no engine (pods/arm_switch.py): said, with what settles it
+    no_engine = record.extra.no_engine if record.status == "running" and not step else None
     return {
         "run_tag": record.run_tag,
         "provider": record.provider,
-        "status": f"interrupted during {step}" if step else record.status,
+        "status": f"interrupted during {step}" if step
+        else ("running, no engine" if no_engine else record.status),
         "interrupted_during": step,
         "owner": record.operation or None,
-        "settle": f"tailpod down {record.run_tag}" if step else None,
+        "settle": f"tailpod down {record.run_tag}" if step
+        else (settle_command(record.run_tag) if no_engine else None),
+        "no_engine": no_engine,
         "engine": engine.get("engine"),
         "model": engine.get("model"),
         "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,
@@ -255,7 +261,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         "price_per_hr": record.price_per_hr,
         "uptime_s": round(uptime, 1),
         "spend_usd": None if spend is None else round(spend, 4),
-        "healthy": healthy,
+        "healthy": False if no_engine else healthy,
         "ttl_expired": bool(record.ttl_expires_at and time.time() > record.ttl_expires_at),
         **({"lanes": _lanes_status(settings, record)} if record.extra.lanes else {}),
     }
@@ -642,6 +648,10 @@ def register(app: typer.Typer) -> None:
             if row.get("gone"):
                 console.print(f"[bold red]{row['run_tag']}: gone at {row['provider']}[/]: "
                               f"{row['gone']}; record it with: {row['settle']}")
+            elif row.get("no_engine"):
+                console.print(f"[bold red]{row['run_tag']}: no engine[/] " + escape(
+                    f"(arm {row['no_engine']['arm']} failed to start; "
+                    f"{row['no_engine']['restore']}); settle it with: {row['settle']}"))
             elif row.get("settle") and (cloud is None or kind_for(row["provider"]).engine_here):
                 owner = row.get("owner") or {}
                 console.print(
