@@ -52,6 +52,10 @@ def switch_arm(settings: Settings, record: PodRecord, cfg: EngineConfig, ledger:
                  if record.engine and not record.extra.no_engine else None)
     try:
         started = kind.relaunch(settings, record, cfg, ledger, progress, agent)
+    except KeyboardInterrupt:  # the old engine may be stopped already: say so, restore nothing
+        _mark_no_engine(ledger, record.run_tag, cfg.spec.label(), "interrupted",
+                        "interrupted before the arm served, so nothing was restored")
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure leaves the engine in doubt
         _recover(settings, record, cfg, last_good, ledger, progress, agent, exc)
         raise AssertionError("unreachable") from exc  # _recover always raises
@@ -67,7 +71,8 @@ def _recover(settings: Settings, record: PodRecord, cfg: EngineConfig,
              agent: PodAgent | None, exc: Exception) -> None:
     kind = kinds.kind_for(record.provider)
     label, why = cfg.spec.label(), _message(exc)
-    restore_error = "the same arm failed, so there is nothing to restore"
+    restore_error = ("no arm served before it, so there is nothing to restore" if last_good is None
+                     else "it is the arm that served before, so there is nothing to restore")
     if last_good is not None and last_good != cfg:
         progress(0.0, f"arm {label} failed to start; restoring {last_good.spec.label()}")
         current = ledger.get(record.run_tag) or record
@@ -79,12 +84,19 @@ def _recover(settings: Settings, record: PodRecord, cfg: EngineConfig,
             raise ArmSwitchFailed(
                 f"arm {label} failed to start on {record.run_tag}: {why}; the pod serves "
                 f"{last_good.spec.label()} again", no_engine=False) from None
-    current = ledger.get(record.run_tag) or record
-    ledger.update(record.run_tag, event="no-engine", extra=dataclasses.replace(
-        current.extra, no_engine={"arm": label, "error": why, "restore": restore_error,
-                                  "at": time.time()}))
+    _mark_no_engine(ledger, record.run_tag, label, why, restore_error)
     left = ("this machine serves no engine" if kind.engine_here else
             "the pod bills with no engine (its TTL and dead-man switch still cover it)")
     raise ArmSwitchFailed(
         f"arm {label} failed to start on {record.run_tag}: {why}; {restore_error}. Now {left}",
         hint=settle_command(record.run_tag), no_engine=True) from None
+
+
+def _mark_no_engine(ledger: Ledger, run_tag: str, arm: str, error: str, restore: str) -> None:
+    """The ledger's "no engine" state, which `status` shows with `settle_command`."""
+    current = ledger.get(run_tag)
+    if current is None:
+        return
+    ledger.update(run_tag, event="no-engine", extra=dataclasses.replace(
+        current.extra, no_engine={"arm": arm, "error": error, "restore": restore,
+                                  "at": time.time()}))

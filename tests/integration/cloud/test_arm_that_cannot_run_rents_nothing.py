@@ -67,6 +67,18 @@ def test_up_with_an_mtp_arm_on_a_checkpoint_without_its_head_rents_nothing(
     assert Ledger(tailpod_home).all() == []  # nothing rented, nothing even intended
 
 
+def test_up_lanes_with_an_mtp_spec_lane_rents_nothing(
+        sandbox: Sandbox, tailpod_home: Path, runpod_env: dict[str, str]) -> None:
+    up = CliRunner().invoke(app, ["up", "--provider", "runpod", "--gpu", "NVIDIA A40",
+                                  "--max-price", "1", "--context-length", "512",
+                                  "--lanes", "spec:2,plain", "--admission-limit", "4",
+                                  "--spec-k", "2", "--spec-method", "mtp"])
+    assert up.exit_code == 2, up.output
+    assert "arm mtp-k2" in up.output and "no MTP head" in up.output
+    assert sandbox.cloud.pods == {} and sandbox.billing_now() == []
+    assert Ledger(tailpod_home).all() == []
+
+
 def test_benchmark_into_an_mtp_arm_is_refused_before_the_running_pod_is_touched(
         sandbox: Sandbox, tailpod_home: Path, runpod_env: dict[str, str]) -> None:
     settings = settings_for(sandbox, tailpod_home, **runpod_env)

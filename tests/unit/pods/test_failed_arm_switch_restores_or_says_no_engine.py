@@ -128,3 +128,21 @@ def test_the_sweep_does_not_reuse_a_pod_with_no_engine(
         host.restart(Arm("plain", PLAIN))  # the ledger's engine is plain, but none serves
     assert kind.tried == ["plain"]  # relaunched, not reused; nothing left to restore
     assert failed.value.exit_code == 3 and SETTLE in (failed.value.hint or "")
+
+
+def test_ctrl_c_during_the_switch_leaves_no_engine_said(
+        pod: tuple[Any, Ledger], monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, ledger = pod
+    kind = FlakyKind(dies=set())
+
+    def interrupted(*_args: Any, **_kw: Any) -> ArmStart:
+        kind.tried.append("interrupted")
+        raise KeyboardInterrupt
+
+    kind.relaunch = interrupted  # type: ignore[method-assign]
+    use(monkeypatch, kind)
+    with pytest.raises(KeyboardInterrupt):
+        switch_arm(settings, record(ledger), NGRAM, ledger, lambda _f, _line: None)
+    assert kind.tried == ["interrupted"]  # no restore under Ctrl-C
+    lost = record(ledger).extra.no_engine
+    assert lost is not None and lost["arm"] == "ngram-k2" and "interrupted" in lost["restore"]
