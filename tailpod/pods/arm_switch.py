@@ -38,8 +38,13 @@ def settle_command(run_tag: str) -> str:
 
 
 def _message(exc: BaseException) -> str:
+    """The error's first line and, for an engine's traceback, its last (the exception itself);
+    the whole log stays in `tailpod logs TAG`."""
     text = exc.message if isinstance(exc, TailpodError) else f"{exc.__class__.__name__}: {exc}"
-    return text.splitlines()[0] if text else exc.__class__.__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return exc.__class__.__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
 
 
 def switch_arm(settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,

@@ -146,3 +146,21 @@ def test_ctrl_c_during_the_switch_leaves_no_engine_said(
     assert kind.tried == ["interrupted"]  # no restore under Ctrl-C
     lost = record(ledger).extra.no_engine
     assert lost is not None and lost["arm"] == "ngram-k2" and "interrupted" in lost["restore"]
+
+
+def test_the_error_names_the_engines_own_last_line_not_its_whole_traceback(
+        pod: tuple[Any, Ledger], monkeypatch: pytest.MonkeyPatch) -> None:
+    settings, ledger = pod
+    kind = FlakyKind(dies=set())
+
+    def traceback(*_args: Any, **_kw: Any) -> ArmStart:
+        raise TailpodError("the pod agent's engine relaunch failed: exited during start-up\n"
+                           "  Traceback (most recent call last):\n    File \"vllm/x.py\"\n"
+                           "  NotImplementedError: Unsupported speculative method: 'eagle9'\n")
+
+    kind.relaunch = traceback  # type: ignore[method-assign]
+    use(monkeypatch, kind)
+    with pytest.raises(ArmSwitchFailed) as failed:
+        switch_arm(settings, record(ledger), NGRAM, ledger, lambda _f, _line: None)
+    assert "Unsupported speculative method: 'eagle9'" in failed.value.message
+    assert "Traceback" not in failed.value.message and "vllm/x.py" not in failed.value.message
