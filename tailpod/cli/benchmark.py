@@ -13,6 +13,7 @@ from rich.table import Table
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.cli.pods import startup_progress
 from tailpod.engines.base import SPEC_METHODS, EngineConfig, check_spec_method
+from tailpod.engines.checkpoint import check_arms
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.measure.hosts import sweep_host
@@ -470,6 +471,9 @@ def register(app: typer.Typer) -> None:
                 "decode at the same prompts, output length and concurrency: one more engine "
                 "start per arm"
             )
+        # An arm that cannot run is refused before the pod is touched (the arm switch checks the
+        # K extension's arms again before each relaunch: pods/arm_switch.py).
+        check_arms([a.config for a in plan.arms], settings)
         rid = run_id or run_id_for(record, settings.results_dir)
         run_dir = RunDirectory(settings.results_dir / rid)
         ctx = RunContext.for_pod(record, rid, base)

@@ -190,6 +190,7 @@ def register(app: typer.Typer) -> None:
         from tailpod.cli.benchmark import int_list, prompt_class_list, slo_spec
         from tailpod.cli.pods import engine_config
         from tailpod.engines.base import check_spec_method
+        from tailpod.engines.checkpoint import check_arms
 
         if budget is None:
             raise ConfigError("--budget is required: the total USD the matrix may spend")
@@ -222,6 +223,8 @@ def register(app: typer.Typer) -> None:
         if not run_id and not settings.model:
             raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
         base = engine_config(settings, 0, None, None, context_length, max_running_requests, False)
+        if settings.model:  # every card's arms, before any card is priced or rented
+            check_arms([a.config for a in sweep.plan(base).arms], settings)
         report: dict[str, Any] = {}
         try:
             run = run_matrix(settings, cards=cards, sweep=sweep,

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -29,6 +30,7 @@ from tailpod.cli.common import (
 )
 from tailpod.config import Settings, check_run_settings
 from tailpod.engines.base import EngineConfig, SpecArm, check_spec_method
+from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
 from tailpod.ledger import (
@@ -39,6 +41,7 @@ from tailpod.ledger import (
     matrix_settle,
     matrix_status,
 )
+from tailpod.pods.arm_switch import settle_command, switch_arm
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline
@@ -207,7 +210,7 @@ def relaunch_arm(
     )  # fmt: skip
     wanted = replace(wanted, tensor_parallel=current.tensor_parallel, extra_args=current.extra_args)
     with startup_progress(f"relaunching {wanted.engine} ({wanted.spec.label()})") as update:
-        started = kind_for(record.provider).relaunch(settings, record, wanted, ledger, update)
+        started = switch_arm(settings, record, wanted, ledger, update)
     facts = started.startup.get("facts") or {}
     final = ledger.get(record.run_tag)
     assert final is not None
@@ -250,7 +253,10 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
     step = interrupted_step(record)
     matrix = matrix_status(record)
     stopped = matrix["id"] if matrix is not None and matrix["interrupted"] else None
-    status = f"interrupted during {step}" if step else record.status
+    # a failed arm switch left no engine (pods/arm_switch.py): said, with what settles it
+    no_engine = record.extra.no_engine if record.status == "running" and not step else None
+    status = (f"interrupted during {step}" if step
+              else "running, no engine" if no_engine else record.status)
     return {
         "run_tag": record.run_tag,
         "provider": record.provider,
@@ -260,7 +266,9 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         "owner": record.operation or (record.extra.matrix or {}).get("owner") if stopped
         else record.operation or None,
         "settle": matrix_settle(record, stopped) if stopped
-        else f"tailpod down {record.run_tag}" if step else None,
+        else f"tailpod down {record.run_tag}" if step
+        else (settle_command(record.run_tag) if no_engine else None),
+        "no_engine": no_engine,
         "engine": engine.get("engine"),
         "model": engine.get("model"),
         "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,
@@ -270,7 +278,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         "price_per_hr": record.price_per_hr,
         "uptime_s": round(uptime, 1),
         "spend_usd": None if spend is None else round(spend, 4),
-        "healthy": healthy,
+        "healthy": False if no_engine else healthy,
         "ttl_expired": bool(record.ttl_expires_at and time.time() > record.ttl_expires_at),
         **({"lanes": _lanes_status(settings, record)} if record.extra.lanes else {}),
     }
@@ -319,6 +327,7 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     gpu, gpu_count = (str(gpus[0]["name"]), max(1, cfg.tensor_parallel)) if gpus else \
         ("local CPU", 0)
     launches = lanes_mod.engine_lanes(settings, cfg, specs, cpu_engine, kv_gib, mem_fraction)
+    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
     with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update:
         record = lanes_mod.up_lanes(settings, ledger, launches, admission_limit, cfg.port,
                                     update, engine_cfg=cfg.to_json(), gpu=gpu,
@@ -341,6 +350,7 @@ def up_cloud_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, sp
 
     # --lane-kv-gib: a pod without GPUs (the sandbox's CPU engine) takes a CPU KV budget instead
     launches = cloud_lanes.pod_launches(settings, cfg, specs, mem_fraction, kv_gib)
+    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
     with startup_progress(f"renting a pod for two {cfg.engine} lanes and HAProxy") as update, \
             requirements_on_refusal(settings.provider):
         record, info = cloud_pods.up_cloud(
@@ -524,6 +534,8 @@ def register(app: typer.Typer) -> None:
                     f"--split-mode {split_mode!r}: llama.cpp only, one of {', '.join(SPLIT_MODES)}"
                 )
             cfg = replace(cfg, extra_args=(*cfg.extra_args, "--split-mode", split_mode))
+        if not (lanes or decision):
+            check_arms([cfg], settings)  # an arm that cannot run: exit 2 before any rental
         ledger = StepLedger(settings.state_dir)  # says the pod id, GPU and price as they come
         if lanes or decision:
             up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,
@@ -653,6 +665,10 @@ def register(app: typer.Typer) -> None:
             if row.get("gone"):
                 console.print(f"[bold red]{row['run_tag']}: gone at {row['provider']}[/]: "
                               f"{row['gone']}; record it with: {row['settle']}")
+            elif row.get("no_engine"):
+                console.print(f"[bold red]{row['run_tag']}: no engine[/] " + escape(
+                    f"(arm {row['no_engine']['arm']} failed to start; "
+                    f"{row['no_engine']['restore']}); settle it with: {row['settle']}"))
             elif row.get("settle") and (cloud is None or kind_for(row["provider"]).engine_here):
                 owner = row.get("owner") or {}
                 console.print(
