@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 DEFAULT_TIMEOUT_S = 3600.0
+# One `probe run` call measures one cell (measure/hosts.py run_cells): this is the cell's time
+# limit, which an open-loop schedule or a trace must fit (measure/plan.py check_open_loop_spans).
+PROBE_RUN_TIMEOUT_S = 3600.0
 # Tokens per prompt of the token-identity gate (agent/probes/gate.py), the sweep's and the lanes'.
 GATE_MAX_TOKENS = 48
 
@@ -338,7 +341,8 @@ class PodAgent:
         return self.call("engine status", payload={"state_dir": self.state_dir}, timeout_s=60)
 
     def probe_run(
-        self, options: dict[str, Any], cells: list[dict[str, Any]], timeout_s: float = 3600
+        self, options: dict[str, Any], cells: list[dict[str, Any]],
+        timeout_s: float = PROBE_RUN_TIMEOUT_S,
     ) -> list[dict[str, Any]]:
         """Exactly these cells, measured there; their rows (format v1), with the given rep and
         cell id already written in."""

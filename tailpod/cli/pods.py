@@ -28,7 +28,7 @@ from tailpod.cli.common import (
     step_say,
 )
 from tailpod.config import Settings, check_run_settings
-from tailpod.engines.base import EngineConfig, SpecArm, check_spec_method
+from tailpod.engines.base import EngineConfig, SpecArm, check_spec_k, check_spec_method
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord, ended_at, interrupted_step
@@ -146,8 +146,7 @@ def engine_config(
     max_running_requests: int | None,
     enforce_eager: bool,
 ) -> EngineConfig:
-    if spec_k < 0:
-        raise ConfigError("--spec-k must be 0 (plain decode) or more")
+    check_spec_k(spec_k)
     for flag, value in (("--context-length", context_length),
                         ("--max-running-requests", max_running_requests)):
         if value is not None and value <= 0:
@@ -293,6 +292,7 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
         specs = lanes_mod.parse_lanes(lanes or "")
     if not admission_limit or admission_limit < 1:
         raise ConfigError("--lanes needs --admission-limit N (or --decision decision.json)")
+    lanes_mod.check_lane_settings(specs, cfg.port, cfg.spec.k, kv_gib, mem_fraction)
     if kind == "cloud":
         return up_cloud_lanes_cli(settings, cfg, ledger, specs, admission_limit, mem_fraction,
                                   kv_gib, json_out, options or UpOptions())
