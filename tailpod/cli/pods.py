@@ -507,6 +507,10 @@ def register(app: typer.Typer) -> None:
                     f"--split-mode {split_mode!r}: llama.cpp only, one of {', '.join(SPLIT_MODES)}"
                 )
             cfg = replace(cfg, extra_args=(*cfg.extra_args, "--split-mode", split_mode))
+        if not (lanes or decision) and (lane_kv_gib, lane_mem_fraction, admission_limit) != \
+                (None, None, None):
+            raise ConfigError("--lane-kv-gib, --lane-mem-fraction and --admission-limit shape "
+                              "two lanes: they need --lanes spec:K,plain (or --decision)")
         ledger = StepLedger(settings.state_dir)  # says the pod id, GPU and price as they come
         if lanes or decision:
             up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,

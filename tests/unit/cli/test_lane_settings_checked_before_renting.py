@@ -61,6 +61,17 @@ def test_up_lanes_refuses_a_bad_lane_setting_before_renting(
     assert rentals == []
 
 
+@pytest.mark.parametrize("flag", [["--lane-kv-gib", "2"], ["--lane-mem-fraction", "0.4"],
+                                  ["--admission-limit", "2"]])
+def test_a_lane_setting_without_lanes_is_refused_not_ignored(rentals: list[object],
+                                                             flag: list[str]) -> None:
+    argv = [*BASE[:BASE.index("--lanes")], *flag]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert "they need --lanes spec:K,plain" in " ".join(result.output.split())
+    assert rentals == []
+
+
 @pytest.mark.parametrize("flags", [
     [], ["--lane-mem-fraction", "0.4"], ["--lane-kv-gib", "2"], ["--port", "65533"],
     ["--spec-k", "2"], ["--lanes", f"spec:{MAX_SPEC_K},plain"],
