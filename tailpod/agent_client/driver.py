@@ -196,6 +196,17 @@ class SshTransport:
         self.session.close()
 
 
+def stop_local_group(proc: subprocess.Popen[bytes], grace_s: float = 1.0) -> None:
+    """TERM to the child's own process group, KILL to what is left after `grace_s`."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)
+
+
 class SubprocessTransport:
     """`--provider local`: the agent runs as a child of this machine, from a local cache dir."""
 
@@ -218,9 +229,12 @@ class SubprocessTransport:
     def execute(
         self, argv: list[str], stdin: bytes, on_line: Say | None, timeout_s: float | None
     ) -> Completed:
+        # A probe call gets its own process group, stopped whole on Ctrl-C or timeout (its load
+        # workers included): a SIGINT sent to tailpod alone would not reach it otherwise.
+        stoppable = len(argv) > 3 and argv[3] in STOP_ON_INTERRUPT
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=self.env,
+            env=self.env, start_new_session=stoppable,
         )
         tail: list[str] = []
 
@@ -255,7 +269,13 @@ class SubprocessTransport:
             thread.start()
         try:
             proc.wait(timeout=timeout_s)
+        except KeyboardInterrupt:
+            if stoppable:
+                stop_local_group(proc)
+            raise
         except subprocess.TimeoutExpired:
+            if stoppable:
+                stop_local_group(proc)
             proc.kill()
             proc.wait()
             raise TailpodError(

@@ -67,3 +67,60 @@ def test_an_engine_start_interrupted_is_left_to_down(monkeypatch: pytest.MonkeyP
         agent.call("engine status", payload={})
     assert len(session.commands) == 1
     assert "tailpod-agent-pgid" not in session.commands[0]
+
+
+# `--provider local`: the agent is a child of this process. A SIGINT sent to tailpod alone (not
+# to the terminal's whole group: `kill -INT`, a CI runner) left its probe and load workers
+# sending; the transport starts a probe call in its own process group and stops that group.
+LOCAL_PROBE = r"""
+import subprocess, sys, time
+pids = sys.argv[4]  # argv: script - probe run PIDS
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+open(pids, "w").write(f"{__import__('os').getpid()} {child.pid}")
+print("started", file=sys.stderr, flush=True)
+time.sleep(30)
+"""
+
+
+def _alive(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_ctrl_c_of_a_local_probe_call_stops_the_probe_and_its_workers(tmp_path: Any) -> None:
+    import _thread
+    import contextlib
+    import os
+    import signal
+    import sys
+    import time
+
+    from tailpod.agent_client.driver import SubprocessTransport
+
+    script, pids = tmp_path / "probe.py", tmp_path / "pids"
+    script.write_text(LOCAL_PROBE)
+
+    def interrupt_once_started(line: str) -> None:  # called on the transport's reader thread
+        if line == "started":
+            _thread.interrupt_main()
+
+    started: list[int] = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            SubprocessTransport(tmp_path).execute(
+                [sys.executable, str(script), "-", "probe", "run", str(pids)], b"{}",
+                interrupt_once_started, 60)
+        started = [int(p) for p in pids.read_text().split()]
+        deadline = time.monotonic() + 5
+        while any(_alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [p for p in started if _alive(p)] == [], "the local probe kept running"
+    finally:
+        for pid in started:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
