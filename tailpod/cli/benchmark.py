@@ -416,9 +416,9 @@ def register(app: typer.Typer) -> None:
                                   "bounds", hint="--request-rate 1,16 --slo ttft_ms=500")
             if not max_rate_tol > 0:
                 raise ConfigError("--max-rate-tol must be > 0")
-            if max_rate_rounds < 1:
-                raise ConfigError(f"--max-rate-rounds must be at least 1, got {max_rate_rounds}")
             rates = [finite[0], finite[-1]]
+        if max_rate_rounds < 1:
+            raise ConfigError(f"--max-rate-rounds must be at least 1, got {max_rate_rounds}")
         trace_entry = None
         if trace is not None:
             if rates:

@@ -85,6 +85,7 @@ def _span(rate: float, requests: int, seed: int = 0) -> float:
     (["--request-rate", "1", "--slo", "ttft_ms=5,ttft_ms=6"], "--slo names ttft_ms twice"),
     (["--find-max-rate", "--request-rate", "1,8", "--slo", "ttft_ms=500",
       "--max-rate-rounds", "0"], "--max-rate-rounds must be at least 1, got 0"),
+    (["--max-rate-rounds", "-1"], "--max-rate-rounds must be at least 1, got -1"),
     (["--spec-k", "0,99"], "--spec-k values must be at most 16, got 99"),
     (["--max-k", "99"], "--max-k must be 1 to 16, got 99"),
 ])
