@@ -12,7 +12,7 @@ from rich.table import Table
 
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.cli.pods import startup_progress
-from tailpod.engines.base import SPEC_METHODS, EngineConfig, check_spec_method
+from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.engines.checkpoint import check_arms
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
@@ -20,7 +20,10 @@ from tailpod.measure.hosts import sweep_host
 from tailpod.measure.plan import (
     ARRIVAL_PROCESSES,
     SweepPlan,
+    check_open_loop_spans,
+    check_trace_context,
     max_rate_step,
+    rate_text,
     spec_arms,
     trace_spec,
 )
@@ -28,7 +31,7 @@ from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
 from tailpod.results.io import STAMP
 
 
-def int_list(text: str, what: str, minimum: int = 0) -> list[int]:
+def int_list(text: str, what: str, minimum: int = 0, maximum: int | None = None) -> list[int]:
     """A comma list of integers, each at least `minimum`: no empty entry ("1,,2" is refused,
     not read as 1,2), checked before anything waits on a pod."""
     parts = text.replace(" ", "").split(",")
@@ -44,6 +47,9 @@ def int_list(text: str, what: str, minimum: int = 0) -> list[int]:
     low = [v for v in values if v < minimum]
     if low:
         raise ConfigError(f"{what} values must be at least {minimum}, got {low[0]}")
+    high = [v for v in values if maximum is not None and v > maximum]
+    if high:
+        raise ConfigError(f"{what} values must be at most {maximum}, got {high[0]}")
     return values
 
 
@@ -63,11 +69,17 @@ def prompt_class_list(text: str, what: str = "--prompt-classes") -> list[str]:
 
 
 def rate_list(text: str) -> list[float]:
-    """`--request-rate 1,2,4,inf`: requests per second, each > 0 (inf: all at once)."""
+    """`--request-rate 1,2,4,inf`: requests per second, each > 0 (inf: all at once), ascending
+    (the ladder stops above a rate that saturates the arm, so its order is the measuring order),
+    no empty entry ("1,,2" is refused as --concurrency refuses it)."""
     out: list[float] = []
-    for part in text.replace(" ", "").split(","):
+    parts = text.replace(" ", "").split(",")
+    if len(parts) > 1 and parts[-1] == "":
+        parts = parts[:-1]  # one trailing comma is harmless
+    for part in parts:
         if not part:
-            continue
+            raise ConfigError(f"--request-rate must be a comma list of rates with no empty "
+                              f"entry, got {text!r}")
         try:
             value = math.inf if part.lower() == "inf" else float(part)
         except ValueError:
@@ -78,6 +90,10 @@ def rate_list(text: str) -> list[float]:
         out.append(value)
     if not out:
         raise ConfigError("--request-rate needs at least one rate")
+    if any(b <= a for a, b in zip(out, out[1:], strict=False)):
+        raise ConfigError(f"--request-rate must ascend, each rate once (the ladder stops above "
+                          f"a rate that saturates the arm), got {text!r}",
+                          hint="--request-rate " + ",".join(rate_text(r) for r in sorted(set(out))))
     return out
 
 
@@ -100,6 +116,9 @@ def slo_spec(text: str) -> dict[str, float]:
             raise ConfigError(f"--slo {key} must be a number of ms, got {raw!r}") from None
         if not math.isfinite(value) or value <= 0:
             raise ConfigError(f"--slo {key} must be > 0 ms")
+        if key in out:
+            raise ConfigError(f"--slo names {key} twice ({out[key]:g} and {value:g}): give each "
+                              f"target once")
         out[key] = value
     if not out:
         raise ConfigError("--slo needs at least one target")
@@ -359,7 +378,7 @@ def register(app: typer.Typer) -> None:
             0.1, "--max-rate-tol", help="Stop the search when high/low - 1 is at most this."
         ),
         max_rate_rounds: int = typer.Option(
-            6, "--max-rate-rounds", min=1, help="At most this many bisection steps per arm."
+            6, "--max-rate-rounds", help="At most this many bisection steps per arm."
         ),
         serve_tax: bool = typer.Option(
             False,
@@ -399,6 +418,8 @@ def register(app: typer.Typer) -> None:
             if not max_rate_tol > 0:
                 raise ConfigError("--max-rate-tol must be > 0")
             rates = [finite[0], finite[-1]]
+        if max_rate_rounds < 1:
+            raise ConfigError(f"--max-rate-rounds must be at least 1, got {max_rate_rounds}")
         trace_entry = None
         if trace is not None:
             if rates:
@@ -409,16 +430,24 @@ def register(app: typer.Typer) -> None:
             trace_entry = trace_spec(trace, trace_format, trace_speed)
         elif trace_speed != 1.0 or trace_format != "tailpod":
             raise ConfigError("--trace-speed and --trace-format need --trace FILE")
-        ks = int_list(spec_k, "--spec-k")
+        ks = int_list(spec_k, "--spec-k", maximum=MAX_SPEC_K)
         if any(ks) and spec_method == "draft_model" and not draft_model:
             raise ConfigError("--spec-method draft_model needs --draft-model DIR")
         # Every flag is checked here, before the ledger, the SSH wait or the pod.
         levels = int_list(concurrency, "--concurrency", minimum=1)
         classes = prompt_class_list(prompt_classes)
-        if max_k < 1:
-            raise ConfigError(f"--max-k must be at least 1, got {max_k}")
+        if not 1 <= max_k <= MAX_SPEC_K:
+            raise ConfigError(f"--max-k must be 1 to {MAX_SPEC_K}, got {max_k}")
         if requests_per_cell is not None and requests_per_cell < 1:
             raise ConfigError(f"--requests-per-cell must be at least 1, got {requests_per_cell}")
+        check_open_loop_spans(SweepPlan(arms=[], reps=reps, requests_per_cell=requests_per_cell,
+                                        request_rates=rates, arrival=arrival,
+                                        burstiness=burstiness, arrival_seed=arrival_seed))
+        deployment = None
+        if deploy is not None:  # checked against its model before the ledger or the pod
+            from tailpod.measure.deploy import read_deployment
+
+            deployment = read_deployment(deploy)
         settings = settings_from()
         ledger = ledger_for(settings)
         record = ledger.resolve(run_tag)
@@ -427,6 +456,7 @@ def register(app: typer.Typer) -> None:
                 f"{record.run_tag} is {record.status}, not running", hint="tailpod up"
             )
         base = EngineConfig.from_json(record.engine)
+        check_trace_context(trace_entry, base.context_length)
         if serve_tax and base.engine != "vllm":
             raise ConfigError("--serve-tax measures vLLM only for now (its offline LLM API)")
         if serve_tax and from_here:
@@ -455,11 +485,9 @@ def register(app: typer.Typer) -> None:
             load_workers=load_workers,
             saturation_stop=saturation_stop,
         )
-        deployment = None
-        if deploy is not None:
-            from tailpod.measure.deploy import deploy_arm, read_deployment
+        if deployment is not None:
+            from tailpod.measure.deploy import deploy_arm
 
-            deployment = read_deployment(deploy)
             arm = deploy_arm(base, deployment, spec_method)
             if not any(a.config.spec.plain for a in plan.arms):
                 raise ConfigError("--deploy needs the plain arm in the sweep (--spec-k 0,…) for "

@@ -29,7 +29,7 @@ from tailpod.cli.common import (
     step_say,
 )
 from tailpod.config import Settings, check_run_settings
-from tailpod.engines.base import EngineConfig, SpecArm, check_spec_method
+from tailpod.engines.base import EngineConfig, SpecArm, check_spec_k, check_spec_method
 from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
@@ -160,8 +160,7 @@ def engine_config(
     max_running_requests: int | None,
     enforce_eager: bool,
 ) -> EngineConfig:
-    if spec_k < 0:
-        raise ConfigError("--spec-k must be 0 (plain decode) or more")
+    check_spec_k(spec_k)
     for flag, value in (("--context-length", context_length),
                         ("--max-running-requests", max_running_requests)):
         if value is not None and value <= 0:
@@ -318,6 +317,7 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
         specs = lanes_mod.parse_lanes(lanes or "")
     if not admission_limit or admission_limit < 1:
         raise ConfigError("--lanes needs --admission-limit N (or --decision decision.json)")
+    lanes_mod.check_lane_settings(specs, cfg.port, cfg.spec.k, kv_gib, mem_fraction)
     if kind == "cloud":
         return up_cloud_lanes_cli(settings, cfg, ledger, specs, admission_limit, mem_fraction,
                                   kv_gib, json_out, options or UpOptions())
@@ -534,6 +534,10 @@ def register(app: typer.Typer) -> None:
                     f"--split-mode {split_mode!r}: llama.cpp only, one of {', '.join(SPLIT_MODES)}"
                 )
             cfg = replace(cfg, extra_args=(*cfg.extra_args, "--split-mode", split_mode))
+        if not (lanes or decision) and (lane_kv_gib, lane_mem_fraction, admission_limit) != \
+                (None, None, None):
+            raise ConfigError("--lane-kv-gib, --lane-mem-fraction and --admission-limit shape "
+                              "two lanes: they need --lanes spec:K,plain (or --decision)")
         if not (lanes or decision):
             check_arms([cfg], settings)  # an arm that cannot run: exit 2 before any rental
         ledger = StepLedger(settings.state_dir)  # says the pod id, GPU and price as they come

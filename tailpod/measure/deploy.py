@@ -12,7 +12,6 @@ per-band best instead of choosing it.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -31,14 +30,13 @@ LaunchesFor = Callable[[Arm, dict[str, Any]], Sequence[lanes_mod.LaneLaunch]]
 
 
 def read_deployment(path: Path) -> dict[str, Any]:
-    try:
-        dec = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the decision {path}: {exc}") from None
-    dep = dec.get("deployment")
-    if not isinstance(dep, dict) or dep.get("kind") not in ("static", "lanes", "mixed"):
-        raise ConfigError(f"{path}: no deployment to measure (kind "
-                          f"{(dep or {}).get('kind')!r})")
+    """The decision's deployment, checked against its model (results/deployment.py) before the
+    sweep waits on the pod or stops its engine."""
+    from tailpod.results.deployment import read_decision
+
+    dep = read_decision(path)
+    if dep["kind"] == "none":
+        raise ConfigError(f"{path}: no deployment to measure (kind 'none')")
     return dep
 
 
