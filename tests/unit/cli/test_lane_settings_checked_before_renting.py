@@ -16,6 +16,7 @@ from tailpod.errors import ConfigError
 
 BASE = ["up", "--provider", "runpod", "--gpu", "NVIDIA A40", "--max-price", "1",
         "--model", "org/m", "--image", "vllm/vllm-openai:v0.11.0", "--no-first-contact",
+        "--spec-method", "ngram",  # no MTP head to read from the Hub (engines/checkpoint.py)
         "--lanes", "spec:2,plain", "--admission-limit", "2"]
 
 
