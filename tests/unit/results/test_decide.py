@@ -104,6 +104,7 @@ def _open(arm: str, rate: float, rep: int, goodput: float, tok_s: float) -> Cell
         "arrival": {"process": "poisson", "rate": rate, "burstiness": 1.0, "seed": rep,
                     "requests": 50},
         "slo": {"ttft_ms": 500.0}, "slo_percentile": 90.0, "goodput_tok_s": goodput,
+        "slo_attainment": 0.95,  # every arm met the SLO: goodput alone decides
     }  # fmt: skip
     return CellRow(**data)
 
