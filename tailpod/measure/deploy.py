@@ -23,7 +23,7 @@ from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodExtra, PodRecord
-from tailpod.measure.plan import Arm, Cell, SweepPlan
+from tailpod.measure.plan import DEPLOY_PREFIX, Arm, Cell, SweepPlan
 from tailpod.measure.sweep import GateResult, SweepHost
 from tailpod.pods import lanes as lanes_mod
 
@@ -53,7 +53,33 @@ def deploy_arm(base: EngineConfig, dep: dict[str, Any], method: str | None = Non
         k, m = int(dep.get("k") or 0), dep.get("method") or method
     spec = SpecArm(k=k, method=m if k else None,
                    draft_model=base.spec.draft_model if k else None)
-    return Arm(label=f"deploy-{kind}", config=replace(base, spec=spec))
+    return Arm(label=f"{DEPLOY_PREFIX}{kind}", config=replace(base, spec=spec))
+
+
+DEAD_STATUSES = ("DOWN", "MAINT")  # HAProxy `show stat` server states that take no request
+
+
+def dead_lane(before: dict[str, Any] | None, after: dict[str, Any], concurrency: int | None,
+              admission_limit: int) -> str | None:
+    """Why a deploy-lanes cell did not measure the two lanes decided, or None: a lane HAProxy
+    calls DOWN, the spec lane taking none of the cell's requests, or (closed loop above the
+    admission limit, where the overflow must go somewhere) the plain lane taking none."""
+    for name, c in after.items():
+        if str(c.get("status") or "").startswith(DEAD_STATUSES):
+            return f"lane {name} is {c['status']} (HAProxy)"
+    if before is None:
+        return None
+
+    def took(name: str) -> int | None:
+        a, b = (after.get(name) or {}).get("stot"), (before.get(name) or {}).get("stot")
+        return a - b if isinstance(a, int) and isinstance(b, int) else None
+
+    if took("spec") == 0:
+        return "lane spec took 0 requests"
+    if concurrency is not None and concurrency > admission_limit and took("plain") == 0:
+        return (f"lane plain took 0 requests at c={concurrency}, above the admission limit "
+                f"{admission_limit}")
+    return None
 
 
 class DeployingHost:
@@ -138,13 +164,25 @@ class DeployingHost:
 
     def run_cells(self, arm: Arm, cells: list[Cell], plan: SweepPlan,
                   run_id: str) -> list[dict[str, Any]]:
-        rows = self.inner.run_cells(arm, cells, plan, run_id)
-        counts = self.lane_counts() if arm.label == "deploy-lanes" else None
-        if counts is not None:
-            for row in rows:
-                if row.get("kind") == "cell":
-                    row["lane_counts"] = {n: {k: c.get(k) for k in ("stot", "smax")}
-                                          for n, c in counts.items()}
+        if arm.label != "deploy-lanes":
+            return self.inner.run_cells(arm, cells, plan, run_id)
+        rows: list[dict[str, Any]] = []
+        for cell in cells:  # HAProxy's counters before and after each cell: what each lane took
+            before = self.lane_counts()
+            got = self.inner.run_cells(arm, [cell], plan, run_id)
+            after = self.lane_counts()
+            for row in got:
+                if row.get("kind") != "cell" or after is None:
+                    continue
+                row["lane_counts"] = {n: {k: c.get(k) for k in ("stot", "smax")}
+                                      for n, c in after.items()}
+                why = dead_lane(before, after, cell.concurrency if cell.rate is None else None,
+                                int(self.deployment["admission_limit"]))
+                if why is not None:
+                    # not the deployment that was decided: void, and decide does not compare it
+                    row["void"], row["void_reason"] = True, why
+                    row["flags"] = [*row.get("flags", []), "dead_lane", "void"]
+            rows += got
         return rows
 
     def gate_reference(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:

@@ -151,6 +151,14 @@ def build_samples(
         sample.metrics["acceptance_rate"] = (
             max(0.0, sample.accepted / sample.draft_tokens) if sample.draft_tokens else None
         )
+        void_cell = next((c for c in cells if c.void), None)
+        arm = run.meta.arm(key[0])
+        if void_cell is not None and not (arm is not None and arm.is_void):
+            # a void cell of an arm that stands (a deployment measured with a dead lane,
+            # measure/deploy.py): none of its figures is quoted (a void arm is struck through)
+            why = str(getattr(void_cell, "void_reason", None) or "cell marked void")
+            sample.metrics = {m: None for m in sample.metrics}
+            sample.void_metrics = {m: why for m in SUMMARY_METRICS}
         samples.append(sample)
     return samples
 

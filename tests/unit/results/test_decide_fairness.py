@@ -129,3 +129,23 @@ def test_warm_cells_never_compete_where_cold_ones_exist(make_run: Any) -> None:
     band = _band(dec, "concurrency", 1.0)
     assert band["arm"] == "cold/plain"
     assert band["compared"] == ["cold/plain"] and band["not_measured"] == ["warm/plain"]
+
+
+def test_a_dead_lane_cell_is_void_in_the_report_and_not_compared_by_decide(make_run: Any) -> None:
+    from tailpod.results.analysis import analyze
+
+    run = make_run({"plain": {1: [100, 100], 2: [190, 190]},
+                    "mtp-k2": {1: [180, 180], 2: [200, 200]},
+                    "deploy-lanes": {1: [170, 170], 2: [210, 210]}})
+    why = "lane plain took 0 requests at c=2, above the admission limit 1"
+    for i, c in enumerate(run.cells):  # adversary scenario 12: the plain lane died
+        if c.arm == "deploy-lanes" and c.concurrency == 2:
+            run.cells[i] = c.model_copy(update={"void": True, "flags": ["dead_lane", "void"],
+                                                "void_reason": why})
+    dec = compute([run])
+    gaps = {g["load"]: g for g in dec["deployment_gap"] if g["prompt_class"] == "*"}
+    # c=1 is compared (170 vs mtp-k2's 180: loses); c=2, measured with a dead lane, is not
+    assert set(gaps) == {1.0} and gaps[1.0]["loses"] is True
+    cell = next(e for e in analyze(run)["cells"]
+                if e["arm"] == "deploy-lanes" and e["concurrency"] == 2)
+    assert cell["output_tok_s"] is None and cell["void_metrics"]["output_tok_s"] == why
