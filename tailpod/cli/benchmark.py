@@ -15,6 +15,12 @@ from tailpod.cli.pods import startup_progress
 from tailpod.engines.base import SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
+from tailpod.measure.deploy import (
+    ServedLanesHost,
+    check_served_lanes_sweep,
+    served_lanes,
+    served_lanes_arm,
+)
 from tailpod.measure.hosts import sweep_host
 from tailpod.measure.plan import (
     ARRIVAL_PROCESSES,
@@ -470,12 +476,18 @@ def register(app: typer.Typer) -> None:
                 "decode at the same prompts, output length and concurrency: one more engine "
                 "start per arm"
             )
+        lanes = served_lanes(record)
+        if lanes is not None:  # an `up --lanes` pod is measured as the lanes it is
+            check_served_lanes_sweep(record.run_tag, lanes, ks, deploy is not None, serve_tax)
+            plan.arms = [served_lanes_arm(base, lanes)]
         rid = run_id or run_id_for(record, settings.results_dir)
         run_dir = RunDirectory(settings.results_dir / rid)
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
         with startup_progress("benchmark") as progress:
             host = sweep_host(settings, ledger, record, progress, cache, from_here)
+            if lanes is not None:
+                host = ServedLanesHost(host, record, lanes)
             if deployment is not None and deployment["kind"] == "lanes":
                 host = deploying_host(settings, ledger, record, host, deployment)
             try:
