@@ -29,7 +29,7 @@ from tailpod.measure.plan import (
     spec_arms,
     trace_spec,
 )
-from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
+from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost, run_sweep
 from tailpod.results.io import STAMP
 
 
@@ -485,7 +485,7 @@ def register(app: typer.Typer) -> None:
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
         with startup_progress("benchmark") as progress:
-            host = sweep_host(settings, ledger, record, progress, cache, from_here)
+            host: SweepHost = sweep_host(settings, ledger, record, progress, cache, from_here)
             if lanes is not None:
                 host = ServedLanesHost(host, record, lanes)
             if deployment is not None and deployment["kind"] == "lanes":

@@ -21,6 +21,8 @@ def compute(ctx: Context) -> list[CellSummary]:
     for c in ctx.cells:
         if c["failed"]:
             ctx.warnings.append(f"{c['arm']} c={c['concurrency']}: {c['failed']} failed requests")
+        if (why := c["void_metrics"].get("output_tok_s")) is not None:
+            ctx.warnings.append(f"{c['arm']} c={c['concurrency']}: void: {why}")
         if "client_bound" in c["flags"]:
             ctx.warnings.append(
                 f"{c['arm']} c={c['concurrency']}: client-bound, throughput is a floor"

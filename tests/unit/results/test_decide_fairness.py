@@ -146,6 +146,11 @@ def test_a_dead_lane_cell_is_void_in_the_report_and_not_compared_by_decide(make_
     gaps = {g["load"]: g for g in dec["deployment_gap"] if g["prompt_class"] == "*"}
     # c=1 is compared (170 vs mtp-k2's 180: loses); c=2, measured with a dead lane, is not
     assert set(gaps) == {1.0} and gaps[1.0]["loses"] is True
-    cell = next(e for e in analyze(run)["cells"]
-                if e["arm"] == "deploy-lanes" and e["concurrency"] == 2)
+    an = analyze(run)
+    cell = next(e for e in an["cells"] if e["arm"] == "deploy-lanes" and e["concurrency"] == 2)
     assert cell["output_tok_s"] is None and cell["void_metrics"]["output_tok_s"] == why
+    # void alone: the report says so, and the arm's c=1 cell stands (the arm is not struck out)
+    assert f"deploy-lanes c=2: void: {why}" in an["warnings"]
+    c1 = next(e for e in an["cells"] if e["arm"] == "deploy-lanes" and e["concurrency"] == 1)
+    assert c1["output_tok_s"]["median"] == 170
+    assert not next(a for a in an["arms"] if a["label"] == "deploy-lanes").get("void")
