@@ -362,6 +362,7 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
     deployment = _deployment(runs, arms, pooled_bands, rests_on, warnings)
     if deployment["kind"] == "none" and any(b["arm"] is None for b in bands):
         deployment["reason"] = f"{NO_ARM_MEETS_SLO} at any measured load"
+    deployment["compared"] = eligible  # the arms the verdict chose among (bands say where)
     return {
         "decision_version": DECISION_VERSION,
         "objective": objective,
@@ -594,6 +595,9 @@ def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[st
         L.append(f"**Deployment: {d['arm']}, flagged** — {d['reason']}.")
     else:
         L.append(f"**No deployment**: {d.get('reason')}.")
+    if d.get("compared"):  # (absent from a decision.json written before it was recorded)
+        L += ["", f"Arms compared: {', '.join(d['compared'])}; each band above names those it "
+                  "compared and those not measured there."]
     L.append("")
     gaps = dec.get("deployment_gap") or []
     if gaps:

@@ -64,7 +64,8 @@ def test_one_arm_winning_every_band_is_a_static_deployment(make_run: Any) -> Non
     dec = compute([run])
     assert _winners(dec) == {1: "plain", 4: "plain"}
     assert dec["deployment"] == {"kind": "static", "arm": "plain", "key": "plain", "k": 0,
-                                 "method": None, "reason": "wins every band"}
+                                 "method": None, "reason": "wins every band",
+                                 "compared": ["mtp-k2", "plain"]}
 
 
 def test_plain_below_and_spec_above_fits_no_lane_split_and_is_flagged(make_run: Any) -> None:

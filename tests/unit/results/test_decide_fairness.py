@@ -60,8 +60,10 @@ def test_goodput_never_crowns_an_arm_that_missed_the_slo(make_run: Any) -> None:
     assert at8["not_measured"] == ["plain"]
     md = "\n".join(render(dec))
     assert "no arm meets the SLO" in md
-    # plain wins the one band that has a winner: a static deployment of plain
+    # plain wins the one band that has a winner: a static deployment of plain, among both arms
     assert dec["deployment"]["kind"] == "static" and dec["deployment"]["arm"] == "plain"
+    assert dec["deployment"]["compared"] == ["ngram-k2", "plain"]
+    assert "Arms compared: ngram-k2, plain;" in md
 
 
 def test_no_arm_meeting_the_slo_anywhere_gives_no_deployment(make_run: Any) -> None:
