@@ -109,3 +109,16 @@ def test_report_export_and_compare_show_void_not_the_absurd_number(tmp_path: Pat
     assert f"{ABSURD / SANE:.2f}" not in md and "412" not in md
     decode = md[md.index("## Per-request decode speed"):]
     assert f"| plain | 1 | {SANE:.1f} | void" in decode, decode[:600]
+
+
+def test_the_evidence_rules_at_their_edges() -> None:
+    from tailpod.results.stats import percentile_min_n, thin_decode, thin_percentile
+
+    # one value at least at or above the percentile: ceil(100 / (100 - q))
+    assert [percentile_min_n(q) for q in (50, 90, 99)] == [2, 10, 100]
+    assert thin_percentile(90, 10) is None and thin_percentile(90, 9) is not None
+    assert thin_percentile(50, 2) is None and thin_percentile(50, 1) is not None
+    # 9 tokens: a decode speed of 8 / span; 3 chunks over 1 ms stands, 2 chunks or 0.9 ms do not
+    assert thin_decode(3, 9, 8 / 0.0010) is None
+    assert thin_decode(2, 9, 8 / 0.0010) is not None
+    assert thin_decode(3, 9, 8 / 0.0009) is not None
