@@ -16,6 +16,12 @@ from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_s
 from tailpod.engines.checkpoint import check_arms
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
+from tailpod.measure.deploy import (
+    ServedLanesHost,
+    check_served_lanes_sweep,
+    served_lanes,
+    served_lanes_arm,
+)
 from tailpod.measure.hosts import sweep_host
 from tailpod.measure.plan import (
     ARRIVAL_PROCESSES,
@@ -27,7 +33,7 @@ from tailpod.measure.plan import (
     spec_arms,
     trace_spec,
 )
-from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
+from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost, run_sweep
 from tailpod.results.io import STAMP
 
 
@@ -499,15 +505,22 @@ def register(app: typer.Typer) -> None:
                 "decode at the same prompts, output length and concurrency: one more engine "
                 "start per arm"
             )
-        # An arm that cannot run is refused before the pod is touched (the arm switch checks the
-        # K extension's arms again before each relaunch: pods/arm_switch.py).
-        check_arms([a.config for a in plan.arms], settings)
+        lanes = served_lanes(record)
+        if lanes is not None:  # an `up --lanes` pod is measured as the lanes it is
+            check_served_lanes_sweep(record.run_tag, lanes, ks, deploy is not None, serve_tax)
+            plan.arms = [served_lanes_arm(base, lanes)]
+        else:
+            # An arm that cannot run is refused before the pod is touched (the arm switch checks
+            # the K extension's arms again before each relaunch: pods/arm_switch.py).
+            check_arms([a.config for a in plan.arms], settings)
         rid = run_id or run_id_for(record, settings.results_dir)
         run_dir = RunDirectory(settings.results_dir / rid)
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
         with startup_progress("benchmark") as progress:
-            host = sweep_host(settings, ledger, record, progress, cache, from_here)
+            host: SweepHost = sweep_host(settings, ledger, record, progress, cache, from_here)
+            if lanes is not None:
+                host = ServedLanesHost(host, record, lanes)
             if deployment is not None and deployment["kind"] == "lanes":
                 host = deploying_host(settings, ledger, record, host, deployment)
             try:

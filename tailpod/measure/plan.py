@@ -38,6 +38,15 @@ class Arm:
     def spec_k(self) -> int:
         return self.config.spec.k
 
+    @property
+    def is_deployment(self) -> bool:
+        """A deployment measured as an arm (`benchmark --deploy`, measure/deploy.py): compared,
+        never a K candidate of the best-K extension."""
+        return self.label.startswith(DEPLOY_PREFIX)
+
+
+DEPLOY_PREFIX = "deploy-"  # the label of a deployment's arm (measure/deploy.py deploy_arm)
+
 
 @dataclass(frozen=True)
 class Cell:

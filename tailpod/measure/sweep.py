@@ -246,16 +246,20 @@ def _arm_entry(run: dict[str, Any], arm: Arm) -> dict[str, Any]:
 
 
 def single_stream_throughput(rows: list[dict[str, Any]], plan: SweepPlan) -> dict[int, float]:
-    """Median aggregate tok/s per K at the lowest concurrency, over cells that are not void."""
+    """Median aggregate tok/s per K at the lowest concurrency, over cells that are not void, of the
+    arms that are K candidates (a measured deployment is not one)."""
     lowest = min(plan.concurrency)
     by_k: dict[int, list[float]] = {}
     for row in rows:
         if row.get("kind") != "cell" or row.get("concurrency") != lowest or row.get("void"):
             continue
         try:
-            k = plan.arm(row["arm"]).spec_k
+            arm = plan.arm(row["arm"])
         except KeyError:
             continue
+        if arm.is_deployment:
+            continue
+        k = arm.spec_k
         if row.get("output_tok_s") is not None:
             by_k.setdefault(k, []).append(float(row["output_tok_s"]))
     return {k: statistics.median(v) for k, v in by_k.items() if v}
@@ -402,14 +406,15 @@ def run_sweep(
             best_k_needs_extension(
                 single_stream_throughput(run_dir.read_rows(), plan),
                 plan.max_k,
-                {a.spec_k for a in plan.arms},
+                {a.spec_k for a in plan.arms if not a.is_deployment},
             )
             if plan.extend_k
             else None
         )
-        if next_k is None or any(a.spec_k == next_k for a in plan.arms):
+        candidates = [a for a in plan.arms if not a.is_deployment]
+        if next_k is None or any(a.spec_k == next_k for a in candidates):
             break
-        template = max((a for a in plan.arms if a.spec_k > 0), key=lambda a: a.spec_k)
+        template = max((a for a in candidates if a.spec_k > 0), key=lambda a: a.spec_k)
         spec = SpecArm(
             k=next_k,
             method=template.config.spec.method,

@@ -42,6 +42,13 @@ def fmt_spread(sp: dict[str, Any] | None) -> str:
     return f"{fmt_num(sp['median'])} [{fmt_num(sp['min'])}–{fmt_num(sp['max'])}]"
 
 
+def fmt_metric(entry: Mapping[str, Any], metric: str) -> str:
+    """A cell summary's spread of `metric`, or "void: why" where thin evidence voided it
+    (results/evidence.py)."""
+    why = (entry.get("void_metrics") or {}).get(metric)
+    return f"void: {why}" if entry.get(metric) is None and why else fmt_spread(entry.get(metric))
+
+
 NO_SPREAD = "no spread: 1 rep"  # a range over one rep is a single number, not a spread
 
 
@@ -124,7 +131,9 @@ def side_by_side(
     for e in rows:
         void = [v for v in e["void"] if v]
         label = f"~~{e['arm']}~~ (VOID: {void[0]})" if void else e["arm"]
-        vals = [fmt(v) for v in e[key]]
+        void_values = e.get("void_values") or [None] * len(e[key])
+        vals = [f"void: {why}" if v is None and why else fmt(v)
+                for v, why in zip(e[key], void_values, strict=True)]
         ratios = ["—" if r is None else f"{r:.2f}×" for r in e.get("ratios", [])[1:]]
         out.append([label, str(e["concurrency"]), *vals, *ratios])
     return out

@@ -29,6 +29,7 @@ class SpeedupEntry(TypedDict):
     reason: str | None
     throughput: Ratio | None
     decode: Ratio | None
+    decode_void: str | None  # why no decode ratio: a side's decode p50 is void (evidence.py)
 
 
 def compute(ctx: Context) -> list[SpeedupEntry]:
@@ -51,6 +52,7 @@ def compute(ctx: Context) -> list[SpeedupEntry]:
                 "reason": None,
                 "throughput": None,
                 "decode": None,
+                "decode_void": None,
             }
             if a.label in ctx.void:
                 entry["void"], entry["reason"] = True, f"VOID: {ctx.void[a.label]}"
@@ -63,6 +65,9 @@ def compute(ctx: Context) -> list[SpeedupEntry]:
                 entry["decode"] = ratio_spread(
                     spec_cell["decode_tok_s_p50"], base_cell["decode_tok_s_p50"]
                 )
+                entry["decode_void"] = next(
+                    (f"{side['arm']} {why}" for side in (spec_cell, base_cell)
+                     if (why := side["void_metrics"].get("decode_tok_s_p50"))), None)
             out.append(entry)
     return out
 
@@ -72,6 +77,8 @@ def _cell(key: str) -> Callable[[SpeedupEntry], str]:
         if e.get("void"):
             return "VOID"
         ratio = e[key]  # type: ignore[literal-required]
+        if not ratio and key == "decode" and e.get("decode_void"):
+            return f"void: {e['decode_void']}"
         if not ratio:
             return str(e.get("reason") or "—")
         # A speedup whose output nobody verified is never printed as a plain figure.

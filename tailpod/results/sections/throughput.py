@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tailpod.results.markdown import fmt_num, fmt_spread, grid, side_by_side, table
+from tailpod.results.markdown import fmt_metric, fmt_num, grid, side_by_side, table
 from tailpod.results.samples import CellSummary
 from tailpod.results.section import (
     CompareContext,
@@ -21,6 +21,8 @@ def compute(ctx: Context) -> list[CellSummary]:
     for c in ctx.cells:
         if c["failed"]:
             ctx.warnings.append(f"{c['arm']} c={c['concurrency']}: {c['failed']} failed requests")
+        if (why := c["void_metrics"].get("output_tok_s")) is not None:
+            ctx.warnings.append(f"{c['arm']} c={c['concurrency']}: void: {why}")
         if "client_bound" in c["flags"]:
             ctx.warnings.append(
                 f"{c['arm']} c={c['concurrency']}: client-bound, throughput is a floor"
@@ -31,11 +33,11 @@ def compute(ctx: Context) -> list[CellSummary]:
 def render(cells: list[CellSummary], rc: RenderContext) -> list[str]:
     an, head = rc.analysis, rc.concurrency_head
     L = ["## Throughput", "", "Aggregate output tokens/s, median [min–max] over reps.", ""]
-    L += table(head, grid(an, cells, lambda e: fmt_spread(e["output_tok_s"])), rc.stamp)
+    L += table(head, grid(an, cells, lambda e: fmt_metric(e, "output_tok_s")), rc.stamp)
     L += ["p50 end-to-end latency (s), median [min–max] over reps.", ""]
-    L += table(head, grid(an, cells, lambda e: fmt_spread(e["e2e_p50_s"])), rc.stamp)
+    L += table(head, grid(an, cells, lambda e: fmt_metric(e, "e2e_p50_s")), rc.stamp)
     L += ["Per-request decode speed p50 (tok/s), median [min–max] over reps.", ""]
-    L += table(head, grid(an, cells, lambda e: fmt_spread(e["decode_tok_s_p50"])), rc.stamp)
+    L += table(head, grid(an, cells, lambda e: fmt_metric(e, "decode_tok_s_p50")), rc.stamp)
     return L
 
 
@@ -51,17 +53,19 @@ def medians(cc: CompareContext, metric: str) -> list[dict[str, Any]]:
     out = []
     for key in cc.keys:
         void_in = [v.get(key[0]) for v in cc.voids]
-        vals = []
+        vals, void_values = [], []
         for idx in index:
             entry = idx.get(key)
             sp = entry.get(metric) if entry else None
             vals.append(sp["median"] if sp else None)
+            void_values.append((entry.get("void_metrics") or {}).get(metric) if entry else None)
         out.append(
             {
                 "arm": key[0],
                 "concurrency": key[1],
                 "values": vals,
                 "void": void_in,
+                "void_values": void_values,
                 "ratios": [None] * len(vals) if any(void_in) else ratios(vals),
             }
         )
