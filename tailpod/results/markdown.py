@@ -115,6 +115,26 @@ def grid(
 
 
 
+def load_head(loads: Sequence[str]) -> list[str]:
+    """The column heads of an open-loop table: one per offered load (a rate, or the trace)."""
+    return ["arm"] + [ld if ld == "trace" else f"rate={ld}" for ld in loads]
+
+
+def load_grid(
+    an: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], cell_fmt: Callable[[Any], str]
+) -> list[list[str]]:
+    """One row per arm that has entries, one column per offered load of the analysis' by_load."""
+    void = voids(an)
+    rows = []
+    for arm in (a["label"] for a in an["arms"]):
+        at = {e["load"]: e for e in entries if e["arm"] == arm}
+        if at:
+            rows.append([arm_label(arm, void)]
+                        + [cell_fmt(at[ld]) if ld in at else "not measured"
+                           for ld in an["by_load"]["loads"]])
+    return rows
+
+
 def side_by_side(
     rows: Sequence[Mapping[str, Any]], key: str, fmt: Callable[[Any], str]
 ) -> list[list[str]]:
