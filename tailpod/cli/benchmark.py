@@ -491,12 +491,13 @@ def register(app: typer.Typer) -> None:
                                           time.time() - t0))
             return
         if plan.request_rates or plan.trace:
+            from tailpod.cli.markdown_out import print_markdown
             from tailpod.results.analysis import analyze
             from tailpod.results.io import load_run
             from tailpod.results.slo import render as render_slo
 
-            console.print("\n".join(render_slo(analyze(load_run(run_dir.path)).get("slo"))),
-                          markup=False)
+            print_markdown("\n".join(render_slo(analyze(load_run(run_dir.path)).get("slo"))),
+                           console, run_dir.path)
         else:
             console.print(summary_table(run_dir.path, f"benchmark {rid}"))
         if host.measured_from != "pod":
