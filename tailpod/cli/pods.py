@@ -34,7 +34,7 @@ from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord, ended_at, interrupted_step
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
-from tailpod.provision.apiclient import call_deadline
+from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
 from tailpod.provision.providers import canonical_name
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
@@ -574,7 +574,8 @@ def register(app: typer.Typer) -> None:
         if beat:
             for row, record in zip(rows, records, strict=True):
                 row["deadman"] = kind_for(record.provider).heartbeat(settings, record)
-        with call_deadline(deadline):
+        # status only reports: a URL nothing answers at is said at once, not retried (2.28)
+        with call_deadline(deadline), fail_fast_unreachable():
             cloud = remote.remote_report(settings, ledger)
             storage = volume_cli.down_storage(settings, ledger, None, delete_volumes=False)
         unknown = remote.unknown_line(cloud, ledger) if cloud else None
