@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from rich.table import Table
 
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.cli.pods import startup_progress
+from tailpod.cli.sweep_progress import cell_progress_line
 from tailpod.engines.base import SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
@@ -141,7 +143,8 @@ def _passed_by_rate(rows: list[dict[str, Any]], arm: str, percentile: float) -> 
 
 
 def find_max_rates(plan: SweepPlan, run_dir: Any, host: Any, ctx: Any, tol: float,
-                   rounds: int, log: Any = print) -> dict[str, Any]:
+                   rounds: int, log: Any = print,
+                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """`--find-max-rate`: per arm, bisection between min and max of `plan.request_rates` with
     `plan.reps` reps at every probed rate (each round one resumed sweep over the new rates), for
     the highest rate whose median attainment meets the SLO percentile. Recorded in run.json as
@@ -150,7 +153,7 @@ def find_max_rates(plan: SweepPlan, run_dir: Any, host: Any, ctx: Any, tol: floa
     plan.arm_rates = {a.label: [lo, hi] for a in plan.arms}
     answers: dict[str, Any] = {}
     for round_no in range(rounds + 1):
-        run_sweep(plan, run_dir, host, ctx, log=log)
+        run_sweep(plan, run_dir, host, ctx, log=log, progress=progress)
         rows = run_dir.read_rows()
         probes = 0
         for arm in plan.arms:
@@ -474,16 +477,20 @@ def register(app: typer.Typer) -> None:
         run_dir = RunDirectory(settings.results_dir / rid)
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
-        with startup_progress("benchmark") as progress:
+        with startup_progress("benchmark") as spinner:
+            # the cell being measured and its time left lead every progress line; the pod's own
+            # latest line (SSH connect, engine start, probe) follows (cli/sweep_progress.py)
+            progress, on_cell = cell_progress_line(spinner)
             host = sweep_host(settings, ledger, record, progress, cache, from_here)
             if deployment is not None and deployment["kind"] == "lanes":
                 host = deploying_host(settings, ledger, record, host, deployment)
             try:
                 if find_max_rate:
                     find_max_rates(plan, run_dir, host, ctx, max_rate_tol, max_rate_rounds,
-                                   log=lambda msg: console.print(msg))
+                                   log=lambda msg: console.print(msg), progress=on_cell)
                 else:
-                    run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
+                    run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg),
+                              progress=on_cell)
             finally:
                 host.close()
         if json_out:
