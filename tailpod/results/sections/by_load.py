@@ -135,7 +135,9 @@ def _best_k(ctx: Context, at: dict[tuple[str, str], LoadPoint], loads: list[str]
         for load in loads:
             cands: dict[int, dict[str, Any]] = {}
             for a in family:
-                v = (at.get((a.label, load)) or {}).get(metric)
+                point = at.get((a.label, load))
+                v = point["goodput_tok_s" if metric == "goodput_tok_s" else "output_tok_s"] \
+                    if point is not None else None
                 if isinstance(v, (int, float)):
                     cands[a.k] = {"median": v, "min": v, "max": v}
             if cands:
