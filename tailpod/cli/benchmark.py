@@ -192,14 +192,16 @@ def run_id_for(record: PodRecord, results_dir: Path) -> str:
 def summary_table(run_dir: Path, title: str) -> Table:
     from tailpod.results.analysis import analyze
     from tailpod.results.io import load_run
+    from tailpod.results.markdown import flag_legend
 
     run = load_run(run_dir)
     analysis = analyze(run)
     stamp = analysis.get("stamp")
     table = Table(title=f"{title}{' — ' + stamp if stamp else ''}")
     hardware_stamp = analysis["hardware"].get("stamp")
+    caption: list[str] = []
     if hardware_stamp:  # the claimed GPU is not what ran: said under the numbers, in red
-        table.caption = f"[bold red]{hardware_stamp}[/]"
+        caption.append(f"[bold red]{hardware_stamp}[/]")
     for col in ("arm", "c", "reps", "output tok/s (median)", "TTFT p50 ms", "accept len", "flags"):
         table.add_column(col)
     void = {a["label"]: a["void_reason"] for a in analysis["arms"] if a["void"]}
@@ -219,6 +221,10 @@ def summary_table(run_dir: Path, title: str) -> Table:
             med(cell, "acceptance_length", 1.0, ".2f"),
             ",".join(cell["flags"]) or "",
         )
+    # and what the flags column's words mean
+    caption += flag_legend(f for cell in analysis["cells"] for f in cell["flags"])
+    if caption:
+        table.caption = "\n".join(caption)
     return table
 
 
