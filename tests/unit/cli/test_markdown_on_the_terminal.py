@@ -64,6 +64,7 @@ def _assert_rendered(out: str) -> None:
     assert out.strip()
     assert not re.search(r"^\s*#", out, re.M), out  # headings rendered, not `##`
     assert "![" not in out and "|---" not in out and "**" not in out, out
+    assert "…" not in out, out  # a cell folds, it is never cut short
     assert max(len(line) for line in out.splitlines()) <= WIDTH
 
 
