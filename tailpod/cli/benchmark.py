@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from rich.table import Table
 
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.cli.pods import startup_progress
+from tailpod.cli.sweep_progress import cell_progress_line
 from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.engines.checkpoint import check_arms
 from tailpod.errors import ConfigError
@@ -167,7 +169,8 @@ def _passed_by_rate(rows: list[dict[str, Any]], arm: str, percentile: float) -> 
 
 
 def find_max_rates(plan: SweepPlan, run_dir: Any, host: Any, ctx: Any, tol: float,
-                   rounds: int, log: Any = print) -> dict[str, Any]:
+                   rounds: int, log: Any = print,
+                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """`--find-max-rate`: per arm, bisection between min and max of `plan.request_rates` with
     `plan.reps` reps at every probed rate (each round one resumed sweep over the new rates), for
     the highest rate whose median attainment meets the SLO percentile. Recorded in run.json as
@@ -176,7 +179,7 @@ def find_max_rates(plan: SweepPlan, run_dir: Any, host: Any, ctx: Any, tol: floa
     plan.arm_rates = {a.label: [lo, hi] for a in plan.arms}
     answers: dict[str, Any] = {}
     for round_no in range(rounds + 1):
-        run_sweep(plan, run_dir, host, ctx, log=log)
+        run_sweep(plan, run_dir, host, ctx, log=log, progress=progress)
         rows = run_dir.read_rows()
         probes = 0
         for arm in plan.arms:
@@ -215,14 +218,16 @@ def run_id_for(record: PodRecord, results_dir: Path) -> str:
 def summary_table(run_dir: Path, title: str) -> Table:
     from tailpod.results.analysis import analyze
     from tailpod.results.io import load_run
+    from tailpod.results.markdown import flag_legend
 
     run = load_run(run_dir)
     analysis = analyze(run)
     stamp = analysis.get("stamp")
     table = Table(title=f"{title}{' — ' + stamp if stamp else ''}")
     hardware_stamp = analysis["hardware"].get("stamp")
+    caption: list[str] = []
     if hardware_stamp:  # the claimed GPU is not what ran: said under the numbers, in red
-        table.caption = f"[bold red]{hardware_stamp}[/]"
+        caption.append(f"[bold red]{hardware_stamp}[/]")
     for col in ("arm", "c", "reps", "output tok/s (median)", "TTFT p50 ms", "accept len", "flags"):
         table.add_column(col)
     void = {a["label"]: a["void_reason"] for a in analysis["arms"] if a["void"]}
@@ -242,6 +247,10 @@ def summary_table(run_dir: Path, title: str) -> Table:
             med(cell, "acceptance_length", 1.0, ".2f"),
             ",".join(cell["flags"]) or "",
         )
+    # and what the flags column's words mean
+    caption += flag_legend(f for cell in analysis["cells"] for f in cell["flags"])
+    if caption:
+        table.caption = "\n".join(caption)
     return table
 
 
@@ -517,7 +526,10 @@ def register(app: typer.Typer) -> None:
         run_dir = RunDirectory(settings.results_dir / rid)
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
-        with startup_progress("benchmark") as progress:
+        with startup_progress("benchmark") as spinner:
+            # the cell being measured and its time left lead every progress line; the pod's own
+            # latest line (SSH connect, engine start, probe) follows (cli/sweep_progress.py)
+            progress, on_cell = cell_progress_line(spinner)
             host: SweepHost = sweep_host(settings, ledger, record, progress, cache, from_here)
             if lanes is not None:
                 host = ServedLanesHost(host, record, lanes)
@@ -526,9 +538,10 @@ def register(app: typer.Typer) -> None:
             try:
                 if find_max_rate:
                     find_max_rates(plan, run_dir, host, ctx, max_rate_tol, max_rate_rounds,
-                                   log=lambda msg: console.print(msg))
+                                   log=lambda msg: console.print(msg), progress=on_cell)
                 else:
-                    run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
+                    run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg),
+                              progress=on_cell)
             finally:
                 host.close()
         if json_out:
@@ -536,12 +549,13 @@ def register(app: typer.Typer) -> None:
                                           time.time() - t0))
             return
         if plan.request_rates or plan.trace:
+            from tailpod.cli.markdown_out import print_markdown
             from tailpod.results.analysis import analyze
             from tailpod.results.io import load_run
             from tailpod.results.slo import render as render_slo
 
-            console.print("\n".join(render_slo(analyze(load_run(run_dir.path)).get("slo"))),
-                          markup=False)
+            print_markdown("\n".join(render_slo(analyze(load_run(run_dir.path)).get("slo"))),
+                           console, run_dir.path)
         else:
             console.print(summary_table(run_dir.path, f"benchmark {rid}"))
         if host.measured_from != "pod":

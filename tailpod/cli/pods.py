@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from tailpod.cli import remote
 from tailpod.cli import volume as volume_cli
@@ -44,7 +45,7 @@ from tailpod.ledger import (
 from tailpod.pods.arm_switch import settle_command, switch_arm
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
-from tailpod.provision.apiclient import call_deadline
+from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
 from tailpod.provision.providers import canonical_name
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
@@ -96,8 +97,9 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
         {
             "run tag": row["run_tag"],
             "provider": row["provider"],
-            "status": row["status"] + (f" (matrix {row['matrix']['id']})" if row.get("matrix")
-                                       and not row["matrix"]["interrupted"] else ""),
+            "pod": row.get("pod_id") or "-",
+            "status": status_cell(row) + (f" (matrix {row['matrix']['id']})" if row.get("matrix")
+                                          and not row["matrix"]["interrupted"] else ""),
             "engine": row["engine"] or "-",
             "arm": row["arm"] or "-",
             "endpoint": row["endpoint"] or "-",
@@ -106,6 +108,7 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
             "uptime": f"{row['uptime_s'] / 60:.1f} min",
             "spent": "-" if row["spend_usd"] is None else f"${row['spend_usd']:.4f}",
             "health": {True: "[green]healthy[/]", False: "[red]down[/]"}.get(row["healthy"], "unknown"),
+            "flags": f"[red]{', '.join(row['flags'])}[/]" if row.get("flags") else "-",
         }
         for row in rows
     ]
@@ -116,10 +119,12 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
         table.add_row(*cell.values())
     if Measurement.get(out, out.options.update_width(10_000), table).maximum <= out.width:
         return table
-    blocks: list[Table] = []
+    blocks: list[Text | Table] = []
     for cell in cells:
-        block = Table(title=f"tailpod pod {cell['run tag']}", show_header=False, box=None,
-                      title_justify="left")
+        # the title is a line of its own: a table's title wraps at the block's width, which cut
+        # a run tag in two (newcomer 2.25)
+        blocks.append(Text(f"tailpod pod {cell['run tag']}", style="italic", overflow="fold"))
+        block = Table(show_header=False, box=None)
         block.add_column(style="bold", no_wrap=True)
         block.add_column(overflow="fold")
         for key, value in cell.items():
@@ -127,6 +132,14 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
                 block.add_row(key, value)
         blocks.append(block)
     return Group(*blocks)
+
+
+def status_cell(row: dict[str, Any]) -> str:
+    """The ledger's status, and the provider's word for the pod where it says otherwise."""
+    said = row.get("provider_state")
+    if said and said != row["status"] and not str(row["status"]).startswith("gone"):
+        return f"{row['status']} (provider: {said})"
+    return str(row["status"])
 
 
 FLAG_MEANINGS = {
@@ -607,7 +620,11 @@ def register(app: typer.Typer) -> None:
         if beat:
             for row, record in zip(rows, records, strict=True):
                 row["deadman"] = kind_for(record.provider).heartbeat(settings, record)
-        with call_deadline(deadline):
+                engine = (row["deadman"] or {}).get("engine") or {}
+                if row["healthy"] is None and isinstance(engine.get("healthy"), bool):
+                    row["healthy"] = engine["healthy"]  # the pod's engine, asked over SSH
+        # status only reports: a URL nothing answers at is said at once, not retried (2.28)
+        with call_deadline(deadline), fail_fast_unreachable():
             cloud = remote.remote_report(settings, ledger)
             storage = volume_cli.down_storage(settings, ledger, None, delete_volumes=False)
         unknown = remote.unknown_line(cloud, ledger) if cloud else None
@@ -622,6 +639,8 @@ def register(app: typer.Typer) -> None:
                 row["status"] = f"gone (ledger: {row['status']})"
                 row["gone"] = next((f for f in ghost.flags if f != "ghost"), None)
                 row["settle"] = ghost.settle
+        # one row per pod: the provider's figures folded into the pod rows (cli/remote.py)
+        others = remote.fold_provider_truth(rows, cloud) if cloud else []
         if storage and storage.errors and not unknown:
             unknown = "; ".join(f"{n}: volumes could not be listed ({e})"
                                 for n, e in storage.errors.items())
@@ -634,7 +653,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(3)
             return
         if cloud:
-            remote.print_remote(cloud)
+            remote.print_remote(cloud, others)
             for line in flag_legend(cloud):
                 console.print(line, markup=False)
         if storage and storage.rows:

@@ -12,6 +12,7 @@ import json
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -306,14 +307,30 @@ def saturated_rate(rows: list[dict[str, Any]], arm: str) -> float | None:
     return float(found) if found is not None else None
 
 
+def cell_progress(cell: Cell, index: int, total: int, elapsed_s: float, measured: int) -> str:
+    """The progress line while cell `index` of `total` (1-based) is measured: which cell, and the
+    time left at this sweep's pace so far (its elapsed time, engine restarts and gates included,
+    over the cells it measured), unknown until one cell has been measured."""
+    load = ("trace" if cell.trace else f"rate={rate_text(cell.rate)}" if cell.rate is not None
+            else f"c={cell.concurrency}")
+    left = total - index + 1  # this cell and those after it
+    eta = (f"~{elapsed_s / measured * left:.0f} s left" if measured
+           else "time left known after this cell")
+    return f"cell {index}/{total} arm={cell.arm} {load} rep={cell.rep}, {eta}"
+
+
 def run_sweep(
     plan: SweepPlan,
     run_dir: RunDirectory,
     host: SweepHost,
     ctx: RunContext,
     log: Any = print,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) a sweep. Returns the final run.json content."""
+    """Run (or resume) a sweep. Returns the final run.json content. `progress` hears
+    cell_progress()'s line before each cell is measured (the CLI's spinner, or a line on
+    stderr without a terminal)."""
+    started, measured = time.monotonic(), 0
     run = run_dir.load() or new_run(ctx, plan, host.measured_from)
     dropped = run_dir.drop_unfinished_requests()
     if dropped:
@@ -324,7 +341,10 @@ def run_sweep(
     running: str | None = None
 
     while True:
+        done_before = len(finished_cells(run_dir.rows))
         steps = pending(plan, finished_cells(run_dir.rows))
+        total = done_before + sum(isinstance(s, Cell) for s in steps)
+        index = done_before
         for step in steps:
             arm = plan.arm(step.arm)
             entry = _arm_entry(run, arm)
@@ -374,9 +394,13 @@ def run_sweep(
                 run_dir.save(run)
             if isinstance(step, Restart):
                 continue
+            index += 1
             if _past_saturation(plan, step, run, run_dir, log):
                 continue
+            if progress is not None:
+                progress(cell_progress(step, index, total, time.monotonic() - started, measured))
             rows = host.run_cells(arm, [step], plan, ctx.run_id)
+            measured += 1
             if entry["void"]:
                 for row in rows:
                     row["void"] = True

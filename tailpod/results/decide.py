@@ -116,6 +116,8 @@ def _load_of(cell: Any) -> tuple[str, float] | None:
     if arrival is None:
         return ("concurrency", float(cell.concurrency))
     if isinstance(arrival, dict):
+        if arrival.get("process") == "trace":
+            return ("trace", 0.0)  # the replayed log is one load of its own (its own times)
         rate = arrival.get("rate")
         if rate == "inf":
             return ("rate", math.inf)
@@ -294,6 +296,13 @@ def _fmt_load(axis: str, load: float | str) -> str:
     return load if isinstance(load, str) else f"{load:g}"
 
 
+def _band_label(axis: str, load: float | str) -> str:
+    """A band's load as the tables show it: c=4, rate=2, or trace (the replayed log)."""
+    if axis == "trace":
+        return "trace"
+    return f"{'c' if axis == 'concurrency' else 'rate'}={_fmt_load(axis, load)}"
+
+
 def compute(runs: Sequence[Run], objective: str = "throughput",
             slo: dict[str, float] | None = None,
             analyses: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -424,7 +433,7 @@ def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
                 bands: list[dict[str, Any]], rests_on: dict[str, list[dict[str, Any]]],
                 warnings: list[str]) -> dict[str, Any]:
     conc = sorted((b for b in bands if b["axis"] == "concurrency"), key=lambda b: b["load"])
-    rate = sorted((b for b in bands if b["axis"] == "rate"),
+    rate = sorted((b for b in bands if b["axis"] in ("rate", "trace")),
                   key=lambda b: math.inf if isinstance(b["load"], str) else b["load"])
     winners = {b["arm"] for b in conc + rate}
     if not winners:
@@ -555,12 +564,11 @@ def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[st
           ["| load | prompt class | best arm | median | tied (within rep range) |",
            "|---|---|---|---|---|"])
     for b in dec["bands"]:
-        axis = "c" if b["axis"] == "concurrency" else "rate"
         pc = "all (pooled)" if b["prompt_class"] == POOLED else b["prompt_class"]
         tied = ", ".join(b["tied"]) or "-"
         if b["tie_resolved"]:
             tied += f" (best median {b['best_median_arm']} {_val(b['best_median'], lower)})"
-        row = (f"| {axis}={_fmt_load(b['axis'], b['load'])} | {pc} | "
+        row = (f"| {_band_label(b['axis'], b['load'])} | {pc} | "
                f"{b['arm'] or b.get('verdict', '-')} | {_val(b['median'], lower)} | {tied} |")
         if named:
             compared = ", ".join(f"{k} (missed the SLO)" if k in b.get("missed_slo", []) else k
@@ -607,9 +615,8 @@ def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[st
         for g in gaps:
             if g["prompt_class"] != POOLED:
                 continue
-            axis = "c" if g["axis"] == "concurrency" else "rate"
             gap = "-" if g["gap"] is None else f"{g['gap'] * 100:+.1f}%"
-            L.append(f"| {g['arm']} | {axis}={_fmt_load(g['axis'], g['load'])} | {g['best_arm']} "
+            L.append(f"| {g['arm']} | {_band_label(g['axis'], g['load'])} | {g['best_arm']} "
                      f"| {_val(g['median'], lower)} | {_val(g['best'], lower)} | {gap} | "
                      f"{'LOSES to ' + g['best_arm'] if g['loses'] else '-'} |")
         L.append("")

@@ -5,7 +5,7 @@ table can be checked against `tailpod report --json` mechanically."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tailpod.results.io import STAMP
@@ -13,6 +13,30 @@ from tailpod.results.io import STAMP
 STAMP_LINE = f"**{STAMP}** (measured off-pod: numbers include the network and client path)"
 _SECRETISH_FLAG = re.compile(r"(token|key|secret|password|auth)", re.I)
 _SECRETISH_VALUE = re.compile(r"^(hf_|tskey-|rpa_|sk-)|(_TOKEN|_KEY|_SECRET)=", re.I)
+
+
+# What each flag a cell row may carry means (agent/probes/rows.py writes them; measure/sweep.py
+# adds void and unverified), for the legend under a table that shows them (newcomer 2.13:
+# `loop_lag` was explained nowhere in the output).
+CELL_FLAG_MEANINGS = {
+    "failures": "some requests failed; the latency figures leave them out",
+    "no_usage": "the engine reported no token usage for some requests: output tokens are a floor",
+    "client_bound": "the load generator's busiest process used 80% of a CPU or more: the client "
+                    "may have held throughput down, so it is a floor",
+    "loop_lag": "the load generator's event loop stalled for more than 50 ms: request timings "
+                "may include the client's own delay",
+    "behind_schedule": "open loop: requests left more than 10 ms late (median): the offered rate "
+                       "was not fully kept",
+    "void": "the arm failed its token-identity gate: no speedup or cost is taken from it",
+    "unverified": "nothing checked that the arm decodes what plain decode does",
+    STAMP: "measured off the pod: the numbers include the network and the client path",
+}
+
+
+def flag_legend(flags: Iterable[str]) -> list[str]:
+    """`flag: meaning` for each known flag among `flags`, in CELL_FLAG_MEANINGS' order."""
+    shown = set(flags)
+    return [f"{name}: {text}" for name, text in CELL_FLAG_MEANINGS.items() if name in shown]
 
 
 def fmt_num(v: float | None) -> str:
@@ -120,6 +144,26 @@ def grid(
         rows.append([label] + [cell_fmt(at[c]) if c in at else "—" for c in concs])
     return rows
 
+
+
+def load_head(loads: Sequence[str]) -> list[str]:
+    """The column heads of an open-loop table: one per offered load (a rate, or the trace)."""
+    return ["arm"] + [ld if ld == "trace" else f"rate={ld}" for ld in loads]
+
+
+def load_grid(
+    an: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], cell_fmt: Callable[[Any], str]
+) -> list[list[str]]:
+    """One row per arm that has entries, one column per offered load of the analysis' by_load."""
+    void = voids(an)
+    rows = []
+    for arm in (a["label"] for a in an["arms"]):
+        at = {e["load"]: e for e in entries if e["arm"] == arm}
+        if at:
+            rows.append([arm_label(arm, void)]
+                        + [cell_fmt(at[ld]) if ld in at else "not measured"
+                           for ld in an["by_load"]["loads"]])
+    return rows
 
 
 def side_by_side(
