@@ -369,18 +369,22 @@ class SandboxCloud:
             self.host.stop(pod)
 
     def container_log(self, pod: SandboxPod, limit_bytes: int = 1 << 20) -> list[str]:
-        """The lines the pod's container wrote (stdout and stderr), as `docker logs` shows them."""
+        """The lines the pod's container wrote (stdout and stderr), as `docker logs` shows them;
+        with the `log_env` fault, first the container's environment as `env` prints it."""
+        env_of = getattr(self.host, "env", None)
+        head = ([f"{k}={v}" for k, v in sorted(env_of(pod).items())]
+                if env_of is not None and self.faults.peek("log_env", pod.provider) else [])
         pod_dir = getattr(self.host, "pod_dir", None)
         if pod_dir is None:
-            return []
+            return head
         path = Path(pod_dir(pod)) / "container.log"
         try:
             with open(path, "rb") as fh:
                 fh.seek(max(0, path.stat().st_size - limit_bytes))
                 text = fh.read().decode("utf-8", errors="replace")
         except OSError:
-            return []
-        return text.splitlines()
+            return head
+        return head + text.splitlines()
 
     def find(self, provider: str, pod_id: str, account: Account | None = None,
              include_gone: bool = False) -> SandboxPod | None:

@@ -47,6 +47,10 @@ FAULT_KINDS = {
     # vast-ai/docs cli/reference/show-instance.mdx:24-36: states a boot can fall into
     "vast_state": "a new vast instance reports actual_status `state` (unknown, offline, frozen, "
     "exited) once its container would be up, and stays there (frozen still bills the GPU)",
+    # docker logs carries whatever the container printed: an entrypoint that runs `env` (or a
+    # shell under `set -x`) prints the keys the provider injected and those the pod was given
+    "log_env": "the container log opens with the pod's environment, one NAME=value a line, "
+    "the provider's pod-scoped key and every secret passed in the pod's env included",
     "hold_create": "create waits before doing anything until the test releases it (at most "
     "`seconds`, default 60), then goes on",
 }

@@ -121,6 +121,10 @@ class ProcessPodHost:
     def allocate_ports(self, pod: SandboxPod) -> dict[int, int]:
         return {private: free_port() for private in pod.tcp_ports()}
 
+    def env(self, pod: SandboxPod) -> dict[str, str]:
+        """The environment the pod's container runs with (what its `env` would print)."""
+        return self._env(pod)
+
     def _env(self, pod: SandboxPod) -> dict[str, str]:
         env = {
             "PATH": f"{self.shim_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
