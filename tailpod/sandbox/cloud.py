@@ -66,6 +66,8 @@ class SandboxVolume:
     provider: str = "runpod"  # or "vast": a local volume tied to `machine_id`
     machine_id: int | None = None
     gb_month: float | None = None  # vast: the machine's storage_cost ($/GB/month)
+    listed_until: float | None = None  # fault stale_volume_list: still listed after delete
+    found_until: float | None = None  # fault stale_volume_get: still found by id after delete
 
     def rate(self) -> float:
         if self.gb_month is not None:  # vast: size x storage_cost over the sandbox's 720 h month
@@ -313,6 +315,25 @@ class SandboxCloud:
             return [v for v in self.volumes.values() if v.account == account.name
                     and v.deleted_at is None and v.provider == provider]
 
+    def volumes_listed(self, account: Account) -> list[SandboxVolume]:
+        """What the account's volume listing shows: its volumes, and deleted ones whose
+        `stale_volume_list` lag has not run out (a direct look-up of those answers 404)."""
+        now = time.time()
+        with self.lock:
+            lagging = [v for v in self.volumes.values() if v.account == account.name
+                       and v.deleted_at is not None and (v.listed_until or 0.0) > now]
+        return self.volumes_of(account) + lagging
+
+    def volume_found(self, account: Account, volume_id: str) -> SandboxVolume | None:
+        """What a direct look-up by id finds: a live volume, or a deleted one whose
+        `stale_volume_get` lag has not run out."""
+        now = time.time()
+        with self.lock:
+            return next((v for v in self.volumes.values() if v.account == account.name
+                         and v.volume_id == volume_id and (v.deleted_at is None
+                                                           or (v.found_until or 0.0) > now)),
+                        None)
+
     def resize_volume(self, volume: SandboxVolume, size_gb: int) -> None:
         with self.lock:
             volume.size_gb = size_gb
@@ -320,8 +341,14 @@ class SandboxCloud:
                                 f"network volume {volume.volume_type}")
 
     def delete_volume(self, volume: SandboxVolume) -> None:
+        stale = self.faults.take("stale_volume_list", volume.provider, "volume_delete")
+        stale_get = self.faults.take("stale_volume_get", volume.provider, "volume_delete")
         with self.lock:
             volume.deleted_at = time.time()
+            if stale:
+                volume.listed_until = volume.deleted_at + stale.seconds
+            if stale_get:
+                volume.found_until = volume.deleted_at + stale_get.seconds
             self.meter.close(volume.provider, volume.volume_id)
         shutil.rmtree(volume.host_dir, ignore_errors=True)
 

@@ -31,6 +31,12 @@ FAULT_KINDS = {
     "slow_start": "new pods take `seconds` before the container is up",
     # destroyed pods keep showing in list/get for `seconds` (eventual consistency)
     "stale_list": "terminated pods stay visible in listings for `seconds`",
+    # the same lag for a deleted network volume: only the listing lags, the direct look-up
+    # answers 404 at once (what a proof that reads one of the two would miss)
+    "stale_volume_list": "a deleted RunPod network volume stays in the volume listing for "
+    "`seconds` while its direct look-up already answers 404",
+    "stale_volume_get": "a deleted RunPod network volume still answers its direct look-up "
+    "for `seconds` while the listing no longer carries it",
     # a third-party observation: RunPod answering RUNNING right after create (docs/providers.md)
     "early_running": "a new RunPod pod reports RUNNING at once, before its container is up",
     # the proof must read the money: a pod the API no longer shows that still bills

@@ -687,14 +687,14 @@ class RunPodEmulator:
         account = self._gate(req, "volume_list")
         if isinstance(account, Response):
             return account
-        rows = [self.volume_json(v) for v in self.cloud.volumes_of(account)]
+        rows = [self.volume_json(v) for v in self.cloud.volumes_listed(account)]
         return Response(200, {"networkVolumes": rows}, dict(RATE_HEADERS))
 
     def get_volume(self, req: Request) -> Response:
         account = self._gate(req, "volume_get")
         if isinstance(account, Response):
             return account
-        volume = self._account_volume(req, account)
+        volume = self.cloud.volume_found(account, req.params["volume_id"])
         if volume is None:
             return problem(404, "network volume not found")
         return Response(200, self.volume_json(volume), dict(RATE_HEADERS))
