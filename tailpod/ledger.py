@@ -202,6 +202,9 @@ class PodExtra:
     argv: list[str] | None = None  # the local engine's argv
     launch_warnings: list[str] | None = None
     mtp_ignore_patch: dict[str, Any] | None = None
+    # a failed arm switch whose restore failed too (pods/arm_switch.py): {"arm", "error",
+    # "restore", "at"}; None once an engine serves again
+    no_engine: dict[str, Any] | None = None
     pod_state_dir: str | None = None
     cold_start: dict[str, Any] | None = None
     machine: dict[str, Any] | None = None

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 DEFAULT_TIMEOUT_S = 3600.0
+# One `probe run` call measures one cell (measure/hosts.py run_cells): this is the cell's time
+# limit, which an open-loop schedule or a trace must fit (measure/plan.py check_open_loop_spans).
+PROBE_RUN_TIMEOUT_S = 3600.0
 # Tokens per prompt of the token-identity gate (agent/probes/gate.py), the sweep's and the lanes'.
 GATE_MAX_TOKENS = 48
 
@@ -93,10 +96,32 @@ class AgentTransport(Protocol):
     def close(self) -> None: ...
 
 
+# Agent verbs that load the engine (`probe run`, `probe gate`, …): a Ctrl-C here also stops
+# their process group on the pod. Closing the SSH channel does not: a command that is not
+# writing never notices (adversary F7: `probe run` sent 368 requests after an interrupt).
+STOP_ON_INTERRUPT = ("probe",)
+# The first stderr line of such a call: its process group on the pod (sshd gives every session
+# its own, setsid in OpenSSH's session.c, so the group is this call's processes and no other).
+PGID_MARK = "tailpod-agent-pgid"
+
+
+def stoppable_command(command: str) -> str:
+    """`command` preceded by a stderr line naming its process group, then exec'd in place."""
+    return (f'read -r _ _ _ _ g _ 2>/dev/null </proc/$$/stat && echo "{PGID_MARK} $g" >&2; '
+            f"exec {command}")
+
+
+def stop_group_command(pgid: int) -> str:
+    """TERM to the group, then KILL to whatever is left of it a second later."""
+    return (f"kill -s TERM -- -{pgid} 2>/dev/null; sleep 1; "
+            f"kill -s KILL -- -{pgid} 2>/dev/null; true")
+
+
 class SshTransport:
     """A cloud pod over one SSH session (tailpod.provision.ssh.SshSession), reused by every call.
 
     `uploads` lists every file this transport wrote to the pod: a benchmark cell adds nothing.
+    `stopped_groups` lists the pod-side process groups a Ctrl-C stopped.
     """
 
     python = "python3"
@@ -105,6 +130,7 @@ class SshTransport:
 
         self.session = session
         self.uploads: list[str] = []
+        self.stopped_groups: list[int] = []
         if state_dir is None:
             found = session.run(f'sh -c \'d={POD_STATE}; mkdir -p "$d"; printf %s "$d"\'')
             found.check("finding the pod's state directory")
@@ -130,18 +156,55 @@ class SshTransport:
         self, argv: list[str], stdin: bytes, on_line: Say | None, timeout_s: float | None
     ) -> Completed:
         sink = bytearray()
-        result = self.session.run(
-            " ".join(shlex.quote(a) for a in argv),
-            on_line,
-            timeout_s=timeout_s,
-            combine_stderr=False,
-            stdin=stdin,
-            stdout_sink=sink,
-        )
-        return Completed(result.exit_status, sink.decode("utf-8", errors="replace"), result.tail)
+        command = " ".join(shlex.quote(a) for a in argv)
+        pgid: list[int] = []
+        say = on_line
+        if len(argv) > 3 and argv[3] in STOP_ON_INTERRUPT:
+            command = stoppable_command(command)
+
+            def say(line: str) -> None:
+                mark, _, value = line.partition(" ")
+                if mark == PGID_MARK and value.strip().isdigit() and not pgid:
+                    pgid.append(int(value))
+                elif on_line is not None:
+                    on_line(line)
+
+        try:
+            result = self.session.run(
+                command,
+                say,
+                timeout_s=timeout_s,
+                combine_stderr=False,
+                stdin=stdin,
+                stdout_sink=sink,
+            )
+        except KeyboardInterrupt:
+            if pgid:
+                self.stop_group(pgid[0])
+            raise
+        tail = [line for line in result.tail if not line.startswith(PGID_MARK + " ")]
+        return Completed(result.exit_status, sink.decode("utf-8", errors="replace"), tail)
+
+    def stop_group(self, pgid: int) -> None:
+        """Stop an interrupted call's processes on the pod (best effort: a lost connection
+        cannot be used; the pod's dead-man switch still ends a pod nobody heartbeats)."""
+        with contextlib.suppress(Exception):
+            self.session.run(stop_group_command(pgid), timeout_s=20)
+            self.stopped_groups.append(pgid)
 
     def close(self) -> None:
         self.session.close()
+
+
+def stop_local_group(proc: subprocess.Popen[bytes], grace_s: float = 1.0) -> None:
+    """TERM to the child's own process group, KILL to what is left after `grace_s`."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)
 
 
 class SubprocessTransport:
@@ -166,9 +229,12 @@ class SubprocessTransport:
     def execute(
         self, argv: list[str], stdin: bytes, on_line: Say | None, timeout_s: float | None
     ) -> Completed:
+        # A probe call gets its own process group, stopped whole on Ctrl-C or timeout (its load
+        # workers included): a SIGINT sent to tailpod alone would not reach it otherwise.
+        stoppable = len(argv) > 3 and argv[3] in STOP_ON_INTERRUPT
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=self.env,
+            env=self.env, start_new_session=stoppable,
         )
         tail: list[str] = []
 
@@ -203,7 +269,13 @@ class SubprocessTransport:
             thread.start()
         try:
             proc.wait(timeout=timeout_s)
+        except KeyboardInterrupt:
+            if stoppable:
+                stop_local_group(proc)
+            raise
         except subprocess.TimeoutExpired:
+            if stoppable:
+                stop_local_group(proc)
             proc.kill()
             proc.wait()
             raise TailpodError(
@@ -338,7 +410,8 @@ class PodAgent:
         return self.call("engine status", payload={"state_dir": self.state_dir}, timeout_s=60)
 
     def probe_run(
-        self, options: dict[str, Any], cells: list[dict[str, Any]], timeout_s: float = 3600
+        self, options: dict[str, Any], cells: list[dict[str, Any]],
+        timeout_s: float = PROBE_RUN_TIMEOUT_S,
     ) -> list[dict[str, Any]]:
         """Exactly these cells, measured there; their rows (format v1), with the given rep and
         cell id already written in."""

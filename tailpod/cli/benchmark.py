@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,22 +13,33 @@ from rich.table import Table
 
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.cli.pods import startup_progress
-from tailpod.engines.base import SPEC_METHODS, EngineConfig, check_spec_method
+from tailpod.cli.sweep_progress import cell_progress_line
+from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
+from tailpod.engines.checkpoint import check_arms
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
+from tailpod.measure.deploy import (
+    ServedLanesHost,
+    check_served_lanes_sweep,
+    served_lanes,
+    served_lanes_arm,
+)
 from tailpod.measure.hosts import sweep_host
 from tailpod.measure.plan import (
     ARRIVAL_PROCESSES,
     SweepPlan,
+    check_open_loop_spans,
+    check_trace_context,
     max_rate_step,
+    rate_text,
     spec_arms,
     trace_spec,
 )
-from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
+from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost, run_sweep
 from tailpod.results.io import STAMP
 
 
-def int_list(text: str, what: str, minimum: int = 0) -> list[int]:
+def int_list(text: str, what: str, minimum: int = 0, maximum: int | None = None) -> list[int]:
     """A comma list of integers, each at least `minimum`: no empty entry ("1,,2" is refused,
     not read as 1,2), checked before anything waits on a pod."""
     parts = text.replace(" ", "").split(",")
@@ -43,6 +55,9 @@ def int_list(text: str, what: str, minimum: int = 0) -> list[int]:
     low = [v for v in values if v < minimum]
     if low:
         raise ConfigError(f"{what} values must be at least {minimum}, got {low[0]}")
+    high = [v for v in values if maximum is not None and v > maximum]
+    if high:
+        raise ConfigError(f"{what} values must be at most {maximum}, got {high[0]}")
     return values
 
 
@@ -62,11 +77,17 @@ def prompt_class_list(text: str, what: str = "--prompt-classes") -> list[str]:
 
 
 def rate_list(text: str) -> list[float]:
-    """`--request-rate 1,2,4,inf`: requests per second, each > 0 (inf: all at once)."""
+    """`--request-rate 1,2,4,inf`: requests per second, each > 0 (inf: all at once), ascending
+    (the ladder stops above a rate that saturates the arm, so its order is the measuring order),
+    no empty entry ("1,,2" is refused as --concurrency refuses it)."""
     out: list[float] = []
-    for part in text.replace(" ", "").split(","):
+    parts = text.replace(" ", "").split(",")
+    if len(parts) > 1 and parts[-1] == "":
+        parts = parts[:-1]  # one trailing comma is harmless
+    for part in parts:
         if not part:
-            continue
+            raise ConfigError(f"--request-rate must be a comma list of rates with no empty "
+                              f"entry, got {text!r}")
         try:
             value = math.inf if part.lower() == "inf" else float(part)
         except ValueError:
@@ -77,6 +98,10 @@ def rate_list(text: str) -> list[float]:
         out.append(value)
     if not out:
         raise ConfigError("--request-rate needs at least one rate")
+    if any(b <= a for a, b in zip(out, out[1:], strict=False)):
+        raise ConfigError(f"--request-rate must ascend, each rate once (the ladder stops above "
+                          f"a rate that saturates the arm), got {text!r}",
+                          hint="--request-rate " + ",".join(rate_text(r) for r in sorted(set(out))))
     return out
 
 
@@ -99,6 +124,9 @@ def slo_spec(text: str) -> dict[str, float]:
             raise ConfigError(f"--slo {key} must be a number of ms, got {raw!r}") from None
         if not math.isfinite(value) or value <= 0:
             raise ConfigError(f"--slo {key} must be > 0 ms")
+        if key in out:
+            raise ConfigError(f"--slo names {key} twice ({out[key]:g} and {value:g}): give each "
+                              f"target once")
         out[key] = value
     if not out:
         raise ConfigError("--slo needs at least one target")
@@ -141,7 +169,8 @@ def _passed_by_rate(rows: list[dict[str, Any]], arm: str, percentile: float) -> 
 
 
 def find_max_rates(plan: SweepPlan, run_dir: Any, host: Any, ctx: Any, tol: float,
-                   rounds: int, log: Any = print) -> dict[str, Any]:
+                   rounds: int, log: Any = print,
+                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """`--find-max-rate`: per arm, bisection between min and max of `plan.request_rates` with
     `plan.reps` reps at every probed rate (each round one resumed sweep over the new rates), for
     the highest rate whose median attainment meets the SLO percentile. Recorded in run.json as
@@ -150,7 +179,7 @@ def find_max_rates(plan: SweepPlan, run_dir: Any, host: Any, ctx: Any, tol: floa
     plan.arm_rates = {a.label: [lo, hi] for a in plan.arms}
     answers: dict[str, Any] = {}
     for round_no in range(rounds + 1):
-        run_sweep(plan, run_dir, host, ctx, log=log)
+        run_sweep(plan, run_dir, host, ctx, log=log, progress=progress)
         rows = run_dir.read_rows()
         probes = 0
         for arm in plan.arms:
@@ -189,14 +218,16 @@ def run_id_for(record: PodRecord, results_dir: Path) -> str:
 def summary_table(run_dir: Path, title: str) -> Table:
     from tailpod.results.analysis import analyze
     from tailpod.results.io import load_run
+    from tailpod.results.markdown import flag_legend
 
     run = load_run(run_dir)
     analysis = analyze(run)
     stamp = analysis.get("stamp")
     table = Table(title=f"{title}{' — ' + stamp if stamp else ''}")
     hardware_stamp = analysis["hardware"].get("stamp")
+    caption: list[str] = []
     if hardware_stamp:  # the claimed GPU is not what ran: said under the numbers, in red
-        table.caption = f"[bold red]{hardware_stamp}[/]"
+        caption.append(f"[bold red]{hardware_stamp}[/]")
     for col in ("arm", "c", "reps", "output tok/s (median)", "TTFT p50 ms", "accept len", "flags"):
         table.add_column(col)
     void = {a["label"]: a["void_reason"] for a in analysis["arms"] if a["void"]}
@@ -216,6 +247,10 @@ def summary_table(run_dir: Path, title: str) -> Table:
             med(cell, "acceptance_length", 1.0, ".2f"),
             ",".join(cell["flags"]) or "",
         )
+    # and what the flags column's words mean
+    caption += flag_legend(f for cell in analysis["cells"] for f in cell["flags"])
+    if caption:
+        table.caption = "\n".join(caption)
     return table
 
 
@@ -358,7 +393,7 @@ def register(app: typer.Typer) -> None:
             0.1, "--max-rate-tol", help="Stop the search when high/low - 1 is at most this."
         ),
         max_rate_rounds: int = typer.Option(
-            6, "--max-rate-rounds", min=1, help="At most this many bisection steps per arm."
+            6, "--max-rate-rounds", help="At most this many bisection steps per arm."
         ),
         serve_tax: bool = typer.Option(
             False,
@@ -398,6 +433,8 @@ def register(app: typer.Typer) -> None:
             if not max_rate_tol > 0:
                 raise ConfigError("--max-rate-tol must be > 0")
             rates = [finite[0], finite[-1]]
+        if max_rate_rounds < 1:
+            raise ConfigError(f"--max-rate-rounds must be at least 1, got {max_rate_rounds}")
         trace_entry = None
         if trace is not None:
             if rates:
@@ -408,16 +445,24 @@ def register(app: typer.Typer) -> None:
             trace_entry = trace_spec(trace, trace_format, trace_speed)
         elif trace_speed != 1.0 or trace_format != "tailpod":
             raise ConfigError("--trace-speed and --trace-format need --trace FILE")
-        ks = int_list(spec_k, "--spec-k")
+        ks = int_list(spec_k, "--spec-k", maximum=MAX_SPEC_K)
         if any(ks) and spec_method == "draft_model" and not draft_model:
             raise ConfigError("--spec-method draft_model needs --draft-model DIR")
         # Every flag is checked here, before the ledger, the SSH wait or the pod.
         levels = int_list(concurrency, "--concurrency", minimum=1)
         classes = prompt_class_list(prompt_classes)
-        if max_k < 1:
-            raise ConfigError(f"--max-k must be at least 1, got {max_k}")
+        if not 1 <= max_k <= MAX_SPEC_K:
+            raise ConfigError(f"--max-k must be 1 to {MAX_SPEC_K}, got {max_k}")
         if requests_per_cell is not None and requests_per_cell < 1:
             raise ConfigError(f"--requests-per-cell must be at least 1, got {requests_per_cell}")
+        check_open_loop_spans(SweepPlan(arms=[], reps=reps, requests_per_cell=requests_per_cell,
+                                        request_rates=rates, arrival=arrival,
+                                        burstiness=burstiness, arrival_seed=arrival_seed))
+        deployment = None
+        if deploy is not None:  # checked against its model before the ledger or the pod
+            from tailpod.measure.deploy import read_deployment
+
+            deployment = read_deployment(deploy)
         settings = settings_from()
         ledger = ledger_for(settings)
         record = ledger.resolve(run_tag)
@@ -426,6 +471,7 @@ def register(app: typer.Typer) -> None:
                 f"{record.run_tag} is {record.status}, not running", hint="tailpod up"
             )
         base = EngineConfig.from_json(record.engine)
+        check_trace_context(trace_entry, base.context_length)
         if serve_tax and base.engine != "vllm":
             raise ConfigError("--serve-tax measures vLLM only for now (its offline LLM API)")
         if serve_tax and from_here:
@@ -454,11 +500,9 @@ def register(app: typer.Typer) -> None:
             load_workers=load_workers,
             saturation_stop=saturation_stop,
         )
-        deployment = None
-        if deploy is not None:
-            from tailpod.measure.deploy import deploy_arm, read_deployment
+        if deployment is not None:
+            from tailpod.measure.deploy import deploy_arm
 
-            deployment = read_deployment(deploy)
             arm = deploy_arm(base, deployment, spec_method)
             if not any(a.config.spec.plain for a in plan.arms):
                 raise ConfigError("--deploy needs the plain arm in the sweep (--spec-k 0,…) for "
@@ -470,20 +514,34 @@ def register(app: typer.Typer) -> None:
                 "decode at the same prompts, output length and concurrency: one more engine "
                 "start per arm"
             )
+        lanes = served_lanes(record)
+        if lanes is not None:  # an `up --lanes` pod is measured as the lanes it is
+            check_served_lanes_sweep(record.run_tag, lanes, ks, deploy is not None, serve_tax)
+            plan.arms = [served_lanes_arm(base, lanes)]
+        else:
+            # An arm that cannot run is refused before the pod is touched (the arm switch checks
+            # the K extension's arms again before each relaunch: pods/arm_switch.py).
+            check_arms([a.config for a in plan.arms], settings)
         rid = run_id or run_id_for(record, settings.results_dir)
         run_dir = RunDirectory(settings.results_dir / rid)
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
-        with startup_progress("benchmark") as progress:
-            host = sweep_host(settings, ledger, record, progress, cache, from_here)
+        with startup_progress("benchmark") as spinner:
+            # the cell being measured and its time left lead every progress line; the pod's own
+            # latest line (SSH connect, engine start, probe) follows (cli/sweep_progress.py)
+            progress, on_cell = cell_progress_line(spinner)
+            host: SweepHost = sweep_host(settings, ledger, record, progress, cache, from_here)
+            if lanes is not None:
+                host = ServedLanesHost(host, record, lanes)
             if deployment is not None and deployment["kind"] == "lanes":
                 host = deploying_host(settings, ledger, record, host, deployment)
             try:
                 if find_max_rate:
                     find_max_rates(plan, run_dir, host, ctx, max_rate_tol, max_rate_rounds,
-                                   log=lambda msg: console.print(msg))
+                                   log=lambda msg: console.print(msg), progress=on_cell)
                 else:
-                    run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg))
+                    run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg),
+                              progress=on_cell)
             finally:
                 host.close()
         if json_out:
@@ -491,12 +549,13 @@ def register(app: typer.Typer) -> None:
                                           time.time() - t0))
             return
         if plan.request_rates or plan.trace:
+            from tailpod.cli.markdown_out import print_markdown
             from tailpod.results.analysis import analyze
             from tailpod.results.io import load_run
             from tailpod.results.slo import render as render_slo
 
-            console.print("\n".join(render_slo(analyze(load_run(run_dir.path)).get("slo"))),
-                          markup=False)
+            print_markdown("\n".join(render_slo(analyze(load_run(run_dir.path)).get("slo"))),
+                           console, run_dir.path)
         else:
             console.print(summary_table(run_dir.path, f"benchmark {rid}"))
         if host.measured_from != "pod":

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from tailpod.cli.common import console, handle_errors, print_json
 from tailpod.config import Settings, check_run_settings
+from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
 
 err_console = Console(stderr=True, highlight=False)
@@ -78,6 +79,23 @@ def checking(total: int) -> Iterator[Callable[[Any], None]]:
                                              last=f"{result.title}: {result.status.value}")
 
 
+def planned_arms(settings: Settings, spec_k: str | None, spec_method: str,
+                 draft_model: str | None) -> tuple[EngineConfig, ...]:
+    """`--spec-k`'s speculative arms, for the checkpoint check (plain needs nothing of it)."""
+    from tailpod.engines.base import SpecArm, check_spec_method
+
+    if spec_k is None:
+        return ()
+    check_spec_method(spec_method)
+    try:  # (cli/benchmark.py's int_list is out of reach here: benchmark imports this module)
+        ks = sorted({int(k) for k in spec_k.replace(" ", "").split(",") if k})
+    except ValueError:
+        raise ConfigError(f"--spec-k must be a comma list of integers, got {spec_k!r}") from None
+    return tuple(EngineConfig(engine=settings.engine, model=settings.model,
+                              spec=SpecArm(k=k, method=spec_method, draft_model=draft_model))
+                 for k in ks if k > 0)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("check-requirements")
     @handle_errors
@@ -106,6 +124,11 @@ def register(app: typer.Typer) -> None:
             True, "--tailnet/--no-tailnet",
             help="Check the Tailscale token, key and host (off: as `up --no-tailnet`).",
         ),
+        spec_k: str = typer.Option(
+            None, "--spec-k", help="The arms the run will start (K values, 0 = plain), as `up` or "
+            "`benchmark` takes them: an arm the checkpoint or engine cannot run fails."),
+        spec_method: str = typer.Option("mtp", help="Speculation method of the K > 0 arms."),
+        draft_model: str = typer.Option(None, help="Draft model of a draft_model arm."),
         json_out: bool = typer.Option(False, "--json", help="Print the results as JSON."),
         live: bool = typer.Option(
             False, "--live/--no-live", help="RunPod first contact: rent the cheapest CPU pod (cents) with "
@@ -129,7 +152,8 @@ def register(app: typer.Typer) -> None:
         if live:
             run_live(settings, allow_unpinned)
         plan = Plan(hours=hours, context_length=context_length, allow_unpinned=allow_unpinned,
-                    allow_nonephemeral=allow_nonephemeral, use_tailnet=tailnet)
+                    allow_nonephemeral=allow_nonephemeral, use_tailnet=tailnet,
+                    arms=planned_arms(settings, spec_k, spec_method, draft_model))
         with checking(len(CHECKS)) as on_result:
             report = run_preflight(settings, plan, settings_problems=problems,
                                    on_result=on_result)

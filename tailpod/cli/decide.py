@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from tailpod.cli.common import handle_errors, print_json
+from tailpod.cli.common import console, handle_errors, print_json
+from tailpod.cli.markdown_out import print_markdown
 from tailpod.errors import ConfigError
 
 
@@ -53,5 +54,6 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(dec)
             return
-        typer.echo("\n".join(render(dec)) or "no band has a usable arm")
+        # rendered on a terminal, plain markdown in a pipe (cli/markdown_out.py)
+        print_markdown("\n".join(render(dec)) or "no band has a usable arm", console)
         typer.echo(f"decision: {target}")

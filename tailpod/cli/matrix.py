@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
         budget: float = typer.Option(
             None, help="Total USD cap for the whole matrix: checked against the projected spend "
             "before renting and against the live spend while it runs."),
-        parallel: int = typer.Option(2, min=1, help="Pods rented at the same time, at most."),
+        parallel: int = typer.Option(2, help="Pods rented at the same time, at most."),
         model: str = typer.Option(None, help="Checkpoint (Hub id or pod path; env TAILPOD_MODEL)."),
         engine: str = typer.Option(
             None, help=f"{' or '.join(CLOUD_ENGINES)} (env TAILPOD_ENGINE)."),
@@ -189,7 +189,8 @@ def register(app: typer.Typer) -> None:
         """
         from tailpod.cli.benchmark import int_list, prompt_class_list, slo_spec
         from tailpod.cli.pods import engine_config
-        from tailpod.engines.base import check_spec_method
+        from tailpod.engines.base import MAX_SPEC_K, check_spec_method
+        from tailpod.engines.checkpoint import check_arms
 
         if budget is None:
             raise ConfigError("--budget is required: the total USD the matrix may spend")
@@ -200,6 +201,10 @@ def register(app: typer.Typer) -> None:
                               ("--cell-minutes", cell_minutes)):
             if minutes is not None and (not math.isfinite(minutes) or minutes < 0):
                 raise ConfigError(f"{flag} must be a non-negative number, got {minutes!r}")
+        if not cell_minutes > 0:  # a cell of no time would let the budget's one-cell floor pass
+            raise ConfigError(f"--cell-minutes must be more than 0, got {cell_minutes!r}")
+        if parallel < 1:
+            raise ConfigError(f"--parallel must be at least 1 pod at a time, got {parallel}")
         if requests_per_cell is not None and requests_per_cell < 1:
             raise ConfigError(f"--requests-per-cell must be at least 1, got {requests_per_cell}")
         check_spec_method(spec_method)
@@ -213,7 +218,7 @@ def register(app: typer.Typer) -> None:
         check_run_settings(settings)  # before the registry, the ledger or any rental
         require_cloud_engine(settings.engine)
         cards = parse_cards(card) if card else None
-        ks = int_list(spec_k, "--spec-k")
+        ks = int_list(spec_k, "--spec-k", maximum=MAX_SPEC_K)
         if any(ks) and spec_method == "draft_model" and not draft_model:
             raise ConfigError("--spec-method draft_model needs --draft-model DIR")
         sweep = SweepSpec(tuple(sorted(set(ks))), spec_method, draft_model,
@@ -222,6 +227,8 @@ def register(app: typer.Typer) -> None:
         if not run_id and not settings.model:
             raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
         base = engine_config(settings, 0, None, None, context_length, max_running_requests, False)
+        if settings.model:  # every card's arms, before any card is priced or rented
+            check_arms([a.config for a in sweep.plan(base).arms], settings)
         report: dict[str, Any] = {}
         try:
             run = run_matrix(settings, cards=cards, sweep=sweep,

@@ -11,9 +11,11 @@ from typing import Any
 
 import typer
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from tailpod.cli import remote
 from tailpod.cli import volume as volume_cli
@@ -28,7 +30,8 @@ from tailpod.cli.common import (
     step_say,
 )
 from tailpod.config import Settings, check_run_settings
-from tailpod.engines.base import EngineConfig, SpecArm, check_spec_method
+from tailpod.engines.base import EngineConfig, SpecArm, check_spec_k, check_spec_method
+from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.llamacpp import SPLIT_MODES
 from tailpod.errors import ConfigError
 from tailpod.ledger import (
@@ -39,9 +42,10 @@ from tailpod.ledger import (
     matrix_settle,
     matrix_status,
 )
+from tailpod.pods.arm_switch import settle_command, switch_arm
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
-from tailpod.provision.apiclient import call_deadline
+from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
 from tailpod.provision.providers import canonical_name
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
@@ -93,8 +97,9 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
         {
             "run tag": row["run_tag"],
             "provider": row["provider"],
-            "status": row["status"] + (f" (matrix {row['matrix']['id']})" if row.get("matrix")
-                                       and not row["matrix"]["interrupted"] else ""),
+            "pod": row.get("pod_id") or "-",
+            "status": status_cell(row) + (f" (matrix {row['matrix']['id']})" if row.get("matrix")
+                                          and not row["matrix"]["interrupted"] else ""),
             "engine": row["engine"] or "-",
             "arm": row["arm"] or "-",
             "endpoint": row["endpoint"] or "-",
@@ -103,6 +108,7 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
             "uptime": f"{row['uptime_s'] / 60:.1f} min",
             "spent": "-" if row["spend_usd"] is None else f"${row['spend_usd']:.4f}",
             "health": {True: "[green]healthy[/]", False: "[red]down[/]"}.get(row["healthy"], "unknown"),
+            "flags": f"[red]{', '.join(row['flags'])}[/]" if row.get("flags") else "-",
         }
         for row in rows
     ]
@@ -113,10 +119,12 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
         table.add_row(*cell.values())
     if Measurement.get(out, out.options.update_width(10_000), table).maximum <= out.width:
         return table
-    blocks: list[Table] = []
+    blocks: list[Text | Table] = []
     for cell in cells:
-        block = Table(title=f"tailpod pod {cell['run tag']}", show_header=False, box=None,
-                      title_justify="left")
+        # the title is a line of its own: a table's title wraps at the block's width, which cut
+        # a run tag in two (newcomer 2.25)
+        blocks.append(Text(f"tailpod pod {cell['run tag']}", style="italic", overflow="fold"))
+        block = Table(show_header=False, box=None)
         block.add_column(style="bold", no_wrap=True)
         block.add_column(overflow="fold")
         for key, value in cell.items():
@@ -124,6 +132,14 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
                 block.add_row(key, value)
         blocks.append(block)
     return Group(*blocks)
+
+
+def status_cell(row: dict[str, Any]) -> str:
+    """The ledger's status, and the provider's word for the pod where it says otherwise."""
+    said = row.get("provider_state")
+    if said and said != row["status"] and not str(row["status"]).startswith("gone"):
+        return f"{row['status']} (provider: {said})"
+    return str(row["status"])
 
 
 FLAG_MEANINGS = {
@@ -157,8 +173,7 @@ def engine_config(
     max_running_requests: int | None,
     enforce_eager: bool,
 ) -> EngineConfig:
-    if spec_k < 0:
-        raise ConfigError("--spec-k must be 0 (plain decode) or more")
+    check_spec_k(spec_k)
     for flag, value in (("--context-length", context_length),
                         ("--max-running-requests", max_running_requests)):
         if value is not None and value <= 0:
@@ -207,7 +222,7 @@ def relaunch_arm(
     )  # fmt: skip
     wanted = replace(wanted, tensor_parallel=current.tensor_parallel, extra_args=current.extra_args)
     with startup_progress(f"relaunching {wanted.engine} ({wanted.spec.label()})") as update:
-        started = kind_for(record.provider).relaunch(settings, record, wanted, ledger, update)
+        started = switch_arm(settings, record, wanted, ledger, update)
     facts = started.startup.get("facts") or {}
     final = ledger.get(record.run_tag)
     assert final is not None
@@ -250,7 +265,10 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
     step = interrupted_step(record)
     matrix = matrix_status(record)
     stopped = matrix["id"] if matrix is not None and matrix["interrupted"] else None
-    status = f"interrupted during {step}" if step else record.status
+    # a failed arm switch left no engine (pods/arm_switch.py): said, with what settles it
+    no_engine = record.extra.no_engine if record.status == "running" and not step else None
+    status = (f"interrupted during {step}" if step
+              else "running, no engine" if no_engine else record.status)
     return {
         "run_tag": record.run_tag,
         "provider": record.provider,
@@ -260,7 +278,9 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         "owner": record.operation or (record.extra.matrix or {}).get("owner") if stopped
         else record.operation or None,
         "settle": matrix_settle(record, stopped) if stopped
-        else f"tailpod down {record.run_tag}" if step else None,
+        else f"tailpod down {record.run_tag}" if step
+        else (settle_command(record.run_tag) if no_engine else None),
+        "no_engine": no_engine,
         "engine": engine.get("engine"),
         "model": engine.get("model"),
         "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,
@@ -270,7 +290,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         "price_per_hr": record.price_per_hr,
         "uptime_s": round(uptime, 1),
         "spend_usd": None if spend is None else round(spend, 4),
-        "healthy": healthy,
+        "healthy": False if no_engine else healthy,
         "ttl_expired": bool(record.ttl_expires_at and time.time() > record.ttl_expires_at),
         **({"lanes": _lanes_status(settings, record)} if record.extra.lanes else {}),
     }
@@ -310,6 +330,7 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
         specs = lanes_mod.parse_lanes(lanes or "")
     if not admission_limit or admission_limit < 1:
         raise ConfigError("--lanes needs --admission-limit N (or --decision decision.json)")
+    lanes_mod.check_lane_settings(specs, cfg.port, cfg.spec.k, kv_gib, mem_fraction)
     if kind == "cloud":
         return up_cloud_lanes_cli(settings, cfg, ledger, specs, admission_limit, mem_fraction,
                                   kv_gib, json_out, options or UpOptions())
@@ -319,6 +340,7 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     gpu, gpu_count = (str(gpus[0]["name"]), max(1, cfg.tensor_parallel)) if gpus else \
         ("local CPU", 0)
     launches = lanes_mod.engine_lanes(settings, cfg, specs, cpu_engine, kv_gib, mem_fraction)
+    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
     with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update:
         record = lanes_mod.up_lanes(settings, ledger, launches, admission_limit, cfg.port,
                                     update, engine_cfg=cfg.to_json(), gpu=gpu,
@@ -341,6 +363,7 @@ def up_cloud_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, sp
 
     # --lane-kv-gib: a pod without GPUs (the sandbox's CPU engine) takes a CPU KV budget instead
     launches = cloud_lanes.pod_launches(settings, cfg, specs, mem_fraction, kv_gib)
+    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
     with startup_progress(f"renting a pod for two {cfg.engine} lanes and HAProxy") as update, \
             requirements_on_refusal(settings.provider):
         record, info = cloud_pods.up_cloud(
@@ -524,6 +547,12 @@ def register(app: typer.Typer) -> None:
                     f"--split-mode {split_mode!r}: llama.cpp only, one of {', '.join(SPLIT_MODES)}"
                 )
             cfg = replace(cfg, extra_args=(*cfg.extra_args, "--split-mode", split_mode))
+        if not (lanes or decision) and (lane_kv_gib, lane_mem_fraction, admission_limit) != \
+                (None, None, None):
+            raise ConfigError("--lane-kv-gib, --lane-mem-fraction and --admission-limit shape "
+                              "two lanes: they need --lanes spec:K,plain (or --decision)")
+        if not (lanes or decision):
+            check_arms([cfg], settings)  # an arm that cannot run: exit 2 before any rental
         ledger = StepLedger(settings.state_dir)  # says the pod id, GPU and price as they come
         if lanes or decision:
             up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,
@@ -591,7 +620,11 @@ def register(app: typer.Typer) -> None:
         if beat:
             for row, record in zip(rows, records, strict=True):
                 row["deadman"] = kind_for(record.provider).heartbeat(settings, record)
-        with call_deadline(deadline):
+                engine = (row["deadman"] or {}).get("engine") or {}
+                if row["healthy"] is None and isinstance(engine.get("healthy"), bool):
+                    row["healthy"] = engine["healthy"]  # the pod's engine, asked over SSH
+        # status only reports: a URL nothing answers at is said at once, not retried (2.28)
+        with call_deadline(deadline), fail_fast_unreachable():
             cloud = remote.remote_report(settings, ledger)
             storage = volume_cli.down_storage(settings, ledger, None, delete_volumes=False)
         unknown = remote.unknown_line(cloud, ledger) if cloud else None
@@ -606,6 +639,8 @@ def register(app: typer.Typer) -> None:
                 row["status"] = f"gone (ledger: {row['status']})"
                 row["gone"] = next((f for f in ghost.flags if f != "ghost"), None)
                 row["settle"] = ghost.settle
+        # one row per pod: the provider's figures folded into the pod rows (cli/remote.py)
+        others = remote.fold_provider_truth(rows, cloud) if cloud else []
         if storage and storage.errors and not unknown:
             unknown = "; ".join(f"{n}: volumes could not be listed ({e})"
                                 for n, e in storage.errors.items())
@@ -618,7 +653,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(3)
             return
         if cloud:
-            remote.print_remote(cloud)
+            remote.print_remote(cloud, others)
             for line in flag_legend(cloud):
                 console.print(line, markup=False)
         if storage and storage.rows:
@@ -653,6 +688,10 @@ def register(app: typer.Typer) -> None:
             if row.get("gone"):
                 console.print(f"[bold red]{row['run_tag']}: gone at {row['provider']}[/]: "
                               f"{row['gone']}; record it with: {row['settle']}")
+            elif row.get("no_engine"):
+                console.print(f"[bold red]{row['run_tag']}: no engine[/] " + escape(
+                    f"(arm {row['no_engine']['arm']} failed to start; "
+                    f"{row['no_engine']['restore']}); settle it with: {row['settle']}"))
             elif row.get("settle") and (cloud is None or kind_for(row["provider"]).engine_here):
                 owner = row.get("owner") or {}
                 console.print(

@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -17,6 +18,7 @@ from tailpod.provision.base import BillingEvidence, PodInfo, ProofCheck
 from tailpod.provision.providers import any_cloud_key
 from tailpod.provision.reconcile import (
     StatusReport,
+    StatusRow,
     describe_recovery,
     find_at_providers,
     status_remote,
@@ -203,14 +205,40 @@ def remote_table(report: StatusReport) -> Table:
     return table
 
 
-def print_remote(report: StatusReport) -> None:
+def fold_provider_truth(pods: list[dict[str, Any]], report: StatusReport) -> list[StatusRow]:
+    """One row per pod, one set of figures per call: each of `status`'s pod rows takes its
+    provider row's pod id, state, flags, GPU, price, uptime and spend (reconcile computes them at
+    one instant, with the provider's price); the provider rows no pod row holds (orphans, pods
+    outside the rows asked for) are returned, for their own table."""
+    by_key = {(r.run_tag, r.provider): r for r in report.rows}
+    for pod in pods:
+        r = by_key.pop((pod["run_tag"], pod["provider"]), None)
+        if r is None:
+            continue
+        pod["pod_id"] = r.pod_id or pod.get("pod_id")
+        pod["provider_state"] = r.provider_state
+        pod["flags"] = list(r.flags)
+        pod["gpu"] = r.gpu or pod["gpu"]
+        pod["price_per_hr"] = r.price_per_hr
+        if r.uptime_s is not None:
+            pod["uptime_s"] = round(r.uptime_s, 1)
+        pod["spend_usd"] = r.spend_usd
+    return list(by_key.values())
+
+
+def print_remote(report: StatusReport, rows: list[StatusRow] | None = None) -> None:
+    """The provider's side of `status`: ledger notices, the provider rows (`rows`: those no pod
+    row took, fold_provider_truth; default all), interrupted runs, failures, orphans, TTLs."""
+    shown = report.rows if rows is None else rows
     for line in report.ledger_notices:
         console.print(f"[bold yellow]ledger:[/] {line}")
-    if report.rows:
+    if shown:
         from tailpod.cli.common import table_or_blocks
 
         console.print(table_or_blocks(console, REMOTE_TITLE, REMOTE_COLUMNS,
-                                      remote_rows(report)))  # the flags' legend: pods.py
+                                      remote_rows(StatusReport(
+                                          rows=shown, errors=report.errors,
+                                          checked_at=report.checked_at))))  # legend: pods.py
     for row in report.rows:
         if row.settle and any(f.startswith("interrupted") for f in row.flags):
             console.print(f"[bold red]{row.run_tag}: {', '.join(row.flags)}[/] ({row.owner} is "

@@ -208,22 +208,33 @@ def register(app: typer.Typer) -> None:
             ..., help="Two or more run directories; ratios are to the first."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+        out: Path | None = typer.Option(
+            None, "--out", help="Where compare-<ids>.md and its plot go (default: the first "
+            "run's directory)."
+        ),
     ) -> None:
         """Compare runs side by side (ratios to the first run, provenance warnings), and check the
         acceptance fingerprint: an arm of the same model pair whose acceptance moved beyond the
-        reps' spread is flagged (FLAG on stderr) with its likely cause from the startup facts."""
+        reps' spread is flagged (FLAG on stderr) with its likely cause from the startup facts.
+        Writes compare-<ids>.md and the plot it links; --json prints and writes nothing."""
+        from tailpod.cli.common import console
+        from tailpod.cli.markdown_out import print_markdown
         from tailpod.results.analysis import analyze
         from tailpod.results.compare import compare_analyses
         from tailpod.results.io import load_run
-        from tailpod.results.report import render_compare_markdown
+        from tailpod.results.report import render_compare_markdown, write_compare
 
         if len(runs) < 2:
             raise ConfigError("compare needs at least two runs")
-        cmp = compare_analyses([analyze(load_run(resolve_run(r))) for r in runs])
+        dirs = [resolve_run(r) for r in runs]
+        analyses = [analyze(load_run(d)) for d in dirs]
         if as_json:
+            cmp = compare_analyses(analyses)
             print_json(cmp)
         else:
-            typer.echo(render_compare_markdown(cmp))
+            path, cmp = write_compare(analyses, out if out is not None else dirs[0])
+            print_markdown(render_compare_markdown(cmp), console, path.parent)
+            console.print(f"comparison: {path}", markup=False, highlight=False, soft_wrap=True)
         for w in cmp["warnings"]:
             err_console.print(f"warning: {w}", markup=False)
         for flag in cmp["fingerprint"]["flags"]:

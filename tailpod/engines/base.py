@@ -12,6 +12,11 @@ from tailpod.errors import ConfigError
 # The speculation methods tailpod names, engine-neutral; each adapter maps the ones it serves to its
 # own flags (vllm.py, sglang.py, llamacpp.py) and the CLI offers exactly these.
 SPEC_METHODS: tuple[str, ...] = ("mtp", "ngram", "draft_model", "eagle", "eagle3")
+# The most draft tokens per step tailpod accepts anywhere (`up --spec-k`, `--lanes spec:K`,
+# `benchmark --spec-k/--max-k`, a decision's K): acceptance decays geometrically with K, so past
+# a handful of tokens every extra one is verify work for nothing; 16 is far beyond any useful K
+# and still catches a typo (`spec:99`) before a pod rents.
+MAX_SPEC_K = 16
 
 
 def check_spec_method(method: str) -> str:
@@ -19,6 +24,14 @@ def check_spec_method(method: str) -> str:
     if method not in SPEC_METHODS:
         raise ConfigError(f"unknown --spec-method {method!r}", hint=", ".join(SPEC_METHODS))
     return method
+
+
+def check_spec_k(k: int, what: str = "--spec-k") -> int:
+    """One K, 0 (plain) to MAX_SPEC_K, checked the same way by up, benchmark, matrix, decisions."""
+    if not 0 <= k <= MAX_SPEC_K:
+        raise ConfigError(f"{what} must be 0 (plain decode) to {MAX_SPEC_K}, got {k}")
+    return k
+
 
 @dataclass(frozen=True)
 class SpecArm:

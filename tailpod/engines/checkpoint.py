@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tailpod.config import Settings
+from tailpod.engines.base import EngineConfig
 from tailpod.errors import AuthError, ConfigError, ProviderError
 
 CONFIG = "config.json"
@@ -659,3 +660,59 @@ def hub_overlay_patch(model: str, settings: Settings) -> dict[str, Any] | None:
     if patch is None:
         return None
     return {"source": text, "revision": hub.revision, **patch}
+
+
+# ---------------------------------------------------------------------------------------------
+# Whether an arm can run: the one answer `up`, `benchmark`, `matrix`, `--lanes`, the arm switch
+# and check-requirements share (docs/engines.md#can-this-arm-run)
+
+# Methods that draft from the target checkpoint's own MTP head: vLLM's `method: "mtp"` (vllm.py
+# speculative_config) and SGLang's NEXTN (sglang.py _ALGORITHMS). llama.cpp reads its GGUF's
+# metadata instead, which tailpod does not inspect.
+MTP_HEAD_METHODS = frozenset({"mtp"})
+
+
+def arm_needs_checkpoint(cfg: EngineConfig) -> bool:
+    """Whether `cfg`'s arm can only be judged by reading the checkpoint (its MTP head)."""
+    return (not cfg.spec.plain and (cfg.spec.method or "mtp") in MTP_HEAD_METHODS
+            and cfg.engine != "llamacpp")
+
+
+def arm_refusal(cfg: EngineConfig, report: CheckpointReport | None) -> ConfigError | None:
+    """Why `cfg`'s arm cannot run on this checkpoint with this engine and version, naming the arm
+    and the arm that would; None when nothing known stops it. `report` None: the checkpoint was
+    not read (plain and n-gram arms need nothing from it; llama.cpp serves a GGUF file)."""
+    from tailpod.engines.adapters import get_adapter
+
+    label = cfg.spec.label()
+    if report is not None and arm_needs_checkpoint(cfg) and not report.mtp.present:
+        why = (f"config.json declares {report.mtp.declared_layers} MTP layer(s) but the weights "
+               "have none" if report.mtp.declared_layers and report.tensor_count
+               else "the checkpoint has no MTP head")
+        return ConfigError(
+            f"arm {label} cannot run on {cfg.model}: {why}, so MTP speculation has no draft",
+            hint=f"use --spec-method ngram (arm ngram-k{cfg.spec.k}), --spec-method draft_model "
+                 "--draft-model DIR, or a checkpoint with an MTP head")
+    try:  # the engine and its version: the launch plan is built exactly as on the pod
+        get_adapter(cfg.engine).launch_plan(cfg)
+    except ConfigError as exc:
+        return ConfigError(f"arm {label} cannot run on {cfg.engine}: {exc.message}",
+                           hint=exc.hint or f"use --spec-method ngram (arm ngram-k{cfg.spec.k}) "
+                                            "or --spec-k 0 (plain)")
+    return None
+
+
+def check_arms(cfgs: list[EngineConfig], settings: Settings | None = None) -> None:
+    """Refuse (ConfigError, exit 2) the first arm that cannot run, before anything rents or
+    relaunches. The checkpoint is read (headers only) once per model, and only for an arm that
+    needs it; a checkpoint that cannot be read raises its own error (nothing is assumed)."""
+    reports: dict[str, CheckpointReport] = {}
+    for cfg in cfgs:
+        report = None
+        if arm_needs_checkpoint(cfg):
+            if cfg.model not in reports:
+                reports[cfg.model] = inspect_checkpoint(cfg.model, settings)
+            report = reports[cfg.model]
+        refusal = arm_refusal(cfg, report)
+        if refusal is not None:
+            raise refusal

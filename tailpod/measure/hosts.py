@@ -138,20 +138,22 @@ class AgentSweepHost:
         """Serve `arm`: the engine `up` started is reused when it already serves this arm (its
         start, recorded in the ledger by the process that made it, is returned), else the pod
         kind relaunches the engine (pods/kinds.py), through this host's session if it has one."""
+        from tailpod.pods.arm_switch import switch_arm
         from tailpod.pods.kinds import kind_for
 
         kind = kind_for(self.record.provider)
         current = self.ledger.get(self.record.run_tag)
         assert current is not None
-        if (not self.engine_stopped and EngineConfig.from_json(current.engine) == arm.config
+        if (not self.engine_stopped and not current.extra.no_engine
+                and EngineConfig.from_json(current.engine) == arm.config
                 and kind.engine_healthy(self.settings, current) is not False):
             # (a kind that cannot tell from here, a pod's 127.0.0.1, says None: reused)
             recorded = self._recorded_start(arm.config.spec.label())
             if recorded is not None:
                 return recorded
         self.keep_alive()
-        started = kind.relaunch(self.settings, current, arm.config, self.ledger,
-                                self.progress or (lambda _f, _line: None), self.pod_session)
+        started = switch_arm(self.settings, current, arm.config, self.ledger,
+                             self.progress or (lambda _f, _line: None), self.pod_session)
         self.engine_stopped = False
         return started
 

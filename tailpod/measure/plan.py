@@ -14,11 +14,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tailpod.agent_client.driver import PROBE_RUN_TIMEOUT_S
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.errors import ConfigError
 
 DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 ARRIVAL_PROCESSES = ("poisson", "gamma", "constant")
+# A cell's time limit: one cell is one `probe run` call of the pod agent, stopped after this.
+CELL_LIMIT_S = PROBE_RUN_TIMEOUT_S
 
 
 def rate_text(rate: float) -> str:
@@ -34,6 +37,15 @@ class Arm:
     @property
     def spec_k(self) -> int:
         return self.config.spec.k
+
+    @property
+    def is_deployment(self) -> bool:
+        """A deployment measured as an arm (`benchmark --deploy`, measure/deploy.py): compared,
+        never a K candidate of the best-K extension."""
+        return self.label.startswith(DEPLOY_PREFIX)
+
+
+DEPLOY_PREFIX = "deploy-"  # the label of a deployment's arm (measure/deploy.py deploy_arm)
 
 
 @dataclass(frozen=True)
@@ -179,10 +191,47 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
         raise ConfigError(f"--trace {exc}", hint=f"--trace-format (this read it as {fmt})") \
             from None
     digest = hashlib.sha256(data).hexdigest()[:16]
-    times = [e[0] for e in entries]
+    times = sorted(e[0] for e in entries)
+    span = (times[-1] - times[0]) / speed
+    gap = max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0) / speed
+    if not span <= CELL_LIMIT_S:  # inf and nan too (timestamps of ±1e308)
+        raise ConfigError(f"--trace {path}: its requests span {span:.3g} s (largest gap "
+                          f"{gap:.3g} s) at --trace-speed {speed:g}, past a cell's limit of "
+                          f"{CELL_LIMIT_S:.0f} s", hint="cut the trace, or raise --trace-speed")
     return {"name": f"trace-{digest}.jsonl", "local_path": str(path), "format": fmt,
-            "speed": float(speed), "requests": len(entries),
-            "span_s": (max(times) - min(times)) / speed}
+            "speed": float(speed), "requests": len(entries), "span_s": span,
+            "max_prompt_tokens": max(e[1] for e in entries)}
+
+
+def check_trace_context(trace: dict[str, Any] | None, context_length: int | None) -> None:
+    """A trace prompt the pod's engine cannot take (longer than its context length, `up
+    --context-length`) is refused before the sweep waits on the pod: every cell would fail."""
+    if not trace or not context_length:
+        return
+    longest = int(trace.get("max_prompt_tokens") or 0)
+    if longest > context_length:
+        raise ConfigError(f"--trace {trace['local_path']}: a prompt of {longest} tokens is longer "
+                          f"than the pod's context length ({context_length}, up "
+                          f"--context-length)")
+
+
+def check_open_loop_spans(plan: SweepPlan, limit_s: float = CELL_LIMIT_S) -> None:
+    """Every open-loop cell's schedule, drawn exactly as the agent draws it (its seed, its
+    requests), must send its last request within a cell's time limit; a rate of 1e-9 req/s
+    would otherwise wait decades while the pod bills. The computed span is named."""
+    from tailpod.agent.probes.arrival import parse_arrival, schedule
+
+    for rate in plan.request_rates:
+        if math.isinf(rate):
+            continue
+        for rep in range(plan.reps):
+            cell = Cell(arm="", concurrency=0, rep=rep, prompt_class="", rate=rate)
+            offsets = schedule(parse_arrival(plan.arrival_for(cell)))
+            if not offsets[-1] <= limit_s:
+                raise ConfigError(
+                    f"--request-rate {rate:g}: a cell's {len(offsets)} requests are scheduled "
+                    f"over {offsets[-1]:.3g} s (rep {rep}), past a cell's limit of "
+                    f"{limit_s:.0f} s", hint="raise the rate or lower --requests-per-cell")
 
 
 def max_rate_step(lo: float, hi: float, passed: dict[float, bool],

@@ -12,6 +12,7 @@ import json
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -246,16 +247,20 @@ def _arm_entry(run: dict[str, Any], arm: Arm) -> dict[str, Any]:
 
 
 def single_stream_throughput(rows: list[dict[str, Any]], plan: SweepPlan) -> dict[int, float]:
-    """Median aggregate tok/s per K at the lowest concurrency, over cells that are not void."""
+    """Median aggregate tok/s per K at the lowest concurrency, over cells that are not void, of the
+    arms that are K candidates (a measured deployment is not one)."""
     lowest = min(plan.concurrency)
     by_k: dict[int, list[float]] = {}
     for row in rows:
         if row.get("kind") != "cell" or row.get("concurrency") != lowest or row.get("void"):
             continue
         try:
-            k = plan.arm(row["arm"]).spec_k
+            arm = plan.arm(row["arm"])
         except KeyError:
             continue
+        if arm.is_deployment:
+            continue
+        k = arm.spec_k
         if row.get("output_tok_s") is not None:
             by_k.setdefault(k, []).append(float(row["output_tok_s"]))
     return {k: statistics.median(v) for k, v in by_k.items() if v}
@@ -302,14 +307,30 @@ def saturated_rate(rows: list[dict[str, Any]], arm: str) -> float | None:
     return float(found) if found is not None else None
 
 
+def cell_progress(cell: Cell, index: int, total: int, elapsed_s: float, measured: int) -> str:
+    """The progress line while cell `index` of `total` (1-based) is measured: which cell, and the
+    time left at this sweep's pace so far (its elapsed time, engine restarts and gates included,
+    over the cells it measured), unknown until one cell has been measured."""
+    load = ("trace" if cell.trace else f"rate={rate_text(cell.rate)}" if cell.rate is not None
+            else f"c={cell.concurrency}")
+    left = total - index + 1  # this cell and those after it
+    eta = (f"~{elapsed_s / measured * left:.0f} s left" if measured
+           else "time left known after this cell")
+    return f"cell {index}/{total} arm={cell.arm} {load} rep={cell.rep}, {eta}"
+
+
 def run_sweep(
     plan: SweepPlan,
     run_dir: RunDirectory,
     host: SweepHost,
     ctx: RunContext,
     log: Any = print,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) a sweep. Returns the final run.json content."""
+    """Run (or resume) a sweep. Returns the final run.json content. `progress` hears
+    cell_progress()'s line before each cell is measured (the CLI's spinner, or a line on
+    stderr without a terminal)."""
+    started, measured = time.monotonic(), 0
     run = run_dir.load() or new_run(ctx, plan, host.measured_from)
     dropped = run_dir.drop_unfinished_requests()
     if dropped:
@@ -320,7 +341,10 @@ def run_sweep(
     running: str | None = None
 
     while True:
+        done_before = len(finished_cells(run_dir.rows))
         steps = pending(plan, finished_cells(run_dir.rows))
+        total = done_before + sum(isinstance(s, Cell) for s in steps)
+        index = done_before
         for step in steps:
             arm = plan.arm(step.arm)
             entry = _arm_entry(run, arm)
@@ -370,9 +394,13 @@ def run_sweep(
                 run_dir.save(run)
             if isinstance(step, Restart):
                 continue
+            index += 1
             if _past_saturation(plan, step, run, run_dir, log):
                 continue
+            if progress is not None:
+                progress(cell_progress(step, index, total, time.monotonic() - started, measured))
             rows = host.run_cells(arm, [step], plan, ctx.run_id)
+            measured += 1
             if entry["void"]:
                 for row in rows:
                     row["void"] = True
@@ -402,14 +430,15 @@ def run_sweep(
             best_k_needs_extension(
                 single_stream_throughput(run_dir.read_rows(), plan),
                 plan.max_k,
-                {a.spec_k for a in plan.arms},
+                {a.spec_k for a in plan.arms if not a.is_deployment},
             )
             if plan.extend_k
             else None
         )
-        if next_k is None or any(a.spec_k == next_k for a in plan.arms):
+        candidates = [a for a in plan.arms if not a.is_deployment]
+        if next_k is None or any(a.spec_k == next_k for a in candidates):
             break
-        template = max((a for a in plan.arms if a.spec_k > 0), key=lambda a: a.spec_k)
+        template = max((a for a in candidates if a.spec_k > 0), key=lambda a: a.spec_k)
         spec = SpecArm(
             k=next_k,
             method=template.config.spec.method,

@@ -484,6 +484,7 @@ def run_preflight_or_refuse(
         allow_unpinned=allow_unpinned,
         allow_nonephemeral=allow_nonephemeral,
         use_tailnet=use_tailnet,
+        arms=(cfg,),
     )
     # The engine config is what will be served; the preflight checks that, not a default.
     report = run_preflight(dataclasses.replace(settings, model=cfg.model), plan)

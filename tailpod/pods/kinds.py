@@ -54,7 +54,15 @@ class CloudPods:
 
         try:
             with cloud.open_pod_agent(settings, SshTarget.from_record(record.ssh), 15) as agent:
-                return agent.deadman_heartbeat()
+                beat = agent.deadman_heartbeat()
+                # the engine's own health, asked in the same session (it listens on the pod's
+                # 127.0.0.1 only): `status` shows it instead of "unknown"
+                try:
+                    answer = agent.engine_status()
+                    beat["engine"] = {k: answer.get(k) for k in ("running", "healthy")}
+                except TailpodError as exc:
+                    beat["engine"] = {"error": exc.message}
+                return beat
         except TailpodError as exc:
             return {"error": exc.message}
 

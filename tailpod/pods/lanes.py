@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ from tailpod.agent.bootstrap import engine
 from tailpod.agent.bootstrap.start_error import EngineStartError
 from tailpod.agent_client.driver import GATE_MAX_TOKENS
 from tailpod.config import Settings, ttl_deadline
+from tailpod.engines.base import MAX_SPEC_K
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
 from tailpod.provision.base import PodSpec
@@ -61,9 +63,30 @@ def parse_lanes(text: str) -> list[LaneSpec]:
     if len(parts) != 2:
         raise ConfigError(f"--lanes takes spec:K,plain; got {text!r}")
     name, _, k = parts[0].partition(":")
-    if name != "spec" or not k.isdigit() or int(k) < 1 or parts[1] != "plain":
-        raise ConfigError(f"--lanes takes spec:K,plain with K >= 1; got {text!r}")
+    if name != "spec" or not k.isdigit() or not 1 <= int(k) <= MAX_SPEC_K or parts[1] != "plain":
+        raise ConfigError(f"--lanes takes spec:K,plain with K from 1 to {MAX_SPEC_K}; "
+                          f"got {text!r}")
     return [LaneSpec("spec", int(k)), LaneSpec("plain", 0)]
+
+
+def check_lane_settings(specs: Sequence[LaneSpec], port: int, spec_k: int,
+                        kv_gib: float | None, mem_fraction: float | None) -> None:
+    """`up --lanes`' numbers, before anything rents: each lane's memory budget in range, the
+    lanes' ports (the two after the proxy's, engine_lanes/pod_launches) inside 1-65535, and an
+    `--spec-k` that is either left out (0) or the spec lane's own K."""
+    if mem_fraction is not None and not (math.isfinite(mem_fraction) and 0 < mem_fraction < 1):
+        raise ConfigError(f"--lane-mem-fraction must be a number between 0 and 1 (each lane's "
+                          f"share of GPU memory), got {mem_fraction!r}")
+    if kv_gib is not None and not (math.isfinite(kv_gib) and kv_gib > 0):
+        raise ConfigError(f"--lane-kv-gib must be a positive number of GiB, got {kv_gib!r}")
+    last = port + len(specs)
+    if last > 65535:
+        raise ConfigError(f"--port {port} leaves no room for the lanes: they listen on the "
+                          f"{len(specs)} ports after the proxy's (up to {last}; the last is 65535)")
+    spec_lane = next((s for s in specs if s.k), None)
+    if spec_k and spec_lane is not None and spec_k != spec_lane.k:
+        raise ConfigError(f"--spec-k {spec_k} disagrees with --lanes spec:{spec_lane.k}: the spec "
+                          f"lane's K comes from --lanes (drop --spec-k)")
 
 
 @dataclass
@@ -570,13 +593,12 @@ def engine_lanes(settings: Settings, cfg: Any, specs: Sequence[LaneSpec], on_cpu
 
 
 def limit_from_decision(path: Path) -> tuple[int, int]:
-    """(K, admission limit) of a decision.json whose deployment is two lanes."""
-    try:
-        dec = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read the decision {path}: {exc}") from None
-    dep = dec.get("deployment") or {}
-    if dep.get("kind") != "lanes":
-        raise ConfigError(f"{path}: the deployment is {dep.get('kind')!r}, not two lanes",
+    """(K, admission limit) of a decision.json whose deployment is two lanes, checked against
+    the decision's model (results/deployment.py) before anything rents."""
+    from tailpod.results.deployment import read_decision
+
+    dep = read_decision(path)
+    if dep["kind"] != "lanes":
+        raise ConfigError(f"{path}: the deployment is {dep['kind']!r}, not two lanes",
                           hint="a static deployment needs no proxy: `tailpod up --spec-k K`")
     return int(dep["lanes"][0]["k"]), int(dep["admission_limit"])

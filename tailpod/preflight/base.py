@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tailpod.config import Settings
+from tailpod.engines.base import EngineConfig
 from tailpod.errors import TailpodError
 from tailpod.secrets import redact
 
@@ -91,6 +92,10 @@ class Plan:
     allow_nonephemeral: bool = False
     use_tailnet: bool = True  # False (--no-tailnet): the pod joins no tailnet; nothing to check
     env_file: Path | None = None  # the .env the settings came from; None: TAILPOD_ENV_FILE/.env
+    # The engine arms the run will start (`up`'s, `check-requirements --spec-k`): each is checked
+    # against the checkpoint and engine (engines/checkpoint.py arm_refusal). Empty: none said, so
+    # a checkpoint without an MTP head is a warning, not a failure.
+    arms: tuple[EngineConfig, ...] = ()
 
     def duration_h(self, settings: Settings) -> float:
         return self.hours if self.hours is not None else settings.ttl_hours

@@ -8,6 +8,7 @@ The checkpoint report is `tailpod.engines.checkpoint.inspect_checkpoint` (header
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from tailpod.engines.checkpoint import (
     CheckpointReport,
     HubSource,
     LocalSource,
+    arm_refusal,
     inspect_checkpoint,
 )
 from tailpod.engines.local_install import check_gguf, check_model
@@ -179,9 +181,13 @@ def check_checkpoint(ctx: Context) -> Outcome:
         found.fail(f"config.json declares {mtp.declared_layers} MTP layer(s) but the weights have "
                    "none: engines refuse the draft or draft from uninitialised weights",
                    "use the checkpoint's full release (with its MTP weights)")
-    else:
+    elif not ctx.plan.arms:
         found.warn("no MTP head: MTP speculation has no draft to run",
                    "use a checkpoint with an MTP head, or --spec-method ngram / draft_model")
+    for arm in ctx.plan.arms:  # the arms this run starts: one that cannot run fails here
+        refusal = arm_refusal(replace(arm, model=model), report)
+        if refusal is not None:
+            found.fail(refusal.message, refusal.hint or "")
     if report.quantization:
         q = report.quantization[0]
         found.ok(f"quantization {q.method}" + (f" ({q.algo})" if q.algo else "")

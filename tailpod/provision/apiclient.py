@@ -21,12 +21,12 @@ import httpx
 from tenacity import (
     RetryCallState,
     Retrying,
-    retry_if_exception_type,
+    retry_if_exception,
     stop_after_attempt,
 )
 
 from tailpod.agent.bootstrap.terminate import TERMINATE_ROUTES
-from tailpod.config import Settings
+from tailpod.config import Settings, env_name
 from tailpod.errors import AuthError, ConfigError, ProviderError
 from tailpod.ledger import home_id
 from tailpod.provision.base import PodInfo, PodState, Provider, SupportsPodScopedTermination
@@ -68,6 +68,12 @@ class TransientApiError(ApiError):
     """429, 5xx or a transport failure: worth another attempt with backoff."""
 
 
+class Unreachable(TransientApiError):
+    """No connection to the provider's API at all (refused, no route, no such host): nothing
+    answered at the URL. Retried like any transport failure, unless `fail_fast_unreachable` is
+    on (status: a listing that only reports)."""
+
+
 class DeadlineReached(ProviderError):
     """The command's wall-clock deadline (`down --timeout`, `status --timeout`) passed before
     this call could be sent or answered; never retried."""
@@ -91,6 +97,27 @@ def call_deadline(deadline: float | None) -> Iterator[None]:
         yield
     finally:
         _DEADLINE.reset(token)
+
+
+# On for commands that only report (status): an Unreachable URL is said at once, not retried for
+# half a minute (newcomer finding 2.28); teardown keeps retrying, its proof depends on it.
+_FAIL_FAST: contextvars.ContextVar[bool] = contextvars.ContextVar("tailpod_fail_fast",
+                                                                  default=False)
+
+
+@contextlib.contextmanager
+def fail_fast_unreachable() -> Iterator[None]:
+    """Inside the block an API that cannot be connected to is not retried."""
+    token = _FAIL_FAST.set(True)
+    try:
+        yield
+    finally:
+        _FAIL_FAST.reset(token)
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, TransientApiError) and not (
+        isinstance(exc, Unreachable) and _FAIL_FAST.get())
 
 
 def time_left() -> float | None:
@@ -138,11 +165,13 @@ class JsonApi:
         *,
         timings: ApiTimings,
         auth_env: str,
+        url_env: str | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.provider = provider
         self.base_url = base_url.rstrip("/")
+        self.url_env = url_env
         self.timings = timings
         self.auth_env = auth_env
         self._sleep = sleep
@@ -179,8 +208,16 @@ class JsonApi:
             if left is not None and time_left() == 0.0:
                 raise DeadlineReached(self.provider, what) from None
             raise TransientApiError(self.provider, what, None, "timed out") from None
+        except httpx.ConnectError:
+            raise Unreachable(self.provider, what, None, self.unreachable_text()) from None
         except httpx.TransportError as exc:
             raise TransientApiError(self.provider, what, None, exc.__class__.__name__) from None
+
+    def unreachable_text(self) -> str:
+        """Why a connection failed, naming the URL and the setting it came from."""
+        where = f" (from {self.url_env}: a stopped sandbox or a stale value?)" if self.url_env \
+            else ""
+        return f"ConnectError at {self.base_url}{where}"
 
     def read_stream(self, path: str, what: str, *, params: dict[str, Any] | None = None,
                     idle_s: float = 3.0, max_s: float = 20.0,
@@ -258,7 +295,7 @@ class JsonApi:
         return Retrying(
             stop=stop_after_attempt(attempts or self.timings.attempts),
             wait=self._wait,
-            retry=retry_if_exception_type(TransientApiError),
+            retry=retry_if_exception(_retryable),
             sleep=self._sleep,
             reraise=True,
         )
@@ -300,7 +337,8 @@ class ApiProvider(Provider):
         self.home_id = home_id(settings.state_dir, settings.home_id, create=False)
         self._sleep = sleep
         self.api = JsonApi(self.label, self.base_url, api_key, timings=self.timings,
-                           auth_env=auth_env, transport=transport, sleep=sleep)
+                           auth_env=auth_env, url_env=env_name(self.url_setting),
+                           transport=transport, sleep=sleep)
 
     def manual_stop_steps(self, pod_id: str) -> list[str]:
         """The console page, then the exact API call that ends the pod (the first route of its

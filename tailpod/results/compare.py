@@ -43,6 +43,8 @@ def provenance_warnings(analyses: Sequence[dict[str, Any]]) -> list[str]:
     for a in analyses:
         if a.get("stamp"):
             warnings.append(f"{a['run_id']} was measured off-pod: {STAMP}")
+        if (a.get("hardware") or {}).get("stamp"):
+            warnings.append(f"{a['run_id']}: {a['hardware']['stamp']}")
     return warnings
 
 
@@ -81,5 +83,9 @@ def compare_analyses(analyses: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "ratio": "run_i / run_0",
         "stamp": stamp,
         "warnings": provenance_warnings(analyses),
+        # each run's emulated-provider or wrong-card stamp (results/hardware.py), by run id: the
+        # comparison's header names them as report.md's header does
+        "hardware_stamps": {a["run_id"]: a["hardware"]["stamp"] for a in analyses
+                            if (a.get("hardware") or {}).get("stamp")},
         **parts,
     }

@@ -6,10 +6,14 @@ names (reused from `analyze`, not recomputed). The rule:
 
 - A *band* is one measured load point: a concurrency c (closed loop) or a request rate (open loop),
   for one prompt class, plus a pooled view over every class (tokens over wall time, as analysis
-  pools them). Warm-prefix cells are left out when the run has cold ones.
+  pools them). Warm-prefix cells are left out of every run when any run has cold ones; void cells
+  are left out.
 - The objective's figure per rep: `throughput` = output tok/s; `goodput` = output tok/s of the
   requests that met every SLO target; `cost` = USD per 1M output tokens at the run's pod price
   (of goodput when an SLO is known, else of throughput). Higher is better, except cost.
+- Only arms measured at a band are compared there (the band names them, and those not measured);
+  under `goodput` all against one SLO, and only arms that met it (median attainment >= the SLO
+  percentile) can win: when none did, the band says "no arm meets the SLO".
 - The best arm of a band has the best median over reps. Every arm whose rep range [min, max]
   overlaps the best's is tied with it, and the tie goes to the simplest arm: plain (K=0) before
   speculative, smaller K before larger, then the cheaper card, then the label.
@@ -33,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tailpod.agent.probes.arrival import meets_slo
-from tailpod.results.analysis import analyze, effective_cache
+from tailpod.results.analysis import analyze
 from tailpod.results.io import Run
 from tailpod.results.stats import spread, usd_per_mtok
 
@@ -41,6 +45,8 @@ DECISION_FILE = "decision.json"
 DECISION_VERSION = 1
 OBJECTIVES = ("throughput", "goodput", "cost")
 POOLED = "*"  # the prompt-class key of the pooled view
+DEFAULT_SLO_PERCENTILE = 90.0  # the probe's default share (agent/probes/rows.py slo_fields)
+NO_ARM_MEETS_SLO = "no arm meets the SLO"
 
 # Where an engine can vary speculation by load on its own, the exact option and the first version
 # this code has checked it in. vLLM: `speculative_config.num_speculative_tokens_per_batch_size`, a
@@ -85,20 +91,24 @@ def _recorded_slo(cell: Any) -> dict[str, float] | None:
     return dict(slo) if isinstance(slo, dict) else None
 
 
-def _goodput(cell: Any, requests: Sequence[Any], slo: dict[str, float] | None) -> float | None:
-    """Goodput tok/s of one cell: the recorded one when it was measured against this SLO (or no
-    SLO was asked for), else recomputed from the cell's request rows (closed loop only)."""
+def _goodput(cell: Any, requests: Sequence[Any], slo: dict[str, float] | None
+             ) -> tuple[float | None, float | None]:
+    """Goodput tok/s of one cell and its SLO attainment (share of the cell's requests that met
+    every target): the recorded ones when the cell was measured against this SLO (or no SLO was
+    asked for), else recomputed from the cell's request rows (closed loop only)."""
     recorded = getattr(cell, "goodput_tok_s", None)
     if recorded is not None and (slo is None or _recorded_slo(cell) == slo):
-        return float(recorded)
+        attained = getattr(cell, "slo_attainment", None)
+        return float(recorded), None if attained is None else float(attained)
     if slo is None or getattr(cell, "arrival", None) is not None or not requests or \
             cell.wall_s <= 0:
-        return None
+        return None, None
     met = [r for r in requests if meets_slo(slo, r.ttft_s, r.tpot_s, r.e2e_s, r.ok)]
+    attainment = len(met) / max(cell.requests, len(requests))
     tokens = sum(r.completion_tokens or 0 for r in met)
     if not tokens and met:  # no usage counts: the met share of the cell's own throughput
-        return cell.output_tok_s * len(met) / len(requests)
-    return tokens / cell.wall_s
+        return cell.output_tok_s * len(met) / len(requests), attainment
+    return tokens / cell.wall_s, attainment
 
 
 def _load_of(cell: Any) -> tuple[str, float] | None:
@@ -106,6 +116,8 @@ def _load_of(cell: Any) -> tuple[str, float] | None:
     if arrival is None:
         return ("concurrency", float(cell.concurrency))
     if isinstance(arrival, dict):
+        if arrival.get("process") == "trace":
+            return ("trace", 0.0)  # the replayed log is one load of its own (its own times)
         rate = arrival.get("rate")
         if rate == "inf":
             return ("rate", math.inf)
@@ -121,63 +133,106 @@ def _arm_key(run: Run, label: str, many: bool) -> str:
     return f"{run.meta.run_id}/{label}" if many else label
 
 
+def slo_target(runs: Sequence[Run]) -> float:
+    """The share of requests (%) that must meet the SLO: the one the runs recorded, else the
+    probe's default (agent/probes/rows.py slo_fields)."""
+    for run in runs:
+        for cell in run.cells:
+            pct = getattr(cell, "slo_percentile", None)
+            if _recorded_slo(cell) is not None and isinstance(pct, (int, float)):
+                return float(pct)
+    return DEFAULT_SLO_PERCENTILE
+
+
 def collect(runs: Sequence[Run], objective: str = "throughput",
             slo: dict[str, float] | None = None) -> dict[str, Any]:
-    """{arms: {key: info}, values: {(axis, load, class): {key: [per-rep value]}}, warnings}."""
+    """{arms: {key: info}, values: {(axis, load, class): {key: [per-rep value]}},
+    attainment: {(axis, load, class): {key: [per-rep SLO attainment]}} (goodput only),
+    left_out: {(axis, load): {key: why}}, slo, warnings}.
+
+    Under goodput every figure is measured against one SLO: the one asked for, else the first
+    the runs recorded; a cell measured against another is left out, not compared. Warm-prefix
+    cells are left out of every run as soon as any run has cold ones, so that no card's warm
+    cache competes with another's cold one."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
+    if objective == "goodput" and slo is None:
+        slo = _recorded_slo_of(runs)
     many = len(runs) > 1
     arms: dict[str, dict[str, Any]] = {}
     values: dict[tuple[str, float, str], dict[str, list[float]]] = defaultdict(dict)
+    attainment: dict[tuple[str, float, str], dict[str, list[float | None]]] = defaultdict(dict)
+    left_out: dict[tuple[str, float], dict[str, str]] = defaultdict(dict)
     warnings: list[str] = []
+    cold_somewhere = any(c.cache == "cold" for run in runs for c in run.cells)
+    with_goodput = objective == "goodput" or (objective == "cost" and slo is not None)
     for run in runs:
         price = run.meta.pod.price_per_hr
         reqs: dict[tuple[str, int, int, str, str], list[Any]] = defaultdict(list)
         for r in run.requests:
             reqs[(r.arm, r.concurrency, r.rep, r.prompt_class, r.cache)].append(r)
         records = {a.label: a for a in run.meta.arms}
-        cache = effective_cache(run, "cold")
-        # per (arm, axis, load, rep): [(class, value, wall)]
-        per_rep: dict[tuple[str, str, float, int], list[tuple[str, float | None, float]]] = \
+        # per (arm, axis, load, rep): [(class, value, wall, attainment, requests)]
+        per_rep: dict[tuple[str, str, float, int],
+                      list[tuple[str, float | None, float, float | None, int]]] = \
             defaultdict(list)
         for cell in run.cells:
-            if cache is not None and cell.cache != cache:
-                continue
             load = _load_of(cell)
             if load is None:
                 continue
             rec = records.get(cell.arm)
             key = _arm_key(run, cell.arm, many)
             if key not in arms:
-                void = bool(rec and rec.is_void) or cell.void or "void" in cell.flags
                 arms[key] = {
                     "key": key, "run_id": run.meta.run_id, "arm": cell.arm,
                     "k": rec.k if rec else 0, "method": rec.method if rec else None,
                     "checkpoint": rec.checkpoint if rec else None,
                     "engine": run.meta.engine.name, "engine_version": run.meta.engine.version,
-                    "gpu": run.meta.pod.gpu, "price_per_hr": price, "void": void,
+                    "gpu": run.meta.pod.gpu, "price_per_hr": price,
+                    "void": bool(rec and rec.is_void),
                     "deployment": cell.arm.startswith("deploy"),
                 }  # fmt: skip
-            elif cell.void or "void" in cell.flags:
-                arms[key]["void"] = True
-            if objective == "goodput" or (objective == "cost" and slo is not None):
-                v = _goodput(cell, reqs.get((cell.arm, cell.concurrency, cell.rep,
-                                             cell.prompt_class, cell.cache), []), slo)
+            if cold_somewhere and cell.cache != "cold":
+                left_out[load].setdefault(key, "warm-prefix cells only")
+                continue
+            if cell.void or "void" in cell.flags:
+                # a void cell (a dead lane, a failed gate) is not compared; the arm's other
+                # cells still are
+                why = [f for f in cell.flags if f != "void"]
+                left_out[load].setdefault(key, "void" + (f" ({', '.join(why)})" if why else ""))
+                continue
+            attained: float | None = None
+            if with_goodput:
+                v, attained = _goodput(cell, reqs.get((cell.arm, cell.concurrency, cell.rep,
+                                                       cell.prompt_class, cell.cache), []), slo)
+                if v is None:
+                    other = _recorded_slo(cell)
+                    left_out[load].setdefault(key, "measured under another SLO " + ", ".join(
+                        f"{k} {x:g}" for k, x in other.items()) if other else "no goodput")
             else:
                 v = cell.output_tok_s
-            per_rep[(key, load[0], load[1], cell.rep)].append((cell.prompt_class, v, cell.wall_s))
+            per_rep[(key, load[0], load[1], cell.rep)].append(
+                (cell.prompt_class, v, cell.wall_s, attained, cell.requests))
         for (key, axis, at, _rep), parts in per_rep.items():
-            for pc, v, _ in parts:
+            for pc, v, _, att, _n in parts:
                 if v is not None:
                     values[(axis, at, pc)].setdefault(key, []).append(v)
-            known = [(v, w) for _, v, w in parts if v is not None]
+                    attainment[(axis, at, pc)].setdefault(key, []).append(att)
+            known = [(v, w, att, n) for _, v, w, att, n in parts if v is not None]
+            pooled: float | None = None
             if len(parts) > 1 and len(known) == len(parts):
-                wall = sum(w for _, w in known)
+                wall = sum(w for _, w, _, _ in known)
                 if wall > 0:
-                    pooled = sum(v * w for v, w in known) / wall
-                    values[(axis, at, POOLED)].setdefault(key, []).append(pooled)
+                    pooled = sum(v * w for v, w, _, _ in known) / wall
             elif len(parts) == 1 and known:
-                values[(axis, at, POOLED)].setdefault(key, []).append(known[0][0])
+                pooled = known[0][0]
+            if pooled is not None:
+                values[(axis, at, POOLED)].setdefault(key, []).append(pooled)
+                atts = [(a, n) for _, _, a, n in known]
+                total = sum(n for _, n in atts)
+                pooled_att = (sum(a * n for a, n in atts if a is not None) / total
+                              if total and all(a is not None for a, _ in atts) else None)
+                attainment[(axis, at, POOLED)].setdefault(key, []).append(pooled_att)
     if objective == "cost":
         for cands in values.values():
             for key in list(cands):
@@ -192,7 +247,18 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
             warnings.append("no pod price, left out of the cost objective: " + ", ".join(unpriced))
     if objective == "goodput" and not any(values.values()):
         warnings.append("no goodput figures: give --slo (with request rows) or measure with --slo")
-    return {"arms": arms, "values": dict(values), "warnings": warnings}
+    return {"arms": arms, "values": dict(values),
+            "attainment": dict(attainment) if objective == "goodput" else {},
+            "left_out": dict(left_out), "slo": slo, "warnings": warnings}
+
+
+def _met_slo(attainments: list[float | None] | None, target: float) -> bool:
+    """Whether an arm met the SLO at a band: the median over reps of its attainment reaches the
+    target share. An attainment that is not known is not met."""
+    if not attainments or any(a is None for a in attainments):
+        return False
+    sp = spread(attainments)
+    return sp is not None and sp["median"] * 100.0 >= target
 
 
 def simplicity(arm: dict[str, Any]) -> tuple[Any, ...]:
@@ -230,6 +296,13 @@ def _fmt_load(axis: str, load: float | str) -> str:
     return load if isinstance(load, str) else f"{load:g}"
 
 
+def _band_label(axis: str, load: float | str) -> str:
+    """A band's load as the tables show it: c=4, rate=2, or trace (the replayed log)."""
+    if axis == "trace":
+        return "trace"
+    return f"{'c' if axis == 'concurrency' else 'rate'}={_fmt_load(axis, load)}"
+
+
 def compute(runs: Sequence[Run], objective: str = "throughput",
             slo: dict[str, float] | None = None,
             analyses: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -239,20 +312,42 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
     analyses = list(analyses) if analyses is not None else [analyze(r) for r in runs]
     got = collect(runs, objective, slo)
     arms, warnings = got["arms"], list(got["warnings"])
+    slo = got["slo"]
     lower = objective == "cost"
+    target = slo_target(runs)
+    eligible = sorted(k for k, a in arms.items() if not a["void"] and not a["deployment"])
     bands: list[dict[str, Any]] = []
     gaps: list[dict[str, Any]] = []
     for (axis, load, pc), raw in sorted(got["values"].items(),
                                         key=lambda kv: (kv[0][0], kv[0][2] != POOLED, kv[0][2],
                                                         kv[0][1])):
         spreads = {k: s for k, v in raw.items() if (s := spread(v)) is not None}
-        cands = {k: s for k, s in spreads.items()
-                 if not arms[k]["void"] and not arms[k]["deployment"]}
+        measured = {k: s for k, s in spreads.items()
+                    if not arms[k]["void"] and not arms[k]["deployment"]}
+        if not measured:
+            continue
+        missed = sorted(k for k in measured
+                        if not _met_slo(got["attainment"].get((axis, load, pc), {}).get(k),
+                                        target)) if objective == "goodput" else []
+        cands = {k: s for k, s in measured.items() if k not in missed}
+        left_out = got["left_out"].get((axis, load), {})
+        shown: float | str = "inf" if math.isinf(load) else load  # decision.json stays JSON
+        head = {"axis": axis, "load": shown, "prompt_class": pc,
+                "compared": sorted(measured),
+                "not_measured": [k for k in eligible if k not in measured],
+                "not_measured_why": {k: left_out.get(k, "not measured at this load")
+                                     for k in eligible if k not in measured},
+                "missed_slo": missed}
         won = pick(cands, arms, lower)
         if won is None:
+            bands.append({**head, "arm": None, "verdict": NO_ARM_MEETS_SLO, "median": None,
+                          "best_median_arm": None, "best_median": None, "tied": [],
+                          "tie_resolved": False,
+                          "candidates": {k: {"median": s["median"], "min": s["min"],
+                                             "max": s["max"], "n": s["n"]}
+                                         for k, s in sorted(measured.items())}})
             continue
-        shown: float | str = "inf" if math.isinf(load) else load  # decision.json stays JSON
-        bands.append({"axis": axis, "load": shown, "prompt_class": pc, **won})
+        bands.append({**head, **won, "verdict": "best"})
         for key, s in spreads.items():
             if not arms[key]["deployment"] or arms[key]["void"]:
                 continue
@@ -262,10 +357,11 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
             gaps.append({"arm": key, "axis": axis, "load": shown, "prompt_class": pc,
                          "median": s["median"], "best_arm": won["arm"], "best": w["median"],
                          "gap": gap, "loses": loses})
-    pooled_bands = [b for b in bands if b["prompt_class"] == POOLED]
+    pooled_bands = [b for b in bands if b["prompt_class"] == POOLED and b["arm"] is not None]
     classes = sorted({b["prompt_class"] for b in bands if b["prompt_class"] != POOLED})
     for pc in classes:
-        mine = {(b["axis"], b["load"]): b["arm"] for b in bands if b["prompt_class"] == pc}
+        mine = {(b["axis"], b["load"]): b["arm"] for b in bands
+                if b["prompt_class"] == pc and b["arm"] is not None}
         for b in pooled_bands:
             other = mine.get((b["axis"], b["load"]))
             if other is not None and other != b["arm"] and len(classes) > 1:
@@ -273,12 +369,16 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
                                 f" prefers {other} over the pooled choice {b['arm']}")
     rests_on = _rests_on(runs, analyses, arms)
     deployment = _deployment(runs, arms, pooled_bands, rests_on, warnings)
+    if deployment["kind"] == "none" and any(b["arm"] is None for b in bands):
+        deployment["reason"] = f"{NO_ARM_MEETS_SLO} at any measured load"
+    deployment["compared"] = eligible  # the arms the verdict chose among (bands say where)
     return {
         "decision_version": DECISION_VERSION,
         "objective": objective,
         "lower_is_better": lower,
         "unit": "USD/Mtok" if lower else "tok/s",
         "slo": slo or _recorded_slo_of(runs),
+        "slo_percentile": target if objective == "goodput" else None,
         "runs": [r.meta.run_id for r in runs],
         "arms": arms,
         "bands": bands,
@@ -333,7 +433,7 @@ def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
                 bands: list[dict[str, Any]], rests_on: dict[str, list[dict[str, Any]]],
                 warnings: list[str]) -> dict[str, Any]:
     conc = sorted((b for b in bands if b["axis"] == "concurrency"), key=lambda b: b["load"])
-    rate = sorted((b for b in bands if b["axis"] == "rate"),
+    rate = sorted((b for b in bands if b["axis"] in ("rate", "trace")),
                   key=lambda b: math.inf if isinstance(b["load"], str) else b["load"])
     winners = {b["arm"] for b in conc + rate}
     if not winners:
@@ -347,12 +447,18 @@ def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
     n_spec = next((i for i, k in enumerate(ks) if k == 0), len(ks))
     split_fits = 0 < n_spec < len(ks) and all(k == 0 for k in ks[n_spec:])
     if not conc or not split_fits:
-        counts = {a: seq.count(a) for a in set(seq)}
-        top = min(counts, key=lambda a: (-counts[a], simplicity(arms[a])))
+        every = conc + rate
+        won_at: dict[str, list[str]] = defaultdict(list)
+        for b in every:
+            won_at[b["arm"]].append(f"{'c' if b['axis'] == 'concurrency' else 'rate'}="
+                                    f"{_fmt_load(b['axis'], b['load'])}")
+        top = min(won_at, key=lambda a: (-len(won_at[a]), simplicity(arms[a])))
+        others = "; ".join(f"{a} wins {', '.join(won_at[a])}"
+                           for a in sorted(won_at, key=lambda a: simplicity(arms[a])) if a != top)
         warnings.append("no single deployment fits every band: the bands do not split into "
                         "speculative below and plain above")
         return {"kind": "mixed", "arm": arms[top]["arm"], "key": top, "k": arms[top]["k"],
-                "reason": f"wins {counts[top]} of {len(seq)} bands; others are lost",
+                "reason": f"{top} wins {len(won_at[top])} of {len(every)} bands; {others}",
                 "flag": "loses some bands"}
     spec_seq = seq[:n_spec]
     counts = {a: spec_seq.count(a) for a in set(spec_seq)}
@@ -451,16 +557,24 @@ def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[st
     stamp = (stamp_line or f"**{dec['stamp']}**") if dec.get("stamp") else None
     if stamp:
         L += [stamp, ""]
-    L += ["| load | prompt class | best arm | median | tied (within rep range) |",
-          "|---|---|---|---|---|"]
+    # a decision.json written before bands named what they compared renders as it did then
+    named = all("compared" in b for b in dec["bands"])
+    L += (["| load | prompt class | best arm | median | tied (within rep range) | compared | "
+           "not measured |", "|---|---|---|---|---|---|---|"] if named else
+          ["| load | prompt class | best arm | median | tied (within rep range) |",
+           "|---|---|---|---|---|"])
     for b in dec["bands"]:
-        axis = "c" if b["axis"] == "concurrency" else "rate"
         pc = "all (pooled)" if b["prompt_class"] == POOLED else b["prompt_class"]
         tied = ", ".join(b["tied"]) or "-"
         if b["tie_resolved"]:
             tied += f" (best median {b['best_median_arm']} {_val(b['best_median'], lower)})"
-        L.append(f"| {axis}={_fmt_load(b['axis'], b['load'])} | {pc} | {b['arm']} | "
-                 f"{_val(b['median'], lower)} | {tied} |")
+        row = (f"| {_band_label(b['axis'], b['load'])} | {pc} | "
+               f"{b['arm'] or b.get('verdict', '-')} | {_val(b['median'], lower)} | {tied} |")
+        if named:
+            compared = ", ".join(f"{k} (missed the SLO)" if k in b.get("missed_slo", []) else k
+                                 for k in b["compared"]) or "-"
+            row += f" {compared} | {', '.join(b.get('not_measured', [])) or '-'} |"
+        L.append(row)
     L.append("")
     for c in dec.get("crossover", []):
         L.append(f"- Crossover {c['arm']} vs {c.get('baseline')}: {c.get('detail')}")
@@ -489,6 +603,9 @@ def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[st
         L.append(f"**Deployment: {d['arm']}, flagged** — {d['reason']}.")
     else:
         L.append(f"**No deployment**: {d.get('reason')}.")
+    if d.get("compared"):  # (absent from a decision.json written before it was recorded)
+        L += ["", f"Arms compared: {', '.join(d['compared'])}; each band above names those it "
+                  "compared and those not measured there."]
     L.append("")
     gaps = dec.get("deployment_gap") or []
     if gaps:
@@ -498,9 +615,8 @@ def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[st
         for g in gaps:
             if g["prompt_class"] != POOLED:
                 continue
-            axis = "c" if g["axis"] == "concurrency" else "rate"
             gap = "-" if g["gap"] is None else f"{g['gap'] * 100:+.1f}%"
-            L.append(f"| {g['arm']} | {axis}={_fmt_load(g['axis'], g['load'])} | {g['best_arm']} "
+            L.append(f"| {g['arm']} | {_band_label(g['axis'], g['load'])} | {g['best_arm']} "
                      f"| {_val(g['median'], lower)} | {_val(g['best'], lower)} | {gap} | "
                      f"{'LOSES to ' + g['best_arm'] if g['loses'] else '-'} |")
         L.append("")

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from tailpod.agent import OFF_POD_FLAG
 from tailpod.errors import ConfigError, TailpodError
+from tailpod.results.evidence import void_thin_evidence
 from tailpod.results.migrate import migrate_row, migrate_run_json, version_of
 from tailpod.results.schema import ROW_ADAPTER, CellRow, RequestRow, RunMeta
 
@@ -105,10 +106,12 @@ def load_run(path: str | os.PathLike[str]) -> Run:
             rows, warnings = parse_rows(fh, str(rows_file))
     else:
         warnings.append(f"no {ROWS_FILE} in {run_dir}")
+    cells, requests = void_thin_evidence([r for r in rows if isinstance(r, CellRow)],
+                                         [r for r in rows if isinstance(r, RequestRow)])
     return Run(
         meta=meta,
-        cells=[r for r in rows if isinstance(r, CellRow)],
-        requests=[r for r in rows if isinstance(r, RequestRow)],
+        cells=cells,
+        requests=requests,
         path=run_dir,
         migrated_from=original if original != meta.schema_version else None,
         load_warnings=warnings,
@@ -182,6 +185,7 @@ CELL_COLUMNS = [
     "acceptance_source",
     "flags",
     "void",
+    "void_fields",
 ]
 REQUEST_COLUMNS = [
     "concurrency",
@@ -202,6 +206,7 @@ REQUEST_COLUMNS = [
     "chunk_gap_p50_s",
     "chunk_gap_max_s",
     "t_start",
+    "void_fields",
 ]
 
 
@@ -272,6 +277,11 @@ def _arm_part(run: Run, label: str) -> dict[str, Any]:
     }
 
 
+def _void_text(void_fields: dict[str, str]) -> str | None:
+    """A row's void figures as one text column: `field: why` joined by " | "."""
+    return " | ".join(f"{k}: {v}" for k, v in sorted(void_fields.items())) or None
+
+
 def flat_rows(run: Run, kind: str = "cells") -> list[dict[str, Any]]:
     """One flat dict per cell (or request) with the run and arm context repeated on every row."""
     if kind not in ("cells", "requests"):
@@ -287,7 +297,7 @@ def flat_rows(run: Run, kind: str = "cells") -> list[dict[str, Any]]:
                 | {
                     col: getattr(c, col)
                     for col in CELL_COLUMNS
-                    if col not in ("flags",) and not col.startswith("acc")
+                    if col not in ("flags", "void_fields") and not col.startswith("acc")
                 }
             )
             row |= {
@@ -298,12 +308,14 @@ def flat_rows(run: Run, kind: str = "cells") -> list[dict[str, Any]]:
                 "acceptance_rate": acc.acceptance_rate if acc else None,
                 "acceptance_source": acc.source if acc else None,
                 "flags": ";".join(c.flags),
+                "void_fields": _void_text(c.void_fields),
             }
             row = _with_arm_stamp(row, run, c.arm)
             out.append({col: row[col] for col in table_columns(kind)})
     else:
         for r in run.requests:
             row = base | _arm_part(run, r.arm) | {col: getattr(r, col) for col in REQUEST_COLUMNS}
+            row["void_fields"] = _void_text(r.void_fields)
             row = _with_arm_stamp(row, run, r.arm)
             out.append({col: row[col] for col in table_columns(kind)})
     return out

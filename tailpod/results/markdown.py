@@ -5,7 +5,7 @@ table can be checked against `tailpod report --json` mechanically."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tailpod.results.io import STAMP
@@ -13,6 +13,30 @@ from tailpod.results.io import STAMP
 STAMP_LINE = f"**{STAMP}** (measured off-pod: numbers include the network and client path)"
 _SECRETISH_FLAG = re.compile(r"(token|key|secret|password|auth)", re.I)
 _SECRETISH_VALUE = re.compile(r"^(hf_|tskey-|rpa_|sk-)|(_TOKEN|_KEY|_SECRET)=", re.I)
+
+
+# What each flag a cell row may carry means (agent/probes/rows.py writes them; measure/sweep.py
+# adds void and unverified), for the legend under a table that shows them (newcomer 2.13:
+# `loop_lag` was explained nowhere in the output).
+CELL_FLAG_MEANINGS = {
+    "failures": "some requests failed; the latency figures leave them out",
+    "no_usage": "the engine reported no token usage for some requests: output tokens are a floor",
+    "client_bound": "the load generator's busiest process used 80% of a CPU or more: the client "
+                    "may have held throughput down, so it is a floor",
+    "loop_lag": "the load generator's event loop stalled for more than 50 ms: request timings "
+                "may include the client's own delay",
+    "behind_schedule": "open loop: requests left more than 10 ms late (median): the offered rate "
+                       "was not fully kept",
+    "void": "the arm failed its token-identity gate: no speedup or cost is taken from it",
+    "unverified": "nothing checked that the arm decodes what plain decode does",
+    STAMP: "measured off the pod: the numbers include the network and the client path",
+}
+
+
+def flag_legend(flags: Iterable[str]) -> list[str]:
+    """`flag: meaning` for each known flag among `flags`, in CELL_FLAG_MEANINGS' order."""
+    shown = set(flags)
+    return [f"{name}: {text}" for name, text in CELL_FLAG_MEANINGS.items() if name in shown]
 
 
 def fmt_num(v: float | None) -> str:
@@ -40,6 +64,13 @@ def fmt_spread(sp: dict[str, Any] | None) -> str:
     if sp["n"] == 1:
         return f"{fmt_num(sp['median'])} ({NO_SPREAD})"
     return f"{fmt_num(sp['median'])} [{fmt_num(sp['min'])}–{fmt_num(sp['max'])}]"
+
+
+def fmt_metric(entry: Mapping[str, Any], metric: str) -> str:
+    """A cell summary's spread of `metric`, or "void: why" where thin evidence voided it
+    (results/evidence.py)."""
+    why = (entry.get("void_metrics") or {}).get(metric)
+    return f"void: {why}" if entry.get(metric) is None and why else fmt_spread(entry.get(metric))
 
 
 NO_SPREAD = "no spread: 1 rep"  # a range over one rep is a single number, not a spread
@@ -115,6 +146,26 @@ def grid(
 
 
 
+def load_head(loads: Sequence[str]) -> list[str]:
+    """The column heads of an open-loop table: one per offered load (a rate, or the trace)."""
+    return ["arm"] + [ld if ld == "trace" else f"rate={ld}" for ld in loads]
+
+
+def load_grid(
+    an: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], cell_fmt: Callable[[Any], str]
+) -> list[list[str]]:
+    """One row per arm that has entries, one column per offered load of the analysis' by_load."""
+    void = voids(an)
+    rows = []
+    for arm in (a["label"] for a in an["arms"]):
+        at = {e["load"]: e for e in entries if e["arm"] == arm}
+        if at:
+            rows.append([arm_label(arm, void)]
+                        + [cell_fmt(at[ld]) if ld in at else "not measured"
+                           for ld in an["by_load"]["loads"]])
+    return rows
+
+
 def side_by_side(
     rows: Sequence[Mapping[str, Any]], key: str, fmt: Callable[[Any], str]
 ) -> list[list[str]]:
@@ -124,7 +175,9 @@ def side_by_side(
     for e in rows:
         void = [v for v in e["void"] if v]
         label = f"~~{e['arm']}~~ (VOID: {void[0]})" if void else e["arm"]
-        vals = [fmt(v) for v in e[key]]
+        void_values = e.get("void_values") or [None] * len(e[key])
+        vals = [f"void: {why}" if v is None and why else fmt(v)
+                for v, why in zip(e[key], void_values, strict=True)]
         ratios = ["—" if r is None else f"{r:.2f}×" for r in e.get("ratios", [])[1:]]
         out.append([label, str(e["concurrency"]), *vals, *ratios])
     return out

@@ -203,6 +203,11 @@ def card_decision(outcomes: Sequence[dict[str, Any]], objective: str = "cost",
     for band in dec["bands"]:
         if band["prompt_class"] != decide.POOLED:
             continue
+        if band["arm"] is None:  # no card met the SLO at this load (decide.NO_ARM_MEETS_SLO)
+            bands.append({"axis": band["axis"], "load": band["load"], "card": band["verdict"],
+                          "arm": "-", "median": None, "tied": [], "tie_resolved": False,
+                          "best_median_card": None})
+            continue
         bands.append({
             "axis": band["axis"], "load": band["load"], "card": card(band["arm"]),
             "arm": arms[band["arm"]]["arm"], "median": band["median"],
@@ -344,7 +349,8 @@ def _decision_lines(dec: dict[str, Any] | None) -> list[str]:
         load = band["load"]
         where = (f"c={load:g}" if band["axis"] == "concurrency"
                  else f"rate={load if isinstance(load, str) else f'{load:g}'}/s")
-        value = f"{band['median']:,.3f}" if dec["lower_is_better"] else f"{band['median']:,.1f}"
+        value = ("-" if band["median"] is None else f"{band['median']:,.3f}"
+                 if dec["lower_is_better"] else f"{band['median']:,.1f}")
         tied = ", ".join(band["tied"]) or "—"
         if band["tie_resolved"]:
             tied += f" (best median: {band['best_median_card']}, inside the spread)"

@@ -189,7 +189,8 @@ def render_compare_markdown(cmp: dict[str, Any]) -> str:
     for section in in_compare():
         if section.render_compare is not None:
             L += section.render_compare(cmp, rc)
-    L += [f"![compare]({cmp.get('plot_file', 'compare_throughput.png')})", ""]
+    if cmp.get("plot_file"):  # only a comparison written beside its plot links one
+        L += [f"![compare]({cmp['plot_file']})", ""]
     return redact("\n".join(L))
 
 
@@ -264,16 +265,19 @@ def write_report(
     first = Path(analyses[0]["run_dir"])
     if len(analyses) == 1:
         return first / REPORT_FILE
-    target = Path(out_dir) if out_dir else first
+    return write_compare(analyses, Path(out_dir) if out_dir else first)[0]
+
+
+def write_compare(analyses: Sequence[dict[str, Any]], target: Path) -> tuple[Path, dict[str, Any]]:
+    """compare-<ids>.md and the .png it links, into `target`; returns the .md's path and the
+    comparison (with `plot_file`, the name of the .png beside it)."""
     target.mkdir(parents=True, exist_ok=True)
     cmp = compare_analyses(analyses)
     path = target / _compare_name([a["run_id"] for a in analyses])
     cmp["plot_file"] = path.with_suffix(".png").name
-    cmp["hardware_stamps"] = {a["run_id"]: a["hardware"]["stamp"] for a in analyses
-                              if (a.get("hardware") or {}).get("stamp")}
     with tempfile.TemporaryDirectory(dir=target, prefix=".report-") as tmp:
         stage = Path(tmp)
         png = plot_compare(analyses, stage / path.with_suffix(".png").name)
         (stage / path.name).write_text(render_compare_markdown(cmp))
         _move_into_place([png, stage / path.name], target)
-    return path
+    return path, cmp

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, cast
 
 from tailpod.results.io import Run
-from tailpod.results.stats import spread
+from tailpod.results.stats import spread, thin_percentile
 
 LATENCY_METRICS = ("ttft_p50_s", "e2e_p50_s", "decode_tok_s_p50", "tpot_p50_s")
 REQUEST_FIELD = {
@@ -52,6 +52,7 @@ class Sample:
     flags: set[str] = field(default_factory=set)
     prompt_classes: set[str] = field(default_factory=set)
     pooled_latency: str = "cell"  # "cell", "requests" or "weighted_mean"
+    void_metrics: dict[str, str] = field(default_factory=dict)  # metric -> why it is null
 
 
 def effective_cache(run: Run, cache: str | None) -> str | None:
@@ -93,14 +94,24 @@ def build_samples(
             "output_tok_s": cells[0].output_tok_s if len(cells) == 1 else pooled_tput,
         }
         pooled = "cell"
+        void_metrics: dict[str, str] = {}
         for metric in LATENCY_METRICS:
             if len(cells) == 1:
                 metrics[metric] = getattr(cells[0], metric)
+                if metrics[metric] is None and metric in cells[0].void_fields:
+                    void_metrics[metric] = cells[0].void_fields[metric]
                 continue
-            reqs = [getattr(r, REQUEST_FIELD[metric]) for r in req_groups.get(key, [])]
+            rows = req_groups.get(key, [])
+            reqs = [getattr(r, REQUEST_FIELD[metric]) for r in rows]
             reqs = [v for v in reqs if v is not None]
-            if reqs:
+            thin = thin_percentile(50, len(reqs))
+            if reqs and thin is None:
                 metrics[metric], pooled = statistics.median(reqs), "requests"
+            elif reqs or any(REQUEST_FIELD[metric] in r.void_fields for r in rows):
+                # request rows there are, too few of them stand: no median of a handful
+                metrics[metric], pooled = None, "requests"
+                void_metrics[metric] = (f"{len(reqs)} of {len(rows)} requests have one; "
+                                        f"{(thin or '').split('; ')[-1]}")
             else:
                 pairs = [(getattr(c, metric), c.requests - c.failed) for c in cells]
                 pairs = [(v, w) for v, w in pairs if v is not None and w > 0]
@@ -118,6 +129,7 @@ def build_samples(
             | ({"client_bound"} if any(c.client_bound for c in cells) else set()),
             prompt_classes={c.prompt_class for c in cells},
             pooled_latency=pooled,
+            void_metrics=void_metrics,
         )
         for c in cells:
             acc = c.acceptance
@@ -139,6 +151,14 @@ def build_samples(
         sample.metrics["acceptance_rate"] = (
             max(0.0, sample.accepted / sample.draft_tokens) if sample.draft_tokens else None
         )
+        void_cell = next((c for c in cells if c.void), None)
+        arm = run.meta.arm(key[0])
+        if void_cell is not None and not (arm is not None and arm.is_void):
+            # a void cell of an arm that stands (a deployment measured with a dead lane,
+            # measure/deploy.py): none of its figures is quoted (a void arm is struck through)
+            why = str(getattr(void_cell, "void_reason", None) or "cell marked void")
+            sample.metrics = {m: None for m in sample.metrics}
+            sample.void_metrics = {m: why for m in SUMMARY_METRICS}
         samples.append(sample)
     return samples
 
@@ -161,6 +181,7 @@ class CellSummary(TypedDict):
     flags: list[str]
     prompt_classes: list[str]
     latency_pooling: list[str]
+    void_metrics: dict[str, str]  # a metric null in every rep, and why (evidence.py)
     output_tok_s: Spread | None
     ttft_p50_s: Spread | None
     e2e_p50_s: Spread | None
@@ -193,8 +214,12 @@ def summarize(samples: Sequence[Sample]) -> list[CellSummary]:
             "prompt_classes": sorted({p for s in group for p in s.prompt_classes}),
             "latency_pooling": sorted({s.pooled_latency for s in group}),
         }
+        entry["void_metrics"] = {}
         for metric in SUMMARY_METRICS:
             entry[metric] = spread(s.metrics.get(metric) for s in group)
+            why = next((s.void_metrics[metric] for s in group if metric in s.void_metrics), None)
+            if entry[metric] is None and why is not None:
+                entry["void_metrics"][metric] = why
         out.append(entry)
     return cast(list[CellSummary], out)  # every CellSummary key is set just above
 

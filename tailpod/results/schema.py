@@ -235,6 +235,11 @@ class _RowBase(_Model):
     prompt_class: str
     cell: str
     measured_from: MeasuredFrom = "pod"
+    void_fields: dict[str, str] = Field(
+        default_factory=dict,
+        description="Added when a run is read: a figure of this row voided (set null) because its "
+        "evidence is thin, and why (docs/results.md, \"Void where evidence is thin\").",
+    )
 
 
 class RequestRow(_RowBase):

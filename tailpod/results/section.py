@@ -101,7 +101,10 @@ def _arm_info(run: Run) -> list[ArmRecord]:
 def _void_reasons(run: Run, arms: Sequence[ArmRecord]) -> dict[str, str]:
     reasons = {a.label: a.void_text() for a in arms if a.is_void}
     for cell in run.cells:
-        if (cell.void or "void" in cell.flags) and cell.arm not in reasons:
+        # a cell void with its own reason (a dead lane, measure/deploy.py) is void alone: its
+        # figures print as void (results/samples.py), the arm's other cells stand
+        if (cell.void or "void" in cell.flags) and cell.arm not in reasons \
+                and not getattr(cell, "void_reason", None):
             reasons[cell.arm] = "cell marked void by the sweep"
     return reasons
 

@@ -5,9 +5,11 @@ measured; with whether the next larger K shows that going further stops helping.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from tailpod.results.markdown import fmt_num, table
+from tailpod.results.schema import ArmRecord
 from tailpod.results.section import Context, RenderContext, Section
 
 
@@ -57,6 +59,17 @@ def best_k(candidates: dict[int, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def families(arms: Sequence[ArmRecord], void: Mapping[str, str]) -> list[tuple[str, list[ArmRecord]]]:
+    """Per speculative method: its non-void arms and the plain arms on the same checkpoints (K=0
+    of every method)."""
+    out = []
+    for method in sorted({a.method for a in arms if a.k and a.method and a.label not in void}):
+        family = [a for a in arms if a.label not in void and (a.method == method or a.k == 0)]
+        spec_ckpts = {a.checkpoint for a in family if a.k}
+        out.append((method, [a for a in family if a.k or a.checkpoint in spec_ckpts]))
+    return out
+
+
 def compute(ctx: Context) -> BestK:
     arms, void, cell_at, concurrencies = ctx.arms, ctx.void, ctx.cell_at, ctx.concurrencies
     best: BestK = {
@@ -65,11 +78,7 @@ def compute(ctx: Context) -> BestK:
         "overall": [],
         "excluded_void": sorted(a.label for a in arms if a.k and a.label in void),
     }
-    methods = sorted({a.method for a in arms if a.k and a.method and a.label not in void})
-    for method in methods:
-        family = [a for a in arms if a.label not in void and (a.method == method or a.k == 0)]
-        spec_ckpts = {a.checkpoint for a in family if a.k}
-        family = [a for a in family if a.k or a.checkpoint in spec_ckpts]
+    for method, family in families(arms, void):
         for conc in concurrencies:
             cands = {
                 a.k: cell_at[(a.label, conc)]["output_tok_s"]
@@ -145,11 +154,37 @@ def render(bk: BestK, rc: RenderContext) -> list[str]:
             ],
             rc.stamp,
         )
-    else:
+    by_load = rc.analysis.get("by_load")
+    if by_load and by_load["best_k"]:
+        L += _render_by_load(by_load, rc)
+    elif not bk["per_concurrency"]:
         L += ["No spec arm to choose K from.", ""]
     if bk.get("excluded_void"):
         L += ["Excluded (void): " + ", ".join(f"~~{v}~~" for v in bk["excluded_void"]), ""]
     return L
+
+
+def _render_by_load(by_load: dict[str, Any], rc: RenderContext) -> list[str]:
+    """Per offered load (sections/by_load.py): the best K by goodput under an SLO, else by output
+    tokens/s, from medians over reps."""
+    what = "goodput tok/s" if by_load["metric"] == "goodput_tok_s" else "output tok/s"
+    L = [f"At each offered load, by {what} (medians over reps).", ""]
+    return L + table(
+        ["method", "load", "best K", "arm", what, "stops?", "evidence"],
+        [
+            [
+                p["method"],
+                p["load"] if p["load"] == "trace" else f"rate={p['load']}",
+                str(p["best_k"]),
+                p.get("best_arm") or "—",
+                fmt_num(p.get("value")),
+                "yes" if p["stops"] else "no",
+                p["evidence"],
+            ]
+            for p in by_load["best_k"]
+        ],
+        rc.stamp,
+    )
 
 
 SECTION = Section(key="best_k", rank=60, compute=compute, report_rank=60, render=render)

@@ -115,6 +115,13 @@ def compute(ctx: Context) -> list[CrossoverEntry]:
 
 
 def render(entries: list[CrossoverEntry], rc: RenderContext) -> list[str]:
+    if rc.analysis.get("by_load") and not rc.analysis["cells"]:
+        # an open-loop or trace run: both are found over concurrency, which it did not vary
+        return ["## Crossover and knee", "",
+                "Not measured: crossover and knee are found over concurrency, and this run offered "
+                "request rates (or replayed a trace) instead. Where speculation stops paying is in "
+                "Speedup over plain, per load, and the highest rate each arm holds the SLO at is in "
+                "the Open loop section.", ""]  # fmt: skip
     rows = [
         [
             arm_label(c["arm"], rc.void),

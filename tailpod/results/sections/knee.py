@@ -115,6 +115,8 @@ def compute(ctx: Context) -> list[KneeEntry]:
 
 
 def render(entries: list[KneeEntry], rc: RenderContext) -> list[str]:
+    if rc.analysis.get("by_load") and not rc.analysis["cells"]:
+        return []  # the crossover section says why an open-loop run has neither
     rows = [
         [
             arm_label(k["arm"], rc.void),

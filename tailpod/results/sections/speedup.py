@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypedDict
 
-from tailpod.results.markdown import fmt_ratio, grid, side_by_side, table
+from tailpod.results.markdown import fmt_ratio, grid, load_grid, load_head, side_by_side, table
 from tailpod.results.section import (
     CompareContext,
     CompareRenderContext,
@@ -29,6 +29,7 @@ class SpeedupEntry(TypedDict):
     reason: str | None
     throughput: Ratio | None
     decode: Ratio | None
+    decode_void: str | None  # why no decode ratio: a side's decode p50 is void (evidence.py)
 
 
 def compute(ctx: Context) -> list[SpeedupEntry]:
@@ -51,6 +52,7 @@ def compute(ctx: Context) -> list[SpeedupEntry]:
                 "reason": None,
                 "throughput": None,
                 "decode": None,
+                "decode_void": None,
             }
             if a.label in ctx.void:
                 entry["void"], entry["reason"] = True, f"VOID: {ctx.void[a.label]}"
@@ -63,6 +65,9 @@ def compute(ctx: Context) -> list[SpeedupEntry]:
                 entry["decode"] = ratio_spread(
                     spec_cell["decode_tok_s_p50"], base_cell["decode_tok_s_p50"]
                 )
+                entry["decode_void"] = next(
+                    (f"{side['arm']} {why}" for side in (spec_cell, base_cell)
+                     if (why := side["void_metrics"].get("decode_tok_s_p50"))), None)
             out.append(entry)
     return out
 
@@ -72,6 +77,8 @@ def _cell(key: str) -> Callable[[SpeedupEntry], str]:
         if e.get("void"):
             return "VOID"
         ratio = e[key]  # type: ignore[literal-required]
+        if not ratio and key == "decode" and e.get("decode_void"):
+            return f"void: {e['decode_void']}"
         if not ratio:
             return str(e.get("reason") or "—")
         # A speedup whose output nobody verified is never printed as a plain figure.
@@ -80,8 +87,36 @@ def _cell(key: str) -> Callable[[SpeedupEntry], str]:
     return f
 
 
+def _load_cell(key: str) -> Callable[[Mapping[str, Any]], str]:
+    def f(e: Mapping[str, Any]) -> str:
+        if e["void"]:
+            return "VOID"
+        ratio = e[key]
+        if ratio is None:
+            return str(e["reason"] or "—")
+        return f"{ratio:.2f}×"
+
+    return f
+
+
+def _render_by_load(by_load: Mapping[str, Any], rc: RenderContext) -> list[str]:
+    """Per offered load (sections/by_load.py): spec / plain, as a ratio of medians over reps."""
+    an, head = rc.analysis, load_head(by_load["loads"])
+    L = ["At each offered load, spec / plain output tokens/s (a ratio of medians over reps). "
+         "Below saturation every arm delivers the offered load, so this sits near 1; the "
+         "difference shows in goodput and latency.", ""]
+    L += table(head, load_grid(an, by_load["speedup"], _load_cell("throughput")), rc.stamp)
+    if by_load["metric"] == "goodput_tok_s":
+        L += ["Goodput tokens/s (requests that met the SLO), spec / plain.", ""]
+        L += table(head, load_grid(an, by_load["speedup"], _load_cell("goodput")), rc.stamp)
+    return L
+
+
 def render(entries: list[SpeedupEntry], rc: RenderContext) -> list[str]:
     an, head = rc.analysis, rc.concurrency_head
+    by_load = an.get("by_load")
+    if by_load and not an["cells"]:  # an open-loop or trace run: no concurrency to tabulate
+        return ["## Speedup over plain", ""] + _render_by_load(by_load, rc)
     L = [
         "## Speedup over plain",
         "",
@@ -94,7 +129,7 @@ def render(entries: list[SpeedupEntry], rc: RenderContext) -> list[str]:
     L += table(head, grid(an, entries, _cell("throughput")), rc.stamp)
     L += ["Per-request decode speed (p50), spec / plain.", ""]
     L += table(head, grid(an, entries, _cell("decode")), rc.stamp)
-    return L
+    return L + (_render_by_load(by_load, rc) if by_load else [])
 
 
 def compare(cc: CompareContext) -> dict[str, Any]:

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tailpod.results.markdown import fmt_num, fmt_spread, grid, side_by_side, table
+from tailpod.results.markdown import (
+    fmt_metric,
+    fmt_num,
+    grid,
+    load_grid,
+    load_head,
+    side_by_side,
+    table,
+)
 from tailpod.results.samples import CellSummary
 from tailpod.results.section import (
     CompareContext,
@@ -21,6 +29,8 @@ def compute(ctx: Context) -> list[CellSummary]:
     for c in ctx.cells:
         if c["failed"]:
             ctx.warnings.append(f"{c['arm']} c={c['concurrency']}: {c['failed']} failed requests")
+        if (why := c["void_metrics"].get("output_tok_s")) is not None:
+            ctx.warnings.append(f"{c['arm']} c={c['concurrency']}: void: {why}")
         if "client_bound" in c["flags"]:
             ctx.warnings.append(
                 f"{c['arm']} c={c['concurrency']}: client-bound, throughput is a floor"
@@ -30,12 +40,32 @@ def compute(ctx: Context) -> list[CellSummary]:
 
 def render(cells: list[CellSummary], rc: RenderContext) -> list[str]:
     an, head = rc.analysis, rc.concurrency_head
-    L = ["## Throughput", "", "Aggregate output tokens/s, median [min–max] over reps.", ""]
-    L += table(head, grid(an, cells, lambda e: fmt_spread(e["output_tok_s"])), rc.stamp)
+    by_load = an.get("by_load")
+    L = ["## Throughput", ""]
+    if by_load:
+        L += _render_by_load(by_load, rc)
+        if not cells:  # an open-loop or trace run: no concurrency to tabulate
+            return L
+    L += ["Aggregate output tokens/s, median [min–max] over reps.", ""]
+    L += table(head, grid(an, cells, lambda e: fmt_metric(e, "output_tok_s")), rc.stamp)
     L += ["p50 end-to-end latency (s), median [min–max] over reps.", ""]
-    L += table(head, grid(an, cells, lambda e: fmt_spread(e["e2e_p50_s"])), rc.stamp)
+    L += table(head, grid(an, cells, lambda e: fmt_metric(e, "e2e_p50_s")), rc.stamp)
     L += ["Per-request decode speed p50 (tok/s), median [min–max] over reps.", ""]
-    L += table(head, grid(an, cells, lambda e: fmt_spread(e["decode_tok_s_p50"])), rc.stamp)
+    L += table(head, grid(an, cells, lambda e: fmt_metric(e, "decode_tok_s_p50")), rc.stamp)
+    return L
+
+
+def _render_by_load(by_load: Mapping[str, Any], rc: RenderContext) -> list[str]:
+    """Per offered load (sections/by_load.py): output and, under an SLO, goodput tokens/s."""
+    an, head = rc.analysis, load_head(by_load["loads"])
+    L = ["Output tokens/s at each offered load (open loop: the request rate in req/s; trace: the "
+         "replayed log at its own times), median over reps.", ""]
+    L += table(head, load_grid(an, by_load["points"], lambda p: fmt_num(p["output_tok_s"])),
+               rc.stamp)
+    if by_load["metric"] == "goodput_tok_s":
+        L += ["Goodput tokens/s (tokens of the requests that met the SLO), median over reps.", ""]
+        L += table(head, load_grid(an, by_load["points"], lambda p: fmt_num(p["goodput_tok_s"])),
+                   rc.stamp)
     return L
 
 
@@ -51,17 +81,19 @@ def medians(cc: CompareContext, metric: str) -> list[dict[str, Any]]:
     out = []
     for key in cc.keys:
         void_in = [v.get(key[0]) for v in cc.voids]
-        vals = []
+        vals, void_values = [], []
         for idx in index:
             entry = idx.get(key)
             sp = entry.get(metric) if entry else None
             vals.append(sp["median"] if sp else None)
+            void_values.append((entry.get("void_metrics") or {}).get(metric) if entry else None)
         out.append(
             {
                 "arm": key[0],
                 "concurrency": key[1],
                 "values": vals,
                 "void": void_in,
+                "void_values": void_values,
                 "ratios": [None] * len(vals) if any(void_in) else ratios(vals),
             }
         )

@@ -3,10 +3,10 @@ price: unknown, never zero), and its side-by-side across runs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypedDict, cast
 
-from tailpod.results.markdown import fmt_usd, grid, side_by_side, table
+from tailpod.results.markdown import fmt_usd, grid, load_grid, load_head, side_by_side, table
 from tailpod.results.section import (
     CompareContext,
     CompareRenderContext,
@@ -99,14 +99,42 @@ def _cell(e: CostEntry) -> str:
 def render(costs: list[CostEntry], rc: RenderContext) -> list[str]:
     price = rc.analysis.get("price_per_hr")
     hardware = rc.analysis.get("hardware") or {}
+    by_load = rc.analysis.get("by_load")
     L = ["## Cost", ""]
     if price is None:
         L += ["Pod price unknown: cost is **unknown** (not zero).", ""]
+    elif by_load and not costs:
+        L += [f"At the pod's ${price:g}/hr.", ""]
     else:
         L += [f"At the pod's ${price:g}/hr: USD per 1k output tokens (per 1M in brackets).", ""]
     if hardware.get("stamp"):
         L += [f"**{hardware['stamp']}**", ""]
-    return L + table(rc.concurrency_head, grid(rc.analysis, costs, _cell), rc.stamp)
+    if by_load and not costs:  # an open-loop or trace run: no concurrency to tabulate
+        return L + _render_by_load(by_load, rc)
+    L += table(rc.concurrency_head, grid(rc.analysis, costs, _cell), rc.stamp)
+    return L + (_render_by_load(by_load, rc) if by_load else [])
+
+
+def _load_cell(key: str) -> Callable[[Mapping[str, Any]], str]:
+    def f(e: Mapping[str, Any]) -> str:
+        if e["status"] == "void":
+            return "VOID"
+        return "unknown" if e[key] is None else fmt_usd(e[key])
+
+    return f
+
+
+def _render_by_load(by_load: Mapping[str, Any], rc: RenderContext) -> list[str]:
+    """Per offered load (sections/by_load.py): USD per 1M output tokens and, under an SLO, per 1M
+    tokens of the requests that met it."""
+    head = load_head(by_load["loads"])
+    L = ["USD per 1M output tokens at each offered load (median throughput over reps).", ""]
+    L += table(head, load_grid(rc.analysis, by_load["cost"], _load_cell("usd_per_1m")), rc.stamp)
+    if by_load["metric"] == "goodput_tok_s":
+        L += ["USD per 1M tokens of the requests that met the SLO (goodput).", ""]
+        L += table(head, load_grid(rc.analysis, by_load["cost"], _load_cell("usd_per_good_1m")),
+                   rc.stamp)
+    return L
 
 
 def compare(cc: CompareContext) -> dict[str, Any]:

@@ -346,9 +346,10 @@ def test_cli_refuses_bad_input_with_exit_2_and_dry_run_rents_nothing(
     assert bad_price.exit_code == 2 and "--max-price must be a positive number" in bad_price.output
     past_ttl = runner.invoke(app, ["matrix", "--card", A40, "--budget", "50", "--reps", "9"])
     assert past_ttl.exit_code == 2 and "past the pods' TTL of 1 h" in past_ttl.output
+    # ngram: an mtp arm would have the checkpoint read first (engines/checkpoint.py check_arms)
     dry = runner.invoke(app, ["matrix", "--card", A40, "--card", 'vastai:"RTX 4090"x2',
-                              "--budget", "5", "--spec-k", "0,1", "--concurrency", "1,2,4",
-                              "--reps", "2", "--dry-run"])
+                              "--budget", "5", "--spec-k", "0,1", "--spec-method", "ngram",
+                              "--concurrency", "1,2,4", "--reps", "2", "--dry-run"])
     assert dry.exit_code == 0, dry.output
     # 3 arms (K=1 plus the extension to K=2) x 3 levels x 2 reps = 18 cells per card
     assert "(18 cells per card, at most)" in dry.output

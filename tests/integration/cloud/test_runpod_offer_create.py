@@ -703,7 +703,8 @@ def test_a_create_that_never_answers_names_the_call(tmp_path: Path) -> None:
         provider(fake, tmp_path).create(spec(["A40"]))
     assert caught.value.message == (
         f"RunPod could not place a pod on any of 1 GPU type(s): {A40}: the API kept failing "
-        f"(RunPod: creating a pod on {A40} failed (no answer: ConnectError))")
+        f"(RunPod: creating a pod on {A40} failed (no answer: ConnectError at "
+        "http://runpod.invalid (from TAILPOD_RUNPOD_URL: a stopped sandbox or a stale value?)))")
 
 
 def test_a_pod_created_but_not_readable_keeps_its_id_and_tag(tmp_path: Path) -> None:

@@ -578,7 +578,8 @@ def test_a_rent_that_keeps_failing_is_looked_up_each_time_then_given_up(
         provider(fake, tmp_path).create(spec("H200"))
     assert caught.value.message == (
         "vast.ai could not rent any offer: offer 1: the API kept failing (vast.ai: renting "
-        "offer 1 (H200) failed (no answer: ConnectError))")
+        "offer 1 (H200) failed (no answer: ConnectError at http://vast.invalid (from "
+        "TAILPOD_VAST_URL: a stopped sandbox or a stale value?)))")
     assert fake.events == [("rent", "1"), ("list", None), ("rent", "1"), ("list", None),
                            ("rent", "1"), ("list", None)]
 

@@ -34,10 +34,11 @@ def test_dry_run_uses_an_earlier_runs_start(registry_sandbox: Sandbox, tmp_path:
     earlier.meta.cold_start = cold_start([{"t": 0.0, "event": "creating"}], 0.4, 360.0, {}, None)
     earlier.meta.arms[1].restart_s = 120.0
     write_run(earlier, results / "a40-before")
+    # ngram: Qwen3-0.6B has no MTP head, and matrix refuses an arm its checkpoint cannot run
     result = CliRunner().invoke(app, [
         "matrix", "--dry-run", "--json", "--card", "runpod:A40", "--card", "runpod:L40S",
-        "--spec-k", "0,2", "--concurrency", "1", "--reps", "1", "--budget", "20",
-        "--model", "Qwen/Qwen3-0.6B", "--image", REGISTRY_IMAGE])
+        "--spec-k", "0,2", "--spec-method", "ngram", "--concurrency", "1", "--reps", "1",
+        "--budget", "20", "--model", "Qwen/Qwen3-0.6B", "--image", REGISTRY_IMAGE])
     assert result.exit_code == 0, result.output
     prices = json.loads(result.stdout)["prices"]
     a40, a100 = prices["runpod:A40"], prices["runpod:L40S"]

@@ -210,7 +210,7 @@ def test_a_transport_failure_is_transient_and_named_by_its_class_only() -> None:
     Secret(KEY)
     with pytest.raises(TransientApiError) as caught:
         _api(refused).send("GET", "/pods", "listing pods")
-    assert str(caught.value) == "RunPod: listing pods failed (no answer: ConnectError)"
+    assert str(caught.value) == "RunPod: listing pods failed (no answer: ConnectError at http://api.invalid/v1)"
 
 
 def test_body_of_reads_json_text_or_nothing() -> None:
@@ -628,7 +628,8 @@ def test_a_create_whose_transport_keeps_failing_says_what_failed() -> None:
     reasons: list[str] = []
     assert _create(adapter, reasons) is None
     assert reasons == ["RTX 4090: the API kept failing (RunPod: creating a pod failed "
-                       "(no answer: ConnectError))"]
+                       "(no answer: ConnectError at http://api.invalid/v1 (from TAILPOD_RUNPOD_URL: a "
+                       "stopped sandbox or a stale value?)))"]
 
 
 def test_the_adapter_wires_its_client_with_label_key_env_and_sleep() -> None:
@@ -688,7 +689,8 @@ def test_a_call_sends_its_body_and_params_and_names_itself_in_errors() -> None:
     assert caught.value.message == "RunPod rejected the API key (HTTP 401) during reading pod p1"
     with pytest.raises(TransientApiError) as transient:
         api.call("GET", "/down", "reading pod p2")
-    assert str(transient.value) == "RunPod: reading pod p2 failed (no answer: ConnectError)"
+    assert str(transient.value) == ("RunPod: reading pod p2 failed "
+                                    "(no answer: ConnectError at http://api.invalid/v1)")
     assert api.base_url == "http://api.invalid/v1"
 
 

@@ -64,7 +64,8 @@ def test_one_arm_winning_every_band_is_a_static_deployment(make_run: Any) -> Non
     dec = compute([run])
     assert _winners(dec) == {1: "plain", 4: "plain"}
     assert dec["deployment"] == {"kind": "static", "arm": "plain", "key": "plain", "k": 0,
-                                 "method": None, "reason": "wins every band"}
+                                 "method": None, "reason": "wins every band",
+                                 "compared": ["mtp-k2", "plain"]}
 
 
 def test_plain_below_and_spec_above_fits_no_lane_split_and_is_flagged(make_run: Any) -> None:
@@ -104,6 +105,7 @@ def _open(arm: str, rate: float, rep: int, goodput: float, tok_s: float) -> Cell
         "arrival": {"process": "poisson", "rate": rate, "burstiness": 1.0, "seed": rep,
                     "requests": 50},
         "slo": {"ttft_ms": 500.0}, "slo_percentile": 90.0, "goodput_tok_s": goodput,
+        "slo_attainment": 0.95,  # every arm met the SLO: goodput alone decides
     }  # fmt: skip
     return CellRow(**data)
 
