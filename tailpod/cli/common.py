@@ -92,6 +92,12 @@ def crash_log(exc: BaseException) -> Path:
     return path
 
 
+def _cli_control(exc: BaseException) -> bool:
+    """An exception of typer's or click's own (Exit, Abort, UsageError), whichever package
+    defines it in this typer release."""
+    return any(c.__module__.split(".")[0] in ("click", "typer") for c in type(exc).__mro__)
+
+
 def _wants_json(kwargs: dict[str, Any]) -> bool:
     return bool(kwargs.get("json_out") or kwargs.get("as_json"))
 
@@ -126,7 +132,7 @@ def handle_errors(fn: F) -> F:
             hint = ("free space there (a resumed `--run-id` drops unfinished rows), then run it "
                     "again" if exc.errno == errno.ENOSPC else None)
             json_error("OSError", redact(message), hint, 1)
-            err_console.print(f"error: {redact(message)}", markup=False)
+            err_console.print(f"error: {redact(message)}", markup=False, soft_wrap=True)
             if hint:
                 err_console.print(f"  hint: {hint}", markup=False)
             raise typer.Exit(code=1) from None
@@ -137,12 +143,15 @@ def handle_errors(fn: F) -> F:
             err_console.print(message, markup=False)
             raise typer.Exit(code=130) from None
         except Exception as exc:  # noqa: BLE001 (the last line of defence: no traceback)
+            if _cli_control(exc):  # typer.Exit, Abort, a usage error: click's to handle
+                raise
             path = crash_log(exc)
             message = f"unexpected {exc.__class__.__name__}: {redact(str(exc))}"
             hint = f"the traceback is in {path}; `tailpod status` shows whatever still bills"
             json_error(exc.__class__.__name__, message, hint, 1)
-            err_console.print(f"error: {message}", markup=False)
-            err_console.print(f"  hint: {hint}", markup=False)
+            # soft_wrap: the crash log's path stays whole, to be copied
+            err_console.print(f"error: {message}", markup=False, soft_wrap=True)
+            err_console.print(f"  hint: {hint}", markup=False, soft_wrap=True)
             raise typer.Exit(code=1) from None
 
     return wrapper  # type: ignore[return-value]
