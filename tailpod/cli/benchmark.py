@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -108,16 +109,24 @@ def rate_list(text: str) -> list[float]:
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms")
 
 
+# vLLM's `vllm bench serve --goodput ttft:500 tpot:50` names, in ms (its benchmark docs).
+VLLM_GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+
+
 def slo_spec(text: str) -> dict[str, float]:
-    """`--slo ttft_ms=500,tpot_ms=50`: any of ttft_ms, tpot_ms, e2el_ms, each > 0."""
+    """`--slo ttft_ms=500,tpot_ms=50`: any of ttft_ms, tpot_ms, e2el_ms, each > 0. vLLM's
+    `--goodput ttft:500 tpot:50` form reads the same (`KEY:MS`, spaces or commas between)."""
     out: dict[str, float] = {}
-    for part in text.replace(" ", "").split(","):
+    for part in re.split(r"[,\s]+", text.strip()):
         if not part:
             continue
         key, sep, raw = part.partition("=")
+        if not sep:
+            short, sep, raw = part.partition(":")
+            key = VLLM_GOODPUT_KEYS.get(short, short) if sep else key
         if not sep or key not in SLO_KEYS:
-            raise ConfigError(f"--slo takes {', '.join(k + '=MS' for k in SLO_KEYS)}; "
-                              f"got {part!r}")
+            raise ConfigError(f"--slo takes {', '.join(k + '=MS' for k in SLO_KEYS)} (or vLLM's "
+                              f"{' '.join(k + ':MS' for k in VLLM_GOODPUT_KEYS)}); got {part!r}")
         try:
             value = float(raw)
         except ValueError:
@@ -360,8 +369,9 @@ def register(app: typer.Typer) -> None:
         ),
         arrival_seed: int = typer.Option(0, help="Schedule seed (rep r uses seed + r)."),
         slo: str = typer.Option(
-            None, help="Latency targets, e.g. ttft_ms=500,tpot_ms=50,e2el_ms=4000: each cell "
-            "reports SLO attainment and goodput."
+            None, "--slo", "--goodput", help="Latency targets, e.g. ttft_ms=500,tpot_ms=50,"
+            "e2el_ms=4000 (or vLLM's form, --goodput 'ttft:500 tpot:50'): each cell reports SLO "
+            "attainment and goodput."
         ),
         slo_percentile: float = typer.Option(
             90.0, help="Share of requests (%) that must meet the SLO for a cell to pass."

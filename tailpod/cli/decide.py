@@ -24,7 +24,8 @@ def register(app: typer.Typer) -> None:
             "throughput", help="throughput, goodput (needs an SLO) or cost (USD/Mtok)."
         ),
         slo: str | None = typer.Option(
-            None, "--slo", help="Goodput targets, e.g. ttft_ms=500,tpot_ms=50 (default: the one "
+            None, "--slo", "--goodput", help="Goodput targets, e.g. ttft_ms=500,tpot_ms=50 or "
+            "vLLM's 'ttft:500 tpot:50' (default: the one "
             "the run was measured with)."
         ),
         out: Path | None = typer.Option(
