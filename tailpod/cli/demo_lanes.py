@@ -90,10 +90,10 @@ def lanes_demo(settings: Settings, ledger: Ledger, cfg: EngineConfig, bench: dic
 
 def _on_the_pod(settings: Settings, ledger: Ledger, cfg: EngineConfig,
                 bench: dict[str, Any]) -> Path:
-    from tailpod.cli.benchmark import pod_deploying_host, summary_table
+    from tailpod.cli.benchmark import summary_table
     from tailpod.cli.pods import requirements_on_refusal, startup_progress
     from tailpod.cli.remote import evidence_table
-    from tailpod.measure.deploy import deploy_arm
+    from tailpod.measure.deploy import deploy_arm, pod_deploying_host
     from tailpod.measure.hosts import sweep_host
     from tailpod.measure.plan import SweepPlan, spec_arms
     from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
