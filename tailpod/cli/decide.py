@@ -37,6 +37,7 @@ def register(app: typer.Typer) -> None:
         a deployment: one static arm, or two lanes with the spec lane's admission limit."""
         from tailpod.cli.benchmark import slo_spec
         from tailpod.cli.results import resolve_run
+        from tailpod.results.analysis import analyze
         from tailpod.results.decide import DECISION_FILE, OBJECTIVES, compute, render
         from tailpod.results.io import load_run
 
@@ -44,7 +45,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--objective must be one of {', '.join(OBJECTIVES)}")
         targets = slo_spec(slo) if slo else None
         loaded = [load_run(resolve_run(r)) for r in runs]
-        dec = compute(loaded, objective, targets)
+        dec = compute(loaded, objective, targets, analyses=[analyze(r) for r in loaded])
         first = loaded[0].path
         target = out if out is not None else (first / DECISION_FILE if first else
                                               Path(DECISION_FILE))

@@ -63,10 +63,12 @@ def forced_lanes(decision: dict[str, Any], k: int, limit: int) -> dict[str, Any]
 
 
 def _decide(run_dir: Path) -> dict[str, Any]:
+    from tailpod.results.analysis import analyze
     from tailpod.results.decide import DECISION_FILE, compute, render
     from tailpod.results.io import load_run
 
-    dec = compute([load_run(run_dir)], "throughput")
+    run = load_run(run_dir)
+    dec = compute([run], "throughput", analyses=[analyze(run)])
     (run_dir / DECISION_FILE).write_text(json.dumps(dec, indent=2, sort_keys=True, default=str)
                                          + "\n")
     for line in render(dec):
