@@ -70,9 +70,10 @@ _VALUE = r"[^\s'\",}\]\\]"  # a credential's characters: up to a quote, space, b
 _ASSIGNED = re.compile(
     rf"(?i)(?P<name>['\"]?\b{_SENSITIVE_NAME}['\"]?\s*[=:]\s*['\"]?)(?!(?:Bearer|Basic)\s)"
     rf"(?P<value>(?={_VALUE}*[A-Za-z]){_VALUE}{{6,}})")
-# The credential after an HTTP auth scheme; an all-lowercase word after "bearer" is English.
+# The credential after an HTTP auth scheme; an all-lowercase word after "bearer" is English,
+# and `$NAME` is the shell variable a manual stop names in place of the key (provision/base.py).
 _SCHEME = re.compile(
-    rf"(?i)(?P<name>\b(?:Bearer|Basic)\s+)(?P<value>(?!\*\*\*)(?-i:(?![a-z]+\b)){_VALUE}{{12,}})")
+    rf"(?i)(?P<name>\b(?:Bearer|Basic)\s+)(?P<value>(?!\*\*\*|\$)(?-i:(?![a-z]+\b)){_VALUE}{{12,}})")
 # Key families by prefix; `_` and `-` belong to the key (RunPod's pod keys and vast's instance
 # keys as the sandbox issues them: tailpod/sandbox/cloud.py issue_pod_key), and a key glued to
 # its name by `_` (RUNPOD_API_KEY_rpa_...) still starts a key.

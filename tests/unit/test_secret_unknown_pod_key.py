@@ -6,6 +6,7 @@ broke the old shape rule `rpa_[A-Za-z0-9]{20,}`. The ledger is where these lines
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from tailpod.secrets import redact
 def _pod_key() -> str:
     # Like the sandbox's pod keys (tailpod/sandbox/cloud.py issue_pod_key): token_urlsafe, so
     # `_` and `-`; both are forced in so the test never depends on the draw.
-    return "rpa_pod_" + secrets.token_urlsafe(12) + "-x_" + secrets.token_urlsafe(6)
+    return "rpa_pod_" + secrets.token_urlsafe(12) + "-x_" + secrets.token_urlsafe(6) + "Q9"
 
 
 def _vast_key() -> str:
@@ -35,7 +36,8 @@ FORMS = [
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("make", [_pod_key, _vast_key])
-def test_an_unknown_pod_key_is_masked_in_header_json_and_debug_forms(form: str, make) -> None:  # type: ignore[no-untyped-def]
+def test_an_unknown_pod_key_is_masked_in_header_json_and_debug_forms(
+        form: str, make: Callable[[], str]) -> None:
     key = make()
     assert "_" in key and "-" in key
     text = redact(form.format(key=key))
@@ -63,3 +65,9 @@ def test_the_pod_key_in_kept_startup_lines_never_reaches_the_ledger_files(tmp_pa
     assert any(p.name == "ledger.last-good.json" for p in files), sorted(files)
     for path, text in files.items():
         assert key not in text, path.name
+
+
+def test_a_manual_stop_keeps_the_key_variable_it_names() -> None:
+    # teardown's and a volume's manual delete print the key as `$KEY_ENV`: not a secret
+    line = 'curl -X DELETE -H "Authorization: Bearer $RUNPOD_API_KEY" https://x/v2/pods/abc'
+    assert redact(line) == line
