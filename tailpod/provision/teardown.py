@@ -512,6 +512,8 @@ def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
     """`down RUN_TAG` for a cloud pod; raises UnprovenTeardown (exit 3) when not proven."""
     from tailpod.provision.providers import SSH_BOX, get_provider
 
+    if record.provider == SSH_BOX:  # its manual stop names the engine record where up found it
+        options = {"state_dir": record.extra.pod_state_dir}
     provider = get_provider(record.provider, settings, **options)
     evidence = teardown(provider, ledger, record, run_dir_for(settings, record.run_tag),
                         policy=policy, extra_proofs=_tailnet_proof(settings, record))
@@ -540,13 +542,20 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
         not expired_only or (r.ttl_expires_at is not None and r.ttl_expires_at <= now))]
     if not expired_only:
         local += _local_orphans(settings, ledger, {r.run_tag for r in local})
-    if not providers and not local and not any(r.provider == "local" for r in ledger.active()):
+    # Your own boxes (no TTL, so not --expired): each engine the ledger holds is stopped and
+    # proven, as `down TAG` does; no provider lists them (issue 38 item 7).
+    from tailpod.provision.providers import SSH_BOX
+
+    boxes = [] if expired_only else [r for r in ledger.active() if r.provider == SSH_BOX]
+    if not providers and not local and not boxes and not any(
+            r.provider == "local" for r in ledger.active()):
         from tailpod.provision.providers import cloud_key_envs
 
         raise ConfigError("no cloud provider is configured",
                           hint="set " + " and/or ".join(cloud_key_envs()))
     outcomes = [_down_one(settings, ledger, rec, policy, before_local, **options)
                 for rec in local]
+    outcomes += [_down_one(settings, ledger, rec, policy) for rec in boxes]
     if not providers:
         return outcomes
     for line in recover_ledger(settings, ledger, providers):
