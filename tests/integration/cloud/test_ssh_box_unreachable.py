@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -95,3 +96,17 @@ def test_an_unreachable_box_is_refused_within_the_connect_deadline_before_any_re
     assert "Traceback" not in result.output and "paramiko" not in result.output, result.output
     assert "SSH protocol banner" not in result.output, result.output
     assert Ledger(home / "home").all() == []  # no record that `down` could never settle
+
+
+def test_no_paramiko_text_reaches_stderr_of_the_real_command(home: Path, no_banner: int) -> None:
+    """As a user runs it (a process of its own, no test logging installed): paramiko logs the
+    failed handshake with a traceback, which Python's last-resort handler would print."""
+    code = "import sys; from tailpod.cli.main import main; sys.argv[0] = 'tailpod'; main()"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "up", "--provider", "ssh", "--host",
+         f"root@127.0.0.1:{no_banner}", "--model", "Qwen/Qwen3-0.6B", "--spec-k", "0"],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "cannot reach" in proc.stderr, proc.stderr
+    for text in ("Traceback", "paramiko", "SSH protocol banner"):
+        assert text not in proc.stderr + proc.stdout, proc.stderr
