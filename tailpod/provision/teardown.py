@@ -302,15 +302,12 @@ def teardown(
                                still_billing=list(evidence.still_billing))
     side_ids = {id(c) for c in side}
     pod_failed = any(not c.passed for c in evidence.checks if id(c) not in side_ids)
-    if not evidence.proven and not evidence.still_billing:
-        if pod_failed:
-            evidence.still_billing.append(
-                f"{provider.name}: {tag} ({', '.join(ids) or 'no id'}) is not proven gone — "
-                f"retry: tailpod down {tag}")
-        else:
-            evidence.still_billing += [
-                f"{tag}: {c.name} failed ({c.detail}); {provider.name} shows the pod gone — "
-                f"retry: tailpod down {tag}" for c in side if not c.passed]
+    # A pod proven gone whose side step alone failed (its tailnet device, which bills nothing)
+    # gets no line here: it is said below in its own words, never as "STILL BILLING" (issue 38).
+    if not evidence.proven and not evidence.still_billing and pod_failed:
+        evidence.still_billing.append(
+            f"{provider.name}: {tag} ({', '.join(ids) or 'no id'}) is not proven gone — "
+            f"retry: tailpod down {tag}")
     if not evidence.proven and pod_failed:
         # Per pod, the stop that needs no tailpod and no answer from it (docs/exit-codes.md).
         evidence.still_billing.extend(manual_stop(provider, pod_id) for pod_id in ids)
@@ -343,6 +340,16 @@ def teardown(
             evidence, None)
     if evidence.proven:
         return evidence
+    if not pod_failed and not evidence.still_billing:  # only a side step failed
+        raise UnprovenTeardown(
+            redact(f"{tag}: billing proven stopped ({provider.name} shows the pod gone), but a "
+                   "step of its teardown failed: " + "; ".join(
+                       f"{c.name} failed ({c.detail})" for c in side if not c.passed)),
+            redact(f"retry: tailpod down {tag} (what was left bills nothing; proof: "
+                   f"{proof_path})"),
+            evidence,
+            proof_path,
+        )
     raise UnprovenTeardown(
         redact(f"billing is NOT proven stopped for {tag}: " + " | ".join(evidence.still_billing)),
         redact(f"kill it with `tailpod down {tag}` or by hand as above (proof: {proof_path})"),
@@ -454,13 +461,21 @@ def raise_if_unproven(outcomes: list[TeardownOutcome]) -> None:
     if not bad:
         return
     lines = []
+    # A pod proven gone whose side step failed (its tailnet device) has evidence and no line of
+    # what still bills (teardown above): its own words, and no "NOT proven" when all are such.
+    side_only = [o for o in bad if o.evidence is not None and not o.evidence.still_billing]
     for o in bad:
         if o.evidence and o.evidence.still_billing:
             lines += o.evidence.still_billing
+        elif o in side_only:
+            lines.append(str(o.error))
         else:
             where = _console_url(o.provider)
             lines.append(f"{o.provider} {o.run_tag}: {o.error}"
                          + (f" — see what bills at {where}" if where else ""))
+    if len(side_only) == len(bad):
+        raise BillingNotProven(redact(" | ".join(lines)),
+                               hint="run `tailpod down --all` again; what was left bills nothing")
     raise BillingNotProven(redact("billing is NOT proven stopped: " + " | ".join(lines)),
                            hint="run `tailpod down --all` again, or stop each pod by hand as "
                                 "named above")
