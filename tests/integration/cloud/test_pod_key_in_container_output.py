@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -71,3 +72,29 @@ def test_the_injected_pod_key_is_masked_in_every_file_and_stream(
                                                                  for p in files)
     for path in files:
         assert pod_key not in path.read_text(errors="replace"), path
+
+
+def test_the_vast_instance_key_in_the_create_answer_is_masked_by_value_from_then_on(
+        sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vast's create answer carries `instance_api_key` (the key the instance gets as
+    CONTAINER_API_KEY; docs in ../shared/reference/providers.md): tailpod registers it as it
+    reads it, so a key of no known shape is masked by its value alone."""
+    import secrets as random
+
+    from tailpod.secrets import redact
+
+    shapeless = "K" + random.token_urlsafe(18) + "-z_9"  # no prefix, no name: only the value
+
+    def issue_pod_key(self: Any, pod: Any) -> str:  # the emulator's, with a shapeless key
+        self.pod_keys[(pod.provider, shapeless)] = pod.pod_id
+        pod.meta["pod_key"] = shapeless
+        return shapeless
+
+    monkeypatch.setattr(type(sandbox.cloud), "issue_pod_key", issue_pod_key)
+    assert redact(f"token {shapeless} seen") == f"token {shapeless} seen"  # unknown so far
+    settings = settings_for(sandbox, tailpod_home, TAILPOD_PROVIDER="vastai")
+    spec = PodSpec(run_tag="tp-podkey-vast2", gpu_preference=[GPUS["vastai"]["first"]],
+                   image="sandbox/img", start_command=["sleep", "30"])
+    up_remote(settings, Ledger(settings.state_dir), spec, policy=fast_policy(),
+              timings=fast_timings())
+    assert redact(f"token {shapeless} seen") == "token *** seen"
