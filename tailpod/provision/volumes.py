@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tailpod.errors import BillingNotProven, ConfigError, ProviderError, TailpodError
-from tailpod.ledger import RUN_TAG_PREFIX, Ledger, VolumeRecord
+from tailpod.ledger import RUN_TAG_PREFIX, Ledger, PodRecord, VolumeRecord
 from tailpod.provision.base import DataCenterInfo, Provider, SupportsVolumes, VolumeInfo
 
 VOLUME_PREFIX = RUN_TAG_PREFIX + "vol-"
@@ -360,12 +360,11 @@ class VolumeStillBills(BillingNotProven):
         self.failure = failure
 
 
-def mounted_by(ledger: Ledger, record: VolumeRecord | None) -> list[str]:
-    """The pods the ledger holds as active that mount the volume: 'pod ID (run TAG)' each."""
+def mounting_pods(ledger: Ledger, record: VolumeRecord | None) -> list[PodRecord]:
+    """The pods the ledger holds as active among the runs that mounted the volume."""
     if record is None:
         return []
-    return [f"pod {r.pod_id or '(id unknown)'} (run {r.run_tag})" for r in ledger.active()
-            if r.run_tag in record.used_by]
+    return [r for r in ledger.active() if r.run_tag in record.used_by]
 
 
 def _still_bills(provider: Provider, ledger: Ledger, tag: str, targets: list[str],
@@ -375,17 +374,16 @@ def _still_bills(provider: Provider, ledger: Ledger, tag: str, targets: list[str
     record = ledger.volume(tag)
     if record is not None and record.status == "deleting":
         _set(ledger, tag, "kept", "delete-failed", error=what)  # it is still there: it bills
-    mounts = mounted_by(ledger, record)
+    pods = mounting_pods(ledger, record)
+    mounts = [f"pod {r.pod_id or '(id unknown)'} (run {r.run_tag})" for r in pods]
     name = short_name(tag)
     ids = ", ".join(targets) or "id unknown"
     message = (f"volume {name} ({provider.name}, {ids}) still bills: {what}"
                + (f"; mounted by {', '.join(mounts)}" if mounts else ""))
     steps = []
-    if mounts and record is not None:
-        steps.append("end the pod first: " + "; ".join(
-            f"tailpod down {t}" for t in record.used_by
-            if any(f"(run {t})" in m for m in mounts)))
-    steps.append(f"{'then' if mounts else 'retry'}: tailpod volume rm {name}")
+    if pods:
+        steps.append("end the pod first: " + "; ".join(f"tailpod down {r.run_tag}" for r in pods))
+    steps.append(f"{'then' if pods else 'retry'}: tailpod volume rm {name}")
     by_hand = [c for c in (volume_capable(provider).volume_delete_by_hand(v) for v in targets)
                if c]
     if by_hand:
