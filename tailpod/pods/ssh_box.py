@@ -58,6 +58,15 @@ class SshBoxPods:
                               else exc.hint) from None
         run_tag = new_run_tag()
         try:
+            # A box another running run holds is refused before this run is recorded: its
+            # teardown would otherwise find that run's engine and call it this run's (issue 38).
+            holder = provider.holder(agent)
+            if holder is not None and holder != run_tag:
+                current = ledger.get(holder)
+                if current is not None and current.status == "running":
+                    raise ConfigError(
+                        f"{box.host} already serves {holder}; nothing was started",
+                        hint=f"tailpod down {holder} first (a box serves one engine)")
             record = ledger.put(PodRecord(
                 run_tag=run_tag, provider=self.name, pod_id=box.pod_id(run_tag),
                 engine=cfg.to_json(), gpu=f"your box {box.host}", price_per_hr=0.0,
@@ -69,13 +78,6 @@ class SshBoxPods:
         say = lambda line: progress(0.0, line)  # noqa: E731
         try:
             with agent:
-                holder = provider.holder(agent)
-                if holder is not None and holder != run_tag:
-                    current = ledger.get(holder)
-                    if current is not None and current.status == "running":
-                        raise ConfigError(
-                            f"{box.host} already serves {holder}",
-                            hint=f"tailpod down {holder} first (a box serves one engine)")
                 provider.claim(agent, run_tag)
                 say(f"claimed {box.target.describe()} for {run_tag}")
                 started = cloud.start_arm(agent, settings, cfg, say)

@@ -195,6 +195,13 @@ class SshBoxProvider(Provider):
         box, _ = BoxAddress.from_pod_id(pod_id)
         try:
             with self.agent(box) as agent:
+                holder = self.holder(agent)
+                if holder not in (None, run_tag):  # the box serves another run: not this one's
+                    return BillingEvidence([
+                        ProofCheck("engine stopped", True, f"{box.host} now serves {holder}, "
+                                   f"not {run_tag}: this run's engine is gone"),
+                        ProofCheck("no charges", True,
+                                   "your own box: nothing is rented through tailpod")])
                 status = agent.engine_status()
                 state: dict[str, Any] = status.get("state") or {}
                 port = int(state.get("port") or 0)

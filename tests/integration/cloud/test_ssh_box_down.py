@@ -69,3 +69,39 @@ def test_down_all_stops_and_proves_the_engine_a_box_serves(
     assert not (state_dir / RUN_MARKER).exists()  # the box's terminate really ran
     record = Ledger(tmp_path / "home").get(TAG)
     assert record is not None and not record.active
+
+
+def test_up_on_a_box_another_running_run_holds_is_refused_before_any_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    _env(tmp_path, monkeypatch)
+    state_dir = tmp_path / "box-state"
+    _box_state(state_dir, bound.getsockname()[1])
+    _local_agents(monkeypatch, state_dir)
+    Ledger(tmp_path / "home").put(PodRecord(run_tag=TAG, provider="ssh", status="running",
+                                            pod_id=POD_ID, ssh={"host": "127.0.0.1", "port": 22}))
+    result = CliRunner().invoke(app, ["up", "--provider", "ssh", "--host", "root@127.0.0.1",
+                                      "--model", "Qwen/Qwen3-0.6B", "--spec-k", "0"])
+    assert result.exit_code == 2, result.output
+    assert f"already serves {TAG}" in " ".join(result.output.split())
+    assert [r.run_tag for r in Ledger(tmp_path / "home").all()] == [TAG]  # nothing recorded
+    assert (state_dir / RUN_MARKER).read_text() == TAG  # the holder's claim is untouched
+
+
+def test_a_run_whose_box_another_run_now_holds_is_proven_down_without_touching_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """The holder's engine serves on its port: it is not this run's, so it neither fails this
+    run's proof nor gets stopped by it."""
+    from tailpod.config import load_settings
+    from tailpod.provision.ssh_box.provider import SshBoxProvider
+
+    state_dir = tmp_path / "box-state"
+    _box_state(state_dir, bound.getsockname()[1])  # the marker names TAG
+    _local_agents(monkeypatch, state_dir)
+    bound.listen()  # TAG's engine port answers
+    provider = SshBoxProvider(load_settings(env={}, dotenv_path=tmp_path / "absent.env"))
+    other = BoxAddress("root", "127.0.0.1", 22).pod_id("tp-box-other")
+    evidence = provider.billing_evidence("tp-box-other", other, 0.0)
+    assert evidence.proven, evidence.checks
+    assert any("now serves " + TAG in c.detail for c in evidence.checks)
+    provider.terminate(other)
+    assert (state_dir / RUN_MARKER).read_text() == TAG
