@@ -10,8 +10,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tailpod.results.decide import compute
+from tailpod.results import decide
+from tailpod.results.analysis import analyze
 from tailpod.results.schema import CellRow
+
+
+def compute(runs: list[Any], analyses: list[dict[str, Any]] | None = None,
+            **kw: Any) -> dict[str, Any]:
+    """decide.compute with the runs' own analyses, as its callers give them, unless given."""
+    return decide.compute(runs, analyses=analyses if analyses is not None
+                          else [analyze(r) for r in runs], **kw)
 
 
 def _band(dec: dict[str, Any], load: float) -> dict[str, Any]:
