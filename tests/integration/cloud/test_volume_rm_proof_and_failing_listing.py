@@ -84,10 +84,11 @@ def test_a_listing_that_lags_past_the_wait_is_not_proof(
     provider = get_provider("runpod", settings, timings=fast_timings())
     with pytest.raises(BillingNotProven) as caught:
         vol.delete_volume_proven(provider, ledger, "cache1", wait_s=0.5)
-    assert "still listed" in caught.value.message and "may still bill" in caught.value.message
-    assert BillingNotProven.exit_code == 3
-    record = ledger.volume("tp-vol-cache1")
-    assert record is not None and record.active and record.status == "deleting"
+    assert "still bills" in caught.value.message and "still lists it" in caught.value.message
+    assert caught.value.exit_code == 3
+    record = ledger.volume("tp-vol-cache1")  # still there, so still billing: never "deleted"
+    assert record is not None and record.active and record.status != "deleted"
+    assert record.events[-1]["event"] == "delete-failed"
 
 
 def test_a_failing_listing_leaves_the_volume_unknown_never_deleted(
