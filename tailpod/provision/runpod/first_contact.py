@@ -293,15 +293,21 @@ def run_first_contact(
                 facts.meter_delay_s = round(clock() - created, 1)
         return facts
     finally:
+        proven = False
         try:
             current = ledger.get(run_tag)
             if current is not None:
                 teardown(provider, ledger, current, run_dir_for(settings, run_tag), policy=policy)
+            proven = True
         finally:
             spent = provider.billed_so_far(facts.pod_id) if facts.pod_id else None
             facts.cost_usd = round(spent if spent is not None
                                    else rate * (clock() - started) / 3600.0, 6)
             save(settings, facts)
-            say(f"first contact: the pod is proven down; it cost ${facts.cost_usd:.6f} "
-                "(cost after)")
+            if proven:
+                say(f"first contact: the pod is proven down; it cost ${facts.cost_usd:.6f} "
+                    "(cost after)")
+            else:  # never reassure without the proof: the teardown's error follows
+                say(f"first contact: the pod is not proven down and may still bill; "
+                    f"${facts.cost_usd:.6f} so far (tailpod down {run_tag})")
 
