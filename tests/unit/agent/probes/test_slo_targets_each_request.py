@@ -72,3 +72,16 @@ def test_no_slo_no_requests_and_no_wall() -> None:
     assert no_wall["slo_attainment"] == 1.0 and no_wall["slo_met"] is True
     assert no_wall["goodput_rps"] == 0.0 and no_wall["goodput_tok_s"] == 0.0
     assert no_wall["slo"] == {"ttft_ms": 200.0} and no_wall["slo_percentile"] == 90.0
+
+
+def test_goodput_over_a_short_wall_with_tpot_and_unknown_token_counts() -> None:
+    fast, slow = _req(0.1, 0.5), _req(0.1, 0.5, tokens=30)
+    slow.tpot_s = 0.05  # 50 ms per token: over a 20 ms TPOT target
+    unknown = _req(0.1, 0.5)
+    unknown.completion_tokens = None  # no usage counts: met, but no tokens to count
+    got = slo_fields([fast, slow, unknown], wall=0.5, slo={"tpot_ms": 20.0},
+                     percentile_target=60.0)
+    assert got["slo_attainment"] == pytest.approx(2 / 3)
+    assert got["slo_met"] is True  # 66.7 % ≥ 60 %
+    assert got["goodput_rps"] == pytest.approx(2 / 0.5)
+    assert got["goodput_tok_s"] == pytest.approx(10 / 0.5)  # the unknown one adds no tokens
