@@ -19,7 +19,7 @@ def _req(i: int, ttft: float, ok: bool = True, tokens: int = 10) -> stream.Reque
     return stream.RequestResult(
         index=i, cache="cold", ok=ok, error=None if ok else "stream cut",
         prompt_tokens=5, completion_tokens=tokens, ttft_s=ttft, e2e_s=ttft + 1.0,
-        decode_tok_s=9.0, tpot_s=0.1, chunks=10, chunk_gap_p50_s=0.1, chunk_gap_max_s=0.2,
+        decode_tok_s=10.0 + i, tpot_s=0.05 + 0.01 * i, chunks=10, chunk_gap_p50_s=0.1, chunk_gap_max_s=0.2,
         t_start=0.0)
 
 
@@ -64,3 +64,27 @@ def test_a_cell_whose_share_equals_the_target_meets_the_slo() -> None:
     assert _cell(50.1)["slo_met"] is False
     row = _cell(None)  # no target given: the probe's default, 90 %
     assert row["slo_percentile"] == 90.0 and row["slo_met"] is False
+
+
+def test_the_whole_row_of_a_measured_cell() -> None:
+    from tailpod.agent import SCHEMA_VERSION
+
+    row = _cell()
+    assert row["acceptance"] is None
+    expected = {
+        "kind": "cell", "schema_version": SCHEMA_VERSION, "run_id": "r", "arm": "plain",
+        "concurrency": 4, "rep": 0, "prompt_class": "prose", "cell": "plain|c4|r0|prose",
+        "cache": "cold", "requests": 10, "failed": 2, "wall_s": 2.0, "output_tokens": 80,
+        "client_cpu_s": 0.1, "loop_lag_max_s": 0.001, "client_bound": False,
+        "flags": ["failures"], "void": False, "measured_from": "pod",
+        "slo": SLO, "slo_percentile": 50.0, "slo_met": True,
+    }
+    assert {k: row[k] for k in expected} == expected
+    # the successes' (i = 0 … 7) medians: e2e 1.1 … 1.8 → 1.45, decode 10 … 17 tok/s → 13.5,
+    # TPOT 0.05 … 0.12 s → 0.085
+    assert row["e2e_p50_s"] == pytest.approx(1.45)
+    assert row["e2e_p99_s"] == pytest.approx(1.793)
+    assert row["decode_tok_s_p50"] == pytest.approx(13.5)
+    assert row["tpot_p50_s"] == pytest.approx(0.085)
+    assert "load_workers" not in row  # one process: the shape format v1 always had
+    assert not any(k.startswith(("arrival", "offered", "ttft_sched")) for k in row)  # closed loop
