@@ -71,3 +71,16 @@ def test_between_two_plain_arms_that_tie_the_cheaper_card_wins(make_run: Any) ->
     # a card with no price comes after one with a price; the run id ("a-…" first) does not decide
     unpriced = make_run({"plain": {1: [102, 104]}}, run_id="a-h100", price=None)
     assert compute([unpriced, cheap])["bands"][0]["arm"] == "b-a10/plain"
+
+
+def test_equal_medians_name_the_simplest_as_best_with_no_tie_to_resolve(make_run: Any) -> None:
+    # "a-ngram-k2" sorts before "plain" by name; their medians are equal (101): plain, the
+    # simplest, is both the best median and the winner
+    run = make_run({"a-ngram-k2": {1: [100, 102]}, "plain": {1: [101, 101]}})
+    band = compute([run])["bands"][0]
+    assert (band["arm"], band["best_median_arm"], band["tie_resolved"]) == ("plain", "plain",
+                                                                            False)
+    assert band["tied"] == ["a-ngram-k2"]
+    assert band["candidates"] == {
+        "a-ngram-k2": {"median": 101.0, "min": 100.0, "max": 102.0, "n": 2},
+        "plain": {"median": 101.0, "min": 101.0, "max": 101.0, "n": 2}}

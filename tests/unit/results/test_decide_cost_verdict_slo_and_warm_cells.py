@@ -96,3 +96,31 @@ def test_warm_cells_of_a_run_with_cold_ones_are_left_out(make_run: Any) -> None:
     band = _band(compute([run]), 1.0)
     assert band["arm"] == "plain"
     assert band["candidates"]["ngram-k2"]["median"] == 90.0
+
+
+def test_an_attainment_just_under_the_target_or_unknown_misses_it(make_run: Any) -> None:
+    run = make_run({"plain": {1: [100]}, "ngram-k2": {1: [100]}})
+    # 94.5 % of requests met the SLO against a 95 % target: missed (by half a point)
+    run.cells = [c for rep in (0, 1) for c in (_open("ngram-k2", rep, 280.0, 0.945, 95.0),
+                                               _open("plain", rep, 250.0, 1.0, 95.0))]
+    band = _band(compute([run], objective="goodput"), 2.0)
+    assert band["missed_slo"] == ["ngram-k2"] and band["arm"] == "plain"
+    # an attainment nobody recorded is not met: the arm cannot win on goodput alone
+    run.cells = [c for rep in (0, 1) for c in (
+        _open("ngram-k2", rep, 280.0, 1.0, 95.0).model_copy(update={"slo_attainment": None}),
+        _open("plain", rep, 250.0, 1.0, 95.0))]
+    band = _band(compute([run], objective="goodput"), 2.0)
+    assert band["missed_slo"] == ["ngram-k2"] and band["arm"] == "plain"
+
+
+def test_the_target_comes_from_a_cell_that_recorded_its_slo(make_run: Any) -> None:
+    run = make_run({"plain": {1: [100]}, "ngram-k2": {1: [100]}})
+    # the first cell names a share but no SLO (it was not measured against one): not the target
+    stray = _open("plain", 0, 250.0, 1.0, 50.0).model_copy(
+        update={"slo": None, "goodput_tok_s": None, "slo_attainment": None,
+                "cell": "plain|rate2.0|r9|prose", "rep": 9})
+    run.cells = [stray] + [c for rep in (0, 1) for c in (
+        _open("ngram-k2", rep, 280.0, 0.90, 95.0), _open("plain", rep, 250.0, 1.0, 95.0))]
+    dec = compute([run], objective="goodput")
+    assert dec["slo_percentile"] == 95.0
+    assert _band(dec, 2.0)["missed_slo"] == ["ngram-k2"]
