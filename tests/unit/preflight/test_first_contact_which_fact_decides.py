@@ -155,3 +155,10 @@ def test_the_meter_line_of_the_newest_result_that_measured_it(tailpod_home: Path
     known[2].meter_delay_s, known[2].meter_bound_s = 99.0, 120.0
     items = assess(_settings(tailpod_home), known, IMAGE, "json").items
     assert items == [(P, "the meter showed spend 12 s after create", "")]
+
+
+def test_two_results_of_the_same_form_give_one_verdict(tailpod_home: Path) -> None:
+    known = [_facts("a/x:1", 10, form="plain"), _facts("b/y:1", 20, form="plain")]
+    assert assess(_settings(tailpod_home), known, IMAGE, "plain").items == [
+        (P, f"{IMAGE}: the plain start form ran (seen with a/x:1, the same form) (first "
+            "contact within the hour)", "")]

@@ -124,3 +124,13 @@ def test_the_target_comes_from_a_cell_that_recorded_its_slo(make_run: Any) -> No
     dec = compute([run], objective="goodput")
     assert dec["slo_percentile"] == 95.0
     assert _band(dec, 2.0)["missed_slo"] == ["ngram-k2"]
+
+
+def test_one_rep_of_unknown_attainment_misses_the_slo(make_run: Any) -> None:
+    run = make_run({"plain": {1: [100]}, "ngram-k2": {1: [100]}})
+    run.cells = [_open("ngram-k2", 0, 280.0, 1.0, 95.0),
+                 _open("ngram-k2", 1, 280.0, 1.0, 95.0).model_copy(
+                     update={"slo_attainment": None}),
+                 _open("plain", 0, 250.0, 1.0, 95.0), _open("plain", 1, 250.0, 1.0, 95.0)]
+    band = _band(compute([run], objective="goodput"), 2.0)
+    assert band["missed_slo"] == ["ngram-k2"] and band["arm"] == "plain"

@@ -88,3 +88,33 @@ def test_the_whole_row_of_a_measured_cell() -> None:
     assert row["tpot_p50_s"] == pytest.approx(0.085)
     assert "load_workers" not in row  # one process: the shape format v1 always had
     assert not any(k.startswith(("arrival", "offered", "ttft_sched")) for k in row)  # closed loop
+
+
+def test_the_client_bound_flag_at_its_threshold_and_its_place_among_the_flags() -> None:
+    from tailpod.agent.probes.basics import LOOP_LAG_FLAG_S
+
+    no_usage = _req(0, 0.1)
+    no_usage.flags = ["no_usage"]
+    results = [no_usage, _req(1, 0.2), _req(2, 0.3, ok=False)]
+
+    def row(cpu_s: float, wall: float, lag: float, workers: int = 1,
+            busiest: float | None = None) -> dict:
+        out = load.LoopOutcome(results, wall_s=wall, cpu_s=cpu_s, loop_lag_max_s=lag,
+                               workers=workers, busiest_cpu_s=busiest)
+        return rows.cell_row("r", PLAN, out, None, ["extra"], "pod", 0.8)
+
+    # CPU exactly 80 % of a 0.5 s wall: client-bound (the threshold is inclusive), placed after
+    # failures and no_usage; the loop lag exactly at its bound is not flagged
+    at = row(cpu_s=0.4, wall=0.5, lag=LOOP_LAG_FLAG_S)
+    assert at["client_bound"] is True
+    assert at["flags"] == ["failures", "no_usage", "client_bound", "extra"]
+    assert at["output_tok_s"] == pytest.approx(20 / 0.5)  # the two successes' 10 tokens each
+    below = row(cpu_s=0.39, wall=0.5, lag=LOOP_LAG_FLAG_S * 1.01)
+    assert below["client_bound"] is False
+    assert below["flags"] == ["failures", "no_usage", "loop_lag", "extra"]
+    # with workers, the busiest one's CPU decides, not their sum
+    split = row(cpu_s=0.9, wall=0.5, lag=0.0, workers=2, busiest=0.3)
+    assert split["client_bound"] is False and split["load_workers"] == 2
+    # no wall time: no throughput, and not client-bound
+    zero = row(cpu_s=0.4, wall=0.0, lag=0.0)
+    assert zero["output_tok_s"] == 0.0 and zero["client_bound"] is False

@@ -85,3 +85,10 @@ def test_goodput_over_a_short_wall_with_tpot_and_unknown_token_counts() -> None:
     assert got["slo_met"] is True  # 66.7 % ≥ 60 %
     assert got["goodput_rps"] == pytest.approx(2 / 0.5)
     assert got["goodput_tok_s"] == pytest.approx(10 / 0.5)  # the unknown one adds no tokens
+
+
+def test_a_late_send_alone_can_miss_a_ttft_target() -> None:
+    # 0.15 s to the first token, sent 0.1 s behind schedule: 0.25 s from the schedule
+    late = _req(0.15, 0.95, lag=0.1)
+    assert slo_fields([late], 4.0, {"ttft_ms": 200.0}, None)["slo_attainment"] == 0.0
+    assert slo_fields([late], 4.0, {"ttft_ms": 250.0}, None)["slo_attainment"] == 1.0
