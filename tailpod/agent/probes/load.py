@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import OFF_POD_FLAG
@@ -341,23 +341,20 @@ DEFAULT_TRANSPORT = "asyncio"
 
 @dataclass
 class RunOptions:
+    """What `probe run` measures every cell with; the cells themselves (CellPlan, rows.py) say
+    arm, concurrency, rep, class and cache, and the verb's `out` says where rows go."""
+
     base_url: str = DEFAULT_BASE_URL
     model: str | None = None
-    arm: str = "default"
     run_id: str | None = None
-    concurrency: list[int] = field(default_factory=lambda: [1])
-    reps: int = 1
     requests_per_cell: int = 16
     max_tokens: int = 256
     ignore_eos: bool = True
     temperature: float = 0.0
-    prompt_classes: list[str] | None = None
     prompts_dir: str | None = None
     warmup: int = 1
-    cache: str = "cold"  # cold | warm | both
     engine: str = "auto"  # auto | vllm | sglang | none
     api: str = "chat"  # chat | completions | generate (SGLang native)
-    out: str = "-"
     transport: str = DEFAULT_TRANSPORT
     request_timeout: float = 600.0
     client_bound_threshold: float = CLIENT_BOUND_CPU_FRACTION
