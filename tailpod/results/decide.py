@@ -38,6 +38,7 @@ from typing import Any
 
 from tailpod.agent.probes.arrival import meets_slo
 from tailpod.results.analysis import analyze
+from tailpod.results.deployment import checked_decision
 from tailpod.results.io import Run
 from tailpod.results.schema import CellRow, RequestRow
 from tailpod.results.stats import spread, usd_per_mtok
@@ -371,7 +372,7 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
     if deployment["kind"] == "none" and any(b["arm"] is None for b in bands):
         deployment["reason"] = f"{NO_ARM_MEETS_SLO} at any measured load"
     deployment["compared"] = eligible  # the arms the verdict chose among (bands say where)
-    return {
+    return checked_decision({
         "decision_version": DECISION_VERSION,
         "objective": objective,
         "lower_is_better": lower,
@@ -387,7 +388,7 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
         "deployment_gap": gaps,
         "warnings": warnings,
         "stamp": next((r.stamp for r in runs if r.stamp), None),
-    }
+    })
 
 
 def _recorded_slo_of(runs: Sequence[Run]) -> dict[str, float] | None:
