@@ -52,16 +52,16 @@ class Run:
         return STAMP if self.off_pod else None
 
 
-def validation_summary(exc: ValidationError) -> str:
+def validation_summary(exc: ValidationError, what: str = f"results format v{SCHEMA_VERSION}") -> str:
     """The first problem in one line: the dotted key, then what is wrong with it. A key the
     schema does not declare is named as such (a misspelling reads as one), never dropped."""
     errors = exc.errors(include_url=False)
     unknown = [e for e in errors if e["type"] == "extra_forbidden"]
     first = unknown[0] if unknown else errors[0]
     where = ".".join(str(p) for p in first["loc"])
-    what = (f"unknown key {where!r} (results format v{SCHEMA_VERSION} has no such field; "
-            "misspelt?)" if unknown else f"{where}: {first['msg']}")
-    return what + (f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
+    said = (f"unknown key {where!r} ({what} has no such field; misspelt?)" if unknown
+            else f"{where}: {first['msg']}")
+    return said + (f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
 
 
 def parse_rows(lines: Iterable[str], source: str = ROWS_FILE) -> tuple[list[Any], list[str]]:

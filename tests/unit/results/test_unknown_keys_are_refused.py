@@ -126,3 +126,13 @@ def test_what_the_sweep_writes_is_what_the_reader_reads(tmp_path: Path) -> None:
     assert loaded.meta.model_dump(mode="json") == json.loads(run_dir.run_json.read_text())
     assert loaded.meta.run_id == "r1" and loaded.meta.plan.arms == ["plain"]
     assert [c.output_tok_s for c in loaded.cells] == [12.5]
+
+
+def test_the_analysis_document_refuses_a_key_no_section_declares() -> None:
+    from tailpod.results.analysis import analysis_model, analyze, check_analysis
+
+    an = analyze(load_run(MTP))
+    declared = set(analysis_model().model_fields)
+    assert set(an) <= declared and {"run_id", "crossover", "by_load"} <= set(an)
+    with pytest.raises(TailpodError, match="unknown key 'crosover'"):
+        check_analysis(an | {"crosover": an["crossover"]})
