@@ -14,6 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -174,7 +175,7 @@ class RunDirectory:
         """Append rows as the probe wrote them (stdlib only on the pod, it has no models), each
         checked first against the row model the reader uses."""
         for row in rows:
-            _checked(lambda row=row: ROW_ADAPTER.validate_python(row), f"row of {row.get('cell')}")
+            _checked(partial(ROW_ADAPTER.validate_python, row), f"row of {row.get('cell')}")
         self.path.mkdir(parents=True, exist_ok=True)
         with self.rows.open("a", encoding="utf-8") as fh:
             for row in rows:
@@ -258,10 +259,10 @@ def _arm_entry(run: dict[str, Any], arm: Arm) -> dict[str, Any]:
     for entry in run["arms"]:
         if entry["label"] == arm.label:
             return entry
-    entry: dict[str, Any] = ArmRecord(label=arm.label, engine_config=arm.config.to_json(),
-                                      starts=[], unverified=None).model_dump(mode="json")
-    run["arms"].append(entry)
-    return entry
+    new: dict[str, Any] = ArmRecord(label=arm.label, engine_config=arm.config.to_json(),
+                                    starts=[], unverified=None).model_dump(mode="json")
+    run["arms"].append(new)
+    return new
 
 
 def single_stream_throughput(rows: list[dict[str, Any]], plan: SweepPlan) -> dict[int, float]:
