@@ -191,9 +191,17 @@ class ProcessPodHost:
             return
         finally:
             log.close()
-        pod.pid = proc.pid
         with self._lock:
-            self._procs[pod.key] = proc
+            stopped = pod.key in self._stopped
+            if not stopped:
+                pod.pid = proc.pid
+                self._procs[pod.key] = proc
+        if stopped:
+            # stop() ran while this restart was starting: the pod is gone, so is its process
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return
         threading.Thread(target=self._watch, args=(pod, proc), daemon=True).start()
 
     def _watch(self, pod: SandboxPod, proc: subprocess.Popen[bytes]) -> None:
