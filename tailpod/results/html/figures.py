@@ -33,6 +33,7 @@ class Chart(TypedDict):
     x_log: bool  # the starting scale; the page has a toggle for each axis
     y_log: bool
     series: list[Series]
+    x_labels: list[str] | None  # a categorical axis (offered loads): x is the label's index
 
 
 def _cell_series(an: dict[str, Any], metric: str, name_prefix: str = "") -> list[Series]:
@@ -79,16 +80,37 @@ def _rate_series(an: dict[str, Any], field: str, scale: float) -> list[Series]:
             for arm, pts in sorted(by_arm.items())]
 
 
+def _load_series(an: dict[str, Any], field: str) -> tuple[list[str], list[Series]]:
+    """The Throughput section's per-load table (sections/by_load.py) as series over its loads:
+    open-loop rates, `inf` and a replayed trace alike, in the table's order."""
+    by_load = an.get("by_load") or {}
+    loads = [str(x) for x in by_load.get("loads") or []]
+    void = _void_map(an)
+    by_arm: dict[str, list[Point]] = {}
+    for p in by_load.get("points") or []:
+        if (v := p.get(field)) is not None and str(p["load"]) in loads:
+            by_arm.setdefault(p["arm"], []).append(
+                {"x": loads.index(str(p["load"])), "y": v, "lo": None, "hi": None,
+                 "n": p.get("reps")})
+    return loads, [{"name": arm, "void": void.get(arm),
+                    "points": sorted(pts, key=lambda q: q["x"])}
+                   for arm, pts in sorted(by_arm.items())]
+
+
 def _chart(id_: str, title: str, x_label: str, y_label: str, series: list[Series],
-           x_log: bool = True, y_log: bool = False) -> Chart:
-    return {"id": id_, "title": title, "x_label": x_label, "y_label": y_label, "x_log": x_log,
-            "y_log": y_log, "series": series}
+           x_log: bool = True, y_log: bool = False, x_labels: list[str] | None = None) -> Chart:
+    return {"id": id_, "title": title, "x_label": x_label, "y_label": y_label,
+            "x_log": x_log and x_labels is None, "y_log": y_log, "series": series,
+            "x_labels": x_labels}
 
 
 def run_charts(an: dict[str, Any]) -> list[Chart]:
     """One run's charts: the closed-loop ones where the run has cells, the offered-rate ones where
     it has open-loop points; a chart with no series is left out (the page says which)."""
     conc = "concurrency (clients)"
+    load_axis = "offered load (req/s, or the replayed trace)"
+    loads, load_tok_s = _load_series(an, "output_tok_s")
+    _, load_goodput = _load_series(an, "goodput_tok_s")
     charts = [
         _chart("throughput", "Throughput vs concurrency (median; bars: min–max over reps)", conc,
                "aggregate output tok/s", _cell_series(an, "output_tok_s")),
@@ -99,8 +121,10 @@ def run_charts(an: dict[str, Any]) -> list[Chart]:
         _chart("ttft", "p50 time to first token", conc, "seconds", _cell_series(an, "ttft_p50_s")),
         _chart("acceptance", "Acceptance length (tokens per verify step)", conc, "tokens",
                [s for s in _cell_series(an, "acceptance_length")]),
-        _chart("rate_tok_s", "Open loop: output tok/s against offered rate",
-               "offered request rate (req/s)", "output tok/s", _rate_series(an, "output_tok_s", 1)),
+        _chart("load_tok_s", "Output tok/s at each offered load (median over reps)", load_axis,
+               "output tok/s", load_tok_s, x_labels=loads),
+        _chart("load_goodput", "Goodput tok/s at each offered load (tokens of the requests that "
+               "met the SLO)", load_axis, "goodput tok/s", load_goodput, x_labels=loads),
         _chart("rate_slo", "Open loop: SLO attainment against offered rate",
                "offered request rate (req/s)", "% of requests within the SLO",
                _rate_series(an, "slo_attainment", 100.0)),

@@ -57,7 +57,8 @@
         if (p.lo !== null) { ys.push(p.lo); } if (p.hi !== null) { ys.push(p.hi); }
       });
     });
-    var xlog = state.xlog && xs.every(function (v) { return v > 0; });
+    var cat = chart.x_labels;
+    var xlog = !cat && state.xlog && xs.every(function (v) { return v > 0; });
     var ylog = state.ylog && ys.every(function (v) { return v > 0; });
     var uniq = Array.from(new Set(xs)).sort(function (a, b) { return a - b; });
     var x0 = Math.min.apply(null, xs.length ? xs : [0]), x1 = Math.max.apply(null, xs.length ? xs : [1]);
@@ -71,10 +72,11 @@
     var axes = el("g", {"class": "axes"}, svg);
     el("line", {x1: M.l, y1: H - M.b, x2: W - M.r, y2: H - M.b, stroke: "#333"}, axes);
     el("line", {x1: M.l, y1: M.t, x2: M.l, y2: H - M.b, stroke: "#333"}, axes);
-    ticks(x0, x1, xlog, uniq).forEach(function (t) {
+    if (cat) { x0 = 0; x1 = Math.max(cat.length - 1, 0); fx = scale(-0.5, x1 + 0.5, M.l, W - M.r, false); }
+    (cat ? cat.map(function (_, i) { return i; }) : ticks(x0, x1, xlog, uniq)).forEach(function (t) {
       var x = fx(t);
       el("line", {x1: x, y1: H - M.b, x2: x, y2: H - M.b + 5, stroke: "#333"}, axes);
-      el("text", {x: x, y: H - M.b + 18, "text-anchor": "middle", "class": "tick"}, axes).textContent = fmt(t);
+      el("text", {x: x, y: H - M.b + 18, "text-anchor": "middle", "class": "tick"}, axes).textContent = cat ? cat[t] : fmt(t);
     });
     var yt = ylog ? (function () { var o = [], p = Math.pow(10, Math.floor(Math.log10(y0)));
       while (p <= y1) { if (p >= y0) { o.push(p); } p *= 10; } return o.length ? o : [y0, y1]; })()
@@ -97,16 +99,17 @@
       var d = s.points.map(function (p, j) { return (j ? "L" : "M") + fx(p.x) + " " + fy(p.y); }).join(" ");
       el("path", {d: d, fill: "none", stroke: color, "stroke-width": 2,
                   "stroke-dasharray": s.void ? "6 4" : "none"}, g);
-      var n = 0;
+      var n = 0, bars = 0;
       s.points.forEach(function (p) {
         if (p.lo !== null && p.hi !== null) {
           el("line", {x1: fx(p.x), x2: fx(p.x), y1: fy(p.lo), y2: fy(p.hi), stroke: color,
                       "stroke-width": 1.2, "class": "bar"}, g);
+          bars += 1;
         }
         var c = el("circle", {cx: fx(p.x), cy: fy(p.y), r: 4.5, fill: color, "class": "point",
                               "data-x": p.x, "data-y": p.y}, g);
         var text = s.name + (s.void ? " (VOID: " + s.void + ")" : "") + "\n" + chart.x_label + " = " +
-          fmt(p.x) + "\n" + chart.y_label + " = " + fmt(p.y) +
+          (cat ? cat[p.x] : fmt(p.x)) + "\n" + chart.y_label + " = " + fmt(p.y) +
           (p.lo !== null ? " [" + fmt(p.lo) + "–" + fmt(p.hi) + "]" : (p.n === 1 ? " (no spread: 1 rep)" : "")) +
           (p.n ? "\nreps: " + p.n : "");
         el("title", {}, c).textContent = text;
@@ -117,7 +120,8 @@
         c.addEventListener("mouseleave", function () { tip.style.display = "none"; });
         n += 1;
       });
-      drawn.push({name: s.name, void: !!s.void, points: n});
+      drawn.push({name: s.name, void: !!s.void, points: n, bars: bars,
+                  xs: s.points.map(function (p) { return cat ? cat[p.x] : p.x; })});
     });
     return {id: chart.id, xlog: xlog, ylog: ylog, watermark: watermark || null, series: drawn};
   }
@@ -142,6 +146,7 @@
     });
     ["xlog", "ylog"].forEach(function (k) {
       var input = box.querySelector("input[name=" + k + "]");
+      if (k === "xlog" && chart.x_labels) { input.parentNode.style.display = "none"; return; }
       input.checked = state[k];
       input.addEventListener("change", function () { state[k] = input.checked; redraw(); });
     });
@@ -150,7 +155,14 @@
 
   function publish(summary) {
     var charts = Object.keys(summary).map(function (k) { return summary[k]; });
-    document.body.setAttribute("data-drawn", JSON.stringify({charts: charts}));
+    // each stamp, and whether it is on the first screen (the header keeps it there on scroll)
+    var stamps = Array.prototype.map.call(document.querySelectorAll("#stamps .stamp"), function (s) {
+      var r = s.getBoundingClientRect(), st = window.getComputedStyle(s);
+      return {text: s.textContent, visible: r.height > 0 && r.top >= 0 &&
+              r.bottom <= window.innerHeight && st.visibility !== "hidden" && st.display !== "none"};
+    });
+    document.body.setAttribute("data-drawn", JSON.stringify({
+      charts: charts, stamps: stamps, void_cells: document.querySelectorAll("td.void").length}));
   }
 
   function cellKey(td) {
