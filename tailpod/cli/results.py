@@ -405,18 +405,30 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def export(
         run: str = typer.Argument(..., help="Run directory (or run id)."),
-        fmt: str = typer.Option("csv", "--format", help="csv, jsonl, or parquet (needs pyarrow)."),
+        fmt: str = typer.Option(
+            "csv", "--format", help="csv, jsonl, parquet (needs pyarrow), or llmd-report (llm-d's "
+            "benchmark report v0.2.1: one JSON file per arm and load point, in a folder)."
+        ),
         table: str = typer.Option("cells", "--table", help="cells or requests."),
         out: Path | None = typer.Option(
-            None, "--out", help="Output file (default RUN/<table>.<format>)."
+            None, "--out", help="Output file (default RUN/<table>.<format>; for llmd-report a "
+            "folder, default RUN/llmd-report)."
         ),
     ) -> None:
-        """Write a flat table of a run that pandas reads without tailpod."""
+        """Write a flat table of a run that pandas reads without tailpod, or the run as llm-d's
+        benchmark reports."""
         from tailpod.results.io import export_table, load_run
 
         # a malformed flag is a usage error before anything is read (docs/exit-codes.md)
-        if fmt not in ("csv", "jsonl", "parquet"):
-            raise ConfigError(f"unknown --format {fmt!r}", hint="use csv, jsonl or parquet")
+        if fmt not in ("csv", "jsonl", "parquet", "llmd-report"):
+            raise ConfigError(f"unknown --format {fmt!r}",
+                              hint="use csv, jsonl, parquet or llmd-report")
+        if fmt == "llmd-report":
+            from tailpod.results.llmd_report import LLMD_DIR, write_llmd_reports
+
+            run_dir = resolve_run(run)
+            typer.echo(str(write_llmd_reports(load_run(run_dir), out or run_dir / LLMD_DIR)))
+            return
         if table not in ("cells", "requests"):
             raise ConfigError(f"unknown --table {table!r}", hint="use cells or requests")
         run_dir = resolve_run(run)
