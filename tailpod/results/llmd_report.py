@@ -67,8 +67,8 @@ def load_of(c: CellRow) -> tuple[str, float | None]:
     if a.get("process") == "trace":
         return "trace", None
     try:
-        return "rate", float(a.get("rate"))  # "inf": every request at once
-    except (TypeError, ValueError):
+        return "rate", float(a["rate"])  # "inf": every request at once
+    except (KeyError, TypeError, ValueError):
         return "rate", None
 
 
@@ -126,7 +126,7 @@ def _report(run: Run, an: dict[str, Any], arm: str, load: tuple[str, float | Non
     conc = value if kind == "concurrency" else None
     stamps = _stamps(an)
     void = rec.void_reason or "void" if rec and rec.void else None
-    arm_an = next((a for a in an["arms"] if a["label"] == arm), {})
+    arm_an: dict[str, Any] = next((a for a in an["arms"] if a["label"] == arm), {})
     cell_an = _analysis_at(an, "cells", arm, conc)
     cost = _analysis_at(an, "cost", arm, conc)
     void_fields: dict[str, str] = {}

@@ -23,6 +23,7 @@ class Series(TypedDict):
     name: str
     void: str | None  # why the arm is void (a failed gate); drawn grey and dashed
     points: list[Point]
+    group: int  # which compared run (its line style); 0 on a run's own page
 
 
 class Chart(TypedDict):
@@ -36,7 +37,8 @@ class Chart(TypedDict):
     x_labels: list[str] | None  # a categorical axis (offered loads): x is the label's index
 
 
-def _cell_series(an: dict[str, Any], metric: str, name_prefix: str = "") -> list[Series]:
+def _cell_series(an: dict[str, Any], metric: str, name_prefix: str = "", group: int = 0
+                 ) -> list[Series]:
     void = _void_map(an)
     n_at = {(c["arm"], c["concurrency"]): (c.get(metric) or {}).get("n") for c in an["cells"]}
     out: list[Series] = []
@@ -50,7 +52,8 @@ def _cell_series(an: dict[str, Any], metric: str, name_prefix: str = "") -> list
             spread = n is None or n > 1
             points.append({"x": x, "y": y, "lo": y - dlo if spread else None,
                            "hi": y + dhi if spread else None, "n": n})
-        out.append({"name": name_prefix + arm, "void": void.get(arm), "points": points})
+        out.append({"name": name_prefix + arm, "void": void.get(arm), "points": points,
+                    "group": group})
     return out
 
 
@@ -65,19 +68,19 @@ def _speedup_series(an: dict[str, Any]) -> list[Series]:
         by_arm.setdefault(s["arm"], []).append(
             {"x": s["concurrency"], "y": t["speedup"], "lo": t["lo"] if spread else None,
              "hi": t["hi"] if spread else None, "n": t.get("n")})
-    return [{"name": arm, "void": void.get(arm), "points": sorted(pts, key=lambda p: p["x"])}
-            for arm, pts in by_arm.items()]
+    return [{"name": arm, "void": void.get(arm), "points": sorted(pts, key=lambda p: p["x"]),
+             "group": 0} for arm, pts in by_arm.items()]
 
 
 def _rate_series(an: dict[str, Any], field: str, scale: float) -> list[Series]:
     void = _void_map(an)
     by_arm: dict[str, list[Point]] = {}
     for p in _rate_points(an):
-        if (v := p.get(field)) is not None:
+        if isinstance(v := p.get(field), (int, float)):
             by_arm.setdefault(p["arm"], []).append(
                 {"x": p["rate"], "y": scale * v, "lo": None, "hi": None, "n": p.get("reps")})
-    return [{"name": arm, "void": void.get(arm), "points": sorted(pts, key=lambda q: q["x"])}
-            for arm, pts in sorted(by_arm.items())]
+    return [{"name": arm, "void": void.get(arm), "points": sorted(pts, key=lambda q: q["x"]),
+             "group": 0} for arm, pts in sorted(by_arm.items())]
 
 
 def _load_series(an: dict[str, Any], field: str) -> tuple[list[str], list[Series]]:
@@ -93,7 +96,7 @@ def _load_series(an: dict[str, Any], field: str) -> tuple[list[str], list[Series
                 {"x": loads.index(str(p["load"])), "y": v, "lo": None, "hi": None,
                  "n": p.get("reps")})
     return loads, [{"name": arm, "void": void.get(arm),
-                    "points": sorted(pts, key=lambda q: q["x"])}
+                    "points": sorted(pts, key=lambda q: q["x"]), "group": 0}
                    for arm, pts in sorted(by_arm.items())]
 
 
@@ -139,9 +142,9 @@ def compare_charts(analyses: Sequence[dict[str, Any]]) -> list[Chart]:
     draws them, and the same for decode speed."""
     tput: list[Series] = []
     decode: list[Series] = []
-    for an in analyses:
-        tput += _cell_series(an, "output_tok_s", f"{an['run_id']}: ")
-        decode += _cell_series(an, "decode_tok_s_p50", f"{an['run_id']}: ")
+    for i, an in enumerate(analyses):
+        tput += _cell_series(an, "output_tok_s", f"{an['run_id']}: ", i)
+        decode += _cell_series(an, "decode_tok_s_p50", f"{an['run_id']}: ", i)
     charts = [
         _chart("compare_throughput", "Throughput vs concurrency, runs compared (median; bars: "
                "min–max over reps)", "concurrency (clients)", "aggregate output tok/s", tput),

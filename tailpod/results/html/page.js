@@ -6,6 +6,7 @@
   var NS = "http://www.w3.org/2000/svg";
   var PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                  "#17becf", "#bcbd22", "#7f7f7f"];
+  var DASHES = ["none", "9 4", "2 3", "12 3 3 3"];  // one per compared run, as plot_compare's styles
   var W = 760, H = 380, M = {l: 72, r: 16, t: 16, b: 48};
 
   function el(name, attrs, parent) {
@@ -17,6 +18,7 @@
   function fmt(v) {
     if (v === null || v === undefined) { return "—"; }
     var a = Math.abs(v);
+    if (v === 0) { return "0"; }
     if (a >= 1 && Number.isInteger(v)) { return v.toLocaleString("en-US"); }
     if (a >= 1000) { return v.toLocaleString("en-US", {maximumFractionDigits: 0}); }
     if (a >= 100) { return v.toFixed(1); }
@@ -98,7 +100,7 @@
       var g = el("g", {"class": "series" + (s.void ? " void" : ""), "data-series": s.name}, svg);
       var d = s.points.map(function (p, j) { return (j ? "L" : "M") + fx(p.x) + " " + fy(p.y); }).join(" ");
       el("path", {d: d, fill: "none", stroke: color, "stroke-width": 2,
-                  "stroke-dasharray": s.void ? "6 4" : "none"}, g);
+                  "stroke-dasharray": s.void ? "6 4" : DASHES[(s.group || 0) % DASHES.length]}, g);
       var n = 0, bars = 0;
       s.points.forEach(function (p) {
         if (p.lo !== null && p.hi !== null) {
