@@ -5,6 +5,7 @@ never disagree about a number. page.js draws them; the tests read back what it d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
@@ -100,10 +101,28 @@ def _load_series(an: dict[str, Any], field: str) -> tuple[list[str], list[Series
                    for arm, pts in sorted(by_arm.items())]
 
 
+def _finite(v: float | None) -> bool:
+    return v is not None and math.isfinite(v)
+
+
+def _drawable(series: list[Series]) -> list[Series]:
+    """Points with a finite x and y only (JSON has no inf; an axis has no place for it); a
+    non-finite bar end is no bar. A series left with no point is left out."""
+    out: list[Series] = []
+    for s in series:
+        points: list[Point] = [
+            {**p, "lo": p["lo"] if _finite(p["lo"]) and _finite(p["hi"]) else None,
+             "hi": p["hi"] if _finite(p["lo"]) and _finite(p["hi"]) else None}
+            for p in s["points"] if _finite(p["x"]) and _finite(p["y"])]
+        if points:
+            out.append({**s, "points": points})
+    return out
+
+
 def _chart(id_: str, title: str, x_label: str, y_label: str, series: list[Series],
            x_log: bool = True, y_log: bool = False, x_labels: list[str] | None = None) -> Chart:
     return {"id": id_, "title": title, "x_label": x_label, "y_label": y_label,
-            "x_log": x_log and x_labels is None, "y_log": y_log, "series": series,
+            "x_log": x_log and x_labels is None, "y_log": y_log, "series": _drawable(series),
             "x_labels": x_labels}
 
 

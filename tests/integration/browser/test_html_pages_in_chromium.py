@@ -67,6 +67,14 @@ def test_a_gpu_runs_page_draws_every_arm_at_every_concurrency_with_its_spread(
     for s in tput["series"]:  # a bar (min–max over reps) on every point of 2 reps or more
         assert s["bars"] == sum(1 for n in expected[s["name"]].values() if n > 1)
     assert tput["xlog"] is True
+    by_arm = {arm: sorted(per) for arm, per in expected.items()}
+    for chart_id in ("latency", "ttft"):  # every cell has them here
+        assert {s["name"]: s["xs"] for s in page.chart(chart_id)["series"]} == by_arm
+    spec = {arm: sorted(set(per) & set(expected["plain"]))
+            for arm, per in expected.items() if arm != "plain"}
+    assert {s["name"]: s["xs"] for s in page.chart("speedup")["series"]} == spec
+    assert {s["name"]: s["xs"] for s in page.chart("acceptance")["series"]} == {
+        arm: sorted(expected[arm]) for arm in spec}
     assert page.drawn["stamps"] == []
     assert "<h2>Decision</h2>" in page.dom  # decide's bands and deployment, from decision.json
 

@@ -111,3 +111,15 @@ def test_every_pair_of_committed_runs_compares_as_a_page(app: typer.Typer,
         got = CliRunner().invoke(app, ["compare", "--html", "--baseline", copies[0], other])
         assert got.exit_code == 0, got.output
         assert re.search(r"comparison: \S+\.html", got.output)
+
+
+def test_a_non_finite_value_is_not_drawn_and_the_page_is_still_written() -> None:
+    from tailpod.results.html.figures import _drawable
+
+    series = [{"name": "a", "void": None, "group": 0, "points": [
+        {"x": 1, "y": 2.0, "lo": 1.0, "hi": float("inf"), "n": 2},
+        {"x": 2, "y": float("nan"), "lo": None, "hi": None, "n": 2}]},
+        {"name": "b", "void": None, "group": 0, "points": [
+            {"x": float("inf"), "y": 1.0, "lo": None, "hi": None, "n": 1}]}]
+    assert _drawable(series) == [{"name": "a", "void": None, "group": 0, "points": [
+        {"x": 1, "y": 2.0, "lo": None, "hi": None, "n": 2}]}]  # type: ignore[arg-type]
