@@ -123,3 +123,25 @@ def test_a_non_finite_value_is_not_drawn_and_the_page_is_still_written() -> None
             {"x": float("inf"), "y": 1.0, "lo": None, "hi": None, "n": 1}]}]
     assert _drawable(series) == [{"name": "a", "void": None, "group": 0, "points": [
         {"x": 1, "y": 2.0, "lo": None, "hi": None, "n": 2}]}]  # type: ignore[arg-type]
+
+
+def test_a_void_arms_difference_is_marked_void() -> None:
+    base = analyze(build_run({"plain": {1: [100.0, 110.0]}, "mtp-k2": {1: [150.0, 160.0]}},
+                             run_id="base", void={"mtp-k2": "gate failed"}))
+    other = analyze(build_run({"plain": {1: [100.0, 110.0]}, "mtp-k2": {1: [150.0, 160.0]}},
+                              run_id="other"))
+    marks = {d["arm"]: d["void"] for d in cell_differences([base, other])}
+    assert marks == {"plain": None, "mtp-k2": "gate failed"}
+
+
+def test_report_html_of_two_runs_writes_both_pages_and_their_comparison(
+    app: typer.Typer, tmp_path: Path
+) -> None:
+    a = write_run(build_run({"plain": {1: [1.0, 2.0]}}, run_id="run-a"), tmp_path / "a")
+    b = write_run(build_run({"plain": {1: [3.0, 4.0]}}, run_id="run-b"), tmp_path / "b")
+    got = CliRunner().invoke(app, ["report", "--html", str(a), str(b)])
+    assert got.exit_code == 0, got.output
+    assert (a / "report.html").is_file() and (b / "report.html").is_file()
+    page = a / "compare-run-a-vs-run-b.html"
+    assert f"report: {page}" in got.output
+    assert "baseline <b>run-a</b>" in page.read_text()
