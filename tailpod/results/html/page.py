@@ -47,10 +47,21 @@ def markdown_to_html(md: str) -> str:
     return _TD.sub(mark, body)
 
 
-def _stamps_html(stamps: Sequence[str]) -> str:
+def hardware_note(analyses: Sequence[dict[str, Any]]) -> str:
+    """What the header says when nothing is stamped: only what the runs' hardware check found
+    (a match, or facts never recorded), never more."""
+    said = []
+    for an in analyses:
+        verdict = (an.get("hardware") or {}).get("verdict")
+        what = ("the pod reported the claimed hardware (or none was claimed)" if verdict == "match"
+                else f"hardware {verdict or 'not checked'}: the pod's own facts were not recorded")
+        said.append(what if len(analyses) == 1 else f"{an['run_id']}: {what}")
+    return "measured on the pod; " + "; ".join(said)
+
+
+def _stamps_html(stamps: Sequence[str], note: str) -> str:
     if not stamps:
-        return ('<div class="clean" data-stamps="0">measured on the pod; the pod reported the '
-                'claimed hardware (or none was claimed)</div>')
+        return f'<div class="clean">{html.escape(note)}</div>'
     return "".join(f'<div class="stamp" role="alert">{html.escape(s)}</div>' for s in stamps)
 
 
@@ -73,7 +84,7 @@ def _json_script(data: Any) -> str:
     return f'<script type="application/json" id="tailpod-data">{text}</script>'
 
 
-def _page(title: str, provenance: str, stamps: Sequence[str], body: str,
+def _page(title: str, provenance: str, stamps: Sequence[str], note: str, body: str,
           charts: Sequence[Chart], watermark: str | None) -> str:
     """`watermark`: the off-pod stamp, written across every chart as the PNGs have it."""
     charts_html = (_chart_boxes(charts) if charts
@@ -90,7 +101,7 @@ def _page(title: str, provenance: str, stamps: Sequence[str], body: str,
 <style>{_asset("page.css")}</style></head>
 <body data-stamps="{len(stamps)}">
 <header><h1>{html.escape(title)}</h1><div class="provenance">{provenance}</div>
-<div id="stamps">{_stamps_html(stamps)}</div></header>
+<div id="stamps">{_stamps_html(stamps, note)}</div></header>
 <main>{body}</main>
 <footer>Written by tailpod {html.escape(__version__)}; opens offline (no script or style is
 fetched). Hover a point for its values; the raw numbers: <code>tailpod report RUN --json</code>.
@@ -133,7 +144,7 @@ def render_run_html(an: dict[str, Any], md: str) -> str:
     md = _PLOTS.sub(f"{CHARTS_HERE}\n\n", md, count=1)
     md = re.sub(r"^# .*\n", "", md, count=1)  # the page's header says the title
     return _page(f"tailpod report — {an['run_id']}", _provenance(an), run_stamps(an),
-                 markdown_to_html(md), run_charts(an), an.get("stamp"))
+                 hardware_note([an]), markdown_to_html(md), run_charts(an), an.get("stamp"))
 
 
 # --- the comparison --------------------------------------------------------------------------------
@@ -225,5 +236,5 @@ def render_compare_html(analyses: Sequence[dict[str, Any]], cmp: dict[str, Any],
     body = differences_html(cell_differences(analyses), ids[0]) + markdown_to_html(md)
     if decision_md:
         body += markdown_to_html(decision_md)
-    return _page(f"tailpod comparison — {' vs '.join(ids)}", provenance, stamps, body,
-                 compare_charts(analyses), cmp.get("stamp"))
+    return _page(f"tailpod comparison — {' vs '.join(ids)}", provenance, stamps,
+                 hardware_note(analyses), body, compare_charts(analyses), cmp.get("stamp"))

@@ -145,3 +145,12 @@ def test_report_html_of_two_runs_writes_both_pages_and_their_comparison(
     page = a / "compare-run-a-vs-run-b.html"
     assert f"report: {page}" in got.output
     assert "baseline <b>run-a</b>" in page.read_text()
+
+
+def test_an_unstamped_page_reassures_only_as_far_as_the_hardware_check_went(
+    tmp_path: Path
+) -> None:
+    run = build_run({"plain": {1: [1.0, 2.0]}})  # the builder records no machine facts
+    text = write_run_html([write_run(run, tmp_path / "r")]).read_text()
+    assert "the pod reported the claimed hardware" not in text
+    assert "hardware unverified: the pod&#x27;s own facts were not recorded" in text
