@@ -401,6 +401,27 @@ def register(app: typer.Typer) -> None:
         else:
             _print_cost(res)
 
+    @app.command("import-vllm-bench")
+    @handle_errors
+    def import_vllm_bench(
+        files: list[Path] = typer.Argument(
+            ..., help="`vllm bench serve --save-result` JSON files, each one rep of the cell at "
+            "its --max-concurrency."
+        ),
+        out: Path = typer.Option(..., "--out", help="The run directory to write (new or empty)."),
+        arm: str = typer.Option("plain", help="The arm they measured: plain, or <method>-k<N>."),
+        run_id: str | None = typer.Option(None, "--run-id", help="Default vllm-bench-<first file>."),
+    ) -> None:
+        """Turn vLLM's own benchmark results into a run directory that report, compare (--html),
+        decide and export read; marked off-pod and, for a speculative arm, UNVERIFIED."""
+        from tailpod.results.io import write_run
+        from tailpod.results.vllm_bench import run_from_vllm_bench
+
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"{out} exists and is not an empty directory; nothing was written")
+        run = run_from_vllm_bench(files, arm, run_id)
+        typer.echo(str(write_run(run, out)))
+
     @app.command("export")
     @handle_errors
     def export(
