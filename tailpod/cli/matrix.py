@@ -176,8 +176,10 @@ def register(app: typer.Typer) -> None:
         objective: str = typer.Option(
             "cost", help="How the report ranks cards per load band: cost ($/Mtok), goodput "
             "($/Mtok of the tokens that met --slo) or throughput."),
-        slo: str = typer.Option(None, help="Latency targets for the goodput objective, e.g. "
-                                "ttft_ms=500,tpot_ms=50 (met per request, from its rows)."),
+        slo: str = typer.Option(None, "--slo", "--goodput",
+                                help="Latency targets for the goodput objective, e.g. "
+                                "ttft_ms=500,tpot_ms=50 or vLLM's 'ttft:500 tpot:50' (met per "
+                                "request, from its rows)."),
         json_out: bool = typer.Option(False, "--json", help="Print the prices (with --dry-run) "
                                       "or the matrix report as JSON."),
     ) -> None:

@@ -734,6 +734,12 @@ def register(app: typer.Typer) -> None:
         finds every tailpod-tagged pod, and `down RUN_TAG` a tag the ledger does not hold."""
         if all_homes and not all_tagged:
             raise ConfigError("--all-homes goes with --all", hint="tailpod down --all --all-homes")
+        if volumes and (all_tagged or expired):  # docs/volumes.md: one run's volumes only
+            raise ConfigError(
+                f"--volumes deletes the volumes of one run; with {'--all' if all_tagged else '--expired'}"
+                " it is refused (nothing was attempted)",
+                hint="down --all keeps every volume and lists what it bills; delete one with "
+                "tailpod volume rm NAME, or down RUN_TAG --volumes")
         settings = settings_from()
         ledger = ledger_for(settings)
         policy = remote.down_policy(timeout)
@@ -768,5 +774,8 @@ def register(app: typer.Typer) -> None:
                 remote.down_remote_cli(settings, ledger, record, json_out, policy=policy,
                                        after=after)
             finally:
-                if storage and storage[0] is not None and storage[0].rows:
+                if storage and storage[0] is not None and (storage[0].rows
+                                                           or storage[0].delete_failed):
                     volume_cli.print_storage(storage[0], err=json_out)
+            if storage and storage[0] is not None and storage[0].delete_failed:
+                raise typer.Exit(3)  # the pod is proven gone; a volume asked for still bills

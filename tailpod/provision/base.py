@@ -285,6 +285,11 @@ class SupportsVolumes(abc.ABC):
     def volume_delete(self, volume_id: str) -> None:
         """Delete it. Idempotent."""
 
+    def volume_delete_by_hand(self, volume_id: str) -> str | None:
+        """The API call that deletes `volume_id` (the route `volume_delete` takes), with the key
+        as `$KEY_ENV`, never its value: what a failed delete prints. None when unknown."""
+        return None
+
 
 CAPABILITIES: dict[str, type] = {
     "account": SupportsAccount,

@@ -51,7 +51,7 @@ from tailpod.provision.vastai.limits import (
     rent_limit_errors,
 )
 from tailpod.provision.vastai.volumes import VastVolumes
-from tailpod.secrets import reveal_env
+from tailpod.secrets import Secret, reveal_env
 
 # States from vast-ai/docs cli/reference/show-instance.mdx @ c6246226. Unknown states must not
 # crash and never read as "gone" (SkyPilot maps every unknown vast state to INIT:
@@ -255,6 +255,10 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         body = self._rent_body(spec)
 
         def contract_of(answer: Any) -> Any:
+            if isinstance(answer, dict) and isinstance(answer.get("instance_api_key"), str):
+                # The instance's restricted key (the pod's CONTAINER_API_KEY), read here once:
+                # known by value from now on, so redact() masks it wherever it shows (issue 38).
+                Secret(answer["instance_api_key"])
             return answer.get("new_contract") if isinstance(answer, dict) else None
 
         def created(status: int, answer: Any) -> str | None:
