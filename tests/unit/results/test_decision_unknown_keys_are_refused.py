@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tailpod.errors import ConfigError, TailpodError
-from tailpod.results.decide import compute
 from tailpod.results.deployment import checked_decision, read_decision
 from tests.unit.results.test_decide import SWEEP
+from tests.unit.results.test_deployment_model import compute
 
 
 def _written(tmp_path: Path, doc: dict[str, Any]) -> Path:
