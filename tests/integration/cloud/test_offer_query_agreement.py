@@ -1,0 +1,215 @@
+"""`gpus`, `check-requirements` and `up` ask the providers one query with one set of filters, so
+what `gpus` lists `up` can rent (newcomer 2.21, 4.3; adversary 30; issue 37 item 3).
+
+The sandbox's vast.ai market (tailpod/sandbox/model.py default_vast_offers) has RTX 3090 hosts
+whose driver reaches CUDA 12.2 only, and the sandbox image vllm/vllm-openai:v0.11.0 states CUDA
+12.8.1 (tailpod/sandbox/images.py): `up` asks hosts for CUDA >= 12.8, so no RTX 3090 can run it.
+Expected values are computed here from the sandbox's own tables, not from tailpod's code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tailpod.cli.main import app
+from tailpod.config import load_settings
+from tailpod.errors import CapacityError
+from tailpod.ledger import new_run_tag
+from tailpod.provision.base import PodSpec
+from tailpod.provision.providers import get_provider
+from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox.model import default_runpod_catalog, default_vast_offers
+from tailpod.sandbox.world import SANDBOX_IMAGE, registry_images
+from tests.helpers.api_timings import fast_timings
+
+DISK = 80  # TAILPOD_DISK_GB's default: what `up` rents and `gpus` prices
+IMAGE_CUDA = (12, 8)  # CUDA_VERSION=12.8.1 of the sandbox's vllm/vllm-openai config
+
+
+@pytest.fixture()
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
+    """The sandbox clouds and a registry that serves the sandbox image, with the environment
+    `sandbox serve --env-file` gives a user (TAILPOD_IMAGE included)."""
+    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox",
+                       stand_in_config={"registry": {"images": registry_images()}})
+    env = {**sb.env(), "TAILPOD_HOME": str(tmp_path / "home"), "TAILPOD_ENV_FILE": os.devnull,
+           "TAILPOD_IMAGE": SANDBOX_IMAGE, "COLUMNS": "100"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    try:
+        yield sb
+    finally:
+        sb.close()
+
+
+def _gpus(*args: str) -> tuple[int, dict]:
+    result = CliRunner().invoke(app, ["gpus", "--json", *args])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def _vast_rentable(cuda: tuple[int, int] | None = IMAGE_CUDA, reliability: float = 0.95
+                   ) -> dict[str, float]:
+    """The cheapest total $/h of each GPU a one-GPU `up` could rent on the sandbox's vast.ai."""
+    best: dict[str, float] = {}
+    for o in default_vast_offers():
+        host = tuple(int(p) for p in str(o.cuda_max_good).split("."))
+        if o.num_gpus != 1 or o.reliability < reliability or o.disk_space < DISK \
+                or o.inet_down < 100 or (cuda is not None and host < cuda):
+            continue
+        total = o.dph_base + o.storage_cost * DISK / 720
+        best[o.gpu_name] = min(best.get(o.gpu_name, 1e9), total)
+    return best
+
+
+def test_gpus_lists_only_what_up_can_rent_and_says_what_each_filter_hid(world: Sandbox) -> None:
+    code, doc = _gpus("--provider", "vastai")
+    assert code == 0, doc
+    listed = {r["gpu"]: r["price_per_hr"] for r in doc["offers"] if r["available"]}
+    expected = _vast_rentable()
+    assert "RTX 3090" not in expected  # the finding: the sandbox's 3090 hosts reach CUDA 12.2
+    assert listed.keys() == expected.keys()
+    for name, price in expected.items():
+        assert listed[name] == pytest.approx(price, abs=1e-4)
+    # both RTX 3090 offers are hidden, and by the CUDA floor alone
+    hidden = {r["gpu"]: r for r in doc["hidden"]}
+    assert hidden["RTX 3090"]["offers"] == 2
+    assert hidden["RTX 3090"]["by"] == {"cuda": 2}
+    assert doc["filters"]["vastai"]["min_cuda"] == "12.8"
+    assert doc["filters"]["vastai"]["min_reliability"] == 0.95
+
+
+def test_the_table_names_the_hidden_offers_and_the_filter(world: Sandbox) -> None:
+    result = CliRunner().invoke(app, ["gpus", "--provider", "vastai"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "RTX 3090" in text and "2 offers hidden" in text and "CUDA" in text
+
+
+def test_the_filters_are_flags_with_the_same_names_as_ups(world: Sandbox) -> None:
+    # no CUDA floor asked and no image: the 3090s come back, at the reliability asked
+    code, doc = _gpus("--provider", "vastai", "--min-cuda", "12.0",
+                      "--min-reliability", "0.98", "--image", "")
+    assert code == 0, doc
+    listed = {r["gpu"] for r in doc["offers"] if r["available"]}
+    assert listed == set(_vast_rentable(cuda=(12, 0), reliability=0.98))
+    assert "RTX 3090" in listed  # the PL host, reliability 0.985; the CA one (0.970) is hidden
+    hidden = {r["gpu"]: r for r in doc["hidden"]}
+    assert hidden["RTX 3090"]["by"] == {"reliability": 1}
+    for command in ("gpus", "up", "check-requirements"):
+        help_text = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
+        for flag in ("--min-reliability", "--min-cuda", "--disk-gb"):
+            assert flag in help_text, (command, flag)
+
+
+def _vast_spec(gpu: str, cap: float) -> PodSpec:
+    tag = new_run_tag()
+    return PodSpec(run_tag=tag, gpu_preference=[gpu], image=SANDBOX_IMAGE,
+                   start_command=["sleep", "60"], max_price=cap, disk_gb=DISK, min_cuda="12.8")
+
+
+def test_up_rents_what_gpus_lists_at_its_listed_price_as_the_cap(world: Sandbox) -> None:
+    code, doc = _gpus("--provider", "vastai")
+    assert code == 0, doc
+    cheapest = min((r for r in doc["offers"] if r["available"]), key=lambda r: r["price_per_hr"])
+    provider = get_provider("vastai", load_settings(), timings=fast_timings())
+    info = provider.create(_vast_spec(cheapest["gpu"], cheapest["price_per_hr"]))  # cap inclusive
+    try:
+        assert info.gpu_type == cheapest["gpu"]
+    finally:
+        provider.terminate(info.pod_id)
+
+
+def test_up_refusing_a_gpu_names_the_filter_not_other_spellings(world: Sandbox) -> None:
+    provider = get_provider("vastai", load_settings(), timings=fast_timings())
+    with pytest.raises(CapacityError) as caught:
+        provider.create(_vast_spec("RTX 3090", 0.5))
+    text = f"{caught.value.message} {caught.value.hint}"
+    assert "CUDA >= 12.8" in text
+    assert "2 offer" in text  # how many the filters hid
+    assert "names GPUs like" not in text  # the user spelled the name right
+
+
+def test_check_requirements_fails_the_gpu_gpus_hides(world: Sandbox) -> None:
+    result = CliRunner().invoke(app, ["check-requirements", "--provider", "vastai", "--gpu",
+                                      "RTX 3090", "--max-price", "0.5", "--json"])
+    doc = json.loads(result.stdout)
+    offers = next(c for c in doc["checks"] if c["name"] == "offers")
+    assert offers["status"] == "fail", offers
+    assert "CUDA >= 12.8" in offers["detail"]
+
+
+def test_a_family_name_resolves_to_the_variants_each_provider_sells(world: Sandbox) -> None:
+    code, doc = _gpus("--gpu", "H100", "--image", "")
+    assert code == 0, doc
+    got = {(r["provider"], r["gpu"]) for r in doc["offers"]}
+    runpod_h100 = {g.gpu_id for g in default_runpod_catalog() if "H100" in g.gpu_id.split()}
+    vast_h100 = {o.gpu_name for o in default_vast_offers() if "H100" in o.gpu_name.split()}
+    assert got == {("runpod", g) for g in runpod_h100} | {("vastai", g) for g in vast_h100}
+
+
+def test_the_count_form_is_the_gpu_and_its_count(world: Sandbox) -> None:
+    code, doc = _gpus("--provider", "runpod", "--gpu", "A40:2")
+    assert code == 0, doc
+    a40 = next(g for g in default_runpod_catalog() if g.name == "A40")
+    assert doc["gpu_count"] == 2
+    assert [(r["gpu"], r["gpu_count"]) for r in doc["offers"]] == [(a40.gpu_id, 2)]
+    assert doc["offers"][0]["price_per_hr"] == pytest.approx(2 * a40.secure_price)
+    conflict = CliRunner().invoke(app, ["gpus", "--provider", "runpod", "--gpu", "A40:2",
+                                        "--gpu-count", "1"])
+    assert conflict.exit_code == 2, conflict.output
+
+
+def test_an_unknown_gpu_is_a_usage_error_on_every_provider(world: Sandbox) -> None:
+    result = CliRunner().invoke(app, ["gpus", "--gpu", "H1OO"])
+    assert result.exit_code == 2, result.output
+    assert "H1OO" in result.output and "H100" in result.output  # named, and the near match
+
+
+@pytest.fixture()
+def silent_api() -> Iterator[str]:
+    """An HTTP endpoint that accepts every connection and never answers a byte."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(2)
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+def test_gpus_against_a_silent_api_ends_at_its_timeout_and_exits_3(
+        world: Sandbox, silent_api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TAILPOD_RUNPOD_URL", silent_api)
+    started = time.monotonic()
+    result = CliRunner().invoke(app, ["gpus", "--timeout", "3", "--image", ""])
+    took = time.monotonic() - started
+    assert result.exit_code == 3, result.output
+    assert took < 10, took
+    assert "runpod" in result.output and "could not" in result.output
+    assert "vastai" in result.output  # the provider that answered is still listed
