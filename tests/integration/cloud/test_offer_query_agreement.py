@@ -213,3 +213,39 @@ def test_gpus_against_a_silent_api_ends_at_its_timeout_and_exits_3(
     assert took < 10, took
     assert "runpod" in result.output and "could not" in result.output
     assert "vastai" in result.output  # the provider that answered is still listed
+
+
+def test_runpod_calls_a_type_unavailable_when_no_host_reaches_the_images_cuda(
+        world: Sandbox) -> None:
+    # the sandbox's A40 hosts reach CUDA 12.4 only: RunPod's create refuses them for a 12.8
+    # image, so the catalog asked with the same minCudaVersion must not call A40 available
+    world.cloud.runpod_catalog["NVIDIA A40"].cuda = "12.4"
+    code, doc = _gpus("--provider", "runpod", "--gpu", "A40")
+    assert code == 0, doc
+    assert [(r["gpu"], r["available"]) for r in doc["offers"]] == [("NVIDIA A40", False)]
+    code, doc = _gpus("--provider", "runpod", "--gpu", "A40", "--image", "")
+    assert [(r["gpu"], r["available"]) for r in doc["offers"]] == [("NVIDIA A40", True)]
+    provider = get_provider("runpod", load_settings(), timings=fast_timings())
+    spec = PodSpec(run_tag=new_run_tag(), gpu_preference=["A40"], image=SANDBOX_IMAGE,
+                   start_command=["sleep", "60"], disk_gb=DISK, min_cuda="12.8")
+    with pytest.raises(CapacityError):
+        provider.create(spec)
+
+
+def test_check_requirements_reads_the_count_form(world: Sandbox) -> None:
+    result = CliRunner().invoke(app, ["check-requirements", "--provider", "runpod", "--gpu",
+                                      "A40:2", "--max-price", "5", "--json"])
+    doc = json.loads(result.stdout)
+    offers = next(c for c in doc["checks"] if c["name"] == "offers")
+    a40 = next(g for g in default_runpod_catalog() if g.name == "A40")
+    assert offers["data"]["expected"]["gpu"] == a40.gpu_id
+    assert offers["data"]["expected"]["count"] == 2
+    assert offers["data"]["expected"]["price_per_hr"] == pytest.approx(2 * a40.secure_price)
+
+
+def test_up_refuses_two_counts_before_anything(world: Sandbox) -> None:
+    result = CliRunner().invoke(app, ["up", "--provider", "runpod", "--gpu", "A40:2",
+                                      "--gpu-count", "1"])
+    assert result.exit_code == 2, result.output
+    assert "A40:2" in result.output and "--gpu-count" in result.output
+    assert world.cloud.pods == {}  # nothing rented
