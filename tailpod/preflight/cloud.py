@@ -27,10 +27,11 @@ from tailpod.provision.base import (
     Offer,
     Provider,
     SupportsAccount,
+    SupportsGpuNames,
     SupportsHiddenOffers,
     hidden_words,
 )
-from tailpod.provision.gpu_names import cuda_floor
+from tailpod.provision.gpu_names import cuda_floor, family_matches
 from tailpod.provision.providers import LOCAL, SSH_BOX, canonical_name, get_provider
 
 # Preflight asks, it does not insist: short time-outs and one retry, so a dead API is a fast fail.
@@ -143,6 +144,16 @@ def _offers(ctx: Context) -> OfferSummary:
     offers = provider.offers(prefs, ctx.settings.gpu_count, cap)
     missing = [o.gpu_type for o in offers
                if not o.available and o.detail.get("error") in (None, "no matching offer")]
+    if missing and isinstance(provider, SupportsGpuNames):
+        # a family (`H100`) the provider sells under other names: name them, as `gpus` lists
+        try:
+            known = {k: (v,) for k, v in provider.gpu_names(ctx.settings.gpu_count).items()}
+        except TailpodError:
+            known = {}
+        families = {m: found for m in missing
+                    if (found := [f for f in family_matches(m, known) if f != m])}
+        offers = [dataclasses.replace(o, detail={**o.detail, "matches": families[o.gpu_type]})
+                  if o.gpu_type in families else o for o in offers]
     if missing and isinstance(provider, SupportsHiddenOffers):
         # what the host filters hid, so the failure names the filter, not the spelling
         try:

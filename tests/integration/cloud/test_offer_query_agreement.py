@@ -249,3 +249,29 @@ def test_up_refuses_two_counts_before_anything(world: Sandbox) -> None:
     assert result.exit_code == 2, result.output
     assert "A40:2" in result.output and "--gpu-count" in result.output
     assert world.cloud.pods == {}  # nothing rented
+
+
+def test_check_requirements_names_the_variants_a_family_stands_for(world: Sandbox) -> None:
+    # vast.ai has no "H100": its market sells "H100 SXM"; the check names it instead of
+    # "no matching offer" (what `up` runs as its preflight)
+    result = CliRunner().invoke(app, ["check-requirements", "--provider", "vastai", "--gpu",
+                                      "H100", "--max-price", "5", "--json", "--image", ""])
+    doc = json.loads(result.stdout)
+    offers = next(c for c in doc["checks"] if c["name"] == "offers")
+    vast_h100 = sorted({o.gpu_name for o in default_vast_offers()
+                        if "H100" in o.gpu_name.split()})
+    assert offers["status"] == "fail", offers
+    for name in vast_h100:
+        assert repr(name) in offers["detail"], offers["detail"]
+
+
+def test_matrix_prices_a_card_as_up_would_rent_it(world: Sandbox) -> None:
+    result = CliRunner().invoke(app, [
+        "matrix", "--dry-run", "--json", "--card", "runpod:A40", "--card", "vastai:RTX 3090",
+        "--card", "vastai:RTX 4090", "--budget", "5", "--model", "Qwen/Qwen3-0.6B",
+        "--image", SANDBOX_IMAGE])
+    doc = json.loads(result.stdout)
+    prices = doc["prices"] if "prices" in doc else doc["error"]
+    assert prices["vastai:RTX 3090"]["price_per_hr"] is None, prices  # every host below 12.8
+    assert prices["vastai:RTX 4090"]["price_per_hr"] == pytest.approx(
+        _vast_rentable()["RTX 4090"], abs=1e-4)
