@@ -124,6 +124,12 @@ def _price(row: dict[str, Any]) -> float:
     return float(value) if isinstance(value, (int, float)) else math.inf
 
 
+def _dollars(price: float) -> str:
+    """Cents, or the 4 decimals an offer states: a price shown is one `--max-price` admits."""
+    text = f"{price:.4f}".rstrip("0")
+    return text if len(text.split(".")[1]) >= 2 else f"{price:.2f}"
+
+
 def _table(rows: list[dict[str, Any]], gpu_count: int) -> Table:
     table = Table(title=f"GPU offers ({gpu_count} GPU{'s' if gpu_count > 1 else ''} per pod)",
                   title_justify="left")
@@ -135,7 +141,7 @@ def _table(rows: list[dict[str, Any]], gpu_count: int) -> Table:
     for r in rows:
         name = r["gpu"] + (f" ({r['also']})" if r["also"] and r["also"] != r["gpu"] else "")
         mem = "—" if r["memory_gb"] is None else f"{r['memory_gb']:g}"
-        price = "—" if r["price_per_hr"] is None else f"{r['price_per_hr']:.2f}"
+        price = "—" if r["price_per_hr"] is None else _dollars(r["price_per_hr"])
         if r["error"]:
             avail = r["error"]
         elif r["available"]:

@@ -11,6 +11,7 @@ only: a spec with `data_center_ids` (machine ids) searches those machines' offer
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import time
 from collections.abc import Callable, Iterable
@@ -91,6 +92,12 @@ HOST_FILTERS = {"reliability": "reliability", "disk": "disk_space", "download": 
                 "cuda": "cuda_max_good"}
 MAX_PAGES = 400
 LOG_WAIT_S, LOG_POLL_S = 9.0, 0.3  # how long a requested container log may take to appear
+
+
+def listed_price(price: float) -> float:
+    """A price as offers state it: 4 decimals, rounded up, so the price listed, taken as
+    `--max-price`, is never below the rent's own (the cap is inclusive)."""
+    return math.ceil(round(price * 1e4, 6)) / 1e4 if math.isfinite(price) else price
 
 
 def normalise_gpu_name(name: str) -> str:
@@ -294,7 +301,7 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                 out.append(Offer(self.name, pref, gpu_count, None, False,
                                  detail={"error": "no matching offer"}))
                 continue
-            price = round(self._price(best), 4)
+            price = listed_price(self._price(best))
             out.append(Offer(
                 self.name, pref, gpu_count, price, True, offer_id=str(best["id"]),
                 gpu_memory_gb=round(float(best.get("gpu_ram") or 0) / 1024, 1) or None,
@@ -405,7 +412,9 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                 hint=self._none_hint(prefs, spec.gpu_count),
             )
         cap = spec.max_price
-        affordable = {p: [o for o in offers if cap is None or self._price(o) <= cap]
+        # the cap holds the price as `offers` lists it (rounded up), so a listed price taken as
+        # the cap rents, and a cap `check-requirements` calls too low rents nothing here either
+        affordable = {p: [o for o in offers if cap is None or listed_price(self._price(o)) <= cap]
                       for p, offers in grouped.items()}
         if not any(affordable.values()):
             cheapest = min((o for offers in grouped.values() for o in offers), key=self._price)

@@ -275,3 +275,32 @@ def test_matrix_prices_a_card_as_up_would_rent_it(world: Sandbox) -> None:
     assert prices["vastai:RTX 3090"]["price_per_hr"] is None, prices  # every host below 12.8
     assert prices["vastai:RTX 4090"]["price_per_hr"] == pytest.approx(
         _vast_rentable()["RTX 4090"], abs=1e-4)
+
+
+def test_a_listed_price_taken_as_the_cap_rents_whatever_its_rounding(world: Sandbox) -> None:
+    # an offer whose total lies just above a 4-decimal price: listing it rounded down would
+    # make the listed price a cap that `up` refuses
+    offer = next(o for o in world.cloud.vast_offers.values() if o.gpu_name == "L40S")
+    offer.dph_base = 0.14002 - offer.storage_cost * DISK / 720  # total $0.14002/h
+    code, doc = _gpus("--provider", "vastai", "--gpu", "L40S")
+    assert code == 0, doc
+    listed = doc["offers"][0]["price_per_hr"]
+    assert listed >= 0.14002  # never below what the rent costs
+    provider = get_provider("vastai", load_settings(), timings=fast_timings())
+    info = provider.create(_vast_spec("L40S", listed))
+    try:
+        assert info.gpu_type == "L40S"
+    finally:
+        provider.terminate(info.pod_id)
+    table = CliRunner().invoke(app, ["gpus", "--provider", "vastai", "--gpu", "L40S"]).output
+    assert f"{listed:g}" in table  # the table shows the same price, not 0.14
+
+
+def test_gpus_keeps_an_offer_priced_at_the_cap(world: Sandbox) -> None:
+    a40 = next(g for g in default_runpod_catalog() if g.name == "A40")
+    code, doc = _gpus("--provider", "runpod", "--max-price", f"{a40.secure_price}")
+    assert code == 0, doc
+    within = {g.gpu_id for g in default_runpod_catalog() if g.secure_price <= a40.secure_price}
+    assert a40.gpu_id in within
+    assert {r["gpu"] for r in doc["offers"]} == within
+    assert doc["above_max_price"] == len(default_runpod_catalog()) - len(within)
