@@ -124,9 +124,9 @@ def register(app: typer.Typer) -> None:
 
         if context_length <= 0:
             raise ConfigError("--context-length must be positive")
-        gpus, gpu_count = gpu_flags(gpu, gpu_count)  # `A40:2`: two A40s, as `up` reads it
+        gpus, count = gpu_flags(gpu, gpu_count)  # `A40:2`: two A40s, as `up` reads it
         overrides = {"provider": provider, "model": model, "image": image,
-                     "max_price": max_price, "gpus": gpus, "gpu_count": gpu_count,
+                     "max_price": max_price, "gpus": gpus, "gpu_count": count,
                      "min_reliability": min_reliability, "min_cuda": min_cuda,
                      "disk_gb": disk_gb}
         settings, problems = load_preflight_settings(overrides)

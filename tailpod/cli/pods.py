@@ -472,14 +472,14 @@ def register(app: typer.Typer) -> None:
         if relaunch:
             relaunch_arm(relaunch, model, spec_k, spec_method, draft_model, json_out)
             return
-        gpus, gpu_count = gpu_flags(gpu, gpu_count)  # `--gpu A40:2`: two A40s (SkyPilot's form)
+        gpus, count = gpu_flags(gpu, gpu_count)  # `--gpu A40:2`: two A40s (SkyPilot's form)
         settings = settings_from(
             provider=provider,
             engine=engine,
             model=model,
             port=port,
             gpus=gpus,
-            gpu_count=gpu_count,
+            gpu_count=count,
             max_price=max_price,
             min_reliability=min_reliability,
             min_cuda=min_cuda,
