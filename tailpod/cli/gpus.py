@@ -270,9 +270,10 @@ def register(app: typer.Typer) -> None:
             if above:
                 console.print(f"{len(above)} more above --max-price {max_price:g} USD/h")
             for name, used in filters.items():
-                console.print(f"{name} filters, as `up` rents: "
-                              + ", ".join(filter_words(used).values())
-                              + (f" ({cuda_note})" if cuda_note else ""))
+                words = filter_words(used)
+                if words:
+                    console.print(f"{name} filters, as `up` rents: " + ", ".join(words.values())
+                                  + (f" ({cuda_note})" if cuda_note and "cuda" in words else ""))
             for h in hidden:
                 console.print(f"  {h['provider']} {h['gpu']}: {h['words']}")
             if any(r["provider"] == LOCAL for r in rows):

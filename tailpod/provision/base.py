@@ -234,9 +234,13 @@ class SupportsHiddenOffers(abc.ABC):
 
 def filter_words(filters: dict[str, Any]) -> dict[str, str]:
     """Each filter of `SupportsHiddenOffers.filters()` as a user reads it ("CUDA >= 12.8")."""
-    words = {"reliability": f"reliability >= {filters.get('min_reliability', 0):g}",
-             "disk": f"disk >= {filters.get('disk_gb')} GB",
-             "download": f"download >= {filters.get('min_inet_down_mbps', 0):g} Mbps"}
+    words = {}
+    if filters.get("min_reliability") is not None:
+        words["reliability"] = f"reliability >= {filters['min_reliability']:g}"
+    if filters.get("disk_gb") is not None:
+        words["disk"] = f"disk >= {filters['disk_gb']} GB"
+    if filters.get("min_inet_down_mbps") is not None:
+        words["download"] = f"download >= {filters['min_inet_down_mbps']:g} Mbps"
     if filters.get("min_cuda"):
         words["cuda"] = f"CUDA >= {filters['min_cuda']}"
     return words

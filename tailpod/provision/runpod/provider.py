@@ -42,6 +42,7 @@ from tailpod.provision.base import (
     SupportsAccount,
     SupportsContainerLog,
     SupportsGpuNames,
+    SupportsHiddenOffers,
     SupportsPodScopedTermination,
     SupportsSpendRate,
 )
@@ -198,7 +199,8 @@ def parse_log_events(text: str) -> list[str]:
 
 
 class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsContainerLog,
-                     SupportsPodScopedTermination, RunPodVolumes, SupportsGpuNames):
+                     SupportsPodScopedTermination, RunPodVolumes, SupportsGpuNames,
+                     SupportsHiddenOffers):
     name = "runpod"
     key_setting = "runpod_api_key"
     url_setting = "runpod_url"
@@ -237,9 +239,11 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         """The GPU types, with availability scoped to `gpu_count`, the cloud and the CUDA floor
         (the higher of TAILPOD_MIN_CUDA and `min_cuda`, the image's): the same `minCudaVersion`
         the create sends, so a type the catalog calls available is one a create can place."""
+        return self._catalog(gpu_count, cuda_floor(self.settings.min_cuda, min_cuda))
+
+    def _catalog(self, gpu_count: int, floor: str | None) -> dict[str, dict[str, Any]]:
         params: dict[str, Any] = {"include": "AVAILABILITY", "product": "POD",
                                   "count": gpu_count, "cloud": self.cloud}
-        floor = cuda_floor(self.settings.min_cuda, min_cuda)
         if floor:  # listGpuTypes' minCudaVersion, "^\d+(\.\d+)?$" (v2 openapi @ a900806e)
             params["minCudaVersion"] = floor
         response = self.api.call("GET", "/v2/catalog/gpus", "reading the GPU catalog",
@@ -260,6 +264,25 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
                 return gpu_id
         matches = family_matches(wanted, _names_of(catalog))
         return matches[0] if len(matches) == 1 else None
+
+    def filters(self) -> dict[str, Any]:
+        """RunPod's one host filter tailpod sets: the CUDA floor (TAILPOD_MIN_CUDA, raised to the
+        image's by `offer_settings`); the cloud is SECURE, the disk any size."""
+        return {"min_cuda": cuda_floor(self.settings.min_cuda)}
+
+    def hidden(self, gpu_names: list[str], gpu_count: int) -> dict[str, dict[str, int]]:
+        """The types the catalog calls in stock without the CUDA floor and out of stock with it:
+        their stock is on hosts whose driver is older than the image needs."""
+        floor = cuda_floor(self.settings.min_cuda)
+        if not floor:
+            return {}
+        bounded = self._catalog(gpu_count, floor)
+        wanted = set(gpu_names)
+        return {gpu_id: {"offers": 1, "cuda": 1}
+                for gpu_id, g in self._catalog(gpu_count, None).items()
+                if (not wanted or gpu_id in wanted)
+                and g.get("availability") not in (None, "NONE")
+                and (bounded.get(gpu_id) or {}).get("availability") == "NONE"}
 
     def gpu_names(self, gpu_count: int = 1) -> dict[str, str]:
         """Every GPU type in the catalog (its id) and its short name, stocked or not."""

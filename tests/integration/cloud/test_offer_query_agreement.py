@@ -223,6 +223,9 @@ def test_runpod_calls_a_type_unavailable_when_no_host_reaches_the_images_cuda(
     code, doc = _gpus("--provider", "runpod", "--gpu", "A40")
     assert code == 0, doc
     assert [(r["gpu"], r["available"]) for r in doc["offers"]] == [("NVIDIA A40", False)]
+    assert [(h["provider"], h["gpu"], h["by"]) for h in doc["hidden"]] == [
+        ("runpod", "NVIDIA A40", {"cuda": 1})]  # said why, not only "no"
+    assert doc["filters"]["runpod"] == {"min_cuda": "12.8"}
     code, doc = _gpus("--provider", "runpod", "--gpu", "A40", "--image", "")
     assert [(r["gpu"], r["available"]) for r in doc["offers"]] == [("NVIDIA A40", True)]
     provider = get_provider("runpod", load_settings(), timings=fast_timings())

@@ -26,7 +26,7 @@ from tailpod.provision.providers import CLOUD_PROVIDERS, PROVIDERS, provider_cla
 EXPECTED = {
     "local": [],
     "runpod": ["account", "spend-rate", "container-log", "pod-scoped-termination", "volumes",
-               "gpu-names"],
+               "gpu-names", "hidden-offers"],
     "vastai": ["account", "container-log", "pod-scoped-termination", "volumes", "gpu-names",
                "hidden-offers"],
     "ssh": [],  # your own box: nothing rented, no account, no log of a container
