@@ -233,11 +233,15 @@ def check_offers(ctx: Context) -> Outcome:
     summary: OfferSummary = ctx.fact("offers")
     found = Findings()
     cap = summary.cap
-    unknown = [o.gpu_type for o in summary.offers
-               if o.detail.get("error") in ("unknown GPU type", "several GPU types")]
+    unknown = [o.gpu_type for o in summary.offers if o.detail.get("error") == "unknown GPU type"]
     if unknown:
         found.fail(f"unknown GPU type(s) {', '.join(unknown)}: `up` refuses the whole list",
                    "use names from the provider's catalog (RunPod: 'NVIDIA A40' or 'A40')")
+    for o in summary.offers:
+        if o.detail.get("error") == "several GPU types":
+            found.fail(f"{o.gpu_type!r} names several GPU types ("
+                       + ", ".join(map(repr, o.detail.get("matches") or [])) + "): `up` "
+                       "refuses the whole list", "name the ones you want, in preference order")
 
     def state(o: Offer) -> str:
         if not o.available:

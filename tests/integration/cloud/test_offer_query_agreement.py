@@ -307,3 +307,21 @@ def test_gpus_keeps_an_offer_priced_at_the_cap(world: Sandbox) -> None:
     assert a40.gpu_id in within
     assert {r["gpu"] for r in doc["offers"]} == within
     assert doc["above_max_price"] == len(default_runpod_catalog()) - len(within)
+
+
+def test_a_family_of_several_runpod_types_is_listed_by_gpus_and_named_by_the_check(
+        world: Sandbox) -> None:
+    from tailpod.sandbox.model import RunPodGpuType
+
+    world.cloud.runpod_catalog["NVIDIA H100 PCIe"] = RunPodGpuType(
+        "NVIDIA H100 PCIe", "H100 PCIe", 80, 2.39, 1.99)
+    code, doc = _gpus("--provider", "runpod", "--gpu", "H100")
+    assert code == 0, doc
+    assert {r["gpu"] for r in doc["offers"]} == {"NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"}
+    result = CliRunner().invoke(app, ["check-requirements", "--provider", "runpod", "--gpu",
+                                      "H100", "--max-price", "5", "--json"])
+    offers = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "offers")
+    assert offers["status"] == "fail"
+    assert "unknown" not in offers["detail"]  # it is known: it names two types
+    assert "'NVIDIA H100 80GB HBM3'" in offers["detail"]
+    assert "'NVIDIA H100 PCIe'" in offers["detail"]
