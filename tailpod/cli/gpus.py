@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import typer
@@ -166,6 +167,51 @@ def _hidden(provider: Provider, gpus: list[str], gpu_count: int
     return rows, filters
 
 
+@dataclass
+class Answers:
+    """What the providers answered `gpus`, and which could not be asked."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    hidden: list[dict[str, Any]] = field(default_factory=list)
+    filters: dict[str, dict[str, Any]] = field(default_factory=dict)  # provider -> its filters
+    errors: list[dict[str, str]] = field(default_factory=list)  # refused (a key)
+    unasked: list[dict[str, str]] = field(default_factory=list)  # no answer by the deadline
+    missing: dict[str, list[str]] = field(default_factory=dict)  # wanted -> who sells none
+    near: dict[str, list[str]] = field(default_factory=dict)  # wanted -> close names
+
+
+def ask_providers(names: list[str], settings: Settings, wanted: list[str], gpu_count: int,
+                  max_price: float | None, deadline: float) -> Answers:
+    """Each provider's offers for `wanted` (every GPU when empty), resolved and filtered as `up`
+    rents, every call ending by `deadline` (a time.monotonic() value)."""
+    got = Answers()
+    with call_deadline(deadline):
+        for name in names:
+            try:
+                adapter = get_provider(name, settings)
+                asked, short = list(wanted), None
+                if wanted:
+                    asked, lacking, short = resolve(adapter, wanted, gpu_count)
+                    for w in lacking:
+                        got.missing.setdefault(w, []).append(name)
+                        got.near.setdefault(w, []).extend(
+                            near_names([w], {k: (v,) for k, v in short.items()}))
+                    if not asked:
+                        continue
+                got.rows += offer_rows(adapter, asked, gpu_count, max_price, short)
+                more, used = _hidden(adapter, asked, gpu_count)
+                got.hidden += more
+                if used is not None:
+                    got.filters[name] = used
+            except (ConfigError, AuthError) as exc:
+                if isinstance(exc, ConfigError) and len(names) == 1:
+                    raise
+                got.errors.append({"provider": name, "error": redact(exc.message)})
+            except TailpodError as exc:  # no answer, a time-out, an outage
+                got.unasked.append({"provider": name, "error": redact(exc.message)})
+    return got
+
+
 def register(app: typer.Typer) -> None:
     @app.command("gpus")
     @handle_errors
@@ -214,41 +260,14 @@ def register(app: typer.Typer) -> None:
         if any(n != LOCAL for n in names):
             cuda, cuda_note = image_cuda(settings, timeout=min(10.0, timeout))
         query_settings = offer_settings(settings, cuda)
-        rows: list[dict[str, Any]] = []
-        hidden: list[dict[str, Any]] = []
-        filters: dict[str, dict[str, Any]] = {}
-        errors: list[dict[str, str]] = []
-        unasked: list[dict[str, str]] = []
-        missing: dict[str, list[str]] = {}  # wanted name -> providers that sell none of it
-        near: dict[str, list[str]] = {}
-        with call_deadline(deadline):
-            for name in names:
-                try:
-                    adapter = get_provider(name, query_settings)
-                    asked, short = list(wanted or []), None
-                    if wanted:
-                        asked, lacking, short = resolve(adapter, list(wanted), gpu_count)
-                        for w in lacking:
-                            missing.setdefault(w, []).append(name)
-                            near.setdefault(w, []).extend(
-                                near_names([w], {k: (v,) for k, v in short.items()}))
-                        if not asked:
-                            continue
-                    rows += offer_rows(adapter, asked, gpu_count, max_price, short)
-                    more, used = _hidden(adapter, asked, gpu_count)
-                    hidden += more
-                    if used is not None:
-                        filters[name] = used
-                except (ConfigError, AuthError) as exc:
-                    if isinstance(exc, ConfigError) and len(names) == 1:
-                        raise
-                    errors.append({"provider": name, "error": redact(exc.message)})
-                except TailpodError as exc:  # no answer, a time-out, an outage
-                    unasked.append({"provider": name, "error": redact(exc.message)})
+        got = ask_providers(names, query_settings, list(wanted or []), gpu_count, max_price,
+                            deadline)
+        rows, hidden, filters = got.rows, got.hidden, got.filters
+        errors, unasked = got.errors, got.unasked
         if wanted and not unasked:
-            nowhere = [w for w in wanted if len(missing.get(w, [])) == len(names)]
+            nowhere = [w for w in wanted if len(got.missing.get(w, [])) == len(names)]
             if nowhere:
-                hints = sorted({m for w in nowhere for m in near.get(w, [])})
+                hints = sorted({m for w in nowhere for m in got.near.get(w, [])})
                 raise ConfigError(
                     f"no provider asked ({', '.join(names)}) sells a GPU named "
                     + ", ".join(map(repr, nowhere)),
