@@ -96,3 +96,36 @@ def test_runpods_create_refuses_a_family_of_several_types_listing_them(tmp_path:
     # a family of one type is that type
     assert provider._resolve_all(["4090", "A100"], catalog) == ["NVIDIA GeForce RTX 4090",
                                                                 "NVIDIA A100 80GB PCIe"]
+
+
+def test_the_refusals_say_which_values_clash_and_how_to_give_the_count() -> None:
+    with pytest.raises(ConfigError) as caught:
+        split_count("A40:0")
+    assert caught.value.message == "--gpu 'A40:0': the count after ':' must be at least 1"
+    with pytest.raises(ConfigError) as caught:
+        gpu_flags(["L40S", "A40:2"], 1)
+    assert caught.value.message == "--gpu 'A40:2' asks for 2 GPU(s) but --gpu-count is 1"
+    assert caught.value.hint == "give the count once: --gpu NAME:N or --gpu-count N"
+    with pytest.raises(ConfigError) as caught:
+        gpu_flags(["A40:2", "L40S:4", "H100:2"], None)
+    assert caught.value.message == ("the --gpu values ask for different counts ('A40:2', "
+                                    "'L40S:4'); a pod has one")
+    assert caught.value.hint == "use one count for every --gpu (NAME:N), or --gpu-count N"
+
+
+def test_an_exact_name_is_that_one_type_even_where_a_family_would_take_more() -> None:
+    names = {"H100 SXM": (), "H100 SXM NVL": ()}
+    assert family_matches("h100 SXM", names) == ["H100 SXM"]
+    assert family_matches("SXM", names) == ["H100 SXM", "H100 SXM NVL"]
+    # two ids sharing a name: the first, never both
+    assert family_matches("a40", {"X1": ("A40",), "X2": ("A40",)}) == ["X1"]
+
+
+def test_near_names_are_at_most_three_a_name_and_every_word_match_counts() -> None:
+    assert len(near_names(["A40"], {"A41": (), "A42": (), "A43": (), "A44": ()})) == 3
+    assert near_names(["H1OO"], {"NVIDIA H100": (), "NVIDIA H10": ()}) == ["NVIDIA H10",
+                                                                          "NVIDIA H100"]
+
+
+def test_a_blank_cuda_version_is_no_floor() -> None:
+    assert cuda_floor("  ", None) is None
