@@ -87,7 +87,10 @@ def near_names(wanted: Iterable[str], names: Mapping[str, Iterable[str]], n: int
         for word in _words(choice):
             by_word.setdefault(word, set()).add(choice)
     for w in wanted:
-        for word in difflib.get_close_matches(w.lower(), list(by_word), n, cutoff=0.5):
+        # a loose cutoff, for words of a few characters, held to words of the same first
+        # character ("b300" is not a typo of "h100")
+        same_start = [word for word in by_word if word[:1] == w.strip().lower()[:1]]
+        for word in difflib.get_close_matches(w.strip().lower(), same_start, n, cutoff=0.5):
             found |= by_word[word]
     return sorted(found)
 

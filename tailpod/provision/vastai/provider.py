@@ -472,8 +472,9 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             market = {n: () for n in self.gpu_names(gpu_count)}
         except ProviderError:
             market = {}
-        names = sorted({m for p in prefs for m in family_matches(p, market)}
-                       - set(prefs)) or near_names(prefs, market)
+        # never the names asked: a name spelled right is hidden by a filter, not misspelt
+        names = sorted({m for p in prefs for m in family_matches(p, market)} - set(prefs)) \
+            or [n for n in near_names(prefs, market) if n not in prefs]
         if names:
             return ("vast.ai offers " + ", ".join(repr(n) for n in names) + " now; name one, "
                     "or loosen --min-reliability, --min-cuda or --disk-gb")

@@ -7,16 +7,24 @@ offers it holds, whatever the query): the filtering counted here is tailpod's ow
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
+from tailpod.config import load_settings
 from tailpod.errors import CapacityError
-from tailpod.provision.vastai.provider import listed_price
+from tailpod.provision.vastai.provider import VastProvider, listed_price
 from tests.integration.cloud.test_vastai_offer_create import (
     BASE_QUERY,
+    KEY,
+    TIMINGS,
     FakeVast,
+    answer,
     no_avoided_machines,  # noqa: F401 (autouse: each test starts with no avoided machine)
     offer,
     provider,
@@ -39,15 +47,30 @@ def market() -> list[dict]:
 
 
 def test_hidden_counts_each_offer_once_and_each_filter_it_fails(tmp_path: Path) -> None:
-    fake = FakeVast(offers=market())
-    got = provider(fake, tmp_path).hidden(["RTX 3090", "RTX 4090"], 1, 80, "12.8")
+    fake = FakeVast(offers=[offer(7, "L40S", 0.1, **{**GOOD, "reliability": 0.1}), *market()])
+    got = provider(fake, tmp_path).hidden(["RTX 3090", "RTX 4090"], 1, 100, "12.8")
     assert got == {"RTX 3090": {"offers": 3, "reliability": 2, "disk": 1, "cuda": 1},
-                   "RTX 4090": {"offers": 1, "download": 1}}
+                   "RTX 4090": {"offers": 1, "download": 1}}  # the L40S was not asked
     # the query without the host filters, for the same GPUs, count and priced disk
     assert fake.queries == [{**{k: v for k, v in BASE_QUERY.items()
                                 if k not in ("reliability", "inet_down")},
-                             "allocated_storage": 80, "num_gpus": {"eq": 1},
+                             "allocated_storage": 100, "num_gpus": {"eq": 1},
                              "gpu_name": {"in": ["RTX 3090", "RTX 4090"]}}]
+
+
+def test_hidden_defaults_to_the_disk_up_rents_and_keeps_to_a_volumes_machine(
+        tmp_path: Path) -> None:
+    offers = [offer(1, "RTX 3090", 0.2, machine=41, **{**GOOD, "disk_space": 60.0}),
+              offer(2, "RTX 3090", 0.2, machine=42, **{**GOOD, "disk_space": 60.0}),
+              offer(3, None, 0.2, **{**GOOD, "reliability": 0.1})]
+    fake = FakeVast(offers=offers)
+    vp = provider(fake, tmp_path)
+    assert vp.hidden(["RTX 3090"], 1) == {"RTX 3090": {"offers": 2, "disk": 2}}  # 80 GB
+    assert vp.hidden(["RTX 3090"], 1, 40, None, ["41"]) == {}
+    assert vp.hidden(["RTX 3090"], 1, 80, None, ["41"]) == {"RTX 3090": {"offers": 1,
+                                                                          "disk": 1}}
+    assert fake.queries[-1]["machine_id"] == {"in": [41]}
+    assert vp.hidden([], 1, 40) == {"?": {"offers": 1, "reliability": 1}}  # a nameless offer
 
 
 def test_hidden_of_every_gpu_and_without_a_cuda_floor(tmp_path: Path) -> None:
@@ -74,6 +97,105 @@ def test_the_market_names_are_vasts_spelling_whatever_the_host(tmp_path: Path) -
     fake = FakeVast(offers=market())
     assert provider(fake, tmp_path).gpu_names(2) == {"RTX 3090": "", "RTX 4090": "", "L40S": ""}
     assert fake.queries[0]["num_gpus"] == {"eq": 2} and "reliability" not in fake.queries[0]
+    provider(fake, tmp_path).gpu_names()
+    assert fake.queries[1]["num_gpus"] == {"eq": 1}
+
+
+def test_the_filters_come_from_the_settings(tmp_path: Path) -> None:
+    settings = load_settings(env={"VAST_API_KEY": KEY, "TAILPOD_HOME": str(tmp_path),
+                                  "TAILPOD_VAST_URL": "http://vast.invalid",
+                                  "TAILPOD_MIN_CUDA": "12.4", "TAILPOD_MIN_RELIABILITY": "0.8",
+                                  "TAILPOD_DISK_GB": "120"},
+                             dotenv_path=tmp_path / "absent.env")
+    fake = FakeVast()
+    vp = VastProvider(settings, timings=TIMINGS, transport=httpx.MockTransport(fake),
+                      sleep=lambda s: None)
+    assert vp.filters() == {"min_reliability": 0.8, "disk_gb": 120, "min_inet_down_mbps": 100.0,
+                            "min_cuda": "12.4"}
+    vp.search(["H200"], 1, min_cuda="")  # a blank floor is none; the settings' stays
+    assert fake.queries[0]["cuda_max_good"] == {"gte": 12.4}
+    assert fake.queries[0]["reliability"] == {"gte": 0.8}
+
+
+@dataclass
+class Market(FakeVast):
+    """A vast.ai that filters as the real one: the host filters of a query apply."""
+
+    hosts: list[dict[str, Any]] = field(default_factory=list)
+    loose_answer: httpx.Response | None = None
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path == "/api/v0/bundles/":
+            query = json.loads(request.content)
+            self.queries.append(query)
+            strict = "reliability" in query
+            if not strict and self.loose_answer is not None:
+                return self.loose_answer
+            floor = (query.get("cuda_max_good") or {}).get("gte", 0)
+            names = (query.get("gpu_name") or {}).get("in")
+            count = (query.get("num_gpus") or {}).get("eq")
+            found = [o for o in self.hosts
+                     if (not names or o["gpu_name"] in names)
+                     and (count is None or o["num_gpus"] == count)
+                     and (not strict or (o["reliability"] >= query["reliability"]["gte"]
+                                         and o["cuda_max_good"] >= floor))]
+            return answer(200, {"offers": found})
+        return super().__call__(request)
+
+
+def test_a_refused_create_says_what_each_filter_hid(tmp_path: Path) -> None:
+    fake = Market(hosts=[offer(1, "RTX 3090", 0.2, **{**GOOD, "reliability": 0.5}),
+                         offer(2, "RTX 3090", 0.2, **{**GOOD, "cuda_max_good": 12.2})])
+    with pytest.raises(CapacityError) as caught:
+        provider(fake, tmp_path).create(spec("RTX 3090", min_cuda="12.8", disk_gb=80))
+    assert caught.value.message == (
+        "no vast.ai offer matches 'RTX 3090' with 1 GPU(s), reliability >= 0.95, disk >= 80 GB, "
+        "download >= 100 Mbps, CUDA >= 12.8; nothing was created (RTX 3090: 2 offers hidden by "
+        "reliability >= 0.95 (1), CUDA >= 12.8 (1))")
+    # the name was spelled right: the hint is about the filters, not other names
+    assert caught.value.hint == ("`tailpod gpus --provider vastai` lists what is rentable now; "
+                                 "loosen --min-reliability, --min-cuda or --disk-gb to see more")
+    loose = [q for q in fake.queries if "reliability" not in q]
+    assert loose[0]["allocated_storage"] == 80 and loose[0]["num_gpus"] == {"eq": 1}
+    assert fake.rented == []
+
+
+def test_a_refused_create_on_a_volumes_machine_counts_that_machine_only(tmp_path: Path) -> None:
+    fake = Market(hosts=[offer(1, "RTX 3090", 0.2, machine=41, **{**GOOD, "reliability": 0.5}),
+                         offer(2, "RTX 3090", 0.2, machine=42, **{**GOOD, "reliability": 0.5})])
+    with pytest.raises(CapacityError) as caught:
+        provider(fake, tmp_path).create(spec("RTX 3090", data_center_ids=["41"], disk_gb=80))
+    assert caught.value.message.endswith(
+        "(RTX 3090: 1 offer hidden by reliability >= 0.95 (1))")
+
+
+@pytest.mark.parametrize(("asked", "count", "hint"), [
+    ("H100", 2, "vast.ai offers 'H100 NVL', 'H100 SXM' now; name one, or loosen "
+                "--min-reliability, --min-cuda or --disk-gb"),  # a family
+    ("RTX 309O", 1, "vast.ai offers 'RTX 3090' now; name one, or loosen --min-reliability, "
+                    "--min-cuda or --disk-gb"),  # a typo
+    ("B300", 1, "`tailpod gpus --provider vastai` lists what is rentable now; loosen "
+                "--min-reliability, --min-cuda or --disk-gb to see more"),
+])
+def test_a_refused_create_names_what_the_market_sells_under_that_name(
+        tmp_path: Path, asked: str, count: int, hint: str) -> None:
+    hosts = [offer(1, "H100 SXM", 2.0, **GOOD), offer(2, "H100 NVL", 2.0, **GOOD),
+             offer(3, "RTX 3090", 0.2, **GOOD)]
+    for o in hosts:
+        o["num_gpus"] = count
+    fake = Market(hosts=hosts)
+    with pytest.raises(CapacityError) as caught:
+        provider(fake, tmp_path).create(spec(asked, gpu_count=count))
+    assert caught.value.hint == hint
+    assert all(q["num_gpus"] == {"eq": count} for q in fake.queries)
+
+
+def test_a_market_that_cannot_be_read_still_refuses_with_the_plain_words(tmp_path: Path) -> None:
+    fake = Market(hosts=[], loose_answer=answer(503))
+    with pytest.raises(CapacityError) as caught:
+        provider(fake, tmp_path).create(spec("RTX 3090", disk_gb=80))
+    assert caught.value.message.endswith("download >= 100 Mbps; nothing was created")
+    assert caught.value.hint.startswith("`tailpod gpus --provider vastai`")
 
 
 @pytest.mark.parametrize(("price", "listed"), [
