@@ -219,3 +219,16 @@ def test_the_cap_holds_the_listed_price_in_offers_and_create(tmp_path: Path) -> 
     with pytest.raises(CapacityError):  # a cap between the raw and the listed price rents nothing
         vp.create(spec("L40S", max_price=0.14002))
     assert fake.rented == []
+
+
+def test_a_refused_create_counts_at_the_disk_it_would_rent_for_each_gpu(tmp_path: Path) -> None:
+    fake = Market(hosts=[offer(1, "RTX 3090", 0.2, **{**GOOD, "reliability": 0.5,
+                                                      "disk_space": 30.0}),
+                         offer(2, "RTX 3090", 0.2, **{**GOOD, "reliability": 0.5,
+                                                      "disk_space": 60.0}),  # enough for 40
+                         offer(3, "RTX 4090", 0.3, **{**GOOD, "reliability": 0.5})])
+    with pytest.raises(CapacityError) as caught:
+        provider(fake, tmp_path).create(spec("RTX 3090", "RTX 4090", disk_gb=40))
+    assert caught.value.message.endswith(
+        "(RTX 3090: 2 offers hidden by reliability >= 0.95 (2), disk >= 40 GB (1); "
+        "RTX 4090: 1 offer hidden by reliability >= 0.95 (1))")
