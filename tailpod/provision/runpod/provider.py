@@ -257,11 +257,8 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
     @staticmethod
     def resolve_gpu(wanted: str, catalog: dict[str, dict[str, Any]]) -> str | None:
         """Catalog id for `wanted`, which may be the id ("NVIDIA A40"), the name ("A40") or a
-        family that names one type only ("H200"); None for none or several."""
-        wanted_l = wanted.strip().lower()
-        for gpu_id, g in catalog.items():
-            if wanted_l in (gpu_id.lower(), str(g.get("name", "")).lower()):
-                return gpu_id
+        family that names one type only ("H200"); None for none or several. An exact id or name
+        (any case) wins over a family (provision/gpu_names.py family_matches)."""
         matches = family_matches(wanted, _names_of(catalog))
         return matches[0] if len(matches) == 1 else None
 

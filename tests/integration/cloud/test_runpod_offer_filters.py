@@ -126,3 +126,17 @@ def test_a_create_of_a_family_of_several_types_rents_nothing(tmp_path: Path) -> 
     assert caught.value.hint == ("name the ones you want, in preference order (tailpod gpus "
                                  "--gpu 'H100' lists them with their prices)")
     assert fake.bodies == []
+
+
+def test_every_family_of_several_types_is_named_in_the_refusal(tmp_path: Path) -> None:
+    catalog = [*FAMILY, gpu("NVIDIA A40 PCIe", "A40 PCIe", 48, 0.5, 0.4, "HIGH")]
+    with pytest.raises(ConfigError) as caught:
+        runpod(FakeRunPod(gpus=catalog), tmp_path).create(spec(["H100", "PCIe"]))
+    assert caught.value.message == (
+        f"'H100' names several RunPod GPU types: '{H100}', 'NVIDIA H100 PCIe'; 'PCIe' names "
+        "several RunPod GPU types: 'NVIDIA H100 PCIe', 'NVIDIA A40 PCIe'")
+
+
+def test_a_type_without_a_short_name_has_none(tmp_path: Path) -> None:
+    catalog = [gpu("NVIDIA B200", None, 180, 5.99, 4.99, "HIGH")]  # type: ignore[arg-type]
+    assert runpod(FakeRunPod(gpus=catalog), tmp_path).gpu_names() == {"NVIDIA B200": ""}
