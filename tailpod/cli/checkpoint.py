@@ -24,8 +24,10 @@ def register(app: typer.Typer) -> None:
             "target", help="target (Qwen3), draft (smaller Qwen3) or mimo (Qwen2 + one MTP layer)."
         ),
         seed: int = typer.Option(0, help="Weights seed; the same seed gives the same bytes."),
+        # No metavar="SIZE" here: typer 0.27 named an option after a metavar equal to its name
+        # (`--SIZE`), so `--size` was "No such option" (helpfmt gives SIZE from the name).
         size: str = typer.Option(
-            "tiny", metavar="SIZE",
+            "tiny",
             help="tiny (a few MB, for the CPU engine) or gpu (hidden 2048, about 0.4 B "
             "parameters, built to decide each token by a wide margin).",
         ),

@@ -324,6 +324,12 @@ def install_panel_renderer() -> bool:
         needed = {"name", "params", "ctx", "markup_mode", "console"}
         if set(sig.parameters) != needed or not hasattr(ru, "_get_parameter_help"):
             return False
+        # _options_panel reads these; typer before 0.29 has no display_name_raw (-h crashed)
+        from typer.core import TyperArgument, TyperOption
+
+        if not (hasattr(TyperArgument, "display_name_raw")
+                and hasattr(TyperOption, "display_type_rich")):
+            return False
     except (ImportError, AttributeError, ValueError):
         return False
     ru._print_options_panel = _options_panel  # type: ignore[assignment]
