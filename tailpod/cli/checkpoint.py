@@ -28,13 +28,14 @@ def register(app: typer.Typer) -> None:
         # (`--SIZE`), so `--size` was "No such option" (helpfmt gives SIZE from the name).
         size: str = typer.Option(
             "tiny",
-            help="tiny (a few MB, for the CPU engine) or gpu (hidden 2048, about 0.4 B "
-            "parameters, built to decide each token by a wide margin).",
+            help="tiny (a few MB, for the CPU engine), gpu (hidden 2048, about 0.5 B "
+            "parameters) or gpu8b (Qwen3-8B's shape, 14 GB: the GPU's memory bandwidth sets the "
+            "pace); gpu and gpu8b decide each token by a wide margin.",
         ),
         draft_disagree: float = typer.Option(
             0.3, metavar="FRACTION",
-            help="With --size gpu --kind draft: the share of tokens where the draft proposes "
-            "another token than the target's.",
+            help="With --size gpu or gpu8b and --kind draft: the share of tokens where the draft "
+            "proposes another token than the target's.",
         ),
     ) -> None:
         """Build a small, deterministic checkpoint that vLLM serves, in a few seconds."""
