@@ -130,7 +130,10 @@ models() {  # MODELS [KIND...]
     [ "${#kinds[@]}" -gt 0 ] || read -ra kinds <<< "${BUILD_KINDS:-$MTP_KIND $TARGET_KIND $DRAFT_KIND}"
     mkdir -p "$dir"
     for kind in "${kinds[@]}"; do
-        if [ -f "$dir/$kind/config.json" ]; then continue; fi
+        if [ -f "$dir/$kind/config.json" ]; then
+            say "$kind (built before): $(cat "$dir/$kind/tailpod-checkpoint.json" 2>/dev/null)"
+            continue
+        fi
         say "checkpoint build $kind --size $SIZE"
         # (under the image's typer 0.27 `--size` was "No such option" until cli/checkpoint.py
         # stopped giving it a metavar equal to its name)
