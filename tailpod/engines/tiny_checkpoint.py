@@ -170,8 +170,11 @@ TensorMaker = tuple[tuple[int, ...], Callable[[], np.ndarray]]
 
 def write_safetensors_bf16(path: Path, tensors: dict[str, np.ndarray]) -> str:
     """Write `tensors` as bf16 safetensors; returns the file's sha256."""
+    def maker(array: np.ndarray) -> TensorMaker:
+        return array.shape, lambda: array
+
     return write_safetensors_bf16_streamed(
-        path, {name: (a.shape, lambda a=a: a) for name, a in tensors.items()}, workers=1
+        path, {name: maker(a) for name, a in tensors.items()}, workers=1
     )
 
 
