@@ -19,9 +19,9 @@ bandwidth sets the pace; it is never carried but built where it runs, from the s
 draft; about 0.5 B parameters), so a GPU, not the host, bounds the step time, and builds them to
 decide each next token by a wide margin, as benchmarks/gguf_models.py does for llama.cpp: fully
 random weights at this size put greedy decoding on near-ties, where speculative decoding's batched
-verification flips an argmax and the token-identity gate rightly voids the arm. At ``gpu`` size:
+verification flips an argmax and the token-identity gate rightly voids the arm. At ``gpu`` and ``gpu8b`` size:
 
-- each block's output projections (``o_proj``, ``down_proj``) are scaled by ``BLOCK_SCALE``, so
+- each block's output projections (``o_proj``, ``down_proj``) are scaled by ``BLOCK_SCALES[size]``, so
   the residual stream stays close to the current token's embedding E[i] while every block still
   runs at full shape;
 - the head is untied: its row for token walk[i] is E[i], for one permutation ``walk`` of the
