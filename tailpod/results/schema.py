@@ -258,6 +258,18 @@ class RequestRow(_RowBase):
     chunk_gap_p50_s: float | None = None
     chunk_gap_max_s: float | None = None
     t_start: float
+    finish_reason: str | None = Field(
+        default=None, description="Why the stream ended, as the server said (stop, length, "
+        "tool_calls, ...); null when it did not say.")
+    json_ok: bool | None = Field(
+        default=None, description="Structured and tools classes only: the output (or every "
+        "tool call's arguments) parses as JSON.")
+    schema_ok: bool | None = Field(
+        default=None, description="Structured and tools classes only: it validates against "
+        "the class's schema; null when not checked (schema_error says why).")
+    tool_call_ok: bool | None = Field(
+        default=None, description="Tools class only: at least one tool call, each naming an "
+        "offered function, with arguments that parse.")
 
 
 class CellRow(_RowBase):
