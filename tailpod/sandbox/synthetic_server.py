@@ -635,6 +635,10 @@ class SyntheticServer:
         if fault == "truncate":
             text = text[: max(1, (len(text) * 3) // 5)]
         tokens = [text[i:i + 3] for i in range(0, len(text), 3)]
+        cap = int(body.get("max_tokens") or body.get("max_completion_tokens") or len(tokens))
+        finish = "tool_calls" if kind == "tool" else "stop"
+        if cap < len(tokens):  # an engine stops at max_tokens, grammar or not
+            tokens, finish = tokens[:cap], "length"
         bounds = self._chunk_bounds(len(tokens))
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                      b"transfer-encoding: chunked\r\n\r\n")
@@ -667,7 +671,7 @@ class SyntheticServer:
             await writer.drain()
             if j + 1 < len(bounds):
                 await asyncio.sleep((b - a) / self.config.rate)
-        send(chunk({}, "tool_calls" if kind == "tool" else "stop"))
+        send(chunk({}, finish))
         p = len(prompt.split())
         usage = {"id": "chatcmpl-synthetic", "object": "chat.completion.chunk", "created": 0,
                  "model": self.config.model, "choices": [],

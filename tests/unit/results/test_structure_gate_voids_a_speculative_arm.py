@@ -28,7 +28,7 @@ def _rows(arm: str, **config: Any) -> list[RequestRow]:
     server = SyntheticServer(SyntheticConfig(**{**base, **config})).start()
     try:
         opts = RunOptions(base_url=server.base_url, requests_per_cell=3, warmup=0,
-                          ignore_eos=False, max_tokens=64)
+                          ignore_eos=False, max_tokens=256)
         _, rows = run_cells(opts, [CellPlan(arm, 1, 0, name, "cold") for name in CLASSES])
     finally:
         server.stop()
@@ -116,3 +116,23 @@ def test_the_plain_rows_themselves_parse_validate_and_stop(plain_rows: list[Requ
         assert r.ok and r.json_ok is True and r.schema_ok is True
         assert r.finish_reason == ("tool_calls" if r.prompt_class == "tools" else "stop")
         assert (r.tool_call_ok is True) == (r.prompt_class == "tools")
+
+
+def test_recorded_rows_with_truncated_json_void_the_arm_when_the_run_is_read(
+    tmp_path: Path
+) -> None:
+    """The finding as a user meets it: rows on disk say the speculative arm's JSON did not
+    parse where plain's did; reading the run must not leave that arm standing."""
+    run = build_run({"plain": {1: [100.0]}, "mtp-k2": {1: [150.0]}})
+    head = {"run_id": "run-a", "concurrency": 1, "rep": 0, "prompt_class": "structured",
+            "t_start": 1000.0, "completion_tokens": 40, "chunk_gap_max_s": 0.01}
+    run.requests = [
+        RequestRow(**head, arm=arm, cell=f"{arm}|c1|r0|structured", index=i, ok=True,
+                   finish_reason="stop", json_ok=ok, schema_ok=ok)
+        for arm, oks in (("plain", (True, True)), ("mtp-k2", (True, False))) for i, ok in
+        enumerate(oks)]
+    loaded = load_run(write_run(run, tmp_path / "run"))
+    arm = loaded.meta.arm("mtp-k2")
+    assert arm is not None and arm.is_void
+    assert "parse as JSON less often than plain (1/2 vs 2/2)" in arm.void_text()
+
