@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -134,7 +135,7 @@ def spelled_for_image(cfg: EngineConfig, image: str | None) -> EngineConfig:
     return replace(cfg, version=tagged) if tagged else cfg
 
 
-def per_request_spec_args(version: EngineVersion, extra_args: list[str]) -> list[str]:
+def per_request_spec_args(version: EngineVersion, extra_args: Sequence[str]) -> list[str]:
     """`--per-request-spec-decode-metrics summary` where the version certainly has it (vllm#48915,
     versions.py): each response then carries its own acceptance, which the probe reads
     (docs/probe.md). Not added when the version cannot be told (an unknown flag stops vLLM from

@@ -415,6 +415,7 @@ def request_acceptance(engine: str, fields: dict[str, Any],
       accepted = completion_tokens − 1 − steps (each step makes its accepted drafts + 1), unless
       the build counts `spec_num_correct_drafts` itself (then `spec_num_proposed_drafts` > 0).
     """
+    accepted: int | None
     if engine == "vllm":
         steps = _count(fields.get("num_spec_steps"))
         accepted = _count(fields.get("num_accepted_draft_tokens"))
@@ -439,7 +440,7 @@ def request_acceptance(engine: str, fields: dict[str, Any],
         proposed = _count(fields.get("spec_num_proposed_drafts"))
         correct = _count(fields.get("spec_num_correct_drafts"))
         if proposed and correct is not None:
-            accepted: int | None = correct
+            accepted = correct
         elif completion_tokens is not None and steps > 0:
             accepted = max(0, completion_tokens - 1 - steps)
         else:
