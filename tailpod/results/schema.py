@@ -220,8 +220,12 @@ class Acceptance(_Model):
     drafts: int
     draft_tokens: int
     accepted: int
-    acceptance_length: float = Field(description="1 + accepted/drafts (bonus token included)")
-    acceptance_rate: float = Field(description="accepted/draft_tokens")
+    # null when the cell drafted nothing (the probe's normalise_acceptance: nothing was measured;
+    # a cell whose requests all failed reads so, and must still load)
+    acceptance_length: float | None = Field(
+        description="1 + accepted/drafts (bonus token included); null with no drafts")
+    acceptance_rate: float | None = Field(
+        description="accepted/draft_tokens; null with no draft tokens")
     per_position: list[float] = Field(default_factory=list)
     source: str | None = None
 
