@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tailpod.config import HOME_ID_PATTERN
-from tailpod.errors import ConfigError, TailpodError
+from tailpod.errors import BillingNotProven, ConfigError, TailpodError
 from tailpod.secrets import redact
 
 LEDGER_VERSION = 1
@@ -375,10 +375,16 @@ class Ledger:
         OpenSSH refuses such a ~/.ssh: the ledger decides what tailpod believes is billing."""
         st = os.stat(self.home)
         if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            raise ConfigError(
-                f"TAILPOD_HOME {self.home} can be written by other users (mode "
-                f"{stat.S_IMODE(st.st_mode):o}, owner uid {st.st_uid}); its ledger is not trusted",
-                hint=f"chmod 700 {self.home} (and make sure you own it)")
+            said = (f"TAILPOD_HOME {self.home} can be written by other users (mode "
+                    f"{stat.S_IMODE(st.st_mode):o}, owner uid {st.st_uid}); its ledger is not "
+                    "trusted")
+            hint = f"chmod 700 {self.home} (and make sure you own it)"
+            billing = self._untrusted_says_billing()
+            if billing:  # may bill, and nothing can be checked on its word: exit 3, named
+                raise BillingNotProven(
+                    f"{said}, and it names what may bill: {'; '.join(billing)}; nothing was "
+                    "stopped or checked", hint=f"{hint}, then tailpod status or tailpod down")
+            raise ConfigError(said, hint=hint)
         for path in (self.path, self.last_good_path, self._lock_path):
             try:
                 st = os.lstat(path)
@@ -392,6 +398,23 @@ class Ledger:
                     f"{path} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}, "
                     f"owner uid {st.st_uid}); it is not trusted",
                     hint=f"chmod 600 {path} (and make sure you own it)")
+
+    def _untrusted_says_billing(self) -> list[str]:
+        """What the untrusted ledger names as active (pods and volumes that may bill), read
+        without the lock and never acted on: words for the user, not a decision (issue 38)."""
+        if os.path.islink(self.path):
+            return []
+        try:
+            snap = self._parse(self.path)
+        except _Damaged:
+            return []
+        if snap is None:
+            return []
+        pods = [f"{r.provider} pod {r.pod_id or '(id unknown)'} of run {r.run_tag} ({r.status})"
+                for r in snap.pods.values() if r.active]
+        volumes = [f"{v.provider} volume {v.volume_id or v.name} ({v.status})"
+                   for v in snap.volumes.values() if v.active]
+        return pods + volumes
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

@@ -60,22 +60,37 @@ class Secret:
 
 # Credentials this process was never told of but that a pod's output can carry: the pod-scoped
 # key RunPod injects (RUNPOD_API_KEY), vast's CONTAINER_API_KEY, the tailnet auth key, an HF
-# token an engine echoes in its arguments. Masked by the name they are assigned to and by shape.
+# token an engine echoes in its arguments. The pod agent masks them by value before anything
+# leaves the pod (tailpod/agent/envelope.py); what reaches tailpod by another road (a provider's
+# container log) is masked here by the name they are assigned to, by the header scheme that
+# carries them (`Bearer X`, whatever X's characters) and by the shape of known key families.
 _SENSITIVE_NAME = (r"(?:[A-Za-z0-9_]*(?:TOKEN|SECRET|API_KEY|APIKEY|AUTHKEY|AUTH_KEY|PASSWORD)"
-                   r"|CONTAINER_API_KEY)")
+                   r"|CONTAINER_API_KEY|AUTHORIZATION|X-API-KEY)")
+_VALUE = r"[^\s'\",}\]\\]"  # a credential's characters: up to a quote, space, brace or backslash
 _ASSIGNED = re.compile(
-    rf"(?i)(?P<name>['\"]?\b{_SENSITIVE_NAME}['\"]?\s*[=:]\s*['\"]?)(?P<value>(?=[^\s'\",}}\]]*[A-Za-z])[^\s'\",}}\]]{{6,}})")
-_SHAPES = re.compile(r"\b(?:hf_[A-Za-z0-9]{20,}|tskey-[A-Za-z0-9-]{10,}|rpa_[A-Za-z0-9]{20,})")
+    rf"(?i)(?P<name>['\"]?\b{_SENSITIVE_NAME}['\"]?\s*[=:]\s*['\"]?)(?!(?:Bearer|Basic)\s)"
+    rf"(?P<value>(?={_VALUE}*[A-Za-z]){_VALUE}{{6,}})")
+# The credential after an HTTP auth scheme; an all-lowercase word after "bearer" is English,
+# and `$NAME` is the shell variable a manual stop names in place of the key (provision/base.py).
+_SCHEME = re.compile(
+    rf"(?i)(?P<name>\b(?:Bearer|Basic)\s+)(?P<value>(?!\*\*\*|\$)(?-i:(?![a-z]+\b)){_VALUE}{{12,}})")
+# Key families by prefix; `_` and `-` belong to the key (RunPod's pod keys and vast's instance
+# keys as the sandbox issues them: tailpod/sandbox/cloud.py issue_pod_key), and a key glued to
+# its name by `_` (RUNPOD_API_KEY_rpa_...) still starts a key.
+_SHAPES = re.compile(r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{20,}|tskey-[A-Za-z0-9-]{10,}"
+                     r"|rpa_[A-Za-z0-9_-]{20,}|vast_inst_[A-Za-z0-9_-]{10,})")
 
 
 def redact(text: str) -> str:
     """Replace every known secret value in `text` with a mask (every occurrence), then every
-    value assigned to a credential's name and every token of a known credential shape."""
+    credential after an HTTP auth scheme, every value assigned to a credential's name and every
+    token of a known credential shape."""
     with _lock:
         values = sorted(_known, key=len, reverse=True)
     for value in values:
         if value in text:
             text = text.replace(value, _MASK)
+    text = _SCHEME.sub(lambda m: m.group("name") + _MASK, text)
     text = _ASSIGNED.sub(lambda m: m.group("name") + (
         m.group("value") if m.group("value") == _MASK else _MASK), text)
     return _SHAPES.sub(_MASK, text)

@@ -12,14 +12,57 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from typing import Any
 
 from . import AGENT_VERSION
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-# The probe's optional bearer token (probes/common.API_KEY_ENV); no error text may carry it.
-_SECRET_ENV = ("TAILPOD_PROBE_API_KEY",)
+# What the pod holds that no answer may carry, found by VALUE (issue 38 item 4): every variable
+# whose name says credential (the probe's bearer token TAILPOD_PROBE_API_KEY, the pod-scoped
+# RUNPOD_API_KEY, vast's CONTAINER_API_KEY, HF_TOKEN, a tailnet auth key), read from the agent's
+# environment, the container's (/proc/1/environ: SSH sessions often do not inherit it) and the
+# env file the pod's start script kept (`remember_env_file`). The laptop never learns these
+# values, so masking them here is the one place that can find them whatever their shape.
+_SECRET_NAME = re.compile(r"(?i)(TOKEN|SECRET|API_KEY|APIKEY|AUTHKEY|AUTH_KEY|PASSWORD)$")
+_CONTAINER_ENVIRON = "/proc/1/environ"
+_MIN_LEN = 6  # as tailpod/secrets.py: shorter values would mask ordinary words
+_env_files = []  # type: list[str]
+
+
+def _read_pairs(path: str) -> dict:
+    """NUL-separated (an environ) or newline-separated KEY=VALUE pairs; {} when unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(1 << 20).decode("utf-8", errors="replace")
+    except OSError:
+        return {}
+    pairs = {}
+    for item in raw.replace("\0", "\n").splitlines():
+        key, sep, value = item.partition("=")
+        if sep and key:
+            pairs[key.strip()] = value
+    return pairs
+
+
+def remember_env_file(path: object) -> None:
+    """An env file whose credentials the answers must not carry (read at each scrub)."""
+    if isinstance(path, str) and path and path not in _env_files:
+        _env_files.append(path)
+
+
+def secret_values() -> list:
+    """The credential values on this pod, longest first (a value inside another goes second)."""
+    found = set()
+    sources = [dict(os.environ), _read_pairs(_CONTAINER_ENVIRON)]
+    sources += [_read_pairs(path) for path in _env_files]
+    for pairs in sources:
+        for name, value in pairs.items():
+            value = value.strip()
+            if _SECRET_NAME.search(name) and len(value) >= _MIN_LEN:
+                found.add(value)
+    return sorted(found, key=len, reverse=True)
 
 
 class AgentError(Exception):
@@ -38,12 +81,21 @@ class UsageError(AgentError):
         super().__init__("usage", message, code=EXIT_USAGE)
 
 
-def scrub(text: str) -> str:
-    for name in _SECRET_ENV:
-        value = os.environ.get(name)
-        if value:
+def scrub(text: str, values: list | None = None) -> str:
+    for value in secret_values() if values is None else values:
+        if value in text:
             text = text.replace(value, "***")
     return text
+
+
+def _scrubbed(value: Any, values: list) -> Any:
+    if isinstance(value, str):
+        return scrub(value, values)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, values) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrubbed(v, values) for v in value]
+    return value
 
 
 def _finite(value: Any) -> Any:
@@ -68,6 +120,7 @@ def failure(verb: str, error: AgentError) -> dict[str, Any]:
 
 
 def emit(envelope: dict[str, Any]) -> None:
-    """Write the envelope as the last line of stdout."""
-    sys.stdout.write(json.dumps(_finite(envelope), allow_nan=False) + "\n")
+    """Write the envelope as the last line of stdout, every string in it scrubbed."""
+    clean = _scrubbed(_finite(envelope), secret_values())
+    sys.stdout.write(json.dumps(clean, allow_nan=False) + "\n")
     sys.stdout.flush()

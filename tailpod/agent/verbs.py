@@ -22,6 +22,7 @@ from .envelope import (
     UsageError,
     emit,
     failure,
+    remember_env_file,
     scrub,
     success,
 )
@@ -62,8 +63,17 @@ def take(args: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _remember_env_files(args: Any) -> None:
+    """The env files whose credentials this call's answer must not carry: the one named, and
+    the one the pod's start script keeps beside the agent's state (tailpod/pods/cloud.py)."""
+    if isinstance(args, dict):
+        remember_env_file(args.get("env_file"))
+        if isinstance(args.get("state_dir"), str):
+            remember_env_file(str(Path(args["state_dir"]) / "pod.env"))
+
+
 def _progress(t: float, line: str) -> None:
-    sys.stderr.write(f"[{t:5.0f}s] {line}\n")
+    sys.stderr.write(f"[{t:5.0f}s] {scrub(line)}\n")
     sys.stderr.flush()
 
 
@@ -345,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         handler = VERBS.get(verb) if len(argv) == len(verb.split()) else None
         if handler is None:
             raise UsageError(f"unknown verb {' '.join(argv)!r}; verbs: " + ", ".join(VERBS))
-        result = handler({} if verb == "version" else _read_stdin())
+        args = {} if verb == "version" else _read_stdin()
+        _remember_env_files(args)
+        result = handler(args)
         emit(success(verb, result))
         return EXIT_OK
     except AgentError as exc:

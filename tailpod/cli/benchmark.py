@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +21,17 @@ from tailpod.ledger import PodRecord
 from tailpod.measure.deploy import (
     ServedLanesHost,
     check_served_lanes_sweep,
+    deploying_host,
     served_lanes,
     served_lanes_arm,
 )
 from tailpod.measure.hosts import sweep_host
+from tailpod.measure.max_rate import find_max_rates
 from tailpod.measure.plan import (
     ARRIVAL_PROCESSES,
     SweepPlan,
     check_open_loop_spans,
     check_trace_context,
-    max_rate_step,
     rate_text,
     spec_arms,
     trace_spec,
@@ -108,16 +109,24 @@ def rate_list(text: str) -> list[float]:
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms")
 
 
+# vLLM's `vllm bench serve --goodput ttft:500 tpot:50` names, in ms (its benchmark docs).
+VLLM_GOODPUT_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2el": "e2el_ms"}
+
+
 def slo_spec(text: str) -> dict[str, float]:
-    """`--slo ttft_ms=500,tpot_ms=50`: any of ttft_ms, tpot_ms, e2el_ms, each > 0."""
+    """`--slo ttft_ms=500,tpot_ms=50`: any of ttft_ms, tpot_ms, e2el_ms, each > 0. vLLM's
+    `--goodput ttft:500 tpot:50` form reads the same (`KEY:MS`, spaces or commas between)."""
     out: dict[str, float] = {}
-    for part in text.replace(" ", "").split(","):
+    for part in re.split(r"[,\s]+", text.strip()):
         if not part:
             continue
         key, sep, raw = part.partition("=")
+        if not sep:
+            short, sep, raw = part.partition(":")
+            key = VLLM_GOODPUT_KEYS.get(short, short) if sep else key
         if not sep or key not in SLO_KEYS:
-            raise ConfigError(f"--slo takes {', '.join(k + '=MS' for k in SLO_KEYS)}; "
-                              f"got {part!r}")
+            raise ConfigError(f"--slo takes {', '.join(k + '=MS' for k in SLO_KEYS)} (or vLLM's "
+                              f"{' '.join(k + ':MS' for k in VLLM_GOODPUT_KEYS)}); got {part!r}")
         try:
             value = float(raw)
         except ValueError:
@@ -150,60 +159,6 @@ def open_loop_options(
     if not rates and (arrival != "poisson" or burstiness != 1.0):
         raise ConfigError("--arrival and --burstiness need --request-rate")
     return rates, slo_spec(slo) if slo else None
-
-
-def _passed_by_rate(rows: list[dict[str, Any]], arm: str, percentile: float) -> dict[float, bool]:
-    """Per open-loop rate of `arm`: does the median SLO attainment over its reps meet the
-    percentile?"""
-    import statistics
-
-    by_rate: dict[float, list[float]] = {}
-    for row in rows:
-        arrival = row.get("arrival")
-        if row.get("kind") != "cell" or row.get("arm") != arm or not isinstance(arrival, dict):
-            continue
-        rate, att = arrival.get("rate"), row.get("slo_attainment")
-        if isinstance(rate, (int, float)) and isinstance(att, (int, float)):
-            by_rate.setdefault(float(rate), []).append(float(att))
-    return {r: statistics.median(v) * 100.0 >= percentile for r, v in by_rate.items()}
-
-
-def find_max_rates(plan: SweepPlan, run_dir: Any, host: Any, ctx: Any, tol: float,
-                   rounds: int, log: Any = print,
-                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """`--find-max-rate`: per arm, bisection between min and max of `plan.request_rates` with
-    `plan.reps` reps at every probed rate (each round one resumed sweep over the new rates), for
-    the highest rate whose median attainment meets the SLO percentile. Recorded in run.json as
-    `max_rate_search`."""
-    lo, hi = min(plan.request_rates), max(plan.request_rates)
-    plan.arm_rates = {a.label: [lo, hi] for a in plan.arms}
-    answers: dict[str, Any] = {}
-    for round_no in range(rounds + 1):
-        run_sweep(plan, run_dir, host, ctx, log=log, progress=progress)
-        rows = run_dir.read_rows()
-        probes = 0
-        for arm in plan.arms:
-            mine = plan.arm_rates.setdefault(arm.label, [lo, hi])
-            passed = _passed_by_rate(rows, arm.label, plan.slo_percentile)
-            nxt, answer = max_rate_step(lo, hi, passed, tol)
-            if answer is not None or round_no == rounds:
-                answers[arm.label] = answer or {
-                    "max_rate": max((r for r, ok in passed.items() if ok), default=None),
-                    "bracket": None, "status": "rounds_exhausted"}
-                answers[arm.label]["probed"] = sorted(passed)
-            elif nxt is not None and nxt not in mine:
-                mine.append(nxt)
-                probes += 1
-                log(f"{arm.label}: probing {nxt:g} req/s")
-        if probes == 0:
-            break
-    run = run_dir.load()
-    run["max_rate_search"] = {"low": lo, "high": hi, "tol": tol, "reps": plan.reps,
-                              "slo": plan.slo, "slo_percentile": plan.slo_percentile,
-                              "arms": answers}
-    run["plan"] = plan.to_json()
-    run_dir.save(run)
-    return dict(run["max_rate_search"])
 
 
 def run_id_for(record: PodRecord, results_dir: Path) -> str:
@@ -252,57 +207,6 @@ def summary_table(run_dir: Path, title: str) -> Table:
     if caption:
         table.caption = "\n".join(caption)
     return table
-
-
-def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
-                   deployment: dict[str, Any]) -> Any:
-    """The sweep host that serves `deploy-lanes` as two lanes behind HAProxy (measure/deploy.py)."""
-    from tailpod.measure.deploy import DeployingHost
-    from tailpod.pods import lanes as lanes_mod
-    from tailpod.pods.kinds import kind_for
-    from tailpod.provision.local.provider import LocalProvider
-
-    kind = kind_for(record.provider)
-    if kind.name == "cloud":
-        return pod_deploying_host(settings, ledger, record, host, deployment)
-    if not kind.engine_here:
-        raise ConfigError(f"--deploy of a lanes deployment runs on this machine or a rented "
-                          f"pod, not on a {kind.name} pod")
-
-    def launches_for(arm: Any, dep: dict[str, Any]) -> Any:
-        on_cpu = kind.serves_on_cpu(kind.engine_adapter(arm.config.engine))
-        specs = [lanes_mod.LaneSpec("spec", arm.config.spec.k), lanes_mod.LaneSpec("plain", 0)]
-        return lanes_mod.engine_lanes(settings, arm.config, specs, on_cpu)
-
-    def stop_engine() -> None:
-        if record.pod_id:
-            LocalProvider(settings.home).terminate(record.pod_id)
-        host.engine_stopped = True
-
-    return DeployingHost(host, settings, ledger, record, deployment, launches_for, stop_engine)
-
-
-def pod_deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
-                       deployment: dict[str, Any]) -> Any:
-    """`deploy-lanes` on a rented pod, through the sweep host's agent (measure/deploy.py)."""
-    from tailpod.measure.deploy import PodDeployingHost
-    from tailpod.pods import cloud_lanes
-    from tailpod.pods import lanes as lanes_mod
-
-    on_cpu = cloud_lanes.pod_on_cpu(record)
-
-    def launches_for(arm: Any, dep: dict[str, Any]) -> Any:
-        specs = [lanes_mod.LaneSpec("spec", arm.config.spec.k), lanes_mod.LaneSpec("plain", 0)]
-        return cloud_lanes.pod_launches(
-            settings, arm.config, specs,
-            cpu_kv_gib=lanes_mod.DEFAULT_LANE_KV_GIB if on_cpu else None)
-
-    def stop_engine() -> None:
-        host.pod.engine_stop()
-        host.engine_stopped = True
-
-    return PodDeployingHost(host, settings, ledger, record, deployment, launches_for,
-                            stop_engine)
 
 
 def benchmark_document(run_dir: Path, run_id: str, measured_from: str,
@@ -360,8 +264,9 @@ def register(app: typer.Typer) -> None:
         ),
         arrival_seed: int = typer.Option(0, help="Schedule seed (rep r uses seed + r)."),
         slo: str = typer.Option(
-            None, help="Latency targets, e.g. ttft_ms=500,tpot_ms=50,e2el_ms=4000: each cell "
-            "reports SLO attainment and goodput."
+            None, "--slo", "--goodput", help="Latency targets, e.g. ttft_ms=500,tpot_ms=50,"
+            "e2el_ms=4000 (or vLLM's form, --goodput 'ttft:500 tpot:50'): each cell reports SLO "
+            "attainment and goodput."
         ),
         slo_percentile: float = typer.Option(
             90.0, help="Share of requests (%) that must meet the SLO for a cell to pass."

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -41,9 +43,14 @@ def print_json(data: Any) -> None:
 
 
 def fail(exc: TailpodError) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {redact(exc.message)}", markup=True)
+    """The error and its hint, one line each. Their text is escaped (a `[tp-…]` tag in it is not
+    rich markup to swallow) and soft-wrapped: the terminal wraps it, so a path or a command in
+    it is never cut in the middle of a word for a reader to copy."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(redact(exc.message))}", soft_wrap=True)
     if exc.hint:
-        err_console.print(f"  hint: {redact(exc.hint)}")
+        err_console.print(f"  hint: {redact(exc.hint)}", markup=False, soft_wrap=True)
     return typer.Exit(code=exc.exit_code)
 
 
@@ -67,6 +74,33 @@ def stdout_for_json(enabled: bool) -> Iterator[None]:
         yield
     finally:
         console._file = before  # noqa: SLF001
+
+
+def crash_log(exc: BaseException) -> Path:
+    """The traceback of an error tailpod did not expect, redacted, in the home's `crashes/`
+    (never on the terminal: adversary-2026-12.md counted 16 raw tracebacks)."""
+    import os
+    import time
+    import traceback
+
+    from tailpod.config import default_home
+
+    home = Path(os.environ.get("TAILPOD_HOME") or default_home())
+    path = home / "crashes" / f"crash-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    text = redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_text(text)
+        path.chmod(0o600)
+    except OSError:
+        return Path("(not written: the home cannot be written)")
+    return path
+
+
+def _cli_control(exc: BaseException) -> bool:
+    """An exception of typer's or click's own (Exit, Abort, UsageError), whichever package
+    defines it in this typer release."""
+    return any(c.__module__.split(".")[0] in ("click", "typer") for c in type(exc).__mro__)
 
 
 def _wants_json(kwargs: dict[str, Any]) -> bool:
@@ -95,12 +129,35 @@ def handle_errors(fn: F) -> F:
         except TailpodError as exc:
             json_error(type(exc).__name__, exc.message, exc.hint, exc.exit_code)
             raise fail(exc) from None
+        except OSError as exc:
+            # A full disk, a read-only or vanished directory: one line naming the file, not a
+            # traceback (adversary 34: `benchmark` on a full results disk). Whatever was rented
+            # before it was settled by the step that rented it (its own except path).
+            message = f"{exc.strerror or exc.__class__.__name__}: {exc.filename or ''}".rstrip(": ")
+            hint = ("free space there (a resumed `--run-id` drops unfinished rows), then run it "
+                    "again" if exc.errno == errno.ENOSPC else None)
+            json_error("OSError", redact(message), hint, 1)
+            err_console.print(f"error: {redact(message)}", markup=False, soft_wrap=True)
+            if hint:
+                err_console.print(f"  hint: {hint}", markup=False)
+            raise typer.Exit(code=1) from None
         except KeyboardInterrupt as exc:
             settled = getattr(exc, "settled", None)
             message = f"interrupted; {settled}" if settled else "interrupted"
             json_error("Interrupted", message, None, 130)
             err_console.print(message, markup=False)
             raise typer.Exit(code=130) from None
+        except Exception as exc:  # noqa: BLE001 (the last line of defence: no traceback)
+            if _cli_control(exc):  # typer.Exit, Abort, a usage error: click's to handle
+                raise
+            path = crash_log(exc)
+            message = f"unexpected {exc.__class__.__name__}: {redact(str(exc))}"
+            hint = f"the traceback is in {path}; `tailpod status` shows whatever still bills"
+            json_error(exc.__class__.__name__, message, hint, 1)
+            # soft_wrap: the crash log's path stays whole, to be copied
+            err_console.print(f"error: {message}", markup=False, soft_wrap=True)
+            err_console.print(f"  hint: {hint}", markup=False, soft_wrap=True)
+            raise typer.Exit(code=1) from None
 
     return wrapper  # type: ignore[return-value]
 

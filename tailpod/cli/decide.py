@@ -24,7 +24,8 @@ def register(app: typer.Typer) -> None:
             "throughput", help="throughput, goodput (needs an SLO) or cost (USD/Mtok)."
         ),
         slo: str | None = typer.Option(
-            None, "--slo", help="Goodput targets, e.g. ttft_ms=500,tpot_ms=50 (default: the one "
+            None, "--slo", "--goodput", help="Goodput targets, e.g. ttft_ms=500,tpot_ms=50 or "
+            "vLLM's 'ttft:500 tpot:50' (default: the one "
             "the run was measured with)."
         ),
         out: Path | None = typer.Option(
@@ -36,6 +37,7 @@ def register(app: typer.Typer) -> None:
         a deployment: one static arm, or two lanes with the spec lane's admission limit."""
         from tailpod.cli.benchmark import slo_spec
         from tailpod.cli.results import resolve_run
+        from tailpod.results.analysis import analyze
         from tailpod.results.decide import DECISION_FILE, OBJECTIVES, compute, render
         from tailpod.results.io import load_run
 
@@ -43,7 +45,7 @@ def register(app: typer.Typer) -> None:
             raise ConfigError(f"--objective must be one of {', '.join(OBJECTIVES)}")
         targets = slo_spec(slo) if slo else None
         loaded = [load_run(resolve_run(r)) for r in runs]
-        dec = compute(loaded, objective, targets)
+        dec = compute(loaded, objective, targets, analyses=[analyze(r) for r in loaded])
         first = loaded[0].path
         target = out if out is not None else (first / DECISION_FILE if first else
                                               Path(DECISION_FILE))

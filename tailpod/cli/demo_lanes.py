@@ -63,10 +63,12 @@ def forced_lanes(decision: dict[str, Any], k: int, limit: int) -> dict[str, Any]
 
 
 def _decide(run_dir: Path) -> dict[str, Any]:
+    from tailpod.results.analysis import analyze
     from tailpod.results.decide import DECISION_FILE, compute, render
     from tailpod.results.io import load_run
 
-    dec = compute([load_run(run_dir)], "throughput")
+    run = load_run(run_dir)
+    dec = compute([run], "throughput", analyses=[analyze(run)])
     (run_dir / DECISION_FILE).write_text(json.dumps(dec, indent=2, sort_keys=True, default=str)
                                          + "\n")
     for line in render(dec):
@@ -90,10 +92,10 @@ def lanes_demo(settings: Settings, ledger: Ledger, cfg: EngineConfig, bench: dic
 
 def _on_the_pod(settings: Settings, ledger: Ledger, cfg: EngineConfig,
                 bench: dict[str, Any]) -> Path:
-    from tailpod.cli.benchmark import pod_deploying_host, summary_table
+    from tailpod.cli.benchmark import summary_table
     from tailpod.cli.pods import requirements_on_refusal, startup_progress
     from tailpod.cli.remote import evidence_table
-    from tailpod.measure.deploy import deploy_arm
+    from tailpod.measure.deploy import deploy_arm, pod_deploying_host
     from tailpod.measure.hosts import sweep_host
     from tailpod.measure.plan import SweepPlan, spec_arms
     from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep

@@ -34,6 +34,7 @@ from tailpod.measure.matrix_run import (
     start_line,
     take_over,
 )
+from tailpod.preflight.cloud import image_cuda, offer_settings
 from tailpod.results.matrix import (
     MATRIX_OBJECTIVES,
     MATRIX_PLOT,
@@ -176,8 +177,10 @@ def register(app: typer.Typer) -> None:
         objective: str = typer.Option(
             "cost", help="How the report ranks cards per load band: cost ($/Mtok), goodput "
             "($/Mtok of the tokens that met --slo) or throughput."),
-        slo: str = typer.Option(None, help="Latency targets for the goodput objective, e.g. "
-                                "ttft_ms=500,tpot_ms=50 (met per request, from its rows)."),
+        slo: str = typer.Option(None, "--slo", "--goodput",
+                                help="Latency targets for the goodput objective, e.g. "
+                                "ttft_ms=500,tpot_ms=50 or vLLM's 'ttft:500 tpot:50' (met per "
+                                "request, from its rows)."),
         json_out: bool = typer.Option(False, "--json", help="Print the prices (with --dry-run) "
                                       "or the matrix report as JSON."),
     ) -> None:
@@ -292,7 +295,10 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the registry is asked
         pinned, digest = pinned_image(settings, allow_unpinned)
         todo = cards
-    prices = price_cards(settings, todo, sweep, cost, budget - spent_before, pinned)
+    # priced as `up` rents: hosts must reach the image's CUDA (the one offer query, issue 37)
+    cuda = image_cuda(dataclasses.replace(settings, image=pinned))[0]
+    prices = price_cards(offer_settings(settings, cuda), todo, sweep, cost,
+                         budget - spent_before, pinned)
     for label, entry in prices.items():
         line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f}"
                 if entry["price_per_hr"] is not None else f"cannot run: {entry['problem']}")

@@ -29,6 +29,7 @@ from tailpod.cli.common import (
     settings_from,
     step_say,
 )
+from tailpod.cli.gpus import DISK_GB, MIN_CUDA, MIN_RELIABILITY
 from tailpod.config import Settings, check_run_settings
 from tailpod.engines.base import EngineConfig, SpecArm, check_spec_k, check_spec_method
 from tailpod.engines.checkpoint import check_arms
@@ -46,6 +47,7 @@ from tailpod.pods.arm_switch import settle_command, switch_arm
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
+from tailpod.provision.gpu_names import gpu_flags
 from tailpod.provision.providers import canonical_name
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
@@ -429,10 +431,14 @@ def register(app: typer.Typer) -> None:
             None, help="Skip graph compilation (faster start); default on for the local CPU engine."
         ),
         gpu: list[str] = typer.Option(
-            None, "--gpu", help="GPU preference, repeatable; the order is the fallback order."
+            None, "--gpu", help="GPU preference, repeatable; the order is the fallback order. "
+            "NAME:N asks for N of them (A40:2)."
         ),
         gpu_count: int = typer.Option(None, help="GPUs per pod (tensor-parallel size)."),
         max_price: float = typer.Option(None, help="Refuse offers above this $/hr."),
+        min_reliability: float = MIN_RELIABILITY,
+        min_cuda: str = MIN_CUDA,
+        disk_gb: int = DISK_GB,
         image: str = typer.Option(None, help="Engine image; pinned to its digest before renting."),
         ttl_hours: float = typer.Option(None, help="The pod terminates itself after this."),
         allow_unpinned: bool = typer.Option(False, help="Accept a mutable tag such as latest."),
@@ -506,14 +512,18 @@ def register(app: typer.Typer) -> None:
         if relaunch:
             relaunch_arm(relaunch, model, spec_k, spec_method, draft_model, json_out)
             return
+        gpus, count = gpu_flags(gpu, gpu_count)  # `--gpu A40:2`: two A40s (SkyPilot's form)
         settings = settings_from(
             provider=provider,
             engine=engine,
             model=model,
             port=port,
-            gpus=tuple(gpu) if gpu else None,
-            gpu_count=gpu_count,
+            gpus=gpus,
+            gpu_count=count,
             max_price=max_price,
+            min_reliability=min_reliability,
+            min_cuda=min_cuda,
+            disk_gb=disk_gb,
             image=image,
             ttl_hours=ttl_hours,
             llama_server=llama_server,
@@ -734,6 +744,12 @@ def register(app: typer.Typer) -> None:
         finds every tailpod-tagged pod, and `down RUN_TAG` a tag the ledger does not hold."""
         if all_homes and not all_tagged:
             raise ConfigError("--all-homes goes with --all", hint="tailpod down --all --all-homes")
+        if volumes and (all_tagged or expired):  # docs/volumes.md: one run's volumes only
+            raise ConfigError(
+                f"--volumes deletes the volumes of one run; with {'--all' if all_tagged else '--expired'}"
+                " it is refused (nothing was attempted)",
+                hint="down --all keeps every volume and lists what it bills; delete one with "
+                "tailpod volume rm NAME, or down RUN_TAG --volumes")
         settings = settings_from()
         ledger = ledger_for(settings)
         policy = remote.down_policy(timeout)
@@ -768,5 +784,8 @@ def register(app: typer.Typer) -> None:
                 remote.down_remote_cli(settings, ledger, record, json_out, policy=policy,
                                        after=after)
             finally:
-                if storage and storage[0] is not None and storage[0].rows:
+                if storage and storage[0] is not None and (storage[0].rows
+                                                           or storage[0].delete_failed):
                     volume_cli.print_storage(storage[0], err=json_out)
+            if storage and storage[0] is not None and storage[0].delete_failed:
+                raise typer.Exit(3)  # the pod is proven gone; a volume asked for still bills

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from tailpod.cli.common import (
     console,
@@ -14,11 +16,12 @@ from tailpod.cli.common import (
     print_json,
     settings_from,
 )
+from tailpod.cli.remote import STATUS_TIMEOUT_S
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger
 from tailpod.provision import volumes as vol
-from tailpod.provision.apiclient import ApiTimings
+from tailpod.provision.apiclient import ApiTimings, call_deadline
 from tailpod.provision.base import Provider
 from tailpod.provision.providers import (
     canonical_name,
@@ -51,6 +54,10 @@ def print_storage(report: vol.VolumeReport, err: bool = False) -> None:
         out.print(f"  [bold red]{row.line()}[/]")
     for name, error in report.errors.items():
         err_console.print(f"[bold red]unknown:[/] {name}: volumes could not be listed: {error}")
+    for failed in report.delete_failed:
+        err_console.print(f"[bold red]STILL BILLING[/] {escape(failed.message)}")
+        if failed.hint:
+            err_console.print(f"  {failed.hint}", markup=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -105,13 +112,20 @@ def register(app: typer.Typer) -> None:
 
     @sub.command("ls")
     @handle_errors
-    def ls(json_out: bool = typer.Option(False, "--json")) -> None:
+    def ls(
+        json_out: bool = typer.Option(False, "--json"),
+        timeout: float = typer.Option(
+            STATUS_TIMEOUT_S, "--timeout", min=1.0,
+            help="Stop asking the providers after this many seconds, every call included; "
+            "what they did not answer is reported unknown (exit 3)."),
+    ) -> None:
         """Every volume: the ledger joined with what the providers list, with $/month."""
         settings = settings_from()
-        report = storage_report(settings, ledger_for(settings))
+        with call_deadline(time.monotonic() + timeout):
+            report = storage_report(settings, ledger_for(settings))
         if json_out:
             print_json(report.to_json())
-        elif not report.rows:
+        elif not report.rows and not report.errors:  # "no volumes" only when all were asked
             console.print("no volumes")
         else:
             for row in report.rows:
@@ -158,18 +172,23 @@ def down_storage(settings: Settings, ledger: Ledger, run_tag: str | None, *,
     from pathlib import Path
 
     deleted: list[dict[str, Any]] = []
+    failed: list[vol.VolumeStillBills] = []  # each printed after the pod's proof, then exit 3
     if delete_volumes and run_tag:
         for tag in run_volumes(ledger, run_tag):
             record = ledger.volume(tag)
             if record is None:
                 continue
-            deleted.append(vol.delete_volume_proven(_provider(settings, record.provider), ledger,
-                                                    tag))
+            try:
+                deleted.append(vol.delete_volume_proven(_provider(settings, record.provider),
+                                                        ledger, tag))
+            except vol.VolumeStillBills as exc:
+                failed.append(exc)
     providers = remote_providers(settings)
-    if not ledger.volumes() and not any(isinstance(p, vol.SupportsVolumes)
-                                        for p in providers.values()):
+    if not failed and not ledger.volumes() and not any(isinstance(p, vol.SupportsVolumes)
+                                                       for p in providers.values()):
         return None
     report = vol.reconcile_volumes(providers, ledger)
+    report.delete_failed = failed
     if proof is not None and Path(proof).is_file():
         path = Path(proof)
         payload = json.loads(path.read_text())

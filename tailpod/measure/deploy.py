@@ -328,3 +328,51 @@ class ServedLanesHost:
 
     def close(self) -> None:
         self.inner.close()  # the lanes are the pod's: they keep serving
+
+
+def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
+                   deployment: dict[str, Any]) -> Any:
+    """The sweep host that serves `deploy-lanes` as two lanes behind HAProxy, on this machine or
+    (pod_deploying_host) a rented pod."""
+    from tailpod.pods.kinds import kind_for
+    from tailpod.provision.local.provider import LocalProvider
+
+    kind = kind_for(record.provider)
+    if kind.name == "cloud":
+        return pod_deploying_host(settings, ledger, record, host, deployment)
+    if not kind.engine_here:
+        raise ConfigError(f"--deploy of a lanes deployment runs on this machine or a rented "
+                          f"pod, not on a {kind.name} pod")
+
+    def launches_for(arm: Any, dep: dict[str, Any]) -> Any:
+        on_cpu = kind.serves_on_cpu(kind.engine_adapter(arm.config.engine))
+        specs = [lanes_mod.LaneSpec("spec", arm.config.spec.k), lanes_mod.LaneSpec("plain", 0)]
+        return lanes_mod.engine_lanes(settings, arm.config, specs, on_cpu)
+
+    def stop_engine() -> None:
+        if record.pod_id:
+            LocalProvider(settings.home).terminate(record.pod_id)
+        host.engine_stopped = True
+
+    return DeployingHost(host, settings, ledger, record, deployment, launches_for, stop_engine)
+
+
+def pod_deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
+                       deployment: dict[str, Any]) -> Any:
+    """`deploy-lanes` on a rented pod, through the sweep host's agent."""
+    from tailpod.pods import cloud_lanes
+
+    on_cpu = cloud_lanes.pod_on_cpu(record)
+
+    def launches_for(arm: Any, dep: dict[str, Any]) -> Any:
+        specs = [lanes_mod.LaneSpec("spec", arm.config.spec.k), lanes_mod.LaneSpec("plain", 0)]
+        return cloud_lanes.pod_launches(
+            settings, arm.config, specs,
+            cpu_kv_gib=lanes_mod.DEFAULT_LANE_KV_GIB if on_cpu else None)
+
+    def stop_engine() -> None:
+        host.pod.engine_stop()
+        host.engine_stopped = True
+
+    return PodDeployingHost(host, settings, ledger, record, deployment, launches_for,
+                            stop_engine)

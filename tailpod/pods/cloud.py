@@ -257,6 +257,7 @@ def follow_image(settings: Settings, spec: PodSpec, say: Say
     its CUDA the hosts it may land on), and the facts each run records: those, and what first
     contact verified on this account. An unreadable config leaves the JSON form, no CUDA bound."""
     from tailpod.engines.image import read_image_facts
+    from tailpod.provision.gpu_names import cuda_floor
     from tailpod.provision.runpod.facts import run_stamp
     from tailpod.provision.runpod.provider import start_form
 
@@ -267,9 +268,10 @@ def follow_image(settings: Settings, spec: PodSpec, say: Say
         say(f"could not read the image's config ({exc.message}); its ENTRYPOINT is unknown, so "
             "the start command replaces it, and no CUDA bound is asked of the host")
         facts["image_config"] = {"error": exc.message}
+        spec = dataclasses.replace(spec, min_cuda=cuda_floor(settings.min_cuda))
     else:
         spec = dataclasses.replace(spec, image_entrypoint=image.entrypoint,
-                                   min_cuda=image.cuda_version)
+                                   min_cuda=cuda_floor(settings.min_cuda, image.cuda_version))
         facts["image_config"] = image.to_json()
     facts["start_form"] = start_form(spec.image_entrypoint)
     facts["min_cuda"] = spec.min_cuda
@@ -307,6 +309,22 @@ def _mint_pod_key(settings: Settings, run_tag: str,
         return None, None
     say(f"minted a single-use, ephemeral auth key for {run_tag} (expires in 30 min)")
     return key_id or None, key
+
+
+def _revoke_unused_key(settings: Settings, run_tag: str, key_id: str | None, say: Say) -> None:
+    """Delete the pod's minted auth key when its create failed; a failed delete is said (the
+    key's id is in the ledger record, and it expires in 30 minutes)."""
+    if not key_id:
+        return
+    from tailpod.provision.tailnet.steps import revoke_pod_auth_key
+
+    try:
+        revoke_pod_auth_key(settings, key_id)
+    except TailpodError as exc:
+        say(f"could not delete the unused auth key {key_id} of {run_tag}: {exc.message}; it "
+            "expires by itself in 30 min")
+        return
+    say(f"deleted the unused auth key {key_id} of {run_tag}")
 
 
 def reach_pod(settings: Settings, record: PodRecord, say: Say, timeout_s: float) -> SshTarget:
@@ -567,7 +585,14 @@ def _up_cloud_once(
 
         spec.env.update(pod_env(pod_key))
     say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
-    record, info = up_remote(settings, ledger, spec)
+    tailnet = {"enabled": use_tailnet, **({"auth_key_id": pod_key_id} if pod_key_id else {})}
+    try:
+        record, info = up_remote(settings, ledger, spec, tailnet=tailnet)
+    except BaseException:
+        # No pod holds the minted key (create_pod_safely ended any stray): revoke it now, where
+        # it stayed valid for its 30 minutes after a refused create (issue 38, #26).
+        _revoke_unused_key(settings, run_tag, pod_key_id, say)
+        raise
     if mount is not None:
         from tailpod.provision.volumes import note_use
 

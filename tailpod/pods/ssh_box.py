@@ -22,6 +22,7 @@ from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
 from tailpod.pods import cloud
 from tailpod.pods.base import Progress, UpOptions, UpResult
 from tailpod.provision.base import BillingEvidence
+from tailpod.provision.ssh.errors import SshError, SshUnreachable
 from tailpod.provision.ssh_box.provider import HOST_HINT, BoxAddress, SshBoxProvider
 from tailpod.provision.teardown import run_dir_for, teardown
 
@@ -44,22 +45,39 @@ class SshBoxPods:
         if not cfg.model:
             raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
         provider = SshBoxProvider(settings)
+        # The box is reached before the ledger holds a record: a box that does not answer is
+        # bad input (a typo, a stopped sshd), refused within the connect deadline, and leaves
+        # no record that `down` could never settle (issue 38 item 7).
+        try:
+            agent = provider.agent(box)
+        except SshError as exc:
+            said = (exc.message if isinstance(exc, SshUnreachable)  # it names the box already
+                    else f"cannot reach {box.target.describe()}: {exc.message}")
+            raise ConfigError(f"{said}; nothing was started and nothing was recorded",
+                              hint=HOST_HINT if isinstance(exc, SshUnreachable)
+                              else exc.hint) from None
         run_tag = new_run_tag()
-        record = ledger.put(PodRecord(
-            run_tag=run_tag, provider=self.name, pod_id=box.pod_id(run_tag),
-            engine=cfg.to_json(), gpu=f"your box {box.host}", price_per_hr=0.0,
-            ssh=box.target.to_record(), extra=PodExtra(box=settings.ssh_host),
-        ))  # fmt: skip
+        try:
+            # A box another running run holds is refused before this run is recorded: its
+            # teardown would otherwise find that run's engine and call it this run's (issue 38).
+            holder = provider.holder(agent)
+            if holder is not None and holder != run_tag:
+                current = ledger.get(holder)
+                if current is not None and current.status == "running":
+                    raise ConfigError(
+                        f"{box.host} already serves {holder}; nothing was started",
+                        hint=f"tailpod down {holder} first (a box serves one engine)")
+            record = ledger.put(PodRecord(
+                run_tag=run_tag, provider=self.name, pod_id=box.pod_id(run_tag),
+                engine=cfg.to_json(), gpu=f"your box {box.host}", price_per_hr=0.0,
+                ssh=box.target.to_record(), extra=PodExtra(box=settings.ssh_host),
+            ))  # fmt: skip
+        except BaseException:
+            agent.close()
+            raise
         say = lambda line: progress(0.0, line)  # noqa: E731
         try:
-            with provider.agent(box) as agent:
-                holder = provider.holder(agent)
-                if holder is not None and holder != run_tag:
-                    current = ledger.get(holder)
-                    if current is not None and current.status == "running":
-                        raise ConfigError(
-                            f"{box.host} already serves {holder}",
-                            hint=f"tailpod down {holder} first (a box serves one engine)")
+            with agent:
                 provider.claim(agent, run_tag)
                 say(f"claimed {box.target.describe()} for {run_tag}")
                 started = cloud.start_arm(agent, settings, cfg, say)
@@ -99,5 +117,5 @@ class SshBoxPods:
         return None  # the engine listens on the box's 127.0.0.1 only
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
-        return teardown(SshBoxProvider(settings), ledger, record,
-                        run_dir_for(settings, record.run_tag))
+        box = SshBoxProvider(settings, state_dir=record.extra.pod_state_dir)
+        return teardown(box, ledger, record, run_dir_for(settings, record.run_tag))

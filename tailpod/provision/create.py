@@ -174,8 +174,11 @@ def _sweep_failed_create(provider: Provider, ledger: Ledger, run_tag: str,
 
 
 def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
-              policy: LifecyclePolicy | None = None, **options: Any) -> tuple[PodRecord, PodInfo]:
-    """Rent one pod on `settings.provider` with the ledger, TTL and price cap rules applied."""
+              policy: LifecyclePolicy | None = None, tailnet: dict[str, Any] | None = None,
+              **options: Any) -> tuple[PodRecord, PodInfo]:
+    """Rent one pod on `settings.provider` with the ledger, TTL and price cap rules applied.
+    `tailnet` is in the record from its first write (the pod's device and minted key), so a
+    crash during the create leaves a record whose `down` deletes the device."""
     from tailpod.provision.providers import CLOUD_PROVIDERS, canonical_name, get_provider
 
     name = canonical_name(settings.provider)
@@ -186,6 +189,6 @@ def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
     if spec.ttl_at is None:  # a spec built without one (up_cloud's has it): the settings' TTL
         spec.ttl_at = ttl_deadline(settings.ttl_hours, time.time())
     provider = get_provider(name, settings, **options)
-    record = PodRecord(run_tag=spec.run_tag, provider=name)
+    record = PodRecord(run_tag=spec.run_tag, provider=name, tailnet=dict(tailnet or {}))
     info = create_pod_safely(provider, spec, ledger, record, policy=policy)
     return ledger.get(spec.run_tag) or record, info

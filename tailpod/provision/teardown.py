@@ -302,15 +302,12 @@ def teardown(
                                still_billing=list(evidence.still_billing))
     side_ids = {id(c) for c in side}
     pod_failed = any(not c.passed for c in evidence.checks if id(c) not in side_ids)
-    if not evidence.proven and not evidence.still_billing:
-        if pod_failed:
-            evidence.still_billing.append(
-                f"{provider.name}: {tag} ({', '.join(ids) or 'no id'}) is not proven gone — "
-                f"retry: tailpod down {tag}")
-        else:
-            evidence.still_billing += [
-                f"{tag}: {c.name} failed ({c.detail}); {provider.name} shows the pod gone — "
-                f"retry: tailpod down {tag}" for c in side if not c.passed]
+    # A pod proven gone whose side step alone failed (its tailnet device, which bills nothing)
+    # gets no line here: it is said below in its own words, never as "STILL BILLING" (issue 38).
+    if not evidence.proven and not evidence.still_billing and pod_failed:
+        evidence.still_billing.append(
+            f"{provider.name}: {tag} ({', '.join(ids) or 'no id'}) is not proven gone — "
+            f"retry: tailpod down {tag}")
     if not evidence.proven and pod_failed:
         # Per pod, the stop that needs no tailpod and no answer from it (docs/exit-codes.md).
         evidence.still_billing.extend(manual_stop(provider, pod_id) for pod_id in ids)
@@ -343,6 +340,16 @@ def teardown(
             evidence, None)
     if evidence.proven:
         return evidence
+    if not pod_failed and not evidence.still_billing:  # only a side step failed
+        raise UnprovenTeardown(
+            redact(f"{tag}: billing proven stopped ({provider.name} shows the pod gone), but a "
+                   "step of its teardown failed: " + "; ".join(
+                       f"{c.name} failed ({c.detail})" for c in side if not c.passed)),
+            redact(f"retry: tailpod down {tag} (what was left bills nothing; proof: "
+                   f"{proof_path})"),
+            evidence,
+            proof_path,
+        )
     raise UnprovenTeardown(
         redact(f"billing is NOT proven stopped for {tag}: " + " | ".join(evidence.still_billing)),
         redact(f"kill it with `tailpod down {tag}` or by hand as above (proof: {proof_path})"),
@@ -465,13 +472,21 @@ def raise_if_unproven(outcomes: list[TeardownOutcome]) -> None:
     if not bad:
         return
     lines = []
+    # A pod proven gone whose side step failed (its tailnet device) has evidence and no line of
+    # what still bills (teardown above): its own words, and no "NOT proven" when all are such.
+    side_only = [o for o in bad if o.evidence is not None and not o.evidence.still_billing]
     for o in bad:
         if o.evidence and o.evidence.still_billing:
             lines += o.evidence.still_billing
+        elif o in side_only:
+            lines.append(str(o.error))
         else:
             where = _console_url(o.provider)
             lines.append(f"{o.provider} {o.run_tag}: {o.error}"
                          + (f" — see what bills at {where}" if where else ""))
+    if len(side_only) == len(bad):
+        raise BillingNotProven(redact(" | ".join(lines)),
+                               hint="run `tailpod down --all` again; what was left bills nothing")
     raise BillingNotProven(redact("billing is NOT proven stopped: " + " | ".join(lines)),
                            hint="run `tailpod down --all` again, or stop each pod by hand as "
                                 "named above")
@@ -523,6 +538,8 @@ def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
     """`down RUN_TAG` for a cloud pod; raises UnprovenTeardown (exit 3) when not proven."""
     from tailpod.provision.providers import SSH_BOX, get_provider
 
+    if record.provider == SSH_BOX:  # its manual stop names the engine record where up found it
+        options = {"state_dir": record.extra.pod_state_dir}
     provider = get_provider(record.provider, settings, **options)
     evidence = teardown(provider, ledger, record, run_dir_for(settings, record.run_tag),
                         policy=policy, extra_proofs=_tailnet_proof(settings, record))
@@ -555,13 +572,20 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
         not expired_only or (r.ttl_expires_at is not None and r.ttl_expires_at <= now))]
     if not expired_only:
         local += _local_orphans(settings, ledger, {r.run_tag for r in local})
-    if not providers and not local and not any(r.provider == "local" for r in ledger.active()):
+    # Your own boxes (no TTL, so not --expired): each engine the ledger holds is stopped and
+    # proven, as `down TAG` does; no provider lists them (issue 38 item 7).
+    from tailpod.provision.providers import SSH_BOX
+
+    boxes = [] if expired_only else [r for r in ledger.active() if r.provider == SSH_BOX]
+    if not providers and not local and not boxes and not any(
+            r.provider == "local" for r in ledger.active()):
         from tailpod.provision.providers import cloud_key_envs
 
         raise ConfigError("no cloud provider is configured",
                           hint="set " + " and/or ".join(cloud_key_envs()))
     outcomes = [_down_one(settings, ledger, rec, policy, before_local, **options)
                 for rec in local]
+    outcomes += [_down_one(settings, ledger, rec, policy) for rec in boxes]
     if not providers:
         return outcomes
     for line in recover_ledger(settings, ledger, providers):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tailpod.errors import BillingNotProven, ConfigError, ProviderError, TailpodError
-from tailpod.ledger import RUN_TAG_PREFIX, Ledger, VolumeRecord
+from tailpod.ledger import RUN_TAG_PREFIX, Ledger, PodRecord, VolumeRecord
 from tailpod.provision.base import DataCenterInfo, Provider, SupportsVolumes, VolumeInfo
 
 VOLUME_PREFIX = RUN_TAG_PREFIX + "vol-"
@@ -280,6 +280,8 @@ class VolumeRow:
 class VolumeReport:
     rows: list[VolumeRow]
     errors: dict[str, str] = field(default_factory=dict)
+    # deletes asked for (`down --volumes`) that failed: each volume still bills (exit 3)
+    delete_failed: list[VolumeStillBills] = field(default_factory=list)
 
     @property
     def kept(self) -> list[VolumeRow]:
@@ -296,7 +298,8 @@ class VolumeReport:
         return {"kept_on_purpose": [r.to_json() for r in self.kept],
                 "billing_by_mistake": [r.to_json() for r in self.by_mistake],
                 "lines": [r.line() for r in self.rows],
-                "usd_per_month": self.monthly(), "errors": dict(self.errors)}
+                "usd_per_month": self.monthly(), "errors": dict(self.errors),
+                "delete_failed": [f.failure for f in self.delete_failed]}
 
 
 def reconcile_volumes(providers: Mapping[str, Provider], ledger: Ledger) -> VolumeReport:
@@ -348,33 +351,86 @@ def reconcile_volumes(providers: Mapping[str, Provider], ledger: Ledger) -> Volu
     return VolumeReport(rows, errors)
 
 
+class VolumeStillBills(BillingNotProven):
+    """A volume's delete failed or could not be proven: it may still bill (exit 3). `failure`
+    is what billing-proof.json keeps of it."""
+
+    def __init__(self, message: str, hint: str, failure: dict[str, Any]) -> None:
+        super().__init__(message, hint=hint)
+        self.failure = failure
+
+
+def mounting_pods(ledger: Ledger, record: VolumeRecord | None) -> list[PodRecord]:
+    """The pods the ledger holds as active among the runs that mounted the volume."""
+    if record is None:
+        return []
+    return [r for r in ledger.active() if r.run_tag in record.used_by]
+
+
+def _still_bills(provider: Provider, ledger: Ledger, tag: str, targets: list[str],
+                 what: str) -> VolumeStillBills:
+    """The words for a volume that may still bill: what failed, the pods the ledger knows mount
+    it, and how to delete it by hand (the route with the key as `$KEY_ENV`)."""
+    record = ledger.volume(tag)
+    if record is not None and record.status == "deleting":
+        _set(ledger, tag, "kept", "delete-failed", error=what)  # it is still there: it bills
+    pods = mounting_pods(ledger, record)
+    mounts = [f"pod {r.pod_id or '(id unknown)'} (run {r.run_tag})" for r in pods]
+    name = short_name(tag)
+    ids = ", ".join(targets) or "id unknown"
+    message = (f"volume {name} ({provider.name}, {ids}) still bills: {what}"
+               + (f"; mounted by {', '.join(mounts)}" if mounts else ""))
+    steps = []
+    if pods:
+        steps.append("end the pod first: " + "; ".join(f"tailpod down {r.run_tag}" for r in pods))
+    steps.append(f"{'then' if pods else 'retry'}: tailpod volume rm {name}")
+    by_hand = [c for c in (volume_capable(provider).volume_delete_by_hand(v) for v in targets)
+               if c]
+    if by_hand:
+        steps.append("or by hand: " + "; ".join(by_hand))
+    failure = {"volume": name, "provider": provider.name, "volume_ids": targets,
+               "error": what, "mounted_by": mounts, "proven": False, "at": time.time()}
+    return VolumeStillBills(message, "; ".join(steps), failure)
+
+
 def delete_volume_proven(provider: Provider, ledger: Ledger, name: str,
                          *, wait_s: float = 10.0) -> dict[str, Any]:
     """Delete a volume and prove it gone: a direct look-up answers 404 and the listing no longer
-    carries its name. Returns the proof (what was asked, what it answered)."""
+    carries its name. Returns the proof (what was asked, what it answered). A delete refused
+    (a 5xx, a mounted volume) or not proven raises VolumeStillBills (exit 3)."""
     vp = volume_capable(provider)
     tag = volume_tag(name)
     record = ledger.volume(tag)
-    targets = [v.volume_id for v in _find_by_name(vp, tag)]
+    try:
+        targets = [v.volume_id for v in _find_by_name(vp, tag)]
+    except TailpodError as exc:
+        if record is None or not record.active:
+            raise
+        raise _still_bills(provider, ledger, tag, [record.volume_id] if record.volume_id
+                           else [], f"{exc.message}; nothing was deleted") from None
     if record is not None and record.volume_id and record.volume_id not in targets:
         targets.append(record.volume_id)
     if record is None and not targets:
         raise ConfigError(f"no volume {short_name(tag)} in the ledger or at {provider.name}")
     if record is not None:
         _set(ledger, tag, "deleting", "deleting")
-    for volume_id in targets:
-        vp.volume_delete(volume_id)
-    deadline = time.monotonic() + wait_s
-    while True:
-        direct = {vid: vp.volume_get(vid) is None for vid in targets}
-        listed = _find_by_name(vp, tag)
-        if all(direct.values()) and not listed:
-            break
-        if time.monotonic() > deadline:
-            raise BillingNotProven(f"volume {short_name(tag)} is still listed by "
-                                   f"{provider.name} after delete; it may still bill",
-                                hint=f"tailpod volume rm {short_name(tag)} again")
-        time.sleep(0.2)
+    try:
+        for volume_id in targets:
+            vp.volume_delete(volume_id)
+        deadline = time.monotonic() + wait_s
+        while True:
+            direct = {vid: vp.volume_get(vid) is None for vid in targets}
+            listed = _find_by_name(vp, tag)
+            if all(direct.values()) and not listed:
+                break
+            if time.monotonic() > deadline:
+                raise _still_bills(provider, ledger, tag, targets,
+                                   f"{provider.name} still lists it {wait_s:g} s after the delete")
+            time.sleep(0.2)
+    except VolumeStillBills:
+        raise
+    except TailpodError as exc:
+        raise _still_bills(provider, ledger, tag, targets, exc.message) from None
     billed = {vid: getattr(vp, "volume_billed", lambda _v: None)(vid) for vid in targets}
     proof = {"volume": short_name(tag), "provider": provider.name, "volume_ids": targets,
              "direct_lookup_gone": direct, "listed_by_name": 0, "billed_usd": billed,

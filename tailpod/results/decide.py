@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from tailpod.agent.probes.arrival import meets_slo
-from tailpod.results.analysis import analyze
 from tailpod.results.io import Run
 from tailpod.results.stats import spread, usd_per_mtok
 
@@ -304,12 +303,16 @@ def _band_label(axis: str, load: float | str) -> str:
 
 
 def compute(runs: Sequence[Run], objective: str = "throughput",
-            slo: dict[str, float] | None = None,
-            analyses: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The decision over one run or several (a matrix): bands, crossover and knee, deployment."""
+            slo: dict[str, float] | None = None, *,
+            analyses: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The decision over one run or several (a matrix): bands, crossover and knee, deployment.
+    `analyses` are the runs' own (analysis.analyze), given by the caller: this module sits under
+    the report's Decision section, which analysis itself reaches, so it never imports analysis."""
     if not runs:
         raise ValueError("no runs")
-    analyses = list(analyses) if analyses is not None else [analyze(r) for r in runs]
+    if len(analyses) != len(runs):
+        raise ValueError("one analysis per run")
+    analyses = list(analyses)
     got = collect(runs, objective, slo)
     arms, warnings = got["arms"], list(got["warnings"])
     slo = got["slo"]

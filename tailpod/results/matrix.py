@@ -174,6 +174,7 @@ def card_decision(outcomes: Sequence[dict[str, Any]], objective: str = "cost",
     Pooled bands only (every prompt class together)."""
     from tailpod.errors import TailpodError
     from tailpod.results import decide
+    from tailpod.results.analysis import analyze
     from tailpod.results.io import load_run
 
     runs, analyses, card_of = [], [], {}
@@ -193,7 +194,7 @@ def card_decision(outcomes: Sequence[dict[str, Any]], objective: str = "cost",
     if objective == "goodput" and not slo:
         raise ValueError("the goodput objective needs an SLO")
     dec = decide.compute(runs, MATRIX_OBJECTIVES[objective], slo,
-                         analyses=analyses if all(analyses) else None)
+                         analyses=analyses if all(analyses) else [analyze(r) for r in runs])
     arms = dec["arms"]
 
     def card(key: str) -> str:

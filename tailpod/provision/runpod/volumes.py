@@ -119,6 +119,11 @@ class RunPodVolumes(SupportsVolumes):
         self.api.call("DELETE", f"/v2/network-volumes/{quote(volume_id, safe='')}",
                       f"deleting network volume {volume_id}", ok=(200, 204), passthrough=(404,))
 
+    def volume_delete_by_hand(self, volume_id: str) -> str | None:
+        key_env = getattr(self, "key_env", None) or "KEY"  # the Provider's, by its settings
+        return (f"curl -X DELETE -H \"Authorization: Bearer ${key_env}\" "
+                + f"{self.api.base_url}/v2/network-volumes/{quote(volume_id, safe='')}")
+
     def volume_billed(self, volume_id: str) -> float | None:
         """What RunPod's billing history says the volume has cost so far (USD), None if unread."""
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import collections
 import contextlib
+import logging
 import os
 import posixpath
 import select
@@ -43,6 +44,12 @@ from tailpod.provision.ssh.known_hosts import (
     known_hosts_path,
 )
 from tailpod.secrets import redact
+
+# paramiko logs a failed handshake (no banner, a dropped connection) with its traceback at ERROR;
+# with no handler anywhere Python's last-resort handler prints that on stderr, beside tailpod's
+# own one-line error (issue 38). A handler here keeps it off stderr; `--verbose` logging that
+# configures the root logger still receives it.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 LineCallback = Callable[[str], None]
 EventCallback = Callable[[str], None]
@@ -166,8 +173,18 @@ class SshSession:
         """
         pins = KnownHosts(known_hosts)
 
+        started = time.monotonic()
+
+        def left() -> float:
+            return max(0.0, wait_s - (time.monotonic() - started))
+
         def attempt() -> paramiko.SSHClient:
-            return _connect_once(target, key, pins, connect_timeout_s, on_event)
+            # One attempt (connect, banner, auth) never runs past the wait: a caller's deadline
+            # (`down --timeout` over SSH) holds, where a fixed 10 s per attempt overran it.
+            return _connect_once(target, key, pins, max(0.5, min(connect_timeout_s, left())),
+                                 on_event)
+
+        backoff = wait_exponential(multiplier=1, min=1, max=10)
 
         def before_sleep(state: RetryCallState) -> None:
             if on_event is None or state.outcome is None:
@@ -179,7 +196,7 @@ class SshSession:
 
         retrying = Retrying(
             stop=stop_after_delay(wait_s),
-            wait=wait_exponential(multiplier=1, min=1, max=10),
+            wait=lambda state: min(backoff(state), left()),  # no sleep past the wait
             retry=retry_if_exception(lambda e: isinstance(e, _Retryable)),
             before_sleep=before_sleep,
             reraise=True,

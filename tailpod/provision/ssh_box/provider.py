@@ -76,9 +76,13 @@ class BoxAddress:
 class SshBoxProvider(Provider):
     name = "ssh"
 
-    def __init__(self, settings: Settings, *, connect_s: float = 10.0) -> None:
+    def __init__(self, settings: Settings, *, connect_s: float = 10.0,
+                 state_dir: str | None = None) -> None:
         self.settings = settings
         self.connect_s = connect_s
+        # The agent's directory on the box, as `up` recorded it (PodExtra.pod_state_dir): the
+        # manual stop names the engine record there, since the box may be out of reach.
+        self.state_dir = state_dir
 
     # -- reaching the box ---------------------------------------------------------------------
     def agent(self, box: BoxAddress) -> PodAgent:
@@ -123,12 +127,15 @@ class SshBoxProvider(Provider):
     def _configured(self) -> BoxAddress | None:
         return BoxAddress.parse(self.settings.ssh_host) if self.settings.ssh_host else None
 
-    @staticmethod
-    def manual_stop_steps(pod_id: str) -> list[str]:
-        """What `down` prints when it could not prove the box's engine stopped."""
+    def manual_stop_steps(self, pod_id: str) -> list[str]:
+        """What `down` prints when it could not prove the box's engine stopped: the engine
+        record where `up` found the agent's directory (else where the agent puts it:
+        agent_client/layout.py POD_STATE)."""
         box, _ = BoxAddress.from_pod_id(pod_id)
+        where = (f"{self.state_dir}/{STATE_FILE}" if self.state_dir
+                 else f"${{TAILPOD_POD_HOME:-$HOME}}/.tailpod/{STATE_FILE}")
         return [f"ssh -p {box.port} {box.user}@{box.host}",
-                f"kill the process group whose pgid is in ~/.tailpod/{STATE_FILE} there "
+                f"kill the process group whose pgid is in {where} there "
                 "(kill -TERM -PGID), then check the engine's port is closed"]
 
     # -- the Provider contract ----------------------------------------------------------------
@@ -188,6 +195,13 @@ class SshBoxProvider(Provider):
         box, _ = BoxAddress.from_pod_id(pod_id)
         try:
             with self.agent(box) as agent:
+                holder = self.holder(agent)
+                if holder not in (None, run_tag):  # the box serves another run: not this one's
+                    return BillingEvidence([
+                        ProofCheck("engine stopped", True, f"{box.host} now serves {holder}, "
+                                   f"not {run_tag}: this run's engine is gone"),
+                        ProofCheck("no charges", True,
+                                   "your own box: nothing is rented through tailpod")])
                 status = agent.engine_status()
                 state: dict[str, Any] = status.get("state") or {}
                 port = int(state.get("port") or 0)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 from tailpod.errors import CapacityError, ConfigError, ProviderError
 from tailpod.provision.apiclient import JsonApi
@@ -180,6 +181,11 @@ class VastVolumes(SupportsVolumes):
             raise ProviderError(f"vast.ai refused to delete volume {volume_id}: "
                                 f"{(body or {}).get('msg') if isinstance(body, dict) else body}",
                                 hint="destroy the instances using it first (tailpod down)")
+
+    def volume_delete_by_hand(self, volume_id: str) -> str | None:
+        key_env = getattr(self, "key_env", None) or "KEY"  # the Provider's, by its settings
+        return (f"curl -X DELETE -H \"Authorization: Bearer ${key_env}\" "
+                + f"'{self.api.base_url}/api/v0/volumes/?id={quote(str(volume_id), safe='')}'")
 
     def volumes_rate_per_hr(self) -> float:
         """What the account's volumes cost per hour (their `storage_total_cost`); 0 unread."""

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from tailpod.agent.probes.rows import SCHEMA_VERSION
 from tailpod.agent_client.driver import ArmStart
-from tailpod.cli.benchmark import find_max_rates
 from tailpod.cli.main import app
 from tailpod.engines.base import EngineConfig
+from tailpod.measure.max_rate import find_max_rates
 from tailpod.measure.plan import Arm, Cell, SweepPlan, max_rate_step, spec_arms
 from tailpod.measure.sweep import GateResult, RunContext, RunDirectory, run_sweep
 from tailpod.results.io import load_run

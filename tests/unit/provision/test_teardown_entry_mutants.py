@@ -322,9 +322,13 @@ def test_down_remote_with_the_tailnet_api_failing_is_unproven_and_names_the_devi
     detail = (f"could not check the tailnet for {HOST}: Tailscale API GET "
               f"/tailnet/{TS_NET}/devices: 500 boom")
     assert _checks(caught.value.evidence)[-1] == ("tailnet device removed", False, detail)
-    assert caught.value.evidence.still_billing == [
-        f"{TAG}: tailnet device removed failed ({detail}); runpod shows the pod gone — "
-        f"retry: tailpod down {TAG}"]
+    # The pod is proven gone: the device is said in its own words, never as still billing.
+    assert caught.value.evidence.still_billing == []
+    assert caught.value.message == (
+        f"{TAG}: billing proven stopped (runpod shows the pod gone), but a step of its teardown "
+        f"failed: tailnet device removed failed ({detail})")
+    assert (caught.value.hint or "").startswith(f"retry: tailpod down {TAG} (what was left "
+                                                "bills nothing; proof: ")
 
 
 def test_down_remote_of_a_joined_pod_without_the_tailscale_key_is_unproven(

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from tailpod.results.decide import compute, render, schedule_support
+from tailpod.results import decide
+from tailpod.results.analysis import analyze
+from tailpod.results.decide import render, schedule_support
 from tailpod.results.schema import CellRow
 
 # plain climbs with c; the K=2 arm is ahead up to c=4 and behind from c=8; K=4 is never better
@@ -22,6 +24,11 @@ SWEEP: dict[str, dict[int, list[float]]] = {
     "mtp-k4": {1: [181, 183, 179], 2: [300, 305, 295], 4: [400, 405, 395], 8: [500, 505, 495],
                16: [520, 525, 515]},
 }  # fmt: skip
+
+
+def compute(runs: list[Any], **kw: Any) -> dict[str, Any]:
+    """decide.compute with each run's own analysis, as the CLI gives it."""
+    return decide.compute(runs, analyses=[analyze(r) for r in runs], **kw)
 
 
 def _winners(dec: dict[str, Any], pc: str = "*") -> dict[float, str]:

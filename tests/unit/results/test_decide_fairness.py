@@ -7,10 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from tailpod.results.decide import compute, render
+from tailpod.results import decide
+from tailpod.results.analysis import analyze
+from tailpod.results.decide import render
 from tailpod.results.schema import CellRow
 
 SLO = {"ttft_ms": 500.0}
+
+
+def compute(runs: list[Any], **kw: Any) -> dict[str, Any]:
+    """decide.compute with each run's own analysis, as the CLI gives it."""
+    return decide.compute(runs, analyses=[analyze(r) for r in runs], **kw)
 
 
 def _open(arm: str, rate: float, rep: int, goodput: float, attainment: float,

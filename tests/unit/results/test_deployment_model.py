@@ -11,9 +11,15 @@ from typing import Any
 import pytest
 
 from tailpod.errors import ConfigError
-from tailpod.results.decide import compute
+from tailpod.results import decide
+from tailpod.results.analysis import analyze
 from tailpod.results.deployment import read_decision
 from tests.unit.results.test_decide import SWEEP
+
+
+def compute(runs: list[Any], **kw: Any) -> dict[str, Any]:
+    """decide.compute with each run's own analysis, as the CLI gives it."""
+    return decide.compute(runs, analyses=[analyze(r) for r in runs], **kw)
 
 
 @pytest.mark.parametrize(("sweep", "kind"), [
