@@ -12,6 +12,7 @@ import pytest
 
 from tailpod.agent.probes.load import RunOptions, run_cells
 from tailpod.agent.probes.rows import CellPlan
+from tailpod.results.analysis import analyze
 from tailpod.results.decide import compute
 from tailpod.results.io import load_run, write_run
 from tailpod.results.schema import ROW_ADAPTER, RequestRow
@@ -72,7 +73,7 @@ def test_a_misbehaving_speculative_arm_is_void_with_its_reason_and_never_wins(
     assert arm.void_text().startswith("structure gate failed on structured: ")
     assert expected in arm.void_text()
     assert run.meta.arm("plain") is not None and not run.meta.arm("plain").is_void
-    dec = compute([run])
+    dec = compute([run], analyses=[analyze(run)])
     assert dec["bands"] and {b["arm"] for b in dec["bands"]} == {"plain"}
 
 
@@ -107,7 +108,7 @@ def test_a_speculative_arm_that_behaves_is_not_void(
     spec = _rows("mtp-k2", spec_k=2)
     run = load_run(_run_dir(tmp_path, plain_rows, spec))
     assert not run.meta.arm("mtp-k2").is_void  # type: ignore[union-attr]
-    assert any(b["arm"] == "mtp-k2" for b in compute([run])["bands"])
+    assert any(b["arm"] == "mtp-k2" for b in compute([run], analyses=[analyze(run)])["bands"])
 
 
 def test_the_plain_rows_themselves_parse_validate_and_stop(plain_rows: list[RequestRow]) -> None:
