@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tailpod.config import Settings, check_run_settings, ttl_deadline, ttl_warnings
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
+from tailpod.engines.vllm import spelled_for_image
 from tailpod.errors import (
     BillingNotProven,
     ConfigError,
@@ -120,6 +121,7 @@ def start_arm(
             added = ", ".join(overlay["record"]["added"])
             say(f"{overlay['source']}: serving a patched overlay (ignore list + {added})")
     adapter = get_adapter(cfg.engine)
+    cfg = spelled_for_image(cfg, settings.image)  # flags the image's vLLM release knows
     plan = adapter.launch_plan(cfg, python=pod_python(settings))
     return agent.engine_start(
         adapter, plan, cfg,

@@ -24,6 +24,7 @@ from typing import Any
 from tailpod.agent_client.driver import EngineStarted, PodAgent
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
+from tailpod.engines.vllm import spelled_for_image
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import lanes as lanes_mod
@@ -49,6 +50,7 @@ def pod_launches(settings: Settings, cfg: EngineConfig, specs: Sequence[LaneSpec
     from tailpod.pods.cloud import pod_python
 
     adapter = get_adapter(cfg.engine)
+    cfg = spelled_for_image(cfg, settings.image)  # flags the image's vLLM release knows
     frac = mem_fraction if mem_fraction is not None else lanes_mod.DEFAULT_LANE_MEM_FRACTION
     out = []
     for i, lane in enumerate(specs):

@@ -300,14 +300,21 @@ class Acceptance(_Model):
     drafts: int
     draft_tokens: int
     accepted: int
-    acceptance_length: float = Field(description="1 + accepted/drafts (bonus token included)")
-    acceptance_rate: float = Field(description="accepted/draft_tokens")
+    # null when the cell drafted nothing (the probe's normalise_acceptance: nothing was measured;
+    # a cell whose requests all failed reads so, and must still load)
+    acceptance_length: float | None = Field(
+        description="1 + accepted/drafts (bonus token included); null with no drafts")
+    acceptance_rate: float | None = Field(
+        description="accepted/draft_tokens; null with no draft tokens")
     per_position: list[float] = Field(default_factory=list)
     source: str | None = None
     native: dict[str, Any] | None = Field(default=None, description="The engine's own counters "
                                           "and convention.")
+    drafts_trimmed: int | None = Field(
+        default=None, description="K x verify steps - draft tokens: draft slots a grammar or the "
+        "request's end cut before verification (vLLM; docs/probe.md).")
 
-    _SPARSE = frozenset({"native"})
+    _SPARSE = frozenset({"native", "drafts_trimmed"})
 
 
 class _RowBase(_Model):
@@ -355,12 +362,33 @@ class RequestRow(_RowBase):
     prompt_length: str | None = None
     prompt_words: int | None = None
     prompt_tokens_built: int | None = None
+    finish_reason: str | None = Field(
+        default=None, description="Why the stream ended, as the server said (stop, length, "
+        "tool_calls, ...); null when it did not say.")
+    json_ok: bool | None = Field(
+        default=None, description="Structured and tools classes only: the output (or every "
+        "tool call's arguments) parses as JSON.")
+    schema_ok: bool | None = Field(
+        default=None, description="Structured and tools classes only: it validates against "
+        "the class's schema; null when not checked (schema_error says why).")
+    tool_call_ok: bool | None = Field(
+        default=None, description="Tools class only: at least one tool call, each naming an "
+        "offered function, with arguments that parse.")
+    schema_error: str | None = Field(
+        default=None, description="Why schema_ok is false or null (the first failing keyword).")
+    tool_names: list[str] | None = Field(
+        default=None, description="Tools class only: the functions the tool calls named.")
+    spec_acceptance: dict[str, Any] | None = Field(
+        default=None, description="Per-request speculative acceptance read from the response "
+        "(vLLM metrics.speculative_decoding; SGLang sglext.spec_tokens_details), one definition: "
+        "1 + accepted drafts / verify steps (docs/probe.md).")
     void: bool = Field(default=False, description="Added by the sweep to every row of a void arm.")
 
     _SPARSE = frozenset({
         "void", "flags", "server_timings", "scheduled_at", "sent_at", "ttft_sched_s",
         "e2e_sched_s", "trace_input_tokens", "trace_output_tokens", "prompt_length",
-        "prompt_words", "prompt_tokens_built"})
+        "prompt_words", "prompt_tokens_built", "finish_reason", "json_ok", "schema_ok",
+        "tool_call_ok", "schema_error", "tool_names", "spec_acceptance"})
 
 
 class CellRow(_RowBase):
@@ -413,9 +441,16 @@ class CellRow(_RowBase):
     slo_met: bool | None = None
     goodput_rps: float | None = None
     goodput_tok_s: float | None = None
+    # Per-request speculative figures and the structure checks (tailpod/agent/probes/load.py).
+    acceptance_per_request: dict[str, Any] | None = Field(
+        default=None, description="p10/p50/p90 of the requests' acceptance lengths, their mean "
+        "and the token-weighted figure (docs/probe.md).")
+    structure: dict[str, Any] | None = Field(
+        default=None, description="Structured and tools classes: how many outputs parsed, "
+        "validated and made whole tool calls, the finish reasons and the largest chunk gap.")
 
     _SPARSE = frozenset({
-        "void_reason", "load_workers", "prompt_length", "lane_counts", "arrival",
+        "acceptance_per_request", "structure", "void_reason", "load_workers", "prompt_length", "lane_counts", "arrival",
         "offered_rate_rps", "achieved_rate_rps", "schedule_lag_p50_s", "schedule_lag_max_s",
         "ttft_sched_mean_s", "ttft_sched_p50_s", "ttft_sched_p90_s", "ttft_sched_p99_s",
         "e2e_sched_p50_s", "e2e_sched_p90_s", "e2e_sched_p99_s", "slo", "slo_percentile",
