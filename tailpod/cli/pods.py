@@ -759,17 +759,14 @@ def register(app: typer.Typer) -> None:
                 # The ledger's word is no evidence: the provider is asked again all the same.
                 err_console.print(f"{record.run_tag} is terminated in the ledger; asking "
                                   f"{record.provider} again")
-            from tailpod.pods.cloud_lanes import settle_lanes_run
-
-            # A lanes run: its final counts into lanes.json, the lane engines stopped, proven.
-            record = settle_lanes_run(settings, ledger, record)
             storage: list[Any] = []
 
             def after(proof: Any) -> None:
                 storage.append(volume_cli.down_storage(settings, ledger, record.run_tag,
                                                        delete_volumes=volumes, proof=proof))
 
-            # Every provider, local included, goes through the same proven teardown.
+            # Every kind, local included: its own settle (a lanes run's final counts, its lanes
+            # stopped), then the same proven teardown (pods/down.py).
             try:
                 remote.down_remote_cli(settings, ledger, record, json_out, policy=policy,
                                        after=after)

@@ -17,6 +17,7 @@ from tailpod.config import Settings
 from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.provision.base import BillingEvidence, PodInfo
+from tailpod.provision.teardown import LifecyclePolicy
 
 Progress = Callable[[float, str], None]
 
@@ -74,6 +75,13 @@ class PodKind(Protocol):
         (a cloud pod's engine listens on the pod's 127.0.0.1 only)."""
         ...
 
-    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
-        """Stop or terminate, and prove it (raises unless proven)."""
+    def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
+        """The kind's step before any teardown: a lanes run's final counts, its lanes stopped
+        (each proven, or left to the teardown with the reason); any other record as it is."""
+        ...
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
+             policy: LifecyclePolicy | None = None) -> BillingEvidence:
+        """`settle`, then stop or terminate and prove it (raises unless proven); `policy`: the
+        teardown's waits and deadline (default: its own schedule)."""
         ...

@@ -15,7 +15,7 @@ from tailpod.pods import cloud, local
 from tailpod.pods.base import PodKind, Progress, UpOptions, UpResult
 from tailpod.pods.ssh_box import SshBoxPods
 from tailpod.provision.base import BillingEvidence
-from tailpod.provision.teardown import down_remote
+from tailpod.provision.teardown import LifecyclePolicy, down_remote
 
 
 class CloudPods:
@@ -66,8 +66,15 @@ class CloudPods:
         except TailpodError as exc:
             return {"error": exc.message}
 
-    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
-        return down_remote(settings, ledger, record)
+    def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
+        from tailpod.pods.cloud_lanes import settle_lanes_run
+
+        # A lanes run on the pod: its final counts into lanes.json, the lane engines stopped.
+        return settle_lanes_run(settings, ledger, record)
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
+             policy: LifecyclePolicy | None = None) -> BillingEvidence:
+        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
 
 
 class LocalPods:
@@ -110,12 +117,15 @@ class LocalPods:
     def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
         return None  # no dead-man switch: nothing bills
 
-    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
+    def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         from tailpod.pods.lanes import settle_lanes
 
         # A lanes run: final counts, the lane engines first, each proven gone; then the proxy.
-        record = settle_lanes(settings, ledger, record)
-        return local.down_local(settings, record, ledger)
+        return settle_lanes(settings, ledger, record)
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
+             policy: LifecyclePolicy | None = None) -> BillingEvidence:
+        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
 
 
 KINDS: dict[str, PodKind] = {"local": LocalPods(), "ssh": SshBoxPods()}

@@ -29,7 +29,7 @@ from tailpod.engines.local_install import (
 )
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
-from tailpod.provision.base import BillingEvidence, PodSpec
+from tailpod.provision.base import PodSpec
 from tailpod.provision.local.provider import LocalProvider
 
 Progress = Callable[[float, str], None]
@@ -199,11 +199,3 @@ def relaunch_local(
     if record.pod_id:
         provider.terminate(record.pod_id)
     return _start(settings, provider, ledger, record, cfg, progress)
-
-
-def down_local(settings: Settings, record: PodRecord, ledger: Ledger) -> BillingEvidence:
-    """The same proven teardown as a cloud pod: stop, wait until gone, write the proof."""
-    from tailpod.provision.teardown import run_dir_for, teardown
-
-    provider = LocalProvider(settings.home)
-    return teardown(provider, ledger, record, run_dir_for(settings, record.run_tag))

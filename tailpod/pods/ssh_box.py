@@ -24,7 +24,7 @@ from tailpod.pods.base import Progress, UpOptions, UpResult
 from tailpod.provision.base import BillingEvidence
 from tailpod.provision.ssh.errors import SshError, SshUnreachable
 from tailpod.provision.ssh_box.provider import HOST_HINT, BoxAddress, SshBoxProvider
-from tailpod.provision.teardown import run_dir_for, teardown
+from tailpod.provision.teardown import LifecyclePolicy, down_remote
 
 
 class SshBoxPods:
@@ -116,6 +116,13 @@ class SshBoxPods:
     def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
         return None  # the engine listens on the box's 127.0.0.1 only
 
-    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
-        box = SshBoxProvider(settings, state_dir=record.extra.pod_state_dir)
-        return teardown(box, ledger, record, run_dir_for(settings, record.run_tag))
+    def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
+        from tailpod.pods.cloud_lanes import settle_lanes_run
+
+        return settle_lanes_run(settings, ledger, record)  # lanes on the box, as on a pod
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
+             policy: LifecyclePolicy | None = None) -> BillingEvidence:
+        # the same proven teardown as `down --all`'s (its provider is built with the engine
+        # record's state dir; the box keeps its pinned host key: module docstring)
+        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
