@@ -29,6 +29,7 @@ from tailpod.engines.local_install import (
 )
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
+from tailpod.pods import journal
 from tailpod.provision.base import PodSpec
 from tailpod.provision.local.provider import LocalProvider
 
@@ -126,26 +127,10 @@ def _start(
             {**os.environ, **local_engine_env(settings, cfg.spec.label())},
         ),
     )
-    arms = dict(current.extra.arms)
-    arms[cfg.spec.label()] = {
-        "startup": started.startup,
-        "startup_s": took,
-        "argv": plan.argv,
-        "checkpoints": started.checkpoints,
-    }
-    ledger.update(
-        record.run_tag,
-        event="engine-healthy",
-        status="running",
-        extra=dataclasses.replace(
-            current.extra,
-            startup=startup.to_json(),
-            startup_s=took,
-            arms=arms,
-            machine=state.get("machine"),
-            engine_version=engine.engine_version(cfg.host, cfg.port),
-        ),
-    )
+    arm = {"startup": started.startup, "startup_s": took, "argv": plan.argv,
+           "checkpoints": started.checkpoints}
+    journal.engine_healthy(ledger, current, cfg.spec.label(), arm, machine=state.get("machine"),
+                           engine_version=engine.engine_version(cfg.host, cfg.port))
     return started
 
 

@@ -10,7 +10,6 @@ unlike a cloud address, the box is the same machine next time.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from tailpod.agent_client.driver import ArmStart, PodAgent
@@ -19,7 +18,7 @@ from tailpod.engines.adapters import require_cloud_engine
 from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
-from tailpod.pods import cloud
+from tailpod.pods import cloud, journal
 from tailpod.pods.base import Progress, UpOptions, UpResult
 from tailpod.provision.base import BillingEvidence
 from tailpod.provision.ssh.errors import SshError, SshUnreachable
@@ -84,16 +83,13 @@ class SshBoxPods:
                 state_dir = agent.state_dir
             machine = started.record.get("machine") or {}
             gpus = machine.get("gpus") or []
-            final = ledger.update(
-                run_tag, event="engine-healthy", status="running",
+            final = journal.engine_healthy(
+                ledger, record, cfg.spec.label(), started.ledger_arm(), machine=machine,
+                engine_version=started.record.get("engine_version"),
+                extra={"pod_state_dir": state_dir},
                 endpoint=f"http://{box.host}:{cfg.port}",
                 gpu=str(gpus[0]["name"]) if gpus else f"your box {box.host} (CPU)",
                 gpu_count=max(1, cfg.tensor_parallel) if gpus else 0,
-                extra=dataclasses.replace(
-                    record.extra, startup=started.facts.to_json(),
-                    arms={cfg.spec.label(): started.ledger_arm()},
-                    startup_s=started.record.get("startup_s"), pod_state_dir=state_dir,
-                    machine=machine, engine_version=started.record.get("engine_version")),
             )  # fmt: skip
             return UpResult(final)
         except BaseException as exc:
