@@ -19,7 +19,7 @@ from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
 from tailpod.pods import cloud, journal
-from tailpod.pods.base import Progress, UpOptions, UpResult
+from tailpod.pods.base import LanesOptions, Progress, UpOptions, UpResult, refuse_volume
 from tailpod.provision.base import BillingEvidence
 from tailpod.provision.ssh.errors import SshError, SshUnreachable
 from tailpod.provision.ssh_box.provider import HOST_HINT, BoxAddress, SshBoxProvider
@@ -29,6 +29,10 @@ from tailpod.provision.teardown import LifecyclePolicy, down_remote
 class SshBoxPods:
     name = "ssh"
     engine_here = False
+    no_engine_left = "your box serves no engine; it bills nothing through tailpod"
+
+    def refuse(self, options: UpOptions) -> None:
+        refuse_volume(options)  # a provider's network volume; the box has its own disks
 
     def engine_adapter(self, engine: str) -> EngineAdapter:
         return require_cloud_engine(engine)  # the engines a pod bootstrap serves: vllm, sglang
@@ -101,6 +105,11 @@ class SshBoxPods:
                 raise TailpodError(f"up failed ({exc}) and the box's engine is not proven "
                                    f"stopped: {down_exc}") from exc
             raise
+
+    def up_lanes(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: LanesOptions,
+                 progress: Progress, options: UpOptions) -> UpResult:
+        raise ConfigError(f"--lanes runs on this machine or a rented pod, not on a {self.name} "
+                          f"pod ({settings.provider})")
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
                  progress: Progress, agent: PodAgent | None = None) -> ArmStart:
