@@ -44,6 +44,7 @@ from tailpod.ledger import (
 )
 from tailpod.pods.arm_switch import settle_command, switch_arm
 from tailpod.pods.base import LanesOptions, UpOptions
+from tailpod.pods.journal import last_change
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
 from tailpod.provision.providers import canonical_name
@@ -132,6 +133,10 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
                 block.add_row(key, value)
         blocks.append(block)
     return Group(*blocks)
+
+
+def utc_time(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def status_cell(row: dict[str, Any]) -> str:
@@ -263,6 +268,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
     )
     step = interrupted_step(record)
+    change = last_change(record)  # the journal's last change of state, shown with its time
     matrix = matrix_status(record)
     stopped = matrix["id"] if matrix is not None and matrix["interrupted"] else None
     # a failed arm switch left no engine (pods/arm_switch.py): said, with what settles it
@@ -292,6 +298,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         "spend_usd": None if spend is None else round(spend, 4),
         "healthy": False if no_engine else healthy,
         "ttl_expired": bool(record.ttl_expires_at and time.time() > record.ttl_expires_at),
+        "last_change": None if change is None else change.to_json(),
         **({"lanes": _lanes_status(settings, record)} if record.extra.lanes else {}),
     }
 
@@ -634,6 +641,10 @@ def register(app: typer.Typer) -> None:
                 console.print(f"  {row['run_tag']} HAProxy {proxy['endpoint']}: "
                               f"{'alive' if proxy['alive'] else 'DOWN'}, spec lane admits "
                               f"{row['lanes']['admission_limit']}")
+            change = row.get("last_change")
+            if change:
+                console.print(f"  {row['run_tag']}: {change['state']} since "
+                              f"{utc_time(change['at'])} ({change['event']})", markup=False)
             if row["hardware"].get("stamp"):
                 console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")
             if row.get("gone"):

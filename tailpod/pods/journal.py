@@ -1,5 +1,8 @@
-"""The ledger entries of a pod's life that every kind writes the same way (design review 2026-12,
-§5 step 4): the one code that records an engine serving an arm."""
+"""A pod's journal: the record's events (`PodRecord.note`, `Ledger.update(event=...)`). Here are
+the entries every kind writes the same way (the one code that records an engine serving an arm)
+and the reading of the journal's last change of state, which `status` shows with its time.
+The states are named once, in tailpod/ledger.py `LifeState` (a provider's word for a pod is
+provision/base.py `PodState`)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from tailpod.ledger import Ledger, PodRecord
+from tailpod.ledger import Ledger, LifeState, PodRecord
 
 Write = Callable[..., PodRecord]  # (event, **fields) -> the record as the ledger now holds it
 
@@ -26,3 +29,30 @@ def engine_healthy(ledger: Ledger, record: PodRecord, label: str, arm: dict[str,
         record.extra, startup=arm["startup"], startup_s=arm["startup_s"],
         arms={**record.extra.arms, label: arm}, machine=machine, engine_version=engine_version,
         **(extra or {})), **fields)
+
+
+# The entries that change a pod's state without a `status` field of their own (arm_switch.py).
+STATE_EVENTS = {"no-engine": LifeState.NO_ENGINE, "engine-restored": LifeState.RUNNING}
+
+
+@dataclasses.dataclass(frozen=True)
+class StateChange:
+    """The last change of a pod's state in its journal (the record's events)."""
+
+    state: str
+    event: str
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "event": self.event, "at": self.at}
+
+
+def last_change(record: PodRecord) -> StateChange | None:
+    """The journal's last entry that changed the pod's state: one that set its `status`
+    (Ledger.update notes it), or a state of the running pod's engine (STATE_EVENTS)."""
+    for entry in reversed(record.events):
+        event = str(entry.get("event", ""))
+        state = entry.get("status") or STATE_EVENTS.get(event)
+        if state and isinstance(entry.get("t"), (int, float)):
+            return StateChange(str(state), event, float(entry["t"]))
+    return None
