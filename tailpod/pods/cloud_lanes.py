@@ -1,15 +1,16 @@
 """Two lanes on a rented pod: `tailpod up --provider runpod|vastai --lanes spec:K,plain`.
 
 The pod is rented, reached and its dead-man switch armed exactly as for one engine
-(pods/cloud.py); only the start differs. Through the pod's agent over its one SSH session: the
-spec lane, then the plain lane once the spec lane is healthy (vllm-project/vllm#55827), each an
+(pods/cloud.py); only the start differs. Through the pod's agent over its one SSH session:
+`proxy prepare` first (HAProxy found, or installed from the distribution's package, the config
+pods/lanes.py writes checked: a pod that cannot have HAProxy is refused before any lane starts);
+the spec lane, then the plain lane once the spec lane is healthy (vllm-project/vllm#55827), each an
 `engine start` in its own state directory (`<pod state>/lanes/<lane>`) with its own memory budget;
 the token-identity gate of the spec lane against the plain lane (the sweep's gate, agent
-`probe gate`); then `proxy prepare` (HAProxy found, or installed from the distribution's package,
-the config pods/lanes.py writes checked) and HAProxy started like an engine on the pod's engine
-port, the one port the pod exposes. `status` reads each lane, the proxy and HAProxy's counters
-through the agent; `down` records the final counts, stops the lanes and then the proxy, each
-proven stopped by the agent, before the pod itself is terminated with the usual proof.
+`probe gate`); then HAProxy started like an engine on the pod's engine port, the one port the pod
+exposes. `status` reads each lane, the proxy and HAProxy's counters through the agent; `down`
+records the final counts, stops the lanes and then the proxy, each proven stopped by the agent,
+before the pod itself is terminated with the usual proof.
 """
 
 from __future__ import annotations
@@ -124,16 +125,28 @@ def up_pod_lanes(settings: Settings, cfg: EngineConfig, ledger: Ledger,
 def start_lanes_on_pod(agent: PodAgent, settings: Settings, cfg: EngineConfig,
                        launches: Sequence[LaneLaunch], admission_limit: int,
                        say: Any = None) -> EngineStarted:
-    """Both lanes one after the other, the gate, then HAProxy on `cfg.port`; what pods/cloud.py
-    records as the pod's start (the spec lane's facts, and `lanes` beside them). On any failure
-    what was started on the pod is stopped before the error goes up (and `up` then tears the
-    pod down with its proof)."""
+    """HAProxy prepared, both lanes one after the other, the gate, then HAProxy on `cfg.port`;
+    what pods/cloud.py records as the pod's start (the spec lane's facts, and `lanes` beside
+    them). On any failure what was started on the pod is stopped before the error goes up (and
+    `up` then tears the pod down with its proof)."""
     if [lane.name for lane in launches] != ["spec", "plain"]:
         raise TailpodError("lanes must be spec then plain")
     started: list[str] = []
     rows: dict[str, Any] = {}
     records: dict[str, dict[str, Any]] = {}
     try:
+        # HAProxy first: a pod that has none and cannot install it is refused before either
+        # lane engine starts (they took 7-8 s of the pod's time first: adversary-2026-12 row 10)
+        proxy_dir = lane_dir(agent.state_dir, PROXY)
+        sock = pod_socket_path(proxy_dir)
+        text = lanes_mod.haproxy_config(cfg.port, [(lane.name, lane.port) for lane in launches],
+                                        admission_limit, sock)
+        prepared = agent.call("proxy prepare", payload={"config_text": text,
+                                                        "state_dir": proxy_dir}, timeout_s=900)
+        if say:
+            say(f"HAProxy {prepared.get('version')}"
+                + (" (installed from the distribution's package)"
+                   if prepared.get("installed_now") else ""))
         for lane in launches:
             where = lane_dir(agent.state_dir, lane.name)
             if say:
@@ -152,16 +165,6 @@ def start_lanes_on_pod(agent: PodAgent, settings: Settings, cfg: EngineConfig,
         verdict = lanes_mod.gate_lanes(agent.gate, launches)
         if verdict["status"] != "pass":
             raise lanes_mod.LaneGateFailed(verdict)
-        proxy_dir = lane_dir(agent.state_dir, PROXY)
-        sock = pod_socket_path(proxy_dir)
-        text = lanes_mod.haproxy_config(cfg.port, [(lane.name, lane.port) for lane in launches],
-                                        admission_limit, sock)
-        prepared = agent.call("proxy prepare", payload={"config_text": text,
-                                                        "state_dir": proxy_dir}, timeout_s=900)
-        if say:
-            say(f"HAProxy {prepared.get('version')}"
-                + (" (installed from the distribution's package)"
-                   if prepared.get("installed_now") else ""))
         proxy = LaneLaunch(name=PROXY, argv=[prepared["binary"], "-db", "-f",
                                               prepared["config"]], port=cfg.port)
         proxy_rec = _start(agent, proxy, proxy_dir, 60.0, label="haproxy", proxy=True)
