@@ -3,20 +3,22 @@
 # Python 3.10+ with its venv module (the two virtual environments), and OpenSSH's server and
 # ssh-keygen (a real sshd plays each pod's SSH server in the demo and in the SSH tests; tailpod
 # runs /usr/sbin/sshd, tailpod/sandbox/sshd.py). For `test` also HAProxy (the lane tests put a
-# real one in front of two engines, tailpod/pods/lanes.py).
+# real one in front of two engines, tailpod/pods/lanes.py) and Chromium (the HTML report tests
+# open each page in a headless browser, tests/integration/browser/).
 #
 # Usage: system-requirements.sh demo|test
 #   As root with apt-get (Debian, Ubuntu): installs what is missing.
 #   Otherwise: names what is missing and the command that installs it, and exits 1, so that make
-#   stops before its first download. For `test` a missing sshd or haproxy is only a note (the SSH
-#   or lane tests skip).
-# SSHD and HAPROXY override the servers' paths (tests use them to stand for a machine without one).
+#   stops before its first download. For `test` a missing sshd, haproxy or chromium is only a note
+#   (the SSH, lane or browser tests skip).
+# SSHD, HAPROXY and CHROMIUM override the servers' paths (tests use them to stand for a machine without one).
 set -eu
 
 goal=${1:-demo}
 PYTHON=${PYTHON:-python3}
 SSHD=${SSHD:-/usr/sbin/sshd}
 HAPROXY=${HAPROXY:-$(command -v haproxy 2>/dev/null || echo /usr/sbin/haproxy)}
+CHROMIUM=${CHROMIUM:-$(command -v chromium 2>/dev/null || echo /usr/bin/chromium)}
 
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
   echo "error: $PYTHON not found; tailpod needs Python 3.10 or newer (make $goal PYTHON=...)" >&2
@@ -49,6 +51,13 @@ if [ "$goal" = test ] && [ ! -x "$HAPROXY" ]; then
   needs="$needs
   - HAProxy at $HAPROXY (the lane tests run a real one in front of two engines)"
 fi
+chromium_missing=no
+if [ "$goal" = test ] && [ ! -x "$CHROMIUM" ]; then
+  chromium_missing=yes
+  packages="$packages chromium"
+  needs="$needs
+  - Chromium at $CHROMIUM (the HTML report tests open each page in a headless browser)"
+fi
 [ -z "$packages" ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -64,12 +73,18 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "error: apt-get installed haproxy but $HAPROXY is still missing" >&2
     exit 1
   fi
+  if [ "$chromium_missing" = yes ] && [ ! -x "$CHROMIUM" ] && ! command -v chromium >/dev/null 2>&1
+  then
+    echo "error: apt-get installed chromium but $CHROMIUM is still missing" >&2
+    exit 1
+  fi
   exit 0
 fi
 
 if [ "$goal" = test ]; then
   case "$packages" in
-    " openssh-server"|" haproxy"|" openssh-server haproxy")
+    *python3-venv*) ;;  # the one thing `make test` cannot do without
+    *)
       if [ "$sshd_missing" = yes ]; then
         echo "note: OpenSSH's server is not installed and this is not root: the SSH tests will" \
              "skip (install it with: sudo apt-get install openssh-server)"
@@ -77,6 +92,10 @@ if [ "$goal" = test ]; then
       if [ "$haproxy_missing" = yes ]; then
         echo "note: HAProxy is not installed and this is not root: the lane tests will skip" \
              "(install it with: sudo apt-get install haproxy)"
+      fi
+      if [ "$chromium_missing" = yes ]; then
+        echo "note: Chromium is not installed and this is not root: the browser tests of the" \
+             "HTML report will skip (install it with: sudo apt-get install chromium)"
       fi
       exit 0 ;;
   esac

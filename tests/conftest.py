@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.local_runs import stop_local_runs
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -43,11 +45,12 @@ def _known_secrets_per_test() -> Iterator[None]:
 
 
 @pytest.fixture()
-def tailpod_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def tailpod_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "tailpod-home"
     monkeypatch.setenv("TAILPOD_HOME", str(home))
     monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
-    return home
+    yield home
+    stop_local_runs(home)  # whatever the outcome (tests/helpers/local_runs.py)
 
 
 # --- the real CPU engine: one per test module, relaunched per arm, never per test ---
@@ -100,8 +103,11 @@ def engine_env(
 
 def pytest_configure(config: pytest.Config) -> None:
     from tests.engine_starts import EngineStartPlugin
+    from tests.leftover_processes import LeftoverProcessPlugin
 
     config.pluginmanager.register(EngineStartPlugin(), "engine-starts")
+    # the run fails when a process a test started outlives the session (issue 38 item 9)
+    config.pluginmanager.register(LeftoverProcessPlugin(), "leftover-processes")
 
 
 # The tests that start real CPU vLLM engines (marked `engine`) live here and nowhere else.

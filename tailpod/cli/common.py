@@ -43,9 +43,14 @@ def print_json(data: Any) -> None:
 
 
 def fail(exc: TailpodError) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {redact(exc.message)}", markup=True)
+    """The error and its hint, one line each. Their text is escaped (a `[tp-…]` tag in it is not
+    rich markup to swallow) and soft-wrapped: the terminal wraps it, so a path or a command in
+    it is never cut in the middle of a word for a reader to copy."""
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(redact(exc.message))}", soft_wrap=True)
     if exc.hint:
-        err_console.print(f"  hint: {redact(exc.hint)}")
+        err_console.print(f"  hint: {redact(exc.hint)}", markup=False, soft_wrap=True)
     return typer.Exit(code=exc.exit_code)
 
 

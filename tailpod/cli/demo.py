@@ -117,6 +117,16 @@ def cloud_demo(
     return run_dir
 
 
+def html_report(run_dir: Path | None) -> Path | None:
+    """The demo's run as one HTML page (report.html beside report.md), whose path is the demo's
+    last line; None when the demo left no run directory of its own (--matrix)."""
+    if run_dir is None or not (run_dir / "run.json").is_file():
+        return None
+    from tailpod.results.html import write_run_html
+
+    return write_run_html([run_dir])
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     @handle_errors
@@ -184,9 +194,14 @@ def register(app: typer.Typer) -> None:
             run_dir = lanes_demo(settings, ledger, cfg, bench)
         else:
             run_dir = (local_demo if local else cloud_demo)(settings, ledger, cfg, bench)
+        page = html_report(run_dir)
         console.print(f"[green]demo done[/] in {time.time() - t0:.0f} s; nothing left running.")
+        if page is not None:
+            console.print(f"HTML report (opens offline): {page}", markup=False, highlight=False,
+                          soft_wrap=True)
         if json_out:
             mode = "matrix" if matrix else "lanes" if lanes else "local" if local else "cloud"
             print_json({"ok": True, "mode": mode,
                         "results": str(run_dir) if run_dir else str(settings.results_dir),
+                        "report_html": str(page) if page else None,
                         "elapsed_s": round(time.time() - t0, 1), "left_running": 0})

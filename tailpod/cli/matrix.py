@@ -34,6 +34,7 @@ from tailpod.measure.matrix_run import (
     start_line,
     take_over,
 )
+from tailpod.preflight.cloud import image_cuda, offer_settings
 from tailpod.results.matrix import (
     MATRIX_OBJECTIVES,
     MATRIX_PLOT,
@@ -153,7 +154,7 @@ def register(app: typer.Typer) -> None:
         max_tokens: int = typer.Option(256, min=2, help="Output tokens per request."),
         requests_per_cell: int = typer.Option(None, help="Measured requests per cell."),
         prompt_classes: str = typer.Option("prose", help="Prompt classes: prose, code, "
-                                           "structured."),
+                                           "structured, tools."),
         context_length: int = typer.Option(None, help="Maximum context length."),
         max_running_requests: int = typer.Option(None, help="Engine request slots (same on "
                                                  "every card)."),
@@ -294,7 +295,10 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the registry is asked
         pinned, digest = pinned_image(settings, allow_unpinned)
         todo = cards
-    prices = price_cards(settings, todo, sweep, cost, budget - spent_before, pinned)
+    # priced as `up` rents: hosts must reach the image's CUDA (the one offer query, issue 37)
+    cuda = image_cuda(dataclasses.replace(settings, image=pinned))[0]
+    prices = price_cards(offer_settings(settings, cuda), todo, sweep, cost,
+                         budget - spent_before, pinned)
     for label, entry in prices.items():
         line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f}"
                 if entry["price_per_hr"] is not None else f"cannot run: {entry['problem']}")

@@ -179,14 +179,22 @@ def register(app: typer.Typer) -> None:
             None, help="Analyse one prompt class (default: pool all)."
         ),
         cache: str = typer.Option("cold", help="Cells to analyse: cold, warm or all."),
+        as_html: bool = typer.Option(
+            False, "--html", help="Write report.html (one self-contained page that opens "
+            "offline) into each run directory instead of report.md and its PNGs; with several "
+            "runs also compare-<ids>.html, ratios to the first."
+        ),
     ) -> None:
-        """Analyse runs; write report.md and PNG plots into each run directory."""
+        """Analyse runs; write report.md and PNG plots (or, with --html, report.html) into each
+        run directory."""
         from tailpod.results.analysis import analyze
         from tailpod.results.compare import compare_analyses
         from tailpod.results.io import load_run
         from tailpod.results.report import check_settings_for_run, write_report
 
         st = _settings(interpolation, knee_gain, knee_latency, knee_metric, prompt_class, cache)
+        if as_json and as_html:
+            raise ConfigError("--json and --html are two outputs: choose one")
         dirs = [resolve_run(r) for r in runs]
         if as_json:
             loaded = [load_run(d) for d in dirs]
@@ -198,6 +206,11 @@ def register(app: typer.Typer) -> None:
             else:
                 print_json({"runs": analyses, "compare": compare_analyses(analyses)})
             return
+        if as_html:
+            from tailpod.results.html import write_run_html
+
+            typer.echo(f"report: {write_run_html(dirs, st, out)}")
+            return
         path = write_report(dirs, st, out)
         typer.echo(f"report: {path}")
 
@@ -205,18 +218,28 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def compare(
         runs: list[str] = typer.Argument(
-            ..., help="Two or more run directories; ratios are to the first."
+            None, help="Run directories; ratios are to the first (or to --baseline)."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
         out: Path | None = typer.Option(
             None, "--out", help="Where compare-<ids>.md and its plot go (default: the first "
             "run's directory)."
         ),
+        baseline: str | None = typer.Option(
+            None, "--baseline", help="The run the others are compared against (default: the "
+            "first run)."
+        ),
+        as_html: bool = typer.Option(
+            False, "--html", help="Write compare-<ids>.html (one self-contained page: charts, "
+            "per-cell differences against the baseline with the reps' spread, the decision) "
+            "instead of the Markdown and its plot."
+        ),
     ) -> None:
         """Compare runs side by side (ratios to the first run, provenance warnings), and check the
         acceptance fingerprint: an arm of the same model pair whose acceptance moved beyond the
         reps' spread is flagged (FLAG on stderr) with its likely cause from the startup facts.
-        Writes compare-<ids>.md and the plot it links; --json prints and writes nothing."""
+        Writes compare-<ids>.md and the plot it links (--html: compare-<ids>.html); --json prints
+        and writes nothing."""
         from tailpod.cli.common import console
         from tailpod.cli.markdown_out import print_markdown
         from tailpod.results.analysis import analyze
@@ -224,14 +247,25 @@ def register(app: typer.Typer) -> None:
         from tailpod.results.io import load_run
         from tailpod.results.report import render_compare_markdown, write_compare
 
-        if len(runs) < 2:
-            raise ConfigError("compare needs at least two runs")
-        dirs = [resolve_run(r) for r in runs]
-        analyses = [analyze(load_run(d)) for d in dirs]
-        if as_json:
-            cmp = compare_analyses(analyses)
+        refs = ([baseline] if baseline else []) + [r for r in runs or [] if r != baseline]
+        if len(refs) < 2:
+            raise ConfigError("compare needs at least two runs (the baseline counts as one)")
+        if as_json and as_html:
+            raise ConfigError("--json and --html are two outputs: choose one")
+        # the baseline also named among the runs is compared once
+        dirs = list({d.resolve(): d for d in (resolve_run(r) for r in refs)}.values())
+        if len(dirs) < 2:
+            raise ConfigError("compare needs two different runs")
+        if as_html:
+            from tailpod.results.html import load_and_compare
+
+            path, cmp = load_and_compare(dirs, out if out is not None else dirs[0])
+            console.print(f"comparison: {path}", markup=False, highlight=False, soft_wrap=True)
+        elif as_json:
+            cmp = compare_analyses([analyze(load_run(d)) for d in dirs])
             print_json(cmp)
         else:
+            analyses = [analyze(load_run(d)) for d in dirs]
             path, cmp = write_compare(analyses, out if out is not None else dirs[0])
             print_markdown(render_compare_markdown(cmp), console, path.parent)
             console.print(f"comparison: {path}", markup=False, highlight=False, soft_wrap=True)
@@ -367,22 +401,55 @@ def register(app: typer.Typer) -> None:
         else:
             _print_cost(res)
 
+    @app.command("import-vllm-bench")
+    @handle_errors
+    def import_vllm_bench(
+        files: list[Path] = typer.Argument(
+            ..., help="`vllm bench serve --save-result` JSON files, each one rep of the cell at "
+            "its --max-concurrency."
+        ),
+        out: Path = typer.Option(..., "--out", help="The run directory to write (new or empty)."),
+        arm: str = typer.Option("plain", help="The arm they measured: plain, or <method>-k<N>."),
+        run_id: str | None = typer.Option(None, "--run-id", help="Default vllm-bench-<first file>."),
+    ) -> None:
+        """Turn vLLM's own benchmark results into a run directory that report, compare (--html),
+        decide and export read; marked off-pod and, for a speculative arm, UNVERIFIED."""
+        from tailpod.results.io import write_run
+        from tailpod.results.vllm_bench import run_from_vllm_bench
+
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"{out} exists and is not an empty directory; nothing was written")
+        run = run_from_vllm_bench(files, arm, run_id)
+        typer.echo(str(write_run(run, out)))
+
     @app.command("export")
     @handle_errors
     def export(
         run: str = typer.Argument(..., help="Run directory (or run id)."),
-        fmt: str = typer.Option("csv", "--format", help="csv, jsonl, or parquet (needs pyarrow)."),
+        fmt: str = typer.Option(
+            "csv", "--format", help="csv, jsonl, parquet (needs pyarrow), or llmd-report (llm-d's "
+            "benchmark report v0.2.1: one JSON file per arm and load point, in a folder)."
+        ),
         table: str = typer.Option("cells", "--table", help="cells or requests."),
         out: Path | None = typer.Option(
-            None, "--out", help="Output file (default RUN/<table>.<format>)."
+            None, "--out", help="Output file (default RUN/<table>.<format>; for llmd-report a "
+            "folder, default RUN/llmd-report)."
         ),
     ) -> None:
-        """Write a flat table of a run that pandas reads without tailpod."""
+        """Write a flat table of a run that pandas reads without tailpod, or the run as llm-d's
+        benchmark reports."""
         from tailpod.results.io import export_table, load_run
 
         # a malformed flag is a usage error before anything is read (docs/exit-codes.md)
-        if fmt not in ("csv", "jsonl", "parquet"):
-            raise ConfigError(f"unknown --format {fmt!r}", hint="use csv, jsonl or parquet")
+        if fmt not in ("csv", "jsonl", "parquet", "llmd-report"):
+            raise ConfigError(f"unknown --format {fmt!r}",
+                              hint="use csv, jsonl, parquet or llmd-report")
+        if fmt == "llmd-report":
+            from tailpod.results.llmd_report import LLMD_DIR, write_llmd_reports
+
+            run_dir = resolve_run(run)
+            typer.echo(str(write_llmd_reports(load_run(run_dir), out or run_dir / LLMD_DIR)))
+            return
         if table not in ("cells", "requests"):
             raise ConfigError(f"unknown --table {table!r}", hint="use cells or requests")
         run_dir = resolve_run(run)

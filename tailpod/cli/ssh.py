@@ -49,11 +49,10 @@ def with_remote_command(argv: list[str], command: list[str]) -> list[str]:
 
 
 def register(app: typer.Typer) -> None:
-    # A command after the tag is the remote command, as with `ssh host CMD`: options after the tag
-    # belong to it (`tailpod ssh TAG ls -la`), not to tailpod.
-    @app.command(
-        "ssh", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True}
-    )
+    # A command after the tag is the remote command, as with `ssh host CMD`: an option tailpod
+    # does not know belongs to it (`tailpod ssh TAG ls -la`); `ssh`'s own options (--print,
+    # --config, --wait) keep their meaning wherever they stand.
+    @app.command("ssh", context_settings={"ignore_unknown_options": True})
     @handle_errors
     def ssh(
         run_tag: str | None = typer.Argument(None, help="Run tag (default: the only active pod)."),

@@ -1,33 +1,37 @@
 """Two lanes on a rented pod: `tailpod up --provider runpod|vastai --lanes spec:K,plain`.
 
 The pod is rented, reached and its dead-man switch armed exactly as for one engine
-(pods/cloud.py); only the start differs. Through the pod's agent over its one SSH session: the
-spec lane, then the plain lane once the spec lane is healthy (vllm-project/vllm#55827), each an
+(pods/cloud.py); only the start differs. Through the pod's agent over its one SSH session:
+`proxy prepare` first (HAProxy found, or installed from the distribution's package, the config
+pods/lanes.py writes checked: a pod that cannot have HAProxy is refused before any lane starts);
+the spec lane, then the plain lane once the spec lane is healthy (vllm-project/vllm#55827), each an
 `engine start` in its own state directory (`<pod state>/lanes/<lane>`) with its own memory budget;
 the token-identity gate of the spec lane against the plain lane (the sweep's gate, agent
-`probe gate`); then `proxy prepare` (HAProxy found, or installed from the distribution's package,
-the config pods/lanes.py writes checked) and HAProxy started like an engine on the pod's engine
-port, the one port the pod exposes. `status` reads each lane, the proxy and HAProxy's counters
-through the agent; `down` records the final counts, stops the lanes and then the proxy, each
-proven stopped by the agent, before the pod itself is terminated with the usual proof.
+`probe gate`); then HAProxy started like an engine on the pod's engine port, the one port the pod
+exposes. `status` reads each lane, the proxy and HAProxy's counters through the agent; `down`
+records the final counts, stops the lanes and then the proxy, each proven stopped by the agent,
+before the pod itself is terminated with the usual proof.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from tailpod.agent_client.driver import EngineStarted, PodAgent
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
+from tailpod.engines.vllm import spelled_for_image
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import lanes as lanes_mod
+from tailpod.pods.base import UpOptions
 from tailpod.pods.lanes import LaneLaunch, LaneSpec
 from tailpod.provision.apiclient import time_left
+from tailpod.provision.base import PodInfo
 from tailpod.provision.teardown import LifecyclePolicy
 
 PROXY = "proxy"
@@ -48,6 +52,7 @@ def pod_launches(settings: Settings, cfg: EngineConfig, specs: Sequence[LaneSpec
     from tailpod.pods.cloud import pod_python
 
     adapter = get_adapter(cfg.engine)
+    cfg = spelled_for_image(cfg, settings.image)  # flags the image's vLLM release knows
     frac = mem_fraction if mem_fraction is not None else lanes_mod.DEFAULT_LANE_MEM_FRACTION
     out = []
     for i, lane in enumerate(specs):
@@ -95,19 +100,55 @@ def _stop(agent: PodAgent, state_dir: str, timeout_s: float = 180) -> dict[str, 
     return agent.call("engine stop", payload={"state_dir": state_dir}, timeout_s=timeout_s)
 
 
+def up_pod_lanes(settings: Settings, cfg: EngineConfig, ledger: Ledger,
+                 specs: Sequence[LaneSpec], admission_limit: int, mem_fraction: float | None,
+                 kv_gib: float | None, say: Callable[[str], None],
+                 options: UpOptions) -> tuple[PodRecord, PodInfo]:
+    """`up --provider runpod|vastai --lanes` (pods/kinds.py CloudPods.up_lanes): the pod rented
+    as for one engine, then both lanes, the gate and HAProxy started on it by its agent; each
+    lane's arm checked before the rental, lanes.json begun with no counts."""
+    from tailpod.engines.checkpoint import check_arms
+    from tailpod.pods import cloud as cloud_pods
+    from tailpod.provision.teardown import run_dir_for
+
+    # --lane-kv-gib: a pod without GPUs (the sandbox's CPU engine) takes a CPU KV budget instead
+    launches = pod_launches(settings, cfg, specs, mem_fraction, kv_gib)
+    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
+    record, info = cloud_pods.up_cloud(
+        settings, cfg, ledger, say, allow_unpinned=options.allow_unpinned,
+        allow_nonephemeral=options.allow_nonephemeral, use_tailnet=options.use_tailnet,
+        keep_on_failure=options.keep_on_failure, volume=options.volume,
+        start=lambda agent, s, c, said: start_lanes_on_pod(agent, s, c, launches,
+                                                           admission_limit, said))
+    lanes_mod.write_lanes_json(record, run_dir_for(settings, record.run_tag), counts={})
+    return record, info
+
+
 def start_lanes_on_pod(agent: PodAgent, settings: Settings, cfg: EngineConfig,
                        launches: Sequence[LaneLaunch], admission_limit: int,
                        say: Any = None) -> EngineStarted:
-    """Both lanes one after the other, the gate, then HAProxy on `cfg.port`; what pods/cloud.py
-    records as the pod's start (the spec lane's facts, and `lanes` beside them). On any failure
-    what was started on the pod is stopped before the error goes up (and `up` then tears the
-    pod down with its proof)."""
+    """HAProxy prepared, both lanes one after the other, the gate, then HAProxy on `cfg.port`;
+    what pods/cloud.py records as the pod's start (the spec lane's facts, and `lanes` beside
+    them). On any failure what was started on the pod is stopped before the error goes up (and
+    `up` then tears the pod down with its proof)."""
     if [lane.name for lane in launches] != ["spec", "plain"]:
         raise TailpodError("lanes must be spec then plain")
     started: list[str] = []
     rows: dict[str, Any] = {}
     records: dict[str, dict[str, Any]] = {}
     try:
+        # HAProxy first: a pod that has none and cannot install it is refused before either
+        # lane engine starts (they took 7-8 s of the pod's time first: adversary-2026-12 row 10)
+        proxy_dir = lane_dir(agent.state_dir, PROXY)
+        sock = pod_socket_path(proxy_dir)
+        text = lanes_mod.haproxy_config(cfg.port, [(lane.name, lane.port) for lane in launches],
+                                        admission_limit, sock)
+        prepared = agent.call("proxy prepare", payload={"config_text": text,
+                                                        "state_dir": proxy_dir}, timeout_s=900)
+        if say:
+            say(f"HAProxy {prepared.get('version')}"
+                + (" (installed from the distribution's package)"
+                   if prepared.get("installed_now") else ""))
         for lane in launches:
             where = lane_dir(agent.state_dir, lane.name)
             if say:
@@ -126,16 +167,6 @@ def start_lanes_on_pod(agent: PodAgent, settings: Settings, cfg: EngineConfig,
         verdict = lanes_mod.gate_lanes(agent.gate, launches)
         if verdict["status"] != "pass":
             raise lanes_mod.LaneGateFailed(verdict)
-        proxy_dir = lane_dir(agent.state_dir, PROXY)
-        sock = pod_socket_path(proxy_dir)
-        text = lanes_mod.haproxy_config(cfg.port, [(lane.name, lane.port) for lane in launches],
-                                        admission_limit, sock)
-        prepared = agent.call("proxy prepare", payload={"config_text": text,
-                                                        "state_dir": proxy_dir}, timeout_s=900)
-        if say:
-            say(f"HAProxy {prepared.get('version')}"
-                + (" (installed from the distribution's package)"
-                   if prepared.get("installed_now") else ""))
         proxy = LaneLaunch(name=PROXY, argv=[prepared["binary"], "-db", "-f",
                                               prepared["config"]], port=cfg.port)
         proxy_rec = _start(agent, proxy, proxy_dir, 60.0, label="haproxy", proxy=True)

@@ -194,9 +194,10 @@ def render_compare_markdown(cmp: dict[str, Any]) -> str:
     return redact("\n".join(L))
 
 
-def _compare_name(ids: Sequence[str]) -> str:
+def compare_file_name(ids: Sequence[str], suffix: str = ".md") -> str:
+    """compare-<ids><suffix>: the comparison's file name, for its Markdown and its HTML page."""
     safe = [re.sub(r"[^A-Za-z0-9._-]+", "_", i)[:40] for i in ids]
-    return "compare-" + "-vs-".join(safe) + ".md"
+    return "compare-" + "-vs-".join(safe) + suffix
 
 
 def run_prompt_classes(run: Run) -> list[str]:
@@ -273,7 +274,7 @@ def write_compare(analyses: Sequence[dict[str, Any]], target: Path) -> tuple[Pat
     comparison (with `plot_file`, the name of the .png beside it)."""
     target.mkdir(parents=True, exist_ok=True)
     cmp = compare_analyses(analyses)
-    path = target / _compare_name([a["run_id"] for a in analyses])
+    path = target / compare_file_name([a["run_id"] for a in analyses])
     cmp["plot_file"] = path.with_suffix(".png").name
     with tempfile.TemporaryDirectory(dir=target, prefix=".report-") as tmp:
         stage = Path(tmp)

@@ -503,8 +503,16 @@ class SandboxCloud:
             pods = list(self.pods.values())
         for timer in timers:
             timer.cancel()
+        # Every pod is stopped even when one's stop fails (its processes would outlive the
+        # sandbox, in the way of the next one's ports); the first failure is raised after.
+        failures: list[Exception] = []
         for pod in pods:
-            self.host.stop(pod)
+            try:
+                self.host.stop(pod)
+            except Exception as exc:  # noqa: BLE001 - re-raised below, once all are stopped
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
     def pods_public(self) -> list[dict[str, Any]]:
         with self.lock:

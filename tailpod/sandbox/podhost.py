@@ -103,6 +103,12 @@ def free_port(host: str = "127.0.0.1", consecutive: int = 1) -> int:
     raise OSError(f"no {consecutive} consecutive free ports on {host}")
 
 
+def container_path(shim_dir: Path) -> str:
+    """A sandbox pod's PATH, for its process and its SSH sessions alike: the stand-ins first
+    (shims.py), then this machine's PATH."""
+    return f"{shim_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+
+
 class ProcessPodHost:
     """Runs the start command as a subprocess; `run_commands=False` keeps pods as pure records."""
 
@@ -127,7 +133,7 @@ class ProcessPodHost:
 
     def _env(self, pod: SandboxPod) -> dict[str, str]:
         env = {
-            "PATH": f"{self.shim_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "PATH": container_path(self.shim_dir),
             "HOME": str(self.pod_dir(pod)),
             "LANG": "C.UTF-8",
         }
@@ -189,9 +195,17 @@ class ProcessPodHost:
             return
         finally:
             log.close()
-        pod.pid = proc.pid
         with self._lock:
-            self._procs[pod.key] = proc
+            stopped = pod.key in self._stopped
+            if not stopped:
+                pod.pid = proc.pid
+                self._procs[pod.key] = proc
+        if stopped:
+            # stop() ran while this restart was starting: the pod is gone, so is its process
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return
         threading.Thread(target=self._watch, args=(pod, proc), daemon=True).start()
 
     def _watch(self, pod: SandboxPod, proc: subprocess.Popen[bytes]) -> None:

@@ -112,16 +112,19 @@ class Sandbox:
         if self.closed:
             return
         self.closed = True
-        self.cloud.shutdown()
-        # shutdown() waits for each server's poll loop: stop them side by side.
-        stoppers = [threading.Thread(target=_stop_server, args=(s,), daemon=True)
-                    for s in self._servers]
-        for t in stoppers:
-            t.start()
-        for t in stoppers:
-            t.join(timeout=5.0)
-        if self._tmpdir is not None:
-            shutil.rmtree(self._tmpdir, ignore_errors=True)
+        try:
+            self.cloud.shutdown()
+        finally:
+            # the servers stop even when a pod's stop failed; shutdown() waits for each
+            # server's poll loop: stop them side by side.
+            stoppers = [threading.Thread(target=_stop_server, args=(s,), daemon=True)
+                        for s in self._servers]
+            for t in stoppers:
+                t.start()
+            for t in stoppers:
+                t.join(timeout=5.0)
+            if self._tmpdir is not None:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
 
     def __enter__(self) -> Sandbox:
         return self

@@ -12,7 +12,14 @@ with these stand-ins first on PATH and with the pod's own HOME, where it leaves 
 - `ssh-keygen`: does nothing (the pod's sshd has its own host key; /etc/ssh is this machine's);
 - `tailscaled`: listens on the `--socket` path the join step waits for, and idles;
 - `tailscale up` / `tailscale ip -4`: succeed with the address the emulator gave the pod
-  (`$HOME/.sandbox/tailnet`), or fail with the emulator's refusal, as `tailscale up` would.
+  (`$HOME/.sandbox/tailnet`), or fail with the emulator's refusal, as `tailscale up` would;
+- `apt-get`, `apt` and `sudo`: refuse, changing nothing. A sandbox pod is a process on this
+  machine, so a package the pod would install (the agent installs HAProxy for the lanes when it is
+  absent: tailpod/agent/bootstrap/haproxy.py) would land on the developer's own machine, as root,
+  over the network. The pod then meets what a real pod without a package manager meets.
+
+The SSH sessions of a pod (tailpod/sandbox/sshd.py `container_session_env`) get the same PATH, so
+what the agent runs over SSH finds the stand-ins too.
 
 tailpod itself never asks whether it runs in the sandbox: the sandbox adapts to tailpod.
 """
@@ -71,11 +78,25 @@ exit 0
 """
 
 
+_REFUSE = """#!/bin/sh
+# sandbox stand-in for @NAME@ (tailpod/sandbox/shims.py): a sandbox pod is a process on this
+# machine; what it installs or runs as root would change the machine itself.
+echo "sandbox: @NAME@ refused: this pod is a process on this machine," \\
+  "which the sandbox never changes" >&2
+exit @CODE@
+"""
+# apt-get and apt exit 100 on an error (apt-get(8), DIAGNOSTICS); sudo exits 1 when it cannot run
+# the command (sudo(8), EXIT VALUE).
+REFUSED = {"apt-get": 100, "apt": 100, "sudo": 1}
+
+
 def install_shims(bin_dir: Path) -> Path:
     """Write the stand-ins into `bin_dir` (put it first on the pod's PATH) and return it."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     scripts = {"sshd": _SSHD, "ssh-keygen": _SSH_KEYGEN, "tailscaled": _TAILSCALED,
                "tailscale": _TAILSCALE}
+    scripts |= {name: _REFUSE.replace("@NAME@", name).replace("@CODE@", str(code))
+                for name, code in REFUSED.items()}
     for name, text in scripts.items():
         body = (text.replace("@STATE@", STATE_DIR).replace("@SSHD_UP@", SSHD_UP)
                 .replace("@TAILNET@", TAILNET).replace("@PYTHON@", sys.executable))

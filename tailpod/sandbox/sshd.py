@@ -25,7 +25,7 @@ import paramiko
 
 from tailpod.errors import TailpodError
 from tailpod.provision.ssh.known_hosts import fingerprint
-from tailpod.sandbox.podhost import free_port
+from tailpod.sandbox.podhost import container_path, free_port
 
 if TYPE_CHECKING:
     from tailpod.sandbox.model import SandboxPod
@@ -343,10 +343,13 @@ CONTAINER_MARKER = "TAILPOD_SANDBOX_POD"
 
 def container_session_env(host: SshdPodHost, pod: SandboxPod) -> dict[str, str]:
     """What an SSH session on a sandbox pod sees, as on a real pod: the pod's home (where its start
-    script kept the environment) and a marker that ties every process it starts to the pod."""
+    script kept the environment), a marker that ties every process it starts to the pod, and the
+    container's PATH, stand-ins first (shims.py): without them the agent's HAProxy install ran
+    the host's own apt-get, as root (issue 38)."""
     env = {
         CONTAINER_MARKER: host.container_marker(pod),
         "TAILPOD_POD_HOME": str(host.inner.pod_dir(pod)),
+        "PATH": container_path(host.inner.shim_dir),
     }
     if host.hf_url:
         env["HF_ENDPOINT"] = host.hf_url  # huggingface_hub's endpoint: the sandbox has no Internet

@@ -103,3 +103,30 @@ def test_make_test_without_sshd_and_not_root_notes_the_skipped_ssh_tests(
     assert result.returncode == 0, result.stderr
     assert "the SSH tests will skip" in result.stdout
     assert not bare["apt_log"].exists()
+
+
+def test_make_test_without_chromium_and_not_root_notes_the_skipped_browser_tests(
+    bare: dict[str, Path]
+) -> None:
+    env = _stand_ins(bare, uid=1000) | {"CHROMIUM": str(bare["work"] / "no-chromium")}
+    result = subprocess.run(["sh", "scripts/system-requirements.sh", "test"], cwd=bare["work"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "the browser tests of the HTML report will skip" in result.stdout
+    assert "sudo apt-get install chromium" in result.stdout
+    assert not bare["apt_log"].exists()
+
+
+def test_make_test_as_root_installs_chromium_with_the_rest(bare: dict[str, Path]) -> None:
+    chromium = bare["work"] / "bin-chromium"
+    # HAProxy stands present (any executable), so only the browser and sshd are missing
+    env = _stand_ins(bare, uid=0) | {"CHROMIUM": str(chromium), "HAPROXY": str(bare["bin"] / "id")}
+    # this apt-get also puts the browser where the script looks for it
+    apt = bare["bin"] / "apt-get"
+    apt.write_text(apt.read_text() + f'if [ "$1" = install ]; then printf "#!/bin/sh\\n" > '
+                   f'"{chromium}" && chmod +x "{chromium}"; fi\n')
+    result = subprocess.run(["sh", "scripts/system-requirements.sh", "test"], cwd=bare["work"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    install = [c for c in bare["apt_log"].read_text().splitlines() if c.startswith("install")]
+    assert "chromium" in install[0].split()

@@ -1,9 +1,11 @@
 """HAProxy on the pod, for two lanes behind one endpoint (pods/lanes.py builds the config).
 
 `prepare` finds HAProxy, installing the distribution's package when it is absent (HAProxy is
-packaged by Debian and Ubuntu: `apt-get install -y haproxy`; ../shared/reference/
-serving-and-storage.md), writes the config and has HAProxy check it; the proxy then starts like any
-engine (engine.py). `show_stat` reads the per-server counters from its stats socket. Stdlib only.
+packaged by Debian and Ubuntu: https://packages.debian.org/stable/haproxy,
+https://packages.ubuntu.com/haproxy), writes the config and has HAProxy check it; the proxy then
+starts like any engine (engine.py). `show_stat` reads the per-server counters from its stats
+socket. Stdlib only. A pod that cannot install it (no apt-get, apt-get failing, or a sandbox pod,
+whose apt-get and sudo refuse: tailpod/sandbox/shims.py) is refused with that cause.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .start_error import EngineStartError
 
 CANDIDATES = ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy")
 APT_TIMEOUT_S = 600.0
+CANNOT_INSTALL = "haproxy is not installed and this pod cannot install it"
 
 
 def find_haproxy() -> str | None:
@@ -28,7 +31,7 @@ def find_haproxy() -> str | None:
 def install_haproxy(timeout_s: float = APT_TIMEOUT_S) -> list[str]:
     """apt-get the distribution's haproxy (Debian/Ubuntu images); the commands' last lines."""
     if shutil.which("apt-get") is None:
-        raise EngineStartError("haproxy is not installed and this image has no apt-get "
+        raise EngineStartError(f"{CANNOT_INSTALL}: this image has no apt-get "
                                "(the lanes need a Debian or Ubuntu image, or haproxy in it)", [])
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
@@ -38,10 +41,11 @@ def install_haproxy(timeout_s: float = APT_TIMEOUT_S) -> list[str]:
         try:
             res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise EngineStartError(f"{' '.join(argv)}: {exc}", []) from None
+            raise EngineStartError(f"{CANNOT_INSTALL}: {' '.join(argv)}: {exc}", []) from None
         tail = (res.stdout + res.stderr).splitlines()[-8:]
         if res.returncode != 0:
-            raise EngineStartError(f"{' '.join(argv)} exited {res.returncode}", tail)
+            raise EngineStartError(f"{CANNOT_INSTALL}: {' '.join(argv)} exited {res.returncode}",
+                                   tail)
     return tail
 
 

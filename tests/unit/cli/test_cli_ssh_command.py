@@ -50,3 +50,13 @@ def test_without_a_command_it_is_the_interactive_shell_as_before(tailpod_home: P
     assert result.exit_code == 0, result.output
     argv = shlex.split(result.output.strip().splitlines()[-1])
     assert argv[-1] == "root@203.0.113.7" and "--" not in argv
+
+
+def test_ssh_s_own_options_after_the_tag_keep_their_meaning(tailpod_home: Path) -> None:
+    """`tailpod ssh TAG --print` (and `--config`) after the tag are ssh's own, not a command: with
+    them read as the command, `--config` exec'd `ssh … --config` (seen killing a test process)."""
+    _pod_with_an_ssh_endpoint("tp-ssh-after")
+    result = CliRunner().invoke(app, ["ssh", "tp-ssh-after", "--print"])
+    assert result.exit_code == 0, result.output
+    argv = shlex.split(result.output.strip().splitlines()[-1])
+    assert argv[-1] == "root@203.0.113.7" and "--" not in argv

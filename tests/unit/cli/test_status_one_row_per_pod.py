@@ -49,6 +49,15 @@ def _report(*extra: StatusRow) -> StatusReport:
     return StatusReport(rows=[row, *extra], errors=[], checked_at=time.time())
 
 
+def _status_at(monkeypatch: pytest.MonkeyPatch, columns: int) -> Any:
+    """`tailpod status` on a terminal `columns` wide. The console's width is set, not COLUMNS:
+    a console made while COLUMNS was set (an xdist worker's) keeps that width for good."""
+    from tailpod.cli import common
+
+    monkeypatch.setattr(common.console, "_width", columns)
+    return CliRunner().invoke(app, ["status"])
+
+
 @pytest.fixture()
 def one_cloud_pod(tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     Ledger(tailpod_home).put(PodRecord(run_tag=TAG, provider="runpod", status="running",
@@ -62,7 +71,7 @@ def one_cloud_pod(tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
 def test_status_shows_one_row_per_pod_with_the_providers_figures(
         one_cloud_pod: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(remote, "remote_report", lambda s, ledger: _report())
-    result = CliRunner().invoke(app, ["status"], env={"COLUMNS": "250"})
+    result = _status_at(monkeypatch, 250)
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "provider truth" not in out  # no second table for the same pod
@@ -91,7 +100,7 @@ def test_a_pod_the_ledger_does_not_hold_keeps_its_provider_row(
                        gpu_count=1, price_per_hr=0.4, uptime_s=60.0, spend_usd=0.0067,
                        ttl_expires_at=None, flags=["orphan"])
     monkeypatch.setattr(remote, "remote_report", lambda s, ledger: _report(orphan))
-    result = CliRunner().invoke(app, ["status"], env={"COLUMNS": "250"})
+    result = _status_at(monkeypatch, 250)
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "provider truth" in out and "tp-orphan-1" in out
@@ -102,7 +111,7 @@ def test_a_pod_the_ledger_does_not_hold_keeps_its_provider_row(
 def test_a_narrow_terminal_keeps_the_run_tag_whole(
         one_cloud_pod: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(remote, "remote_report", lambda s, ledger: _report())
-    result = CliRunner().invoke(app, ["status"], env={"COLUMNS": "40"})
+    result = _status_at(monkeypatch, 40)
     assert result.exit_code == 0, result.output
     assert f"tailpod pod {TAG}" in result.stdout
 
