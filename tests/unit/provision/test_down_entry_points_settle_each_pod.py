@@ -44,7 +44,7 @@ from tailpod.provision.teardown import (
     run_dir_for,
 )
 from tailpod.secrets import Secret
-from tests.unit.provision.test_lifecycle_mutants import FAST, Fake
+from tests.unit.provision.test_teardown_retries_wait_verdict_and_sweep import FAST, Fake
 
 TAG = "tp-20260101-000000-ababab"
 HOST = "tailpod-tp-20260101-000000-ababab"  # tailpod-<tag>, already a valid DNS label

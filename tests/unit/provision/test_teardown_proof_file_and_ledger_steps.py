@@ -2,7 +2,7 @@
 left alive (issue #26, docs/testing.md "### provision/teardown.py"): what the proof file holds,
 what the ledger records at each step, the exact lines a user reads when billing is not proven
 or the disk refuses the record, and `down --all` on a full disk. The in-memory provider is the
-one of test_lifecycle_mutants.py; every expected value is written out from the rule it checks."""
+one of test_teardown_retries_wait_verdict_and_sweep.py; every expected value is written out from the rule it checks."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from tailpod.provision.teardown import (
     teardown_all,
     teardown_expired,
 )
-from tests.unit.provision.test_lifecycle_mutants import FAST, TAG, Fake, _ledger, _proof
+from tests.unit.provision.test_teardown_retries_wait_verdict_and_sweep import FAST, TAG, Fake, _ledger, _proof
 
 
 def _iso(t: float) -> str:
