@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tailpod.agent.bootstrap import engine
 from tailpod.config import load_settings
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger
-from tailpod.agent.bootstrap import engine
 from tailpod.pods import lanes
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.local.provider import LocalProvider

@@ -27,7 +27,13 @@ from tailpod.provision.teardown import (
     teardown_all,
     teardown_expired,
 )
-from tests.unit.provision.test_teardown_retries_wait_verdict_and_sweep import FAST, TAG, Fake, _ledger, _proof
+from tests.unit.provision.test_teardown_retries_wait_verdict_and_sweep import (
+    FAST,
+    TAG,
+    Fake,
+    _ledger,
+    _proof,
+)
 
 
 def _iso(t: float) -> str:
