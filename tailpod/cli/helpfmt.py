@@ -113,7 +113,8 @@ METAVARS: dict[str, str] = {
 # a command has and no group names stay in the first panel, "Options".
 PANELS: dict[str, dict[str, list[str]]] = {
     "up": {
-        "Pod": ["provider", "gpu", "gpu_count", "max_price", "image", "ttl_hours", "tailnet",
+        "Pod": ["provider", "gpu", "gpu_count", "max_price", "spot", "bid", "image", "ttl_hours",
+                "tailnet",
                 "allow_unpinned", "allow_nonephemeral", "keep_on_failure", "first_contact"],
         "Engine": ["engine", "model", "port", "context_length", "max_running_requests",
                    "enforce_eager", "llama_server", "split_mode"],

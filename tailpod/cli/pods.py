@@ -154,6 +154,9 @@ FLAG_MEANINGS = {
     "interrupted": "a tailpod command was stopped part-way on this pod (its owner process is "
                    "gone); `tailpod down TAG` settles it",
     "expired": "the pod is past its TTL; `tailpod down --expired`",
+    "preempted": "a spot pod that lost its bid: the provider stopped it (its processes are gone) "
+                 "and its disk bills until it is destroyed; `tailpod down TAG` destroys it and "
+                 "proves the instance and its disk gone (docs/providers.md, Spot)",
 }
 
 
@@ -433,6 +436,12 @@ def register(app: typer.Typer) -> None:
         ),
         gpu_count: int = typer.Option(None, help="GPUs per pod (tensor-parallel size)."),
         max_price: float = typer.Option(None, help="Refuse offers above this $/hr."),
+        spot: bool = typer.Option(
+            None, "--spot/--no-spot", help="Rent an interruptible (spot) pod where the provider "
+            "sells one (vast.ai); it can be preempted (env TAILPOD_SPOT)."),
+        bid: float = typer.Option(
+            None, "--bid", metavar="USD/H", help="With --spot: the bid per machine in $/h "
+            "(default: each offer's minimum bid); the price cap applies to it (env TAILPOD_BID)."),
         image: str = typer.Option(None, help="Engine image; pinned to its digest before renting."),
         ttl_hours: float = typer.Option(None, help="The pod terminates itself after this."),
         allow_unpinned: bool = typer.Option(False, help="Accept a mutable tag such as latest."),
@@ -514,6 +523,8 @@ def register(app: typer.Typer) -> None:
             gpus=tuple(gpu) if gpu else None,
             gpu_count=gpu_count,
             max_price=max_price,
+            spot=spot,
+            bid=bid,
             image=image,
             ttl_hours=ttl_hours,
             llama_server=llama_server,
@@ -685,9 +696,14 @@ def register(app: typer.Typer) -> None:
                               f"{row['lanes']['admission_limit']}")
             if row["hardware"].get("stamp"):
                 console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")
+            preempted = next((f for f in row.get("flags") or [] if f.startswith("preempted")),
+                             None)
             if row.get("gone"):
                 console.print(f"[bold red]{row['run_tag']}: gone at {row['provider']}[/]: "
                               f"{row['gone']}; record it with: {row['settle']}")
+            elif preempted:
+                console.print(f"[bold red]{row['run_tag']}: {escape(preempted)}[/]; settle it "
+                              f"with: tailpod down {row['run_tag']}")
             elif row.get("no_engine"):
                 console.print(f"[bold red]{row['run_tag']}: no engine[/] " + escape(
                     f"(arm {row['no_engine']['arm']} failed to start; "

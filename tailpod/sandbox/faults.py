@@ -47,6 +47,9 @@ FAULT_KINDS = {
     # vast-ai/docs cli/reference/show-instance.mdx:24-36: states a boot can fall into
     "vast_state": "a new vast instance reports actual_status `state` (unknown, offline, frozen, "
     "exited) once its container would be up, and stays there (frozen still bills the GPU)",
+    # vast-ai/docs guides/reference/faq/rental-types.mdx @ c6246226: a lost bid stops the instance
+    "outbid": "a vast bid (spot) instance whose container has been up `seconds` (of `gpu`, if "
+    "named) is outbid on the next vast request: stopped, its processes killed, its disk billing",
     "hold_create": "create waits before doing anything until the test releases it (at most "
     "`seconds`, default 60), then goes on",
 }
