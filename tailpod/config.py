@@ -322,8 +322,9 @@ def run_settings_problems(settings: Settings) -> list[str]:
 
 
 def spot_problems(settings: Settings) -> list[str]:
-    """What makes a spot request impossible before anything rents: a bid without --spot, a bid
-    above the price cap (the cap applies to the bid), a provider with no documented spot route."""
+    """What makes a spot request impossible whatever the provider: a bid without --spot, a bid
+    above the price cap (the cap applies to the bid). The provider's own route is checked by
+    provision/providers.py `check_spot_route`."""
     problems: list[str] = []
     if settings.bid is not None and not settings.spot:
         problems.append("--bid is the spot bid: it needs --spot")
@@ -333,15 +334,6 @@ def spot_problems(settings: Settings) -> list[str]:
             and settings.bid > settings.max_price + 1e-9:
         problems.append(f"the bid ${settings.bid:g}/h is above the price cap "
                         f"${settings.max_price:g}/h (the cap applies to the bid)")
-    from tailpod.provision.providers import PROVIDERS, canonical_name, provider_class
-
-    name = (settings.provider or "").strip().lower()
-    try:
-        name = canonical_name(name)
-    except ConfigError:
-        return problems  # the unknown provider is refused on its own
-    if name in PROVIDERS and provider_class(name).spot_route is None:
-        problems.append(provider_class(name).no_spot)
     return problems
 
 

@@ -46,7 +46,7 @@ from tailpod.pods.arm_switch import settle_command, switch_arm
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
-from tailpod.provision.providers import canonical_name
+from tailpod.provision.providers import canonical_name, check_spot_route
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
 
@@ -533,6 +533,7 @@ def register(app: typer.Typer) -> None:
         )
         check_provider(settings.provider)
         check_run_settings(settings)  # before preflight, the ledger or any rental
+        check_spot_route(settings)
         if volume and kind_for(settings.provider).engine_here:
             raise ConfigError("--volume is for cloud pods", hint="--provider runpod")
         kind = kind_for(settings.provider)
