@@ -65,6 +65,11 @@ class Settings:
         default=DEFAULT_HEARTBEAT_TIMEOUT_S, metadata=_meta("TAILPOD_HEARTBEAT_TIMEOUT", kind="float")
     )
     disk_gb: int = field(default=80, metadata=_meta("TAILPOD_DISK_GB", kind="int"))
+    # The offer filters every command shares (gpus, check-requirements, matrix, up): a vast.ai
+    # host's reliability score, and a CUDA floor ("12.8") on top of the image's own.
+    min_reliability: float = field(
+        default=0.95, metadata=_meta("TAILPOD_MIN_RELIABILITY", kind="float"))
+    min_cuda: str = field(default="", metadata=_meta("TAILPOD_MIN_CUDA"))
     startup_timeout_s: float = field(
         default=600.0, metadata=_meta("TAILPOD_STARTUP_TIMEOUT", kind="float")
     )
@@ -318,6 +323,7 @@ def run_settings_problems(settings: Settings) -> list[str]:
                         f"({origin('disk_gb', 'TAILPOD_DISK_GB')})")
     positive("TAILPOD_BID", "--bid", settings.bid, field_name="bid")
     problems += spot_problems(settings)
+    problems += offer_filter_problems(settings, origin)
     return problems
 
 
@@ -334,6 +340,24 @@ def spot_problems(settings: Settings) -> list[str]:
             and settings.bid > settings.max_price + 1e-9:
         problems.append(f"the bid ${settings.bid:g}/h is above the price cap "
                         f"${settings.max_price:g}/h (the cap applies to the bid)")
+    return problems
+
+
+CUDA_VERSION = re.compile(r"^\d+(\.\d+)?$")  # RunPod's minCudaVersion pattern (v2 openapi)
+
+
+def offer_filter_problems(settings: Settings, origin: Any = None) -> list[str]:
+    """What is wrong with the offer filters (`--min-reliability`, `--min-cuda`, `--disk-gb`)."""
+    def where(field_name: str) -> str:
+        return f" ({origin(field_name, env_name(field_name))})" if origin else ""
+
+    problems = []
+    if not (math.isfinite(settings.min_reliability) and 0 <= settings.min_reliability <= 1):
+        problems.append(f"--min-reliability must be 0-1, got {settings.min_reliability!r}"
+                        + where("min_reliability"))
+    if settings.min_cuda and not CUDA_VERSION.match(settings.min_cuda.strip()):
+        problems.append(f"--min-cuda must be a CUDA version like 12.8, got "
+                        f"{settings.min_cuda!r}" + where("min_cuda"))
     return problems
 
 

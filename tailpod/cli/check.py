@@ -12,9 +12,11 @@ from rich.console import Console
 from rich.text import Text
 
 from tailpod.cli.common import console, handle_errors, print_json
+from tailpod.cli.gpus import DISK_GB, MIN_CUDA, MIN_RELIABILITY
 from tailpod.config import Settings, check_run_settings
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
+from tailpod.provision.gpu_names import gpu_flags
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -107,8 +109,12 @@ def register(app: typer.Typer) -> None:
                                              "(env TAILPOD_MODEL)."),
         gpu: list[str] = typer.Option(None, "--gpu", help="GPU type, repeatable, in preference "
                                                           "order (env TAILPOD_GPUS)."),
+        gpu_count: int = typer.Option(None, help="GPUs per pod (env TAILPOD_GPU_COUNT)."),
         image: str = typer.Option(None, help="Engine image REPO:TAG (env TAILPOD_IMAGE)."),
         max_price: float = typer.Option(None, help="Price cap in $/h (env TAILPOD_MAX_PRICE)."),
+        min_reliability: float = MIN_RELIABILITY,
+        min_cuda: str = MIN_CUDA,
+        disk_gb: int = DISK_GB,
         hours: float = typer.Option(None, help="Expected duration of the run in hours "
                                                "(default: the TTL, TAILPOD_TTL_HOURS)."),
         context_length: int = typer.Option(4096, help="Context length the KV cache must hold "
@@ -141,8 +147,11 @@ def register(app: typer.Typer) -> None:
 
         if context_length <= 0:
             raise ConfigError("--context-length must be positive")
+        gpus, count = gpu_flags(gpu, gpu_count)  # `A40:2`: two A40s, as `up` reads it
         overrides = {"provider": provider, "model": model, "image": image,
-                     "max_price": max_price, "gpus": tuple(gpu) if gpu else None}
+                     "max_price": max_price, "gpus": gpus, "gpu_count": count,
+                     "min_reliability": min_reliability, "min_cuda": min_cuda,
+                     "disk_gb": disk_gb}
         settings, problems = load_preflight_settings(overrides)
         # The same validator `up` runs: a value `up` would refuse is refused here too (exit 2),
         # not reported as a cap or a plan.

@@ -4,15 +4,27 @@ name `up --gpu` accepts (what `sky show-gpus`, `dstack offer` and `runpodctl get
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import typer
 from rich.table import Table
 
 from tailpod.cli.common import console, err_console, handle_errors, print_json, settings_from
-from tailpod.config import Settings
-from tailpod.errors import ConfigError, TailpodError
-from tailpod.provision.base import Offer, Provider
+from tailpod.config import Settings, offer_filter_problems
+from tailpod.errors import AuthError, ConfigError, TailpodError
+from tailpod.preflight.cloud import image_cuda, offer_settings
+from tailpod.provision.apiclient import call_deadline
+from tailpod.provision.base import (
+    Offer,
+    Provider,
+    SupportsGpuNames,
+    SupportsHiddenOffers,
+    filter_words,
+    hidden_words,
+)
+from tailpod.provision.gpu_names import family_matches, gpu_flags, near_names
 from tailpod.provision.providers import (
     CLOUD_PROVIDERS,
     LOCAL,
@@ -23,40 +35,64 @@ from tailpod.provision.providers import (
 from tailpod.provision.providers import api_key as provider_key
 from tailpod.secrets import redact
 
+# The offer filters, the same flags on `gpus`, `check-requirements` and `up` (one query).
+MIN_RELIABILITY = typer.Option(
+    None, "--min-reliability", help="vast.ai: only hosts at or above this reliability score "
+    "(env TAILPOD_MIN_RELIABILITY, default 0.95).")
+MIN_CUDA = typer.Option(
+    None, "--min-cuda", help="Only hosts whose driver reaches this CUDA version (12.8); the "
+    "image's own version applies too (env TAILPOD_MIN_CUDA).")
+DISK_GB = typer.Option(
+    None, "--disk-gb", help="The pod's disk in GB, which vast.ai prices and filters hosts by "
+    "(env TAILPOD_DISK_GB, default 80).")
+GPUS_TIMEOUT_S = 30.0  # every provider call of `gpus` together (adversary 30: 128 s of silence)
 
-def _names(provider: Provider, gpu_count: int) -> tuple[list[str], dict[str, str]]:
-    """Every GPU type the provider lists now (its ids) and each id's short name."""
-    catalog = getattr(provider, "catalog", None)
-    if callable(catalog):  # RunPod: the catalog names every type, stocked or not
-        entries: dict[str, dict[str, Any]] = catalog(gpu_count)
-        return list(entries), {k: str(v.get("name") or "") for k, v in entries.items()}
-    search = getattr(provider, "search", None)
-    if callable(search):  # vast.ai: the types of the offers on the market now
-        found = search([], gpu_count)  # priced with the disk `up` would rent
-        names = sorted({str(o.get("gpu_name")) for o in found if o.get("gpu_name")})
-        return names, {}
-    return [], {}
+
+def _names(provider: Provider, gpu_count: int) -> dict[str, str]:
+    """Every GPU name the provider sells now (RunPod: its catalog, stocked or not; vast.ai: its
+    market) -> its other name; {} for a provider with no such list."""
+    return provider.gpu_names(gpu_count) if isinstance(provider, SupportsGpuNames) else {}
+
+
+def resolve(provider: Provider, wanted: list[str], gpu_count: int
+            ) -> tuple[list[str], list[str], dict[str, str]]:
+    """(the names `wanted` resolve to on this provider, the wanted names it has none of, each
+    name's other name). A family (`H100`) resolves to every variant the provider sells."""
+    known = _names(provider, gpu_count)
+    if not known:  # nothing to resolve against: ask for the names as given
+        return list(wanted), [], {}
+    aliases = {k: (v,) for k, v in known.items()}
+    resolved: list[str] = []
+    missing: list[str] = []
+    for name in wanted:
+        found = family_matches(name, aliases)
+        if not found:
+            missing.append(name)
+        resolved += [f for f in found if f not in resolved]
+    return resolved, missing, known
 
 
 def offer_rows(provider: Provider, gpus: list[str], gpu_count: int,
-               max_price: float | None) -> list[dict[str, Any]]:
+               max_price: float | None, short: dict[str, str] | None = None
+               ) -> list[dict[str, Any]]:
     """One row per GPU type: what `up --gpu` takes, its price for `gpu_count`, memory, stock."""
-    short: dict[str, str] = {}
-    if not gpus:
-        gpus, short = _names(provider, gpu_count)
-    offers: list[Offer] = provider.offers(gpus, gpu_count, max_price)
+    short = dict(short or {})
+    listing = not gpus
+    if listing:
+        short = _names(provider, gpu_count)
+        gpus = list(short)
+    offers: list[Offer] = provider.offers(gpus, gpu_count, max_price) if gpus else []
     unknown = [o.gpu_type for o in offers if (o.detail or {}).get("error") == "unknown GPU type"]
     if unknown:
-        import difflib
-
-        known, short = _names(provider, gpu_count)
-        choices = known + [n for n in short.values() if n]
-        near = sorted({m for u in unknown for m in difflib.get_close_matches(u, choices, 3)})
+        known = {k: (v,) for k, v in (short or _names(provider, gpu_count)).items()}
+        near = near_names(unknown, known)
         raise ConfigError(f"{provider.name} has no GPU type {', '.join(map(repr, unknown))}",
                           hint=("did you mean " + ", ".join(map(repr, near))) if near
                           else f"tailpod gpus --provider {provider.name} lists them")
     rows = []
     for o in offers:
+        if listing and (o.detail or {}).get("error") == "no matching offer":
+            continue  # a name on the market whose every offer a filter hides: see `hidden`
         detail = o.detail or {}
         rows.append({
             "provider": o.provider,
@@ -89,6 +125,12 @@ def _price(row: dict[str, Any]) -> float:
     return float(value) if isinstance(value, (int, float)) else math.inf
 
 
+def _dollars(price: float) -> str:
+    """Cents, or the 4 decimals an offer states: a price shown is one `--max-price` admits."""
+    text = f"{price:.4f}".rstrip("0")
+    return text if len(text.split(".")[1]) >= 2 else f"{price:.2f}"
+
+
 def _table(rows: list[dict[str, Any]], gpu_count: int) -> Table:
     table = Table(title=f"GPU offers ({gpu_count} GPU{'s' if gpu_count > 1 else ''} per pod)",
                   title_justify="left")
@@ -100,7 +142,7 @@ def _table(rows: list[dict[str, Any]], gpu_count: int) -> Table:
     for r in rows:
         name = r["gpu"] + (f" ({r['also']})" if r["also"] and r["also"] != r["gpu"] else "")
         mem = "—" if r["memory_gb"] is None else f"{r['memory_gb']:g}"
-        price = "—" if r["price_per_hr"] is None else f"{r['price_per_hr']:.2f}"
+        price = "—" if r["price_per_hr"] is None else _dollars(r["price_per_hr"])
         if r["error"]:
             avail = r["error"]
         elif r["available"]:
@@ -112,6 +154,64 @@ def _table(rows: list[dict[str, Any]], gpu_count: int) -> Table:
     return table
 
 
+def _hidden(provider: Provider, gpus: list[str], gpu_count: int
+            ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """What the provider's host filters hid (one row per GPU) and the filters, or ([], None)."""
+    if not isinstance(provider, SupportsHiddenOffers):
+        return [], None
+    filters = provider.filters()
+    rows = [{"provider": provider.name, "gpu": name, "offers": row["offers"],
+             "by": {k: v for k, v in row.items() if k != "offers"},
+             "words": hidden_words(row, filters)}
+            for name, row in sorted(provider.hidden(gpus, gpu_count).items())]
+    return rows, filters
+
+
+@dataclass
+class Answers:
+    """What the providers answered `gpus`, and which could not be asked."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    hidden: list[dict[str, Any]] = field(default_factory=list)
+    filters: dict[str, dict[str, Any]] = field(default_factory=dict)  # provider -> its filters
+    errors: list[dict[str, str]] = field(default_factory=list)  # refused (a key)
+    unasked: list[dict[str, str]] = field(default_factory=list)  # no answer by the deadline
+    missing: dict[str, list[str]] = field(default_factory=dict)  # wanted -> who sells none
+    near: dict[str, list[str]] = field(default_factory=dict)  # wanted -> close names
+
+
+def ask_providers(names: list[str], settings: Settings, wanted: list[str], gpu_count: int,
+                  max_price: float | None, deadline: float) -> Answers:
+    """Each provider's offers for `wanted` (every GPU when empty), resolved and filtered as `up`
+    rents, every call ending by `deadline` (a time.monotonic() value)."""
+    got = Answers()
+    with call_deadline(deadline):
+        for name in names:
+            try:
+                adapter = get_provider(name, settings)
+                asked, short = list(wanted), None
+                if wanted:
+                    asked, lacking, short = resolve(adapter, wanted, gpu_count)
+                    for w in lacking:
+                        got.missing.setdefault(w, []).append(name)
+                        got.near.setdefault(w, []).extend(
+                            near_names([w], {k: (v,) for k, v in short.items()}))
+                    if not asked:
+                        continue
+                got.rows += offer_rows(adapter, asked, gpu_count, max_price, short)
+                more, used = _hidden(adapter, asked, gpu_count)
+                got.hidden += more
+                if used is not None:
+                    got.filters[name] = used
+            except (ConfigError, AuthError) as exc:
+                if isinstance(exc, ConfigError) and len(names) == 1:
+                    raise
+                got.errors.append({"provider": name, "error": redact(exc.message)})
+            except TailpodError as exc:  # no answer, a time-out, an outage
+                got.unasked.append({"provider": name, "error": redact(exc.message)})
+    return got
+
+
 def register(app: typer.Typer) -> None:
     @app.command("gpus")
     @handle_errors
@@ -119,34 +219,68 @@ def register(app: typer.Typer) -> None:
         provider: list[str] = typer.Option(
             None, "--provider", help="runpod, vastai or local, repeatable (default: every cloud "
                                      "whose API key is set)."),
-        gpu: list[str] = typer.Option(None, "--gpu", help="Only these GPU types, repeatable."),
-        gpu_count: int = typer.Option(1, min=1, help="GPUs per pod (prices are per pod)."),
+        gpu: list[str] = typer.Option(
+            None, "--gpu", help="Only these GPU types, repeatable: a name `up` takes, a family "
+                                "(H100: every variant), or NAME:N for N GPUs (A40:2)."),
+        gpu_count: int = typer.Option(None, min=1, help="GPUs per pod (prices are per pod; "
+                                                        "default 1)."),
         max_price: float = typer.Option(None, help="Only offers at or below this price per pod."),
         available: bool = typer.Option(False, "--available", help="Only types in stock now."),
+        min_reliability: float = MIN_RELIABILITY,
+        min_cuda: str = MIN_CUDA,
+        disk_gb: int = DISK_GB,
+        image: str = typer.Option(
+            None, help="The engine image `up` would run: hosts must reach the CUDA version its "
+                       "config states (env TAILPOD_IMAGE; '' for none)."),
+        timeout: float = typer.Option(
+            GPUS_TIMEOUT_S, "--timeout", min=1.0,
+            help="Stop asking the providers after this many seconds, every call included; a "
+                 "provider that did not answer is named (exit 3)."),
         json_out: bool = typer.Option(False, "--json", help="Print the offers as JSON."),
     ) -> None:
         """The GPU types on offer, cheapest first: price per hour, memory, availability, and
-        the name `tailpod up --gpu` accepts. Rents nothing."""
+        the name `tailpod up --gpu` accepts. The offers are filtered as `up` filters them (host
+        reliability, disk, the image's CUDA), and what the filters hide is counted. Rents
+        nothing."""
+        deadline = time.monotonic() + timeout
         if max_price is not None and not (math.isfinite(max_price) and max_price > 0):
             raise ConfigError("--max-price must be a positive number of USD/h")
-        settings = settings_from()
+        wanted, count = gpu_flags(gpu, gpu_count)
+        settings = settings_from(image=image, min_reliability=min_reliability,
+                                 min_cuda=min_cuda, disk_gb=disk_gb)
+        problems = offer_filter_problems(settings)
+        if settings.disk_gb <= 0:
+            problems.append(f"--disk-gb must be positive, got {settings.disk_gb}")
+        if problems:
+            raise ConfigError("; ".join(problems))
+        gpu_count = count or 1
         names = _providers(settings, list(provider or []))
-        rows: list[dict[str, Any]] = []
-        errors: list[dict[str, str]] = []
-        for name in names:
-            try:
-                rows += offer_rows(get_provider(name, settings), list(gpu or []), gpu_count,
-                                   max_price)
-            except TailpodError as exc:
-                if len(names) == 1:
-                    raise
-                errors.append({"provider": name, "error": redact(exc.message)})
+        cuda: str | None = None
+        cuda_note = ""
+        if any(n != LOCAL for n in names):
+            cuda, cuda_note = image_cuda(settings, timeout=min(10.0, timeout))
+        query_settings = offer_settings(settings, cuda)
+        got = ask_providers(names, query_settings, list(wanted or []), gpu_count, max_price,
+                            deadline)
+        rows, hidden, filters = got.rows, got.hidden, got.filters
+        errors, unasked = got.errors, got.unasked
+        if wanted and not unasked:
+            nowhere = [w for w in wanted if len(got.missing.get(w, [])) == len(names)]
+            if nowhere:
+                hints = sorted({m for w in nowhere for m in got.near.get(w, [])})
+                raise ConfigError(
+                    f"no provider asked ({', '.join(names)}) sells a GPU named "
+                    + ", ".join(map(repr, nowhere)),
+                    hint=("did you mean " + ", ".join(map(repr, hints))) if hints
+                    else "tailpod gpus lists every name `up --gpu` takes")
         above = [r for r in rows if max_price is not None and _price(r) > max_price]
         rows = [r for r in rows if r not in above and (r["available"] or not available)]
         rows.sort(key=lambda r: (not r["available"], _price(r), r["provider"], r["gpu"]))
         if json_out:
             print_json({"gpu_count": gpu_count, "max_price": max_price, "offers": rows,
-                        "above_max_price": len(above), "errors": errors})
+                        "above_max_price": len(above), "hidden": hidden, "filters": filters,
+                        "cuda_source": cuda_note or None, "errors": errors,
+                        "not_asked": unasked})
         else:
             if rows:
                 console.print(_table(rows, gpu_count))
@@ -154,9 +288,21 @@ def register(app: typer.Typer) -> None:
                 console.print("no GPU offers match")
             if above:
                 console.print(f"{len(above)} more above --max-price {max_price:g} USD/h")
+            for name, used in filters.items():
+                words = filter_words(used)
+                if words:
+                    console.print(f"{name} filters, as `up` rents: " + ", ".join(words.values())
+                                  + (f" ({cuda_note})" if cuda_note and "cuda" in words else ""))
+            for h in hidden:
+                console.print(f"  {h['provider']} {h['gpu']}: {h['words']}")
             if any(r["provider"] == LOCAL for r in rows):
                 console.print("local: this machine, no rent")
         for e in errors:
             err_console.print(f"[bold red]error:[/] {e['provider']}: {e['error']}")
+        for u in unasked:
+            err_console.print(f"[bold red]unknown:[/] could not ask {u['provider']} for its "
+                              f"offers ({u['error']}); they are not listed")
+        if unasked:
+            raise typer.Exit(code=3)
         if errors:
             raise typer.Exit(code=1)

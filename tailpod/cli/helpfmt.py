@@ -113,9 +113,9 @@ METAVARS: dict[str, str] = {
 # a command has and no group names stay in the first panel, "Options".
 PANELS: dict[str, dict[str, list[str]]] = {
     "up": {
-        "Pod": ["provider", "gpu", "gpu_count", "max_price", "spot", "bid", "image", "ttl_hours",
-                "tailnet",
-                "allow_unpinned", "allow_nonephemeral", "keep_on_failure", "first_contact"],
+        "Pod": ["provider", "gpu", "gpu_count", "max_price", "spot", "bid", "min_reliability",
+                "min_cuda", "disk_gb", "image", "ttl_hours", "tailnet", "allow_unpinned",
+                "allow_nonephemeral", "keep_on_failure", "first_contact"],
         "Engine": ["engine", "model", "port", "context_length", "max_running_requests",
                    "enforce_eager", "llama_server", "split_mode"],
         "Speculation": ["spec_k", "spec_method", "draft_model", "relaunch"],
@@ -139,9 +139,15 @@ PANELS: dict[str, dict[str, list[str]]] = {
         "Cells": ["concurrency", "reps", "max_tokens", "requests_per_cell", "prompt_classes"],
     },
     "check-requirements": {
-        "What would be rented": ["provider", "model", "gpu", "image", "max_price", "hours",
+        "What would be rented": ["provider", "model", "gpu", "gpu_count", "image", "max_price",
+                                 "min_reliability", "min_cuda", "disk_gb", "hours",
                                  "context_length"],
         "Policy": ["allow_unpinned", "allow_nonephemeral", "live"],
+    },
+    "gpus": {
+        "Which offers": ["provider", "gpu", "gpu_count", "max_price", "available"],
+        "Filters (the ones `up` rents with)": ["min_reliability", "min_cuda", "disk_gb",
+                                               "image"],
     },
     "cost": {
         "Rented": ["log", "pod_usd_hr", "serverless_usd_hr", "cold_start_s", "idle_timeout_s",

@@ -34,6 +34,7 @@ from tailpod.measure.matrix_run import (
     start_line,
     take_over,
 )
+from tailpod.preflight.cloud import image_cuda, offer_settings
 from tailpod.results.matrix import (
     MATRIX_OBJECTIVES,
     MATRIX_PLOT,
@@ -294,7 +295,10 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the registry is asked
         pinned, digest = pinned_image(settings, allow_unpinned)
         todo = cards
-    prices = price_cards(settings, todo, sweep, cost, budget - spent_before, pinned)
+    # priced as `up` rents: hosts must reach the image's CUDA (the one offer query, issue 37)
+    cuda = image_cuda(dataclasses.replace(settings, image=pinned))[0]
+    prices = price_cards(offer_settings(settings, cuda), todo, sweep, cost,
+                         budget - spent_before, pinned)
     for label, entry in prices.items():
         line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f}"
                 if entry["price_per_hr"] is not None else f"cannot run: {entry['problem']}")

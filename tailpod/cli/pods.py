@@ -29,6 +29,7 @@ from tailpod.cli.common import (
     settings_from,
     step_say,
 )
+from tailpod.cli.gpus import DISK_GB, MIN_CUDA, MIN_RELIABILITY
 from tailpod.config import Settings, check_run_settings
 from tailpod.engines.base import EngineConfig, SpecArm, check_spec_k, check_spec_method
 from tailpod.engines.checkpoint import check_arms
@@ -46,6 +47,7 @@ from tailpod.pods.arm_switch import settle_command, switch_arm
 from tailpod.pods.base import UpOptions
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
+from tailpod.provision.gpu_names import gpu_flags
 from tailpod.provision.providers import canonical_name, check_spot_route
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
@@ -432,7 +434,8 @@ def register(app: typer.Typer) -> None:
             None, help="Skip graph compilation (faster start); default on for the local CPU engine."
         ),
         gpu: list[str] = typer.Option(
-            None, "--gpu", help="GPU preference, repeatable; the order is the fallback order."
+            None, "--gpu", help="GPU preference, repeatable; the order is the fallback order. "
+            "NAME:N asks for N of them (A40:2)."
         ),
         gpu_count: int = typer.Option(None, help="GPUs per pod (tensor-parallel size)."),
         max_price: float = typer.Option(None, help="Refuse offers above this $/hr."),
@@ -442,6 +445,9 @@ def register(app: typer.Typer) -> None:
         bid: float = typer.Option(
             None, "--bid", metavar="USD/H", help="With --spot: the bid per machine in $/h "
             "(default: each offer's minimum bid); the price cap applies to it (env TAILPOD_BID)."),
+        min_reliability: float = MIN_RELIABILITY,
+        min_cuda: str = MIN_CUDA,
+        disk_gb: int = DISK_GB,
         image: str = typer.Option(None, help="Engine image; pinned to its digest before renting."),
         ttl_hours: float = typer.Option(None, help="The pod terminates itself after this."),
         allow_unpinned: bool = typer.Option(False, help="Accept a mutable tag such as latest."),
@@ -515,16 +521,20 @@ def register(app: typer.Typer) -> None:
         if relaunch:
             relaunch_arm(relaunch, model, spec_k, spec_method, draft_model, json_out)
             return
+        gpus, count = gpu_flags(gpu, gpu_count)  # `--gpu A40:2`: two A40s (SkyPilot's form)
         settings = settings_from(
             provider=provider,
             engine=engine,
             model=model,
             port=port,
-            gpus=tuple(gpu) if gpu else None,
-            gpu_count=gpu_count,
+            gpus=gpus,
+            gpu_count=count,
             max_price=max_price,
             spot=spot,
             bid=bid,
+            min_reliability=min_reliability,
+            min_cuda=min_cuda,
+            disk_gb=disk_gb,
             image=image,
             ttl_hours=ttl_hours,
             llama_server=llama_server,

@@ -255,6 +255,7 @@ def follow_image(settings: Settings, spec: PodSpec, say: Say
     its CUDA the hosts it may land on), and the facts each run records: those, and what first
     contact verified on this account. An unreadable config leaves the JSON form, no CUDA bound."""
     from tailpod.engines.image import read_image_facts
+    from tailpod.provision.gpu_names import cuda_floor
     from tailpod.provision.runpod.facts import run_stamp
     from tailpod.provision.runpod.provider import start_form
 
@@ -265,9 +266,10 @@ def follow_image(settings: Settings, spec: PodSpec, say: Say
         say(f"could not read the image's config ({exc.message}); its ENTRYPOINT is unknown, so "
             "the start command replaces it, and no CUDA bound is asked of the host")
         facts["image_config"] = {"error": exc.message}
+        spec = dataclasses.replace(spec, min_cuda=cuda_floor(settings.min_cuda))
     else:
         spec = dataclasses.replace(spec, image_entrypoint=image.entrypoint,
-                                   min_cuda=image.cuda_version)
+                                   min_cuda=cuda_floor(settings.min_cuda, image.cuda_version))
         facts["image_config"] = image.to_json()
     facts["start_form"] = start_form(spec.image_entrypoint)
     facts["min_cuda"] = spec.min_cuda

@@ -7,10 +7,12 @@ preference list that has capacity within the price cap (both adapters fall back 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from tailpod.errors import ConfigError
+from tailpod.config import Settings
+from tailpod.errors import ConfigError, TailpodError
 from tailpod.preflight.base import (
     CheckSkipped,
     Context,
@@ -20,7 +22,16 @@ from tailpod.preflight.base import (
     dollars,
 )
 from tailpod.provision.apiclient import ApiTimings
-from tailpod.provision.base import AccountFacts, Offer, Provider, SupportsAccount
+from tailpod.provision.base import (
+    AccountFacts,
+    Offer,
+    Provider,
+    SupportsAccount,
+    SupportsGpuNames,
+    SupportsHiddenOffers,
+    hidden_words,
+)
+from tailpod.provision.gpu_names import cuda_floor, family_matches
 from tailpod.provision.providers import LOCAL, SSH_BOX, canonical_name, get_provider
 
 # Preflight asks, it does not insist: short time-outs and one retry, so a dead API is a fast fail.
@@ -82,11 +93,36 @@ def _card(offer: Offer) -> str:
     return f"{count}{offer.gpu_type} at {dollars(offer.price_per_hr)}/h"
 
 
+def image_cuda(settings: Settings, timeout: float = 10.0) -> tuple[str | None, str]:
+    """The CUDA version the configured image states (what `up` asks hosts to reach,
+    pods/cloud.py follow_image), and where that came from; None when there is no image or its
+    config could not be read, as `up` then asks for none."""
+    from tailpod.engines.image import read_image_facts
+
+    ref = settings.image.strip()
+    if not ref:
+        return None, "no image set (--image or TAILPOD_IMAGE), so no CUDA bound from one"
+    try:
+        facts = read_image_facts(ref, settings, timeout=max(timeout, 0.1))
+    except TailpodError as exc:
+        return None, f"could not read {ref}'s config ({exc.message}), so no CUDA bound from it"
+    version = facts.cuda_version
+    return version, (f"{ref} states CUDA {version}" if version
+                     else f"{ref} states no CUDA version")
+
+
+def offer_settings(settings: Settings, cuda: str | None) -> Settings:
+    """The settings every offer query runs under: TAILPOD_MIN_CUDA raised to the image's CUDA,
+    so `gpus`, `check-requirements` and `matrix` filter hosts as `up`'s create does."""
+    return dataclasses.replace(settings, min_cuda=cuda_floor(settings.min_cuda, cuda) or "")
+
+
 # -- facts ----------------------------------------------------------------------------------------
 def _provider(ctx: Context) -> Provider:
     name = remote_provider(ctx)
     options: dict[str, Any] = {"timings": PREFLIGHT_TIMINGS, **ctx.provider_options}
-    return get_provider(name, ctx.settings, **options)
+    settings = offer_settings(ctx.settings, image_cuda(ctx.settings)[0])
+    return get_provider(name, settings, **options)
 
 
 def _account(ctx: Context) -> AccountFacts:
@@ -105,7 +141,30 @@ def _offers(ctx: Context) -> OfferSummary:
                           hint="pass --gpu NAME (repeatable, in preference order) or set "
                                "TAILPOD_GPUS")
     cap = ctx.settings.max_price
-    return summarize(provider.offers(prefs, ctx.settings.gpu_count, cap), cap)
+    offers = provider.offers(prefs, ctx.settings.gpu_count, cap)
+    missing = [o.gpu_type for o in offers
+               if not o.available and o.detail.get("error") in (None, "no matching offer")]
+    if missing and isinstance(provider, SupportsGpuNames):
+        # a family (`H100`) the provider sells under other names: name them, as `gpus` lists
+        try:
+            known = {k: (v,) for k, v in provider.gpu_names(ctx.settings.gpu_count).items()}
+        except TailpodError:
+            known = {}
+        families = {m: found for m in missing
+                    if (found := [f for f in family_matches(m, known) if f != m])}
+        offers = [dataclasses.replace(o, detail={**o.detail, "matches": families[o.gpu_type]})
+                  if o.gpu_type in families else o for o in offers]
+    if missing and isinstance(provider, SupportsHiddenOffers):
+        # what the host filters hid, so the failure names the filter, not the spelling
+        try:
+            hidden = provider.hidden(missing, ctx.settings.gpu_count)
+            filters = provider.filters()
+        except TailpodError:
+            hidden, filters = {}, {}
+        offers = [dataclasses.replace(o, detail={**o.detail, "hidden": hidden_words(
+                      hidden[o.gpu_type], filters)}) if o.gpu_type in hidden else o
+                  for o in offers]
+    return summarize(offers, cap)
 
 
 FACTS = (
@@ -178,10 +237,20 @@ def check_offers(ctx: Context) -> Outcome:
     if unknown:
         found.fail(f"unknown GPU type(s) {', '.join(unknown)}: `up` refuses the whole list",
                    "use names from the provider's catalog (RunPod: 'NVIDIA A40' or 'A40')")
+    for o in summary.offers:
+        if o.detail.get("error") == "several GPU types":
+            found.fail(f"{o.gpu_type!r} names several GPU types ("
+                       + ", ".join(map(repr, o.detail.get("matches") or [])) + "): `up` "
+                       "refuses the whole list", "name the ones you want, in preference order")
 
     def state(o: Offer) -> str:
         if not o.available:
-            return f"{o.gpu_type}: {o.detail.get('error') or 'no capacity'}"
+            why = o.detail.get("error") or "no capacity"
+            if o.detail.get("matches"):
+                why += " (" + ", ".join(map(repr, o.detail["matches"])) + "): name one"
+            if o.detail.get("hidden"):
+                why += f" ({o.detail['hidden']})"
+            return f"{o.gpu_type}: {why}"
         if not summary.within_cap(o):
             return f"{o.gpu_type}: {dollars(o.price_per_hr)}/h is above the cap {dollars(cap)}/h"
         return f"{o.gpu_type}: {dollars(o.price_per_hr)}/h"

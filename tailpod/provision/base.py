@@ -218,6 +218,51 @@ class SupportsContainerLog(abc.ABC):
         """The last `tail` lines, or None when the provider has no log for the pod."""
 
 
+class SupportsGpuNames(abc.ABC):
+    """The provider can say which GPU names it sells: what a family name (`H100`) resolves
+    against and a "did you mean" draws from (provision/gpu_names.py)."""
+
+    @abc.abstractmethod
+    def gpu_names(self, gpu_count: int = 1) -> dict[str, str]:
+        """Each name `up --gpu` takes -> its other name ("" when none)."""
+
+
+class SupportsHiddenOffers(abc.ABC):
+    """The provider's offer query filters hosts (reliability, disk, CUDA), and it can count what
+    those filters hide: `gpus` says so instead of listing less in silence."""
+
+    @abc.abstractmethod
+    def filters(self) -> dict[str, Any]:
+        """The filters every offer query of this provider applies, by name."""
+
+    @abc.abstractmethod
+    def hidden(self, gpu_names: list[str], gpu_count: int) -> dict[str, dict[str, int]]:
+        """Per GPU name: {"offers": hidden, <filter>: offers it hid, ...}; GPUs hiding none are
+        left out."""
+
+
+def filter_words(filters: dict[str, Any]) -> dict[str, str]:
+    """Each filter of `SupportsHiddenOffers.filters()` as a user reads it ("CUDA >= 12.8")."""
+    words = {}
+    if filters.get("min_reliability") is not None:
+        words["reliability"] = f"reliability >= {filters['min_reliability']:g}"
+    if filters.get("disk_gb") is not None:
+        words["disk"] = f"disk >= {filters['disk_gb']} GB"
+    if filters.get("min_inet_down_mbps") is not None:
+        words["download"] = f"download >= {filters['min_inet_down_mbps']:g} Mbps"
+    if filters.get("min_cuda"):
+        words["cuda"] = f"CUDA >= {filters['min_cuda']}"
+    return words
+
+
+def hidden_words(row: dict[str, int], filters: dict[str, Any]) -> str:
+    """"2 offers hidden by CUDA >= 12.8 (2)" for one GPU's row of `hidden()`."""
+    words = filter_words(filters)
+    n = row.get("offers", 0)
+    by = ", ".join(f"{words.get(k, k)} ({v})" for k, v in row.items() if k != "offers")
+    return f"{n} offer{'s' if n != 1 else ''} hidden by {by}"
+
+
 class SupportsPodScopedTermination(abc.ABC):
     """The provider injects a pod id and a pod-scoped key into the pod, with which the pod can
     terminate itself: the on-pod dead-man switch (tailpod/agent/bootstrap/deadman.py) and its
@@ -306,6 +351,8 @@ CAPABILITIES: dict[str, type] = {
     "container-log": SupportsContainerLog,
     "pod-scoped-termination": SupportsPodScopedTermination,
     "volumes": SupportsVolumes,
+    "gpu-names": SupportsGpuNames,
+    "hidden-offers": SupportsHiddenOffers,
 }
 
 

@@ -906,8 +906,10 @@ class RunPodEmulator:
         pod.meta["json_start_form"] = self.cloud.runpod_json_start_form
         return self.cloud.add_pod(pod)
 
-    def _gpu_json(self, g: RunPodGpuType, scope: tuple[str, int] | None) -> dict[str, Any]:
-        """One `GpuType`; `scope` = (cloud, count) with include=AVAILABILITY, else None."""
+    def _gpu_json(self, g: RunPodGpuType, scope: tuple[str, int] | None,
+                  min_cuda: str | None = None) -> dict[str, Any]:
+        """One `GpuType`; `scope` = (cloud, count) with include=AVAILABILITY, else None;
+        `min_cuda` (the query's minCudaVersion) scopes availability like a create's."""
         max_count = {"SECURE": g.max_count, "COMMUNITY": min(g.max_count, 4)}
         body: dict[str, Any] = {
             "id": g.gpu_id, "name": g.name, "pool": None, "manufacturer": "NVIDIA",
@@ -919,7 +921,8 @@ class RunPodEmulator:
             cloud, count = scope
             # `availability` and `cudaVersions` are "scoped by the same filters (`count`,
             # `cloud`, ...)": no machine of that cloud holds more than maxCount of them.
-            stock = g.stock if count <= max_count[cloud] else "NONE"
+            stock = g.stock if count <= max_count[cloud] and cuda_fits(g.cuda, min_cuda, []) \
+                else "NONE"
             body["availability"] = stock
             if stock != "NONE":
                 body["cudaVersions"] = [{"version": g.cuda, "available": True}]
@@ -961,7 +964,8 @@ class RunPodEmulator:
         scope = self._catalog_include(req)
         if isinstance(scope, Response):
             return scope
-        gpus = [self._gpu_json(g, scope) for g in self.cloud.runpod_catalog.values()]
+        floor = req.q("minCudaVersion") or None
+        gpus = [self._gpu_json(g, scope, floor) for g in self.cloud.runpod_catalog.values()]
         return Response(200, {"gpus": gpus}, dict(RATE_HEADERS))
 
     def catalog_one(self, req: Request) -> Response:

@@ -14,6 +14,7 @@ and GraphQL variables instead.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import shlex
@@ -40,9 +41,12 @@ from tailpod.provision.base import (
     ProofCheck,
     SupportsAccount,
     SupportsContainerLog,
+    SupportsGpuNames,
+    SupportsHiddenOffers,
     SupportsPodScopedTermination,
     SupportsSpendRate,
 )
+from tailpod.provision.gpu_names import cuda_floor, family_matches
 from tailpod.provision.proof import (
     is_tailpod_tag,
     listed_check,
@@ -145,6 +149,10 @@ POD_QUERY = (
     "query TailpodPod($podId: String!) { pod(input: {podId: $podId}) { id desiredStatus "
     "costPerHr } }"
 )
+def _names_of(catalog: dict[str, dict[str, Any]]) -> dict[str, tuple[str, ...]]:
+    return {gpu_id: (str(g.get("name") or ""),) for gpu_id, g in catalog.items()}
+
+
 def start_form(entrypoint: tuple[str, ...] | None) -> str:
     """"plain" for an image whose config has no ENTRYPOINT, else "json" (also when unknown)."""
     return "plain" if entrypoint is not None and not entrypoint else "json"
@@ -191,7 +199,8 @@ def parse_log_events(text: str) -> list[str]:
 
 
 class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsContainerLog,
-                     SupportsPodScopedTermination, RunPodVolumes):
+                     SupportsPodScopedTermination, RunPodVolumes, SupportsGpuNames,
+                     SupportsHiddenOffers):
     name = "runpod"
     key_setting = "runpod_api_key"
     url_setting = "runpod_url"
@@ -233,12 +242,20 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         return None, "not documented by RunPod, not measured: run check-requirements --live"
 
     # -- catalog ----------------------------------------------------------------------------------
-    def catalog(self, gpu_count: int = 1) -> dict[str, dict[str, Any]]:
-        response = self.api.call(
-            "GET", "/v2/catalog/gpus", "reading the GPU catalog",
-            params={"include": "AVAILABILITY", "product": "POD", "count": gpu_count,
-                    "cloud": self.cloud},
-        )
+    def catalog(self, gpu_count: int = 1, min_cuda: str | None = None
+                ) -> dict[str, dict[str, Any]]:
+        """The GPU types, with availability scoped to `gpu_count`, the cloud and the CUDA floor
+        (the higher of TAILPOD_MIN_CUDA and `min_cuda`, the image's): the same `minCudaVersion`
+        the create sends, so a type the catalog calls available is one a create can place."""
+        return self._catalog(gpu_count, cuda_floor(self.settings.min_cuda, min_cuda))
+
+    def _catalog(self, gpu_count: int, floor: str | None) -> dict[str, dict[str, Any]]:
+        params: dict[str, Any] = {"include": "AVAILABILITY", "product": "POD",
+                                  "count": gpu_count, "cloud": self.cloud}
+        if floor:  # listGpuTypes' minCudaVersion, "^\d+(\.\d+)?$" (v2 openapi @ a900806e)
+            params["minCudaVersion"] = floor
+        response = self.api.call("GET", "/v2/catalog/gpus", "reading the GPU catalog",
+                                 params=params)
         body = self.api.body_of(response)
         gpus = body.get("gpus") if isinstance(body, dict) else None
         if not isinstance(gpus, list):
@@ -247,12 +264,34 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
 
     @staticmethod
     def resolve_gpu(wanted: str, catalog: dict[str, dict[str, Any]]) -> str | None:
-        """Catalog id for `wanted`, which may be the id ("NVIDIA A40") or the name ("A40")."""
-        wanted_l = wanted.strip().lower()
-        for gpu_id, g in catalog.items():
-            if wanted_l in (gpu_id.lower(), str(g.get("name", "")).lower()):
-                return gpu_id
-        return None
+        """Catalog id for `wanted`, which may be the id ("NVIDIA A40"), the name ("A40") or a
+        family that names one type only ("H200"); None for none or several. An exact id or name
+        (any case) wins over a family (provision/gpu_names.py family_matches)."""
+        matches = family_matches(wanted, _names_of(catalog))
+        return matches[0] if len(matches) == 1 else None
+
+    def filters(self) -> dict[str, Any]:
+        """RunPod's one host filter tailpod sets: the CUDA floor (TAILPOD_MIN_CUDA, raised to the
+        image's by `offer_settings`); the cloud is SECURE, the disk any size."""
+        return {"min_cuda": cuda_floor(self.settings.min_cuda)}
+
+    def hidden(self, gpu_names: list[str], gpu_count: int) -> dict[str, dict[str, int]]:
+        """The types the catalog calls in stock without the CUDA floor and out of stock with it:
+        their stock is on hosts whose driver is older than the image needs."""
+        floor = cuda_floor(self.settings.min_cuda)
+        if not floor:
+            return {}
+        bounded = self._catalog(gpu_count, floor)
+        wanted = set(gpu_names)
+        return {gpu_id: {"offers": 1, "cuda": 1}
+                for gpu_id, g in self._catalog(gpu_count, None).items()
+                if (not wanted or gpu_id in wanted)
+                and g.get("availability") not in (None, "NONE")
+                and (bounded.get(gpu_id) or {}).get("availability") == "NONE"}
+
+    def gpu_names(self, gpu_count: int = 1) -> dict[str, str]:
+        """Every GPU type in the catalog (its id) and its short name, stocked or not."""
+        return {k: str(v.get("name") or "") for k, v in self.catalog(gpu_count).items()}
 
     def _unit_price(self, g: dict[str, Any]) -> float | None:
         price = g.get("price") or {}
@@ -267,6 +306,14 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
                 unknown.append(pref)
             elif gpu_id not in resolved:
                 resolved.append(gpu_id)
+        several = {u: family_matches(u, _names_of(catalog)) for u in unknown}
+        several = {u: m for u, m in several.items() if len(m) > 1}
+        if several:
+            raise ConfigError(
+                "; ".join(f"{u!r} names several RunPod GPU types: "
+                          + ", ".join(repr(m) for m in matches) for u, matches in several.items()),
+                hint="name the ones you want, in preference order (tailpod gpus --gpu "
+                     f"{next(iter(several))!r} lists them with their prices)")
         if unknown:
             names = list(catalog) + [str(g.get("name")) for g in catalog.values()]
             hints = sorted({m for u in unknown for m in difflib.get_close_matches(u, names, 3)})
@@ -284,8 +331,11 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         for pref in gpu_preference:
             gpu_id = self.resolve_gpu(pref, catalog)
             if gpu_id is None:
-                out.append(Offer(self.name, pref, gpu_count, None, False,
-                                 detail={"error": "unknown GPU type"}))
+                matches = family_matches(pref, _names_of(catalog))
+                detail: dict[str, Any] = {"error": "unknown GPU type"}
+                if len(matches) > 1:
+                    detail = {"error": "several GPU types", "matches": matches}
+                out.append(Offer(self.name, pref, gpu_count, None, False, detail=detail))
                 continue
             g = catalog[gpu_id]
             unit = self._unit_price(g)
@@ -382,7 +432,10 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
                               hint="name at least one GPU, e.g. --gpu 'NVIDIA GeForce RTX 4090'")
         if spec.gpu_count < 1:
             raise ConfigError("gpu_count must be at least 1")
-        catalog = self.catalog(spec.gpu_count)
+        floor = cuda_floor(self.settings.min_cuda, spec.min_cuda)
+        if floor != spec.min_cuda:  # TAILPOD_MIN_CUDA above the image's: the create asks it too
+            spec = dataclasses.replace(spec, min_cuda=floor)
+        catalog = self.catalog(spec.gpu_count, spec.min_cuda)
         resolved = self._resolve_all(prefs, catalog)
         candidates: list[tuple[str, float | None]] = []
         priced: list[tuple[float, str]] = []

@@ -11,6 +11,7 @@ only: a spec with `data_center_ids` (machine ids) searches those machines' offer
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import time
 from collections.abc import Callable, Iterable
@@ -35,7 +36,11 @@ from tailpod.provision.base import (
     ProofCheck,
     SupportsAccount,
     SupportsContainerLog,
+    SupportsGpuNames,
+    SupportsHiddenOffers,
     SupportsPodScopedTermination,
+    filter_words,
+    hidden_words,
 )
 from tailpod.provision.proof import (
     is_tailpod_tag,
@@ -81,6 +86,10 @@ GPU_BILLING_WHEN_NOT_RUNNING = ("frozen",)
 # "Insufficient credit" (vast-ai/docs api-reference/openapi.yaml @ c624622, 411), so the words
 # are matched in the code or the message, whichever a real refusal uses [unverified].
 STOP_ERRORS = ("insufficient_credit", "missing_billing", "credit")
+# The host filters of the offer query, by the name `gpus` reports them under -> the offer field
+# (vast-ai/docs search_offers.yaml @ c6246226: reliability, disk_space, inet_down, cuda_max_good).
+HOST_FILTERS = {"reliability": "reliability", "disk": "disk_space", "download": "inet_down",
+                "cuda": "cuda_max_good"}
 MAX_PAGES = 400
 LOG_WAIT_S, LOG_POLL_S = 9.0, 0.3  # how long a requested container log may take to appear
 
@@ -95,6 +104,12 @@ def preempted(row: dict[str, Any]) -> bool:
         return False
     return all(row.get(k) in (None, "stopped") for k in ("intended_status", "cur_state",
                                                            "next_state"))
+
+
+def listed_price(price: float) -> float:
+    """A price as offers state it: 4 decimals, rounded up, so the price listed, taken as
+    `--max-price`, is never below the rent's own (the cap is inclusive)."""
+    return math.ceil(round(price * 1e4, 6)) / 1e4 if math.isfinite(price) else price
 
 
 def normalise_gpu_name(name: str) -> str:
@@ -113,7 +128,8 @@ AVOIDED_MACHINES: set[str] = set()
 
 
 class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
-                   SupportsPodScopedTermination, VastVolumes):
+                   SupportsPodScopedTermination, VastVolumes, SupportsGpuNames,
+                   SupportsHiddenOffers):
     name = "vastai"
     key_setting = "vast_api_key"
     url_setting = "vast_url"
@@ -133,15 +149,18 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         timings: ApiTimings | None = None,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        min_reliability: float = 0.95,
+        min_reliability: float | None = None,
         min_inet_down_mbps: float = 100.0,
-        min_cuda: float | None = None,
+        min_cuda: float | str | None = None,
         search_pacer: WindowPacer | None = None,
     ) -> None:
         super().__init__(settings, timings=timings, transport=transport, sleep=sleep)
-        self.min_reliability = min_reliability
+        # The filters every offer query applies, `gpus` and `check-requirements` as `up`
+        # (TAILPOD_MIN_RELIABILITY, TAILPOD_MIN_CUDA): one query, so what they list `up` rents.
+        self.min_reliability = settings.min_reliability if min_reliability is None \
+            else min_reliability
         self.min_inet_down_mbps = min_inet_down_mbps
-        self.min_cuda = min_cuda
+        self.min_cuda = min_cuda if min_cuda is not None else (settings.min_cuda or None)
         # The disk `up` rents (TAILPOD_DISK_GB): vast's dph_total includes the storage an offer
         # is searched with (allocated_storage), so offers are priced, and hosts filtered, for it.
         self.disk_gb = settings.disk_gb
@@ -160,6 +179,18 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         (the image's CUDA, "12.8") keeps hosts whose driver supports at least it
         (`cuda_max_good`, the highest CUDA the host's driver runs). `spot`: interruptible offers,
         priced at their minimum bid (search_offers.yaml `type: bid`)."""
+        return self._search(gpu_names, gpu_count, disk_gb, min_cuda, machine_ids, loose=False,
+                            spot=spot)
+
+    def _floor(self, min_cuda: str | float | None) -> float | None:
+        return max((float(c) for c in (self.min_cuda, min_cuda) if c not in (None, "")),
+                   default=None)
+
+    def _search(self, gpu_names: list[str], gpu_count: int | None, disk_gb: int | None,
+                min_cuda: str | float | None, machine_ids: list[str] | None, *,
+                loose: bool, spot: bool = False) -> list[dict[str, Any]]:
+        """The one offer query; `loose` leaves out the host filters (reliability, disk,
+        download, CUDA) to count what they hide, never to rent."""
         disk_gb = self.disk_gb if disk_gb is None else disk_gb
         query: dict[str, Any] = {
             "verified": {"eq": True},
@@ -182,10 +213,12 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             query["gpu_name"] = {"in": gpu_names}
         if machine_ids:  # a local volume's machine: its offers only
             query["machine_id"] = {"in": [int(m) for m in machine_ids]}
-        floor = max((float(c) for c in (self.min_cuda, min_cuda) if c is not None),
-                    default=None)
+        floor = self._floor(min_cuda)
         if floor is not None:
             query["cuda_max_good"] = {"gte": floor}
+        if loose:
+            for host_filter in HOST_FILTERS.values():
+                query.pop(host_filter, None)
         # The price cap is applied here, not in the query, so "too expensive" and "no such GPU"
         # stay distinguishable in the error.
         if self.search_pacer is not None:
@@ -198,6 +231,59 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         return [o for o in offers if isinstance(o, dict) and "id" in o
                 and str(o.get("machine_id")) not in AVOIDED_MACHINES
                 and (not machine_ids or str(o.get("machine_id")) in machine_ids)]
+
+    def filters(self, disk_gb: int | None = None, min_cuda: str | float | None = None
+                ) -> dict[str, Any]:
+        """The host filters an offer must pass, as `gpus --json` states them."""
+        floor = self._floor(min_cuda)
+        return {"min_reliability": self.min_reliability,
+                "disk_gb": self.disk_gb if disk_gb is None else disk_gb,
+                "min_inet_down_mbps": self.min_inet_down_mbps,
+                "min_cuda": None if floor is None else f"{floor:g}"}
+
+    def describe_filters(self, disk_gb: int | None = None,
+                         min_cuda: str | float | None = None) -> str:
+        return ", ".join(filter_words(self.filters(disk_gb, min_cuda)).values())
+
+    def _fails(self, offer: dict[str, Any], disk_gb: int, floor: float | None) -> list[str]:
+        """The filters `offer` fails, by HOST_FILTERS' names; a missing figure fails."""
+        def below(key: str, bound: float | None) -> bool:
+            value = offer.get(key)
+            if bound is None:
+                return False
+            return not (isinstance(value, (int, float)) and value >= bound)
+
+        bounds = {"reliability": self.min_reliability, "disk": float(disk_gb),
+                  "download": self.min_inet_down_mbps, "cuda": floor}
+        return [name for name, key in HOST_FILTERS.items() if below(key, bounds[name])]
+
+    def hidden(self, gpu_names: list[str], gpu_count: int, disk_gb: int | None = None,
+               min_cuda: str | float | None = None, machine_ids: list[str] | None = None
+               ) -> dict[str, dict[str, int]]:
+        """Per GPU name, how many offers on the market now the host filters hide, by filter
+        (an offer failing two filters counts under both; `offers` is the number hidden)."""
+        disk = self.disk_gb if disk_gb is None else disk_gb
+        floor = self._floor(min_cuda)
+        asked = {normalise_gpu_name(n).lower() for n in gpu_names}
+        out: dict[str, dict[str, int]] = {}
+        for offer in self._search(gpu_names, gpu_count, disk, min_cuda, machine_ids, loose=True):
+            name = normalise_gpu_name(str(offer.get("gpu_name") or "?"))
+            if asked and name.lower() not in asked:
+                continue
+            failed = self._fails(offer, disk, floor)
+            if not failed:
+                continue
+            row = out.setdefault(name, {"offers": 0})
+            row["offers"] += 1
+            for name in failed:
+                row[name] = row.get(name, 0) + 1
+        return out
+
+    def gpu_names(self, gpu_count: int = 1) -> dict[str, str]:
+        """The GPU names on vast.ai's market now for `gpu_count` GPUs, whatever their hosts
+        (what a family name like `H100` resolves against); vast.ai has no catalog."""
+        found = self._search([], gpu_count, None, None, None, loose=True)
+        return {normalise_gpu_name(str(o["gpu_name"])): "" for o in found if o.get("gpu_name")}
 
     def search_all(self) -> list[dict[str, Any]]:
         """Every rentable offer, any GPU and count (which GPUs each machine has, for volumes)."""
@@ -260,7 +346,7 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                 out.append(Offer(self.name, pref, gpu_count, None, False,
                                  detail={"error": "no matching offer"}))
                 continue
-            price = round(self._price(best), 4)
+            price = listed_price(self._price(best))
             out.append(Offer(
                 self.name, pref, gpu_count, price, True, offer_id=str(best["id"]),
                 gpu_memory_gb=round(float(best.get("gpu_ram") or 0) / 1024, 1) or None,
@@ -376,13 +462,15 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             for pref, found in grouped.items():
                 kept = [o for o in found if (self.min_bid(o) or 0.0) <= spec.bid + 1e-9]
                 if found and not kept:
+                    lowest = min(self.min_bid(o) or 0.0 for o in found)
                     outbid.append(f"{pref}: every offer's minimum bid is above the bid "
-                                  f"${spec.bid:g}/h (lowest ${min(self.min_bid(o) or 0.0 for o in found):g}/h)")
+                                  f"${spec.bid:g}/h (lowest ${lowest:g}/h)")
                 grouped[pref] = kept
 
         def price(offer: dict[str, Any]) -> float:  # a spot rental bills its bid
             return self.spot_price(offer, self.bid_for(spec, offer)) if spec.spot \
                 else self._price(offer)
+
         if outbid and not any(grouped.values()):
             raise CapacityError("no vast.ai offer takes the bid; nothing was created: "
                                 + "; ".join(outbid), hint="raise --bid, or leave it out to bid "
@@ -391,12 +479,15 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             where = f" on machine {', '.join(machines)}" if machines else ""
             raise CapacityError(
                 f"no vast.ai offer{where} matches {', '.join(repr(p) for p in prefs)} with "
-                f"{spec.gpu_count} GPU(s), reliability >= {self.min_reliability}, disk >= "
-                f"{spec.disk_gb} GB; nothing was created",
-                hint="vast.ai names GPUs like 'RTX 4090', 'A100 SXM4', 'H100 SXM'",
+                f"{spec.gpu_count} GPU(s), {self.describe_filters(spec.disk_gb, spec.min_cuda)}"
+                "; nothing was created" + self._why_none(prefs, spec, machines),
+                hint=self._none_hint(prefs, spec.gpu_count),
             )
         cap = spec.max_price
-        affordable = {p: sorted((o for o in offers if cap is None or price(o) <= cap + 1e-9),
+        # the cap holds the price as `offers` lists it (rounded up), so a listed price taken as
+        # the cap rents, and a cap `check-requirements` calls too low rents nothing here either;
+        # a spot rental's price is its bid plus its storage
+        affordable = {p: sorted((o for o in offers if cap is None or listed_price(price(o)) <= cap),
                                 key=price)
                       for p, offers in grouped.items()}
         if not any(affordable.values()):
@@ -442,6 +533,32 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                 hint="run `tailpod down` to prove billing stopped",
             )
         return info
+
+    def _why_none(self, prefs: list[str], spec: PodSpec, machines: list[str] | None) -> str:
+        """What the filters hid of the GPUs asked, said after "nothing was created"."""
+        try:
+            hidden = self.hidden(prefs, spec.gpu_count, spec.disk_gb, spec.min_cuda, machines)
+        except ProviderError:
+            return ""
+        filters = self.filters(spec.disk_gb, spec.min_cuda)
+        parts = [f"{name}: {hidden_words(row, filters)}" for name, row in hidden.items()]
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    def _none_hint(self, prefs: list[str], gpu_count: int) -> str:
+        from tailpod.provision.gpu_names import family_matches, near_names
+
+        try:
+            market = {n: () for n in self.gpu_names(gpu_count)}
+        except ProviderError:
+            market = {}
+        # never the names asked: a name spelled right is hidden by a filter, not misspelt
+        names = sorted({m for p in prefs for m in family_matches(p, market)} - set(prefs)) \
+            or [n for n in near_names(prefs, market) if n not in prefs]
+        if names:
+            return ("vast.ai offers " + ", ".join(repr(n) for n in names) + " now; name one, "
+                    "or loosen --min-reliability, --min-cuda or --disk-gb")
+        return ("`tailpod gpus --provider vastai` lists what is rentable now; loosen "
+                "--min-reliability, --min-cuda or --disk-gb to see more")
 
     # -- reads ------------------------------------------------------------------------------------
     def to_info(self, row: dict[str, Any]) -> PodInfo:

@@ -420,10 +420,13 @@ def test_no_matching_offer_rents_nothing_and_says_what_was_asked(tmp_path: Path)
     fake = FakeVast(offers=[offer(1, "L40S", 0.5)])
     with pytest.raises(CapacityError) as caught:
         provider(fake, tmp_path).create(spec("H200", "H100 SXM", gpu_count=2))
+    # every host filter is named (issue 37 item 3: not only reliability and disk), and the hint
+    # no longer suggests other spellings of a name that may be right
     assert caught.value.message == (
         "no vast.ai offer matches 'H200', 'H100 SXM' with 2 GPU(s), reliability >= 0.95, "
-        "disk >= 40 GB; nothing was created")
-    assert caught.value.hint == "vast.ai names GPUs like 'RTX 4090', 'A100 SXM4', 'H100 SXM'"
+        "disk >= 40 GB, download >= 100 Mbps; nothing was created")
+    assert caught.value.hint == ("`tailpod gpus --provider vastai` lists what is rentable now; "
+                                 "loosen --min-reliability, --min-cuda or --disk-gb to see more")
     with pytest.raises(CapacityError) as caught:
         provider(FakeVast(), tmp_path).create(spec("H200", data_center_ids=["42", "43"]))
     assert caught.value.message.startswith("no vast.ai offer on machine 42, 43 matches 'H200'")

@@ -50,6 +50,17 @@ def _offline_runpod(home: Path, mp: pytest.MonkeyPatch) -> None:
     mp.delenv("VAST_API_KEY", raising=False)
 
 
+def _runpod_key_refused(home: Path, mp: pytest.MonkeyPatch) -> None:
+    _offline_runpod(home, mp)
+    from tailpod.errors import AuthError
+    from tailpod.provision.runpod.provider import RunPodProvider
+
+    def refused(self: object, *args: object, **kwargs: object) -> None:
+        raise AuthError("RunPod rejected the API key (HTTP 401)")
+
+    mp.setattr(RunPodProvider, "catalog", refused)
+
+
 def _runpod_pod_running(home: Path, mp: pytest.MonkeyPatch) -> None:
     _offline_runpod(home, mp)
     Ledger(home).put(PodRecord(run_tag="tp-exit-1", provider="runpod", status="running",
@@ -116,8 +127,10 @@ CASES: list[tuple[str, int, list[str], Setup, str]] = [
      "no such file"),
     ("logs TAG", 2, ["logs", "tp-nosuch"], _nothing, "an unknown run tag"),
     ("gpus", 0, ["gpus", "--provider", "local"], _nothing, "the local machine"),
-    ("gpus", 1, ["gpus", "--provider", "runpod", "--provider", "local"], _offline_runpod,
+    ("gpus", 3, ["gpus", "--provider", "runpod", "--provider", "local"], _offline_runpod,
      "a provider could not be asked"),
+    ("gpus", 1, ["gpus", "--provider", "runpod", "--provider", "local"], _runpod_key_refused,
+     "a provider refused the key"),
     ("gpus", 2, ["gpus"], _nothing, "no cloud key set"),
     ("help", 0, ["help", "up"], _nothing, "a command's help"),
     ("help", 2, ["help", "nope"], _nothing, "no such command"),

@@ -25,8 +25,10 @@ from tailpod.provision.providers import CLOUD_PROVIDERS, PROVIDERS, provider_cla
 
 EXPECTED = {
     "local": [],
-    "runpod": ["account", "spend-rate", "container-log", "pod-scoped-termination", "volumes"],
-    "vastai": ["account", "container-log", "pod-scoped-termination", "volumes"],
+    "runpod": ["account", "spend-rate", "container-log", "pod-scoped-termination", "volumes",
+               "gpu-names", "hidden-offers"],
+    "vastai": ["account", "container-log", "pod-scoped-termination", "volumes", "gpu-names",
+               "hidden-offers"],
     "ssh": [],  # your own box: nothing rented, no account, no log of a container
 }
 
@@ -114,4 +116,5 @@ def test_a_provider_declares_nothing_it_does_not_inherit() -> None:
     with pytest.raises(TypeError):  # a declared capability without its method is refused
         type("Half", (_Minimal, SupportsAccount), {})()
     assert set(base.CAPABILITIES) == {"account", "spend-rate", "container-log",
-                                      "pod-scoped-termination", "volumes"}
+                                      "pod-scoped-termination", "volumes", "gpu-names",
+                                      "hidden-offers"}
