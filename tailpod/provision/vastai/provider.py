@@ -355,6 +355,19 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             ))
         return out
 
+    def spot_prices(self, gpu_types: list[str], gpu_count: int) -> dict[str, float]:
+        """Each type's cheapest interruptible rental at its offer's minimum bid, storage included
+        (what `up --spot` without --bid would bill; listed as `offers` lists prices)."""
+        prefs = [normalise_gpu_name(p) for p in gpu_types if p.strip()]
+        grouped = self._by_preference(prefs, self.search(prefs, gpu_count, spot=True))
+        out: dict[str, float] = {}
+        for pref, found in grouped.items():
+            prices = [self.spot_price(o, self.min_bid(o)) for o in found]
+            finite = [p for p in prices if math.isfinite(p)]
+            if finite:
+                out[pref] = listed_price(min(finite))
+        return out
+
     # -- create -----------------------------------------------------------------------------------
     def _rent_body(self, spec: PodSpec) -> dict[str, Any]:
         env: dict[str, str] = reveal_env(dict(spec.env))
