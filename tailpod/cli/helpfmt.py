@@ -131,7 +131,8 @@ PANELS: dict[str, dict[str, list[str]]] = {
                       "slo_percentile"],
     },
     "matrix": {
-        "Cards and money": ["card", "budget", "parallel", "max_price", "setup_minutes",
+        "Cards and money": ["card", "budget", "parallel", "max_price", "spot", "bid",
+                            "setup_minutes",
                             "restart_minutes", "cell_minutes", "dry_run", "tailnet",
                             "allow_unpinned"],
         "Engine and arms": ["model", "engine", "image", "spec_k", "spec_method", "draft_model",

@@ -159,6 +159,13 @@ def register(app: typer.Typer) -> None:
         max_running_requests: int = typer.Option(None, help="Engine request slots (same on "
                                                  "every card)."),
         max_price: float = typer.Option(None, help="Refuse any pod above this $/hr."),
+        spot: bool = typer.Option(
+            None, "--spot/--no-spot", help="Rent every card as a spot (interruptible) pod, priced "
+            "and budgeted at its bid; a card whose provider sells no spot is refused (env "
+            "TAILPOD_SPOT)."),
+        bid: float = typer.Option(
+            None, "--bid", metavar="USD/H", help="With --spot: the bid per machine in $/h "
+            "(default: each offer's minimum bid; env TAILPOD_BID)."),
         setup_minutes: float = typer.Option(
             None, help="Projection: rent, boot, image pull and first engine start per card "
             "(default: what an earlier run of the card and engine billed to serving, else "
@@ -217,7 +224,8 @@ def register(app: typer.Typer) -> None:
         if objective == "goodput" and not slo_targets:
             raise ConfigError("--objective goodput needs --slo", hint="e.g. --slo ttft_ms=500")
         settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
-                                            "max_price": max_price})
+                                            "max_price": max_price, "spot": spot,
+                                            "bid": bid})
         check_run_settings(settings)  # before the registry, the ledger or any rental
         require_cloud_engine(settings.engine)
         cards = parse_cards(card) if card else None

@@ -642,6 +642,11 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
     if budget <= 0:
         raise ConfigError(f"--budget must be positive, got {budget}")
     refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the first offer query
+    if settings.spot:  # a card whose provider sells no spot: refused before any offer query
+        from tailpod.provision.providers import check_spot_route
+
+        for card in cards:
+            check_spot_route(card_settings(settings, card, image))
     priced: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
     for card in cards:
@@ -668,8 +673,14 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
         if refusal is not None:  # this card's own projection, now that its offer named the GPU
             raise refusal
         price = offer.price_per_hr if offer is not None else None
+        if settings.spot and offer is not None and price is not None:
+            # a spot card is priced, and budgeted, at what its bid bills (provision/base.py)
+            price = provider.spot_prices([offer.gpu_type], card.count, settings.bid
+                                         ).get(offer.gpu_type)
+            entry["spot"] = True
         if offer is not None and price is None:
-            entry["problem"] = f"no {card.provider} offer for {card.count}x {card.gpu} right now"
+            entry["problem"] = (f"no {card.provider} {'spot ' if settings.spot else ''}offer "
+                                f"for {card.count}x {card.gpu} right now")
         elif offer is not None and price is not None:
             entry["price_per_hr"] = price
             entry["projected_usd"] = round(price * hours, 4)

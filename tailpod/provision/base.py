@@ -148,9 +148,11 @@ class Provider(abc.ABC):
     def offers(self, gpu_preference: list[str], gpu_count: int, max_price: float | None) -> list[Offer]:
         """Prices and availability for each GPU in the preference list, in preference order."""
 
-    def spot_prices(self, gpu_types: list[str], gpu_count: int) -> dict[str, float]:
-        """The lowest spot (interruptible) price per pod of each GPU type, by the names `offers`
-        gives; {} from a provider with no spot route (`gpus --spot`)."""
+    def spot_prices(self, gpu_types: list[str], gpu_count: int, bid: float | None = None
+                    ) -> dict[str, float]:
+        """The lowest spot (interruptible) price per pod of each GPU type at `bid` (None: each
+        offer's minimum bid), by the names `offers` gives; {} from a provider with no spot route
+        (`gpus --spot`, `matrix --spot`)."""
         return {}
 
     @abc.abstractmethod

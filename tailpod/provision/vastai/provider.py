@@ -355,14 +355,17 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             ))
         return out
 
-    def spot_prices(self, gpu_types: list[str], gpu_count: int) -> dict[str, float]:
-        """Each type's cheapest interruptible rental at its offer's minimum bid, storage included
-        (what `up --spot` without --bid would bill; listed as `offers` lists prices)."""
+    def spot_prices(self, gpu_types: list[str], gpu_count: int, bid: float | None = None
+                    ) -> dict[str, float]:
+        """Each type's cheapest interruptible rental at `bid` (None: its offer's minimum bid),
+        storage included, over the offers the bid can take: what `up --spot` would bill, listed
+        as `offers` lists prices."""
         prefs = [normalise_gpu_name(p) for p in gpu_types if p.strip()]
         grouped = self._by_preference(prefs, self.search(prefs, gpu_count, spot=True))
         out: dict[str, float] = {}
         for pref, found in grouped.items():
-            prices = [self.spot_price(o, self.min_bid(o)) for o in found]
+            prices = [self.spot_price(o, self.min_bid(o) if bid is None else bid) for o in found
+                      if bid is None or (self.min_bid(o) or 0.0) <= bid + 1e-9]
             finite = [p for p in prices if math.isfinite(p)]
             if finite:
                 out[pref] = listed_price(min(finite))
