@@ -50,6 +50,20 @@ from tailpod.secrets import redact
 # -- report ----------------------------------------------------------------------------------
 
 
+def cells_by_pod(run_dir: Path) -> dict[str, int]:
+    """How many finished cells each pod measured (the `pod` every matrix row carries)."""
+    from tailpod.measure.sweep import RunDirectory
+
+    counts: dict[str, int] = {}
+    if not (run_dir / "rows.jsonl").exists():
+        return counts
+    for row in RunDirectory(run_dir).read_rows():
+        if row.get("kind") == "cell" and isinstance(row.get("pod"), dict):
+            tag = str(row["pod"].get("run_tag"))
+            counts[tag] = counts.get(tag, 0) + 1
+    return counts
+
+
 def write_matrix_report(state: MatrixState) -> dict[str, Path]:
     """matrix-report.json, matrix.md and the $/Mtok plot, next to matrix.json."""
     from tailpod.results.analysis import analyze
@@ -60,7 +74,9 @@ def write_matrix_report(state: MatrixState) -> dict[str, Path]:
         outcome: dict[str, Any] = {"card": label, "status": entry["status"],
                                    "error": entry.get("error"), "spend_usd": entry.get("spend_usd"),
                                    "proof": ", ".join(entry.get("proofs", {}).values()) or None,
-                                   "run_tag": entry.get("run_tag"), "run_dir": entry["run_dir"]}
+                                   "run_tag": entry.get("run_tag"), "run_dir": entry["run_dir"],
+                                   "preemptions": entry.get("preemptions") or [],
+                                   "cells_by_pod": cells_by_pod(Path(entry["run_dir"]))}
         run_json = Path(entry["run_dir"]) / "run.json"
         if run_json.exists():
             try:

@@ -7,18 +7,22 @@ the offers are priced for (TAILPOD_DISK_GB, 80 by default)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tailpod.cli.matrix import run_matrix
 from tailpod.config import Settings, load_settings
 from tailpod.engines.base import EngineConfig
-from tailpod.errors import ConfigError
-from tailpod.ledger import Ledger
+from tailpod.errors import ConfigError, TailpodError
+from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.matrix_run import BudgetPolicy
+from tailpod.measure.sweep import RunDirectory
 from tailpod.results.matrix import parse_cards
 from tailpod.sandbox import Sandbox
 from tailpod.sandbox.model import default_vast_offers
@@ -79,3 +83,90 @@ def test_a_card_whose_provider_sells_no_spot_is_refused_before_anything(
     assert sandbox.meter()["resources"] == []
     assert Ledger(settings.state_dir).all() == []
     assert not list(Path(settings.results_dir).glob("*/matrix.json"))
+
+
+class PreemptedHost:
+    """The scripted pod side, whose pod loses its bid at the start of its `cut_at`-th cell: the
+    emulator stops the instance (fault `outbid`, played on the next vast request) and the cell
+    fails as a cell on a dead pod does."""
+
+    def __init__(self, inner: Any, sandbox: Sandbox, pod_key: str, cut_at: int | None) -> None:
+        self.inner, self.sandbox, self.pod_key, self.cut_at = inner, sandbox, pod_key, cut_at
+        self.measured_from = inner.measured_from
+        self.cells = 0
+        self.references = 0
+
+    def restart(self, arm: Any) -> Any:
+        return self.inner.restart(arm)
+
+    def run_cells(self, arm: Any, cells: Any, plan: Any, run_id: str) -> Any:
+        self.cells += 1
+        if self.cells == self.cut_at:
+            pod = self.sandbox.cloud.pods[self.pod_key]
+            deadline = time.monotonic() + 5.0
+            while pod.started_at is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.sandbox.add_fault("outbid", provider="vast", times=1)
+            httpx.get(f"{self.sandbox.vast_url}/api/v0/users/current/", timeout=10.0,
+                      headers={"Authorization": f"Bearer {self.sandbox.vast_key}"})
+            assert pod.status == "stopped"
+            raise TailpodError("the pod stopped answering over SSH (connection reset)")
+        return self.inner.run_cells(arm, cells, plan, run_id)
+
+    def gate_reference(self, arm: Any, plan: Any) -> Any:
+        self.references += 1
+        return self.inner.gate_reference(arm, plan)
+
+    def gate_compare(self, arm: Any, reference: Any, plan: Any) -> Any:
+        return self.inner.gate_compare(arm, reference, plan)
+
+    def bare_decode(self, arm: Any, plan: Any) -> Any:
+        return self.inner.bare_decode(arm, plan)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class PreemptingSteps(SandboxSteps):
+    def __init__(self, sandbox: Sandbox, cut_at: int) -> None:
+        super().__init__()
+        self.sandbox, self.cut_at = sandbox, cut_at
+        self.wrapped: list[PreemptedHost] = []
+
+    def host(self, settings: Settings, ledger: Ledger, record: PodRecord, cache: str) -> Any:
+        first = not self.wrapped
+        host = PreemptedHost(super().host(settings, ledger, record, cache), self.sandbox,
+                             f"vast:{record.pod_id}", self.cut_at if first else None)
+        self.wrapped.append(host)
+        return host
+
+
+def test_a_preempted_spot_card_goes_on_on_a_new_pod_and_the_report_says_so(
+        sandbox: Sandbox, settings: Settings) -> None:
+    steps = PreemptingSteps(sandbox, cut_at=3)  # cells 1 and 2 finish; the third is cut
+    run = spot_matrix(settings, steps, [VAST4090])
+    entry = run.state.card(VAST4090)
+    assert entry["status"] == "done", entry
+    assert len(steps.rented) == 2
+    lost, new = steps.rented
+    assert [p["pod"] for p in entry["preemptions"]] == [lost]
+    assert_all_down(sandbox, settings, run)  # the stopped pod's disk too: nothing bills
+
+    rows = RunDirectory(Path(entry["run_dir"])).read_rows()
+    cells = [r for r in rows if r.get("kind") == "cell"]
+    planned = len(SWEEP.ks) * len(SWEEP.concurrency) * SWEEP.reps
+    assert len(cells) == planned
+    assert len({r["cell"] for r in cells}) == planned  # no cell measured twice or half-counted
+    by_pod = {r["cell"]: r["pod"]["run_tag"] for r in cells}
+    assert sorted(by_pod.values()).count(lost) == 2 and sorted(by_pod.values()).count(new) == 2
+    for row in rows:  # a cell's request rows come from the pod its summary names
+        if row.get("kind") == "request":
+            assert row["pod"]["run_tag"] == by_pod[row["cell"]]
+    assert steps.wrapped[1].references == 1  # the gate's reference taken again on the new pod
+    notes = json.loads((Path(entry["run_dir"]) / "run.json").read_text())["notes"]
+    assert any(f"preempted: {lost} lost its bid" in n for n in notes)
+
+    markdown = (run.state.path.parent / "matrix.md").read_text()
+    assert "## Preemptions (spot)" in markdown
+    assert f"{VAST4090}: 1 preemption(s)" in markdown
+    assert f"cells by pod: {lost} 2, {new} 2" in markdown
