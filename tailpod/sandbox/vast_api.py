@@ -137,6 +137,20 @@ class VastEmulator:
         vast request, so a test arms it at the moment it chooses."""
         now = time.time()
         with self.cloud.lock:
+            lost = [p for p in self.cloud.pods.values() if p.provider == "vast"
+                    and p.status == "stopped" and p.meta.get("outbid_at")]
+        for pod in lost:  # the `bid_returns` fault: the bid wins again, the instance resumes
+            fault = self.cloud.faults.peek("bid_returns", "vast")
+            if fault is None:
+                break
+            if now - float(pod.meta["outbid_at"]) < fault.seconds:
+                continue
+            if self.cloud.faults.take("bid_returns", "vast", "any", gpu=pod.gpu_type) is None:
+                break
+            pod.meta.pop("outbid_at")
+            pod.meta["returned_at"] = now
+            self.cloud.start(pod)
+        with self.cloud.lock:
             bids = [p for p in self.cloud.pods.values() if p.provider == "vast"
                     and p.meta.get("is_bid") and p.status == "running" and p.started_at]
         for pod in bids:

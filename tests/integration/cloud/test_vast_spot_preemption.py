@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -127,4 +128,55 @@ def test_down_all_settles_a_preemption_the_laptop_never_saw(
     res = CliRunner().invoke(app, ["down", "--all"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     assert pod.status == "terminated"
+    assert sandbox.billing_now() == []
+
+
+def _vast_request(sandbox: Sandbox) -> None:
+    """Any vast request: the emulator plays its bid faults on it."""
+    httpx.get(f"{sandbox.vast_url}/api/v0/users/current/",
+              headers={"Authorization": f"Bearer {sandbox.vast_key}"}, timeout=10.0)
+
+
+def test_a_pod_that_wins_its_bid_back_runs_its_start_command_again(
+        sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What covers a spot pod that comes back: its start command, which carries the stage-0
+    dead-man guard, runs again (the emulator's reading of vast's `onstart`, docs/providers.md),
+    and status no longer calls it preempted; its GPU bills again."""
+    env = _env(sandbox, tailpod_home, monkeypatch)
+    settings = settings_for(sandbox, tailpod_home, **env)
+    ledger = Ledger(settings.state_dir)
+    up_remote(settings, ledger,
+              PodSpec(run_tag="tp-spot-5", gpu_preference=[GPU], image="img", disk_gb=DISK_GB,
+                      start_command=["sh", "-c", "echo guard-started; sleep 30"], spot=True),
+              policy=fast_policy(), timings=fast_timings())
+    record = ledger.get("tp-spot-5")
+    assert record is not None
+    pod = sandbox.cloud.pods[f"vast:{record.pod_id}"]
+
+    def started_lines() -> int:
+        return sum("guard-started" in line for line in sandbox.cloud.container_log(pod))
+
+    def wait_for(check: Any) -> None:
+        deadline = time.monotonic() + 5.0
+        while not check() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert check()
+
+    wait_for(lambda: started_lines() == 1)
+    sandbox.add_fault("outbid", provider="vast", times=1)
+    _vast_request(sandbox)
+    assert pod.status == "stopped"
+    sandbox.add_fault("bid_returns", provider="vast", times=1)
+    _vast_request(sandbox)
+    assert pod.status == "running" and "returned_at" in pod.meta
+    wait_for(lambda: started_lines() == 2)
+    res = CliRunner().invoke(app, ["status", "--no-beat"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "preempted" not in res.output
+    storage = pod.storage_cost_gb_month * DISK_GB / 720.0
+    wait_for(lambda: [r["rate_per_hr"] for r in sandbox.billing_now()
+                      if r["id"] == record.pod_id] == [pytest.approx(pod.compute_rate + storage,
+                                                                     abs=1e-6)])
+    down = CliRunner().invoke(app, ["down", "tp-spot-5"])
+    assert down.exit_code == 0, down.output
     assert sandbox.billing_now() == []
