@@ -6,7 +6,8 @@
 # calls that carry and install them into /tmp/site (SITE). Then, in one call of at most 600 s:
 #
 #   gpu_vllm.sh env    OUT             machine stamp (GPU, driver, CUDA, torch, vLLM) in OUT/machine.txt
-#   gpu_vllm.sh models MODELS          tiny checkpoints: mimo (target with its own MTP layer), target, draft
+#   gpu_vllm.sh models MODELS          checkpoints of SIZE: mimo (target with its own MTP layer), target,
+#                                      draft (BUILD_KINDS); each one's weights sha256 goes to the log
 #   gpu_vllm.sh run    MODELS WORK     up (mimo, plain) / benchmark (MTP K sweep) / /metrics / report / down
 #   gpu_vllm.sh resume WORK            up again and finish the run id that `run` left unfinished
 #   gpu_vllm.sh draft  WORK            the draft-model arm: up (target) / benchmark (draft_model) / down
@@ -15,7 +16,8 @@
 #   gpu_vllm.sh coldwarm WORK          two starts of one checkpoint on one compile cache (cold, then
 #                                      warm), a short sweep and a proven down each (#29);
 #                                      WARM_DROPS="triton flashinfer": a start without each
-#   gpu_vllm.sh all    WORK            env, models (WORK/models), run
+#   gpu_vllm.sh all    WORK            env, models (the mimo kind only, in WORK/models or
+#                                      WORK/models-SIZE), run
 #
 # Everything that comes back is written under $OUT as it happens (at most 8 files come back):
 # gpu_vllm.log (this script's output, live), machine.txt, metrics-up.txt (/metrics after `up`),
@@ -29,8 +31,10 @@
 #   ENFORCE_EAGER [0]                  0: torch.compile and CUDA graphs, as vLLM runs on a GPU
 #   CONTEXT_LENGTH [2048]              the tiny checkpoints' max_position_embeddings
 #   DRAFT_SPEC_K [0,2]                 K values of the draft-model and open-loop stages
-#   SIZE [tiny]                        checkpoint size (`checkpoint build --size`); gpu models go
-#                                      to WORK/models-gpu
+#   SIZE [tiny]                        checkpoint size (`checkpoint build --size`): tiny, gpu (0.5 B)
+#                                      or gpu8b (Qwen3-8B-shaped, 14 GB, built here from the seed);
+#                                      non-tiny models go to WORK/models-SIZE
+#   BUILD_KINDS ["$MTP_KIND $TARGET_KIND $DRAFT_KIND"]   the kinds `models` builds
 #   RATES [4,16,64,256]  SLO [ttft_ms=200,tpot_ms=20]  ARRIVAL [poisson]   (openloop)
 #   PEER_LEVELS [1,4,16,64]  PEER_REPS [3]  PEER_MAX_TOKENS [128]  PEER_DEADLINE [480]  (peer)
 #   MTP_KIND [mimo]  TARGET_KIND [target]  DRAFT_KIND [draft]  CHECKPOINT_ARGS []  (checkpoint build)
@@ -109,7 +113,7 @@ print("python", platform.python_version(), sys.executable)
 import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())
 for name in ("vllm", "flashinfer-python", "xgrammar", "transformers", "tokenizers", "triton",
-             "numpy", "numba", "pydantic", "fastapi", "openai"):
+             "numpy", "numba", "pydantic", "fastapi", "openai", "typer", "click", "rich"):
     try:
         print(name, md.version(name))
     except md.PackageNotFoundError:
@@ -119,19 +123,23 @@ EOF
     cat "$out" >&2
 }
 
-models() {  # MODELS
-    local dir="$1" kind
+models() {  # MODELS [KIND...]
+    local dir="$1" kind kinds
+    shift
+    kinds=("$@")
+    [ "${#kinds[@]}" -gt 0 ] || read -ra kinds <<< "${BUILD_KINDS:-$MTP_KIND $TARGET_KIND $DRAFT_KIND}"
     mkdir -p "$dir"
-    for kind in "$MTP_KIND" "$TARGET_KIND" "$DRAFT_KIND"; do
-        if [ -f "$dir/$kind/config.json" ]; then continue; fi
-        if [ "$SIZE" = tiny ] || [ -n "$CHECKPOINT_ARGS" ]; then
-            # shellcheck disable=SC2086
-            "${TP[@]}" checkpoint build "$dir/$kind" --kind "$kind" --size "$SIZE" $CHECKPOINT_ARGS >&2
-        else  # the builder itself: `checkpoint build --size gpu` exited non-zero there once, unexplained
-            python3 -c 'import sys; from pathlib import Path
-from tailpod.engines.tiny_checkpoint import build_checkpoint
-print(build_checkpoint(Path(sys.argv[1]), sys.argv[2], size=sys.argv[3]))' "$dir/$kind" "$kind" "$SIZE" >&2
+    for kind in "${kinds[@]}"; do
+        if [ -f "$dir/$kind/config.json" ]; then
+            say "$kind (built before): $(cat "$dir/$kind/tailpod-checkpoint.json" 2>/dev/null)"
+            continue
         fi
+        say "checkpoint build $kind --size $SIZE"
+        # (under the image's typer 0.27 `--size` was "No such option" until cli/checkpoint.py
+        # stopped giving it a metavar equal to its name)
+        # shellcheck disable=SC2086
+        "${TP[@]}" checkpoint build "$dir/$kind" --kind "$kind" --size "$SIZE" $CHECKPOINT_ARGS >&2
+        say "$kind: $(cat "$dir/$kind/tailpod-checkpoint.json"); $(du -sh "$dir/$kind" | cut -f1)"
     done
     say "checkpoints: $(find "$dir" -mindepth 1 -maxdepth 1 -printf '%f ')"
 }
@@ -255,7 +263,7 @@ resume() {  # WORK
     [ -f "$work/rid" ] || { say "no run id in $work/rid: nothing to resume"; exit 2; }
     rid="$(cat "$work/rid")"
     trap finish EXIT
-    up "$work/models/$MTP_KIND"
+    up "$(models_dir)/$MTP_KIND"
     sweep "$SPEC_K" "$SPEC_METHOD"
 }
 
@@ -337,8 +345,9 @@ case "$cmd" in
     all)
         start_out "$1"
         machine "$OUT"
-        models "$1/models"
-        run "$1/models" "$1"
+        work="$1"
+        models "$(models_dir)" "$MTP_KIND"
+        run "$(models_dir)" "$1"
         ;;
     *) sed -n '2,40p' "$0" >&2; exit 2 ;;
 esac

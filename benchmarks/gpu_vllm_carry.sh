@@ -17,14 +17,19 @@
 # vllm. If a call reports "no /tmp/carry", the machine was given back in between: start again at
 # call 1. Then `bash benchmarks/gpu_vllm.sh all ...` (the next line of the plan) uses /tmp/site.
 #
-# Settings: MAX_PART_MIB [58] (the tree travels too: ~3 MiB now; 64 MiB is the limit)
+# Settings: MAX_PART_MIB [58] (the tree travels too: ~7 MiB now; 64 MiB is the limit; an H100
+#             call on 2026-12-06 needed parts of 47 MiB)
 #           PYTHON [python3] (any pip >= 22 works; the target interpreter is given by the flags)
-# .whl-vllm/ must be ignored: `echo /.whl-vllm/ >> .git/info/exclude`.
+#           CARRY_REPO [this checkout]  the checkout whose tree the device tool sends (a helper's
+#             worktree is not it: the session's own checkout is, .library/device/README.md)
+#           CARRY_DIR [.whl-vllm]  the folder in CARRY_REPO for wheels and parts; must be ignored
+#             (`echo /.whl-vllm/ >> .git/info/exclude`; .gitignore already ignores .whl/)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(dirname "$here")"
-dir="$repo/.whl-vllm"
+repo="${CARRY_REPO:-$(dirname "$here")}"
+CARRY_DIR="${CARRY_DIR:-.whl-vllm}"
+dir="$repo/$CARRY_DIR"
 list="$here/gpu_vllm_wheels.txt"
 MAX_PART_MIB="${MAX_PART_MIB:-58}"
 PYTHON="${PYTHON:-python3}"
@@ -42,7 +47,7 @@ platforms() {
 
 check_ignored() {
     git -C "$repo" check-ignore -q "$dir/" || {
-        echo "$dir is not ignored by git: echo /.whl-vllm/ >> $repo/.git/info/exclude" >&2
+        echo "$dir is not ignored by git: echo /$CARRY_DIR/ >> $repo/.git/info/exclude" >&2
         exit 2
     }
 }
@@ -138,9 +143,9 @@ plan() {
     [ -f "$dir/MANIFEST.sha256" ] || { say "no parts yet: run '$0 split' first"; exit 2; }
     local n
     n=$(find "$dir/parts" -mindepth 1 -maxdepth 1 -type d -name 'p[0-9][0-9]' | wc -l)
-    "$PYTHON" - "$n" <<'EOF' | tee "$dir/plan.jsonl"
+    "$PYTHON" - "$n" "$CARRY_DIR" <<'EOF' | tee "$dir/plan.jsonl"
 import json, sys
-n = int(sys.argv[1])
+n, cdir = int(sys.argv[1]), sys.argv[2]
 gone = ("test -d /tmp/carry || { echo 'no /tmp/carry: this is not the warm machine of call 1; "
         "start again at call 1'; exit 3; }")
 # pip check lines about the packages deliberately left behind (benchmarks/gpu_vllm_wheels.txt)
@@ -150,12 +155,13 @@ skipped = ("anthropic|cuda-tile|fastsafetensors|humming-kernels|jsonschema|mcp|m
 probe = ("{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; "
          "python3 -V; python3 -m pip list --format=freeze 2>/dev/null | grep -iE "
          "'^(torch|triton|numpy|numba|protobuf|setuptools|typing.extensions|packaging|anyio|"
-         "aiohttp|transformers|tokenizers|huggingface.hub|pydantic|opencv-python-headless)=='; "
+         "aiohttp|transformers|tokenizers|huggingface.hub|pydantic|opencv-python-headless|"
+         "typer|click|rich)=='; "
          "} || true; ")
 lines = []
 for k in range(1, n + 1):
     p = f"{k:02d}"
-    copy = (f"cp .whl-vllm/parts/p{p}/* /tmp/carry/; cd /tmp/carry; "
+    copy = (f"cp {cdir}/parts/p{p}/* /tmp/carry/; cd /tmp/carry; "
             f"grep ' wheels.tar.part{p}$' MANIFEST.sha256 | sha256sum -c -; ")
     if k == 1:
         cmd = ("set -e; " + probe + "rm -rf /tmp/carry /tmp/site; mkdir -p /tmp/carry; " + copy
@@ -179,7 +185,7 @@ for k in range(1, n + 1):
                "PYTHONPATH=/tmp/site:$PWD python3 -c 'import vllm.entrypoints.openai.api_server, "
                "flashinfer, xgrammar, tailpod.cli.main; print(\"imports ok\")'; "
                f"python3 -m pip check 2>&1 | grep -viE 'requires ({skipped}),' | head -40 || true")
-    lines.append({"call": k, "carry": [f".whl-vllm/parts/p{p}"], "command": cmd,
+    lines.append({"call": k, "carry": [f"{cdir}/parts/p{p}"], "command": cmd,
                   "timeout_s": 300 if k == n else 120,
                   "note": f"part {k} of {n}" + ("; reassemble, check, install into /tmp/site"
                                                 if k == n else "")})

@@ -6,7 +6,7 @@
 # Usage: sh scripts/cli-floors.sh [VENV] (default .venv); run by `make test-floors`.
 set -eu
 VENV=${1:-.venv}
-FLOORS="typer==0.12.5 click==8.2.0 rich==13.0.0"  # the `>=` floors in pyproject.toml
+FLOORS="typer==0.16.0 click==8.2.0 rich==13.0.0"  # the `>=` floors in pyproject.toml
 dir=.venv-floors
 if [ ! -f "$dir/.installed" ] || [ "$(cat "$dir/.installed")" != "$FLOORS" ]; then
   rm -rf "$dir"

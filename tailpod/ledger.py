@@ -48,7 +48,23 @@ LAST_GOOD_FILE = "ledger.last-good.json"
 # A record's life: intent is written before the create call; it becomes `creating` once the provider
 # may hold a resource, `running` when serving, `terminating` while down runs, and `terminated` only
 # once the provider no longer lists it.
-ACTIVE_STATES = ("intent", "creating", "running", "stopped", "terminating", "failed")
+class LifeState:
+    """A pod's states, named once: the record's `status` values, and the states `status` reads
+    from the record's events, its journal (pods/journal.py `last_change`)."""
+
+    INTENT = "intent"
+    CREATING = "creating"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    TERMINATING = "terminating"
+    FAILED = "failed"
+    TERMINATED = "terminated"
+    NO_ENGINE = "no engine"  # running, but a failed arm switch left no engine (pods/arm_switch.py)
+    INTERRUPTED = "interrupted"  # the command that owned a step is gone (interrupted_step)
+
+
+ACTIVE_STATES = (LifeState.INTENT, LifeState.CREATING, LifeState.RUNNING, LifeState.STOPPED,
+                 LifeState.TERMINATING, LifeState.FAILED)
 
 
 # Every pod, volume and tailnet device tailpod makes is named with this prefix, so the orphan sweep

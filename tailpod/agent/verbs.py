@@ -128,14 +128,9 @@ def cmd_engine_status(args: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- probe ------------------------------------------------------------------------------------------
-# RunOptions fields the laptop may set, with RunOptions' own defaults (one source); the cells
-# themselves say arm, concurrency, rep, class and cache.
-_RUN_OPTION_NAMES = ("base_url", "model", "run_id", "requests_per_cell", "max_tokens",
-                     "ignore_eos", "temperature", "prompts_dir", "warmup", "engine", "api",
-                     "transport", "request_timeout", "client_bound_threshold", "slo",
-                     "slo_percentile", "workers")
-_RUN_OPTIONS = {f.name: f.default for f in dataclasses.fields(RunOptions)
-                if f.name in _RUN_OPTION_NAMES}
+# The options the laptop may set: every RunOptions field, with its own default (one source); the
+# cells themselves say arm, concurrency, rep, class and cache.
+_RUN_OPTIONS = {f.name: f.default for f in dataclasses.fields(RunOptions)}
 # A closed-loop cell needs concurrency; an open-loop one carries `arrival` and then concurrency
 # caps the requests in flight (null or absent: no cap).
 _CELL = {"arm": _REQUIRED, "concurrency": None, "rep": _REQUIRED,

@@ -240,7 +240,7 @@ def register(app: typer.Typer) -> None:
             None, help="Measured requests per cell (default: max(4, concurrency))."
         ),
         prompt_classes: str = typer.Option(
-            "prose", help="Prompt classes: prose, code, structured."
+            "prose", help="Prompt classes: prose, code, structured, tools."
         ),
         cache: str = typer.Option("cold", help="TTFT cache state: cold, warm or both."),
         interleave_arms: bool = typer.Option(

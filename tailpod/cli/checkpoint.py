@@ -24,15 +24,18 @@ def register(app: typer.Typer) -> None:
             "target", help="target (Qwen3), draft (smaller Qwen3) or mimo (Qwen2 + one MTP layer)."
         ),
         seed: int = typer.Option(0, help="Weights seed; the same seed gives the same bytes."),
+        # No metavar="SIZE" here: typer 0.27 named an option after a metavar equal to its name
+        # (`--SIZE`), so `--size` was "No such option" (helpfmt gives SIZE from the name).
         size: str = typer.Option(
-            "tiny", metavar="SIZE",
-            help="tiny (a few MB, for the CPU engine) or gpu (hidden 2048, about 0.4 B "
-            "parameters, built to decide each token by a wide margin).",
+            "tiny",
+            help="tiny (a few MB, for the CPU engine), gpu (hidden 2048, about 0.5 B "
+            "parameters) or gpu8b (Qwen3-8B's shape, 14 GB: the GPU's memory bandwidth sets the "
+            "pace); gpu and gpu8b decide each token by a wide margin.",
         ),
         draft_disagree: float = typer.Option(
             0.3, metavar="FRACTION",
-            help="With --size gpu --kind draft: the share of tokens where the draft proposes "
-            "another token than the target's.",
+            help="With --size gpu or gpu8b and --kind draft: the share of tokens where the draft "
+            "proposes another token than the target's.",
         ),
     ) -> None:
         """Build a small, deterministic checkpoint that vLLM serves, in a few seconds."""

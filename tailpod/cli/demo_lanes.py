@@ -99,7 +99,6 @@ def _on_the_pod(settings: Settings, ledger: Ledger, cfg: EngineConfig,
     from tailpod.measure.hosts import sweep_host
     from tailpod.measure.plan import SweepPlan, spec_arms
     from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
-    from tailpod.pods import cloud_lanes
     from tailpod.pods.base import UpOptions
     from tailpod.pods.kinds import kind_for
     from tailpod.results.report import write_report
@@ -147,8 +146,7 @@ def _on_the_pod(settings: Settings, ledger: Ledger, cfg: EngineConfig,
         console.print(f"report: {report}")
     finally:
         current = ledger.get(record.run_tag) or record
-        if (current.extra.lanes or {}).get("on_pod"):  # a sweep that failed mid-lanes
-            current = cloud_lanes.settle_lanes_run(settings, ledger, current)
+        # a sweep that failed mid-lanes: the kind's down settles the lanes first
         evidence = kind.down(settings, ledger, current)  # raises unless proven
         console.print(evidence_table(evidence, f"down {record.run_tag}"))
     _print_lanes(run_dir.path)

@@ -170,7 +170,7 @@ def register(app: typer.Typer) -> None:
         max_tokens: int = typer.Option(256, min=2, help="Output tokens per request."),
         requests_per_cell: int = typer.Option(None, help="Measured requests per cell."),
         prompt_classes: str = typer.Option("prose", help="Prompt classes: prose, code, "
-                                           "structured."),
+                                           "structured, tools."),
         context_length: int = typer.Option(None, help="Maximum context length."),
         max_running_requests: int = typer.Option(None, help="Engine request slots (same on "
                                                  "every card)."),

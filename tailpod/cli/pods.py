@@ -44,7 +44,8 @@ from tailpod.ledger import (
     matrix_status,
 )
 from tailpod.pods.arm_switch import settle_command, switch_arm
-from tailpod.pods.base import UpOptions
+from tailpod.pods.base import LanesOptions, UpOptions
+from tailpod.pods.journal import last_change
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
 from tailpod.provision.gpu_names import gpu_flags
@@ -134,6 +135,10 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
                 block.add_row(key, value)
         blocks.append(block)
     return Group(*blocks)
+
+
+def utc_time(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
 def status_cell(row: dict[str, Any]) -> str:
@@ -268,6 +273,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         (record.price_per_hr or 0.0) * uptime / 3600 if record.price_per_hr is not None else None
     )
     step = interrupted_step(record)
+    change = last_change(record)  # the journal's last change of state, shown with its time
     matrix = matrix_status(record)
     stopped = matrix["id"] if matrix is not None and matrix["interrupted"] else None
     # a failed arm switch left no engine (pods/arm_switch.py): said, with what settles it
@@ -297,6 +303,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         "spend_usd": None if spend is None else round(spend, 4),
         "healthy": False if no_engine else healthy,
         "ttl_expired": bool(record.ttl_expires_at and time.time() > record.ttl_expires_at),
+        "last_change": None if change is None else change.to_json(),
         **({"lanes": _lanes_status(settings, record)} if record.extra.lanes else {}),
     }
 
@@ -311,20 +318,12 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
                  admission_limit: int | None, decision: Path | None, cpu_engine: bool,
                  kv_gib: float | None, mem_fraction: float | None, json_out: bool,
                  options: UpOptions | None = None) -> None:
-    """`up --lanes spec:K,plain`: both engines one after the other, HAProxy in front (on this
-    machine, or on a rented pod: pods/cloud_lanes.py)."""
-    from tailpod.engines.local_install import (
-        check_engine_installed,
-        check_local_gpus,
-        check_model,
-        engine_python,
-    )
+    """`up --lanes spec:K,plain`: the flags read, then the kind's up_lanes (both engines one
+    after the other, HAProxy in front: on this machine, pods/lanes.py, or on a rented pod,
+    pods/cloud_lanes.py)."""
     from tailpod.pods import lanes as lanes_mod
 
-    kind = kind_for(settings.provider).name
-    if kind not in ("local", "cloud"):
-        raise ConfigError(f"--lanes runs on this machine or a rented pod, not on a {kind} pod "
-                          f"({settings.provider})")
+    kind = kind_for(settings.provider)
     if decision is not None:
         k, limit = lanes_mod.limit_from_decision(decision)
         specs = lanes_mod.parse_lanes(lanes or f"spec:{k},plain")
@@ -336,56 +335,19 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     if not admission_limit or admission_limit < 1:
         raise ConfigError("--lanes needs --admission-limit N (or --decision decision.json)")
     lanes_mod.check_lane_settings(specs, cfg.port, cfg.spec.k, kv_gib, mem_fraction)
-    if kind == "cloud":
-        return up_cloud_lanes_cli(settings, cfg, ledger, specs, admission_limit, mem_fraction,
-                                  kv_gib, json_out, options or UpOptions())
-    check_model(cfg.model)
-    check_engine_installed(engine_python(settings))
-    gpus = check_local_gpus(cfg)["gpus"]  # both lanes share this machine's GPU(s), if any
-    gpu, gpu_count = (str(gpus[0]["name"]), max(1, cfg.tensor_parallel)) if gpus else \
-        ("local CPU", 0)
-    launches = lanes_mod.engine_lanes(settings, cfg, specs, cpu_engine, kv_gib, mem_fraction)
-    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
-    with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update:
-        record = lanes_mod.up_lanes(settings, ledger, launches, admission_limit, cfg.port,
-                                    update, engine_cfg=cfg.to_json(), gpu=gpu,
-                                    gpu_count=gpu_count, gate=lanes_mod.local_gate(settings))
-    if json_out:
-        print_json(record.to_json())
-        return
-    print_lanes_up(record, admission_limit)
-
-
-def up_cloud_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, specs: list[Any],
-                       admission_limit: int, mem_fraction: float | None,
-                       kv_gib: float | None, json_out: bool, options: UpOptions) -> None:
-    """`up --provider runpod|vastai --lanes`: the pod rented as for one engine, then both lanes,
-    the gate and HAProxy started on it by its agent (pods/cloud_lanes.py)."""
-    from tailpod.pods import cloud as cloud_pods
-    from tailpod.pods import cloud_lanes
-    from tailpod.pods.lanes import write_lanes_json
-    from tailpod.provision.teardown import run_dir_for
-
-    # --lane-kv-gib: a pod without GPUs (the sandbox's CPU engine) takes a CPU KV budget instead
-    launches = cloud_lanes.pod_launches(settings, cfg, specs, mem_fraction, kv_gib)
-    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
-    with startup_progress(f"renting a pod for two {cfg.engine} lanes and HAProxy") as update, \
+    shape = LanesOptions(tuple(specs), admission_limit, cpu_engine, kv_gib, mem_fraction)
+    with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update, \
             requirements_on_refusal(settings.provider):
-        record, info = cloud_pods.up_cloud(
-            settings, cfg, ledger, lambda line: update(0.0, line),
-            allow_unpinned=options.allow_unpinned,
-            allow_nonephemeral=options.allow_nonephemeral, use_tailnet=options.use_tailnet,
-            keep_on_failure=options.keep_on_failure, volume=options.volume,
-            start=lambda agent, s, c, say: cloud_lanes.start_lanes_on_pod(
-                agent, s, c, launches, admission_limit, say))
-    write_lanes_json(record, run_dir_for(settings, record.run_tag), counts={})
-    warning = remote.fallback_warning(info)
+        result = kind.up_lanes(settings, cfg, ledger, shape, update, options or UpOptions())
+    record = result.record
+    warning = remote.fallback_warning(result.info) if result.info else None
     if warning:
         console.print(warning)
     if json_out:
         print_json(record.to_json())
         return
-    print_cloud_up(settings, record)
+    if not kind.engine_here:
+        print_cloud_up(settings, record)
     print_lanes_up(record, admission_limit)
 
 
@@ -544,9 +506,10 @@ def register(app: typer.Typer) -> None:
         check_provider(settings.provider)
         check_run_settings(settings)  # before preflight, the ledger or any rental
         check_spot_route(settings)
-        if volume and kind_for(settings.provider).engine_here:
-            raise ConfigError("--volume is for cloud pods", hint="--provider runpod")
         kind = kind_for(settings.provider)
+        options = UpOptions(allow_unpinned=allow_unpinned, allow_nonephemeral=allow_nonephemeral,
+                            use_tailnet=tailnet, keep_on_failure=keep_on_failure, volume=volume)
+        kind.refuse(options)  # what this kind cannot honour: exit 2 before anything else
         # The local CPU engine (vLLM) gets a small context and eager mode; llama.cpp on your own
         # GPU box is served like a rented GPU.
         adapter = kind.engine_adapter(settings.engine)
@@ -578,16 +541,11 @@ def register(app: typer.Typer) -> None:
         ledger = StepLedger(settings.state_dir)  # says the pod id, GPU and price as they come
         if lanes or decision:
             up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,
-                         lane_kv_gib, lane_mem_fraction, json_out, UpOptions(
-                             allow_unpinned=allow_unpinned, allow_nonephemeral=allow_nonephemeral,
-                             use_tailnet=tailnet, keep_on_failure=keep_on_failure, volume=volume))
+                         lane_kv_gib, lane_mem_fraction, json_out, options)
             return
         with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
             with requirements_on_refusal(settings.provider):
-                result = kind.up(settings, cfg, ledger, update, UpOptions(
-                    allow_unpinned=allow_unpinned, allow_nonephemeral=allow_nonephemeral,
-                    use_tailnet=tailnet, keep_on_failure=keep_on_failure, volume=volume,
-                ))  # fmt: skip
+                result = kind.up(settings, cfg, ledger, update, options)
             record = result.record
             warning = remote.fallback_warning(result.info) if result.info else None
             if warning:
@@ -705,6 +663,10 @@ def register(app: typer.Typer) -> None:
                 console.print(f"  {row['run_tag']} HAProxy {proxy['endpoint']}: "
                               f"{'alive' if proxy['alive'] else 'DOWN'}, spec lane admits "
                               f"{row['lanes']['admission_limit']}")
+            change = row.get("last_change")
+            if change:
+                console.print(f"  {row['run_tag']}: {change['state']} since "
+                              f"{utc_time(change['at'])} ({change['event']})", markup=False)
             if row["hardware"].get("stamp"):
                 console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")
             preempted = next((f for f in row.get("flags") or [] if f.startswith("preempted")),
@@ -786,17 +748,14 @@ def register(app: typer.Typer) -> None:
                 # The ledger's word is no evidence: the provider is asked again all the same.
                 err_console.print(f"{record.run_tag} is terminated in the ledger; asking "
                                   f"{record.provider} again")
-            from tailpod.pods.cloud_lanes import settle_lanes_run
-
-            # A lanes run: its final counts into lanes.json, the lane engines stopped, proven.
-            record = settle_lanes_run(settings, ledger, record)
             storage: list[Any] = []
 
             def after(proof: Any) -> None:
                 storage.append(volume_cli.down_storage(settings, ledger, record.run_tag,
                                                        delete_volumes=volumes, proof=proof))
 
-            # Every provider, local included, goes through the same proven teardown.
+            # Every kind, local included: its own settle (a lanes run's final counts, its lanes
+            # stopped), then the same proven teardown (pods/down.py).
             try:
                 remote.down_remote_cli(settings, ledger, record, json_out, policy=policy,
                                        after=after)

@@ -14,6 +14,8 @@ from tailpod.cli.common import console, err_console, print_json
 from tailpod.config import Settings
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import RUN_TAG_PREFIX, Ledger, PodRecord
+from tailpod.pods.down import down as down_pod
+from tailpod.pods.down import down_many
 from tailpod.provision.base import BillingEvidence, PodInfo, ProofCheck
 from tailpod.provision.providers import any_cloud_key
 from tailpod.provision.reconcile import (
@@ -27,8 +29,6 @@ from tailpod.provision.teardown import (
     PROOF_FILE,
     LifecyclePolicy,
     UnprovenTeardown,
-    down_many,
-    down_remote,
     raise_if_unproven,
     run_dir_for,
 )
@@ -101,11 +101,12 @@ def _print_unproven(evidence: BillingEvidence) -> None:
 def down_remote_cli(settings: Settings, ledger: Ledger, record: PodRecord,
                     json_out: bool, policy: LifecyclePolicy | None = None,
                     after: Callable[[Path], None] | None = None) -> None:
-    """Terminate a cloud pod, print the proof table; exit 3 unless billing is proven stopped.
-    `after` sees the proof file before it is printed (volumes add the storage that bills)."""
+    """`down RUN_TAG` through the pod's kind (pods/down.py: a lanes run settled first), the proof
+    table printed; exit 3 unless billing is proven stopped. `after` sees the proof file before it
+    is printed (volumes add the storage that bills)."""
     proof = run_dir_for(settings, record.run_tag) / PROOF_FILE
     try:
-        evidence = down_remote(settings, ledger, record, policy=policy)
+        evidence = down_pod(settings, ledger, record, policy=policy)
     except UnprovenTeardown as exc:
         if after and exc.proof_path:
             after(Path(exc.proof_path))
@@ -128,15 +129,13 @@ def down_remote_cli(settings: Settings, ledger: Ledger, record: PodRecord,
 def down_many_cli(settings: Settings, ledger: Ledger, *, expired_only: bool,
                   json_out: bool, policy: LifecyclePolicy | None = None,
                   all_homes: bool = False) -> None:
-    """`down --all` / `down --expired` across every configured cloud account."""
-    from tailpod.pods.lanes import settle_lanes
+    """`down --all` / `down --expired` across every configured cloud account (pods/down.py)."""
     from tailpod.provision.proof import others_line
 
     others: list[PodInfo] = []
     outcomes = down_many(settings, ledger, expired_only=expired_only, policy=policy,
                          on_recovery=lambda line: err_console.print(
                              f"[bold yellow]ledger:[/] {line}"),
-                         before_local=lambda rec: settle_lanes(settings, ledger, rec),
                          all_homes=all_homes, others=others)
     theirs = [f"{others_line(p)} (left alone: --all-homes includes other homes' pods)"
               for p in others]

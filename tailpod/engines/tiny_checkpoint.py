@@ -10,20 +10,25 @@ Three kinds:
 - ``mimo``: a Qwen2 backbone saved as ``MiMoForCausalLM`` with one MTP layer under
   ``model.mtp_layers.0.*``, the layout vLLM's ``mtp`` method loads.
 
-Two sizes. ``tiny`` (the default, a few MB) is what the CPU engine serves in the demo and the
-tests. ``gpu`` gives every kind a real hidden size (2048, 8 layers for target and mimo, 1 for the
+Three sizes. ``tiny`` (the default, a few MB) is what the CPU engine serves in the demo and the
+tests. ``gpu8b`` is Qwen3-8B's shape (hidden 4096, 36 layers, GQA 32/8; about 7 B parameters, 14 GB
+in bf16) with the ``gpu`` construction below: a decode step reads every weight, so the card's memory
+bandwidth sets the pace; it is never carried but built where it runs, from the seed, in parallel
+(one generator per tensor), and the weights' sha256 lands in ``tailpod-checkpoint.json``.
+``gpu`` gives every kind a real hidden size (2048, 8 layers for target and mimo, 1 for the
 draft; about 0.5 B parameters), so a GPU, not the host, bounds the step time, and builds them to
 decide each next token by a wide margin, as benchmarks/gguf_models.py does for llama.cpp: fully
 random weights at this size put greedy decoding on near-ties, where speculative decoding's batched
-verification flips an argmax and the token-identity gate rightly voids the arm. At ``gpu`` size:
+verification flips an argmax and the token-identity gate rightly voids the arm. At ``gpu`` and ``gpu8b`` size:
 
-- each block's output projections (``o_proj``, ``down_proj``) are scaled by ``BLOCK_SCALE``, so
+- each block's output projections (``o_proj``, ``down_proj``) are scaled by ``BLOCK_SCALES[size]``, so
   the residual stream stays close to the current token's embedding E[i] while every block still
   runs at full shape;
 - the head is untied: its row for token walk[i] is E[i], for one permutation ``walk`` of the
   vocabulary shared by every kind of the same seed, so greedy decoding walks i -> walk[i];
-- the mimo MTP layer passes the next token's embedding through, so it drafts walk[walk[i]], the
-  target's own next-but-one token;
+- the mimo MTP layer passes the next token's embedding through (its ``input_proj`` is [0, I]: vLLM's
+  vllm/model_executor/models/mimo_mtp.py concatenates [hidden, embedding]), so it drafts
+  walk[walk[i]], the target's own next-but-one token;
 - the draft shares the target's embedding (same seed, same hidden size) and its walk, except on a
   ``draft_disagree`` fraction of the tokens, whose destinations are shuffled among themselves: it
   proposes the target's next token about (1 - fraction) of the time.
@@ -34,10 +39,17 @@ and torch is not a dependency of tailpod itself (it lives in the engine's enviro
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import struct
 import sysconfig
+import zlib
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -74,10 +86,23 @@ GPU_SHAPES = {
     "draft": Shape(hidden=2048, intermediate=5632, layers=1, heads=16, kv_heads=8, head_dim=128),
     "mimo": Shape(hidden=2048, intermediate=5632, layers=8, heads=16, kv_heads=8, head_dim=128),
 }
-SIZES = {"tiny": SHAPES, "gpu": GPU_SHAPES}
-# Block outputs at 1% of a random projection's: with hidden 2048 the residual stays within a few
-# percent of E[i], far inside the head's margin (about 40 logits against about 3 for the next best).
+# Qwen3-8B's shape (its config.json: hidden 4096, intermediate 12288, 36 layers, 32 heads, 8 KV
+# heads, head_dim 128) with this tokenizer's 4096-token vocabulary.
+GPU8B_SHAPES = {
+    "target": Shape(hidden=4096, intermediate=12288, layers=36, heads=32, kv_heads=8, head_dim=128),
+    "draft": Shape(hidden=4096, intermediate=12288, layers=1, heads=32, kv_heads=8, head_dim=128),
+    "mimo": Shape(hidden=4096, intermediate=12288, layers=36, heads=32, kv_heads=8, head_dim=128),
+}
+SIZES = {"tiny": SHAPES, "gpu": GPU_SHAPES, "gpu8b": GPU8B_SHAPES}
+# Block outputs scaled down so that the residual stays near E[i], far inside the head's margin
+# (about 40 logits for the walk's token against about 3 for the next best). What each block adds
+# grows with hidden * depth: at 1% the gpu size's 8 blocks leave E[i] about half the residual; the
+# 8B shape's 36 wider blocks need 0.1% for the same.
 BLOCK_SCALE = 0.01
+BLOCK_SCALES = {"gpu": BLOCK_SCALE, "gpu8b": 0.001}
+# Sizes built one tensor at a time, each from its own generator (seed, crc32 of its name), in
+# parallel, streamed to disk: numpy draws about 7 B normals too slowly on one core.
+STREAMED = {"gpu8b"}
 DRAFT_DISAGREE = 0.3
 
 
@@ -139,26 +164,63 @@ def to_bf16_bits(array: np.ndarray) -> np.ndarray:
     return ((bits + rounding) >> 16).astype(np.uint16)
 
 
-def write_safetensors_bf16(path: Path, tensors: dict[str, np.ndarray]) -> None:
+# A tensor to write: its shape and what makes its float32 values (called once, maybe in a thread).
+TensorMaker = tuple[tuple[int, ...], Callable[[], np.ndarray]]
+
+
+def write_safetensors_bf16(path: Path, tensors: dict[str, np.ndarray]) -> str:
+    """Write `tensors` as bf16 safetensors; returns the file's sha256."""
+    def maker(array: np.ndarray) -> TensorMaker:
+        return array.shape, lambda: array
+
+    return write_safetensors_bf16_streamed(
+        path, {name: maker(a) for name, a in tensors.items()}, workers=1
+    )
+
+
+def write_safetensors_bf16_streamed(
+    path: Path, makers: dict[str, TensorMaker], workers: int | None = None
+) -> str:
+    """Write bf16 safetensors one tensor at a time, each made by its maker (on `workers` threads,
+    at most 2 * workers in memory), in name order; returns the file's sha256."""
     header: dict[str, object] = {"__metadata__": {"format": "pt"}}
-    blobs = []
     offset = 0
-    for name in sorted(tensors):
-        data = to_bf16_bits(tensors[name]).tobytes()
+    names = sorted(makers)
+    for name in names:
+        shape = makers[name][0]
+        size = 2 * int(np.prod(shape, dtype=np.int64))
         header[name] = {
             "dtype": "BF16",
-            "shape": list(tensors[name].shape),
-            "data_offsets": [offset, offset + len(data)],
+            "shape": list(shape),
+            "data_offsets": [offset, offset + size],
         }
-        blobs.append(data)
-        offset += len(data)
+        offset += size
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # the format wants the data section 8-byte aligned
-    with open(path, "wb") as fh:
-        fh.write(struct.pack("<Q", len(raw)))
-        fh.write(raw)
-        for blob in blobs:
-            fh.write(blob)
+    digest = hashlib.sha256()
+
+    def bits(name: str) -> np.ndarray:
+        shape, make = makers[name]
+        values = make()
+        if values.shape != tuple(shape):
+            raise ValueError(f"{name}: made {values.shape}, declared {tuple(shape)}")
+        return to_bf16_bits(values)
+
+    workers = workers or min(32, os.cpu_count() or 1)
+    with open(path, "wb") as fh, ThreadPoolExecutor(max_workers=workers) as pool:
+        for chunk in (struct.pack("<Q", len(raw)), raw):
+            fh.write(chunk)
+            digest.update(chunk)
+        todo = iter(names)
+        pending = deque(pool.submit(bits, n) for n in islice(todo, 2 * workers))
+        while pending:
+            data = pending.popleft().result()
+            fh.write(data.data)
+            digest.update(data.data)
+            for n in todo:
+                pending.append(pool.submit(bits, n))
+                break
+    return digest.hexdigest()
 
 
 def _decoder_layer(
@@ -187,6 +249,77 @@ def _decoder_layer(
         t[f"{prefix}.self_attn.q_norm.weight"] = np.ones(s.head_dim, np.float32)
         t[f"{prefix}.self_attn.k_norm.weight"] = np.ones(s.head_dim, np.float32)
     return t
+
+
+def _normal(seed: int, name: str, shape: tuple[int, ...], std: float) -> np.ndarray:
+    """The values of one tensor of a streamed size: its own generator, so a tensor's bytes do not
+    depend on the order or the threads the others were made in (and the draft's embedding, made
+    under the same name and seed, is the target's)."""
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    out = rng.standard_normal(shape, dtype=np.float32)
+    out *= np.float32(std)
+    return out
+
+
+def _streamed_makers(
+    kind: str, s: Shape, vocab: int, seed: int, std: float, out_scale: float, walk: np.ndarray
+) -> dict[str, TensorMaker]:
+    """The tensors of a streamed (walked) size, as makers; the same layout as the eager path."""
+    makers: dict[str, TensorMaker] = {}
+
+    def normal(name: str, shape: tuple[int, ...], scale: float = 1.0) -> None:
+        makers[name] = (shape, lambda: _normal(seed, name, shape, std * scale))
+
+    def const(name: str, shape: tuple[int, ...], value: float) -> None:
+        makers[name] = (shape, lambda: np.full(shape, value, np.float32))
+
+    def layer(prefix: str, scale: float, qwen2_bias: bool) -> None:
+        q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+        const(f"{prefix}.input_layernorm.weight", (s.hidden,), 1.0)
+        const(f"{prefix}.post_attention_layernorm.weight", (s.hidden,), 1.0)
+        normal(f"{prefix}.self_attn.q_proj.weight", (q, s.hidden))
+        normal(f"{prefix}.self_attn.k_proj.weight", (kv, s.hidden))
+        normal(f"{prefix}.self_attn.v_proj.weight", (kv, s.hidden))
+        normal(f"{prefix}.mlp.gate_proj.weight", (s.intermediate, s.hidden))
+        normal(f"{prefix}.mlp.up_proj.weight", (s.intermediate, s.hidden))
+        if scale:
+            normal(f"{prefix}.self_attn.o_proj.weight", (s.hidden, q), scale)
+            normal(f"{prefix}.mlp.down_proj.weight", (s.hidden, s.intermediate), scale)
+        else:
+            const(f"{prefix}.self_attn.o_proj.weight", (s.hidden, q), 0.0)
+            const(f"{prefix}.mlp.down_proj.weight", (s.hidden, s.intermediate), 0.0)
+        if qwen2_bias:
+            for name, n in (("q", q), ("k", kv), ("v", kv)):
+                const(f"{prefix}.self_attn.{name}_proj.bias", (n,), 0.0)
+        else:
+            const(f"{prefix}.self_attn.q_norm.weight", (s.head_dim,), 1.0)
+            const(f"{prefix}.self_attn.k_norm.weight", (s.head_dim,), 1.0)
+
+    embed = "model.embed_tokens.weight"
+    normal(embed, (vocab, s.hidden))
+    const("model.norm.weight", (s.hidden,), 1.0)
+    for i in range(s.layers):
+        layer(f"model.layers.{i}", out_scale, kind == "mimo")
+
+    def head() -> np.ndarray:
+        rows = np.empty((vocab, s.hidden), np.float32)
+        rows[walk] = _normal(seed, embed, (vocab, s.hidden), std)  # row walk[i] is E[i]
+        return rows
+
+    makers["lm_head.weight"] = ((vocab, s.hidden), head)
+    if kind == "mimo":
+        mtp = "model.mtp_layers.0"
+        layer(mtp, 0.0, qwen2_bias=True)
+        for norm in ("token_layernorm", "hidden_layernorm", "final_layernorm"):
+            const(f"{mtp}.{norm}.weight", (s.hidden,), 1.0)
+
+        def input_proj() -> np.ndarray:
+            proj = np.zeros((s.hidden, 2 * s.hidden), np.float32)
+            proj[:, s.hidden:] = np.eye(s.hidden, dtype=np.float32)  # [hidden, embedding]
+            return proj
+
+        makers[f"{mtp}.input_proj.weight"] = ((s.hidden, 2 * s.hidden), input_proj)
+    return makers
 
 
 def next_token_walk(vocab: int, seed: int, disagree: float = 0.0) -> np.ndarray:
@@ -243,14 +376,31 @@ def build_checkpoint(
         raise ValueError(f"unknown checkpoint size {size!r}; choose one of {', '.join(SIZES)}")
     if not 0.0 <= draft_disagree <= 1.0:
         raise ValueError(f"draft_disagree must be within [0, 1], not {draft_disagree}")
-    walked = size == "gpu"
+    walked = size != "tiny"
     out_dir = Path(out_dir)
     vocab = build_tokenizer(out_dir)
     tokenizer_vocab = json.loads((out_dir / "tokenizer.json").read_text())["added_tokens"]
     ids = {t["content"]: t["id"] for t in tokenizer_vocab}
     eos_id, pad_id = ids["<|im_end|>"], ids["<|endoftext|>"]
     s = SIZES[size][kind]
-    out_scale = BLOCK_SCALE if walked else 1.0
+    out_scale = BLOCK_SCALES.get(size, 1.0)
+    config = _config(kind, s, vocab, eos_id, pad_id)
+    note: dict[str, object] = {"builder": "tailpod.engines.tiny_checkpoint", "kind": kind,
+                               "seed": seed}
+    if walked:
+        note["size"] = size
+        if kind == "draft":
+            note["draft_disagree"] = draft_disagree
+        config["tie_word_embeddings"] = False
+    if size in STREAMED:
+        walk = next_token_walk(vocab, seed, draft_disagree if kind == "draft" else 0.0)
+        makers = _streamed_makers(kind, s, vocab, seed, std, out_scale, walk)
+        note["model_sha256"] = write_safetensors_bf16_streamed(
+            out_dir / "model.safetensors", makers
+        )
+        note["parameters"] = int(sum(np.prod(shape, dtype=np.int64)
+                                     for shape, _ in makers.values()))
+        return _write_configs(out_dir, config, note, eos_id, pad_id)
     rng = np.random.default_rng(seed)
     tensors: dict[str, np.ndarray] = {
         "model.embed_tokens.weight": rng.normal(0.0, std, size=(vocab, s.hidden)).astype(
@@ -273,28 +423,29 @@ def build_checkpoint(
         tensors[f"{mtp}.token_layernorm.weight"] = np.ones(s.hidden, np.float32)
         tensors[f"{mtp}.hidden_layernorm.weight"] = np.ones(s.hidden, np.float32)
         tensors[f"{mtp}.final_layernorm.weight"] = np.ones(s.hidden, np.float32)
+        # tiny: the hidden half ([I, 0]); a walked size: the embedding half (module docstring)
         proj = np.zeros((s.hidden, 2 * s.hidden), np.float32)
-        proj[:, : s.hidden] = np.eye(s.hidden, dtype=np.float32)
+        half = slice(s.hidden, None) if walked else slice(None, s.hidden)
+        proj[:, half] = np.eye(s.hidden, dtype=np.float32)
         tensors[f"{mtp}.input_proj.weight"] = proj
-    config = _config(kind, s, vocab, eos_id, pad_id)
     if walked:
         walk = next_token_walk(vocab, seed, draft_disagree if kind == "draft" else 0.0)
         head = np.empty_like(tensors["model.embed_tokens.weight"])
         head[walk] = tensors["model.embed_tokens.weight"]  # row walk[i] is E[i]
         tensors["lm_head.weight"] = head
-        config["tie_word_embeddings"] = False
-    write_safetensors_bf16(out_dir / "model.safetensors", tensors)
+    digest = write_safetensors_bf16(out_dir / "model.safetensors", tensors)
+    if walked:
+        note["model_sha256"] = digest
+    return _write_configs(out_dir, config, note, eos_id, pad_id)
+
+
+def _write_configs(out_dir: Path, config: dict[str, object], note: dict[str, object],
+                   eos_id: int, pad_id: int) -> Path:
     (out_dir / "config.json").write_text(json.dumps(config, indent=2))
     (out_dir / "generation_config.json").write_text(
         json.dumps({"eos_token_id": eos_id, "pad_token_id": pad_id, "do_sample": False}, indent=2)
     )
-    (out_dir / "tailpod-checkpoint.json").write_text(
-        json.dumps(
-            {"builder": "tailpod.engines.tiny_checkpoint", "kind": kind, "seed": seed}
-            | ({"size": size} if walked else {})
-            | ({"draft_disagree": draft_disagree} if walked and kind == "draft" else {})
-        )
-    )
+    (out_dir / "tailpod-checkpoint.json").write_text(json.dumps(note))
     return out_dir
 
 

@@ -44,6 +44,13 @@ GATES: dict[str, Gate] = {
         Gate("vllm", "vllm_mtp_method", _d("2025-09-26"), (0, 11, 1), "vllm#25232"),
         Gate("vllm", "vllm_sc_short_flag", _d("2026-03-27"), None, "vllm#38380"),
         Gate("vllm", "vllm_spec_shorthand_flags", _d("2026-05-18"), None, "vllm#42476"),
+        # vLLM: `--per-request-spec-decode-metrics summary|detailed` puts each request's
+        # acceptance in its response. Merged by 2026-08-21 (llama-swap#1032 quotes the merged PR
+        # that day); not in 0.28.0 (syv-ai/qwen38-27b-rtx3090#66), present in 0.32.0
+        # (vllm/config/observability.py of the CPU build). 0.29.0 is the first release treated
+        # as having it; an older engine would refuse to start on the unknown flag.
+        Gate("vllm", "vllm_per_request_spec_metrics", _d("2026-08-21"), (0, 29, 0),
+             "vllm#48915"),
         # SGLang: `--disable-cuda-graph` / `--cuda-graph-max-bs` became per-phase flags; the old
         # spellings stay as deprecated aliases. The snapshot just after v0.5.15 has the new ones.
         Gate(
@@ -140,3 +147,15 @@ def parse_version(raw: str | None, engine: str) -> EngineVersion:
         "(give a release like 0.11.0 or a build date like 2026-05-01)"
     )
     return version
+
+
+def version_from_image(image: str | None) -> str | None:
+    """The release an image's tag names (`vllm/vllm-openai:v0.11.0` -> `v0.11.0`), None when the
+    tag is not a release (`latest`, `nightly`, a digest only, no tag)."""
+    if not image:
+        return None
+    ref = image.split("@", 1)[0]
+    name, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:  # "host:port/repo" has no tag
+        return None
+    return tag if _RELEASE.match(tag) and not _DATE.match(tag) else None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from tailpod.engines.base import (
@@ -22,7 +24,7 @@ from tailpod.engines.base import (
     float_or_none,
     parse_never_raising,
 )
-from tailpod.engines.versions import EngineVersion, parse_version
+from tailpod.engines.versions import EngineVersion, parse_version, version_from_image
 from tailpod.errors import ConfigError
 
 # prompt_lookup_max for the ngram arm: a shorter match window than vLLM's default, which is
@@ -106,6 +108,7 @@ class VllmAdapter(EngineAdapter):
         if not cfg.spec.plain:
             config = speculative_config(cfg, version, architecture)
             argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+            argv += per_request_spec_args(version, cfg.extra_args)
         for flag in cfg.extra_args:
             gate = _GATED_EXTRA_FLAGS.get(flag.split("=", 1)[0])
             if gate and version.has(gate) is False:
@@ -117,6 +120,31 @@ class VllmAdapter(EngineAdapter):
 
     def parse_startup(self, text: str) -> StartupFacts:
         return parse_vllm_log(text)
+
+
+PER_REQUEST_SPEC_FLAG = "--per-request-spec-decode-metrics"
+
+
+def spelled_for_image(cfg: EngineConfig, image: str | None) -> EngineConfig:
+    """`cfg` with the release its image's tag names as its version, when it names none: a pinned
+    `vllm/vllm-openai:v0.26.0` must not be given flags that only later releases know (it would
+    not start, and the pod bills while it fails)."""
+    if cfg.version is not None or cfg.engine != "vllm":
+        return cfg
+    tagged = version_from_image(image)
+    return replace(cfg, version=tagged) if tagged else cfg
+
+
+def per_request_spec_args(version: EngineVersion, extra_args: Sequence[str]) -> list[str]:
+    """`--per-request-spec-decode-metrics summary` where the version certainly has it (vllm#48915,
+    versions.py): each response then carries its own acceptance, which the probe reads
+    (docs/probe.md). Not added when the version cannot be told (an unknown flag stops vLLM from
+    starting), nor when the user's extra arguments already set it (their level wins)."""
+    if any(a.split("=", 1)[0] == PER_REQUEST_SPEC_FLAG for a in extra_args):
+        return []
+    if version.has("vllm_per_request_spec_metrics") is not True:
+        return []
+    return [PER_REQUEST_SPEC_FLAG, "summary"]
 
 
 def speculative_config(

@@ -14,12 +14,16 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
+
+from pydantic import ValidationError
 
 from tailpod import __version__
 from tailpod.agent_client.driver import ArmStart
 from tailpod.engines.base import EngineConfig, SpecArm
+from tailpod.errors import TailpodError
 from tailpod.ledger import PodRecord
 from tailpod.measure.plan import (
     Arm,
@@ -33,7 +37,17 @@ from tailpod.measure.plan import (
 )
 from tailpod.provision.volumes import to_first_token
 from tailpod.results.hardware import hardware_check
-from tailpod.results.schema import SCHEMA_VERSION, unverified_reason
+from tailpod.results.schema import (
+    ROW_ADAPTER,
+    ArmRecord,
+    EngineRef,
+    ImageRef,
+    MeasuredFrom,
+    Plan,
+    PodDescription,
+    RunMeta,
+    unverified_reason,
+)
 from tailpod.secrets import redact
 
 
@@ -149,12 +163,19 @@ class RunDirectory:
             return None
 
     def save(self, run: dict[str, Any]) -> None:
+        """Write run.json through its model (results/schema.py RunMeta), the one the reader
+        uses: a key the format does not declare fails here, not in a later report."""
+        text = _checked(lambda: RunMeta.model_validate(run).model_dump_json(indent=2), "run.json")
         self.path.mkdir(parents=True, exist_ok=True)
         tmp = self.run_json.with_suffix(".json.tmp")
-        tmp.write_text(redact(json.dumps(run, indent=2, default=str)))
+        tmp.write_text(redact(text))
         tmp.replace(self.run_json)
 
     def append_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Append rows as the probe wrote them (stdlib only on the pod, it has no models), each
+        checked first against the row model the reader uses."""
+        for row in rows:
+            _checked(partial(ROW_ADAPTER.validate_python, row), f"row of {row.get('cell')}")
         self.path.mkdir(parents=True, exist_ok=True)
         with self.rows.open("a", encoding="utf-8") as fh:
             for row in rows:
@@ -195,55 +216,53 @@ class RunDirectory:
         return out
 
 
+def _checked(build: Callable[[], Any], what: str) -> Any:
+    """`build()`, with a model's refusal said in one line: a writer's bug, never a traceback."""
+    from tailpod.results.io import validation_summary
+
+    try:
+        return build()
+    except ValidationError as exc:
+        raise TailpodError(f"tailpod wrote a {what} that results format v1 refuses: "
+                           f"{validation_summary(exc)}") from None
+
+
 def new_run(ctx: RunContext, plan: SweepPlan, measured_from: str) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": ctx.run_id,
-        "run_tag": ctx.run_tag,
-        "tailpod_version": __version__,
-        "created_at": _now(),
-        "finished_at": None,
-        "provider": ctx.provider,
-        "pod": {
-            "gpu": ctx.gpu,
-            "gpu_count": ctx.gpu_count,
-            "price_per_hr": ctx.price_per_hr,
-            "machine": ctx.machine,
-            "emulated": ctx.emulated,
+    """A new run.json's content, built as its model (results/schema.py RunMeta)."""
+    meta = RunMeta(
+        run_id=ctx.run_id,
+        run_tag=ctx.run_tag,
+        tailpod_version=__version__,
+        created_at=_now(),
+        finished_at=None,
+        provider=ctx.provider,
+        pod=PodDescription(
+            gpu=ctx.gpu, gpu_count=ctx.gpu_count, price_per_hr=ctx.price_per_hr,
+            machine=ctx.machine, emulated=ctx.emulated,
             # The claimed GPU against the pod's own nvidia-smi facts; a stamp when they disagree.
-            "hardware_check": hardware_check(ctx.gpu, ctx.gpu_count, ctx.machine, ctx.emulated,
-                                             ctx.api_endpoint),
-        },
-        "measured_from": measured_from,
-        "image": {"ref": ctx.image_ref, "digest": ctx.image_digest},
-        "provider_facts": ctx.provider_facts,
-        "cold_start": ctx.cold_start,
-        "model": ctx.model,
-        "engine": {"name": ctx.engine, "version": ctx.engine_version},
-        "plan": plan.to_json(),
-        "arms": [],
-        "notes": [],
-    }
+            hardware_check=hardware_check(ctx.gpu, ctx.gpu_count, ctx.machine, ctx.emulated,
+                                          ctx.api_endpoint),
+        ),
+        measured_from=cast(MeasuredFrom, measured_from),
+        image=ImageRef(ref=ctx.image_ref, digest=ctx.image_digest),
+        provider_facts=ctx.provider_facts,
+        cold_start=ctx.cold_start,
+        model=ctx.model,
+        engine=EngineRef(name=ctx.engine, version=ctx.engine_version),
+        plan=Plan.model_validate(plan.to_json()),
+    )
+    out: dict[str, Any] = meta.model_dump(mode="json")
+    return out
 
 
 def _arm_entry(run: dict[str, Any], arm: Arm) -> dict[str, Any]:
     for entry in run["arms"]:
         if entry["label"] == arm.label:
             return entry
-    entry = {
-        "label": arm.label,
-        "engine_config": arm.config.to_json(),
-        "argv": [],
-        "startup": None,
-        "starts": [],
-        "gate": None,
-        "void": False,
-        "void_reason": None,
-        "unverified": None,
-        "restart_s": None,
-    }
-    run["arms"].append(entry)
-    return entry
+    new: dict[str, Any] = ArmRecord(label=arm.label, engine_config=arm.config.to_json(),
+                                    starts=[], unverified=None).model_dump(mode="json")
+    run["arms"].append(new)
+    return new
 
 
 def regate_on_new_pod(run_dir: RunDirectory, plan: SweepPlan, note: str) -> list[str]:
@@ -499,7 +518,6 @@ def _past_saturation(plan: SweepPlan, step: Cell, run: dict[str, Any], run_dir: 
 def _record_fingerprint(run: dict[str, Any], run_dir: RunDirectory) -> None:
     """The run's acceptance fingerprint (results/fingerprint.py), from the files just written.
     The measurements are saved already; a fingerprint that cannot be built is a note, not a loss."""
-    from tailpod.errors import TailpodError
     from tailpod.results.fingerprint import run_fingerprint
     from tailpod.results.io import load_run
 

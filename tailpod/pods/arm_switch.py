@@ -90,10 +90,9 @@ def _recover(settings: Settings, record: PodRecord, cfg: EngineConfig,
                 f"arm {label} failed to start on {record.run_tag}: {why}; the pod serves "
                 f"{last_good.spec.label()} again", no_engine=False) from None
     _mark_no_engine(ledger, record.run_tag, label, why, restore_error)
-    left = ("this machine serves no engine" if kind.engine_here else
-            "the pod bills with no engine (its TTL and dead-man switch still cover it)")
     raise ArmSwitchFailed(
-        f"arm {label} failed to start on {record.run_tag}: {why}; {restore_error}. Now {left}",
+        f"arm {label} failed to start on {record.run_tag}: {why}; {restore_error}. "
+        f"Now {kind.no_engine_left}",
         hint=settle_command(record.run_tag), no_engine=True) from None
 
 

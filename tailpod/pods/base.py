@@ -15,8 +15,11 @@ from typing import Any, Protocol
 from tailpod.agent_client.driver import ArmStart, PodAgent
 from tailpod.config import Settings
 from tailpod.engines.base import EngineAdapter, EngineConfig
+from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.pods.lanes import LaneSpec
 from tailpod.provision.base import BillingEvidence, PodInfo
+from tailpod.provision.teardown import LifecyclePolicy
 
 Progress = Callable[[float, str], None]
 
@@ -32,6 +35,24 @@ class UpOptions:
     volume: str | None = None  # a network volume to mount (cloud pods only)
 
 
+@dataclass(frozen=True)
+class LanesOptions:
+    """`up --lanes`: the lanes (spec:K first, then plain), the spec lane's admission limit, and
+    each lane's KV budget; `on_cpu`: the lanes serve on this machine's CPU."""
+
+    specs: tuple[LaneSpec, ...]
+    admission_limit: int
+    on_cpu: bool = False
+    kv_gib: float | None = None
+    mem_fraction: float | None = None
+
+
+def refuse_volume(options: UpOptions) -> None:
+    """A network volume is a provider's: a machine tailpod does not rent mounts none."""
+    if options.volume:
+        raise ConfigError("--volume is for cloud pods", hint="--provider runpod")
+
+
 @dataclass
 class UpResult:
     record: PodRecord
@@ -43,6 +64,8 @@ class PodKind(Protocol):
     # True: the engine is a child of this machine, and so is the agent that measures it. False:
     # the pod agent runs on the pod and is reached over SSH.
     engine_here: bool
+    # What stands when an arm switch leaves no engine (pods/arm_switch.py), in the error's words.
+    no_engine_left: str
 
     def engine_adapter(self, engine: str) -> EngineAdapter:
         """The adapter for `engine`, or a ConfigError when this kind cannot serve it."""
@@ -52,10 +75,21 @@ class PodKind(Protocol):
         """True when `adapter` would run on this machine's CPU (small context, eager mode)."""
         ...
 
+    def refuse(self, options: UpOptions) -> None:
+        """A ConfigError (exit 2) for an option this kind cannot honour, before the ledger, a
+        connection or a rental."""
+        ...
+
     def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, progress: Progress,
            options: UpOptions) -> UpResult:
         """Rent or claim the machine and start the engine with `cfg`; the ledger knows the pod
         throughout."""
+        ...
+
+    def up_lanes(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: LanesOptions,
+                 progress: Progress, options: UpOptions) -> UpResult:
+        """Two engines behind HAProxy (pods/lanes.py), started as `up` starts one; a kind that
+        cannot serve lanes refuses with a ConfigError before anything is recorded."""
         ...
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
@@ -74,6 +108,13 @@ class PodKind(Protocol):
         (a cloud pod's engine listens on the pod's 127.0.0.1 only)."""
         ...
 
-    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
-        """Stop or terminate, and prove it (raises unless proven)."""
+    def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
+        """The kind's step before any teardown: a lanes run's final counts, its lanes stopped
+        (each proven, or left to the teardown with the reason); any other record as it is."""
+        ...
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
+             policy: LifecyclePolicy | None = None) -> BillingEvidence:
+        """`settle`, then stop or terminate and prove it (raises unless proven); `policy`: the
+        teardown's waits and deadline (default: its own schedule)."""
         ...

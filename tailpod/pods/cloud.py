@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tailpod.config import Settings, check_run_settings, ttl_deadline, ttl_warnings
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
+from tailpod.engines.vllm import spelled_for_image
 from tailpod.errors import (
     BillingNotProven,
     ConfigError,
@@ -30,6 +31,7 @@ from tailpod.errors import (
     TransientError,
 )
 from tailpod.ledger import Ledger, PodRecord, home_id, new_run_tag, operation_stamp
+from tailpod.pods import journal
 from tailpod.pods.start_command import start_command
 from tailpod.provision.base import PodInfo, PodSpec
 from tailpod.provision.ssh.client import SshTarget, boot_wait_seconds, open_ssh
@@ -120,6 +122,7 @@ def start_arm(
             added = ", ".join(overlay["record"]["added"])
             say(f"{overlay['source']}: serving a patched overlay (ignore list + {added})")
     adapter = get_adapter(cfg.engine)
+    cfg = spelled_for_image(cfg, settings.image)  # flags the image's vLLM release knows
     plan = adapter.launch_plan(cfg, python=pod_python(settings))
     return agent.engine_start(
         adapter, plan, cfg,
@@ -641,27 +644,20 @@ def _up_cloud_once(
             started = (start or start_arm)(agent, settings, cfg, say)
         name = target.pin_name
         result = started.record
-        arms = {cfg.spec.label(): started.ledger_arm()}
         from tailpod.provision.volumes import cold_start
 
         cold = cold_start(current.events, current.price_per_hr, time.time(),
                           started.facts.facts, current.extra.volume)
-        final = step(
-            "engine-healthy",
-            status="running",
-            operation={},
-            endpoint=f"http://{name}:{cfg.port}",
-            extra=dataclasses.replace(
-                current.extra, startup=started.facts.to_json(), arms=arms,
-                startup_s=result.get("startup_s"), pod_state_dir=agent.state_dir,
-                cold_start=cold,
-                machine=result.get("machine"),
-                emulated=non_vendor_api_endpoint(settings) is not None,
-                api_endpoint=non_vendor_api_endpoint(settings),
-                engine_version=result.get("engine_version"),
-                lanes=result.get("lanes") or current.extra.lanes,
-                deadman={"ttl_at": ttl_at or 0.0, "pid": deadman.get("pid"),
-                         "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}),
+        final = journal.engine_healthy(
+            ledger, current, cfg.spec.label(), started.ledger_arm(),
+            machine=result.get("machine"), engine_version=result.get("engine_version"),
+            extra={"pod_state_dir": agent.state_dir, "cold_start": cold,
+                   "emulated": non_vendor_api_endpoint(settings) is not None,
+                   "api_endpoint": non_vendor_api_endpoint(settings),
+                   "lanes": result.get("lanes") or current.extra.lanes,
+                   "deadman": {"ttl_at": ttl_at or 0.0, "pid": deadman.get("pid"),
+                               "heartbeat_timeout_s": deadman.get("heartbeat_timeout_s")}},
+            write=step, operation={}, endpoint=f"http://{name}:{cfg.port}",
         )  # fmt: skip
         return final, info
     except BaseException as exc:

@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from tailpod.agent_client.driver import EngineStarted, PodAgent
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
+from tailpod.engines.vllm import spelled_for_image
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import lanes as lanes_mod
+from tailpod.pods.base import UpOptions
 from tailpod.pods.lanes import LaneLaunch, LaneSpec
 from tailpod.provision.apiclient import time_left
+from tailpod.provision.base import PodInfo
 from tailpod.provision.teardown import LifecyclePolicy
 
 PROXY = "proxy"
@@ -49,6 +52,7 @@ def pod_launches(settings: Settings, cfg: EngineConfig, specs: Sequence[LaneSpec
     from tailpod.pods.cloud import pod_python
 
     adapter = get_adapter(cfg.engine)
+    cfg = spelled_for_image(cfg, settings.image)  # flags the image's vLLM release knows
     frac = mem_fraction if mem_fraction is not None else lanes_mod.DEFAULT_LANE_MEM_FRACTION
     out = []
     for i, lane in enumerate(specs):
@@ -94,6 +98,30 @@ def _start(agent: PodAgent, launch: LaneLaunch, state_dir: str, timeout_s: float
 
 def _stop(agent: PodAgent, state_dir: str, timeout_s: float = 180) -> dict[str, Any]:
     return agent.call("engine stop", payload={"state_dir": state_dir}, timeout_s=timeout_s)
+
+
+def up_pod_lanes(settings: Settings, cfg: EngineConfig, ledger: Ledger,
+                 specs: Sequence[LaneSpec], admission_limit: int, mem_fraction: float | None,
+                 kv_gib: float | None, say: Callable[[str], None],
+                 options: UpOptions) -> tuple[PodRecord, PodInfo]:
+    """`up --provider runpod|vastai --lanes` (pods/kinds.py CloudPods.up_lanes): the pod rented
+    as for one engine, then both lanes, the gate and HAProxy started on it by its agent; each
+    lane's arm checked before the rental, lanes.json begun with no counts."""
+    from tailpod.engines.checkpoint import check_arms
+    from tailpod.pods import cloud as cloud_pods
+    from tailpod.provision.teardown import run_dir_for
+
+    # --lane-kv-gib: a pod without GPUs (the sandbox's CPU engine) takes a CPU KV budget instead
+    launches = pod_launches(settings, cfg, specs, mem_fraction, kv_gib)
+    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
+    record, info = cloud_pods.up_cloud(
+        settings, cfg, ledger, say, allow_unpinned=options.allow_unpinned,
+        allow_nonephemeral=options.allow_nonephemeral, use_tailnet=options.use_tailnet,
+        keep_on_failure=options.keep_on_failure, volume=options.volume,
+        start=lambda agent, s, c, said: start_lanes_on_pod(agent, s, c, launches,
+                                                           admission_limit, said))
+    lanes_mod.write_lanes_json(record, run_dir_for(settings, record.run_tag), counts={})
+    return record, info
 
 
 def start_lanes_on_pod(agent: PodAgent, settings: Settings, cfg: EngineConfig,

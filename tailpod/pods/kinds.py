@@ -12,10 +12,17 @@ from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import cloud, local
-from tailpod.pods.base import PodKind, Progress, UpOptions, UpResult
+from tailpod.pods.base import (
+    LanesOptions,
+    PodKind,
+    Progress,
+    UpOptions,
+    UpResult,
+    refuse_volume,
+)
 from tailpod.pods.ssh_box import SshBoxPods
 from tailpod.provision.base import BillingEvidence
-from tailpod.provision.teardown import down_remote
+from tailpod.provision.teardown import LifecyclePolicy, down_remote
 
 
 class CloudPods:
@@ -23,6 +30,10 @@ class CloudPods:
 
     name = "cloud"
     engine_here = False
+    no_engine_left = "the pod bills with no engine (its TTL and dead-man switch still cover it)"
+
+    def refuse(self, options: UpOptions) -> None:
+        return None  # a rented pod honours every option
 
     def engine_adapter(self, engine: str) -> EngineAdapter:
         return require_cloud_engine(engine)
@@ -41,6 +52,15 @@ class CloudPods:
             use_tailnet=options.use_tailnet, keep_on_failure=options.keep_on_failure,
             volume=options.volume,
         )  # fmt: skip
+        return UpResult(record, info)
+
+    def up_lanes(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: LanesOptions,
+                 progress: Progress, options: UpOptions) -> UpResult:
+        from tailpod.pods.cloud_lanes import up_pod_lanes
+
+        record, info = up_pod_lanes(settings, cfg, ledger, lanes.specs, lanes.admission_limit,
+                                    lanes.mem_fraction, lanes.kv_gib,
+                                    lambda line: progress(0.0, line), options)
         return UpResult(record, info)
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
@@ -66,8 +86,15 @@ class CloudPods:
         except TailpodError as exc:
             return {"error": exc.message}
 
-    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
-        return down_remote(settings, ledger, record)
+    def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
+        from tailpod.pods.cloud_lanes import settle_lanes_run
+
+        # A lanes run on the pod: its final counts into lanes.json, the lane engines stopped.
+        return settle_lanes_run(settings, ledger, record)
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
+             policy: LifecyclePolicy | None = None) -> BillingEvidence:
+        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
 
 
 class LocalPods:
@@ -75,6 +102,10 @@ class LocalPods:
 
     name = "local"
     engine_here = True
+    no_engine_left = "this machine serves no engine"
+
+    def refuse(self, options: UpOptions) -> None:
+        refuse_volume(options)
 
     def engine_adapter(self, engine: str) -> EngineAdapter:
         return get_adapter(engine)
@@ -99,6 +130,13 @@ class LocalPods:
            options: UpOptions) -> UpResult:
         return UpResult(local.up_local(settings, cfg, ledger, progress))
 
+    def up_lanes(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: LanesOptions,
+                 progress: Progress, options: UpOptions) -> UpResult:
+        from tailpod.pods.lanes import up_local_lanes
+
+        return UpResult(up_local_lanes(settings, cfg, ledger, lanes.specs, lanes.admission_limit,
+                                       lanes.on_cpu, lanes.kv_gib, lanes.mem_fraction, progress))
+
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
                  progress: Progress, agent: PodAgent | None = None) -> ArmStart:
         # `agent` is unused: the engine is started here, with the agent's engine code in-process
@@ -110,12 +148,15 @@ class LocalPods:
     def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
         return None  # no dead-man switch: nothing bills
 
-    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
+    def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         from tailpod.pods.lanes import settle_lanes
 
         # A lanes run: final counts, the lane engines first, each proven gone; then the proxy.
-        record = settle_lanes(settings, ledger, record)
-        return local.down_local(settings, record, ledger)
+        return settle_lanes(settings, ledger, record)
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
+             policy: LifecyclePolicy | None = None) -> BillingEvidence:
+        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
 
 
 KINDS: dict[str, PodKind] = {"local": LocalPods(), "ssh": SshBoxPods()}

@@ -331,6 +331,33 @@ def gate_lanes(gate: LaneGate, launches: Sequence[LaneLaunch],
                        f"{where.get('reference_token')!r}, spec {where.get('candidate_token')!r})")}
 
 
+def up_local_lanes(settings: Settings, cfg: Any, ledger: Ledger, specs: Sequence[LaneSpec],
+                   admission_limit: int, on_cpu: bool, kv_gib: float | None,
+                   mem_fraction: float | None, progress: Progress | None = None) -> PodRecord:
+    """`up --lanes` on this machine (pods/kinds.py LocalPods.up_lanes): the model, the engine,
+    the GPUs both lanes share and each lane's arm checked before anything is recorded, then
+    both lanes and HAProxy (up_lanes)."""
+    from tailpod.engines.base import EngineConfig
+    from tailpod.engines.checkpoint import check_arms
+    from tailpod.engines.local_install import (
+        check_engine_installed,
+        check_local_gpus,
+        check_model,
+        engine_python,
+    )
+
+    check_model(cfg.model)
+    check_engine_installed(engine_python(settings))
+    gpus = check_local_gpus(cfg)["gpus"]  # both lanes share this machine's GPU(s), if any
+    gpu, gpu_count = (str(gpus[0]["name"]), max(1, cfg.tensor_parallel)) if gpus else \
+        ("local CPU", 0)
+    launches = engine_lanes(settings, cfg, specs, on_cpu, kv_gib, mem_fraction)
+    check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
+    return up_lanes(settings, ledger, launches, admission_limit, cfg.port, progress,
+                    engine_cfg=cfg.to_json(), gpu=gpu, gpu_count=gpu_count,
+                    gate=local_gate(settings))
+
+
 def local_gate(settings: Settings) -> LaneGate:
     """The gate run by the agent as a child of this machine (as the local sweep runs it)."""
     from tailpod.agent_client.driver import PodAgent, SubprocessTransport

@@ -29,7 +29,8 @@ from tailpod.engines.local_install import (
 )
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
-from tailpod.provision.base import BillingEvidence, PodSpec
+from tailpod.pods import journal
+from tailpod.provision.base import PodSpec
 from tailpod.provision.local.provider import LocalProvider
 
 Progress = Callable[[float, str], None]
@@ -126,26 +127,10 @@ def _start(
             {**os.environ, **local_engine_env(settings, cfg.spec.label())},
         ),
     )
-    arms = dict(current.extra.arms)
-    arms[cfg.spec.label()] = {
-        "startup": started.startup,
-        "startup_s": took,
-        "argv": plan.argv,
-        "checkpoints": started.checkpoints,
-    }
-    ledger.update(
-        record.run_tag,
-        event="engine-healthy",
-        status="running",
-        extra=dataclasses.replace(
-            current.extra,
-            startup=startup.to_json(),
-            startup_s=took,
-            arms=arms,
-            machine=state.get("machine"),
-            engine_version=engine.engine_version(cfg.host, cfg.port),
-        ),
-    )
+    arm = {"startup": started.startup, "startup_s": took, "argv": plan.argv,
+           "checkpoints": started.checkpoints}
+    journal.engine_healthy(ledger, current, cfg.spec.label(), arm, machine=state.get("machine"),
+                           engine_version=engine.engine_version(cfg.host, cfg.port))
     return started
 
 
@@ -199,11 +184,3 @@ def relaunch_local(
     if record.pod_id:
         provider.terminate(record.pod_id)
     return _start(settings, provider, ledger, record, cfg, progress)
-
-
-def down_local(settings: Settings, record: PodRecord, ledger: Ledger) -> BillingEvidence:
-    """The same proven teardown as a cloud pod: stop, wait until gone, write the proof."""
-    from tailpod.provision.teardown import run_dir_for, teardown
-
-    provider = LocalProvider(settings.home)
-    return teardown(provider, ledger, record, run_dir_for(settings, record.run_tag))

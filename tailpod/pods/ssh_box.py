@@ -10,7 +10,6 @@ unlike a cloud address, the box is the same machine next time.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from tailpod.agent_client.driver import ArmStart, PodAgent
@@ -19,17 +18,21 @@ from tailpod.engines.adapters import require_cloud_engine
 from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
-from tailpod.pods import cloud
-from tailpod.pods.base import Progress, UpOptions, UpResult
+from tailpod.pods import cloud, journal
+from tailpod.pods.base import LanesOptions, Progress, UpOptions, UpResult, refuse_volume
 from tailpod.provision.base import BillingEvidence
 from tailpod.provision.ssh.errors import SshError, SshUnreachable
 from tailpod.provision.ssh_box.provider import HOST_HINT, BoxAddress, SshBoxProvider
-from tailpod.provision.teardown import run_dir_for, teardown
+from tailpod.provision.teardown import LifecyclePolicy, down_remote
 
 
 class SshBoxPods:
     name = "ssh"
     engine_here = False
+    no_engine_left = "your box serves no engine; it bills nothing through tailpod"
+
+    def refuse(self, options: UpOptions) -> None:
+        refuse_volume(options)  # a provider's network volume; the box has its own disks
 
     def engine_adapter(self, engine: str) -> EngineAdapter:
         return require_cloud_engine(engine)  # the engines a pod bootstrap serves: vllm, sglang
@@ -84,16 +87,13 @@ class SshBoxPods:
                 state_dir = agent.state_dir
             machine = started.record.get("machine") or {}
             gpus = machine.get("gpus") or []
-            final = ledger.update(
-                run_tag, event="engine-healthy", status="running",
+            final = journal.engine_healthy(
+                ledger, record, cfg.spec.label(), started.ledger_arm(), machine=machine,
+                engine_version=started.record.get("engine_version"),
+                extra={"pod_state_dir": state_dir},
                 endpoint=f"http://{box.host}:{cfg.port}",
                 gpu=str(gpus[0]["name"]) if gpus else f"your box {box.host} (CPU)",
                 gpu_count=max(1, cfg.tensor_parallel) if gpus else 0,
-                extra=dataclasses.replace(
-                    record.extra, startup=started.facts.to_json(),
-                    arms={cfg.spec.label(): started.ledger_arm()},
-                    startup_s=started.record.get("startup_s"), pod_state_dir=state_dir,
-                    machine=machine, engine_version=started.record.get("engine_version")),
             )  # fmt: skip
             return UpResult(final)
         except BaseException as exc:
@@ -106,6 +106,11 @@ class SshBoxPods:
                                    f"stopped: {down_exc}") from exc
             raise
 
+    def up_lanes(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: LanesOptions,
+                 progress: Progress, options: UpOptions) -> UpResult:
+        raise ConfigError(f"--lanes runs on this machine or a rented pod, not on a {self.name} "
+                          f"pod ({settings.provider})")
+
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
                  progress: Progress, agent: PodAgent | None = None) -> ArmStart:
         return cloud.relaunch_over_ssh(settings, record, cfg, ledger, progress, agent)
@@ -116,6 +121,13 @@ class SshBoxPods:
     def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
         return None  # the engine listens on the box's 127.0.0.1 only
 
-    def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
-        box = SshBoxProvider(settings, state_dir=record.extra.pod_state_dir)
-        return teardown(box, ledger, record, run_dir_for(settings, record.run_tag))
+    def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
+        from tailpod.pods.cloud_lanes import settle_lanes_run
+
+        return settle_lanes_run(settings, ledger, record)  # lanes on the box, as on a pod
+
+    def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
+             policy: LifecyclePolicy | None = None) -> BillingEvidence:
+        # the same proven teardown as `down --all`'s (its provider is built with the engine
+        # record's state dir; the box keeps its pinned host key: module docstring)
+        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)

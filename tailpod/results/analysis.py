@@ -17,10 +17,14 @@ Conventions (docs/results.md, "Analysis"):
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cache
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from tailpod.errors import TailpodError
 from tailpod.results.hardware import recorded_or_computed
-from tailpod.results.io import STAMP, Run
+from tailpod.results.io import STAMP, Run, validation_summary
 from tailpod.results.samples import (
     LATENCY_METRICS,
     REQUEST_FIELD,
@@ -47,7 +51,8 @@ from tailpod.results.stats import ratio_spread, spread
 # The names callers and tests import from here; each is defined in the module named above.
 __all__ = [
     "ANALYSIS_VERSION", "GIB_TO_GB", "LATENCY_METRICS", "REQUEST_FIELD", "SUMMARY_METRICS",
-    "AnalysisSettings", "CellSummary", "ReportValues", "Sample", "analyze",
+    "AnalysisHeader", "AnalysisSettings", "CellSummary", "ReportValues", "Sample", "analysis_model",
+    "analyze", "check_analysis",
     "analyze_for_report", "best_k", "build_samples",
     "bytes_model", "cache_facts", "capacity_drop", "capacity_of", "checkpoint_bytes",
     "cost_per_tokens", "effective_cache", "find_crossover", "find_knee", "ratio_spread", "spread",
@@ -55,6 +60,61 @@ __all__ = [
 ]  # fmt: skip
 
 ANALYSIS_VERSION = 1
+
+
+class AnalysisHeader(BaseModel):
+    """The run's own fields at the head of an analysis (`tailpod report --json`); the model of
+    the whole document adds one key per analysed section (`analysis_model`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    analysis_version: int
+    schema_version: int
+    run_id: str
+    run_dir: str | None
+    model: str
+    engine: str
+    engine_version: str | None
+    image_digest: str | None
+    image_ref: str | None
+    provider: str
+    gpu: str | None
+    gpu_count: int | None
+    price_per_hr: float | None
+    measured_from: str
+    created_at: str | None
+    plan: dict[str, Any]
+    stamp: str | None
+    hardware: dict[str, Any]
+    provider_facts: dict[str, Any] | None
+    cold_start: dict[str, Any] | None
+    settings: dict[str, Any]
+    concurrency: list[int]
+    warnings: list[str]
+
+
+def analysis_model() -> type[BaseModel]:
+    """The analysis document: the header, then each section in the analysis by its key (the
+    registry is results/sections/, read each time: a section module added is a key declared);
+    any other key is refused."""
+    return _model_with(tuple(s.key for s in registered() if s.in_analysis))
+
+
+@cache
+def _model_with(section_keys: tuple[str, ...]) -> type[BaseModel]:
+    sections: dict[str, Any] = {key: (Any, None) for key in section_keys}
+    model: type[BaseModel] = create_model("Analysis", __base__=AnalysisHeader, **sections)
+    return model
+
+
+def check_analysis(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` checked against the analysis model: a key no section or header field declares (a
+    misspelling) is a bug, said in one line."""
+    try:
+        analysis_model().model_validate(doc)
+    except ValidationError as exc:
+        raise TailpodError("the analysis does not fit its model: "
+                           f"{validation_summary(exc, 'the analysis')}") from None
+    return doc
 
 
 def _stamp_all(obj: Any) -> Any:
@@ -129,4 +189,5 @@ def _analyze(run: Run, settings: AnalysisSettings | None, with_report_only: bool
         "warnings": ctx.warnings,
         **ctx.done,
     }
+    check_analysis(result)
     return ReportValues(_stamp_all(result) if run.off_pod else result, report_only)

@@ -37,7 +37,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tailpod.agent.probes.arrival import meets_slo
+from tailpod.results.deployment import checked_decision
 from tailpod.results.io import Run
+from tailpod.results.schema import CellRow, RequestRow
 from tailpod.results.stats import spread, usd_per_mtok
 
 DECISION_FILE = "decision.json"
@@ -85,21 +87,20 @@ def schedule_support(engine: str | None, version: str | None) -> dict[str, Any]:
 # --- the figure of one cell ------------------------------------------------------------------------
 
 
-def _recorded_slo(cell: Any) -> dict[str, float] | None:
-    slo = getattr(cell, "slo", None)
-    return dict(slo) if isinstance(slo, dict) else None
+def _recorded_slo(cell: CellRow) -> dict[str, float] | None:
+    return dict(cell.slo) if cell.slo is not None else None
 
 
-def _goodput(cell: Any, requests: Sequence[Any], slo: dict[str, float] | None
+def _goodput(cell: CellRow, requests: Sequence[RequestRow], slo: dict[str, float] | None
              ) -> tuple[float | None, float | None]:
     """Goodput tok/s of one cell and its SLO attainment (share of the cell's requests that met
     every target): the recorded ones when the cell was measured against this SLO (or no SLO was
     asked for), else recomputed from the cell's request rows (closed loop only)."""
-    recorded = getattr(cell, "goodput_tok_s", None)
+    recorded = cell.goodput_tok_s
     if recorded is not None and (slo is None or _recorded_slo(cell) == slo):
-        attained = getattr(cell, "slo_attainment", None)
+        attained = cell.slo_attainment
         return float(recorded), None if attained is None else float(attained)
-    if slo is None or getattr(cell, "arrival", None) is not None or not requests or \
+    if slo is None or cell.arrival is not None or not requests or \
             cell.wall_s <= 0:
         return None, None
     met = [r for r in requests if meets_slo(slo, r.ttft_s, r.tpot_s, r.e2e_s, r.ok)]
@@ -110,18 +111,17 @@ def _goodput(cell: Any, requests: Sequence[Any], slo: dict[str, float] | None
     return tokens / cell.wall_s, attainment
 
 
-def _load_of(cell: Any) -> tuple[str, float] | None:
-    arrival = getattr(cell, "arrival", None)
+def _load_of(cell: CellRow) -> tuple[str, float] | None:
+    arrival = cell.arrival
     if arrival is None:
         return ("concurrency", float(cell.concurrency))
-    if isinstance(arrival, dict):
-        if arrival.get("process") == "trace":
-            return ("trace", 0.0)  # the replayed log is one load of its own (its own times)
-        rate = arrival.get("rate")
-        if rate == "inf":
-            return ("rate", math.inf)
-        if isinstance(rate, (int, float)):
-            return ("rate", float(rate))
+    if arrival.get("process") == "trace":
+        return ("trace", 0.0)  # the replayed log is one load of its own (its own times)
+    rate = arrival.get("rate")
+    if rate == "inf":
+        return ("rate", math.inf)
+    if isinstance(rate, (int, float)):
+        return ("rate", float(rate))
     return None
 
 
@@ -137,8 +137,8 @@ def slo_target(runs: Sequence[Run]) -> float:
     probe's default (agent/probes/rows.py slo_fields)."""
     for run in runs:
         for cell in run.cells:
-            pct = getattr(cell, "slo_percentile", None)
-            if _recorded_slo(cell) is not None and isinstance(pct, (int, float)):
+            pct = cell.slo_percentile
+            if _recorded_slo(cell) is not None and pct is not None:
                 return float(pct)
     return DEFAULT_SLO_PERCENTILE
 
@@ -375,7 +375,7 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
     if deployment["kind"] == "none" and any(b["arm"] is None for b in bands):
         deployment["reason"] = f"{NO_ARM_MEETS_SLO} at any measured load"
     deployment["compared"] = eligible  # the arms the verdict chose among (bands say where)
-    return {
+    return checked_decision({
         "decision_version": DECISION_VERSION,
         "objective": objective,
         "lower_is_better": lower,
@@ -391,7 +391,7 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
         "deployment_gap": gaps,
         "warnings": warnings,
         "stamp": next((r.stamp for r in runs if r.stamp), None),
-    }
+    })
 
 
 def _recorded_slo_of(runs: Sequence[Run]) -> dict[str, float] | None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS
-from tailpod.errors import ConfigError
+from tailpod.errors import ConfigError, TailpodError
 
 # The spec lane's maxconn: at most the plain lane's own (pods/lanes.py PLAIN_MAXCONN), past which
 # HAProxy queues anyway.
@@ -28,19 +28,32 @@ def _method(value: str | None) -> str | None:
     return value
 
 
-class Lane(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class _Strict(BaseModel):
+    # A key `decide` does not write (a misspelling) is refused, naming it (issue 37, item 4).
+    model_config = ConfigDict(extra="forbid")
+
+
+class Lane(_Strict):
     name: str | None = None
     k: K
     method: str | None = None
+    arm: str | None = None
+    key: str | None = None  # the arm as the decision's `arms` names it (run/label over runs)
+    maxconn: int | None = None
+    kv_alone: dict[str, Any] | None = None
     _check_method = field_validator("method")(_method)
 
 
-class LanesDeployment(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class LanesDeployment(_Strict):
     kind: Literal["lanes"]
     lanes: list[Lane]
     admission_limit: Annotated[StrictInt, Field(ge=1, le=MAX_ADMISSION_LIMIT)]
+    admission_basis: str | None = None
+    crossover: dict[str, Any] | None = None
+    knee: dict[str, Any] | None = None
+    schedule: dict[str, Any] | None = None
+    reason: str | None = None
+    compared: list[str] | None = None
 
     @field_validator("lanes")
     @classmethod
@@ -51,26 +64,48 @@ class LanesDeployment(BaseModel):
         return lanes
 
 
-class StaticDeployment(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class StaticDeployment(_Strict):
     kind: Literal["static", "mixed"]
     k: K | None = None
     method: str | None = None
+    arm: str | None = None
+    key: str | None = None
+    reason: str | None = None
+    flag: str | None = None
+    compared: list[str] | None = None
     _check_method = field_validator("method")(_method)
 
 
-class NoDeployment(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class NoDeployment(_Strict):
     kind: Literal["none"]
+    reason: str | None = None
+    compared: list[str] | None = None
 
 
 Deployment = Annotated[StaticDeployment | LanesDeployment | NoDeployment,
                        Field(discriminator="kind")]
 
 
-class Decision(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class Decision(_Strict):
+    """decision.json as `tailpod decide` writes it (results/decide.py compute checks its own
+    output against this model). Only the deployment is required: a hand-written file may hold just
+    that; every other key must be one of these."""
+
+    decision_version: int | None = None
+    objective: str | None = None
+    lower_is_better: bool | None = None
+    unit: str | None = None
+    slo: dict[str, float] | None = None
+    slo_percentile: float | None = None
+    runs: list[str] | None = None
+    arms: dict[str, dict[str, Any]] | None = None
+    bands: list[dict[str, Any]] | None = None
+    crossover: list[dict[str, Any]] | None = None
+    knee: list[dict[str, Any]] | None = None
     deployment: Deployment
+    deployment_gap: list[dict[str, Any]] | None = None
+    warnings: list[str] | None = None
+    stamp: str | None = None
 
 
 def _first_problem(exc: ValidationError) -> str:
@@ -82,6 +117,8 @@ def _first_problem(exc: ValidationError) -> str:
     msg = str(err["msg"]).removeprefix("Value error, ")
     if not loc:
         return "it must be a JSON object with a deployment"
+    if err["type"] == "extra_forbidden":
+        return f"unknown key {'.'.join(loc)!r} (a decision has no such field; misspelt?)"
     got = err.get("input")
     if isinstance(got, (bool, int, float, str)) and "got " not in msg:
         msg += f" (got {json.dumps(got)[:60]})"
@@ -102,3 +139,14 @@ def read_decision(path: Path) -> dict[str, Any]:
                           f"{_first_problem(exc)}") from None
     dep: dict[str, Any] = decision.deployment.model_dump(exclude_unset=True)
     return dep
+
+
+def checked_decision(doc: dict[str, Any]) -> dict[str, Any]:
+    """`decide`'s own document, checked against the model `up --decision` reads it with, so what
+    it writes is what it reads back; a key the model does not declare is a bug, said in one line."""
+    try:
+        Decision.model_validate(doc)
+    except ValidationError as exc:
+        raise TailpodError(f"decide built a decision the decision.json format refuses: "
+                           f"{_first_problem(exc)}") from None
+    return doc

@@ -143,7 +143,7 @@ def _arm_fingerprint(run: Run, arm: ArmRecord) -> ArmFingerprint:
         k=arm.k,
         model=arm.checkpoint or run.meta.model,
         draft_model=arm.spec.get("draft_model"),
-        checkpoints=dict(getattr(arm, "checkpoints", None) or {}),
+        checkpoints=dict(arm.checkpoints),
         drafter=_drafter(facts),
         facts={k: facts[k] for k in DRAFTING_FACTS if facts.get(k) is not None},
         void=arm.is_void,
@@ -168,7 +168,7 @@ def run_fingerprint(run: Run) -> Fingerprint:
 
 def recorded_fingerprint(run: Run) -> Fingerprint:
     """The fingerprint run.json recorded, else (a run written before fingerprints) computed now."""
-    recorded = getattr(run.meta, "fingerprint", None)
+    recorded = run.meta.fingerprint
     if isinstance(recorded, dict) and recorded.get("version") == FINGERPRINT_VERSION:
         return cast(Fingerprint, recorded)  # run_fingerprint wrote it, at this version
     return run_fingerprint(run)

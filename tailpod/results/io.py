@@ -1,7 +1,9 @@
 """Read and write run directories, and flatten them into a table any tool can read.
 
 A run directory holds `run.json` and `rows.jsonl` (format: docs/results.md). `load_run` migrates
-older schema versions on the fly; it never rewrites the files it read.
+older schema versions on the fly; it never rewrites the files it read. A file that does not fit the
+format (a key it does not declare, a value of the wrong type) is a ConfigError (exit 2) naming the
+file, the line and the key.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from tailpod.agent import OFF_POD_FLAG
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.results.evidence import void_thin_evidence
 from tailpod.results.migrate import migrate_row, migrate_run_json, version_of
-from tailpod.results.schema import ROW_ADAPTER, CellRow, RequestRow, RunMeta
+from tailpod.results.schema import ROW_ADAPTER, SCHEMA_VERSION, CellRow, RequestRow, RunMeta
+from tailpod.results.structure_gate import apply_structure_gate
 
 RUN_FILE = "run.json"
 ROWS_FILE = "rows.jsonl"
@@ -50,12 +53,16 @@ class Run:
         return STAMP if self.off_pod else None
 
 
-def _short(exc: ValidationError) -> str:
-    first = exc.errors()[0]
+def validation_summary(exc: ValidationError, what: str = f"results format v{SCHEMA_VERSION}") -> str:
+    """The first problem in one line: the dotted key, then what is wrong with it. A key the
+    schema does not declare is named as such (a misspelling reads as one), never dropped."""
+    errors = exc.errors(include_url=False)
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    first = unknown[0] if unknown else errors[0]
     where = ".".join(str(p) for p in first["loc"])
-    return f"{where}: {first['msg']}" + (
-        f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    )
+    said = (f"unknown key {where!r} ({what} has no such field; misspelt?)" if unknown
+            else f"{where}: {first['msg']}")
+    return said + (f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
 
 
 def parse_rows(lines: Iterable[str], source: str = ROWS_FILE) -> tuple[list[Any], list[str]]:
@@ -70,13 +77,13 @@ def parse_rows(lines: Iterable[str], source: str = ROWS_FILE) -> tuple[list[Any]
             if pos == len(numbered) - 1:
                 warnings.append(f"{source}:{lineno}: torn last line skipped")
                 continue
-            raise TailpodError(f"{source}:{lineno}: not valid JSON") from None
+            raise ConfigError(f"{source}:{lineno}: not valid JSON") from None
         try:
             rows.append(ROW_ADAPTER.validate_python(migrate_row(data)))
         except ValidationError as exc:
-            raise TailpodError(f"{source}:{lineno}: {_short(exc)}") from None
+            raise ConfigError(f"{source}:{lineno}: {validation_summary(exc)}") from None
         except KeyError as exc:
-            raise TailpodError(f"{source}:{lineno}: missing field {exc}") from None
+            raise ConfigError(f"{source}:{lineno}: missing field {exc}") from None
     return rows, warnings
 
 
@@ -86,18 +93,20 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     run_dir = path.parent if path.is_file() else path
     run_file = run_dir / RUN_FILE
     if not run_file.is_file():
-        raise TailpodError(f"no {RUN_FILE} in {run_dir}", hint="pass a run directory")
+        raise ConfigError(f"no {RUN_FILE} in {run_dir}", hint="pass a run directory")
     try:
         raw = json.loads(run_file.read_text())
     except json.JSONDecodeError as exc:
-        raise TailpodError(f"{run_file}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        raise ConfigError(f"{run_file}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{run_file}: not a JSON object")
     original = version_of(raw)
     try:
         meta = RunMeta.model_validate(migrate_run_json(raw))
     except ValidationError as exc:
-        raise TailpodError(f"{run_file}: {_short(exc)}") from None
+        raise ConfigError(f"{run_file}: {validation_summary(exc)}") from None
     except KeyError as exc:
-        raise TailpodError(f"{run_file}: missing field {exc}") from None
+        raise ConfigError(f"{run_file}: missing field {exc}") from None
     rows: list[Any] = []
     warnings: list[str] = []
     rows_file = run_dir / ROWS_FILE
@@ -108,6 +117,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         warnings.append(f"no {ROWS_FILE} in {run_dir}")
     cells, requests = void_thin_evidence([r for r in rows if isinstance(r, CellRow)],
                                          [r for r in rows if isinstance(r, RequestRow)])
+    meta = apply_structure_gate(meta, requests)
     return Run(
         meta=meta,
         cells=cells,

@@ -55,8 +55,7 @@ def stats(values: Sequence[float | None], units: str) -> dict[str, Any] | None:
 
 
 def _arrival(c: CellRow) -> dict[str, Any] | None:
-    a = (c.model_extra or {}).get("arrival")
-    return a if isinstance(a, dict) else None
+    return c.arrival
 
 
 def load_of(c: CellRow) -> tuple[str, float | None]:

@@ -27,7 +27,8 @@ CELL_FLAG_MEANINGS = {
                 "may include the client's own delay",
     "behind_schedule": "open loop: requests left more than 10 ms late (median): the offered rate "
                        "was not fully kept",
-    "void": "the arm failed its token-identity gate: no speedup or cost is taken from it",
+    "void": "the arm failed its token-identity gate or its structure gate: no speedup or cost "
+            "is taken from it",
     "unverified": "nothing checked that the arm decodes what plain decode does",
     STAMP: "measured off the pod: the numbers include the network and the client path",
 }

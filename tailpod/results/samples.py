@@ -66,7 +66,7 @@ def build_samples(
     cache = effective_cache(run, cache)
     groups: dict[tuple[str, int, int], list[Any]] = defaultdict(list)
     for cell in run.cells:
-        if getattr(cell, "arrival", None) is not None:
+        if cell.arrival is not None:
             continue  # open-loop cells are the SLO section's (results/slo.py), not concurrency's
         if (prompt_class is None or cell.prompt_class == prompt_class) and (
             cache is None or cell.cache == cache
@@ -76,7 +76,7 @@ def build_samples(
     for req in run.requests:
         if (
             req.ok
-            and getattr(req, "scheduled_at", None) is None
+            and req.scheduled_at is None
             and (prompt_class is None or req.prompt_class == prompt_class)
             and (cache is None or req.cache == cache)
         ):
@@ -156,7 +156,7 @@ def build_samples(
         if void_cell is not None and not (arm is not None and arm.is_void):
             # a void cell of an arm that stands (a deployment measured with a dead lane,
             # measure/deploy.py): none of its figures is quoted (a void arm is struck through)
-            why = str(getattr(void_cell, "void_reason", None) or "cell marked void")
+            why = void_cell.void_reason or "cell marked void"
             sample.metrics = {m: None for m in sample.metrics}
             sample.void_metrics = {m: why for m in SUMMARY_METRICS}
         samples.append(sample)

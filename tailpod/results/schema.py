@@ -1,17 +1,28 @@
 """The versioned results format: `run.json` and the two kinds of `rows.jsonl` line.
 
-Mirrors the format described in docs/results.md and docs/results-schema.json (v1). Models allow
-extra fields so a writer can add a field without breaking older readers; a renamed or removed
-field needs a new schema version and a migration in `tailpod.results.migrate`.
+Mirrors the format described in docs/results.md and docs/results-schema.json (v1). The models
+refuse a key they do not declare, so a misspelt key is an error where it is written and where it is
+read; the sweep writes run.json and rows.jsonl through these models (tailpod/measure/sweep.py), so
+writer and reader cannot drift. Every key a tailpod writer has put in a v1 file is declared here;
+one added later is declared too (sparse: written only when set, so older files keep their shape).
+A renamed or removed field needs a new schema version and a step in `tailpod.results.migrate`.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, ClassVar, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    field_validator,
+    model_serializer,
+)
 from pydantic.json_schema import models_json_schema
 
 from tailpod import agent
@@ -23,8 +34,20 @@ MeasuredFrom = Literal["pod", "off-pod"]
 
 
 class _Model(BaseModel):
-    # extra="allow": additive fields from newer writers survive a load/save round trip.
-    model_config = ConfigDict(extra="allow")
+    # extra="forbid": a key the schema does not declare (a misspelling, a field nobody declared)
+    # is refused, naming it, rather than carried along unread.
+    model_config = ConfigDict(extra="forbid")
+    # Fields written only when set: a writer that never sets one writes no key (so files keep
+    # the shape they had before the field was declared, and a round trip is exact).
+    _SPARSE: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_sparse(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in self._SPARSE - self.model_fields_set:
+                data.pop(name, None)
+        return data
 
 
 class PodDescription(_Model):
@@ -63,17 +86,52 @@ class Plan(_Model):
     max_tokens: int | None = None
     prompt_classes: list[str] = Field(default_factory=list)
     interleave_arms: bool = False
+    # What the sweep's plan adds (tailpod/measure/plan.py SweepPlan.to_json).
+    arm_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    requests_per_cell: int | None = None
+    extend_k: bool = True
+    max_k: int | None = None
+    serve_tax: bool = False
+    request_rates: list[str] = Field(default_factory=list, description="Open loop: req/s as "
+                                     "text (\"inf\" for all at once).")
+    arrival: str | None = None
+    burstiness: float | None = None
+    arrival_seed: int | None = None
+    slo: dict[str, float] | None = None
+    slo_percentile: float | None = None
+    trace: dict[str, Any] | None = None
+    load_workers: int = 1
+    saturation_stop: bool = True
+    arm_rates: dict[str, list[str]] | None = None
+
+    _SPARSE = frozenset({
+        "arm_configs", "requests_per_cell", "extend_k", "max_k", "serve_tax", "request_rates",
+        "arrival", "burstiness", "arrival_seed", "slo", "slo_percentile", "trace",
+        "load_workers", "saturation_stop", "arm_rates"})
 
 
 class Startup(_Model):
     engine: str | None = None
     facts: dict[str, Any] = Field(default_factory=dict)
     lines: list[str] = Field(default_factory=list, description="Raw startup lines, verbatim.")
+    # A lanes deployment (tailpod/measure/deploy.py lanes_arm_start): every lane's start beside
+    # the spec lane's, the admission limit, the lanes' gate and their ledger run tag.
+    lanes: dict[str, Any] | None = None
+    admission_limit: int | None = None
+    lanes_gate: dict[str, Any] | None = None
+    lanes_run_tag: str | None = None
+
+    _SPARSE = frozenset({"lanes", "admission_limit", "lanes_gate", "lanes_run_tag"})
 
 
 class FirstMismatch(_Model):
     prompt: int | None = None
     position: int | None = None
+    # The two tokens that differ there (tailpod/agent/probes/gate.py _compare).
+    reference_token: Any = None
+    candidate_token: Any = None
+
+    _SPARSE = frozenset({"reference_token", "candidate_token"})
 
 
 class Gate(_Model):
@@ -81,6 +139,9 @@ class Gate(_Model):
     method: str | None = Field(default=None, description='"token_ids" or "text"')
     first_mismatch: FirstMismatch | None = None
     prompts: int | None = None
+    detail: str | None = None
+
+    _SPARSE = frozenset({"detail"})
 
 
 _LABEL_K = re.compile(r"-k(\d+)$")
@@ -110,6 +171,14 @@ class ArmRecord(_Model):
         default=None, description="Why the sweep could not verify the arm's output (its gate "
         "was skipped or compared text only); its numbers stand, marked UNVERIFIED.")
     restart_s: float | None = None
+    starts: list[dict[str, Any]] = Field(default_factory=list, description="Each engine start "
+                                         "of the arm: at, startup_s, purpose.")
+    checkpoints: dict[str, Any] = Field(default_factory=dict, description="role (model, "
+                                        "draft_model) -> which checkpoint bytes were served.")
+    serve_tax: dict[str, Any] | None = Field(default=None, description="The engine's bare "
+                                             "decode at the arm's settings (--serve-tax).")
+
+    _SPARSE = frozenset({"starts", "checkpoints", "serve_tax"})
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -176,6 +245,9 @@ class RunMeta(_Model):
 
     schema_version: Literal[1] = SCHEMA_VERSION
     run_id: str
+    kind: Literal["kl_eval"] | None = Field(default=None, description="Set for a KL evaluation "
+                                            "(results in kl.json, no throughput rows).")
+    run_tag: str | None = None
     tailpod_version: str | None = None
     created_at: str = Field(description="ISO 8601")
     finished_at: str | None = None
@@ -203,6 +275,14 @@ class RunMeta(_Model):
     plan: Plan = Field(default_factory=Plan)
     arms: list[ArmRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    gate_reference: dict[str, Any] | None = Field(
+        default=None, description="Plain decode's greedy token ids the gate compares against.")
+    fingerprint: dict[str, Any] | None = Field(
+        default=None, description="The run's acceptance fingerprint (results/fingerprint.py).")
+    max_rate_search: dict[str, Any] | None = Field(
+        default=None, description="`--find-max-rate`: the bisection and its answer per arm.")
+
+    _SPARSE = frozenset({"kind", "run_tag", "gate_reference", "fingerprint", "max_rate_search"})
 
     @field_validator("created_at", "finished_at")
     @classmethod
@@ -220,10 +300,21 @@ class Acceptance(_Model):
     drafts: int
     draft_tokens: int
     accepted: int
-    acceptance_length: float = Field(description="1 + accepted/drafts (bonus token included)")
-    acceptance_rate: float = Field(description="accepted/draft_tokens")
+    # null when the cell drafted nothing (the probe's normalise_acceptance: nothing was measured;
+    # a cell whose requests all failed reads so, and must still load)
+    acceptance_length: float | None = Field(
+        description="1 + accepted/drafts (bonus token included); null with no drafts")
+    acceptance_rate: float | None = Field(
+        description="accepted/draft_tokens; null with no draft tokens")
     per_position: list[float] = Field(default_factory=list)
     source: str | None = None
+    native: dict[str, Any] | None = Field(default=None, description="The engine's own counters "
+                                          "and convention.")
+    drafts_trimmed: int | None = Field(
+        default=None, description="K x verify steps - draft tokens: draft slots a grammar or the "
+        "request's end cut before verification (vLLM; docs/probe.md).")
+
+    _SPARSE = frozenset({"native", "drafts_trimmed"})
 
 
 class _RowBase(_Model):
@@ -258,6 +349,46 @@ class RequestRow(_RowBase):
     chunk_gap_p50_s: float | None = None
     chunk_gap_max_s: float | None = None
     t_start: float
+    flags: list[str] = Field(default_factory=list)
+    server_timings: dict[str, Any] | None = None
+    # Open loop (tailpod/agent/probes/rows.py _open_loop_fields): on the clock of t_start.
+    scheduled_at: float | None = None
+    sent_at: float | None = None
+    ttft_sched_s: float | None = None
+    e2e_sched_s: float | None = None
+    # Trace replay (tailpod/agent/probes/load.py): the logged lengths and how the prompt was built.
+    trace_input_tokens: int | None = None
+    trace_output_tokens: int | None = None
+    prompt_length: str | None = None
+    prompt_words: int | None = None
+    prompt_tokens_built: int | None = None
+    finish_reason: str | None = Field(
+        default=None, description="Why the stream ended, as the server said (stop, length, "
+        "tool_calls, ...); null when it did not say.")
+    json_ok: bool | None = Field(
+        default=None, description="Structured and tools classes only: the output (or every "
+        "tool call's arguments) parses as JSON.")
+    schema_ok: bool | None = Field(
+        default=None, description="Structured and tools classes only: it validates against "
+        "the class's schema; null when not checked (schema_error says why).")
+    tool_call_ok: bool | None = Field(
+        default=None, description="Tools class only: at least one tool call, each naming an "
+        "offered function, with arguments that parse.")
+    schema_error: str | None = Field(
+        default=None, description="Why schema_ok is false or null (the first failing keyword).")
+    tool_names: list[str] | None = Field(
+        default=None, description="Tools class only: the functions the tool calls named.")
+    spec_acceptance: dict[str, Any] | None = Field(
+        default=None, description="Per-request speculative acceptance read from the response "
+        "(vLLM metrics.speculative_decoding; SGLang sglext.spec_tokens_details), one definition: "
+        "1 + accepted drafts / verify steps (docs/probe.md).")
+    void: bool = Field(default=False, description="Added by the sweep to every row of a void arm.")
+
+    _SPARSE = frozenset({
+        "void", "flags", "server_timings", "scheduled_at", "sent_at", "ttft_sched_s",
+        "e2e_sched_s", "trace_input_tokens", "trace_output_tokens", "prompt_length",
+        "prompt_words", "prompt_tokens_built", "finish_reason", "json_ok", "schema_ok",
+        "tool_call_ok", "schema_error", "tool_names", "spec_acceptance"})
 
 
 class CellRow(_RowBase):
@@ -284,6 +415,46 @@ class CellRow(_RowBase):
     acceptance: Acceptance | None = None
     flags: list[str] = Field(default_factory=list)
     void: bool = False
+    void_reason: str | None = None
+    load_workers: int | None = None
+    prompt_length: str | None = Field(default=None, description="Trace replay: how the "
+                                      "prompts were built to the logged lengths, or \"mixed\".")
+    lane_counts: dict[str, Any] | None = Field(default=None, description="A lanes deployment: "
+                                               "HAProxy's counters per lane after the cell.")
+    # Open loop (tailpod/agent/probes/rows.py _open_loop_cell).
+    arrival: dict[str, Any] | None = None
+    offered_rate_rps: float | None = None
+    achieved_rate_rps: float | None = None
+    schedule_lag_p50_s: float | None = None
+    schedule_lag_max_s: float | None = None
+    ttft_sched_mean_s: float | None = None
+    ttft_sched_p50_s: float | None = None
+    ttft_sched_p90_s: float | None = None
+    ttft_sched_p99_s: float | None = None
+    e2e_sched_p50_s: float | None = None
+    e2e_sched_p90_s: float | None = None
+    e2e_sched_p99_s: float | None = None
+    # Under an SLO (tailpod/agent/probes/rows.py slo_fields).
+    slo: dict[str, float] | None = None
+    slo_percentile: float | None = None
+    slo_attainment: float | None = None
+    slo_met: bool | None = None
+    goodput_rps: float | None = None
+    goodput_tok_s: float | None = None
+    # Per-request speculative figures and the structure checks (tailpod/agent/probes/load.py).
+    acceptance_per_request: dict[str, Any] | None = Field(
+        default=None, description="p10/p50/p90 of the requests' acceptance lengths, their mean "
+        "and the token-weighted figure (docs/probe.md).")
+    structure: dict[str, Any] | None = Field(
+        default=None, description="Structured and tools classes: how many outputs parsed, "
+        "validated and made whole tool calls, the finish reasons and the largest chunk gap.")
+
+    _SPARSE = frozenset({
+        "acceptance_per_request", "structure", "void_reason", "load_workers", "prompt_length", "lane_counts", "arrival",
+        "offered_rate_rps", "achieved_rate_rps", "schedule_lag_p50_s", "schedule_lag_max_s",
+        "ttft_sched_mean_s", "ttft_sched_p50_s", "ttft_sched_p90_s", "ttft_sched_p99_s",
+        "e2e_sched_p50_s", "e2e_sched_p90_s", "e2e_sched_p99_s", "slo", "slo_percentile",
+        "slo_attainment", "slo_met", "goodput_rps", "goodput_tok_s"})
 
 
 Row = Annotated[RequestRow | CellRow, Field(discriminator="kind")]
@@ -299,7 +470,7 @@ def export_json_schema() -> dict[str, Any]:
     top["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     top["description"] = (
         "run.json is a RunMeta object; every line of rows.jsonl is a RequestRow (kind=request) "
-        "or a CellRow (kind=cell). Extra fields are allowed. See docs/results.md."
+        "or a CellRow (kind=cell). A key not declared here is refused. See docs/results.md."
     )
     top["x-tailpod-schema-version"] = SCHEMA_VERSION
     return top

@@ -104,7 +104,7 @@ def _void_reasons(run: Run, arms: Sequence[ArmRecord]) -> dict[str, str]:
         # a cell void with its own reason (a dead lane, measure/deploy.py) is void alone: its
         # figures print as void (results/samples.py), the arm's other cells stand
         if (cell.void or "void" in cell.flags) and cell.arm not in reasons \
-                and not getattr(cell, "void_reason", None):
+                and not cell.void_reason:
             reasons[cell.arm] = "cell marked void by the sweep"
     return reasons
 

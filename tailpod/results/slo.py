@@ -191,7 +191,7 @@ def compute(run: Run, void: dict[str, str] | None = None) -> SloSection | None:
     section = SloSection(slo=slo, slo_percentile=target, points=points, arms=arms)
     if traced:
         section["trace"] = _trace_points(traced, target, void)
-    search = (getattr(run.meta, "model_extra", None) or {}).get("max_rate_search")
+    search = run.meta.max_rate_search
     if isinstance(search, dict):
         section["search"] = search
     return section

@@ -16,7 +16,16 @@ measures decode rate (n - 1) / (t_last - t_first) == rate exactly. It also offer
   `[[DROP:N]]` (connection dropped after N chunks), `[[NOUSAGE]]`;
 - a planted greedy divergence (`diverge_position`, optionally only for prompts containing
   `diverge_marker`) for the token-identity gate;
-- `/_stats` (JSON) with what it actually emitted and how late it ran behind its schedule.
+- `/_stats` (JSON) with what it actually emitted and how late it ran behind its schedule;
+- structured output: a request with `response_format: json_schema` or `tools` gets JSON that
+  satisfies the schema (a tool call under `tools`), finish_reason `stop` / `tool_calls`; with
+  speculation on (`spec_k` > 0) `structure_fault` plants what engines have shipped: `truncate`
+  (the JSON cut short, finish_reason `stop`: SGLang #9187) or `stall` (`stall_s` before the
+  closing `}`: vLLM #49002);
+- per-request speculative figures (`per_request_spec`): vLLM's `metrics.speculative_decoding`
+  in the usage chunk, or SGLang's `sglext.spec_tokens_details` when the request asks
+  `return_spec_tokens_details`; `per_request_skew` adds accepted drafts to them only (a
+  disagreement with /metrics that the probe must flag).
 
 Run alone: `python -m tailpod.sandbox.synthetic_server --port 8000 --rate 200`.
 """
@@ -62,6 +71,10 @@ class SyntheticConfig:
     # The queue runs on the server's own clock from each request's arrival (a virtual FIFO, so
     # timer jitter delays what is observed, never whom the queue serves next). None = no limit.
     slots: int | None = None
+    structure_fault: str | None = None  # truncate | stall (only when spec_k > 0)
+    stall_s: float = 0.6
+    per_request_spec: str = "none"  # none | vllm | sglang
+    per_request_skew: int = 0
 
 
 @dataclass
@@ -109,6 +122,57 @@ def _median(values: list[float]) -> float | None:
     xs = sorted(values)
     mid = len(xs) // 2
     return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+# Values for the string patterns of the shipped schemas (tailpod/agent/probes/prompts/).
+_PATTERN_VALUES = {
+    "^[A-Z]{3}$": "CPH", "^\\d{4}-\\d{2}-\\d{2}$": "2027-03-14",
+    "^[^@\\s]+@[^@\\s]+$": "ana@example.com", "^CUS-[0-9]{6}$": "CUS-004217",
+    "^[A-Z]{2}$": "CH",
+}
+
+
+def _instance(schema: Any, seed: int) -> Any:
+    """A value that satisfies `schema` (the subset the shipped schemas use), varied by seed."""
+    if not isinstance(schema, dict):
+        return None
+    if "enum" in schema:
+        return schema["enum"][seed % len(schema["enum"])]
+    kind = schema.get("type", "object")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: _instance(v, seed + i) for i, (k, v) in enumerate(props.items())}
+    if kind == "array":
+        n = min(2, schema.get("maxItems", 2))
+        return [_instance(schema.get("items", {}), seed + i) for i in range(n)]
+    if kind == "string":
+        return _PATTERN_VALUES.get(schema.get("pattern", ""), f"v{seed % 97}")
+    if kind in ("integer", "number"):
+        lo, hi = schema.get("minimum", 0), schema.get("maximum", 100)
+        return int(lo + seed % (int(hi - lo) + 1))
+    if kind == "boolean":
+        return bool(seed % 2)
+    return None
+
+
+def _structure_request(body: dict[str, Any]) -> tuple[str, str | None, Any] | None:
+    """("tool", function name, its parameters) for a request with tools, ("json", None, schema)
+    for response_format json_schema; None for a plain request."""
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools:
+        fns = [t.get("function", {}) for t in tools if isinstance(t, dict)]
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):
+            wanted = (choice.get("function") or {}).get("name")
+            fns = [f for f in fns if f.get("name") == wanted] or fns
+        fn = fns[zlib.crc32(_prompt_of(body).encode()) % len(fns)]
+        return "tool", fn.get("name"), fn.get("parameters") or {}
+    rf = body.get("response_format")
+    if isinstance(rf, dict) and rf.get("type") == "json_schema":
+        return "json", None, (rf.get("json_schema") or {}).get("schema") or {}
+    return None
 
 
 def _prompt_of(body: dict[str, Any]) -> str:
@@ -345,6 +409,8 @@ class SyntheticServer:
         ids = self.token_sequence(prompt, n)
         usage = self.config.usage and "[[NOUSAGE]]" not in prompt
         drop = _DROP_RE.search(prompt)
+        if body.get("stream") and api == "chat" and _structure_request(body) is not None:
+            return await self._stream_structured(body, prompt, engine, writer)
         if not body.get("stream"):
             full = self._full_response(api, body, prompt, ids)
             self._respond(writer, 200, json.dumps(full).encode())
@@ -503,6 +569,7 @@ class SyntheticServer:
                    "model": self.config.model, "choices": [],
                    "usage": {"prompt_tokens": p, "completion_tokens": len(ids),
                              "total_tokens": p + len(ids)}}
+            obj.update(self._spec_payload(body, [b - a for a, b in bounds], len(ids)))
             tail = b"data: " + json.dumps(obj).encode() + b"\n\n"
         tail += b"data: [DONE]\n\n"
         transport.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
@@ -522,6 +589,103 @@ class SyntheticServer:
                 st.ttft_s.append(t_first_write - arrival)
                 if len(ids) > 1 and t_last_write > t_first_write:
                     st.decode_tok_s.append((len(ids) - 1) / (t_last_write - t_first_write))
+        await writer.drain()
+        return True
+
+    # ---- structured output -----------------------------------------------------------------
+
+    def _spec_payload(self, body: dict[str, Any], sizes: list[int],
+                      n_tokens: int) -> dict[str, Any]:
+        """The request's own speculative figures, from the chunk sizes it was sent in (the first
+        chunk is prefill; each later chunk of m tokens one verify step accepting m - 1)."""
+        k = self.config.spec_k
+        if k <= 0 or self.config.per_request_spec == "none":
+            return {}
+        steps = max(0, len(sizes) - 1)
+        accepted = sum(min(m - 1, k) for m in sizes[1:]) + self.config.per_request_skew
+        if self.config.per_request_spec == "vllm":
+            hist = [0] * (k + 1)
+            for m in sizes[1:]:
+                hist[min(m - 1, k)] += 1
+            return {"metrics": {"speculative_decoding": {
+                "mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
+                "draft_acceptance_rate": accepted / (k * steps) if steps else 0.0,
+                "acceptance_histogram": hist, "num_spec_steps": steps,
+                "num_accepted_draft_tokens": accepted, "num_draft_tokens": k * steps,
+                "num_spec_tokens": k}}}
+        if not body.get("return_spec_tokens_details"):
+            return {}
+        # SGLang: spec_accept_length = completion_tokens / verify count (the prefill token too)
+        return {"sglext": {"spec_tokens_details": {
+            "spec_accept_rate": accepted / (k * steps) if steps else 0.0,
+            "spec_accept_length": n_tokens / steps if steps else 0.0,
+            "spec_cap_length": 0.0, "spec_block_accept_length": 0.0,
+            "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 0,
+            "spec_verify_ct": steps, "spec_correct_drafts_histogram": [],
+            "spec_cap_lens_histogram": []}}}
+
+    async def _stream_structured(self, body: dict[str, Any], prompt: str, engine: int,
+                                 writer: asyncio.StreamWriter) -> bool:
+        """A chat stream of JSON that satisfies the request's schema: content under
+        response_format, one tool call's arguments under tools. Pieces of 3 characters are its
+        tokens, grouped as `tokens_per_chunk` says; sleep-paced (tests, not capacity)."""
+        kind, name, schema = _structure_request(body) or ("json", None, {})
+        text = json.dumps(_instance(schema, zlib.crc32(prompt.encode())))
+        fault = self.config.structure_fault if self.config.spec_k > 0 else None
+        if fault == "truncate":
+            text = text[: max(1, (len(text) * 3) // 5)]
+        tokens = [text[i:i + 3] for i in range(0, len(text), 3)]
+        cap = int(body.get("max_tokens") or body.get("max_completion_tokens") or len(tokens))
+        finish = "tool_calls" if kind == "tool" else "stop"
+        if cap < len(tokens):  # an engine stops at max_tokens, grammar or not
+            tokens, finish = tokens[:cap], "length"
+        bounds = self._chunk_bounds(len(tokens))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                     b"transfer-encoding: chunked\r\n\r\n")
+
+        def send(obj: dict[str, Any]) -> None:
+            data = b"data: " + json.dumps(obj).encode() + b"\n\n"
+            writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {"id": "chatcmpl-synthetic", "object": "chat.completion.chunk", "created": 0,
+                    "model": self.config.model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        await asyncio.sleep(self.config.ttft_s)
+        for j, (a, b) in enumerate(bounds):
+            piece = "".join(tokens[a:b])
+            if fault == "stall" and "}" in piece and b == len(tokens):
+                await writer.drain()
+                await asyncio.sleep(self.config.stall_s)
+            if kind == "tool":
+                call: dict[str, Any] = {"index": 0, "function": {"arguments": piece}}
+                if j == 0:
+                    call.update(id="call_0", type="function")
+                    call["function"]["name"] = name
+                send(chunk({"tool_calls": [call]}))
+            else:
+                send(chunk({"content": piece}))
+            with self._lock:
+                self._count_chunk(engine, j, b - a)
+            await writer.drain()
+            if j + 1 < len(bounds):
+                await asyncio.sleep((b - a) / self.config.rate)
+        send(chunk({}, finish))
+        p = len(prompt.split())
+        usage = {"id": "chatcmpl-synthetic", "object": "chat.completion.chunk", "created": 0,
+                 "model": self.config.model, "choices": [],
+                 "usage": {"prompt_tokens": p, "completion_tokens": len(tokens),
+                           "total_tokens": p + len(tokens)}}
+        usage.update(self._spec_payload(body, [b - a for a, b in bounds], len(tokens)))
+        send(usage)
+        tail = b"data: [DONE]\n\n"
+        writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
+        with self._lock:
+            self._engine_counters[engine].requests += 1
+            self.stats.tokens += len(tokens)
+            self.stats.chunks += len(bounds)
+            self.stats.streams_finished += 1
         await writer.drain()
         return True
 

@@ -26,6 +26,7 @@ from tailpod.ledger import Ledger
 from tailpod.measure.hosts import LocalSweepHost
 from tailpod.measure.plan import Arm, SweepPlan
 from tailpod.measure.sweep import RunContext, RunDirectory, run_sweep
+from tailpod.results.io import load_run
 from tailpod.sandbox.podhost import free_port
 
 pytestmark = pytest.mark.engine
@@ -248,6 +249,48 @@ def test_report_on_the_real_run(pod: dict[str, Any]) -> None:
     assert "best K served K=" in table and ", bare K=" in table
     analysis = json.loads(invoke("report", str(run_dir), "--json").stdout)
     assert {a["label"] for a in analysis["arms"]} == {"plain", "ngram-k2"}
+
+
+def test_the_structured_class_reads_per_request_acceptance_and_validity(
+    pod: dict[str, Any],
+) -> None:
+    """Issue 39: on the real engine, the speculative arm starts with per-request metrics; every
+    structured request row says how it ended and whether it parsed and validated; the requests'
+    own acceptance sums to the cell's /metrics delta. (The tools class is not run here: vLLM
+    0.32 refuses a forced tool_choice without --tool-call-parser, docs/probe.md.)"""
+    result = invoke(
+        "benchmark", "--spec-k", "0,2", "--spec-method", "ngram", "--concurrency", "1",
+        "--reps", "1", "--max-tokens", "48", "--no-extend-k", "--prompt-classes", "structured",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    # a second benchmark on the pod writes a run directory of its own beside the first
+    run_dir = max(pod["results"].glob(pod["record"]["run_tag"] + "*"),
+                  key=lambda p: (p / "run.json").stat().st_mtime)
+    run = json.loads((run_dir / "run.json").read_text())
+    arms = {a["label"]: a for a in run["arms"]}
+    argv = arms["ngram-k2"]["argv"]
+    assert argv[argv.index("--per-request-spec-decode-metrics") + 1] == "summary"
+    assert "--per-request-spec-decode-metrics" not in arms["plain"]["argv"]
+    all_rows = rows(run_dir)
+    requests = [r for r in all_rows if r["kind"] == "request"]
+    assert all(r["ok"] for r in requests)
+    assert {(r["arm"], r["prompt_class"]) for r in requests} == {
+        ("plain", "structured"), ("ngram-k2", "structured")}
+    for r in requests:
+        assert r["finish_reason"] in ("stop", "length"), r
+        assert isinstance(r["json_ok"], bool) and "schema_ok" in r
+        if r["arm"] == "ngram-k2":
+            assert r["spec_acceptance"]["source"] == "vllm_response"
+    for cell in (r for r in all_rows if r["kind"] == "cell"):
+        assert cell["structure"]["requests"] == cell["requests"] - cell["failed"]
+        if cell["arm"] == "ngram-k2":
+            per_request = cell["acceptance_per_request"]
+            assert per_request["steps"] == cell["acceptance"]["drafts"]
+            assert per_request["accepted"] == cell["acceptance"]["accepted"]
+            assert "per_request_acceptance_mismatch" not in cell["flags"]
+    # greedy ngram decodes what plain decodes: the structure gate leaves it standing
+    loaded = load_run(run_dir)
+    assert not loaded.meta.arm("ngram-k2").is_void, loaded.meta.arm("ngram-k2")
 
 
 def test_down_stops_everything_and_proves_it(

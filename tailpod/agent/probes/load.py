@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import OFF_POD_FLAG
@@ -34,16 +34,21 @@ from .basics import (
     log,
 )
 from .metrics import (
+    PER_REQUEST_MISMATCH_FLAG,
     _delta,
     acceptance_from_sglang_meta,
     acceptance_from_sglang_metrics,
     acceptance_from_vllm,
+    per_request_disagrees,
+    per_request_summary,
+    request_acceptance,
     spec_snapshot,
 )
 from .procs import round_robin, run_parts, split_counts
 from .prompt_classes import load_prompt_classes, prompt_text
 from .rows import CellPlan, LoopOutcome, RowWriter, cell_row, request_row
 from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
+from .structure import check_output, is_structured, structure_summary
 from .transport import (
     AsyncConnection,
     Endpoint,
@@ -130,7 +135,7 @@ async def _run_async(
             while cursor[0] < len(specs):
                 spec = specs[cursor[0]]
                 cursor[0] += 1
-                rec = StreamRecorder(api)
+                rec = StreamRecorder(api, structured=spec.structured)
                 rec.start()
                 try:
                     await conn.exchange(spec, rec, timeout)
@@ -190,7 +195,7 @@ def run_loop_threads(
                         return
                     spec = specs[cursor[0]]
                     cursor[0] += 1
-                rec = StreamRecorder(api)
+                rec = StreamRecorder(api, structured=spec.structured)
                 rec.start()
                 try:
                     _thread_exchange(box, ep, spec, rec, headers, timeout)
@@ -239,7 +244,7 @@ async def _run_open_async(
 
     async def one(spec: RequestSpec, due: float) -> None:
         conn = idle.pop() if idle else AsyncConnection(ep, headers)
-        rec = StreamRecorder(api)
+        rec = StreamRecorder(api, structured=spec.structured)
         rec.start()
         try:
             await conn.exchange(spec, rec, timeout)
@@ -341,23 +346,20 @@ DEFAULT_TRANSPORT = "asyncio"
 
 @dataclass
 class RunOptions:
+    """What `probe run` measures every cell with; the cells themselves (CellPlan, rows.py) say
+    arm, concurrency, rep, class and cache, and the verb's `out` says where rows go."""
+
     base_url: str = DEFAULT_BASE_URL
     model: str | None = None
-    arm: str = "default"
     run_id: str | None = None
-    concurrency: list[int] = field(default_factory=lambda: [1])
-    reps: int = 1
     requests_per_cell: int = 16
     max_tokens: int = 256
     ignore_eos: bool = True
     temperature: float = 0.0
-    prompt_classes: list[str] | None = None
     prompts_dir: str | None = None
     warmup: int = 1
-    cache: str = "cold"  # cold | warm | both
     engine: str = "auto"  # auto | vllm | sglang | none
     api: str = "chat"  # chat | completions | generate (SGLang native)
-    out: str = "-"
     transport: str = DEFAULT_TRANSPORT
     request_timeout: float = 600.0
     client_bound_threshold: float = CLIENT_BOUND_CPU_FRACTION
@@ -377,8 +379,11 @@ def build_body(
     prompt: dict[str, Any],
     salt: str | None,
     max_tokens: int | None = None,
+    engine: str | None = None,
 ) -> tuple[str, bytes]:
-    """Path and JSON body of one streamed request."""
+    """Path and JSON body of one streamed request. On SGLang's OpenAI routes it asks for the
+    request's own speculative figures (`return_spec_tokens_details`, sgl-project/sglang PR
+    #33518); vLLM sends them unasked when started with --per-request-spec-decode-metrics."""
     mt = max_tokens if max_tokens is not None else opts.max_tokens
     ignore_eos = opts.ignore_eos if pclass.get("ignore_eos") is None else bool(pclass["ignore_eos"])
     messages = prompt["messages"]
@@ -413,6 +418,11 @@ def build_body(
         path = "/v1/completions"
     if pclass.get("response_format"):
         body["response_format"] = pclass["response_format"]
+    if opts.api == "chat" and pclass.get("tools"):
+        body["tools"] = pclass["tools"]
+        body["tool_choice"] = pclass.get("tool_choice", "required")
+    if engine == "sglang":
+        body["return_spec_tokens_details"] = True
     if salt:
         body["cache_salt"] = salt
     return path, json.dumps(body).encode()
@@ -483,21 +493,22 @@ def run_cell(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     loop_fn = TRANSPORTS[opts.transport]
     prompts = pclass["prompts"]
+    structured = is_structured(pclass)
     # Warm-up (never counted): cold cells warm the engine with salted requests; warm cells
     # prime each prompt once without salt so the measured repeats hit the prefix cache.
     def salted(n: int, first: int) -> list[RequestSpec]:  # n cold warm-up requests
         out = []
         for i in range(first, first + n):
             path, body = build_body(opts, model, pclass, prompts[i % len(prompts)],
-                                    new_salt(run_id))
-            out.append(RequestSpec(i, path, body, "cold", opts.api))
+                                    new_salt(run_id), engine=engine)
+            out.append(RequestSpec(i, path, body, "cold", opts.api, structured))
         return out
 
     warm_specs: list[RequestSpec] = []
     if plan.cache == "warm":
         for i, pr in enumerate(prompts[: opts.requests_per_cell]):
-            path, body = build_body(opts, model, pclass, pr, None)
-            warm_specs.append(RequestSpec(i, path, body, "warm", opts.api))
+            path, body = build_body(opts, model, pclass, pr, None, engine=engine)
+            warm_specs.append(RequestSpec(i, path, body, "warm", opts.api, structured))
     else:
         warm_specs = salted(opts.warmup, 0)
     if warm_specs:
@@ -543,8 +554,8 @@ def run_cell(
                 salt = new_salt(run_id) if plan.cache == "cold" else None
                 path, body = build_body(opts, model, held,
                                         {"messages": [{"role": "user", "content": text}]},
-                                        salt, max_tokens=t.output_tokens)
-                specs.append(RequestSpec(i, path, body, plan.cache, opts.api))
+                                        salt, max_tokens=t.output_tokens, engine=engine)
+                specs.append(RequestSpec(i, path, body, plan.cache, opts.api, structured))
                 length = ("approx_words" if built is None
                           else "exact" if built == t.input_tokens else "tokenized")
                 trace_extra.append({"trace_input_tokens": t.input_tokens,
@@ -559,8 +570,8 @@ def run_cell(
         for i in range(n_requests):
             pr = prompts[i % len(prompts)]
             salt = new_salt(run_id) if plan.cache == "cold" else None
-            path, body = build_body(opts, model, pclass, pr, salt)
-            specs.append(RequestSpec(i, path, body, plan.cache, opts.api))
+            path, body = build_body(opts, model, pclass, pr, salt, engine=engine)
+            specs.append(RequestSpec(i, path, body, plan.cache, opts.api, structured))
 
     before: dict[str, Any] = {}
     if engine in PROBE_ENGINES:
@@ -592,13 +603,31 @@ def run_cell(
             # other traffic (or a lagging counter) shares the window: acceptance is suspect
             flags.append("acceptance_window_mismatch")
     rows = [request_row(run_id, plan, r, where) for r in outcome.results]
+    per_request: list[dict[str, Any]] = []
+    for r, row in zip(outcome.results, rows):
+        if r.spec is not None:
+            got = request_acceptance(r.spec[0], r.spec[1], r.completion_tokens)
+            if got is not None:
+                row["spec_acceptance"] = got
+                if r.ok:
+                    per_request.append(got)
+        if structured and r.ok:
+            row.update(check_output(pclass, r.content, r.tool_calls))
     if trace_extra:
         for row in rows:
             row.update(trace_extra[row["index"]])
+    summary = per_request_summary(per_request)
+    if summary is not None and clean and acceptance is not None and acceptance.get("source") \
+            != "sglang_meta" and per_request_disagrees(summary, acceptance):
+        flags.append(PER_REQUEST_MISMATCH_FLAG)
     cell = cell_row(
         run_id, plan, outcome, acceptance, flags, where, opts.client_bound_threshold,
         opts.slo, opts.slo_percentile,
     )
+    if summary is not None:
+        cell["acceptance_per_request"] = summary
+    if structured:
+        cell["structure"] = structure_summary(rows)
     if trace_extra and offsets and len(offsets) > 1 and offsets[-1] > 0:
         # a trace offers its own mean rate: requests after the first over the span they arrive in
         cell["offered_rate_rps"] = (len(offsets) - 1) / offsets[-1]

@@ -382,3 +382,119 @@ def metrics_summary(
             {"name": s.name, "labels": s.labels, "value": _json_number(s.value)} for s in chosen
         ]
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Acceptance per request (the engine's own figures in the response), on the same convention
+# --------------------------------------------------------------------------------------------
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return int(value)
+
+
+def request_acceptance(engine: str, fields: dict[str, Any],
+                       completion_tokens: int | None) -> dict[str, Any] | None:
+    """One request's acceptance on the one convention of normalise_acceptance: `steps` verify
+    steps, `accepted` draft tokens accepted in them (bonus tokens not counted), and
+    acceptance_length = 1 + accepted / steps (floor 1; None with no step).
+
+    - vLLM (`metrics.speculative_decoding`, vllm-project/vllm PR #48915, vllm/v1/metrics/stats.py
+      `RequestSpecDecodeMetrics.to_dict` in vLLM 0.32.0): `num_spec_steps`,
+      `num_accepted_draft_tokens`, `num_draft_tokens` (after the scheduler drops the draft slots a
+      grammar rejects), `num_spec_tokens` = K. Its `mean_acceptance_length` is already 1 +
+      accepted/steps. `drafts_trimmed` = K × steps − num_draft_tokens: the draft slots that were
+      never verified (a grammar rejected them, or the request's end cut them).
+    - SGLang (`sglext.spec_tokens_details` on the OpenAI routes, `return_spec_tokens_details`,
+      sgl-project/sglang PR #33518; `meta_info` on /generate; the same keys, built by
+      python/sglang/srt/entrypoints/openai/utils.py `spec_tokens_details_from_meta_info`):
+      `spec_verify_ct` steps. Its `spec_accept_length` is completion_tokens / spec_verify_ct,
+      which counts the request's first token, made by prefill and not by a verify step. So
+      accepted = completion_tokens − 1 − steps (each step makes its accepted drafts + 1), unless
+      the build counts `spec_num_correct_drafts` itself (then `spec_num_proposed_drafts` > 0).
+    """
+    accepted: int | None
+    if engine == "vllm":
+        steps = _count(fields.get("num_spec_steps"))
+        accepted = _count(fields.get("num_accepted_draft_tokens"))
+        draft_tokens = _count(fields.get("num_draft_tokens"))
+        k = _count(fields.get("num_spec_tokens"))
+        if steps is None or accepted is None:
+            return None
+        out: dict[str, Any] = {
+            "source": "vllm_response", "steps": steps, "accepted": accepted,
+            "draft_tokens": draft_tokens,
+            "native_length": fields.get("mean_acceptance_length"),
+        }
+        if k is not None and draft_tokens is not None:
+            out["drafts_trimmed"] = max(0, k * steps - draft_tokens)
+        if isinstance(fields.get("per_step_drafted"), list) and k is not None:
+            out["steps_short"] = sum(1 for d in fields["per_step_drafted"]
+                                     if isinstance(d, int) and d < k)
+    elif engine == "sglang":
+        steps = _count(fields.get("spec_verify_ct"))
+        if steps is None:
+            return None
+        proposed = _count(fields.get("spec_num_proposed_drafts"))
+        correct = _count(fields.get("spec_num_correct_drafts"))
+        if proposed and correct is not None:
+            accepted = correct
+        elif completion_tokens is not None and steps > 0:
+            accepted = max(0, completion_tokens - 1 - steps)
+        else:
+            accepted = None if steps > 0 else 0
+        if accepted is None:
+            return None
+        out = {"source": "sglang_response", "steps": steps, "accepted": accepted,
+               "draft_tokens": proposed or None,
+               "native_length": fields.get("spec_accept_length")}
+    else:
+        return None
+    out["acceptance_length"] = 1.0 + out["accepted"] / steps if steps > 0 else None
+    return out
+
+
+# A per-request total disagrees with the cell's /metrics delta when their acceptance lengths
+# differ by more than one accepted token over the cell's drafts: the counters' resolution.
+PER_REQUEST_MISMATCH_FLAG = "per_request_acceptance_mismatch"
+
+
+def per_request_summary(items: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The cell's per-request acceptance: p10/p50/p90 and the mean of the requests' lengths
+    (each request weighs the same), beside the token-weighted length 1 + Σaccepted / Σsteps
+    (each verify step weighs the same: the figure the /metrics delta gives)."""
+    lengths = [i["acceptance_length"] for i in items if i.get("acceptance_length") is not None]
+    steps = sum(int(i["steps"]) for i in items)
+    accepted = sum(int(i["accepted"]) for i in items)
+    if not items:
+        return None
+    out: dict[str, Any] = {
+        "requests": len(items),
+        "source": items[0]["source"],
+        "steps": steps,
+        "accepted": accepted,
+        "p10": percentile(lengths, 10),
+        "p50": percentile(lengths, 50),
+        "p90": percentile(lengths, 90),
+        "request_mean": sum(lengths) / len(lengths) if lengths else None,
+        "token_weighted": 1.0 + accepted / steps if steps > 0 else None,
+    }
+    trimmed = [i["drafts_trimmed"] for i in items if "drafts_trimmed" in i]
+    if trimmed:
+        out["drafts_trimmed"] = sum(trimmed)
+    return out
+
+
+def per_request_disagrees(summary: dict[str, Any] | None,
+                          counters: dict[str, Any] | None) -> bool:
+    """Whether the per-request token-weighted length and the /metrics delta's length differ by
+    more than one accepted token in the cell's drafts (1 / drafts)."""
+    if not summary or not counters:
+        return False
+    mine, theirs = summary.get("token_weighted"), counters.get("acceptance_length")
+    drafts = counters.get("drafts") or 0
+    if mine is None or theirs is None or drafts <= 0:
+        return False
+    return bool(abs(mine - theirs) > 1.0 / drafts + 1e-9)

@@ -12,7 +12,7 @@ from typing import Any
 from .basics import ProbeError
 
 # The class files under prompts/ (package data: a zipapp cannot be listed, so they are named).
-PROMPT_CLASS_FILES = ("code.json", "prose.json", "structured.json")
+PROMPT_CLASS_FILES = ("code.json", "prose.json", "structured.json", "tools.json")
 
 
 def _package_json(name: str) -> Any:

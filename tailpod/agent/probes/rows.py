@@ -124,6 +124,7 @@ def request_row(run_id: str, plan: CellPlan, r: RequestResult, where: str) -> di
         "t_start": r.t_start,
         "measured_from": where,
         "flags": list(r.flags),
+        "finish_reason": r.finish_reason,
         **({"server_timings": r.server_timings} if r.server_timings else {}),
         **_open_loop_fields(r),
     }

@@ -297,6 +297,8 @@ class RequestSpec:
     body: bytes
     cache: str  # "cold" | "warm"
     api: str  # "chat" | "completions" | "generate"
+    # Keep the content and tool calls (a structured or tools class: they are checked).
+    structured: bool = False
 
 
 # Does a streamed chunk carry content? A JSON key cannot occur inside a JSON string (its quotes
@@ -337,11 +339,17 @@ class StreamRecorder:
         "token_ids",
         "text",
         "timings",
+        "finish_reason",
+        "spec",
+        "structured",
+        "content",
+        "tool_calls",
         "_gen_seen",
         "_fast",
     )
 
-    def __init__(self, api: str, keep_ids: bool = False, keep_text: bool = False) -> None:
+    def __init__(self, api: str, keep_ids: bool = False, keep_text: bool = False,
+                 structured: bool = False) -> None:
         self.api = api
         self.keep_ids = keep_ids
         self.keep_text = keep_text
@@ -361,9 +369,17 @@ class StreamRecorder:
         self.token_ids: list[int] = []
         self.text: list[str] = []
         self.timings: dict[str, Any] | None = None  # llama.cpp: the server's own, final chunk
+        self.finish_reason: str | None = None
+        # The engine's per-request speculative figures, as sent: vLLM's
+        # `metrics.speculative_decoding` (final usage chunk), SGLang's
+        # `sglext.spec_tokens_details` or /generate `meta_info` (metrics.request_acceptance).
+        self.spec: tuple[str, dict[str, Any]] | None = None
+        self.structured = structured
+        self.content: list[str] = []  # the answer text only (no reasoning), structured classes
+        self.tool_calls: dict[int, dict[str, str]] = {}
         self._gen_seen = 0
         self._fast: re.Pattern[bytes] | None = None
-        if not keep_ids and not keep_text:
+        if not keep_ids and not keep_text and not structured:
             self._fast = {"chat": _CHAT_CONTENT, "completions": _TEXT_CONTENT}.get(api)
 
     def start(self) -> None:
@@ -376,7 +392,9 @@ class StreamRecorder:
             if payload == b"[DONE]":
                 self.done = True
                 continue
-            if fast is not None and b'"usage"' not in payload and b'"error"' not in payload:
+            if fast is not None and b'"usage"' not in payload and b'"error"' not in payload \
+                    and b'_reason":"' not in payload and b'_reason": "' not in payload \
+                    and b'"sglext"' not in payload:
                 # A plain delta chunk: only "does it carry content" matters, and the pattern
                 # answers that exactly (see _CHAT_CONTENT); the full parse costs ~3x more.
                 if fast.search(payload) is not None:
@@ -413,24 +431,57 @@ class StreamRecorder:
         timings = obj.get("timings")
         if isinstance(timings, dict):
             self.timings = timings
+        self._spec_fields(obj)
         choices = obj.get("choices")
         if not choices or not isinstance(choices, list):
             return
         choice = choices[0] if isinstance(choices[0], dict) else {}
+        if isinstance(choice.get("finish_reason"), str):
+            self.finish_reason = choice["finish_reason"]
+        calls = None
         if self.api == "chat":
             delta = choice.get("delta") or {}
-            content = (
-                delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-            )
+            answer = delta.get("content")
+            content = answer or delta.get("reasoning_content") or delta.get("reasoning")
+            calls = delta.get("tool_calls")
         else:
-            content = choice.get("text")
+            content = answer = choice.get("text")
         ids = choice.get("token_ids")
-        if content or ids:
+        if content or ids or calls:
             self._content(now)
             if self.keep_ids and isinstance(ids, list):
                 self.token_ids.extend(ids)
             if self.keep_text and isinstance(content, str):
                 self.text.append(content)
+        if self.structured:
+            if isinstance(answer, str):
+                self.content.append(answer)
+            if isinstance(calls, list):
+                self._tool_call_deltas(calls)
+
+    def _spec_fields(self, obj: dict[str, Any]) -> None:
+        metrics = obj.get("metrics")
+        if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
+            self.spec = ("vllm", metrics["speculative_decoding"])
+        ext = obj.get("sglext")
+        if isinstance(ext, dict) and isinstance(ext.get("spec_tokens_details"), dict):
+            self.spec = ("sglang", ext["spec_tokens_details"])
+
+    def _tool_call_deltas(self, calls: list[Any]) -> None:
+        """OpenAI streamed tool calls: the first delta of call `index` names the function, the
+        following ones append pieces of its `arguments` string."""
+        for call in calls:
+            if not isinstance(call, dict):
+                continue
+            idx = call.get("index", 0)
+            slot = self.tool_calls.setdefault(idx if isinstance(idx, int) else 0,
+                                              {"name": "", "arguments": ""})
+            fn = call.get("function")
+            if isinstance(fn, dict):
+                if isinstance(fn.get("name"), str):
+                    slot["name"] += fn["name"]
+                if isinstance(fn.get("arguments"), str):
+                    slot["arguments"] += fn["arguments"]
 
     def _generate_event(self, obj: dict[str, Any], now: float) -> None:
         if "error" in obj and "meta_info" not in obj:
@@ -445,6 +496,12 @@ class StreamRecorder:
             self._content(now)
         if meta.get("finish_reason") is not None:
             self.meta = meta
+            reason = meta["finish_reason"]
+            self.finish_reason = str(reason.get("type") if isinstance(reason, dict) else reason)
+            if "spec_verify_ct" in meta:
+                self.spec = ("sglang", meta)
+            if self.structured and isinstance(obj.get("text"), str):
+                self.content = [obj["text"]]  # /generate streams the whole text so far
             if isinstance(gen, int):
                 self.usage = {
                     "completion_tokens": gen,
@@ -486,6 +543,10 @@ class RequestResult:
     t_end_perf: float = 0.0
     # Open loop: perf_counter at which the schedule said to send it (None in a closed loop).
     t_sched_perf: float | None = None
+    finish_reason: str | None = None
+    spec: tuple[str, dict[str, Any]] | None = None  # the engine's per-request figures, as sent
+    content: str | None = None  # structured classes only: the answer text, for the checks
+    tool_calls: list[dict[str, str]] | None = None
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -550,4 +611,9 @@ def result_from_recorder(spec: RequestSpec, rec: StreamRecorder) -> RequestResul
         server_timings=server_timings(rec.timings),
         t_send_perf=rec.t_send,
         t_end_perf=rec.t_end if rec.t_end is not None else rec.t_send,
+        finish_reason=rec.finish_reason,
+        spec=rec.spec,
+        content="".join(rec.content) if rec.structured else None,
+        tool_calls=[rec.tool_calls[i] for i in sorted(rec.tool_calls)] if rec.structured
+        else None,
     )

@@ -42,7 +42,7 @@ def _open_loop_counts(ctx: Context, arm: str) -> list[_Counts]:
     out = []
     for cell in ctx.run.cells:
         acc = cell.acceptance
-        if (cell.arm != arm or getattr(cell, "arrival", None) is None or acc is None
+        if (cell.arm != arm or cell.arrival is None or acc is None
                 or acc.drafts <= 0):
             continue
         out.append(_Counts(acc.drafts, acc.draft_tokens or 0, acc.accepted,

@@ -91,7 +91,7 @@ def serve_tax(
     notes: list[str] = []
     ks: dict[str, int] = {}
     for arm in run.meta.arms:
-        record = getattr(arm, "serve_tax", None)
+        record = arm.serve_tax
         if not isinstance(record, dict):
             continue
         if record.get("status") != "measured":

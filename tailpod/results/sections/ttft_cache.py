@@ -26,7 +26,7 @@ def compute(ctx: Context) -> list[TtftRow]:
         lambda: {"cold": [], "warm": []}
     )
     for r in ctx.run.requests:
-        if getattr(r, "scheduled_at", None) is not None:
+        if r.scheduled_at is not None:
             continue  # an open-loop request: its TTFT from the schedule is the SLO section's
         if r.ok and r.ttft_s is not None and (pc is None or r.prompt_class == pc):
             ttft[(r.arm, r.concurrency)][r.cache].append(r.ttft_s)

@@ -10,6 +10,7 @@ import pytest
 
 from tailpod.provision.volumes import to_first_token
 from tailpod.results.provider_facts import start_billed_line
+from tests.helpers.probe_rows import request_row
 
 COLD = {"create_at": 1000.0, "ready_at": 1060.0, "billed_s_to_ready": 60.0,
         "usd_to_ready": 0.05, "price_per_hr": 3.0, "compile_cache_hit": True, "volume": "tp-vol"}
@@ -64,8 +65,8 @@ def test_the_sweep_completes_run_jsons_cold_start_once(tmp_path: Path) -> None:
         def run_cells(self, arm, cells, plan, run_id):  # type: ignore[no-untyped-def]
             rows = super().run_cells(arm, cells, plan, run_id)
             pod_now = time.time() + 500.0
-            return [{"kind": "request", "ok": True, "t_start": pod_now - 1.0, "ttft_s": 0.2,
-                     "e2e_s": 1.0, "arm": arm.label, "cell": c.cell_id, "index": 0}
+            return [request_row(ok=True, t_start=pod_now - 1.0, ttft_s=0.2, e2e_s=1.0,
+                                arm=arm.label, cell=c.cell_id, index=0)
                     for c in cells] + rows
 
     created = time.time() - 30.0  # the create call, 30 s ago on this machine's clock

@@ -69,6 +69,9 @@ def test_lanes_on_a_sandbox_pod_up_status_down(tailpod_home: Path, tmp_path: Pat
         # The CLI's own path, with synthetic servers where the CPU engine's lanes would start
         # (their argv, budgets and ports are pod_launches's; the engine's run is the demo's test).
         launches = [_lane("spec", spec_port), _lane("plain", plain_port)]
+        for launch in launches:  # what each lane serves, checked before the rental (check_arms)
+            launch.engine_config = EngineConfig(engine="vllm", model=str(
+                demo_model(tailpod_home)), port=launch.port).to_json()
         asked: list[Any] = []
         monkeypatch.setattr(cloud_lanes, "pod_launches",
                             lambda *a, **k: asked.append((a, k)) or launches)

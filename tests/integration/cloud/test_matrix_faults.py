@@ -90,7 +90,8 @@ class ScriptedHost:
         if ours == theirs:
             return GateResult("pass", "token_ids", len(ours))
         return GateResult("fail", "token_ids", len(ours),
-                          first_mismatch={"prompt": 0, "expected": theirs, "got": ours})
+                          first_mismatch={"prompt": 0, "position": 2, "reference_token": 3,
+                                          "candidate_token": 4})
 
     def bare_decode(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
         return {"status": "not_measured", "reason": "scripted"}

@@ -166,7 +166,7 @@ def test_packaged_prompt_classes_are_the_ones_the_agent_reads() -> None:
     shipped = {p.stem: json.loads(p.read_text()) for p in sorted(PACKAGED_PROMPTS.glob("*.json"))
                if p.stem != "gate"}
     assert shipped == prompt_classes.builtin_prompt_classes()
-    assert set(shipped) == {"prose", "code", "structured"}
+    assert set(shipped) == {"prose", "code", "structured", "tools"}
     schema = shipped["structured"]["response_format"]
     assert schema["type"] == "json_schema" and "schema" in schema["json_schema"]
     assert len(prompt_classes.gate_prompts()) == 6

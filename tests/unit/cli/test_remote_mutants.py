@@ -18,6 +18,7 @@ from rich.console import Console
 
 import tailpod.cli.common as common
 import tailpod.pods.lanes as lanes
+import tailpod.provision.teardown as teardown_mod
 from tailpod.cli import remote
 from tailpod.config import Settings
 from tailpod.errors import BillingNotProven, ConfigError, ProviderError
@@ -323,7 +324,8 @@ STILL = "runpod p-tp-a: stop it by hand — https://console.runpod.io/pods"
 
 @dataclass
 class DownScript:
-    """down_remote replaced: writes the proof the real one would, then answers or raises."""
+    """The pod's down (pods/down.py) replaced: writes the proof the real one would, then answers
+    or raises."""
 
     proven: bool
     proof_written: bool = True
@@ -348,7 +350,7 @@ class DownScript:
 
 def _down(monkeypatch: pytest.MonkeyPatch, script: DownScript) -> list[tuple[Any, ...]]:
     script.calls = []
-    monkeypatch.setattr(remote, "down_remote", script)
+    monkeypatch.setattr(remote, "down_pod", script)
     return script.calls
 
 
@@ -462,7 +464,8 @@ class ManyScript:
 
 def _many(monkeypatch: pytest.MonkeyPatch, script: ManyScript) -> ManyScript:
     script.calls = []
-    monkeypatch.setattr(remote, "down_many", script)
+    # the provider-level down_many under the pods' (pods/down.py), which settles local runs
+    monkeypatch.setattr(teardown_mod, "down_many", script)
     return script
 
 

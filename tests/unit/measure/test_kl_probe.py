@@ -189,7 +189,7 @@ def test_the_shipped_prompt_set_has_three_classes_and_loads_in_the_probe() -> No
     assert len({p["id"] for p in prompts}) == len(prompts) >= 9
     assert probe.load_logprob_prompts(str(PROMPTS_FILE)) == prompts
     assert [p["class"] for p in load_prompts(classes=["code"])] == ["code"] * 4
-    # It lives in a subfolder, so the benchmark's prompt classes stay prose, code, structured.
+    # It lives in a subfolder, so the benchmark's prompt classes stay its own four.
     assert set(load_prompt_classes(None, None)) == {
-        "prose", "code", "structured"
+        "prose", "code", "structured", "tools"
     }

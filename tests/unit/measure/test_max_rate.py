@@ -20,6 +20,7 @@ from tailpod.measure.plan import Arm, Cell, SweepPlan, max_rate_step, spec_arms
 from tailpod.measure.sweep import GateResult, RunContext, RunDirectory, run_sweep
 from tailpod.results.io import load_run
 from tailpod.results.slo import compute, render
+from tests.helpers.probe_rows import request_row
 
 # Worked by hand for "passes iff rate <= 5.3" between 1 and 16 at tol 0.05:
 # 1 pass, 16 fail; 8.5 fail; 4.75 pass; 6.625 fail; 5.6875 fail; 5.21875 pass;
@@ -134,8 +135,8 @@ class SaturatingHost(RateHost):
         for row, cell in zip(super().run_cells(arm, cells, plan, run_id), cells, strict=True):
             assert cell.rate is not None
             grows = cell.rate > 5
-            out += [{"kind": "request", "arm": arm.label, "cell": cell.cell_id, "index": i,
-                     "ok": True, "e2e_sched_s": 0.2 + (0.1 * i if grows else 0.0)}
+            out += [request_row(arm=arm.label, cell=cell.cell_id, index=i, ok=True,
+                                e2e_sched_s=0.2 + (0.1 * i if grows else 0.0))
                     for i in range(10)]
             out.append(row)
         return out

@@ -16,6 +16,8 @@ from tests import paths
 FIXTURE = paths.FIXTURES / "results-v1-probe-py"
 REPO = paths.REPO
 ADDED_SINCE_THE_FIXTURE = {"provider_facts", "cold_start"}  # docs/results.md (issues 25, 29)
+# request-row keys added since, additive (issue 39: why each stream ended, docs/probe.md)
+ROW_KEYS_ADDED_SINCE = {"request": {"finish_reason"}, "cell": set()}
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -52,7 +54,11 @@ def test_the_agent_sweep_writes_the_same_format_and_bookkeeping(tmp_path: Path) 
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     before, after = _rows(FIXTURE / "rows.jsonl"), _rows(out / "rows.jsonl")
-    assert _shape(after) == _shape(before)
+    new, old = _shape(after), _shape(before)
+    assert set(new) == set(old)
+    for kind in old:
+        assert old[kind] <= new[kind]
+        assert new[kind] - old[kind] == ROW_KEYS_ADDED_SINCE[kind]
     assert _bookkeeping(after) == _bookkeeping(before)
     old_run, new_run = (json.loads((d / "run.json").read_text()) for d in (FIXTURE, out))
     # Every key the old writer wrote is still written; run.json keys added since (additive, v1

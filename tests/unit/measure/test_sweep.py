@@ -12,6 +12,7 @@ from tailpod.agent_client.driver import ArmStart
 from tailpod.engines.base import EngineConfig
 from tailpod.measure.plan import Arm, Cell, SweepPlan, spec_arms
 from tailpod.measure.sweep import GateResult, RunContext, RunDirectory, run_sweep
+from tests.helpers.probe_rows import cell_row, request_row
 
 BASE = EngineConfig(engine="vllm", model="/m")
 
@@ -53,18 +54,17 @@ class ScriptedHost:
             self.cells_run += 1
             self.events.append(f"cell {cell.cell_id}")
             rows.append(
-                {"kind": "request", "cell": cell.cell_id, "arm": arm.label, "completion_tokens": 8}
+                request_row(cell=cell.cell_id, arm=arm.label, completion_tokens=8)
             )
             rows.append(
-                {
-                    "kind": "cell",
+                cell_row(**{
                     "cell": cell.cell_id,
                     "arm": arm.label,
                     "concurrency": cell.concurrency,
                     "rep": cell.rep,
                     "output_tok_s": self.tok_s_by_k[arm.spec_k] * cell.concurrency,
                     "failed": 0,
-                }
+                })
             )
         return rows
 

@@ -138,6 +138,8 @@ def test_a_trace_cell_replays_beside_the_agent(tmp_path: Path) -> None:
         cells = [r for r in parsed if isinstance(r, CellRow)]
 
         class meta:  # noqa: N801
+            max_rate_search = None
+
             class pod:  # noqa: N801
                 price_per_hr = None
 
@@ -165,6 +167,8 @@ def test_slo_section_reports_the_trace_replay() -> None:
                  _trace_cell("plain", 2, 0.91), _trace_cell("mtp-k2", 0, 0.5)]
 
         class meta:  # noqa: N801
+            max_rate_search = None
+
             class pod:  # noqa: N801
                 price_per_hr = None
 

@@ -22,6 +22,7 @@ from tailpod.measure.deploy import DeployingHost, deploy_arm, read_deployment
 from tailpod.measure.plan import Arm, Cell, SweepPlan, spec_arms
 from tailpod.measure.sweep import GateResult, RunContext, RunDirectory, run_sweep
 from tailpod.sandbox.synthetic_server import SyntheticConfig, SyntheticServer
+from tests.helpers.probe_rows import cell_row
 from tests.unit.pods.test_lanes_haproxy import _free_ports, _stream, _synthetic, pytestmark  # noqa: F401
 
 LANES = {"kind": "lanes", "admission_limit": 2,
@@ -64,9 +65,9 @@ class EngineOnPort:
                 t.start()
             for t in threads:
                 t.join(60)
-            rows.append({"kind": "cell", "cell": cell.cell_id, "arm": arm.label,
-                         "concurrency": cell.concurrency, "rep": cell.rep, "output_tok_s": 1.0,
-                         "failed": 0})
+            rows.append(cell_row(cell=cell.cell_id, arm=arm.label,
+                                 concurrency=cell.concurrency, rep=cell.rep, output_tok_s=1.0,
+                                 failed=0))
         return rows
 
     def gate_reference(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:

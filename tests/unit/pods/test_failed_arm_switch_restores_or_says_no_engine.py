@@ -31,6 +31,7 @@ class FlakyKind:
 
     name = "cloud"
     engine_here = False
+    no_engine_left = "the pod bills with no engine (its TTL and dead-man switch still cover it)"
 
     def __init__(self, dies: set[str]) -> None:
         self.dies = dies

@@ -44,7 +44,8 @@ def _synthetic(name: str, port: int) -> lanes.LaneLaunch:
         argv=[sys.executable, "-m", "tailpod.sandbox.synthetic_server", "--port", str(port),
               "--rate", str(RATE), "--fixed-tokens", str(TOKENS), "--model", name],
         budget={"synthetic": True},
-        parse_startup=lambda text: {"lines": len(text.splitlines())},
+        # the shape an engine adapter parses (engines/base.py StartupFacts.to_json)
+        parse_startup=lambda text: {"engine": "synthetic", "facts": {}, "lines": text.splitlines()},
     )
 
 

@@ -151,16 +151,18 @@ def test_the_agreed_v1_shape_loads(tmp_path: Path) -> None:
     assert run.cells[0].acceptance is not None and run.cells[0].acceptance.accepted == 520
 
 
-def test_round_trip_is_stable_and_keeps_extra_fields(tmp_path: Path) -> None:
-    extra_run = RUN_V1 | {"sweep_seed": 7}
-    extra_cell = CELL_V1 | {"gpu_util_p50": 0.93}
-    first = load_run(_write_dir(tmp_path / "a", extra_run, [REQUEST_V1, extra_cell]))
+def test_round_trip_is_stable_and_keeps_the_declared_sparse_fields(tmp_path: Path) -> None:
+    sparse_run = RUN_V1 | {"run_tag": "tp-7"}
+    sparse_cell = CELL_V1 | {"goodput_tok_s": 0.93}
+    first = load_run(_write_dir(tmp_path / "a", sparse_run, [REQUEST_V1, sparse_cell]))
     write_run(first, tmp_path / "b")
     second = load_run(tmp_path / "b")
     assert second.meta == first.meta and second.cells == first.cells
     assert second.requests == first.requests
-    assert json.loads((tmp_path / "b" / "run.json").read_text())["sweep_seed"] == 7
-    assert second.cells[0].model_dump()["gpu_util_p50"] == 0.93
+    written = json.loads((tmp_path / "b" / "run.json").read_text())
+    assert written["run_tag"] == "tp-7" and "fingerprint" not in written  # unset: no key
+    assert second.cells[0].model_dump()["goodput_tok_s"] == 0.93
+    assert "goodput_rps" not in second.cells[0].model_dump()
     write_run(second, tmp_path / "c")
     assert (tmp_path / "b" / "run.json").read_text() == (tmp_path / "c" / "run.json").read_text()
     assert (tmp_path / "b" / "rows.jsonl").read_text() == (
@@ -317,8 +319,8 @@ def test_v0_run_dir_loads_and_analyses(tmp_path: Path) -> None:
 
 
 def test_probe_and_sweep_extras_load(tmp_path: Path) -> None:
-    """Fields the probe/sweep add beyond the v1 format (run_tag, arm_configs, starts, gate detail,
-    request flags, cell cache) are accepted and kept."""
+    """Fields the probe/sweep write (run_tag, arm_configs, starts, gate detail, request flags,
+    cell cache) are declared, accepted and kept."""
     run = RUN_V1 | {"run_tag": "tp-1", "gate_reference": {"token_ids": [[1]]}}
     run["plan"] = RUN_V1["plan"] | {"arm_configs": {}, "requests_per_cell": None, "extend_k": True}
     run["arms"] = [
@@ -341,3 +343,10 @@ def test_probe_and_sweep_extras_load(tmp_path: Path) -> None:
     assert [c.cache for c in loaded.cells] == ["cold", "warm"]
     assert loaded.meta.arms[1].gate is not None and loaded.meta.arms[1].gate.status == "skipped"
     assert loaded.meta.model_dump()["run_tag"] == "tp-1"
+
+
+def test_keys_the_format_does_not_declare_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(TailpodError, match="unknown key 'sweep_seed'"):
+        load_run(_write_dir(tmp_path / "a", RUN_V1 | {"sweep_seed": 7}, [CELL_V1]))
+    with pytest.raises(TailpodError, match=r"rows.jsonl:1: unknown key 'cell.gpu_util_p50'"):
+        load_run(_write_dir(tmp_path / "b", RUN_V1, [CELL_V1 | {"gpu_util_p50": 0.93}]))

@@ -33,7 +33,7 @@ CELL_KEYS = {
     "measured_from",
 }
 # Additive keys beyond results format v1 (documented in docs/probe.md).
-EXTRA_REQUEST_KEYS = {"flags"}
+EXTRA_REQUEST_KEYS = {"flags", "finish_reason"}
 EXTRA_CELL_KEYS = {"cache"}
 
 

@@ -1,0 +1,127 @@
+"""Per request, by arm and prompt class: the distribution of the requests' own acceptance (p10,
+p50, p90, request mean, token-weighted) beside the /metrics figure of the same cells, and the
+structure checks of structured and tools classes (parse, validity, tool calls, finish reasons,
+the largest gap between chunks). docs/results.md, "Acceptance, one definition" and "The
+structure gate"; absent from the analysis when no request row carries either."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, TypedDict
+
+from tailpod.agent.probes.metrics import percentile
+from tailpod.results.markdown import arm_label, fmt_num, table
+from tailpod.results.section import Context, RenderContext, Section
+
+
+class PerRequestRow(TypedDict):
+    arm: str
+    prompt_class: str
+    void: bool
+    requests: int
+    acceptance: dict[str, Any] | None  # p10, p50, p90, request_mean, token_weighted, metrics
+    structure: dict[str, Any] | None  # json_ok, schema_ok, tool_call_ok, finish_reasons, gap
+
+
+def _acceptance(items: list[dict[str, Any]], counters: tuple[int, int]) -> dict[str, Any] | None:
+    lengths = [i["acceptance_length"] for i in items if i.get("acceptance_length") is not None]
+    steps = sum(int(i.get("steps") or 0) for i in items)
+    if not items:
+        return None
+    drafts, accepted = counters
+    return {
+        "requests": len(items),
+        "p10": percentile(lengths, 10), "p50": percentile(lengths, 50),
+        "p90": percentile(lengths, 90),
+        "request_mean": sum(lengths) / len(lengths) if lengths else None,
+        "token_weighted": 1 + sum(int(i.get("accepted") or 0) for i in items) / steps
+        if steps else None,
+        "metrics": 1 + accepted / drafts if drafts else None,
+    }
+
+
+def _structure(rows: list[Any]) -> dict[str, Any] | None:
+    checked = [r for r in rows if r.json_ok is not None]
+    if not checked:
+        return None
+    reasons: dict[str, int] = defaultdict(int)
+    for r in checked:
+        reasons[str(r.finish_reason)] += 1
+    gaps = [r.chunk_gap_max_s for r in checked if r.chunk_gap_max_s is not None]
+    tools = [r for r in checked if r.tool_call_ok is not None]
+    return {
+        "requests": len(checked),
+        "json_ok": sum(1 for r in checked if r.json_ok),
+        "schema_ok": sum(1 for r in checked if r.schema_ok is True),
+        "tool_call_ok": sum(1 for r in tools if r.tool_call_ok) if tools else None,
+        "finish_reasons": dict(sorted(reasons.items())),
+        "chunk_gap_max_s": max(gaps) if gaps else None,
+    }
+
+
+def compute(ctx: Context) -> list[PerRequestRow] | None:
+    pc = ctx.settings.prompt_class
+    reqs: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for r in ctx.run.requests:
+        if r.ok and (pc is None or r.prompt_class == pc):
+            reqs[(r.arm, r.prompt_class)].append(r)
+    counters: dict[tuple[str, str], tuple[int, int]] = defaultdict(lambda: (0, 0))
+    with_spec: set[tuple[str, str]] = set()
+    for c in ctx.run.cells:
+        if getattr(c, "acceptance_per_request", None):
+            with_spec.add((c.arm, c.prompt_class))
+            if c.acceptance is not None:
+                d, a = counters[(c.arm, c.prompt_class)]
+                counters[(c.arm, c.prompt_class)] = (d + c.acceptance.drafts,
+                                                     a + c.acceptance.accepted)
+    order = {a.label: i for i, a in enumerate(ctx.arms)}
+    out: list[PerRequestRow] = []
+    for (arm, pclass), rows in sorted(reqs.items(), key=lambda kv: (order.get(kv[0][0], 99),
+                                                                    kv[0][1])):
+        items = [s for r in rows if isinstance(s := getattr(r, "spec_acceptance", None), dict)]
+        acc = _acceptance(items, counters[(arm, pclass)]) if (arm, pclass) in with_spec else None
+        struct = _structure(rows)
+        if acc is None and struct is None:
+            continue
+        out.append({"arm": arm, "prompt_class": pclass, "void": arm in ctx.void,
+                    "requests": len(rows), "acceptance": acc, "structure": struct})
+    return out or None
+
+
+def render(rows: list[PerRequestRow] | None, rc: RenderContext) -> list[str]:
+    if not rows:
+        return []
+    L: list[str] = []
+    acc = [r for r in rows if r["acceptance"]]
+    if acc:
+        L += ["## Acceptance per request", "",
+              "Each request's own acceptance length (1 + accepted drafts / verify steps), from "
+              "its response: p10/p50/p90 and the mean over requests, beside the token-weighted "
+              "length (every verify step weighs the same) and the /metrics figure of the same "
+              "cells, which it should match.", ""]
+        L += table(["arm", "class", "n", "p10", "p50", "p90", "request mean", "token-weighted",
+                    "/metrics"],
+                   [[arm_label(r["arm"], rc.void), r["prompt_class"], str(a["requests"]),
+                     fmt_num(a["p10"]), fmt_num(a["p50"]), fmt_num(a["p90"]),
+                     fmt_num(a["request_mean"]), fmt_num(a["token_weighted"]),
+                     fmt_num(a["metrics"])]
+                    for r in acc if (a := r["acceptance"])], rc.stamp)
+    st = [r for r in rows if r["structure"]]
+    if st:
+        L += ["## Structured output and tool calls", "",
+              "Per request: the output parses as JSON, validates against the class's schema, "
+              "makes a whole tool call; how the streams ended; the largest gap between chunks. "
+              "A speculative arm below plain on any of them is void (the structure gate).", ""]
+        L += table(["arm", "class", "n", "parse", "valid", "tool call", "finish reasons",
+                    "max gap (s)"],
+                   [[arm_label(r["arm"], rc.void), r["prompt_class"], str(s["requests"]),
+                     str(s["json_ok"]), str(s["schema_ok"]),
+                     "—" if s["tool_call_ok"] is None else str(s["tool_call_ok"]),
+                     ", ".join(f"{k} {v}" for k, v in s["finish_reasons"].items()),
+                     fmt_num(s["chunk_gap_max_s"])]
+                    for r in st if (s := r["structure"])], rc.stamp)
+    return L
+
+
+SECTION = Section(key="per_request", rank=105, compute=compute, report_rank=95, render=render,
+                  omit_none=True)
