@@ -53,6 +53,10 @@ class Settings:
     gpus: tuple[str, ...] = field(default=(), metadata=_meta("TAILPOD_GPUS", kind="list"))
     gpu_count: int = field(default=1, metadata=_meta("TAILPOD_GPU_COUNT", kind="int"))
     max_price: float | None = field(default=None, metadata=_meta("TAILPOD_MAX_PRICE", kind="float"))
+    # Spot (interruptible) rental and its bid in $/h per machine (`up --spot [--bid]`): only where
+    # the provider documents a spot route (provision/base.py Provider.spot_route).
+    spot: bool = field(default=False, metadata=_meta("TAILPOD_SPOT", kind="bool"))
+    bid: float | None = field(default=None, metadata=_meta("TAILPOD_BID", kind="float"))
     ttl_hours: float = field(default=4.0, metadata=_meta("TAILPOD_TTL_HOURS", kind="float"))
     # RunPod: `up` runs first contact (a CPU pod, under a cent) when the account has no result for
     # the image's start form; "off" (`up --no-first-contact`) rents without (pods/first_contact.py).
@@ -188,6 +192,15 @@ def _convert(name: str, kind: str, secret: bool, raw: Any, source: str) -> Any:
         if isinstance(raw, (list, tuple)):
             return tuple(str(x).strip() for x in raw if str(x).strip())
         return tuple(x.strip() for x in str(raw).split(",") if x.strip())
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{name} from {source} must be true or false, got {raw!r}")
     try:
         if kind == "int":
             return int(raw)
@@ -308,7 +321,25 @@ def run_settings_problems(settings: Settings) -> list[str]:
     if settings.disk_gb <= 0:
         problems.append(f"the disk size must be positive, got {settings.disk_gb} "
                         f"({origin('disk_gb', 'TAILPOD_DISK_GB')})")
+    positive("TAILPOD_BID", "--bid", settings.bid, field_name="bid")
+    problems += spot_problems(settings)
     problems += offer_filter_problems(settings, origin)
+    return problems
+
+
+def spot_problems(settings: Settings) -> list[str]:
+    """What makes a spot request impossible whatever the provider: a bid without --spot, a bid
+    above the price cap (the cap applies to the bid). The provider's own route is checked by
+    provision/providers.py `check_spot_route`."""
+    problems: list[str] = []
+    if settings.bid is not None and not settings.spot:
+        problems.append("--bid is the spot bid: it needs --spot")
+    if not settings.spot:
+        return problems
+    if settings.bid is not None and settings.max_price is not None \
+            and settings.bid > settings.max_price + 1e-9:
+        problems.append(f"the bid ${settings.bid:g}/h is above the price cap "
+                        f"${settings.max_price:g}/h (the cap applies to the bid)")
     return problems
 
 

@@ -205,6 +205,8 @@ class PodExtra:
     max_price: float | None = None
     fallback_from: str | None = None  # the card asked for, when a capacity fallback changed it
     fallback_reasons: list[str] | None = None
+    spot: bool | None = None  # True: an interruptible (spot) rental; None: on-demand
+    bid: float | None = None  # the spot bid, $/h per machine, as sent to the provider
     # the boot (pods/cloud.py)
     image: dict[str, Any] | None = None  # {"ref", "digest"}
     provider_facts: dict[str, Any] | None = None

@@ -31,6 +31,7 @@ from tailpod.provision.providers import (
     canonical_name,
     cloud_key_envs,
     get_provider,
+    provider_class,
 )
 from tailpod.provision.providers import api_key as provider_key
 from tailpod.secrets import redact
@@ -131,13 +132,15 @@ def _dollars(price: float) -> str:
     return text if len(text.split(".")[1]) >= 2 else f"{price:.2f}"
 
 
-def _table(rows: list[dict[str, Any]], gpu_count: int) -> Table:
+def _table(rows: list[dict[str, Any]], gpu_count: int, spot: bool = False) -> Table:
     table = Table(title=f"GPU offers ({gpu_count} GPU{'s' if gpu_count > 1 else ''} per pod)",
                   title_justify="left")
     table.add_column("provider", no_wrap=True)
     table.add_column("--gpu (also)", overflow="fold")
     table.add_column("GB", justify="right", no_wrap=True)
     table.add_column("USD/h", justify="right", no_wrap=True)
+    if spot:  # beside the on-demand price: what `up --spot` bills at the minimum bid
+        table.add_column("spot USD/h", justify="right", no_wrap=True)
     table.add_column("available", no_wrap=True)
     for r in rows:
         name = r["gpu"] + (f" ({r['also']})" if r["also"] and r["also"] != r["gpu"] else "")
@@ -150,7 +153,10 @@ def _table(rows: list[dict[str, Any]], gpu_count: int) -> Table:
                 f" ({r['offers']} offer{'s' if r['offers'] > 1 else ''})" if r["offers"] else "")
         else:
             avail = "no"
-        table.add_row(r["provider"], name, mem, price, avail)
+        spot_price = r.get("spot_price_per_hr")
+        spot_cell = [] if not spot else [
+            "—" if spot_price is None else _dollars(spot_price)]
+        table.add_row(r["provider"], name, mem, price, *spot_cell, avail)
     return table
 
 
@@ -181,7 +187,7 @@ class Answers:
 
 
 def ask_providers(names: list[str], settings: Settings, wanted: list[str], gpu_count: int,
-                  max_price: float | None, deadline: float) -> Answers:
+                  max_price: float | None, deadline: float, spot: bool = False) -> Answers:
     """Each provider's offers for `wanted` (every GPU when empty), resolved and filtered as `up`
     rents, every call ending by `deadline` (a time.monotonic() value)."""
     got = Answers()
@@ -198,7 +204,13 @@ def ask_providers(names: list[str], settings: Settings, wanted: list[str], gpu_c
                             near_names([w], {k: (v,) for k, v in short.items()}))
                     if not asked:
                         continue
-                got.rows += offer_rows(adapter, asked, gpu_count, max_price, short)
+                rows = offer_rows(adapter, asked, gpu_count, max_price, short)
+                if spot:  # each row's spot price beside its on-demand one (None: none sold)
+                    sold = adapter.spot_prices([r["gpu"] for r in rows], gpu_count) \
+                        if rows and adapter.spot_route else {}
+                    for r in rows:
+                        r["spot_price_per_hr"] = sold.get(r["gpu"])
+                got.rows += rows
                 more, used = _hidden(adapter, asked, gpu_count)
                 got.hidden += more
                 if used is not None:
@@ -226,6 +238,9 @@ def register(app: typer.Typer) -> None:
                                                         "default 1)."),
         max_price: float = typer.Option(None, help="Only offers at or below this price per pod."),
         available: bool = typer.Option(False, "--available", help="Only types in stock now."),
+        spot: bool = typer.Option(
+            False, "--spot", help="Show each type's spot (interruptible) price at its minimum "
+                                  "bid beside the on-demand price, where the provider sells spot."),
         min_reliability: float = MIN_RELIABILITY,
         min_cuda: str = MIN_CUDA,
         disk_gb: int = DISK_GB,
@@ -261,7 +276,7 @@ def register(app: typer.Typer) -> None:
             cuda, cuda_note = image_cuda(settings, timeout=min(10.0, timeout))
         query_settings = offer_settings(settings, cuda)
         got = ask_providers(names, query_settings, list(wanted or []), gpu_count, max_price,
-                            deadline)
+                            deadline, spot)
         rows, hidden, filters = got.rows, got.hidden, got.filters
         errors, unasked = got.errors, got.unasked
         if wanted and not unasked:
@@ -283,7 +298,7 @@ def register(app: typer.Typer) -> None:
                         "not_asked": unasked})
         else:
             if rows:
-                console.print(_table(rows, gpu_count))
+                console.print(_table(rows, gpu_count, spot))
             else:
                 console.print("no GPU offers match")
             if above:
@@ -295,6 +310,11 @@ def register(app: typer.Typer) -> None:
                                   + (f" ({cuda_note})" if cuda_note and "cuda" in words else ""))
             for h in hidden:
                 console.print(f"  {h['provider']} {h['gpu']}: {h['words']}")
+            if spot:
+                for name in names:
+                    cls = provider_class(name)
+                    if cls.spot_route is None and name != LOCAL:
+                        console.print(f"{name}: no spot price ({cls.no_spot})")
             if any(r["provider"] == LOCAL for r in rows):
                 console.print("local: this machine, no rent")
         for e in errors:

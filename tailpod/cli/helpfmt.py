@@ -113,8 +113,8 @@ METAVARS: dict[str, str] = {
 # a command has and no group names stay in the first panel, "Options".
 PANELS: dict[str, dict[str, list[str]]] = {
     "up": {
-        "Pod": ["provider", "gpu", "gpu_count", "max_price", "min_reliability", "min_cuda",
-                "disk_gb", "image", "ttl_hours", "tailnet", "allow_unpinned",
+        "Pod": ["provider", "gpu", "gpu_count", "max_price", "spot", "bid", "min_reliability",
+                "min_cuda", "disk_gb", "image", "ttl_hours", "tailnet", "allow_unpinned",
                 "allow_nonephemeral", "keep_on_failure", "first_contact"],
         "Engine": ["engine", "model", "port", "context_length", "max_running_requests",
                    "enforce_eager", "llama_server", "split_mode"],
@@ -131,7 +131,8 @@ PANELS: dict[str, dict[str, list[str]]] = {
                       "slo_percentile"],
     },
     "matrix": {
-        "Cards and money": ["card", "budget", "parallel", "max_price", "setup_minutes",
+        "Cards and money": ["card", "budget", "parallel", "max_price", "spot", "bid",
+                            "setup_minutes",
                             "restart_minutes", "cell_minutes", "dry_run", "tailnet",
                             "allow_unpinned"],
         "Engine and arms": ["model", "engine", "image", "spec_k", "spec_method", "draft_model",

@@ -50,6 +50,20 @@ from tailpod.secrets import redact
 # -- report ----------------------------------------------------------------------------------
 
 
+def cells_by_pod(run_dir: Path) -> dict[str, int]:
+    """How many finished cells each pod measured (the `pod` every matrix row carries)."""
+    from tailpod.measure.sweep import RunDirectory
+
+    counts: dict[str, int] = {}
+    if not (run_dir / "rows.jsonl").exists():
+        return counts
+    for row in RunDirectory(run_dir).read_rows():
+        if row.get("kind") == "cell" and isinstance(row.get("pod"), dict):
+            tag = str(row["pod"].get("run_tag"))
+            counts[tag] = counts.get(tag, 0) + 1
+    return counts
+
+
 def write_matrix_report(state: MatrixState) -> dict[str, Path]:
     """matrix-report.json, matrix.md and the $/Mtok plot, next to matrix.json."""
     from tailpod.results.analysis import analyze
@@ -60,7 +74,9 @@ def write_matrix_report(state: MatrixState) -> dict[str, Path]:
         outcome: dict[str, Any] = {"card": label, "status": entry["status"],
                                    "error": entry.get("error"), "spend_usd": entry.get("spend_usd"),
                                    "proof": ", ".join(entry.get("proofs", {}).values()) or None,
-                                   "run_tag": entry.get("run_tag"), "run_dir": entry["run_dir"]}
+                                   "run_tag": entry.get("run_tag"), "run_dir": entry["run_dir"],
+                                   "preemptions": entry.get("preemptions") or [],
+                                   "cells_by_pod": cells_by_pod(Path(entry["run_dir"]))}
         run_json = Path(entry["run_dir"]) / "run.json"
         if run_json.exists():
             try:
@@ -159,6 +175,13 @@ def register(app: typer.Typer) -> None:
         max_running_requests: int = typer.Option(None, help="Engine request slots (same on "
                                                  "every card)."),
         max_price: float = typer.Option(None, help="Refuse any pod above this $/hr."),
+        spot: bool = typer.Option(
+            None, "--spot/--no-spot", help="Rent every card as a spot (interruptible) pod, priced "
+            "and budgeted at its bid; a card whose provider sells no spot is refused (env "
+            "TAILPOD_SPOT)."),
+        bid: float = typer.Option(
+            None, "--bid", metavar="USD/H", help="With --spot: the bid per machine in $/h "
+            "(default: each offer's minimum bid; env TAILPOD_BID)."),
         setup_minutes: float = typer.Option(
             None, help="Projection: rent, boot, image pull and first engine start per card "
             "(default: what an earlier run of the card and engine billed to serving, else "
@@ -217,7 +240,8 @@ def register(app: typer.Typer) -> None:
         if objective == "goodput" and not slo_targets:
             raise ConfigError("--objective goodput needs --slo", hint="e.g. --slo ttft_ms=500")
         settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
-                                            "max_price": max_price})
+                                            "max_price": max_price, "spot": spot,
+                                            "bid": bid})
         check_run_settings(settings)  # before the registry, the ledger or any rental
         require_cloud_engine(settings.engine)
         cards = parse_cards(card) if card else None

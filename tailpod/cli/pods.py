@@ -49,7 +49,7 @@ from tailpod.pods.journal import last_change
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
 from tailpod.provision.gpu_names import gpu_flags
-from tailpod.provision.providers import canonical_name
+from tailpod.provision.providers import canonical_name, check_spot_route
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
 
@@ -161,6 +161,9 @@ FLAG_MEANINGS = {
     "interrupted": "a tailpod command was stopped part-way on this pod (its owner process is "
                    "gone); `tailpod down TAG` settles it",
     "expired": "the pod is past its TTL; `tailpod down --expired`",
+    "preempted": "a spot pod that lost its bid: the provider stopped it (its processes are gone) "
+                 "and its disk bills until it is destroyed; `tailpod down TAG` destroys it and "
+                 "proves the instance and its disk gone (docs/providers.md, Spot)",
 }
 
 
@@ -398,6 +401,12 @@ def register(app: typer.Typer) -> None:
         ),
         gpu_count: int = typer.Option(None, help="GPUs per pod (tensor-parallel size)."),
         max_price: float = typer.Option(None, help="Refuse offers above this $/hr."),
+        spot: bool = typer.Option(
+            None, "--spot/--no-spot", help="Rent an interruptible (spot) pod where the provider "
+            "sells one (vast.ai); it can be preempted (env TAILPOD_SPOT)."),
+        bid: float = typer.Option(
+            None, "--bid", metavar="USD/H", help="With --spot: the bid per machine in $/h "
+            "(default: each offer's minimum bid); the price cap applies to it (env TAILPOD_BID)."),
         min_reliability: float = MIN_RELIABILITY,
         min_cuda: str = MIN_CUDA,
         disk_gb: int = DISK_GB,
@@ -483,6 +492,8 @@ def register(app: typer.Typer) -> None:
             gpus=gpus,
             gpu_count=count,
             max_price=max_price,
+            spot=spot,
+            bid=bid,
             min_reliability=min_reliability,
             min_cuda=min_cuda,
             disk_gb=disk_gb,
@@ -494,6 +505,7 @@ def register(app: typer.Typer) -> None:
         )
         check_provider(settings.provider)
         check_run_settings(settings)  # before preflight, the ledger or any rental
+        check_spot_route(settings)
         kind = kind_for(settings.provider)
         options = UpOptions(allow_unpinned=allow_unpinned, allow_nonephemeral=allow_nonephemeral,
                             use_tailnet=tailnet, keep_on_failure=keep_on_failure, volume=volume)
@@ -657,9 +669,14 @@ def register(app: typer.Typer) -> None:
                               f"{utc_time(change['at'])} ({change['event']})", markup=False)
             if row["hardware"].get("stamp"):
                 console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")
+            preempted = next((f for f in row.get("flags") or [] if f.startswith("preempted")),
+                             None)
             if row.get("gone"):
                 console.print(f"[bold red]{row['run_tag']}: gone at {row['provider']}[/]: "
                               f"{row['gone']}; record it with: {row['settle']}")
+            elif preempted:
+                console.print(f"[bold red]{row['run_tag']}: {escape(preempted)}[/]; settle it "
+                              f"with: tailpod down {row['run_tag']}")
             elif row.get("no_engine"):
                 console.print(f"[bold red]{row['run_tag']}: no engine[/] " + escape(
                     f"(arm {row['no_engine']['arm']} failed to start; "

@@ -41,6 +41,7 @@ from tailpod.measure.sweep import (
     RunContext,
     RunDirectory,
     SweepHost,
+    regate_on_new_pod,
     run_sweep,
 )
 from tailpod.provision.base import BillingEvidence
@@ -437,11 +438,13 @@ class MatrixStopped(TailpodError):
 class StopAwareHost:
     """A sweep host that refuses the next restart or cell once the matrix is stopped."""
 
-    def __init__(self, host: SweepHost, stop: threading.Event, why: Callable[[], str]) -> None:
+    def __init__(self, host: SweepHost, stop: threading.Event, why: Callable[[], str],
+                 pod: dict[str, Any] | None = None) -> None:
         self.host = host
         self.stop = stop
         self.why = why
         self.measured_from = host.measured_from
+        self.pod = pod  # stamped on every row: the pod a cell was measured on
 
     def _check(self) -> None:
         if self.stop.is_set():
@@ -454,7 +457,11 @@ class StopAwareHost:
     def run_cells(self, arm: Arm, cells: list[Cell], plan: SweepPlan,
                   run_id: str) -> list[dict[str, Any]]:
         self._check()
-        return self.host.run_cells(arm, cells, plan, run_id)
+        rows = self.host.run_cells(arm, cells, plan, run_id)
+        if self.pod is not None:
+            for row in rows:
+                row["pod"] = dict(self.pod)
+        return rows
 
     def gate_reference(self, arm: Arm, plan: SweepPlan) -> dict[str, Any]:
         self._check()
@@ -624,6 +631,33 @@ def spent_so_far(settings: Settings, state: MatrixState) -> tuple[float, str]:
 # -- preflight: price every card, refuse bad input -------------------------------------------
 
 
+# A spot card is rented again after a preemption at most this many times (then it fails as any
+# card whose pod died does; `--run-id` resumes it).
+MAX_PREEMPTIONS = 3
+
+
+def pod_stamp(record: PodRecord) -> dict[str, Any]:
+    """What every row measured on `record`'s pod carries: which pod, and where it ran."""
+    machine = record.extra.machine or {}
+    return {"run_tag": record.run_tag, "pod_id": record.pod_id, "gpu": record.gpu,
+            "host": (record.ssh or {}).get("host"),
+            "machine": machine.get("hostname") or machine.get("id")}
+
+
+def preempted_now(settings: Settings, record: PodRecord) -> bool:
+    """Whether the provider says `record`'s spot pod lost its bid (PodInfo.detail["preempted"]);
+    False when it cannot be asked: the card then fails as any card whose pod died."""
+    from tailpod.provision.providers import get_provider
+
+    if not record.extra.spot or not record.pod_id:
+        return False
+    try:
+        info = get_provider(record.provider, settings).get(record.pod_id)
+    except TailpodError:
+        return False
+    return bool(info is not None and info.detail.get("preempted"))
+
+
 def card_settings(settings: Settings, card: Card, image: str) -> Settings:
     return dataclasses.replace(settings, provider=card.provider, gpus=(card.gpu,),
                                gpu_count=card.count, image=image)
@@ -642,6 +676,11 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
     if budget <= 0:
         raise ConfigError(f"--budget must be positive, got {budget}")
     refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the first offer query
+    if settings.spot:  # a card whose provider sells no spot: refused before any offer query
+        from tailpod.provision.providers import check_spot_route
+
+        for card in cards:
+            check_spot_route(card_settings(settings, card, image))
     priced: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
     for card in cards:
@@ -668,8 +707,14 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
         if refusal is not None:  # this card's own projection, now that its offer named the GPU
             raise refusal
         price = offer.price_per_hr if offer is not None else None
+        if settings.spot and offer is not None and price is not None:
+            # a spot card is priced, and budgeted, at what its bid bills (provision/base.py)
+            price = provider.spot_prices([offer.gpu_type], card.count, settings.bid
+                                         ).get(offer.gpu_type)
+            entry["spot"] = True
         if offer is not None and price is None:
-            entry["problem"] = f"no {card.provider} offer for {card.count}x {card.gpu} right now"
+            entry["problem"] = (f"no {card.provider} {'spot ' if settings.spot else ''}offer "
+                                f"for {card.count}x {card.gpu} right now")
         elif offer is not None and price is not None:
             entry["price_per_hr"] = price
             entry["projected_usd"] = round(price * hours, 4)
@@ -846,6 +891,42 @@ class MatrixRun:
         finally:
             lock.release()
 
+    def _after_preemption(self, label: str, settings: Settings, cfg: EngineConfig,
+                          ledger: Ledger, lost: PodRecord, run_dir: RunDirectory,
+                          say: Say) -> PodRecord:
+        """The card's spot pod lost its bid mid-sweep: record the preemption (when, the pod, what
+        it cost), destroy the stopped pod and prove it gone, and rent the card again; the sweep
+        goes on from its last finished cell (the cut cell's rows are dropped and it is measured
+        again) with the gate taken again on the new pod first (sweep.regate_on_new_pod)."""
+        now = time.time()
+        seen = ledger.get(lost.run_tag) or lost
+        spent = record_spend(seen, now, seen.price_per_hr)
+        # the lost pod's whole time and spend (an upper bound on what the preemption cost: the
+        # cut cell and the new pod's setup are the loss; its finished cells are kept)
+        entry = {"pod": lost.run_tag, "pod_id": lost.pod_id, "at": now,
+                 "pod_minutes": round((now - seen.created_at) / 60.0, 2),
+                 "pod_usd": round(spent, 6)}
+        with self.state.lock:
+            self.state.card(label).setdefault("preemptions", []).append(entry)
+            self.state.save()
+        say(f"[bold yellow]preempted[/]: {lost.run_tag} lost its bid; destroying it and renting "
+            "the card again")
+        self.teardown(label)
+        if lost.run_tag in self.unproven:
+            raise TailpodError(f"{lost.run_tag} was preempted and its teardown is not proven; "
+                               "the card is not rented again")
+        refused = self._budget_refuses(label)
+        if refused:
+            raise TailpodError(f"preempted, and not rented again: {refused}")
+        record = refresh_price(settings, ledger, self.steps.up(settings, cfg, ledger, say))
+        regated = regate_on_new_pod(
+            run_dir, self.sweep.plan(cfg),
+            f"preempted: {lost.run_tag} lost its bid; the sweep goes on on {record.run_tag} "
+            "from its last finished cell, the cut cell measured again")
+        if regated:
+            say(f"gate taken again on {record.run_tag} for {', '.join(regated)}")
+        return record
+
     def card_of(self, label: str) -> Card:
         return next(c for c in self.state.cards if c.label == label)
 
@@ -890,17 +971,26 @@ class MatrixRun:
                                         extra=dataclasses.replace(adopted.extra, matrix=mine))
             record = refresh_price(settings, ledger, adopted if adopted is not None
                                    else self.steps.up(settings, cfg, ledger, say))
-            prices = {**self.state.card(label).get("pod_prices", {}),
-                      record.run_tag: record.price_per_hr}
-            self.state.update(label, status="measuring", gpu=record.gpu, pod_prices=prices)
-            host = self.steps.host(settings, ledger, record, self.sweep.cache)
-            try:
-                run_id = f"{self.state.data['matrix_id']}-{card.slug}"
-                run_sweep(self.sweep.plan(cfg), RunDirectory(run_dir),
-                          StopAwareHost(host, self.stop, lambda: self.stop_reason),
-                          RunContext.for_pod(record, run_id, cfg), log=say)
-            finally:
-                host.close()
+            while True:
+                prices = {**self.state.card(label).get("pod_prices", {}),
+                          record.run_tag: record.price_per_hr}
+                self.state.update(label, status="measuring", gpu=record.gpu, pod_prices=prices)
+                host = self.steps.host(settings, ledger, record, self.sweep.cache)
+                try:
+                    run_id = f"{self.state.data['matrix_id']}-{card.slug}"
+                    run_sweep(self.sweep.plan(cfg), RunDirectory(run_dir),
+                              StopAwareHost(host, self.stop, lambda: self.stop_reason,
+                                            pod_stamp(record)),
+                              RunContext.for_pod(record, run_id, cfg), log=say)
+                    break
+                except Exception:
+                    if self.stop.is_set() or not preempted_now(settings, record) or len(
+                            self.state.card(label).get("preemptions", [])) >= MAX_PREEMPTIONS:
+                        raise
+                finally:
+                    host.close()
+                record = self._after_preemption(label, settings, cfg, ledger, record,
+                                                RunDirectory(run_dir), say)
             self.state.update(label, status="done")
         except Exception as exc:  # one card's failure, whatever it is, never stops the others
             stopped = self.stop.is_set()

@@ -265,6 +265,27 @@ def _arm_entry(run: dict[str, Any], arm: Arm) -> dict[str, Any]:
     return new
 
 
+def regate_on_new_pod(run_dir: RunDirectory, plan: SweepPlan, note: str) -> list[str]:
+    """A sweep that goes on on another pod (a spot pod was preempted): its plain reference and
+    the gate of every arm with cells still to measure are cleared, so the resumed sweep takes the
+    reference and gates those arms again on the new pod before any of their numbers; arms whose
+    cells are all measured keep the gate of the pod they ran on, and a void arm stays void.
+    Returns the arms to be gated again; `note` goes to run.json's notes."""
+    run = run_dir.load()
+    if run is None:
+        return []
+    todo = {s.arm for s in pending(plan, finished_cells(run_dir.rows)) if isinstance(s, Cell)}
+    regated = []
+    for entry in run.get("arms", []):
+        if entry.get("label") in todo and not entry.get("void") and entry.get("gate") is not None:
+            entry["gate"] = None
+            regated.append(str(entry["label"]))
+    run["gate_reference"] = None
+    run.setdefault("notes", []).append(note)
+    run_dir.save(run)
+    return regated
+
+
 def single_stream_throughput(rows: list[dict[str, Any]], plan: SweepPlan) -> dict[int, float]:
     """Median aggregate tok/s per K at the lowest concurrency, over cells that are not void, of the
     arms that are K candidates (a measured deployment is not one)."""

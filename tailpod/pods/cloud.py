@@ -393,6 +393,8 @@ def _spec(
         ),
         gpu_count=settings.gpu_count,
         max_price=settings.max_price,
+        spot=settings.spot,
+        bid=settings.bid if settings.spot else None,
         env=env,
         disk_gb=settings.disk_gb,
         ports=[22],  # SSH only; the engine port is never published
@@ -585,7 +587,10 @@ def _up_cloud_once(
         from tailpod.provision.tailnet.join import pod_env
 
         spec.env.update(pod_env(pod_key))
-    say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} (cap {spec.max_price})")
+    offered = "each offer's minimum" if spec.bid is None else f"${spec.bid:g}/h"
+    bid = f", spot, bid {offered}" if spec.spot else ""
+    say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} "
+        f"(cap {spec.max_price}{bid})")
     tailnet = {"enabled": use_tailnet, **({"auth_key_id": pod_key_id} if pod_key_id else {})}
     try:
         record, info = up_remote(settings, ledger, spec, tailnet=tailnet)

@@ -65,6 +65,10 @@ class PodSpec:
     # The epoch second the pod must be gone by (config.ttl_deadline); None: no TTL. The ledger's
     # ttl_expires_at is this value, and a cloud pod's dead-man guard was built from it.
     ttl_at: float | None = None
+    # A spot (interruptible) rental and its bid in $/h per machine; None: the provider's current
+    # lowest winning bid for the offer (docs/providers.md "Spot").
+    spot: bool = False
+    bid: float | None = None
 
 
 @dataclass
@@ -118,6 +122,11 @@ class Provider(abc.ABC):
     # Set by the lifecycle before create(): called with each provider id the moment an API answer
     # names it, so the ledger holds the id even if create() is interrupted right afterwards.
     on_created: Callable[[str], None] | None = None
+    # How the provider rents a spot (interruptible) pod, as its vendor documents it; None: it
+    # sells none tailpod can rent, and `no_spot` says why (`up --spot` exits 2 with it).
+    spot_route: ClassVar[str | None] = None
+    no_spot: ClassVar[str] = ("--spot rents an interruptible cloud pod, which this provider "
+                               "does not sell (vast.ai does: --provider vastai)")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -138,6 +147,13 @@ class Provider(abc.ABC):
     @abc.abstractmethod
     def offers(self, gpu_preference: list[str], gpu_count: int, max_price: float | None) -> list[Offer]:
         """Prices and availability for each GPU in the preference list, in preference order."""
+
+    def spot_prices(self, gpu_types: list[str], gpu_count: int, bid: float | None = None
+                    ) -> dict[str, float]:
+        """The lowest spot (interruptible) price per pod of each GPU type at `bid` (None: each
+        offer's minimum bid), by the names `offers` gives; {} from a provider with no spot route
+        (`gpus --spot`, `matrix --spot`)."""
+        return {}
 
     @abc.abstractmethod
     def create(self, spec: PodSpec) -> PodInfo:

@@ -84,7 +84,10 @@ def create_pod_safely(
     record.ttl_expires_at = spec.ttl_at
     record.extra.gpu_preference = list(spec.gpu_preference)
     record.extra.max_price = spec.max_price
-    record.note("intent", gpus=list(spec.gpu_preference), max_price=spec.max_price)
+    record.extra.spot = True if spec.spot else None
+    record.extra.bid = spec.bid if spec.spot else None
+    record.note("intent", gpus=list(spec.gpu_preference), max_price=spec.max_price,
+                **({"spot": True, "bid": spec.bid} if spec.spot else {}))
     record.operation = operation_stamp("create")  # the caller moves it on, or clears it
     try:
         ledger.put(record)
@@ -134,6 +137,8 @@ def create_pod_safely(
         if "fallback_from" in info.detail:
             rec.extra.fallback_from = info.detail["fallback_from"]
             rec.extra.fallback_reasons = list(info.detail.get("fallback_reasons", []))
+        if spec.spot:  # the bid really sent (the offer's lowest winning bid when none was given)
+            rec.extra.bid = info.detail.get("bid", spec.bid)
         rec.updated_at = time.time()
         rec.note("created", pod_id=info.pod_id, gpu=info.gpu_type, price_per_hr=info.price_per_hr,
                  fallback_from=info.detail.get("fallback_from"))
@@ -186,6 +191,8 @@ def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
         raise ConfigError(f"{settings.provider!r} is not a cloud provider")
     if spec.max_price is None:
         spec.max_price = settings.max_price
+    if settings.spot and not spec.spot:
+        spec.spot, spec.bid = True, settings.bid
     if spec.ttl_at is None:  # a spec built without one (up_cloud's has it): the settings' TTL
         spec.ttl_at = ttl_deadline(settings.ttl_hours, time.time())
     provider = get_provider(name, settings, **options)

@@ -38,6 +38,17 @@ def canonical_name(name: str) -> str:
     return key
 
 
+def check_spot_route(settings: Settings) -> None:
+    """`--spot` on a provider whose vendor documents no spot route: exit 2 before anything rents
+    (provision/base.py Provider.spot_route, docs/providers.md "Spot")."""
+    if not settings.spot:
+        return
+    cls = provider_class(settings.provider)
+    if cls.spot_route is None:
+        raise ConfigError(cls.no_spot + "; nothing was rented",
+                          hint="leave out --spot (and TAILPOD_SPOT)")
+
+
 def get_provider(name: str, settings: Settings, **options: Any) -> Provider:
     """The adapter for `name`; `options` go to the cloud adapters (timings, transport, …)."""
     key = canonical_name(name)

@@ -5,6 +5,7 @@ provision/create.py; teardown and its proof provision/teardown.py.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -81,9 +82,33 @@ class StatusReport:
                 # A provider that did not answer makes the rate unknown, never 0.
                 "rate_per_hr_now": None if self.errors else round(
                     sum(r.price_per_hr or 0.0 for r in self.rows
-                        if r.provider_state == "running"), 6),
+                        if r.provider_state == "running" or preempted_flag(r.flags)), 6),
                 "rate_unknown_reason": ("could not ask " + "; ".join(self.errors))
                 if self.errors else None}
+
+
+def preempted_flag(flags: Iterable[str]) -> str | None:
+    """The `preempted …` flag among a row's flags, if any."""
+    return next((f for f in flags if f.startswith("preempted")), None)
+
+
+def note_preemption(ledger: Ledger, record: PodRecord, info: PodInfo, now: float
+                    ) -> tuple[str, float | None, float]:
+    """The flag for a spot pod its provider preempted (PodInfo.detail["preempted"]), the rate it
+    bills now (its storage) and when it was seen. vast states no time for a lost bid, so the time
+    is when tailpod first saw it, written to the ledger once (event `preempted`) so every later
+    status agrees."""
+    seen = next((e.get("t") for e in record.events if e.get("event") == "preempted"), None)
+    if not isinstance(seen, (int, float)):
+        seen = now
+        with contextlib.suppress(TailpodError, OSError):  # status reports; the flag says it
+            ledger.update(record.run_tag, event="preempted")
+    storage = info.detail.get("storage_per_hr")
+    rate = float(storage) if isinstance(storage, (int, float)) else None
+    bills = (f"storage still bills ${rate:.4f}/h" if rate is not None
+             else "its storage still bills (rate unknown)")
+    when = datetime.fromtimestamp(float(seen), timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"preempted at {when} (first seen), {bills}", rate, float(seen)
 
 
 def gone_reason(record: PodRecord, now: float) -> str:
@@ -146,6 +171,11 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
                 state = "gone"
         if info is not None:
             state = info.state.value
+        bills_now: float | None = None
+        seen = t
+        if info is not None and info.detail.get("preempted"):
+            flag, bills_now, seen = note_preemption(ledger, rec, info, t)
+            flags.append(flag)
         if rec.ttl_expires_at is not None and rec.ttl_expires_at <= t:
             flags.append("expired")
         step = interrupted_step(rec)
@@ -157,18 +187,26 @@ def reconcile(providers: Mapping[str, Provider], ledger: Ledger, *,
         owner = rec.operation or (rec.extra.matrix or {}).get("owner") if matrix else rec.operation
         price = (info.price_per_hr if info and info.price_per_hr is not None
                  else rec.price_per_hr)
+        spend = round(price * max(0.0, t - rec.created_at) / 3600.0, 4) \
+            if price is not None else None
+        if bills_now is not None:  # a preempted spot pod bills its storage alone
+            # Its rate until tailpod saw the preemption, its storage since: an upper bound, as
+            # the bid was lost at some moment before it was seen.
+            ran = rec.price_per_hr if rec.price_per_hr is not None else price
+            spend = round(((ran or 0.0) * max(0.0, seen - rec.created_at)
+                           + bills_now * max(0.0, t - seen)) / 3600.0, 4)
+            price = bills_now
         uptime = max(0.0, t - rec.created_at)
         rows.append(StatusRow(
             run_tag=rec.run_tag, provider=rec.provider, pod_id=rec.pod_id or
             (info.pod_id if info else None), ledger_status=rec.status, provider_state=state,
             gpu=(info.gpu_type if info and info.gpu_type else rec.gpu),
             gpu_count=(info.gpu_count if info and info.gpu_count else rec.gpu_count),
-            price_per_hr=price, uptime_s=uptime,
-            spend_usd=round(price * uptime / 3600.0, 4) if price is not None else None,
+            price_per_hr=price, uptime_s=uptime, spend_usd=spend,
             ttl_expires_at=rec.ttl_expires_at, fallback_from=rec.extra.fallback_from,
             flags=flags, settle=matrix_settle(rec, matrix["id"])
             if matrix is not None and matrix["interrupted"] else f"tailpod down {rec.run_tag}"
-            if step or "expired" in flags or "ghost" in flags else None,
+            if step or "expired" in flags or "ghost" in flags or preempted_flag(flags) else None,
             owner=f"pid {owner.get('pid')} on {owner.get('host')}" if owner else None,
         ))
     for name, pods in listed.items():

@@ -242,6 +242,8 @@ def build_matrix(outcomes: Sequence[dict[str, Any]], *,
         analysis = outcome.get("analysis")
         entry = {k: outcome.get(k) for k in ("card", "status", "error", "spend_usd", "proof",
                                              "run_tag", "run_dir")}
+        entry.update(preemptions=list(outcome.get("preemptions") or []),
+                     cells_by_pod=dict(outcome.get("cells_by_pod") or {}))
         if analysis:
             entry.update(gpu=analysis.get("gpu"), gpu_count=analysis.get("gpu_count"),
                          price_per_hr=analysis.get("price_per_hr"))
@@ -361,6 +363,24 @@ def _decision_lines(dec: dict[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
+def _preemption_lines(cards: list[dict[str, Any]]) -> list[str]:
+    """Spot cards whose pod lost its bid: how often, what the lost pods cost, and which pod
+    measured which cells (a cell cut by a preemption was dropped and measured again)."""
+    hit = [c for c in cards if c.get("preemptions")]
+    if not hit:
+        return []
+    lines = ["## Preemptions (spot)", ""]
+    for card in hit:
+        lost = card["preemptions"]
+        minutes = sum(float(p.get("pod_minutes") or 0) for p in lost)
+        usd = sum(float(p.get("pod_usd") or 0) for p in lost)
+        by_pod = ", ".join(f"{tag} {n}" for tag, n in (card.get("cells_by_pod") or {}).items())
+        lines.append(f"- {card['card']}: {len(lost)} preemption(s); the lost pods ran "
+                     f"{minutes:.1f} min for {_usd(usd)} (their finished cells kept, the cut "
+                     f"cell measured again); cells by pod: {by_pod or '—'}")
+    return [*lines, ""]
+
+
 def render_matrix_markdown(matrix: dict[str, Any], title: str = "Card matrix") -> str:
     stamp = matrix.get("stamp")
     lines = [f"# {title}", ""]
@@ -404,6 +424,7 @@ def render_matrix_markdown(matrix: dict[str, Any], title: str = "Card matrix") -
             lines.append(f"| {card} | {_crossover_text(items)} | "
                          f"{_knee_text(matrix['knee'].get(card, []))} |")
         lines.append("")
+    lines += _preemption_lines(matrix["cards"])
     if matrix["failed"]:
         lines += ["## Cards without full results", ""]
         for card in matrix["failed"]:

@@ -326,6 +326,10 @@ class _RowBase(_Model):
     prompt_class: str
     cell: str
     measured_from: MeasuredFrom = "pod"
+    pod: dict[str, Any] | None = Field(
+        default=None, description="The pod the row was measured on (a matrix card's rows: "
+        "run_tag, pod_id, gpu, host, machine), so a card measured on a second pod after a spot "
+        "preemption says which cell came from which (measure/matrix_run.py pod_stamp).")
     void_fields: dict[str, str] = Field(
         default_factory=dict,
         description="Added when a run is read: a figure of this row voided (set null) because its "
@@ -388,7 +392,7 @@ class RequestRow(_RowBase):
         "void", "flags", "server_timings", "scheduled_at", "sent_at", "ttft_sched_s",
         "e2e_sched_s", "trace_input_tokens", "trace_output_tokens", "prompt_length",
         "prompt_words", "prompt_tokens_built", "finish_reason", "json_ok", "schema_ok",
-        "tool_call_ok", "schema_error", "tool_names", "spec_acceptance"})
+        "tool_call_ok", "schema_error", "tool_names", "spec_acceptance", "pod"})
 
 
 class CellRow(_RowBase):
@@ -454,7 +458,7 @@ class CellRow(_RowBase):
         "offered_rate_rps", "achieved_rate_rps", "schedule_lag_p50_s", "schedule_lag_max_s",
         "ttft_sched_mean_s", "ttft_sched_p50_s", "ttft_sched_p90_s", "ttft_sched_p99_s",
         "e2e_sched_p50_s", "e2e_sched_p90_s", "e2e_sched_p99_s", "slo", "slo_percentile",
-        "slo_attainment", "slo_met", "goodput_rps", "goodput_tok_s"})
+        "slo_attainment", "slo_met", "goodput_rps", "goodput_tok_s", "pod"})
 
 
 Row = Annotated[RequestRow | CellRow, Field(discriminator="kind")]

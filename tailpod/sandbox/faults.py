@@ -57,6 +57,13 @@ FAULT_KINDS = {
     # shell under `set -x`) prints the keys the provider injected and those the pod was given
     "log_env": "the container log opens with the pod's environment, one NAME=value a line, "
     "the provider's pod-scoped key and every secret passed in the pod's env included",
+    # vast-ai/docs guides/reference/faq/rental-types.mdx @ c6246226: a lost bid stops the instance
+    "outbid": "a vast bid (spot) instance whose container has been up `seconds` (of `gpu`, if "
+    "named) is outbid on the next vast request: stopped, its processes killed, its disk billing",
+    # vast-ai/docs guides/instances/choosing/instance-types.mdx:77 @ c6246226: "Resume
+    # automatically when priority returns"
+    "bid_returns": "a vast bid instance outbid at least `seconds` ago wins its bid back on the next "
+    "vast request: running again, its start command (vast's onstart) run again",
     "hold_create": "create waits before doing anything until the test releases it (at most "
     "`seconds`, default 60), then goes on",
 }

@@ -101,6 +101,7 @@ class VastEmulator:
 
     # -- gates ------------------------------------------------------------------------------------
     def _gate(self, req: Request, op: str) -> Account | Response:
+        self.play_outbids()
         try:
             account = self.cloud.authenticate("vast", req.bearer())
         except AuthFailure as exc:
@@ -128,16 +129,57 @@ class VastEmulator:
             return vast_error(fault.status, "server_error", "Internal server error")
         return account
 
+    # -- spot -------------------------------------------------------------------------------------
+    def play_outbids(self) -> None:
+        """The `outbid` fault: a bid instance whose container has been up `seconds` loses its bid
+        and is stopped (processes killed, GPU billing ends, the disk bills on): vast-ai/docs @
+        c6246226 guides/reference/faq/rental-types.mdx, guides/pricing.mdx:28. Played on every
+        vast request, so a test arms it at the moment it chooses."""
+        now = time.time()
+        with self.cloud.lock:
+            lost = [p for p in self.cloud.pods.values() if p.provider == "vast"
+                    and p.status == "stopped" and p.meta.get("outbid_at")]
+        for pod in lost:  # the `bid_returns` fault: the bid wins again, the instance resumes
+            fault = self.cloud.faults.peek("bid_returns", "vast")
+            if fault is None:
+                break
+            if now - float(pod.meta["outbid_at"]) < fault.seconds:
+                continue
+            if self.cloud.faults.take("bid_returns", "vast", "any", gpu=pod.gpu_type) is None:
+                break
+            pod.meta.pop("outbid_at")
+            pod.meta["returned_at"] = now
+            self.cloud.start(pod)
+        with self.cloud.lock:
+            bids = [p for p in self.cloud.pods.values() if p.provider == "vast"
+                    and p.meta.get("is_bid") and p.status == "running" and p.started_at]
+        for pod in bids:
+            fault = self.cloud.faults.peek("outbid", "vast")
+            if fault is None:
+                return
+            if fault.gpu is not None and fault.gpu.lower() != str(pod.gpu_type).lower():
+                continue
+            if now - float(pod.started_at or now) < fault.seconds:
+                continue
+            if self.cloud.faults.take("outbid", "vast", "any", gpu=pod.gpu_type) is None:
+                return
+            pod.meta["outbid_at"] = now
+            self.cloud.stop(pod)
+
     # -- offers -----------------------------------------------------------------------------------
-    def offer_json(self, offer: VastOffer, storage_gb: float) -> dict[str, Any]:
+    def offer_json(self, offer: VastOffer, storage_gb: float, bid: bool = False
+                   ) -> dict[str, Any]:
         storage_hr = offer.storage_cost * storage_gb / 720.0
+        min_bid = round(offer.dph_base * 0.5, 4)
+        # A bid search "uses minimum bid price" (search_offers.yaml `type` @ c6246226)
+        gpu_hr = min_bid if bid else offer.dph_base
         return {
             "id": offer.offer_id, "ask_contract_id": offer.offer_id, "bundle_id": offer.offer_id,
             "machine_id": offer.machine_id, "host_id": offer.host_id,
             "gpu_name": offer.gpu_name, "num_gpus": offer.num_gpus, "gpu_ram": offer.gpu_ram,
             "gpu_total_ram": offer.gpu_ram * offer.num_gpus,
-            "dph_base": offer.dph_base, "dph_total": round(offer.dph_base + storage_hr, 6),
-            "min_bid": round(offer.dph_base * 0.5, 4), "storage_cost": offer.storage_cost,
+            "dph_base": gpu_hr, "dph_total": round(gpu_hr + storage_hr, 6),
+            "min_bid": min_bid, "storage_cost": offer.storage_cost,
             "storage_total_cost": round(storage_hr, 6),
             "reliability": offer.reliability, "reliability2": offer.reliability,
             "cuda_max_good": offer.cuda_max_good, "driver_version": "570.86.10",
@@ -149,8 +191,8 @@ class VastEmulator:
             "is_bid": False, "hosting_type": 1, "direct_port_count": 64, "static_ip": True,
             "compute_cap": 890, "cpu_cores_effective": 16.0, "cpu_ram": 128000,
             "score": round(100 * offer.reliability / max(offer.dph_base, 0.01), 3),
-            "search": {"gpuCostPerHour": offer.dph_base, "diskHour": round(storage_hr, 6),
-                       "totalHour": round(offer.dph_base + storage_hr, 6)},
+            "search": {"gpuCostPerHour": gpu_hr, "diskHour": round(storage_hr, 6),
+                       "totalHour": round(gpu_hr + storage_hr, 6)},
         }
 
     def _search(self, query: Any) -> Response:
@@ -158,12 +200,15 @@ class VastEmulator:
             return vast_error(400, "invalid_request", "query must be a JSON object")
         query = dict(query)
         order = query.pop("order", [["score", "desc"]])
-        query.pop("type", None)
+        kind = query.pop("type", "on-demand")
+        if kind not in ("on-demand", "ondemand", "bid", "reserved", "interruptible"):
+            return vast_error(400, "invalid_request", f"unknown type {kind!r}")
+        bid = kind in ("bid", "interruptible")  # vast.py maps interruptible to bid
         limit = query.pop("limit", None)
         storage = float(query.pop("allocated_storage", 5.0) or 5.0)
         query.pop("disable_bundling", None)
         with self.cloud.lock:
-            rows = [self.offer_json(o, storage) for o in self.cloud.vast_offers.values()]
+            rows = [self.offer_json(o, storage, bid) for o in self.cloud.vast_offers.values()]
         for field, cond in query.items():
             field = ALIASES.get(field, field)
             if not isinstance(cond, dict):
@@ -225,9 +270,17 @@ class VastEmulator:
             return vast_error(400, "invalid_args", "disk must be a number")
         if disk < 8:
             return vast_error(400, "invalid_args", "disk must be at least 8 GB")
-        if body.get("price") is not None:
-            return vast_error(400, "invalid_price", "interruptible (bid) instances are not "
-                                                    "offered by the sandbox")
+        bid = body.get("price")
+        if bid is not None and (isinstance(bid, bool) or not isinstance(bid, (int, float))
+                                or not 0.001 <= float(bid) <= 128.0):
+            # create_instance.yaml x-input-validation `price: min 0.001, max 128.0` @ c6246226
+            return vast_error(400, "invalid_price", "price must be a number from 0.001 to 128")
+        low_bid = bid is not None and float(bid) < round(offer.dph_base * 0.5, 4)
+        if low_bid and body.get("cancel_unavail", False):
+            # [guess] a bid below the minimum cannot be scheduled now; cancel_unavail asks for
+            # an error instead of a stopped instance (vast.py create instance --cancel-unavail)
+            return vast_error(400, "invalid_price", f"bid {bid} is below the minimum bid "
+                                                    f"{round(offer.dph_base * 0.5, 4)}")
         if offer.rented or self.cloud.faults.take("capacity", "vast", "create",
                                                   gpu=offer.gpu_name):
             return vast_error(410, "no_such_ask", f"Instance type by id {offer_id} is no longer "
@@ -272,7 +325,8 @@ class VastEmulator:
         pod = SandboxPod(
             provider="vast", pod_id=str(self.cloud.new_vast_id()), name=label,
             account=account.name, gpu_type=offer.gpu_name, gpu_count=offer.num_gpus,
-            compute_rate=offer.dph_base, disk_gb=int(math.ceil(disk)), image=image or "",
+            compute_rate=float(bid) if bid is not None else offer.dph_base,
+            disk_gb=int(math.ceil(disk)), image=image or "",
             command=command, env=env, ports=ports, offer_id=offer.offer_id,
             storage_cost_gb_month=offer.storage_cost, cuda=str(offer.cuda_max_good),
             data_center=offer.geolocation,
@@ -280,7 +334,8 @@ class VastEmulator:
         pod.meta.update({"runtype": runtype, "onstart": body.get("onstart"),
                          "args": body.get("args"), "machine_id": offer.machine_id,
                          "host_id": offer.host_id, "reliability": offer.reliability,
-                         "gpu_ram": offer.gpu_ram, "geolocation": offer.geolocation})
+                         "gpu_ram": offer.gpu_ram, "geolocation": offer.geolocation,
+                         "is_bid": bid is not None, "min_bid": round(offer.dph_base * 0.5, 4)})
         if mounted is not None:
             pod.meta["volume_id"], pod.meta["volume_path"] = mounted
         stuck = self.cloud.faults.take("vast_state", "vast", "create")
@@ -289,6 +344,12 @@ class VastEmulator:
         with self.cloud.lock:
             offer.rented = True
         self.cloud.add_pod(pod)
+        if low_bid:
+            # [observed, dstack vastai/api_client.py] an interruptible instance created stopped
+            # because the bid was too low: the error still names it, and its disk bills.
+            self.cloud.stop(pod)
+            return vast_error(400, "invalid_price", "bid below the minimum: the instance was "
+                                                    "created stopped", new_contract=int(pod.pod_id))
         fault = self.cloud.faults.take("error_after_create", "vast", "create")
         if fault:
             if fault.carry_id:
@@ -346,7 +407,8 @@ class VastEmulator:
             "geolocation": pod.meta.get("geolocation"),
             "dph_base": pod.compute_rate, "dph_total": round(pod.compute_rate + storage_hr, 6),
             "storage_cost": pod.storage_cost_gb_month, "storage_total_cost": round(storage_hr, 6),
-            "is_bid": False, "min_bid": round(pod.compute_rate * 0.5, 4),
+            "is_bid": bool(pod.meta.get("is_bid")),
+            "min_bid": pod.meta.get("min_bid", round(pod.compute_rate * 0.5, 4)),
             "disk_space": pod.disk_gb, "reliability2": pod.meta.get("reliability"),
             "verification": "verified", "cuda_max_good": float(pod.cuda),
             "credit_balance": None, "time_remaining": "",

@@ -208,6 +208,14 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
     console_url = "https://console.runpod.io/pods"
     label = "RunPod"
     pod_termination = "runpod"
+    # REST v2 has no interruptible field (runpod/docs @ a900806e api-reference-v2/openapi.json);
+    # REST v1's `interruptible` was retired on 2026-11-15 (api-reference-v2/migrate-from-v1.mdx:9)
+    # and every spot page, GraphQL `podRentInterruptable` included, was removed from the docs
+    # (runpod/docs 8e5aebdb, 2026-05-06). docs/providers.md "Spot".
+    spot_route = None
+    no_spot = ("RunPod documents no spot route any more: REST v2 has no interruptible pods, "
+               "REST v1 was retired on 2026-11-15 and the spot docs were removed in May 2026 "
+               "(docs/providers.md, Spot); rent on-demand, or --spot --provider vastai")
 
     def __init__(
         self,

@@ -94,6 +94,18 @@ MAX_PAGES = 400
 LOG_WAIT_S, LOG_POLL_S = 9.0, 0.3  # how long a requested container log may take to appear
 
 
+def preempted(row: dict[str, Any]) -> bool:
+    """An interruptible instance that lost its bid: vast stops it ("Your instance is stopped
+    (killing running processes)", vast-ai/docs @ c6246226 guides/reference/faq/rental-types.mdx)
+    and its disk bills on (guides/pricing.mdx:28). [observed, dstack compute.py] such an instance
+    reads stopped in cur_state, intended_status and next_state alike; tailpod never stops a pod
+    itself, so a stopped bid instance of its own was preempted."""
+    if not row.get("is_bid") or row.get("actual_status") != "stopped":
+        return False
+    return all(row.get(k) in (None, "stopped") for k in ("intended_status", "cur_state",
+                                                           "next_state"))
+
+
 def listed_price(price: float) -> float:
     """A price as offers state it: 4 decimals, rounded up, so the price listed, taken as
     `--max-price`, is never below the rent's own (the cap is inclusive)."""
@@ -125,6 +137,10 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
     console_url = "https://cloud.vast.ai/instances/"
     label = "vast.ai"
     pod_termination = "vastai"
+    # An interruptible instance: offers searched with `type: "bid"`, rented with `price` (vast-ai/
+    # vast-cli @ 5567983 vast.py `create instance --bid_price`; vast-ai/docs @ c6246226
+    # api-reference/creating-instances-with-api.mdx "Interruptible (Bid) Instances").
+    spot_route = 'PUT /api/v0/asks/{id}/ with "price" (the bid, $/h per machine)'
 
     def __init__(
         self,
@@ -157,11 +173,14 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
     # -- offers -----------------------------------------------------------------------------------
     def search(self, gpu_names: list[str], gpu_count: int | None, disk_gb: int | None = None,
                min_cuda: str | float | None = None,
-               machine_ids: list[str] | None = None) -> list[dict[str, Any]]:
+               machine_ids: list[str] | None = None, *, spot: bool = False
+               ) -> list[dict[str, Any]]:
         """Offers for the GPUs with `disk_gb` of disk (default: the disk `up` rents); `min_cuda`
         (the image's CUDA, "12.8") keeps hosts whose driver supports at least it
-        (`cuda_max_good`, the highest CUDA the host's driver runs)."""
-        return self._search(gpu_names, gpu_count, disk_gb, min_cuda, machine_ids, loose=False)
+        (`cuda_max_good`, the highest CUDA the host's driver runs). `spot`: interruptible offers,
+        priced at their minimum bid (search_offers.yaml `type: bid`)."""
+        return self._search(gpu_names, gpu_count, disk_gb, min_cuda, machine_ids, loose=False,
+                            spot=spot)
 
     def _floor(self, min_cuda: str | float | None) -> float | None:
         return max((float(c) for c in (self.min_cuda, min_cuda) if c not in (None, "")),
@@ -169,7 +188,7 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
 
     def _search(self, gpu_names: list[str], gpu_count: int | None, disk_gb: int | None,
                 min_cuda: str | float | None, machine_ids: list[str] | None, *,
-                loose: bool) -> list[dict[str, Any]]:
+                loose: bool, spot: bool = False) -> list[dict[str, Any]]:
         """The one offer query; `loose` leaves out the host filters (reliability, disk,
         download, CUDA) to count what they hide, never to rent."""
         disk_gb = self.disk_gb if disk_gb is None else disk_gb
@@ -182,7 +201,9 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             "disk_space": {"gte": disk_gb},
             "inet_down": {"gte": self.min_inet_down_mbps},
             "order": [["dph_total", "asc"]],
-            "type": "on-demand",
+            # vast-cli (vast.py search offers) sends "on-demand" or "bid"; the YAML enum spells
+            # the former "ondemand" (docs/providers.md)
+            "type": "bid" if spot else "on-demand",
             "allocated_storage": disk_gb,
             "limit": 64,
         }
@@ -278,6 +299,30 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         value = offer.get("dph_total", offer.get("dph_base"))
         return float(value) if isinstance(value, (int, float)) else float("inf")
 
+    @staticmethod
+    def min_bid(offer: dict[str, Any]) -> float | None:
+        """The offer's "current minimum bid price in $/hr for interruptible" (vast.py search
+        offers field list); None when the offer states none."""
+        value = offer.get("min_bid")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    def bid_for(self, spec: PodSpec, offer: dict[str, Any]) -> float | None:
+        """The bid sent as `price` for `offer`: the user's, else the offer's minimum bid."""
+        return spec.bid if spec.bid is not None else self.min_bid(offer)
+
+    def spot_price(self, offer: dict[str, Any], bid: float | None) -> float:
+        """What an interruptible rental of `offer` at `bid` bills per hour: the bid plus the
+        offer's storage. [guess] vast documents `price` as the bid "per machine ($/hour)" and a
+        bid search as pricing `dph_total` at the minimum bid, not whether storage is inside the
+        bid; storage is counted on top, the dearer reading, so the cap errs on the safe side."""
+        if bid is None:
+            return float("inf")
+        storage = offer.get("storage_total_cost")
+        if not isinstance(storage, (int, float)):
+            low = self.min_bid(offer)
+            storage = self._price(offer) - low if low is not None else 0.0
+        return round(bid + max(float(storage), 0.0), 6)
+
     def _by_preference(self, prefs: list[str], offers: list[dict[str, Any]]
                        ) -> dict[str, list[dict[str, Any]]]:
         grouped: dict[str, list[dict[str, Any]]] = {p: [] for p in prefs}
@@ -310,6 +355,22 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             ))
         return out
 
+    def spot_prices(self, gpu_types: list[str], gpu_count: int, bid: float | None = None
+                    ) -> dict[str, float]:
+        """Each type's cheapest interruptible rental at `bid` (None: its offer's minimum bid),
+        storage included, over the offers the bid can take: what `up --spot` would bill, listed
+        as `offers` lists prices."""
+        prefs = [normalise_gpu_name(p) for p in gpu_types if p.strip()]
+        grouped = self._by_preference(prefs, self.search(prefs, gpu_count, spot=True))
+        out: dict[str, float] = {}
+        for pref, found in grouped.items():
+            prices = [self.spot_price(o, self.min_bid(o) if bid is None else bid) for o in found
+                      if bid is None or (self.min_bid(o) or 0.0) <= bid + 1e-9]
+            finite = [p for p in prices if math.isfinite(p)]
+            if finite:
+                out[pref] = listed_price(min(finite))
+        return out
+
     # -- create -----------------------------------------------------------------------------------
     def _rent_body(self, spec: PodSpec) -> dict[str, Any]:
         env: dict[str, str] = reveal_env(dict(spec.env))
@@ -325,6 +386,9 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             "label": spec.run_tag,
             "env": env,
             "runtype": "ssh_direct",
+            # Sent for a bid too, where vast defaults it to false (create_instance.yaml
+            # `cancel_unavail` @ c6246226): a bid that cannot run now creates nothing, rather
+            # than a stopped instance that bills its disk.
             "cancel_unavail": True,
         }
         if spec.start_command:
@@ -338,6 +402,8 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         offer_id = str(offer["id"])
         what = f"renting offer {offer_id} ({offer.get('gpu_name')})"
         body = self._rent_body(spec)
+        if spec.spot:  # an interruptible instance: vast.py create instance --bid_price
+            body["price"] = self.bid_for(spec, offer)
 
         def contract_of(answer: Any) -> Any:
             if isinstance(answer, dict) and isinstance(answer.get("instance_api_key"), str):
@@ -406,7 +472,25 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                                    "(tailpod/provision/vastai/limits.py lists the limits)")
         machines = [str(m) for m in spec.data_center_ids] or None
         grouped = self._by_preference(prefs, self.search(prefs, spec.gpu_count, spec.disk_gb,
-                                                         spec.min_cuda, machines))
+                                                         spec.min_cuda, machines, spot=spec.spot))
+        outbid: list[str] = []
+        if spec.spot and spec.bid is not None:  # an offer whose minimum bid is above ours
+            for pref, found in grouped.items():
+                kept = [o for o in found if (self.min_bid(o) or 0.0) <= spec.bid + 1e-9]
+                if found and not kept:
+                    lowest = min(self.min_bid(o) or 0.0 for o in found)
+                    outbid.append(f"{pref}: every offer's minimum bid is above the bid "
+                                  f"${spec.bid:g}/h (lowest ${lowest:g}/h)")
+                grouped[pref] = kept
+
+        def price(offer: dict[str, Any]) -> float:  # a spot rental bills its bid
+            return self.spot_price(offer, self.bid_for(spec, offer)) if spec.spot \
+                else self._price(offer)
+
+        if outbid and not any(grouped.values()):
+            raise CapacityError("no vast.ai offer takes the bid; nothing was created: "
+                                + "; ".join(outbid), hint="raise --bid, or leave it out to bid "
+                                "each offer's minimum")
         if not any(grouped.values()):
             where = f" on machine {', '.join(machines)}" if machines else ""
             raise CapacityError(
@@ -417,23 +501,28 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
             )
         cap = spec.max_price
         # the cap holds the price as `offers` lists it (rounded up), so a listed price taken as
-        # the cap rents, and a cap `check-requirements` calls too low rents nothing here either
-        affordable = {p: [o for o in offers if cap is None or listed_price(self._price(o)) <= cap]
+        # the cap rents, and a cap `check-requirements` calls too low rents nothing here either;
+        # a spot rental's price is its bid plus its storage
+        affordable = {p: sorted((o for o in offers if cap is None or listed_price(price(o)) <= cap),
+                                key=price)
                       for p, offers in grouped.items()}
         if not any(affordable.values()):
-            cheapest = min((o for offers in grouped.values() for o in offers), key=self._price)
+            cheapest = min((o for offers in grouped.values() for o in offers), key=price)
             raise CapacityError(
                 f"the price cap ${cap:.2f}/h is below every matching vast.ai offer; nothing was "
                 f"created (cheapest: {cheapest.get('gpu_name')} at "
-                f"${self._price(cheapest):.2f}/h)",
+                f"${price(cheapest):.2f}/h{' with storage, spot' if spec.spot else ''})",
                 hint="raise --max-price or add cheaper GPU types",
             )
-        reasons = [f"{p}: no matching offer" for p, offers in grouped.items() if not offers]
+        reasons = outbid + [f"{p}: no matching offer" for p, offers in grouped.items()
+                            if not offers and not any(r.startswith(f"{p}:") for r in outbid)]
         reasons += [f"{p}: every offer is above the cap" for p in prefs
                     if grouped[p] and not affordable[p]]
         pod_id = None
+        bid: float | None = None
         for pref in prefs:
             for offer in affordable[pref][: max(1, self.timings.max_offers_per_gpu)]:
+                bid = self.bid_for(spec, offer) if spec.spot else None
                 pod_id = self._rent(spec, offer, reasons)
                 if pod_id:
                     break
@@ -447,6 +536,8 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         info = self._read_back(pod_id, spec.run_tag)
         first = prefs[0]
         info.detail["requested"] = first
+        if spec.spot:
+            info.detail["spot"], info.detail["bid"] = True, bid
         if info.gpu_type and info.gpu_type.lower() != first.lower():
             info.detail["fallback_from"] = first
             info.detail["fallback_reasons"] = reasons
@@ -523,6 +614,8 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
                 "cuda_max_good": row.get("cuda_max_good"),
                 "driver_version": row.get("driver_version"),
                 "created_at": row.get("start_date"),
+                "spot": bool(row.get("is_bid")),
+                "preempted": preempted(row),
             },
         )
 
