@@ -44,6 +44,17 @@ def _known_secrets_per_test() -> Iterator[None]:
         secrets._known.update(before)
 
 
+@pytest.fixture(autouse=True)
+def _consoles_follow_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich fixes a console's width at its creation when COLUMNS is set then (an xdist worker's
+    environment has it), and a CliRunner `env={"COLUMNS": ...}` later changes nothing: the CLI's
+    two consoles are made to read COLUMNS at each print, as they do on a terminal without it."""
+    from tailpod.cli import common
+
+    monkeypatch.setattr(common.console, "_width", None)
+    monkeypatch.setattr(common.err_console, "_width", None)
+
+
 @pytest.fixture()
 def tailpod_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "tailpod-home"
