@@ -124,7 +124,9 @@ def test_to_info_reads_state_price_ssh_and_the_billing_facts(tmp_path: Path) -> 
     assert info.detail == {"status": "running", "label": TAG, "intended_status": "running",
                            "status_msg": "ok", "storage_per_hr": 0.02, "container_up": True,
                            "gpu_billing": True, "never_running": False, "machine_id": 42,
-                           "cuda_max_good": 12.4, "driver_version": "550", "created_at": 1.5}
+                           "cuda_max_good": 12.4, "driver_version": "550", "created_at": 1.5,
+                           # an on-demand instance (no is_bid): not spot, never preempted
+                           "spot": False, "preempted": False}
 
 
 @pytest.mark.parametrize(("status", "state", "gpu_billing", "never_running"), [
