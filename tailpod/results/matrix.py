@@ -437,7 +437,7 @@ def _preemption_lines(cards: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _spot_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+def spot_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Spot against on-demand per card and concurrency, with what the spot figure assumes."""
     if not rows:
         return []
@@ -513,7 +513,7 @@ def render_matrix_markdown(matrix: dict[str, Any], title: str = "Card matrix") -
                          f"{_knee_text(matrix['knee'].get(card, []))} |")
         lines.append("")
     lines += _preemption_lines(matrix["cards"])
-    lines += _spot_lines(matrix.get("spot_vs_on_demand") or [])
+    lines += spot_lines(matrix.get("spot_vs_on_demand") or [])
     if matrix["failed"]:
         lines += ["## Cards without full results", ""]
         for card in matrix["failed"]:

@@ -85,3 +85,33 @@ def test_an_on_demand_card_has_no_comparison(make_run: Callable[..., Run]) -> No
     matrix = build_matrix([card])
     assert matrix["spot_vs_on_demand"] == []
     assert "Spot versus on-demand" not in render_matrix_markdown(matrix)
+
+
+def test_cost_matrix_prints_the_comparison_and_refuses_a_matrix_without_spot(
+        make_run: Callable[..., Run], tmp_path: Any) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from tailpod.cli.main import app
+
+    spot = tmp_path / "spot"
+    spot.mkdir()
+    card = _spot_card(make_run, spend=3.0, preemptions=[{"pod_usd": 0.6}])
+    matrix = build_matrix([card])
+    (spot / "matrix-report.json").write_text(json.dumps(matrix, default=str))
+    res = CliRunner().invoke(app, ["cost", "--matrix", str(spot), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["spot_vs_on_demand"]
+    assert [round(r["spot_usd_per_mtok"], 6) for r in rows] == [0.347222, 0.173611]
+    text = CliRunner().invoke(app, ["cost", "--matrix", str(spot)], env={"COLUMNS": "200"})
+    assert text.exit_code == 0 and "spot, 37.5% cheaper" in text.output
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    card.pop("spot")
+    (plain / "matrix-report.json").write_text(json.dumps(build_matrix([card]), default=str))
+    res = CliRunner().invoke(app, ["cost", "--matrix", str(plain)])
+    assert res.exit_code == 2 and "no spot card" in res.output
+    res = CliRunner().invoke(app, ["cost", "--matrix", str(tmp_path)])
+    assert res.exit_code == 2 and "no readable matrix-report.json" in res.output
