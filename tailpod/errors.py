@@ -49,6 +49,13 @@ class BillingNotProven(TailpodError):
     exit_code = 3
 
 
+class Preempted(TailpodError):
+    """A spot pod lost its bid mid-run: its provider stopped it and its disk still bills until
+    `down`; the message says when, what bills and how the run resumes. Exit 3."""
+
+    exit_code = 3
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, after tailpod settled what the interrupted step had started. `settled` says what
     became of it (a pod torn down and billing proven stopped), so the terminal says so at the

@@ -155,6 +155,7 @@ PANELS: dict[str, dict[str, list[str]]] = {
                    "run", "arm", "concurrency", "tok_s"],
         "Owned (--own)": ["own", "purchase_usd", "resale_fraction", "years", "power_w",
                           "idle_power_w", "usd_per_kwh", "utilization"],
+        "Spot (--matrix)": ["matrix"],
     },
     "eval kl": {
         "Models": ["reference", "candidate", "reference_url", "candidate_url", "engine",

@@ -76,7 +76,9 @@ def write_matrix_report(state: MatrixState) -> dict[str, Path]:
                                    "proof": ", ".join(entry.get("proofs", {}).values()) or None,
                                    "run_tag": entry.get("run_tag"), "run_dir": entry["run_dir"],
                                    "preemptions": entry.get("preemptions") or [],
-                                   "cells_by_pod": cells_by_pod(Path(entry["run_dir"]))}
+                                   "cells_by_pod": cells_by_pod(Path(entry["run_dir"])),
+                                   "spot": entry.get("spot"),
+                                   "on_demand_per_hr": entry.get("on_demand_per_hr")}
         run_json = Path(entry["run_dir"]) / "run.json"
         if run_json.exists():
             try:
@@ -350,6 +352,8 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         fields: dict[str, Any] = {"projected_usd": entry["projected_usd"],
                                   "price_per_hr": entry["price_per_hr"],
                                   "projected_start": entry["start"]}
+        if entry.get("spot"):
+            fields.update(spot=True, on_demand_per_hr=entry.get("on_demand_per_hr"))
         if entry["problem"]:
             fields.update(status="failed", error=entry["problem"])
         state.update(label, **fields)

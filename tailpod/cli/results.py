@@ -66,6 +66,33 @@ def _out(text: str) -> None:
     typer.echo(text)
 
 
+def _spot_versus_on_demand(directory: Path, as_json: bool) -> None:
+    """`cost --matrix DIR`: the matrix report's spot-versus-on-demand rows (results/matrix.py
+    spot_versus_on_demand), with the matrix's stamp."""
+    import json
+
+    from tailpod.cli.common import console
+    from tailpod.cli.markdown_out import print_markdown
+    from tailpod.results.matrix import spot_lines
+
+    path = directory / "matrix-report.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise ConfigError(f"{directory} has no readable matrix-report.json",
+                          hint="pass a `tailpod matrix` results directory") from None
+    rows = doc.get("spot_vs_on_demand") if isinstance(doc, dict) else None
+    if not rows:
+        raise ConfigError(f"{directory}: no spot card with a recorded on-demand price, so nothing "
+                          "to compare", hint="a matrix run with --spot records both")
+    if as_json:
+        print_json({"stamp": doc.get("stamp"), "spot_vs_on_demand": rows})
+        return
+    stamp = doc.get("stamp")
+    print_markdown("\n".join(([f"**{stamp}**", ""] if stamp else []) + spot_lines(rows)),
+                   console, directory)
+
+
 def _print_cost(res: dict[str, Any]) -> None:
     d = res["duty"]
     g = d["gap_stats"]
@@ -303,9 +330,17 @@ def register(app: typer.Typer) -> None:
         usd_per_kwh: float | None = typer.Option(None, help="--own: electricity, USD per kWh."),
         utilization: float | None = typer.Option(None, help="--own: fraction of hours busy (0-1]."),
         tok_s: float | None = typer.Option(None, help="--own: throughput while busy, tok/s."),
+        matrix: str | None = typer.Option(
+            None, "--matrix", help="A spot matrix's directory (or id): spot versus on-demand "
+            "$/Mtok per card and concurrency, its preemptions included (docs/matrix.md)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
-        """Pod vs serverless on a request log, or (--own) buy vs rent for an owned box."""
+        """Pod vs serverless on a request log, (--own) buy vs rent for an owned box, or
+        (--matrix) spot versus on-demand for a spot matrix."""
+        if matrix is not None:
+            _spot_versus_on_demand(resolve_run(matrix), as_json)
+            return
         from tailpod.results.cost import (
             concurrency_projection,
             cost_verdict,

@@ -711,7 +711,8 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
             # a spot card is priced, and budgeted, at what its bid bills (provision/base.py)
             price = provider.spot_prices([offer.gpu_type], card.count, settings.bid
                                          ).get(offer.gpu_type)
-            entry["spot"] = True
+            # the on-demand offer's price, kept for the report's spot-versus-on-demand $/Mtok
+            entry.update(spot=True, on_demand_per_hr=offer.price_per_hr)
         if offer is not None and price is None:
             entry["problem"] = (f"no {card.provider} {'spot ' if settings.spot else ''}offer "
                                 f"for {card.count}x {card.gpu} right now")

@@ -111,6 +111,23 @@ def note_preemption(ledger: Ledger, record: PodRecord, info: PodInfo, now: float
     return f"preempted at {when} (first seen), {bills}", rate, float(seen)
 
 
+def spot_preemption(settings: Settings, ledger: Ledger, record: PodRecord) -> str | None:
+    """note_preemption's flag for `record` when it is a spot pod its provider says preempted
+    ("preempted at … (first seen), storage still bills $…/h"); None for any other pod, or when
+    the provider cannot be asked (the caller's own error then stands)."""
+    from tailpod.provision.providers import get_provider
+
+    if not record.extra.spot or not record.pod_id:
+        return None
+    try:
+        info = get_provider(record.provider, settings).get(record.pod_id)
+    except TailpodError:
+        return None
+    if info is None or not info.detail.get("preempted"):
+        return None
+    return note_preemption(ledger, record, info, time.time())[0]
+
+
 def gone_reason(record: PodRecord, now: float) -> str:
     """Why a pod the ledger holds as live is no longer at its provider, as far as tailpod knows:
     its dead-man switch (armed by `up`) ends it at its TTL or after the heartbeat timeout; a pod

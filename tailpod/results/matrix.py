@@ -243,7 +243,9 @@ def build_matrix(outcomes: Sequence[dict[str, Any]], *,
         entry = {k: outcome.get(k) for k in ("card", "status", "error", "spend_usd", "proof",
                                              "run_tag", "run_dir")}
         entry.update(preemptions=list(outcome.get("preemptions") or []),
-                     cells_by_pod=dict(outcome.get("cells_by_pod") or {}))
+                     cells_by_pod=dict(outcome.get("cells_by_pod") or {}),
+                     spot=bool(outcome.get("spot")),
+                     on_demand_per_hr=outcome.get("on_demand_per_hr"))
         if analysis:
             entry.update(gpu=analysis.get("gpu"), gpu_count=analysis.get("gpu_count"),
                          price_per_hr=analysis.get("price_per_hr"))
@@ -296,7 +298,61 @@ def build_matrix(outcomes: Sequence[dict[str, Any]], *,
         "stamp": " · ".join(sorted(stamps)) or None,
         "warnings": warnings,
         "decision": card_decision(outcomes, objective, slo),
+        "spot_vs_on_demand": spot_versus_on_demand(cards, tables),
     }
+
+
+NO_PREEMPTION_ASSUMED = "no preemption measured: spot $/Mtok assumes none"
+
+
+def preemption_overhead(card: dict[str, Any]) -> tuple[float | None, str | None]:
+    """The factor a spot card's $/Mtok is multiplied by for its preemptions, and the assumption
+    behind it when none was measured. The lost pods' dollars (matrix_run's preemption record:
+    their whole spend, an upper bound on the loss) are added to what the kept measurements cost:
+    spend / (spend - lost). None (void) when a preemption was measured but the card's spend is
+    not known or not above the loss."""
+    lost = card.get("preemptions") or []
+    if not lost:
+        return 1.0, NO_PREEMPTION_ASSUMED
+    lost_usd = sum(float(p.get("pod_usd") or 0) for p in lost)
+    spend = card.get("spend_usd")
+    if spend is None or float(spend) <= lost_usd:
+        return None, (f"{len(lost)} preemption(s) measured, but the card's spend is not known "
+                      "beyond them: spot $/Mtok void")
+    return float(spend) / (float(spend) - lost_usd), None
+
+
+def spot_versus_on_demand(cards: Sequence[dict[str, Any]], tables: Sequence[dict[str, Any]]
+                          ) -> list[dict[str, Any]]:
+    """Per spot card (one whose on-demand price was recorded) and concurrency, its cheapest arm
+    that is not void: $/Mtok on spot with the preemption overhead (preemption_overhead) against
+    the same tokens at the card's on-demand price, and which is cheaper."""
+    out = []
+    for card in cards:
+        on_demand = card.get("on_demand_per_hr")
+        if not card.get("spot") or on_demand is None:
+            continue
+        factor, assumption = preemption_overhead(card)
+        for table in tables:
+            own = [r for r in table["rows"] if r["card"] == card["card"]
+                   and r["usd_per_mtok"] is not None and not r["void"] and r["price_per_hr"]]
+            if not own:
+                continue
+            best = min(own, key=lambda r: r["usd_per_mtok"])
+            spot = best["usd_per_mtok"] * factor if factor is not None else None
+            # the same tokens per second billed at the on-demand rate
+            demand = best["usd_per_mtok"] * float(on_demand) / float(best["price_per_hr"])
+            cheaper = None if spot is None else "spot" if spot < demand else "on-demand"
+            out.append({"card": card["card"], "concurrency": table["concurrency"],
+                        "arm": best["arm"], "spot_usd_per_mtok": spot,
+                        "on_demand_usd_per_mtok": demand, "overhead_factor": factor,
+                        "cheaper": cheaper,
+                        "saving": None if spot is None or not demand else 1 - spot / demand,
+                        "preemptions": len(card.get("preemptions") or []),
+                        "lost_usd": sum(float(p.get("pod_usd") or 0)
+                                        for p in card.get("preemptions") or []),
+                        "spend_usd": card.get("spend_usd"), "assumption": assumption})
+    return out
 
 
 def _usd(value: float | None, digits: int = 4) -> str:
@@ -381,6 +437,38 @@ def _preemption_lines(cards: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def spot_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Spot against on-demand per card and concurrency, with what the spot figure assumes."""
+    if not rows:
+        return []
+    lines = ["## Spot versus on-demand", "",
+             "The card's cheapest arm that is not void; spot $/Mtok includes the measured "
+             "preemptions (the lost pods' dollars added to the spot cost), on-demand is the same "
+             "tokens at the offer's on-demand price.", ""]
+    notes: dict[str, str] = {}
+    for row in rows:
+        if row["assumption"]:
+            notes[row["card"]] = row["assumption"]
+        elif row["preemptions"]:
+            notes[row["card"]] = (f"{row['preemptions']} preemption(s) measured: "
+                                  f"{_usd(row['lost_usd'], 2)} of {_usd(row['spend_usd'], 2)} "
+                                  f"lost, spot cost x{row['overhead_factor']:.2f}")
+    lines += [f"- {card}: {note}" for card, note in notes.items()]
+    lines += ["", "| card | load | arm | spot $/Mtok | on-demand $/Mtok | cheaper |",
+              "|---|---|---|---|---|---|"]
+    for row in rows:
+        spot = "VOID" if row["spot_usd_per_mtok"] is None else _usd(row["spot_usd_per_mtok"], 3)
+        if row["cheaper"] is None:
+            verdict = "—"
+        elif row["cheaper"] == "spot":
+            verdict = f"spot, {row['saving']:.1%} cheaper"
+        else:
+            verdict = f"on-demand (spot {-row['saving']:.1%} dearer)"
+        lines.append(f"| {row['card']} | c={row['concurrency']} | {row['arm']} | {spot} | "
+                     f"{_usd(row['on_demand_usd_per_mtok'], 3)} | {verdict} |")
+    return [*lines, ""]
+
+
 def render_matrix_markdown(matrix: dict[str, Any], title: str = "Card matrix") -> str:
     stamp = matrix.get("stamp")
     lines = [f"# {title}", ""]
@@ -425,6 +513,7 @@ def render_matrix_markdown(matrix: dict[str, Any], title: str = "Card matrix") -
                          f"{_knee_text(matrix['knee'].get(card, []))} |")
         lines.append("")
     lines += _preemption_lines(matrix["cards"])
+    lines += spot_lines(matrix.get("spot_vs_on_demand") or [])
     if matrix["failed"]:
         lines += ["## Cards without full results", ""]
         for card in matrix["failed"]:

@@ -59,6 +59,10 @@ def test_a_spot_card_is_priced_at_its_bid_and_rented_as_spot(
     entry = report["prices"][VAST4090]
     assert entry["spot"] is True
     assert entry["price_per_hr"] == pytest.approx(math.ceil(want * 1e4) / 1e4, abs=1e-9)
+    # the on-demand price of the same offers is kept for the spot-versus-on-demand report
+    on_demand = min(o.dph_base + o.storage_cost * disk / 720 for o in default_vast_offers()
+                    if o.gpu_name == "RTX 4090" and o.num_gpus == 1 and o.disk_space >= disk)
+    assert entry["on_demand_per_hr"] == pytest.approx(math.ceil(on_demand * 1e4) / 1e4, abs=1e-9)
     assert sandbox.meter()["resources"] == []  # a dry run rents nothing
 
     steps = SandboxSteps()
@@ -170,3 +174,15 @@ def test_a_preempted_spot_card_goes_on_on_a_new_pod_and_the_report_says_so(
     assert "## Preemptions (spot)" in markdown
     assert f"{VAST4090}: 1 preemption(s)" in markdown
     assert f"cells by pod: {lost} 2, {new} 2" in markdown
+    # spot against on-demand: the lost pod's dollars added to the spot cost, spend / (spend - lost)
+    assert entry["on_demand_per_hr"] > entry["price_per_hr"]
+    report = json.loads((run.state.path.parent / "matrix-report.json").read_text())
+    card = next(c for c in report["cards"] if c["card"] == VAST4090)
+    lost_usd = entry["preemptions"][0]["pod_usd"]
+    factor = card["spend_usd"] / (card["spend_usd"] - lost_usd)
+    assert report["spot_vs_on_demand"]
+    for row in report["spot_vs_on_demand"]:
+        assert row["overhead_factor"] == pytest.approx(factor)
+        assert row["assumption"] is None
+    assert "## Spot versus on-demand" in markdown
+    assert f"{VAST4090}: 1 preemption(s) measured" in markdown
