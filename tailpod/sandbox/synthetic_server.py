@@ -585,13 +585,13 @@ class SyntheticServer:
         tail = b""
         if usage and api != "generate":
             p = len(prompt.split())
-            obj = {"id": "chatcmpl-synthetic", "object": "chat.completion.chunk", "created": 0,
-                   "model": self.config.model, "choices": [],
-                   "usage": {"prompt_tokens": p, "completion_tokens": len(ids),
-                             "total_tokens": p + len(ids)}}
+            counts: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": len(ids),
+                                      "total_tokens": p + len(ids)}
             if self.config.reasoning_tokens and api == "chat":
-                obj["usage"]["completion_tokens_details"] = {
+                counts["completion_tokens_details"] = {
                     "reasoning_tokens": min(self.config.reasoning_tokens, len(ids))}
+            obj = {"id": "chatcmpl-synthetic", "object": "chat.completion.chunk", "created": 0,
+                   "model": self.config.model, "choices": [], "usage": counts}
             obj.update(self._spec_payload(body, [b - a for a, b in bounds], len(ids)))
             tail = b"data: " + json.dumps(obj).encode() + b"\n\n"
         tail += b"data: [DONE]\n\n"
