@@ -386,10 +386,17 @@ class RequestRow(_RowBase):
         default=None, description="Per-request speculative acceptance read from the response "
         "(vLLM metrics.speculative_decoding; SGLang sglext.spec_tokens_details), one definition: "
         "1 + accepted drafts / verify steps (docs/probe.md).")
+    ttfa_s: float | None = Field(
+        default=None, description="Time to first answer token: the first non-empty `content` "
+        "(or tool call) delta minus the send time; written when reasoning text came first "
+        "(ttft_s counts reasoning), null when the answer never came (flag no_answer).")
+    reasoning_tokens: int | None = Field(
+        default=None, description="usage.completion_tokens_details.reasoning_tokens, when the "
+        "server gave it (part of completion_tokens).")
     void: bool = Field(default=False, description="Added by the sweep to every row of a void arm.")
 
     _SPARSE = frozenset({
-        "void", "flags", "server_timings", "scheduled_at", "sent_at", "ttft_sched_s",
+        "ttfa_s", "reasoning_tokens", "void", "flags", "server_timings", "scheduled_at", "sent_at", "ttft_sched_s",
         "e2e_sched_s", "trace_input_tokens", "trace_output_tokens", "prompt_length",
         "prompt_words", "prompt_tokens_built", "finish_reason", "json_ok", "schema_ok",
         "tool_call_ok", "schema_error", "tool_names", "spec_acceptance", "pod"})
@@ -452,8 +459,14 @@ class CellRow(_RowBase):
     structure: dict[str, Any] | None = Field(
         default=None, description="Structured and tools classes: how many outputs parsed, "
         "validated and made whole tool calls, the finish reasons and the largest chunk gap.")
+    # Reasoning models (tailpod/agent/probes/rows.py _reasoning_cell).
+    ttfa_p50_s: float | None = Field(
+        default=None, description="p50 of time to first answer over the successful requests, "
+        "when any reasoned; null where it would fall on a request that never answered.")
+    ttfa_p90_s: float | None = Field(default=None, description="p90, as ttfa_p50_s.")
 
     _SPARSE = frozenset({
+        "ttfa_p50_s", "ttfa_p90_s",
         "acceptance_per_request", "structure", "void_reason", "load_workers", "prompt_length", "lane_counts", "arrival",
         "offered_rate_rps", "achieved_rate_rps", "schedule_lag_p50_s", "schedule_lag_max_s",
         "ttft_sched_mean_s", "ttft_sched_p50_s", "ttft_sched_p90_s", "ttft_sched_p99_s",

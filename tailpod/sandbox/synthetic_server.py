@@ -25,7 +25,11 @@ measures decode rate (n - 1) / (t_last - t_first) == rate exactly. It also offer
 - per-request speculative figures (`per_request_spec`): vLLM's `metrics.speculative_decoding`
   in the usage chunk, or SGLang's `sglext.spec_tokens_details` when the request asks
   `return_spec_tokens_details`; `per_request_skew` adds accepted drafts to them only (a
-  disagreement with /metrics that the probe must flag).
+  disagreement with /metrics that the probe must flag);
+- a reasoning model (`reasoning_tokens` N): a chat stream's first N tokens go out as reasoning
+  deltas (`reasoning_key`), the rest as `content` (a chunk across the boundary carries both),
+  and usage says `completion_tokens_details.reasoning_tokens`; `/_stats/raw` records when each
+  stream's first answer delta was written (`ttfa_list`, beside `ttft_list`).
 
 Run alone: `python -m tailpod.sandbox.synthetic_server --port 8000 --rate 200`.
 """
@@ -75,6 +79,8 @@ class SyntheticConfig:
     stall_s: float = 0.6
     per_request_spec: str = "none"  # none | vllm | sglang
     per_request_skew: int = 0
+    reasoning_tokens: int = 0  # chat streams: this many tokens of reasoning before the answer
+    reasoning_key: str = "reasoning"  # vLLM's delta key; SGLang and llama.cpp: reasoning_content
 
 
 @dataclass
@@ -82,6 +88,7 @@ class _StreamState:
     idx: int = 0
     max_lag: float = 0.0
     t_first_write: float | None = None
+    t_answer_write: float | None = None  # the first write that carried answer content
     t_last_write: float = 0.0
 
 
@@ -106,6 +113,8 @@ class Stats:
     last_end: float | None = None
     max_lag_s: float = 0.0
     ttft_s: list[float] = field(default_factory=list)  # first write - arrival
+    # first answer write - arrival, per stream in the order of ttft_s (None: no answer was sent)
+    ttfa_s: list[float | None] = field(default_factory=list)
     decode_tok_s: list[float] = field(default_factory=list)  # (n-1)/(last write - first write)
     durations_s: list[float] = field(default_factory=list)  # last write - arrival
     salts: list[str | None] = field(default_factory=list)
@@ -475,6 +484,13 @@ class SyntheticServer:
         # server, not the client, the bottleneck of the capacity benchmark.
         key = b'"delta":{"content":"' if api == "chat" else b'"text":"'
         close = b'"}' if api == "chat" else b'"'
+        think = self.config.reasoning_tokens if api == "chat" else 0
+        if a < think:  # reasoning first: a chunk across the boundary carries both
+            key = (b'"delta":{"' + self.config.reasoning_key.encode() + b'":"'
+                   + _text(ids[a:min(b, think)]).encode())
+            text = _text(ids[think:b]) if b > think else ""
+            key += b'","content":"' if b > think else b'","content":null'
+            close = b'"}' if b > think else b"}"
         ids_part = b""
         if body.get("return_token_ids") and self.config.token_ids:
             ids_part = b',"token_ids":[' + ",".join(map(str, piece)).encode() + b"]"
@@ -520,6 +536,7 @@ class SyntheticServer:
             now = loop.time()
             idx = state.idx
             parts = []
+            answer = False  # this write carries answer content
             if idx == 0 and api == "chat":
                 parts.append(b'data: {"id":"chatcmpl-synthetic","object":"chat.completion.chunk",'
                              b'"created":0,"model":"' + self._model_b + b'","choices":[{"index":0,'
@@ -529,6 +546,7 @@ class SyntheticServer:
                 a, b = bounds[idx]
                 state.max_lag = max(state.max_lag, now - sched[idx])
                 parts.append(self._event(api, body, prompt, ids, a, b, idx == len(bounds) - 1))
+                answer = answer or api != "chat" or b > self.config.reasoning_tokens
                 self._count_chunk(engine, idx, b - a)
                 idx += 1
                 if drop_after is not None and idx >= drop_after:
@@ -540,6 +558,8 @@ class SyntheticServer:
                 state.t_last_write = loop.time()
                 if state.t_first_write is None:
                     state.t_first_write = state.t_last_write
+                if state.t_answer_write is None and answer:
+                    state.t_answer_write = state.t_last_write
             if drop_after is not None and idx >= drop_after:
                 finished.set_result(False)
             elif idx >= len(bounds):
@@ -565,10 +585,13 @@ class SyntheticServer:
         tail = b""
         if usage and api != "generate":
             p = len(prompt.split())
+            counts: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": len(ids),
+                                      "total_tokens": p + len(ids)}
+            if self.config.reasoning_tokens and api == "chat":
+                counts["completion_tokens_details"] = {
+                    "reasoning_tokens": min(self.config.reasoning_tokens, len(ids))}
             obj = {"id": "chatcmpl-synthetic", "object": "chat.completion.chunk", "created": 0,
-                   "model": self.config.model, "choices": [],
-                   "usage": {"prompt_tokens": p, "completion_tokens": len(ids),
-                             "total_tokens": p + len(ids)}}
+                   "model": self.config.model, "choices": [], "usage": counts}
             obj.update(self._spec_payload(body, [b - a for a, b in bounds], len(ids)))
             tail = b"data: " + json.dumps(obj).encode() + b"\n\n"
         tail += b"data: [DONE]\n\n"
@@ -587,6 +610,8 @@ class SyntheticServer:
             st.durations_s.append(t_last_write - arrival)
             if t_first_write is not None:
                 st.ttft_s.append(t_first_write - arrival)
+                st.ttfa_s.append(None if state.t_answer_write is None
+                                 else state.t_answer_write - arrival)
                 if len(ids) > 1 and t_last_write > t_first_write:
                     st.decode_tok_s.append((len(ids) - 1) / (t_last_write - t_first_write))
         await writer.drain()
@@ -694,7 +719,8 @@ class SyntheticServer:
     def stats_json(self, raw: bool = False) -> dict[str, Any]:
         with self._lock:
             st = self.stats
-            extra = {"ttft_list": list(st.ttft_s), "decode_list": list(st.decode_tok_s),
+            extra = {"ttft_list": list(st.ttft_s), "ttfa_list": list(st.ttfa_s),
+                     "decode_list": list(st.decode_tok_s),
                      "duration_list": list(st.durations_s)}
             return {
                 **(extra if raw else {}),

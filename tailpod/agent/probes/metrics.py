@@ -30,6 +30,22 @@ def percentile(values: Sequence[float | None], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def censored_percentile(values: Sequence[float], missing: int, q: float) -> float | None:
+    """`percentile` of `values` plus `missing` observations known only to lie above all of them
+    (a request that never answered). None where the interpolation would reach a missing one:
+    the figure is then unknown, not the percentile of the requests that did answer."""
+    xs = sorted(v for v in values if not math.isnan(v))
+    n = len(xs) + missing
+    if not xs:
+        return None
+    pos = (n - 1) * (q / 100.0)
+    lo = int(math.floor(pos))
+    frac = pos - lo
+    if lo >= len(xs) or (frac > 0 and lo + 1 >= len(xs)):
+        return None
+    return xs[lo] if frac == 0 else xs[lo] + (xs[lo + 1] - xs[lo]) * frac
+
+
 def _finite_or_none(value: float | None) -> float | None:
     if value is None or math.isnan(value) or math.isinf(value):
         return None

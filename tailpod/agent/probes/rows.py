@@ -11,7 +11,7 @@ from typing import Any
 from .. import OFF_POD_FLAG, SCHEMA_VERSION
 from .arrival import SCHEDULE_LAG_FLAG_S, meets_slo
 from .basics import LOOP_LAG_FLAG_S
-from .metrics import _finite_or_none, percentile
+from .metrics import _finite_or_none, censored_percentile, percentile
 from .stream import RequestResult
 
 
@@ -127,6 +127,32 @@ def request_row(run_id: str, plan: CellPlan, r: RequestResult, where: str) -> di
         "finish_reason": r.finish_reason,
         **({"server_timings": r.server_timings} if r.server_timings else {}),
         **_open_loop_fields(r),
+        **_reasoning_fields(r),
+    }
+
+
+def _reasoning_fields(r: RequestResult) -> dict[str, Any]:
+    """Time to first answer where reasoning text came first (without reasoning it is ttft_s),
+    and the reasoning tokens the server counted; no keys otherwise (docs/probe.md)."""
+    out: dict[str, Any] = {}
+    if r.reasoned:
+        out["ttfa_s"] = _finite_or_none(r.ttfa_s)
+    if r.reasoning_tokens is not None:
+        out["reasoning_tokens"] = r.reasoning_tokens
+    return out
+
+
+def _reasoning_cell(ok: list[RequestResult]) -> dict[str, Any]:
+    """p50/p90 of time to first answer over the successful requests, once any of them reasoned;
+    one that never answered counts as later than every answer (the figure is null where the
+    percentile would fall on it). Without reasoning the first answer is the first token."""
+    if not any(r.reasoned for r in ok):
+        return {}
+    answered = [r.ttfa_s for r in ok if r.ttfa_s is not None]
+    missing = len(ok) - len(answered)
+    return {
+        "ttfa_p50_s": _finite_or_none(censored_percentile(answered, missing, 50)),
+        "ttfa_p90_s": _finite_or_none(censored_percentile(answered, missing, 90)),
     }
 
 
@@ -209,6 +235,7 @@ def cell_row(
         flags.append("failures")
     if any("no_usage" in r.flags for r in ok):
         flags.append("no_usage")  # output_tokens is then a lower bound
+    no_answer = any("no_answer" in r.flags for r in ok)
     # One process's CPU over the wall: with worker processes, the busiest one's (each has a
     # core of its own; their sum over the wall may pass 1 and still leave each one idle time).
     busiest = outcome.cpu_s if outcome.busiest_cpu_s is None else outcome.busiest_cpu_s
@@ -224,6 +251,8 @@ def cell_row(
     if client_bound:
         # in the place it has always had: after failures and no_usage
         flags.insert(sum(f in ("failures", "no_usage") for f in flags), "client_bound")
+    if no_answer:
+        flags.append("no_answer")
     for f in extra_flags:
         if f not in flags:
             flags.append(f)
@@ -252,6 +281,7 @@ def cell_row(
         "e2e_p99_s": p("e2e_s", 99),
         "decode_tok_s_p50": p("decode_tok_s", 50),
         "tpot_p50_s": p("tpot_s", 50),
+        **_reasoning_cell(ok),
         "client_cpu_s": outcome.cpu_s,
         # only when split: the rows of one process keep the shape format v1 always had
         **({"load_workers": outcome.workers} if outcome.workers > 1 else {}),

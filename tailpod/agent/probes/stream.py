@@ -309,12 +309,19 @@ _CHAT_CONTENT = re.compile(
     rb'"(?:content|reasoning_content|reasoning|token_ids)"\s*:\s*(?:"(?:[^"\\]|\\.)|\[\s*[^\]\s])'
 )
 _TEXT_CONTENT = re.compile(rb'"(?:text|token_ids)"\s*:\s*(?:"(?:[^"\\]|\\.)|\[\s*[^\]\s])')
+# The answer (`content`, a non-empty string) and the reasoning text (vLLM's `reasoning`, the older
+# `reasoning_content` that SGLang and llama.cpp send), told apart the same way: searched only
+# until the answer starts, so a stream without reasoning pays for one search.
+_CHAT_ANSWER = re.compile(rb'"content"\s*:\s*"(?:[^"\\]|\\.)')
+_CHAT_REASONING = re.compile(rb'"(?:reasoning_content|reasoning)"\s*:\s*"(?:[^"\\]|\\.)')
 
 
 class StreamRecorder:
     """Timestamps and server-reported counts of one streamed response.
 
-    TTFT is the first event that carries content (text, reasoning text or token ids);
+    TTFT is the first event that carries content (text, reasoning text or token ids); on the
+    chat API the first answer (non-empty `content` or a tool call) is timed too, and whether
+    reasoning text came before it (time to first answer, docs/probe.md);
     completion tokens come only from the server's usage (or SGLang meta_info), never from
     counting chunks, because one chunk can carry several tokens.
     """
@@ -327,6 +334,8 @@ class StreamRecorder:
         "t_send",
         "t_send_wall",
         "t_first",
+        "t_answer",
+        "reasoned",
         "t_last",
         "t_end",
         "chunks",
@@ -357,6 +366,9 @@ class StreamRecorder:
         self.t_send = 0.0
         self.t_send_wall = 0.0
         self.t_first: float | None = None
+        # The first answer event (chat API), and whether reasoning text came before it (or in it)
+        self.t_answer: float | None = None
+        self.reasoned = False
         self.t_last: float | None = None
         self.t_end: float | None = None
         self.chunks = 0
@@ -397,6 +409,11 @@ class StreamRecorder:
                     and b'"sglext"' not in payload:
                 # A plain delta chunk: only "does it carry content" matters, and the pattern
                 # answers that exactly (see _CHAT_CONTENT); the full parse costs ~3x more.
+                if self.t_answer is None and fast is _CHAT_CONTENT:
+                    if not self.reasoned and _CHAT_REASONING.search(payload) is not None:
+                        self.reasoned = True
+                    if _CHAT_ANSWER.search(payload) is not None:
+                        self.t_answer = now
                 if fast.search(payload) is not None:
                     self._content(now)
                 continue
@@ -442,8 +459,13 @@ class StreamRecorder:
         if self.api == "chat":
             delta = choice.get("delta") or {}
             answer = delta.get("content")
-            content = answer or delta.get("reasoning_content") or delta.get("reasoning")
+            thought = delta.get("reasoning_content") or delta.get("reasoning")
+            content = answer or thought
             calls = delta.get("tool_calls")
+            if self.t_answer is None:
+                self.reasoned = self.reasoned or bool(thought)
+                if (isinstance(answer, str) and answer) or (isinstance(calls, list) and calls):
+                    self.t_answer = now
         else:
             content = answer = choice.get("text")
         ids = choice.get("token_ids")
@@ -547,6 +569,11 @@ class RequestResult:
     spec: tuple[str, dict[str, Any]] | None = None  # the engine's per-request figures, as sent
     content: str | None = None  # structured classes only: the answer text, for the checks
     tool_calls: list[dict[str, str]] | None = None
+    # Time to first answer (chat API): the first non-empty `content` or tool call minus the send
+    # time; None when none came. `reasoned`: reasoning text came before (or with) it.
+    ttfa_s: float | None = None
+    reasoned: bool = False
+    reasoning_tokens: int | None = None  # usage.completion_tokens_details, when the server says
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -580,6 +607,11 @@ def result_from_recorder(spec: RequestSpec, rec: StreamRecorder) -> RequestResul
     prompt = _int_or_none(usage.get("prompt_tokens")) if rec.usage else None
     if ok and completion is None:
         flags.append("no_usage")  # never estimated from chunks
+    if rec.reasoned and ok and rec.t_answer is None:
+        flags.append("no_answer")  # it reasoned and never answered (max_tokens ran out)
+    details = usage.get("completion_tokens_details")
+    reasoning_tokens = (_int_or_none(details.get("reasoning_tokens"))
+                        if isinstance(details, dict) else None)
     ttft = e2e = decode = tpot = None
     if rec.t_first is not None:
         ttft = rec.t_first - rec.t_send
@@ -616,4 +648,7 @@ def result_from_recorder(spec: RequestSpec, rec: StreamRecorder) -> RequestResul
         content="".join(rec.content) if rec.structured else None,
         tool_calls=[rec.tool_calls[i] for i in sorted(rec.tool_calls)] if rec.structured
         else None,
+        ttfa_s=None if rec.t_answer is None else rec.t_answer - rec.t_send,
+        reasoned=rec.reasoned,
+        reasoning_tokens=reasoning_tokens,
     )

@@ -1,8 +1,9 @@
 """Per request, by arm and prompt class: the distribution of the requests' own acceptance (p10,
 p50, p90, request mean, token-weighted) beside the /metrics figure of the same cells, and the
 structure checks of structured and tools classes (parse, validity, tool calls, finish reasons,
-the largest gap between chunks). docs/results.md, "Acceptance, one definition" and "The
-structure gate"; absent from the analysis when no request row carries either."""
+the largest gap between chunks), and acceptance by prompt length band with its collapse rule.
+docs/results.md, "Acceptance, one definition", "Acceptance by context length" and "The structure
+gate"; absent from the analysis when no request row carries either."""
 
 from __future__ import annotations
 
@@ -21,6 +22,58 @@ class PerRequestRow(TypedDict):
     requests: int
     acceptance: dict[str, Any] | None  # p10, p50, p90, request_mean, token_weighted, metrics
     structure: dict[str, Any] | None  # json_ok, schema_ok, tool_call_ok, finish_reasons, gap
+    bands: list[dict[str, Any]] | None  # acceptance per prompt length band (_bands)
+
+
+# Prompt length bands in prompt tokens from usage, [low, high): context windows and the positions
+# where acceptance has been seen to fail (vLLM #52873: zero past position 32,768) are powers of two.
+BANDS: tuple[tuple[str, int, float], ...] = (
+    ("<1k", 0, 1024), ("1k-4k", 1024, 4096), ("4k-16k", 4096, 16384),
+    (">16k", 16384, float("inf")))
+# A band collapsed when its accepted drafts per verify step fall below this share of the shortest
+# band's. Drafts per step (length - 1), not length: the length's floor of 1 would hide a fall to
+# zero acceptance from a shortest band below length 2.
+COLLAPSE_SHARE = 0.5
+
+
+def _band(prompt_tokens: int | None) -> str | None:
+    if prompt_tokens is None:
+        return None
+    return next((name for name, lo, hi in BANDS if lo <= prompt_tokens < hi), None)
+
+
+def _bands(rows: list[Any]) -> list[dict[str, Any]] | None:
+    """Token-weighted acceptance per prompt length band over the requests with their own figures
+    and a prompt length; `collapse` where a band's accepted drafts per step < COLLAPSE_SHARE x the
+    shortest band's (the shortest band with a verify step is the reference, never flagged)."""
+    sums: dict[str, list[int]] = {}
+    for r in rows:
+        spec = getattr(r, "spec_acceptance", None)
+        band = _band(r.prompt_tokens)
+        if not isinstance(spec, dict) or band is None:
+            continue
+        acc = sums.setdefault(band, [0, 0, 0])  # requests, steps, accepted
+        acc[0] += 1
+        acc[1] += int(spec.get("steps") or 0)
+        acc[2] += int(spec.get("accepted") or 0)
+    if not sums:
+        return None
+    out: list[dict[str, Any]] = []
+    ref: float | None = None
+    for name, _, _ in BANDS:
+        if name not in sums:
+            continue
+        n, steps, accepted = sums[name]
+        per_step = accepted / steps if steps else None
+        collapse = (ref is not None and per_step is not None and ref > 0
+                    and per_step < COLLAPSE_SHARE * ref)
+        if ref is None and per_step is not None:
+            ref = per_step
+        out.append({"band": name, "requests": n, "steps": steps,
+                    "accepted_per_step": per_step,
+                    "acceptance_length": None if per_step is None else 1 + per_step,
+                    "collapse": collapse})
+    return out
 
 
 def _acceptance(items: list[dict[str, Any]], counters: tuple[int, int]) -> dict[str, Any] | None:
@@ -84,7 +137,8 @@ def compute(ctx: Context) -> list[PerRequestRow] | None:
         if acc is None and struct is None:
             continue
         out.append({"arm": arm, "prompt_class": pclass, "void": arm in ctx.void,
-                    "requests": len(rows), "acceptance": acc, "structure": struct})
+                    "requests": len(rows), "acceptance": acc, "structure": struct,
+                    "bands": _bands(rows) if acc is not None else None})
     return out or None
 
 
@@ -106,6 +160,16 @@ def render(rows: list[PerRequestRow] | None, rc: RenderContext) -> list[str]:
                      fmt_num(a["request_mean"]), fmt_num(a["token_weighted"]),
                      fmt_num(a["metrics"])]
                     for r in acc if (a := r["acceptance"])], rc.stamp)
+    banded = [r for r in rows if r.get("bands")]
+    if banded:
+        L += ["## Acceptance by context length", "",
+              "The requests' own acceptance, token-weighted, by prompt length (prompt tokens from "
+              "usage). **COLLAPSE**: accepted drafts per step below half the shortest band's.", ""]
+        L += table(["arm", "class", "prompt tokens", "n", "accepted/step", "length", "flag"],
+                   [[arm_label(r["arm"], rc.void), r["prompt_class"], b["band"],
+                     str(b["requests"]), fmt_num(b["accepted_per_step"]),
+                     fmt_num(b["acceptance_length"]), "**COLLAPSE**" if b["collapse"] else ""]
+                    for r in banded for b in r["bands"] or []], rc.stamp)
     st = [r for r in rows if r["structure"]]
     if st:
         L += ["## Structured output and tool calls", "",
