@@ -103,7 +103,10 @@ def compute(ctx: Context) -> BestK:
             geo = {}
             for a in family:
                 vals = [cell_at[(a.label, c)]["output_tok_s"]["median"] for c in common]  # type: ignore[index]
-                g = math.exp(sum(math.log(v) for v in vals) / len(vals))
+                # an arm that delivered nothing at one of them (every request failed) has a
+                # geometric mean of 0, and log(0) would be a math domain error
+                g = (0.0 if min(vals) <= 0
+                     else math.exp(sum(math.log(v) for v in vals) / len(vals)))
                 geo[a.k] = {"median": g, "min": g, "max": g}
             res = best_k(geo)
             wins = [p["best_k"] for p in best["per_concurrency"] if p["method"] == method]

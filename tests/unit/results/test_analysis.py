@@ -237,6 +237,20 @@ def test_run_level_best_k_excludes_void_arms() -> None:
     assert an["best_k"]["excluded_void"] == ["mtp-k3"]
 
 
+def test_an_arm_that_delivered_nothing_somewhere_is_last_overall_not_a_crash() -> None:
+    """An arm whose median was 0 tok/s at one concurrency (every request failed) crashed the
+    overall best K with `math domain error` (log of 0). Its geometric mean is 0: it is last."""
+    run = build_run({
+        "plain": {1: [100.0], 2: [180.0]},
+        "mtp-k1": {1: [150.0], 2: [0.0]},
+        "mtp-k2": {1: [160.0], 2: [200.0]},
+    })
+    overall = analyze(run)["best_k"]["overall"][0]
+    assert overall["over_concurrency"] == [1, 2]
+    # geometric means: K=0 sqrt(100*180)=134.2, K=1 0, K=2 sqrt(160*200)=178.9
+    assert overall["best_k"] == 2
+
+
 # --- void arms -----------------------------------------------------------------------------------
 
 
