@@ -102,7 +102,10 @@ def note_preemption(ledger: Ledger, record: PodRecord, info: PodInfo, now: float
     if not isinstance(seen, (int, float)):
         seen = now
         with contextlib.suppress(TailpodError, OSError):  # status reports; the flag says it
-            ledger.update(record.run_tag, event="preempted")
+            written = ledger.update(record.run_tag, event="preempted")
+            # the time the ledger keeps, so this status and every later one say the same second
+            seen = next((e["t"] for e in reversed(written.events)
+                         if e.get("event") == "preempted"), now)
     storage = info.detail.get("storage_per_hr")
     rate = float(storage) if isinstance(storage, (int, float)) else None
     bills = (f"storage still bills ${rate:.4f}/h" if rate is not None

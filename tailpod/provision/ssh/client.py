@@ -141,6 +141,8 @@ def _reason(exc: BaseException) -> str:
         return "connection closed during handshake"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()
+    if "protocol banner" in str(exc):  # paramiko's words for a port that never spoke SSH
+        return "the port accepted the connection but no SSH server answered (no banner)"
     text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
     return text[:120]
 
