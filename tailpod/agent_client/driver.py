@@ -265,9 +265,11 @@ class SubprocessTransport:
         # read waits for stderr while the agent blocks writing a large stdout envelope (a
         # deadlock seen with `probe logprobs`).
         threads = [threading.Thread(target=f, daemon=True) for f in (pump, feed, drain)]
-        for thread in threads:
-            thread.start()
         try:
+            # the threads start inside the try: a Ctrl-C that lands while they start (the agent
+            # already running) stops its group too
+            for thread in threads:
+                thread.start()
             proc.wait(timeout=timeout_s)
         except KeyboardInterrupt:
             if stoppable:
