@@ -137,10 +137,7 @@ def handle_errors(fn: F) -> F:
             hint = ("free space there (a resumed `--run-id` drops unfinished rows), then run it "
                     "again" if exc.errno == errno.ENOSPC else None)
             json_error("OSError", redact(message), hint, 1)
-            err_console.print(f"error: {redact(message)}", markup=False, soft_wrap=True)
-            if hint:
-                err_console.print(f"  hint: {hint}", markup=False)
-            raise typer.Exit(code=1) from None
+            raise fail(TailpodError(message, hint)) from None
         except KeyboardInterrupt as exc:
             settled = getattr(exc, "settled", None)
             message = f"interrupted; {settled}" if settled else "interrupted"
@@ -154,10 +151,7 @@ def handle_errors(fn: F) -> F:
             message = f"unexpected {exc.__class__.__name__}: {redact(str(exc))}"
             hint = f"the traceback is in {path}; `tailpod status` shows whatever still bills"
             json_error(exc.__class__.__name__, message, hint, 1)
-            # soft_wrap: the crash log's path stays whole, to be copied
-            err_console.print(f"error: {message}", markup=False, soft_wrap=True)
-            err_console.print(f"  hint: {hint}", markup=False, soft_wrap=True)
-            raise typer.Exit(code=1) from None
+            raise fail(TailpodError(message, hint)) from None  # exit 1, as any TailpodError
 
     return wrapper  # type: ignore[return-value]
 
