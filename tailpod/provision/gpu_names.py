@@ -20,6 +20,9 @@ def split_count(value: str) -> tuple[str, int | None]:
     """`A40:2` -> ("A40", 2); `A40` -> ("A40", None). A count below 1 is refused."""
     found = _COUNT_FORM.match(value.strip())
     if found is None:
+        if ":" in value:  # `A40:-1`, `A40:nan`: no GPU name holds a colon; a count was meant
+            raise ConfigError(f"--gpu {value!r}: the count after ':' must be a whole number "
+                              "of GPUs, at least 1")
         return value.strip(), None
     count = int(found.group("count"))
     if count < 1:

@@ -129,3 +129,10 @@ def test_near_names_are_at_most_three_a_name_and_every_word_match_counts() -> No
 
 def test_a_blank_cuda_version_is_no_floor() -> None:
     assert cuda_floor("  ", None) is None
+
+
+@pytest.mark.parametrize("value", ["A40:-1", "A40:nan", "A40:1.5", "A40:"])
+def test_a_count_that_is_not_a_whole_number_is_refused_not_taken_as_a_name(value: str) -> None:
+    """`A40:-1` was read as a GPU named 'A40:-1' and refused only later, as an unknown card."""
+    with pytest.raises(ConfigError, match="must be a whole number of GPUs, at least 1"):
+        split_count(value)
