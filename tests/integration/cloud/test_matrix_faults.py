@@ -105,8 +105,12 @@ class SandboxSteps:
     the scripted host, tear down through `down_remote` (the real proof)."""
 
     def __init__(self, *, bootstrap_fails_on: str | None = None, cell_s: float = 0.0,
-                 diverging: frozenset[str] = frozenset()) -> None:
+                 diverging: frozenset[str] = frozenset(),
+                 all_rented: threading.Barrier | None = None) -> None:
         self.bootstrap_fails_on = bootstrap_fails_on
+        # every card's `up` waits here until all have rented: the lifetimes overlap only if the
+        # matrix rents in parallel (a serial matrix breaks the barrier and fails its cards)
+        self.all_rented = all_rented
         self.cell_s = cell_s
         self.diverging = diverging
         self.rented: list[str] = []
@@ -119,6 +123,8 @@ class SandboxSteps:
         record, _info = up_remote(settings, ledger, spec, policy=fast_policy(),
                                   timings=fast_timings())
         self.rented.append(record.run_tag)
+        if self.all_rented is not None:
+            self.all_rented.wait(timeout=30)
         if settings.gpus[0] == self.bootstrap_fails_on:
             raise TailpodError("the engine did not start on the pod: CUDA out of memory")
         # what up_cloud records on the sandbox: the provider is emulated
@@ -183,7 +189,7 @@ def assert_all_down(sandbox: Sandbox, settings: Settings, run: MatrixRun) -> Non
 
 def test_matrix_ranks_cards_and_tears_every_pod_down(sandbox: Sandbox,
                                                      settings: Settings) -> None:
-    steps = SandboxSteps()
+    steps = SandboxSteps(all_rented=threading.Barrier(3))
     run = matrix(settings, steps, [A40, RP4090, VAST4090])
     statuses = {k: v["status"] for k, v in run.state.data["cards"].items()}
     assert statuses == {A40: "done", RP4090: "done", VAST4090: "done"}
