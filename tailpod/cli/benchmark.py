@@ -161,6 +161,44 @@ def open_loop_options(
     return rates, slo_spec(slo) if slo else None
 
 
+def soak_seconds(minutes: float | None) -> float | None:
+    """`--soak MINUTES` as seconds, checked before anything waits on a pod: a finite number of
+    minutes > 0 that fits one `probe run` call (agent/probes/load.py SOAK_MAX_S)."""
+    from tailpod.agent.probes.load import SOAK_MAX_S
+
+    if minutes is None:
+        return None
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise ConfigError(f"--soak must be a number of minutes > 0, got {minutes:g}")
+    if minutes * 60.0 > SOAK_MAX_S:
+        raise ConfigError(f"--soak {minutes:g} is longer than one soak cell may run "
+                          f"({SOAK_MAX_S / 60:g} minutes)", hint=f"--soak {SOAK_MAX_S / 60:g}")
+    return minutes * 60.0
+
+
+def check_soak_fits(soak_s: float | None, arms: int, record: PodRecord, now: float) -> None:
+    """Every arm's soak cell must end before the pod's TTL does (the dead-man switch would end
+    the pod mid-cell), and each one inside the pod's heartbeat timeout where its dead-man switch
+    has one (no heartbeat reaches the pod while one cell runs): ConfigError (exit 2) before
+    anything waits."""
+    if soak_s is None:
+        return
+    deadman = record.extra.deadman or {}
+    heartbeat_timeout_s = deadman.get("heartbeat_timeout_s")
+    if isinstance(heartbeat_timeout_s, (int, float)) and heartbeat_timeout_s > 0 \
+            and soak_s >= heartbeat_timeout_s:
+        raise ConfigError(f"--soak {soak_s / 60:g} minutes is not shorter than the heartbeat "
+                          f"timeout ({heartbeat_timeout_s / 60:g} minutes): the pod's dead-man "
+                          "switch would stop it mid-cell", hint="a shorter --soak, or raise "
+                          "TAILPOD_HEARTBEAT_TIMEOUT before `up`")
+    left = None if record.ttl_expires_at is None else record.ttl_expires_at - now
+    if left is not None and arms * soak_s >= left:
+        raise ConfigError(f"--soak {soak_s / 60:g} minutes for {arms} arm(s) needs "
+                          f"{arms * soak_s / 60:g} minutes, but {record.run_tag}'s TTL ends in "
+                          f"{max(0.0, left) / 60:.0f} minutes",
+                          hint="a shorter --soak or fewer --spec-k arms")
+
+
 def run_id_for(record: PodRecord, results_dir: Path) -> str:
     """The first benchmark of a pod is named by its run tag; later ones get -2, -3, …"""
     candidate, n = record.run_tag, 1
@@ -357,6 +395,11 @@ def register(app: typer.Typer) -> None:
         ),
         json_out: bool = typer.Option(False, "--json", help="Print the run's cells and arms as "
                                       "JSON (progress goes to stderr)."),
+        soak: float = typer.Option(
+            None, "--soak", metavar="MINUTES", help="After its cells, each arm runs one closed "
+            "loop this long (lowest --concurrency, first prompt class) and the report flags "
+            "where its acceptance collapsed, by minute and context position.",
+        ),
     ) -> None:
         """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
 
@@ -365,6 +408,7 @@ def register(app: typer.Typer) -> None:
         """
         if cache not in ("cold", "warm", "both"):
             raise ConfigError("--cache must be cold, warm or both")
+        soak_s = soak_seconds(soak)
         check_spec_method(spec_method)
         rates, slo_targets = open_loop_options(
             request_rate, arrival, burstiness, slo, slo_percentile
@@ -447,6 +491,7 @@ def register(app: typer.Typer) -> None:
             trace=trace_entry,
             load_workers=load_workers,
             saturation_stop=saturation_stop,
+            soak_s=soak_s,
         )
         if deployment is not None:
             from tailpod.measure.deploy import deploy_arm
@@ -470,6 +515,7 @@ def register(app: typer.Typer) -> None:
             # An arm that cannot run is refused before the pod is touched (the arm switch checks
             # the K extension's arms again before each relaunch: pods/arm_switch.py).
             check_arms([a.config for a in plan.arms], settings)
+        check_soak_fits(soak_s, len(plan.arms), record, time.time())
         rid = run_id or run_id_for(record, settings.results_dir)
         preempted = preempted_error(settings, ledger, record, rid)
         if preempted is not None:  # before the SSH wait on a pod that is stopped

@@ -66,6 +66,8 @@ def probe_cells(
             }
             if arrival:
                 row["arrival"] = arrival
+            if cell.soak and plan is not None and plan.soak_s is not None:
+                row["soak_s"] = plan.soak_s
             out.append(row)
     return out
 

@@ -103,11 +103,13 @@ class Plan(_Model):
     load_workers: int = 1
     saturation_stop: bool = True
     arm_rates: dict[str, list[str]] | None = None
+    soak_s: float | None = Field(default=None, description="`benchmark --soak`: each arm's soak "
+                                 "cell ran this many seconds.")
 
     _SPARSE = frozenset({
         "arm_configs", "requests_per_cell", "extend_k", "max_k", "serve_tax", "request_rates",
         "arrival", "burstiness", "arrival_seed", "slo", "slo_percentile", "trace",
-        "load_workers", "saturation_stop", "arm_rates"})
+        "load_workers", "saturation_stop", "arm_rates", "soak_s"})
 
 
 class Startup(_Model):
@@ -464,9 +466,12 @@ class CellRow(_RowBase):
         default=None, description="p50 of time to first answer over the successful requests, "
         "when any reasoned; null where it would fall on a request that never answered.")
     ttfa_p90_s: float | None = Field(default=None, description="p90, as ttfa_p50_s.")
+    soak_s: float | None = Field(
+        default=None, description="A soak cell (`benchmark --soak`): the closed loop ran for this "
+        "many seconds, not a number of requests; read by the soak section alone (docs/results.md).")
 
     _SPARSE = frozenset({
-        "ttfa_p50_s", "ttfa_p90_s",
+        "ttfa_p50_s", "ttfa_p90_s", "soak_s",
         "acceptance_per_request", "structure", "void_reason", "load_workers", "prompt_length", "lane_counts", "arrival",
         "offered_rate_rps", "achieved_rate_rps", "schedule_lag_p50_s", "schedule_lag_max_s",
         "ttft_sched_mean_s", "ttft_sched_p50_s", "ttft_sched_p90_s", "ttft_sched_p99_s",

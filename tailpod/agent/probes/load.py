@@ -325,6 +325,62 @@ def run_closed_loop(
         for share, c in zip(round_robin(len(specs), n), split_counts(concurrency, n))])
 
 
+async def _run_timed_async(ep: Endpoint, make_spec: Callable[[int], RequestSpec],
+                           concurrency: int, duration_s: float, timeout: float,
+                           api: str) -> LoopOutcome:
+    results: list[RequestResult | None] = []
+    headers = _auth_headers()
+    n_workers = max(1, concurrency)
+    connected = [0]
+    all_connected = asyncio.Event()
+    deadline = [0.0]
+
+    async def worker() -> None:
+        conn = AsyncConnection(ep, headers)
+        try:
+            await conn.open(timeout)  # connect first, then start together (as _run_async)
+            connected[0] += 1
+            if connected[0] == n_workers:
+                deadline[0] = time.perf_counter() + duration_s
+                all_connected.set()
+            await all_connected.wait()
+            while time.perf_counter() < deadline[0]:
+                spec = make_spec(len(results))
+                results.append(None)
+                rec = StreamRecorder(api, structured=spec.structured)
+                rec.start()
+                try:
+                    await conn.exchange(spec, rec, timeout)
+                except asyncio.TimeoutError:
+                    rec.fail(f"timeout after {timeout:.0f} s")
+                except (OSError, ProtocolError, ssl.SSLError) as exc:
+                    rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
+                rec.finish(time.perf_counter())
+                results[spec.index] = result_from_recorder(spec, rec)
+        finally:
+            conn.close()
+
+    monitor = LagMonitor()
+    mon_task = asyncio.ensure_future(monitor.run_async())
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(n_workers)))
+    t1, cpu1 = time.perf_counter(), time.process_time()
+    monitor.stop()
+    mon_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await mon_task
+    return _outcome(results, t0, t1, cpu1 - cpu0, monitor.max_lag)
+
+
+def run_timed_loop(ep: Endpoint, make_spec: Callable[[int], RequestSpec], concurrency: int,
+                   duration_s: float, timeout: float, api: str) -> LoopOutcome:
+    """The soak cell's closed loop (docs/probe.md, "Soak"): `concurrency` workers each send the
+    next request as soon as their last one ended, until `duration_s` has passed since they
+    started together; a request in flight then runs to its end and counts. Requests are built
+    on demand (`make_spec(i)`), so an hour's soak never holds an hour of request bodies."""
+    return asyncio.run(_run_timed_async(ep, make_spec, concurrency, duration_s, timeout, api))
+
+
 # The concurrent warm-up of an open-loop cell (after its `warmup` requests one at a time; none
 # when warmup is 0). On the H200 (vLLM 0.26, draft_model K=2, docs/benchmarks.md) the first
 # open-loop cell after an engine start, warmed by one request, kept requests 2-9 waiting
@@ -337,6 +393,9 @@ TRANSPORTS: dict[str, Callable[..., LoopOutcome]] = {
     "threads": run_loop_threads,
 }
 DEFAULT_TRANSPORT = "asyncio"
+# The longest soak cell: it is one `probe run` call, which the laptop stops after an hour
+# (agent_client/driver.py PROBE_RUN_TIMEOUT_S), less room for its warm-up and last requests.
+SOAK_MAX_S = 3300.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -566,7 +625,7 @@ def run_cell(
         else:
             offsets = schedule(arrival)
         n_requests = len(offsets)
-    if not specs:
+    if not specs and plan.soak_s is None:
         for i in range(n_requests):
             pr = prompts[i % len(prompts)]
             salt = new_salt(run_id) if plan.cache == "cold" else None
@@ -576,7 +635,16 @@ def run_cell(
     before: dict[str, Any] = {}
     if engine in PROBE_ENGINES:
         before = _quiet_snapshot(ep, engine)
-    if offsets is not None:
+    if plan.soak_s is not None:
+        def soak_spec(i: int) -> RequestSpec:
+            salt = new_salt(run_id) if plan.cache == "cold" else None
+            path, body = build_body(opts, model, pclass, prompts[i % len(prompts)], salt,
+                                    engine=engine)
+            return RequestSpec(i, path, body, plan.cache, opts.api, structured)
+
+        outcome = run_timed_loop(ep, soak_spec, plan.concurrency, plan.soak_s,
+                                 opts.request_timeout, opts.api)
+    elif offsets is not None:
         outcome = run_open_loop(ep, specs, offsets, plan.concurrency, opts.request_timeout,
                                 opts.api, opts.workers)
     elif opts.workers > 1:
@@ -690,6 +758,9 @@ def run_cells(
                 raise ProbeError(f"cell {plan.cell}: an in-flight cap must be >= 0")
             if opts.transport != "asyncio":
                 raise ProbeError(f"cell {plan.cell}: an open-loop cell needs transport asyncio")
+        elif plan.soak_s is not None and not 0 < plan.soak_s <= SOAK_MAX_S:
+            raise ProbeError(f"cell {plan.cell}: soak_s must be > 0 and at most "
+                             f"{SOAK_MAX_S:.0f} s, got {plan.soak_s}")
         elif plan.concurrency < 1:
             raise ProbeError(f"cell {plan.cell}: concurrency must be >= 1")
     if opts.requests_per_cell < 1:
