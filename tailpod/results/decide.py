@@ -542,7 +542,7 @@ def _serves(runs: Sequence[Run], arms: dict[str, dict[str, Any]], bands: list[di
     """Which arm serves one prompt class: the deployment its own bands give (the same rule as
     the pooled one), with the arms the structure gate kept out of it and why."""
     won = [b for b in bands if b["arm"] is not None]
-    dep = _deployment(runs, arms, won, rests_on, []) if won else {
+    dep: dict[str, Any] = _deployment(runs, arms, won, rests_on, []) if won else {
         "kind": "none", "reason": NO_ARM_MEETS_SLO if bands else "no band"}
     out: dict[str, Any] = {"kind": dep["kind"], "arm": dep.get("key"),
                            "reason": dep.get("reason")}
