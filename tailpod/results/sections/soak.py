@@ -11,12 +11,12 @@ acceptance fell to zero engine-wide after a request crossed position 32,768).
 from __future__ import annotations
 
 import statistics
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from tailpod.results.markdown import arm_label, fmt_num, table
 from tailpod.results.schema import CellRow, RequestRow
 from tailpod.results.section import Context, RenderContext, Section
-from tailpod.results.sections.per_request import COLLAPSE_SHARE
+from tailpod.results.sections.per_request import COLLAPSE_SHARE, _bands
 
 SOAK_PLOT_FILE = "soak.png"
 WINDOW_S = 60.0  # the bucket: one minute of the soak, from its first request sent
@@ -62,6 +62,9 @@ class SoakRow(TypedDict):
     reference: float | None  # accepted drafts per step of the reference minutes
     minutes: list[SoakMinute]
     collapse: SoakCollapse | None
+    # the same requests by prompt length band, with that section's collapse rule
+    # (sections/per_request.py _bands): the soak's requests are in no other section
+    bands: list[dict[str, Any]] | None
 
 
 def _position(r: RequestRow) -> int | None:
@@ -158,7 +161,8 @@ def soak_row(cell: CellRow, rows: list[RequestRow]) -> SoakRow:
     return {"arm": cell.arm, "prompt_class": cell.prompt_class, "concurrency": cell.concurrency,
             "soak_s": float(cell.soak_s or 0.0), "requests": cell.requests,
             "failed": cell.failed, "reference": ref, "minutes": minutes,
-            "collapse": min(found, key=lambda c: c["at_s"]) if found else None}
+            "collapse": min(found, key=lambda c: c["at_s"]) if found else None,
+            "bands": _bands([r for r in rows if r.ok])}
 
 
 def compute(ctx: Context) -> list[SoakRow] | None:
@@ -199,6 +203,11 @@ def render(rows: list[SoakRow] | None, rc: RenderContext) -> list[str]:
                      "-" if m["position_max"] is None else str(m["position_max"]),
                      "yes" if m["judged"] else f"no (< {MIN_STEPS} steps)"]
                     for m in r["minutes"]], rc.stamp)
+        if r["bands"] and len(r["bands"]) > 1:
+            L += table(["prompt tokens", "n", "accepted/step", "length", "flag"],
+                       [[b["band"], str(b["requests"]), fmt_num(b["accepted_per_step"]),
+                         fmt_num(b["acceptance_length"]), "**COLLAPSE**" if b["collapse"] else ""]
+                        for b in r["bands"]], rc.stamp)
     L += [f"![Acceptance per minute of the soak]({SOAK_PLOT_FILE})", ""]
     return L
 

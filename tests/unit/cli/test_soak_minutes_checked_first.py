@@ -18,6 +18,7 @@ from tailpod.cli.main import app
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
+from tailpod.measure.hosts import probe_cells
 from tailpod.measure.plan import Cell, SweepPlan, schedule
 
 
@@ -120,3 +121,7 @@ def test_each_arm_ends_with_one_soak_cell_at_the_lowest_concurrency() -> None:
         i = steps.index(soak)
         assert i + 1 == len(steps) or isinstance(steps[i + 1], Restart)
     assert plan.to_json()["soak_s"] == 600.0
+    # the agent is told to run it for the plan's time
+    (sent,) = probe_cells(arms[1], [soak for soak in soaks if soak.arm == "mtp-k2"], "cold", plan)
+    assert (sent["cell"], sent["concurrency"], sent["soak_s"]) == ("mtp-k2|soak|c1|r0|code", 1,
+                                                                  600.0)

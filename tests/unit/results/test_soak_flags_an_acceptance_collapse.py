@@ -111,6 +111,10 @@ def test_a_minute_below_half_the_first_minutes_is_flagged() -> None:
     assert c["at_s"] == pytest.approx(4 * WINDOW_S)
     # the furthest context position sent by then: minute 5's first request, 500 + 10
     assert c["position"] == 510
+    # by prompt length too: every prompt (100-500 tokens) is in the <1k band, 200 steps,
+    # 160 accepted
+    assert [(b["band"], b["steps"], b["accepted_per_step"]) for b in row["bands"] or []] == [
+        ("<1k", 200, 0.8)]
 
 
 def test_a_thin_minute_is_not_judged() -> None:
