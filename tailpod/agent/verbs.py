@@ -162,6 +162,7 @@ def cmd_probe_run(args: dict[str, Any]) -> dict[str, Any]:
             slo=parse_slo(o["slo"]),
             slo_percentile=None if o["slo_percentile"] is None else float(o["slo_percentile"]),
             workers=_workers(o["workers"]),
+            unique_schema=bool(o["unique_schema"]),
         )
         if opts.slo_percentile is not None and not 0 < opts.slo_percentile <= 100:
             raise UsageError("slo_percentile must be in (0, 100]")

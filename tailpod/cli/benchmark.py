@@ -395,6 +395,11 @@ def register(app: typer.Typer) -> None:
         ),
         json_out: bool = typer.Option(False, "--json", help="Print the run's cells and arms as "
                                       "JSON (progress goes to stderr)."),
+        unique_schema: bool = typer.Option(
+            False, "--unique-schema", help="structured/tools classes: every request's schema is "
+            "new text (no grammar cache hit), and each cell times a new schema's first request "
+            "against its repeat (the grammar compile time).",
+        ),
         soak: float = typer.Option(
             None, "--soak", metavar="MINUTES", help="After its cells, each arm runs one closed "
             "loop this long (lowest --concurrency, first prompt class) and the report flags "
@@ -443,6 +448,10 @@ def register(app: typer.Typer) -> None:
         # Every flag is checked here, before the ledger, the SSH wait or the pod.
         levels = int_list(concurrency, "--concurrency", minimum=1)
         classes = prompt_class_list(prompt_classes)
+        if unique_schema and not {"structured", "tools"} & set(classes):
+            raise ConfigError("--unique-schema changes the schemas of the structured and tools "
+                              "classes; --prompt-classes has neither",
+                              hint="--prompt-classes structured,tools")
         if not 1 <= max_k <= MAX_SPEC_K:
             raise ConfigError(f"--max-k must be 1 to {MAX_SPEC_K}, got {max_k}")
         if requests_per_cell is not None and requests_per_cell < 1:
@@ -492,6 +501,7 @@ def register(app: typer.Typer) -> None:
             load_workers=load_workers,
             saturation_stop=saturation_stop,
             soak_s=soak_s,
+            unique_schema=unique_schema,
         )
         if deployment is not None:
             from tailpod.measure.deploy import deploy_arm

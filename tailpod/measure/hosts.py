@@ -44,6 +44,7 @@ def probe_options(
         "engine": arm.config.engine if arm.config.engine in PROBE_ENGINES else "auto",
         **({"slo": plan.slo, "slo_percentile": plan.slo_percentile} if plan.slo else {}),
         **({"workers": plan.load_workers} if plan.load_workers != 1 else {}),
+        **({"unique_schema": True} if plan.unique_schema else {}),
     }
 
 

@@ -121,6 +121,9 @@ class SweepPlan:
     # `--soak MINUTES`: after its sweep cells, each arm runs one soak cell of this many seconds
     # (soak_cell); None = no soak.
     soak_s: float | None = None
+    # `--unique-schema`: structured and tools requests each carry a schema text never sent
+    # before, and each such cell times a new schema's first request (the agent's unique_schema)
+    unique_schema: bool = False
 
     def soak_cell(self, arm: str) -> Cell:
         """The arm's soak cell: a closed loop at the plan's lowest concurrency (where a
@@ -178,6 +181,7 @@ class SweepPlan:
             **({"arm_rates": {a: [rate_text(r) for r in rs] for a, rs in self.arm_rates.items()}}
                if self.arm_rates else {}),
             **({"soak_s": self.soak_s} if self.soak_s is not None else {}),
+            **({"unique_schema": True} if self.unique_schema else {}),
         }
 
 

@@ -105,11 +105,13 @@ class Plan(_Model):
     arm_rates: dict[str, list[str]] | None = None
     soak_s: float | None = Field(default=None, description="`benchmark --soak`: each arm's soak "
                                  "cell ran this many seconds.")
+    unique_schema: bool = Field(default=False, description="`benchmark --unique-schema`: every "
+                                "structured request's schema was new text (docs/probe.md).")
 
     _SPARSE = frozenset({
         "arm_configs", "requests_per_cell", "extend_k", "max_k", "serve_tax", "request_rates",
         "arrival", "burstiness", "arrival_seed", "slo", "slo_percentile", "trace",
-        "load_workers", "saturation_stop", "arm_rates", "soak_s"})
+        "load_workers", "saturation_stop", "arm_rates", "soak_s", "unique_schema"})
 
 
 class Startup(_Model):

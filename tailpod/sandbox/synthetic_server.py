@@ -21,7 +21,9 @@ measures decode rate (n - 1) / (t_last - t_first) == rate exactly. It also offer
   satisfies the schema (a tool call under `tools`), finish_reason `stop` / `tool_calls`; with
   speculation on (`spec_k` > 0) `structure_fault` plants what engines have shipped: `truncate`
   (the JSON cut short, finish_reason `stop`: SGLang #9187) or `stall` (`stall_s` before the
-  closing `}`: vLLM #49002);
+  closing `}`: vLLM #49002); `grammar_compile_s` delays the first chunk of a request whose schema
+  text (response_format or tools) the server has not seen before, as a grammar compiler with a
+  cache does (`stats.grammars_compiled` counts them);
 - per-request speculative figures (`per_request_spec`): vLLM's `metrics.speculative_decoding`
   in the usage chunk, or SGLang's `sglext.spec_tokens_details` when the request asks
   `return_spec_tokens_details`; `per_request_skew` adds accepted drafts to them only (a
@@ -82,6 +84,7 @@ class SyntheticConfig:
     slots: int | None = None
     structure_fault: str | None = None  # truncate | stall (only when spec_k > 0)
     stall_s: float = 0.6
+    grammar_compile_s: float = 0.0  # first sight of a schema text: this long before its output
     per_request_spec: str = "none"  # none | vllm | sglang
     per_request_skew: int = 0
     drift_position: int | None = None  # acceptance collapses from this context position on
@@ -124,6 +127,7 @@ class Stats:
     decode_tok_s: list[float] = field(default_factory=list)  # (n-1)/(last write - first write)
     durations_s: list[float] = field(default_factory=list)  # last write - arrival
     salts: list[str | None] = field(default_factory=list)
+    grammars_compiled: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -216,6 +220,7 @@ class SyntheticServer:
         self.control_port: int | None = None
         self._slot_free: list[float] = [0.0] * max(0, self.config.slots or 0)
         self._drifted = False  # drift_position crossed: no draft accepted until restart
+        self._grammars: set[str] = set()  # schema texts compiled (the grammar cache)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -703,7 +708,12 @@ class SyntheticServer:
                     "model": self.config.model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-        await asyncio.sleep(self.config.ttft_s)
+        grammar = json.dumps([body.get("response_format"), body.get("tools")], sort_keys=True)
+        with self._lock:
+            new = grammar not in self._grammars
+            self._grammars.add(grammar)
+            self.stats.grammars_compiled += new
+        await asyncio.sleep(self.config.ttft_s + (self.config.grammar_compile_s if new else 0.0))
         for j, (a, b) in enumerate(bounds):
             piece = "".join(tokens[a:b])
             if fault == "stall" and "}" in piece and b == len(tokens):

@@ -48,7 +48,7 @@ from .procs import round_robin, run_parts, split_counts
 from .prompt_classes import load_prompt_classes, prompt_text
 from .rows import CellPlan, LoopOutcome, RowWriter, cell_row, request_row
 from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
-from .structure import check_output, is_structured, structure_summary
+from .structure import check_output, is_structured, structure_summary, unique_schema
 from .transport import (
     AsyncConnection,
     Endpoint,
@@ -425,6 +425,9 @@ class RunOptions:
     slo: dict[str, float] | None = None  # any of ttft_ms, tpot_ms, e2el_ms
     slo_percentile: float | None = None  # share of requests (%) that must meet it; default 90
     workers: int = 1  # load-generating processes per cell (procs.py); asyncio transport only
+    # structured and tools classes: every measured request's schema is new text, and each cell
+    # first times a new schema's first request against its repeat (grammar_compile)
+    unique_schema: bool = False
 
 
 def new_salt(run_id: str) -> str:
@@ -439,6 +442,7 @@ def build_body(
     salt: str | None,
     max_tokens: int | None = None,
     engine: str | None = None,
+    nonce: str | None = None,
 ) -> tuple[str, bytes]:
     """Path and JSON body of one streamed request. On SGLang's OpenAI routes it asks for the
     request's own speculative figures (`return_spec_tokens_details`, sgl-project/sglang PR
@@ -480,6 +484,8 @@ def build_body(
     if opts.api == "chat" and pclass.get("tools"):
         body["tools"] = pclass["tools"]
         body["tool_choice"] = pclass.get("tool_choice", "required")
+    if nonce is not None:  # unique_schema: this request's schemas are text no one sent before
+        body = unique_schema(body, nonce)
     if engine == "sglang":
         body["return_spec_tokens_details"] = True
     if salt:
@@ -540,6 +546,25 @@ def _settled_after(
     return after
 
 
+def grammar_compile(opts: RunOptions, ep: Endpoint, model: str, engine: str, run_id: str,
+                    pclass: dict[str, Any]) -> dict[str, Any]:
+    """The first request's grammar compile time (unique_schema; docs/probe.md): one request with
+    a schema no one sent before, then the same schema again, one at a time, each salted (so
+    neither hits the prefix cache): compile_s = the first's TTFT - the repeat's. The engine
+    compiled, or fetched from its cache, the same grammar for both; only the first compiled."""
+    nonce = uuid.uuid4().hex
+    ttft: list[float | None] = []
+    for _ in range(2):
+        path, body = build_body(opts, model, pclass, pclass["prompts"][0], new_salt(run_id),
+                                engine=engine, nonce=nonce)
+        got = run_loop_asyncio(ep, [RequestSpec(0, path, body, "cold", opts.api, True)], 1,
+                               opts.request_timeout, opts.api).results
+        ttft.append(got[0].ttft_s if got and got[0].ok else None)
+    first, again = ttft
+    return {"first_ttft_s": first, "repeat_ttft_s": again,
+            "compile_s": None if first is None or again is None else first - again}
+
+
 def run_cell(
     opts: RunOptions,
     ep: Endpoint,
@@ -582,6 +607,8 @@ def run_cell(
                 bad += [r for r in together.results if not r.ok]
         if bad:
             log(f"warning: {len(bad)} warm-up request(s) failed in {plan.cell}: {bad[0].error}")
+    unique = opts.unique_schema and structured and opts.api != "generate"
+    compiled = grammar_compile(opts, ep, model, engine, run_id, pclass) if unique else None
 
     offsets: list[float] | None = None
     n_requests = opts.requests_per_cell
@@ -629,7 +656,8 @@ def run_cell(
         for i in range(n_requests):
             pr = prompts[i % len(prompts)]
             salt = new_salt(run_id) if plan.cache == "cold" else None
-            path, body = build_body(opts, model, pclass, pr, salt, engine=engine)
+            path, body = build_body(opts, model, pclass, pr, salt, engine=engine,
+                                    nonce=uuid.uuid4().hex if unique else None)
             specs.append(RequestSpec(i, path, body, plan.cache, opts.api, structured))
 
     before: dict[str, Any] = {}
@@ -639,7 +667,7 @@ def run_cell(
         def soak_spec(i: int) -> RequestSpec:
             salt = new_salt(run_id) if plan.cache == "cold" else None
             path, body = build_body(opts, model, pclass, prompts[i % len(prompts)], salt,
-                                    engine=engine)
+                                    engine=engine, nonce=uuid.uuid4().hex if unique else None)
             return RequestSpec(i, path, body, plan.cache, opts.api, structured)
 
         outcome = run_timed_loop(ep, soak_spec, plan.concurrency, plan.soak_s,
@@ -696,6 +724,8 @@ def run_cell(
         cell["acceptance_per_request"] = summary
     if structured:
         cell["structure"] = structure_summary(rows)
+        if compiled is not None and cell["structure"] is not None:
+            cell["structure"]["grammar_compile"] = compiled
     if trace_extra and offsets and len(offsets) > 1 and offsets[-1] > 0:
         # a trace offers its own mean rate: requests after the first over the span they arrive in
         cell["offered_rate_rps"] = (len(offsets) - 1) / offsets[-1]
