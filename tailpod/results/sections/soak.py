@@ -1,7 +1,8 @@
 """Acceptance over time in a soak cell (`benchmark --soak MINUTES`, issue 39 item 4): each arm's
 one long closed-loop cell, its requests' own acceptance bucketed per minute of the soak, and the
-collapse rule that flags the minute and the context position where acceptance fell.
-docs/results.md, "Soak: acceptance over time"; absent from the analysis without soak cells.
+collapse rule that flags the minute and the context position where acceptance fell; any other
+cell of LONG_CELL_S or more with the requests' own acceptance is read the same way.
+docs/results.md, "Soak: acceptance over time"; absent from the analysis without such cells.
 
 Why a rule of its own: the /metrics delta of a cell (and `compare` between runs) averages a
 collapse away, and engines have shipped one that holds until restart (vllm-project/vllm#52873:
@@ -31,6 +32,9 @@ REFERENCE_MINUTES = 3
 # request that accepted one. Eight in a row at the floor is not chance for an arm that accepts at
 # all: at a per-request floor probability p it happens with p**8 (p = 0.5 gives 0.4 %).
 FLOOR_RUN = 8
+# An ordinary cell this long is read minute by minute too (two minutes: a reference and one to
+# judge against it).
+LONG_CELL_S = 2 * WINDOW_S
 
 
 class SoakMinute(TypedDict):
@@ -56,7 +60,8 @@ class SoakRow(TypedDict):
     arm: str
     prompt_class: str
     concurrency: int
-    soak_s: float
+    soak_s: float | None  # None: an ordinary cell of LONG_CELL_S or more
+    wall_s: float
     requests: int
     failed: int
     reference: float | None  # accepted drafts per step of the reference minutes
@@ -159,7 +164,7 @@ def soak_row(cell: CellRow, rows: list[RequestRow]) -> SoakRow:
     by_floor = _floor_rule(rows, t0)
     found = [c for c in (by_minute, by_floor) if c is not None]
     return {"arm": cell.arm, "prompt_class": cell.prompt_class, "concurrency": cell.concurrency,
-            "soak_s": float(cell.soak_s or 0.0), "requests": cell.requests,
+            "soak_s": cell.soak_s, "wall_s": cell.wall_s, "requests": cell.requests,
             "failed": cell.failed, "reference": ref, "minutes": minutes,
             "collapse": min(found, key=lambda c: c["at_s"]) if found else None,
             "bands": _bands([r for r in rows if r.ok])}
@@ -167,13 +172,16 @@ def soak_row(cell: CellRow, rows: list[RequestRow]) -> SoakRow:
 
 def compute(ctx: Context) -> list[SoakRow] | None:
     out: list[SoakRow] = []
-    for cell in ctx.run.soak_cells:
-        row = soak_row(cell, [r for r in ctx.run.soak_requests if r.cell == cell.cell])
+    long = [c for c in ctx.run.cells if c.wall_s >= LONG_CELL_S and c.acceptance_per_request]
+    for cell, requests in [*((c, ctx.run.soak_requests) for c in ctx.run.soak_cells),
+                           *((c, ctx.run.requests) for c in long)]:
+        row = soak_row(cell, [r for r in requests if r.cell == cell.cell])
         c = row["collapse"]
         if c is not None:
             pos = "" if c["position"] is None else f", context position {c['position']}"
-            ctx.warnings.append(f"soak: {cell.arm} acceptance collapsed at minute {c['minute']} "
-                                f"({c['at_s']:.0f} s in{pos}): {c['detail']}")
+            what = "soak" if cell.soak_s is not None else f"cell {cell.cell}"
+            ctx.warnings.append(f"{what}: {cell.arm} acceptance collapsed at minute "
+                                f"{c['minute']} ({c['at_s']:.0f} s in{pos}): {c['detail']}")
         out.append(row)
     return out or None
 
@@ -182,8 +190,9 @@ def render(rows: list[SoakRow] | None, rc: RenderContext) -> list[str]:
     if not rows:
         return []
     L = ["## Soak: acceptance over time", "",
-         "Each arm's soak cell: one closed loop of the given concurrency for the given time over "
-         "its prompt class (prompts cycled, cold cache), the requests' own acceptance per minute "
+         "Each arm's soak cell (one closed loop of the given concurrency for the given time over "
+         "its prompt class, prompts cycled, cold cache), and any other cell of "
+         f"{LONG_CELL_S / 60:g} minutes or more: the requests' own acceptance per minute "
          f"(token-weighted). **COLLAPSE**: a minute with at least {MIN_STEPS} verify steps whose "
          f"accepted drafts per step fall below {COLLAPSE_SHARE:.0%} of the first minutes' median, "
          f"or {FLOOR_RUN} requests in a row that accepted no draft after requests that did; the "
@@ -193,9 +202,10 @@ def render(rows: list[SoakRow] | None, rc: RenderContext) -> list[str]:
         flag = ("no collapse" if c is None else
                 f"**COLLAPSE** at minute {c['minute']} ({c['at_s']:.0f} s in, context position "
                 f"{'unknown' if c['position'] is None else c['position']}): {c['detail']}")
+        what = (f"soak of {r['soak_s'] / 60:g} min" if r["soak_s"] is not None
+                else f"a cell of {r['wall_s'] / 60:.1f} min")
         L += [f"**{arm_label(r['arm'], rc.void)}**, {r['prompt_class']}, c={r['concurrency']}, "
-              f"{r['soak_s'] / 60:g} min, {r['requests']} requests ({r['failed']} failed): "
-              f"{flag}.", ""]
+              f"{what}, {r['requests']} requests ({r['failed']} failed): {flag}.", ""]
         L += table(["minute", "requests", "verify steps", "accepted/step", "length",
                     "max position", "judged"],
                    [[str(m["minute"]), str(m["requests"]), str(m["steps"]),

@@ -52,9 +52,11 @@ def test_the_soak_cell_runs_for_its_time_not_a_count() -> None:
     cell, reqs = _soak()
     assert cell.soak_s == SOAK_S and cell.cell == "mtp-k2|soak|c1|r0|prose"
     sent = sorted(r.t_start for r in reqs)
-    # every request but the last went out inside the soak's time; the loop kept sending
-    assert sent[-2] - sent[0] < SOAK_S and len(reqs) > 2 * FLOOR_RUN
-    assert cell.wall_s >= SOAK_S and cell.requests == len(reqs)
+    # every request went out inside the soak's time, and the loop kept sending through it
+    assert sent[-1] - sent[0] < SOAK_S and len(reqs) > 2 * FLOOR_RUN
+    # the wall runs from the first request sent (just after the soak's clock starts) to the last
+    # stream's end (just after it ran out)
+    assert cell.wall_s >= SOAK_S - 0.05 and cell.requests == len(reqs)
 
 
 def test_drift_fires_the_flag_with_its_minute_and_position() -> None:
@@ -145,3 +147,21 @@ def test_the_soak_cell_is_the_soak_sections_alone(tmp_path: Path) -> None:
     text = (tmp_path / "run" / "report.md").read_text()
     assert "## Soak: acceptance over time" in text and "**COLLAPSE** at minute 5" in text
     assert (tmp_path / "run" / "soak.png").stat().st_size > 0
+
+
+def test_any_other_cell_of_two_minutes_or_more_is_read_minute_by_minute() -> None:
+    run = build_run({"plain": {1: [100.0]}, "mtp-k2": {1: [150.0]}})
+    soak, reqs = _constructed([(40, 40), (40, 48), (40, 32), (40, 24), (40, 16)])
+    # the same requests as an ordinary cell of mtp-k2 (five minutes of one rep), not a soak
+    (cell,) = [c for c in run.cells if c.arm == "mtp-k2"]
+    long = cell.model_copy(update={"wall_s": 5 * WINDOW_S, "acceptance_per_request": {"n": 1}})
+    run.cells = [c for c in run.cells if c.arm != "mtp-k2"] + [long]
+    run.requests = [r.model_copy(update={"cell": long.cell}) for r in reqs]
+    an = analyze(run)
+    (row,) = an["soak"]
+    assert row["soak_s"] is None and row["collapse"]["minute"] == 5
+    assert any(w.startswith(f"cell {long.cell}: mtp-k2 acceptance collapsed at minute 5")
+               for w in an["warnings"])
+    # under two minutes a cell is not read by minute
+    run.cells = [c.model_copy(update={"wall_s": 2 * WINDOW_S - 1}) for c in run.cells]
+    assert "soak" not in analyze(run)
