@@ -40,6 +40,7 @@ from tailpod.agent.probes.arrival import meets_slo
 from tailpod.results.deployment import checked_decision
 from tailpod.results.io import Run
 from tailpod.results.schema import CellRow, RequestRow
+from tailpod.results.sections.soak import soak_row
 from tailpod.results.stats import spread, usd_per_mtok
 from tailpod.results.structure_gate import structure_verdicts, structure_voids
 
@@ -173,6 +174,7 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
             reqs[(r.arm, r.concurrency, r.rep, r.prompt_class, r.cache)].append(r)
         records = {a.label: a for a in run.meta.arms}
         class_voids = _structure_only_voids(run)
+        collapsed = _soak_collapses(run)
         # per (arm, axis, load, rep): [(class, value, wall, attainment, requests)]
         per_rep: dict[tuple[str, str, float, int],
                       list[tuple[str, float | None, float, float | None, int]]] = \
@@ -195,6 +197,11 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
                 }  # fmt: skip
                 if cell.arm in class_voids:
                     arms[key]["void_in"] = class_voids[cell.arm]
+                if cell.arm in collapsed:
+                    arms[key]["void"] = True
+                    arms[key]["soak_collapse"] = collapsed[cell.arm]
+                    warnings.append(f"{key} takes no part: its acceptance collapsed in its soak "
+                                    f"({collapsed[cell.arm]})")
             if cold_somewhere and cell.cache != "cold":
                 left_out[load].setdefault(key, "warm-prefix cells only")
                 continue
@@ -268,6 +275,18 @@ def _structure_only_voids(run: Run) -> dict[str, dict[str, str]]:
         if rec is not None and rec.void and not gate_failed \
                 and rec.void_reason == verdicts.get(label):
             out[label] = by_class
+    return out
+
+
+def _soak_collapses(run: Run) -> dict[str, str]:
+    """The arms whose soak cell (`benchmark --soak`) flagged a collapse of acceptance, with
+    where: their short cells overstate what they serve for long, so they win nothing."""
+    out: dict[str, str] = {}
+    for cell in run.soak_cells:
+        c = soak_row(cell, [r for r in run.soak_requests if r.cell == cell.cell])["collapse"]
+        if c is not None and cell.arm not in out:
+            pos = "unknown" if c["position"] is None else str(c["position"])
+            out[cell.arm] = f"minute {c['minute']}, context position {pos}: {c['detail']}"
     return out
 
 
