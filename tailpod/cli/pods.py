@@ -663,14 +663,14 @@ def register(app: typer.Typer) -> None:
                 console.print(f"  {row['run_tag']} HAProxy {proxy['endpoint']}: "
                               f"{'alive' if proxy['alive'] else 'DOWN'}, spec lane admits "
                               f"{row['lanes']['admission_limit']}")
+            preempted = next((f for f in row.get("flags") or [] if f.startswith("preempted")),
+                             None)
             change = row.get("last_change")
-            if change:
+            if change and not preempted:  # a stopped spot pod is not "running since" its start
                 console.print(f"  {row['run_tag']}: {change['state']} since "
                               f"{utc_time(change['at'])} ({change['event']})", markup=False)
             if row["hardware"].get("stamp"):
                 console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")
-            preempted = next((f for f in row.get("flags") or [] if f.startswith("preempted")),
-                             None)
             if row.get("gone"):
                 console.print(f"[bold red]{row['run_tag']}: gone at {row['provider']}[/]: "
                               f"{row['gone']}; record it with: {row['settle']}")
