@@ -24,7 +24,7 @@ from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
-from tests.integration.cloud.test_matrix_faults import ScriptedHost, SandboxSteps
+from tests.integration.cloud.test_matrix_faults import SandboxSteps, ScriptedHost
 
 READY = Path(sys.argv[1])
 
