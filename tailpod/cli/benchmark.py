@@ -602,6 +602,8 @@ def register(app: typer.Typer) -> None:
                     preempted_so_far=lambda: len(preemptions),
                     stopped=lambda: not resume_on_preemption)
             except Exception as exc:
+                if isinstance(exc, TailpodError) and exc.exit_code == 3:
+                    raise  # a lost pod's destroy not proven: its own words say what may bill
                 # a cell that failed because the spot pod lost its bid says so, not the SSH error
                 preempted = preempted_error(settings, ledger, on_pod[0], rid)
                 if preempted is not None:

@@ -228,3 +228,24 @@ def test_a_pod_preempted_before_the_benchmark_is_replaced_before_anything_waits_
     down = CliRunner().invoke(app, ["down", new_tag])
     assert down.exit_code == 0, down.output
     assert sandbox.billing_now() == []
+
+
+def test_when_the_lost_pod_cannot_be_proven_gone_nothing_new_is_rented_and_it_exits_3(
+        sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _rent_spot_pod(sandbox, tailpod_home, monkeypatch)
+    sandbox.add_fault("terminate_fail", provider="vast", status=500)  # every destroy, 5xx
+    pods = Pods(sandbox, cut_at=2)
+    pods.install(monkeypatch)
+    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
+                             terminal_width=250)
+    assert res.exit_code == 3, res.output
+    assert pods.steps.rented == []  # never a new pod beside one that may still bill
+    lost = Ledger(tailpod_home).get(first.run_tag)
+    assert lost is not None and lost.active
+    assert [r["id"] for r in sandbox.billing_now()] == [first.pod_id]  # its disk, known
+    assert "Traceback" not in res.output
+    assert f"billing is NOT proven stopped for {first.run_tag}" in " ".join(res.output.split())
+    sandbox.clear_faults()
+    down = CliRunner().invoke(app, ["down", first.run_tag])
+    assert down.exit_code == 0, down.output
+    assert sandbox.billing_now() == []
