@@ -30,7 +30,7 @@ from tailpod.cli.common import (
     step_say,
 )
 from tailpod.cli.gpus import DISK_GB, MIN_CUDA, MIN_RELIABILITY
-from tailpod.config import Settings, check_run_settings
+from tailpod.config import Settings, check_run_settings, gpu_flags
 from tailpod.engines.base import EngineConfig, SpecArm, check_spec_k, check_spec_method
 from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.llamacpp import SPLIT_MODES
@@ -48,7 +48,6 @@ from tailpod.pods.base import LanesOptions, UpOptions
 from tailpod.pods.journal import last_change
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
-from tailpod.provision.gpu_names import gpu_flags
 from tailpod.provision.providers import canonical_name, check_spot_route
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
