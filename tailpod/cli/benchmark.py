@@ -319,7 +319,7 @@ def benchmark_document(run_dir: Path, run_id: str, measured_from: str,
             "measured_from": measured_from, "elapsed_s": round(elapsed_s, 1),
             "stamp": analysis.get("stamp"), "hardware": analysis.get("hardware"),
             "arms": analysis.get("arms"), "cells": analysis.get("cells"),
-            "slo": analysis.get("slo")}
+            "slo": analysis.get("slo"), "preemptions": analysis.get("preemptions")}
 
 
 def register(app: typer.Typer) -> None:

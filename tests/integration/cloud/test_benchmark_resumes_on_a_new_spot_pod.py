@@ -165,12 +165,16 @@ def test_a_card_with_no_capacity_left_is_replaced_by_the_next_of_the_preference_
     sandbox.add_fault("capacity", provider="vast", gpu="RTX 4090")
     pods = Pods(sandbox, cut_at=2)
     pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
+    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH,
+                                   "--json"], terminal_width=250)
     assert res.exit_code == 0, res.output
     [new_tag] = pods.steps.rented
     new = Ledger(tailpod_home).get(new_tag)
     assert new is not None and new.gpu == "RTX 3090" and new.extra.spot is True
+    # cut in its second cell: one cell from the lost pod, the three others from the new one
+    doc = json.loads(res.stdout)["preemptions"]
+    assert doc["count"] == 1 and [p["pod"] for p in doc["lost"]] == [first.run_tag]
+    assert doc["cells_by_pod"] == {first.run_tag: 1, new_tag: 3}
     assert _proven(tailpod_home, first.run_tag)
     assert [r["id"] for r in sandbox.billing_now()] == [new.pod_id]
     down = CliRunner().invoke(app, ["down", new_tag])
