@@ -212,7 +212,7 @@ def _session_trace_spec(path: Path, data: bytes, fmt: str, speed: float) -> dict
     import hashlib
 
     from tailpod.agent.probes.basics import ProbeError
-    from tailpod.agent.probes.sessions import (
+    from tailpod.agent.probes.session_replay import (
         longest_context_tokens,
         parse_session_lines,
         session_span_s,

@@ -393,7 +393,7 @@ class RequestRow(_RowBase):
     reasoning_tokens: int | None = Field(
         default=None, description="usage.completion_tokens_details.reasoning_tokens, when the "
         "server gave it (part of completion_tokens).")
-    # Session replay (tailpod/agent/probes/sessions.py; docs/probe.md, "Sessions").
+    # Session replay (tailpod/agent/probes/session_replay.py; docs/probe.md, "Sessions").
     session_id: str | None = Field(
         default=None, description="Session traces: the session this turn belongs to.")
     turn: int | None = Field(

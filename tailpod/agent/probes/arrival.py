@@ -22,7 +22,7 @@ PROCESSES = ("poisson", "gamma", "constant", "trace")
 ARRIVAL_KEYS = ("process", "rate", "burstiness", "seed", "requests", "duration_s", "trace")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms")
 TRACE_KEYS = ("path", "format", "speed")
-# Session traces (sessions.py): multi-turn conversations replayed closed per session.
+# Session traces (session_replay.py): multi-turn conversations replayed closed per session.
 SESSION_FORMATS = ("session", "aiperf-multi-turn")
 TRACE_FORMATS = ("tailpod", "mooncake", *SESSION_FORMATS)
 # Without the engine's tokenizer a prompt of N tokens is built as N / TOKENS_PER_WORD words of
@@ -151,11 +151,9 @@ def _parse_trace_arrival(raw: dict[str, Any]) -> Arrival:
     arrival = Arrival("trace", None, 1.0, 0, requests, duration,
                       {"path": path, "format": fmt, "speed": speed})
     if fmt in SESSION_FORMATS:
+        # read and checked by session_replay.read_sessions (load.run_cells, before any request)
         if requests is not None or duration is not None:
             raise ProbeError("a session trace is replayed whole (no requests or duration_s)")
-        from .sessions import read_sessions  # sessions.py imports this module
-
-        read_sessions(path, fmt)  # the file is read and checked here, before any request is sent
         return arrival
     trace_requests(arrival)  # the file is read and checked here, before any request is sent
     return arrival

@@ -47,7 +47,7 @@ from .metrics import (
 from .procs import round_robin, run_parts, split_counts
 from .prompt_classes import load_prompt_classes, prompt_text
 from .rows import CellPlan, LoopOutcome, RowWriter, cell_row, request_row
-from .sessions import SESSION_FORMATS, Session, read_sessions, replay_sessions, turn_text
+from .session_replay import SESSION_FORMATS, Session, read_sessions, replay_sessions, turn_text
 from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
 from .structure import check_output, is_structured, structure_summary
 from .transport import (
@@ -656,7 +656,7 @@ def _run_session_cell(
     opts: RunOptions, ep: Endpoint, model: str, engine: str, run_id: str, plan: CellPlan,
     pclass: dict[str, Any], sessions: list[Session], speed: float,
 ) -> tuple[LoopOutcome, list[dict[str, Any]]]:
-    """A session trace's cell (sessions.py): every turn held to its max_tokens with ignore-EOS,
+    """A session trace's cell (session_replay.py): every turn held to its max_tokens with ignore-EOS,
     so each arm's context grows by the same number of tokens a turn. A cold cell salts every
     request with one salt of its own: turns of a session and sessions sharing a prefix hit the
     prefix cache inside the cell, never another cell's entries; a warm cell sends no salt."""
@@ -671,7 +671,7 @@ def _run_session_cell(
                           max_tokens=max_tokens, engine=engine)
 
     return replay_sessions(ep, sessions, texts, build, plan.cache, plan.concurrency,
-                           opts.request_timeout, opts.api, speed)
+                           opts.request_timeout, opts.api, LagMonitor(), speed)
 
 
 def default_run_id() -> str:
@@ -722,7 +722,9 @@ def run_cells(
         if plan.cache not in ("cold", "warm"):
             raise ProbeError(f"cell {plan.cell}: cache must be cold or warm")
         if plan.arrival is not None:
-            parse_arrival(plan.arrival)  # every cell checked before the first is measured
+            arrival = parse_arrival(plan.arrival)  # every cell checked before the first runs
+            if arrival.trace is not None and arrival.trace["format"] in SESSION_FORMATS:
+                read_sessions(arrival.trace["path"], arrival.trace["format"])
             if plan.concurrency < 0:
                 raise ProbeError(f"cell {plan.cell}: an in-flight cap must be >= 0")
             if opts.transport != "asyncio":

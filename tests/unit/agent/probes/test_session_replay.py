@@ -137,3 +137,19 @@ def test_an_aiperf_multi_turn_file_replays(tmp_path: Path) -> None:
         ("chat_1", 1, MAX_TOKENS), ("chat_1", 2, 3)]
     assert reqs[1]["turn_wait_s"] == 0.05
     assert [m["role"] for m in bodies[-1]["messages"]] == ["system", "user", "assistant", "user"]
+
+
+def test_a_bad_session_file_stops_the_probe_before_any_request(tmp_path: Path) -> None:
+    from tailpod.agent.probes.basics import ProbeError
+
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(json.dumps(SESSIONS[1]) + "\n")
+    bad.write_text(json.dumps({"turns": [{"user": "a", "think_s": "soon"}]}) + "\n")
+    with SyntheticServer(SyntheticConfig(ttft_s=0.002, rate=2000.0)) as server:
+        opts = RunOptions(base_url=server.base_url, max_tokens=4, engine="vllm", warmup=1)
+        plans = [CellPlan("plain", 0, 0, "prose", "cold", cell_id=f"c{i}", arrival={
+            "process": "trace", "trace": {"path": str(p), "format": "session"}})
+            for i, p in enumerate((good, bad))]
+        with pytest.raises(ProbeError, match=r"bad.jsonl:1: turn 1: think_s must be a number"):
+            run_cells(opts, plans)
+        assert server.stats.requests == 0  # not even the first, good cell's warm-up

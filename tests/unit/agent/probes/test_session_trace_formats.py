@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from tailpod.agent.probes.arrival import parse_arrival
 from tailpod.agent.probes.basics import ProbeError
-from tailpod.agent.probes.sessions import Session, Turn, parse_session_lines, turn_text
+from tailpod.agent.probes.session_replay import Session, Turn, parse_session_lines, turn_text
 from tailpod.cli.main import app
 from tailpod.errors import ConfigError
 from tailpod.measure.plan import trace_spec

@@ -28,7 +28,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .arrival import SESSION_FORMATS, approx_prompt
 from .basics import ProbeError
@@ -258,7 +258,14 @@ def answer_digest(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-BuildBody = Callable[[list[dict[str, Any]], int | None], tuple[str, bytes]]
+class Monitor(Protocol):
+    """The probe's scheduling-lag monitor (load.LagMonitor), passed in: load.py imports this."""
+
+    max_lag: float
+
+    async def run_async(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 def _not_sent(index: int, cache: str, why: str) -> RequestResult:
@@ -269,7 +276,8 @@ def _not_sent(index: int, cache: str, why: str) -> RequestResult:
 
 
 async def _replay(ep: Endpoint, sessions: list[Session], texts: list[list[str]],
-                  build: BuildBody, cache: str, cap: int, timeout: float, api: str,
+                  build: Callable[[list[dict[str, Any]], int | None], tuple[str, bytes]],
+                  cache: str, cap: int, timeout: float, api: str, monitor: Monitor,
                   speed: float) -> tuple[LoopOutcome, list[dict[str, Any]]]:
     firsts = [0]
     for s in sessions:
@@ -330,9 +338,6 @@ async def _replay(ep: Endpoint, sessions: list[Session], texts: list[list[str]],
             if sem is not None:
                 sem.release()
 
-    from .load import LagMonitor  # load.py imports this module: a late import breaks the cycle
-
-    monitor = LagMonitor()
     mon_task = asyncio.ensure_future(monitor.run_async())
     cpu0 = time.process_time()
     await asyncio.gather(*(one(n, s) for n, s in enumerate(sessions)))
@@ -349,10 +354,12 @@ async def _replay(ep: Endpoint, sessions: list[Session], texts: list[list[str]],
 
 
 def replay_sessions(ep: Endpoint, sessions: list[Session], texts: list[list[str]],
-                    build: BuildBody, cache: str, cap: int, timeout: float, api: str,
+                    build: Callable[[list[dict[str, Any]], int | None], tuple[str, bytes]],
+                    cache: str, cap: int, timeout: float, api: str, monitor: Monitor,
                     speed: float = 1.0) -> tuple[LoopOutcome, list[dict[str, Any]]]:
     """Replay every session (at most `cap` at once, 0 = no cap) and return the outcome, one
     result per turn in (session, turn) order, and each turn's session fields for its row."""
     if api != "chat":
         raise ProbeError("session replay needs the chat API (a conversation of messages)")
-    return asyncio.run(_replay(ep, sessions, texts, build, cache, cap, timeout, api, speed))
+    return asyncio.run(_replay(ep, sessions, texts, build, cache, cap, timeout, api, monitor,
+                               speed))
