@@ -670,8 +670,12 @@ def _run_session_cell(
         return build_body(opts, model, held, {"messages": messages}, salt,
                           max_tokens=max_tokens, engine=engine)
 
-    return replay_sessions(ep, sessions, texts, build, plan.cache, plan.concurrency,
-                           opts.request_timeout, opts.api, LagMonitor(), speed)
+    outcome, extra = replay_sessions(ep, sessions, texts, build, plan.cache, plan.concurrency,
+                                     opts.request_timeout, opts.api, LagMonitor(), speed)
+    if opts.temperature != 0:
+        for e in extra:  # sampled answers differ by chance: nothing for the session gate
+            e["answer_digest"] = None
+    return outcome, extra
 
 
 def default_run_id() -> str:

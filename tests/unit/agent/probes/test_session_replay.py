@@ -153,3 +153,16 @@ def test_a_bad_session_file_stops_the_probe_before_any_request(tmp_path: Path) -
         with pytest.raises(ProbeError, match=r"bad.jsonl:1: turn 1: think_s must be a number"):
             run_cells(opts, plans)
         assert server.stats.requests == 0  # not even the first, good cell's warm-up
+
+
+def test_no_answer_digest_when_sampling(tmp_path: Path) -> None:
+    # sampled answers may differ between arms by chance: the session gate must have nothing
+    with SyntheticServer(SyntheticConfig(ttft_s=0.002, rate=2000.0)) as server:
+        opts = RunOptions(base_url=server.base_url, max_tokens=4, engine="vllm", warmup=0,
+                          temperature=0.7)
+        plan = CellPlan("plain", 0, 0, "prose", "cold", cell_id="c", arrival={
+            "process": "trace", "trace": {"path": str(_trace(tmp_path, SESSIONS[1:])),
+                                          "format": "session"}})
+        _, rows = run_cells(opts, [plan])
+    reqs = [r for r in rows if r["kind"] == "request"]
+    assert len(reqs) == 2 and all(r["ok"] and r["answer_digest"] is None for r in reqs)
