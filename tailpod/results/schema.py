@@ -281,8 +281,13 @@ class RunMeta(_Model):
         default=None, description="The run's acceptance fingerprint (results/fingerprint.py).")
     max_rate_search: dict[str, Any] | None = Field(
         default=None, description="`--find-max-rate`: the bisection and its answer per arm.")
+    preemptions: list[dict[str, Any]] | None = Field(
+        default=None, description="`benchmark --resume-on-preemption`: each spot pod that lost "
+        "its bid mid-sweep (pod, pod_id, at, pod_minutes, pod_usd: its whole time and spend, an "
+        "upper bound on the loss), in order (measure/matrix_run.py preemption_entry).")
 
-    _SPARSE = frozenset({"kind", "run_tag", "gate_reference", "fingerprint", "max_rate_search"})
+    _SPARSE = frozenset({"kind", "run_tag", "gate_reference", "fingerprint", "max_rate_search",
+                         "preemptions"})
 
     @field_validator("created_at", "finished_at")
     @classmethod
