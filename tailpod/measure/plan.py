@@ -101,7 +101,8 @@ class SweepPlan:
     slo: dict[str, float] | None = None
     slo_percentile: float = 90.0
     # Trace replay (`--trace`): {"name": its file name on the pod (content-addressed),
-    # "format": "tailpod" | "mooncake", "speed": float, "requests": int (the trace's count)};
+    # "format": "tailpod" | "mooncake" | "session" | "aiperf-multi-turn", "speed": float,
+    # "requests": int (the trace's count; a session trace's turns, with "sessions")};
     # one cell per arm, rep and class, each the whole trace at its own arrival times.
     trace: dict[str, Any] | None = None
     # The rate ladder stops paying once the server cannot keep up: an arm's finite rates above

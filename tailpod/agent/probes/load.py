@@ -728,6 +728,9 @@ def run_cells(
         if plan.arrival is not None:
             arrival = parse_arrival(plan.arrival)  # every cell checked before the first runs
             if arrival.trace is not None and arrival.trace["format"] in SESSION_FORMATS:
+                if opts.api != "chat":
+                    raise ProbeError(f"cell {plan.cell}: a session trace needs the chat API (a "
+                                     "conversation of messages)")
                 read_sessions(arrival.trace["path"], arrival.trace["format"])
             if plan.concurrency < 0:
                 raise ProbeError(f"cell {plan.cell}: an in-flight cap must be >= 0")

@@ -152,6 +152,9 @@ def test_a_bad_session_file_stops_the_probe_before_any_request(tmp_path: Path) -
             for i, p in enumerate((good, bad))]
         with pytest.raises(ProbeError, match=r"bad.jsonl:1: turn 1: think_s must be a number"):
             run_cells(opts, plans)
+        opts.api = "completions"
+        with pytest.raises(ProbeError, match="c0: a session trace needs the chat API"):
+            run_cells(opts, plans[:1])
         assert server.stats.requests == 0  # not even the first, good cell's warm-up
 
 
