@@ -41,8 +41,10 @@ from tailpod.results.matrix import (
     MATRIX_REPORT,
     Card,
     build_matrix,
+    check_purchases,
     parse_cards,
     plot_matrix_cost,
+    purchase_text,
     render_matrix_markdown,
 )
 from tailpod.secrets import redact
@@ -77,7 +79,7 @@ def write_matrix_report(state: MatrixState) -> dict[str, Path]:
                                    "run_tag": entry.get("run_tag"), "run_dir": entry["run_dir"],
                                    "preemptions": entry.get("preemptions") or [],
                                    "cells_by_pod": cells_by_pod(Path(entry["run_dir"])),
-                                   "spot": entry.get("spot"),
+                                   "spot": entry.get("spot"), "bid": entry.get("bid"),
                                    "on_demand_per_hr": entry.get("on_demand_per_hr")}
         run_json = Path(entry["run_dir"]) / "run.json"
         if run_json.exists():
@@ -154,7 +156,8 @@ def register(app: typer.Typer) -> None:
     def matrix(
         card: list[str] = typer.Option(
             None, "--card", help='A card, repeatable: provider:GPU, or provider:GPUxN for N GPUs '
-            '(tensor parallelism), e.g. "runpod:NVIDIA H100 80GB HBM3", "vastai:RTX 4090x2".'),
+            '(tensor parallelism), e.g. "runpod:NVIDIA H100 80GB HBM3", "vastai:RTX 4090x2"; '
+            'append :spot for a spot card beside on-demand ones ("vastai:RTX 4090:spot").'),
         budget: float = typer.Option(
             None, help="Total USD cap for the whole matrix: checked against the projected spend "
             "before renting and against the live spend while it runs."),
@@ -179,10 +182,11 @@ def register(app: typer.Typer) -> None:
         max_price: float = typer.Option(None, help="Refuse any pod above this $/hr."),
         spot: bool = typer.Option(
             None, "--spot/--no-spot", help="Rent every card as a spot (interruptible) pod, priced "
-            "and budgeted at its bid; a card whose provider sells no spot is refused (env "
-            "TAILPOD_SPOT)."),
+            "and budgeted at its bid; a card whose provider sells no spot, or one marked "
+            ":on-demand, is refused (env TAILPOD_SPOT)."),
         bid: float = typer.Option(
-            None, "--bid", metavar="USD/H", help="With --spot: the bid per machine in $/h "
+            None, "--bid", metavar="USD/H", help="With --spot or :spot cards: the bid per "
+            "machine in $/h of every spot card "
             "(default: each offer's minimum bid; env TAILPOD_BID)."),
         setup_minutes: float = typer.Option(
             None, help="Projection: rent, boot, image pull and first engine start per card "
@@ -244,9 +248,11 @@ def register(app: typer.Typer) -> None:
         settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
                                             "max_price": max_price, "spot": spot,
                                             "bid": bid})
-        check_run_settings(settings)  # before the registry, the ledger or any rental
+        cards = parse_cards(card, bool(settings.spot)) if card else None
+        # a `:spot` card takes the bid as `--spot` does (the bid and cap checks of spot_problems)
+        check_run_settings(dataclasses.replace(settings, spot=True)
+                           if any(c.spot for c in cards or []) else settings)
         require_cloud_engine(settings.engine)
-        cards = parse_cards(card) if card else None
         ks = int_list(spec_k, "--spec-k", maximum=MAX_SPEC_K)
         if any(ks) and spec_method == "draft_model" and not draft_model:
             raise ConfigError("--spec-method draft_model needs --draft-model DIR")
@@ -298,6 +304,7 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     adopted: dict[str, Any] = {}
     if run_id:
         state = MatrixState.load(results / run_id)
+        check_purchases(state.cards, settings.spot)  # `--spot` again over `:on-demand` cards
         if cards and [c.label for c in cards] != [c.label for c in state.cards]:
             raise ConfigError("--card differs from the matrix being resumed",
                               hint="leave --card out to resume the same cards")
@@ -326,7 +333,8 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     prices = price_cards(offer_settings(settings, cuda), todo, sweep, cost,
                          budget - spent_before, pinned)
     for label, entry in prices.items():
-        line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f}"
+        line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f} "
+                f"({purchase_text(entry)})"
                 if entry["price_per_hr"] is not None else f"cannot run: {entry['problem']}")
         console.print(f"  {label}: {line}")
         console.print(f"    start: {start_line(entry['start'])}")
@@ -352,8 +360,9 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         fields: dict[str, Any] = {"projected_usd": entry["projected_usd"],
                                   "price_per_hr": entry["price_per_hr"],
                                   "projected_start": entry["start"]}
+        fields.update(spot=bool(entry.get("spot")), bid=entry.get("bid"))  # the purchase
         if entry.get("spot"):
-            fields.update(spot=True, on_demand_per_hr=entry.get("on_demand_per_hr"))
+            fields.update(on_demand_per_hr=entry.get("on_demand_per_hr"))
         if entry["problem"]:
             fields.update(status="failed", error=entry["problem"])
         state.update(label, **fields)

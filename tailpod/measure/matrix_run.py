@@ -45,7 +45,7 @@ from tailpod.measure.sweep import (
     run_sweep,
 )
 from tailpod.provision.base import BillingEvidence
-from tailpod.results.matrix import MATRIX_FILE, Card
+from tailpod.results.matrix import MATRIX_FILE, Card, check_purchases
 from tailpod.secrets import redact
 
 Say = Callable[[str], None]
@@ -716,8 +716,30 @@ def measure_through_preemptions(settings: Settings, record: PodRecord,
 
 
 def card_settings(settings: Settings, card: Card, image: str) -> Settings:
+    """The settings one card rents, prices and tears down with: its provider and GPUs, and its
+    purchase (its own marker, else `--spot`); the bid goes only with a spot card."""
+    spot = card.is_spot(settings.spot)
     return dataclasses.replace(settings, provider=card.provider, gpus=(card.gpu,),
-                               gpu_count=card.count, image=image)
+                               gpu_count=card.count, image=image, spot=spot,
+                               bid=settings.bid if spot else None)
+
+
+def check_spot_cards(settings: Settings, cards: list[Card], image: str) -> None:
+    """A spot card (marked `:spot`, or any under `--spot`) whose provider sells no spot: exit 2
+    before any offer query, rental or write (provision/providers.py `check_spot_route`)."""
+    from tailpod.provision.providers import check_spot_route
+
+    check_purchases(cards, settings.spot)
+    for card in cards:
+        if card.spot is None:  # `--spot` made it spot: the flag's own refusal and hint
+            check_spot_route(card_settings(settings, card, image))
+            continue
+        try:
+            check_spot_route(card_settings(settings, card, image))
+        except ConfigError as exc:
+            raise ConfigError(f"card {card.label}: {exc.message}",
+                              hint=f"drop its :spot marker to rent it on-demand, e.g. "
+                                   f"\"{dataclasses.replace(card, spot=None).label}\"") from None
 
 
 def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: CostModel,
@@ -733,17 +755,14 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
     if budget <= 0:
         raise ConfigError(f"--budget must be positive, got {budget}")
     refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the first offer query
-    if settings.spot:  # a card whose provider sells no spot: refused before any offer query
-        from tailpod.provision.providers import check_spot_route
-
-        for card in cards:
-            check_spot_route(card_settings(settings, card, image))
+    check_spot_cards(settings, cards, image)  # a card that cannot be spot: before any offer
     priced: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
     for card in cards:
-        provider = get_provider(card.provider, card_settings(settings, card, image),
-                                timings=PREFLIGHT_TIMINGS)
-        entry: dict[str, Any] = {"price_per_hr": None, "projected_usd": None, "problem": None}
+        bought = card_settings(settings, card, image)  # the card's own purchase and bid
+        provider = get_provider(card.provider, bought, timings=PREFLIGHT_TIMINGS)
+        entry: dict[str, Any] = {"price_per_hr": None, "projected_usd": None, "problem": None,
+                                 "spot": bought.spot, "bid": bought.bid}
         offer = None
         try:
             offer = provider.offers([card.gpu], card.count, settings.max_price)[0]
@@ -764,14 +783,14 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
         if refusal is not None:  # this card's own projection, now that its offer named the GPU
             raise refusal
         price = offer.price_per_hr if offer is not None else None
-        if settings.spot and offer is not None and price is not None:
+        if bought.spot and offer is not None and price is not None:
             # a spot card is priced, and budgeted, at what its bid bills (provision/base.py)
-            price = provider.spot_prices([offer.gpu_type], card.count, settings.bid
+            price = provider.spot_prices([offer.gpu_type], card.count, bought.bid
                                          ).get(offer.gpu_type)
             # the on-demand offer's price, kept for the report's spot-versus-on-demand $/Mtok
-            entry.update(spot=True, on_demand_per_hr=offer.price_per_hr)
+            entry.update(on_demand_per_hr=offer.price_per_hr)
         if offer is not None and price is None:
-            entry["problem"] = (f"no {card.provider} {'spot ' if settings.spot else ''}offer "
+            entry["problem"] = (f"no {card.provider} {'spot ' if bought.spot else ''}offer "
                                 f"for {card.count}x {card.gpu} right now")
         elif offer is not None and price is not None:
             entry["price_per_hr"] = price
