@@ -249,9 +249,12 @@ def register(app: typer.Typer) -> None:
                                             "max_price": max_price, "spot": spot,
                                             "bid": bid})
         cards = parse_cards(card, bool(settings.spot)) if card else None
-        # a `:spot` card takes the bid as `--spot` does (the bid and cap checks of spot_problems)
+        # a `:spot` card (given, or of the matrix resumed) takes the bid as `--spot` does: the
+        # bid and cap checks of spot_problems
+        marked = cards or (MatrixState.load(Path(settings.results_dir) / run_id).cards
+                           if run_id else [])
         check_run_settings(dataclasses.replace(settings, spot=True)
-                           if any(c.spot for c in cards or []) else settings)
+                           if any(c.spot for c in marked) else settings)
         require_cloud_engine(settings.engine)
         ks = int_list(spec_k, "--spec-k", maximum=MAX_SPEC_K)
         if any(ks) and spec_method == "draft_model" and not draft_model:

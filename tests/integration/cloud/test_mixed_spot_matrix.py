@@ -218,3 +218,27 @@ def test_a_bad_purchase_is_refused_with_exit_2_before_anything(
     assert "Traceback" not in result.output
     assert sandbox.meter()["resources"] == [] and Ledger(settings.state_dir).all() == []
     assert not list(Path(settings.results_dir).glob("*/matrix.json"))
+
+
+def test_a_resumed_mixed_matrix_rents_each_card_as_it_was_marked(
+        sandbox: Sandbox, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    sandbox.add_fault("capacity", provider="vast", gpu="RTX 4090")
+    first = mixed(settings, SandboxSteps())
+    assert first.state.card(VAST_SPOT)["status"] == "failed"
+    assert first.state.card(A40)["status"] == "done"
+    matrix_id = first.state.data["matrix_id"]
+    sandbox.clear_faults()
+    # the purchase comes from matrix.json: a bid is taken without --spot, as for the :spot card
+    dry = invoke(sandbox, settings, monkeypatch, "--run-id", matrix_id, "--bid", "0.3",
+                 "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "(spot at a bid of $0.3/h (+ storage)" in " ".join(dry.output.split())
+    steps = SandboxSteps()
+    resumed = run_matrix(settings, cards=None, sweep=SWEEP, cost=TINY, budget=5.0, parallel=2,
+                         base=EngineConfig(engine="vllm", model="org/tiny"), steps=steps,
+                         run_id=matrix_id, policy=BudgetPolicy(poll_s=0.05, margin_s=0.0))
+    assert resumed is not None and resumed.state.card(VAST_SPOT)["status"] == "done"
+    (tag,) = steps.rented  # only the vast card again, and as a spot pod
+    record = Ledger(settings.state_dir).get(tag)
+    assert record is not None and record.provider == "vastai" and record.extra.spot is True
+    assert_all_down(sandbox, settings, resumed)
