@@ -8,6 +8,8 @@ proves it gone (tailpod/provision/create.py, teardown.py).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -15,11 +17,11 @@ from typing import Any, Protocol
 from tailpod.agent_client.driver import ArmStart, PodAgent
 from tailpod.config import Settings
 from tailpod.engines.base import EngineAdapter, EngineConfig
-from tailpod.errors import ConfigError
+from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods.lanes import LaneSpec
 from tailpod.provision.base import BillingEvidence, PodInfo
-from tailpod.provision.teardown import LifecyclePolicy
+from tailpod.provision.teardown import LifecyclePolicy, down_remote
 
 Progress = Callable[[float, str], None]
 
@@ -118,3 +120,23 @@ class PodKind(Protocol):
         """`settle`, then stop or terminate and prove it (raises unless proven); `policy`: the
         teardown's waits and deadline (default: its own schedule)."""
         ...
+
+
+def settle_then_teardown(kind: PodKind, settings: Settings, ledger: Ledger, record: PodRecord,
+                         policy: LifecyclePolicy | None = None) -> BillingEvidence:
+    """Every kind's `down`, so `down TAG`, `down --all`, `--expired` and every caller that ends a
+    pod end it one way: the kind's settle, then the proven teardown (provision/teardown.py
+    `down_remote`: terminate, wait until gone, the billing proof; raises unless proven).
+
+    A settle that fails (a lane engine that would not stop) is kept in the ledger as
+    `before_teardown_error` and the teardown runs all the same: it stops every process or pod of
+    the tag, and its proof says whether it did."""
+    try:
+        record = kind.settle(settings, ledger, record)
+    except TailpodError as exc:
+        # a record the ledger lost cannot take the note; the teardown writes it back
+        with contextlib.suppress(TailpodError, OSError):
+            record = ledger.update(record.run_tag, event="before-teardown-failed",
+                                   extra=dataclasses.replace(record.extra,
+                                                             before_teardown_error=exc.message))
+    return down_remote(settings, ledger, record, policy=policy)

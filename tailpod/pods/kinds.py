@@ -19,10 +19,11 @@ from tailpod.pods.base import (
     UpOptions,
     UpResult,
     refuse_volume,
+    settle_then_teardown,
 )
 from tailpod.pods.ssh_box import SshBoxPods
 from tailpod.provision.base import BillingEvidence
-from tailpod.provision.teardown import LifecyclePolicy, down_remote
+from tailpod.provision.teardown import LifecyclePolicy
 
 
 class CloudPods:
@@ -94,7 +95,7 @@ class CloudPods:
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
              policy: LifecyclePolicy | None = None) -> BillingEvidence:
-        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
+        return settle_then_teardown(self, settings, ledger, record, policy)
 
 
 class LocalPods:
@@ -156,7 +157,7 @@ class LocalPods:
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
              policy: LifecyclePolicy | None = None) -> BillingEvidence:
-        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
+        return settle_then_teardown(self, settings, ledger, record, policy)
 
 
 KINDS: dict[str, PodKind] = {"local": LocalPods(), "ssh": SshBoxPods()}

@@ -19,11 +19,18 @@ from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
 from tailpod.pods import cloud, journal
-from tailpod.pods.base import LanesOptions, Progress, UpOptions, UpResult, refuse_volume
+from tailpod.pods.base import (
+    LanesOptions,
+    Progress,
+    UpOptions,
+    UpResult,
+    refuse_volume,
+    settle_then_teardown,
+)
 from tailpod.provision.base import BillingEvidence
 from tailpod.provision.ssh.errors import SshError, SshUnreachable
 from tailpod.provision.ssh_box.provider import HOST_HINT, BoxAddress, SshBoxProvider
-from tailpod.provision.teardown import LifecyclePolicy, down_remote
+from tailpod.provision.teardown import LifecyclePolicy
 
 
 class SshBoxPods:
@@ -130,4 +137,4 @@ class SshBoxPods:
              policy: LifecyclePolicy | None = None) -> BillingEvidence:
         # the same proven teardown as `down --all`'s (its provider is built with the engine
         # record's state dir; the box keeps its pinned host key: module docstring)
-        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
+        return settle_then_teardown(self, settings, ledger, record, policy)
