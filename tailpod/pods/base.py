@@ -19,6 +19,7 @@ from tailpod.config import Settings
 from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.pods.engine_log import EngineLog
 from tailpod.pods.lanes import LaneSpec
 from tailpod.provision.base import BillingEvidence, PodInfo
 from tailpod.provision.teardown import LifecyclePolicy, down_remote
@@ -108,6 +109,19 @@ class PodKind(Protocol):
     def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
         """Whether the engine answers its health check; None when tailpod cannot tell from here
         (a cloud pod's engine listens on the pod's 127.0.0.1 only)."""
+        ...
+
+    def pod_session(self, settings: Settings, record: PodRecord, wait_s: float,
+                    say: Callable[[str], None] | None = None) -> PodAgent | None:
+        """The agent session a caller keeps for its whole work on the pod (the sweep's probes,
+        heartbeats and relaunches go through it), opened within `wait_s`; None when the engine
+        is a child of this machine and needs none (its agent runs here as a child process)."""
+        ...
+
+    def engine_log(self, settings: Settings, record: PodRecord,
+                   say: Callable[[str], None]) -> EngineLog:
+        """The pod's engine log where this kind's engine writes it (pods/engine_log.py); close
+        it when done. `say` hears a connection's progress."""
         ...
 
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:

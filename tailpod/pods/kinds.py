@@ -3,6 +3,7 @@ under pods/ plus one row here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tailpod.agent_client.driver import ArmStart, PodAgent
@@ -21,9 +22,12 @@ from tailpod.pods.base import (
     refuse_volume,
     settle_then_teardown,
 )
+from tailpod.pods.engine_log import EngineLog, agent_engine_log, local_engine_log
 from tailpod.pods.ssh_box import SshBoxPods
 from tailpod.provision.base import BillingEvidence
 from tailpod.provision.teardown import LifecyclePolicy
+
+Say = Callable[[str], None]
 
 
 class CloudPods:
@@ -87,6 +91,13 @@ class CloudPods:
         except TailpodError as exc:
             return {"error": exc.message}
 
+    def pod_session(self, settings: Settings, record: PodRecord, wait_s: float,
+                    say: Say | None = None) -> PodAgent | None:
+        return cloud.pod_session(settings, record, wait_s, say)
+
+    def engine_log(self, settings: Settings, record: PodRecord, say: Say) -> EngineLog:
+        return agent_engine_log(settings, record, say)
+
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         from tailpod.pods.cloud_lanes import settle_lanes_run
 
@@ -148,6 +159,13 @@ class LocalPods:
 
     def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
         return None  # no dead-man switch: nothing bills
+
+    def pod_session(self, settings: Settings, record: PodRecord, wait_s: float,
+                    say: Say | None = None) -> PodAgent | None:
+        return None  # the engine and its agent are children of this machine
+
+    def engine_log(self, settings: Settings, record: PodRecord, say: Say) -> EngineLog:
+        return local_engine_log(settings, record)
 
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         from tailpod.pods.lanes import settle_lanes

@@ -10,6 +10,7 @@ unlike a cloud address, the box is the same machine next time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tailpod.agent_client.driver import ArmStart, PodAgent
@@ -27,6 +28,7 @@ from tailpod.pods.base import (
     refuse_volume,
     settle_then_teardown,
 )
+from tailpod.pods.engine_log import EngineLog, agent_engine_log
 from tailpod.provision.base import BillingEvidence
 from tailpod.provision.ssh.errors import SshError, SshUnreachable
 from tailpod.provision.ssh_box.provider import HOST_HINT, BoxAddress, SshBoxProvider
@@ -127,6 +129,14 @@ class SshBoxPods:
 
     def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
         return None  # the engine listens on the box's 127.0.0.1 only
+
+    def pod_session(self, settings: Settings, record: PodRecord, wait_s: float,
+                    say: Callable[[str], None] | None = None) -> PodAgent | None:
+        return cloud.pod_session(settings, record, wait_s, say)  # one session, as to a pod
+
+    def engine_log(self, settings: Settings, record: PodRecord,
+                   say: Callable[[str], None]) -> EngineLog:
+        return agent_engine_log(settings, record, say)
 
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         from tailpod.pods.cloud_lanes import settle_lanes_run

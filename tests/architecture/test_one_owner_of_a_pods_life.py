@@ -40,3 +40,22 @@ def test_only_the_pod_kinds_tear_down_a_held_run() -> None:
                for name, line in _called_names(ast.parse(path.read_text(encoding="utf-8")))
                if name == "down_remote"]
     assert outside == []
+
+
+# Two branches are left, each a choice of what the verb may do on this machine rather than how
+# the kind is reached: `eval` starts an engine here when none serves (cli/eval.py), and
+# `benchmark --deploy` serves lanes here or on a rented pod and refuses your own box
+# (measure/deploy.py). Nothing may join them.
+LEFT = {"tailpod/cli/eval.py", "tailpod/measure/deploy.py"}
+
+
+def test_no_caller_outside_pods_branches_on_where_the_engine_runs() -> None:
+    """`engine_here` is the kinds' own fact (pods/base.py): the sweep asks the kind for the
+    session it keeps (`pod_session`), `logs` for its engine log (`engine_log`), `up`, `status`
+    and the demo read what the record holds (its SSH address) instead of choosing by kind."""
+    pods = PACKAGE / "pods"
+    outside = {str(path.relative_to(REPO))
+               for path in _files() if pods not in path.parents
+               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, ast.Attribute) and node.attr == "engine_here"}
+    assert outside <= LEFT, sorted(outside - LEFT)
