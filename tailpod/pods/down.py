@@ -6,11 +6,14 @@ pods/base.py `settle_then_teardown`: a lanes run's final counts and its lanes st
 provider-level proven teardown of provision/teardown.py). `down --all` and `--expired` take this
 machine's runs and your own boxes down through that same call, one by one; only the cloud
 accounts' tagged pods, which no kind holds until the batch adopts them, go through the
-provider-level batch (provision/teardown.py `down_clouds`)."""
+provider-level batch (provision/teardown.py `down_clouds`). `down TAG --volumes` then deletes
+the run's volumes, each proven gone (`down_storage`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tailpod.config import Settings
@@ -18,7 +21,8 @@ from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods.kinds import kind_for
 from tailpod.provision import teardown
-from tailpod.provision.base import BillingEvidence, PodInfo
+from tailpod.provision import volumes as vol
+from tailpod.provision.base import BillingEvidence, PodInfo, SupportsVolumes
 from tailpod.provision.teardown import (
     PROOF_FILE,
     LifecyclePolicy,
@@ -63,3 +67,43 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
     return outcomes + teardown.down_clouds(
         settings, ledger, plan.providers, expired_only=expired_only, policy=policy,
         on_recovery=on_recovery, all_homes=all_homes, others=others)
+
+
+def run_volumes(ledger: Ledger, run_tag: str) -> list[str]:
+    """The volumes a run mounted (their `tp-vol-` names)."""
+    return [v.name for v in ledger.volumes() if run_tag in v.used_by and v.active]
+
+
+def down_storage(settings: Settings, ledger: Ledger, run_tag: str | None, *,
+                 delete_volumes: bool, proof: Path | None = None) -> vol.VolumeReport | None:
+    """After `down`: delete the run's volumes when asked (`down TAG --volumes`), each proven
+    gone, then list the storage that still bills; the run's billing-proof.json gets the same
+    list. Never deletes a volume it was not asked to. None when no configured provider has
+    volumes and the ledger holds none (`status` and `down --all` list storage through it too)."""
+    from tailpod.provision.providers import get_provider, provider_class, remote_providers
+
+    deleted: list[dict[str, Any]] = []
+    failed: list[vol.VolumeStillBills] = []  # each printed after the pod's proof, then exit 3
+    if delete_volumes and run_tag:
+        for tag in run_volumes(ledger, run_tag):
+            record = ledger.volume(tag)
+            if record is None:
+                continue
+            vol.require_volumes(provider_class(record.provider), record.provider)
+            try:
+                deleted.append(vol.delete_volume_proven(
+                    get_provider(record.provider, settings), ledger, tag))
+            except vol.VolumeStillBills as exc:
+                failed.append(exc)
+    providers = remote_providers(settings)
+    if not failed and not ledger.volumes() and not any(isinstance(p, SupportsVolumes)
+                                                       for p in providers.values()):
+        return None
+    report = vol.reconcile_volumes(providers, ledger)
+    report.delete_failed = failed
+    if proof is not None and Path(proof).is_file():
+        path = Path(proof)
+        payload = json.loads(path.read_text())
+        payload["storage"] = {**report.to_json(), "deleted": deleted}
+        path.write_text(json.dumps(payload, indent=2) + "\n")
+    return report

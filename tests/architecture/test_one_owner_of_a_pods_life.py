@@ -1,6 +1,8 @@
 """One owner of a pod's life (issue 37 items 1 and 11), checked from the code: a pod is downed one
 way, through its kind (pods/base.py `settle_then_teardown`, the `down` of every kind), so nothing
-outside pods/ calls the provider-level teardown of a held run itself."""
+outside pods/ calls the provider-level teardown of a held run itself, and no verb stops a pod or
+deletes a run's storage in its own body (cli/ parses flags, calls one function and prints); and
+no caller outside pods/ branches on where a kind's engine runs: it asks the kind."""
 
 from __future__ import annotations
 
@@ -41,6 +43,22 @@ def test_only_the_pod_kinds_tear_down_a_held_run() -> None:
                if name == "down_remote"]
     assert outside == []
 
+
+
+# What ends a pod or its storage; `volume rm NAME` is the one verb whose whole job is one of them.
+STOPS = {"down_remote", "teardown", "teardown_many", "terminate", "terminate_with_retries",
+         "delete_volume_proven", "settle_then_teardown", "stop_lanes"}
+
+
+def test_no_verb_stops_a_pod_or_deletes_storage_in_its_own_body() -> None:
+    """`down TAG --volumes` deleted the run's volumes in cli/volume.py's own loop; that loop is
+    pods/down.py `down_storage` now, and only `volume rm` calls a delete itself."""
+    cli = PACKAGE / "cli"
+    calls = sorted((str(path.relative_to(REPO)), name)
+                   for path in cli.glob("*.py")
+                   for name, _line in _called_names(ast.parse(path.read_text(encoding="utf-8")))
+                   if name in STOPS)
+    assert calls == [("tailpod/cli/volume.py", "delete_volume_proven")]
 
 # Two branches are left, each a choice of what the verb may do on this machine rather than how
 # the kind is reached: `eval` starts an engine here when none serves (cli/eval.py), and
