@@ -60,6 +60,23 @@ def test_no_verb_stops_a_pod_or_deletes_storage_in_its_own_body() -> None:
                    if name in STOPS)
     assert calls == [("tailpod/cli/volume.py", "delete_volume_proven")]
 
+
+# The card matrix's own steps: price the cards, take over a killed run, build and run it.
+MATRIX_STEPS = {"MatrixRun", "take_over", "price_cards", "spent_so_far", "write_matrix_report",
+                "refuse_cards_past_ttl"}
+
+
+def test_the_matrix_verb_holds_no_step_of_the_matrix() -> None:
+    """`tailpod matrix` priced, resumed, created and ran the matrix and wrote its report in
+    cli/matrix.py; that is measure/matrix_run.py `run_matrix` now, and the verb calls it."""
+    cli = PACKAGE / "cli"
+    calls = sorted((str(path.relative_to(REPO)), name)
+                   for path in cli.glob("*.py")
+                   for name, _line in _called_names(ast.parse(path.read_text(encoding="utf-8")))
+                   if name in MATRIX_STEPS)
+    assert calls == []
+
+
 # Two branches are left, each a choice of what the verb may do on this machine rather than how
 # the kind is reached: `eval` starts an engine here when none serves (cli/eval.py), and
 # `benchmark --deploy` serves lanes here or on a rented pod and refuses your own box
