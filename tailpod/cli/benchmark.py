@@ -16,17 +16,14 @@ from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
 from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.engines.checkpoint import check_arms
-from tailpod.errors import ConfigError, Preempted
+from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
+from tailpod.measure.benchmark import run_benchmark
 from tailpod.measure.deploy import (
-    ServedLanesHost,
     check_served_lanes_sweep,
-    deploying_host,
     served_lanes,
     served_lanes_arm,
 )
-from tailpod.measure.hosts import sweep_host
-from tailpod.measure.max_rate import find_max_rates
 from tailpod.measure.plan import (
     ARRIVAL_PROCESSES,
     SweepPlan,
@@ -36,7 +33,7 @@ from tailpod.measure.plan import (
     spec_arms,
     trace_spec,
 )
-from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost, run_sweep
+from tailpod.measure.sweep import RunContext, RunDirectory
 from tailpod.results.io import STAMP
 
 
@@ -207,49 +204,6 @@ def summary_table(run_dir: Path, title: str) -> Table:
     if caption:
         table.caption = "\n".join(caption)
     return table
-
-
-def preempted_error(settings: Any, ledger: Any, record: PodRecord, run_id: str
-                    ) -> Preempted | None:
-    """A spot pod its provider says preempted, said plainly: when, that its disk still bills,
-    and how the run resumes on a new pod (docs/providers.md "Spot"); None for any other pod."""
-    from tailpod.provision.reconcile import spot_preemption
-
-    flag = spot_preemption(settings, ledger, record)
-    if flag is None:
-        return None
-    return Preempted(
-        f"{record.run_tag} was {flag}: the spot pod lost its bid and the benchmark cannot go on "
-        "on it; the cell it was measuring is void and not counted (its rows are dropped when the "
-        "run resumes), the finished cells are kept",
-        hint=f"settle it with: tailpod down {record.run_tag}; then tailpod up --spot … and "
-             f"tailpod benchmark --run-id {run_id} (the same flags) resumes from the last "
-             "finished cell on the new pod, its gate taken again first")
-
-
-def pod_stamped(host: SweepHost, record: PodRecord) -> SweepHost:
-    """The host whose rows carry the pod they were measured on (matrix_run.pod_stamp), so a run
-    resumed on a new spot pod says which cells came from which pod."""
-    import threading
-
-    from tailpod.measure.matrix_run import StopAwareHost, pod_stamp
-
-    return StopAwareHost(host, threading.Event(), str, pod_stamp(record))
-
-
-def resume_on_new_pod(run_dir: RunDirectory, plan: SweepPlan, record: PodRecord) -> list[str]:
-    """A run resumed on another pod than the one it began on (a spot pod was preempted): the
-    reference and the gates of the arms still to measure are taken again on this pod first
-    (sweep.regate_on_new_pod). Returns those arms."""
-    from tailpod.measure.sweep import regate_on_new_pod
-
-    run = run_dir.load()
-    if run is None or not run.get("run_tag") or run["run_tag"] == record.run_tag:
-        return []
-    note = f"resumed on {record.run_tag} after {run['run_tag']}: the gate is taken again there"
-    if note in (run.get("notes") or []):  # gated on this pod already
-        return []
-    return regate_on_new_pod(run_dir, plan, note)
 
 
 def benchmark_document(run_dir: Path, run_id: str, measured_from: str,
@@ -471,41 +425,20 @@ def register(app: typer.Typer) -> None:
             # the K extension's arms again before each relaunch: pods/arm_switch.py).
             check_arms([a.config for a in plan.arms], settings)
         rid = run_id or run_id_for(record, settings.results_dir)
-        preempted = preempted_error(settings, ledger, record, rid)
-        if preempted is not None:  # before the SSH wait on a pod that is stopped
-            raise preempted
         run_dir = RunDirectory(settings.results_dir / rid)
         ctx = RunContext.for_pod(record, rid, base)
-        resume_on_new_pod(run_dir, plan, record)
         t0 = time.time()
         with startup_progress("benchmark") as spinner:
             # the cell being measured and its time left lead every progress line; the pod's own
             # latest line (SSH connect, engine start, probe) follows (cli/sweep_progress.py)
             progress, on_cell = cell_progress_line(spinner)
-            host: SweepHost = sweep_host(settings, ledger, record, progress, cache, from_here)
-            if lanes is not None:
-                host = ServedLanesHost(host, record, lanes)
-            if deployment is not None and deployment["kind"] == "lanes":
-                host = deploying_host(settings, ledger, record, host, deployment)
-            if record.extra.spot:  # each row names the pod it was measured on
-                host = pod_stamped(host, record)
-            try:
-                if find_max_rate:
-                    find_max_rates(plan, run_dir, host, ctx, max_rate_tol, max_rate_rounds,
-                                   log=lambda msg: console.print(msg), progress=on_cell)
-                else:
-                    run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg),
-                              progress=on_cell)
-            except Exception as exc:
-                # a cell that failed because the spot pod lost its bid says so, not the SSH error
-                preempted = preempted_error(settings, ledger, record, rid)
-                if preempted is not None:
-                    raise preempted from exc
-                raise
-            finally:
-                host.close()
+            measured_from = run_benchmark(
+                settings, ledger, record, plan, run_dir, ctx, cache=cache, from_here=from_here,
+                lanes=lanes, deployment=deployment,
+                max_rate=(max_rate_tol, max_rate_rounds) if find_max_rate else None,
+                log=lambda msg: console.print(msg), progress=progress, on_cell=on_cell)
         if json_out:
-            print_json(benchmark_document(run_dir.path, rid, host.measured_from,
+            print_json(benchmark_document(run_dir.path, rid, measured_from,
                                           time.time() - t0))
             return
         if plan.request_rates or plan.trace:
@@ -518,6 +451,6 @@ def register(app: typer.Typer) -> None:
                            console, run_dir.path)
         else:
             console.print(summary_table(run_dir.path, f"benchmark {rid}"))
-        if host.measured_from != "pod":
+        if measured_from != "pod":
             console.print(f"[bold red]{STAMP}[/]: measured off the pod")
         console.print(f"results: {run_dir.path} ({time.time() - t0:.0f} s)")

@@ -67,17 +67,21 @@ MATRIX_STEPS = {"MatrixRun", "take_over", "price_cards", "spent_so_far", "write_
 # A sweep host's arm switch (`eval kl --restore` serving the original arm again, in cli/eval.py
 # until measure/kl_eval.py kl_on_pod took it); `up --relaunch` calls pods/arm_switch.py itself.
 MEASURE_STEPS = {"restart"}
+# How `benchmark` dressed its host and resumed a run (measure/benchmark.py run_benchmark now).
+BENCHMARK_STEPS = {"ServedLanesHost", "deploying_host", "StopAwareHost", "regate_on_new_pod",
+                   "spot_preemption"}
 
 
 def test_no_verb_holds_a_step_of_the_matrix_or_of_a_sweep_host() -> None:
     """`tailpod matrix` priced, resumed, created and ran the matrix and wrote its report in
-    cli/matrix.py, and `eval kl` switched the pod's arm back itself; those are
-    measure/matrix_run.py `run_matrix` and measure/kl_eval.py `kl_on_pod` now."""
+    cli/matrix.py, `eval kl` switched the pod's arm back itself, and `benchmark` built its host
+    and regated a resumed run; those are measure/matrix_run.py `run_matrix`, measure/kl_eval.py
+    `kl_on_pod` and measure/benchmark.py `run_benchmark` now."""
     cli = PACKAGE / "cli"
     calls = sorted((str(path.relative_to(REPO)), name)
                    for path in cli.glob("*.py")
                    for name, _line in _called_names(ast.parse(path.read_text(encoding="utf-8")))
-                   if name in MATRIX_STEPS | MEASURE_STEPS)
+                   if name in MATRIX_STEPS | MEASURE_STEPS | BENCHMARK_STEPS)
     assert calls == []
 
 
