@@ -59,9 +59,13 @@ class Cell:
     rate: float | None = None
     # Trace replay (`--trace`): the cell replays the plan's trace at its own times.
     trace: bool = False
+    # The arm's soak cell (`--soak`): a closed loop for the plan's soak_s, not a request count.
+    soak: bool = False
 
     @property
     def cell_id(self) -> str:
+        if self.soak:
+            return f"{self.arm}|soak|c{self.concurrency}|r{self.rep}|{self.prompt_class}"
         if self.trace:
             return f"{self.arm}|trace|r{self.rep}|{self.prompt_class}"
         if self.rate is not None:
@@ -114,6 +118,18 @@ class SweepPlan:
     # `--find-max-rate`: the rates probed so far per arm (the search adds to them between
     # sweeps); an arm not named here measures `request_rates`.
     arm_rates: dict[str, list[float]] | None = None
+    # `--soak MINUTES`: after its sweep cells, each arm runs one soak cell of this many seconds
+    # (soak_cell); None = no soak.
+    soak_s: float | None = None
+    # `--unique-schema`: structured and tools requests each carry a schema text never sent
+    # before, and each such cell times a new schema's first request (the agent's unique_schema)
+    unique_schema: bool = False
+
+    def soak_cell(self, arm: str) -> Cell:
+        """The arm's soak cell: a closed loop at the plan's lowest concurrency (where a
+        speculative arm is meant to pay, and one slow request cannot hide behind others) over
+        its first prompt class, for soak_s (docs/results.md, "Soak: acceptance over time")."""
+        return Cell(arm, min(self.concurrency), 0, self.prompt_classes[0], soak=True)
 
     def arrival_for(self, cell: Cell, trace_path: str | None = None) -> dict[str, Any] | None:
         """The agent's `arrival` for an open-loop cell; None for a closed-loop one. A trace
@@ -164,6 +180,8 @@ class SweepPlan:
                else {}),
             **({"arm_rates": {a: [rate_text(r) for r in rs] for a, rs in self.arm_rates.items()}}
                if self.arm_rates else {}),
+            **({"soak_s": self.soak_s} if self.soak_s is not None else {}),
+            **({"unique_schema": True} if self.unique_schema else {}),
         }
 
 
@@ -278,11 +296,15 @@ def schedule(plan: SweepPlan) -> list[Step]:
             for arm in plan.arms[shift:] + plan.arms[:shift]:
                 steps.append(Restart(arm.label))
                 steps += _rep_cells(plan, arm.label, rep)
+                if plan.soak_s is not None and rep == plan.reps - 1:
+                    steps.append(plan.soak_cell(arm.label))
         return steps
     for arm in plan.arms:
         steps.append(Restart(arm.label))
         for rep in range(plan.reps):
             steps += _rep_cells(plan, arm.label, rep)
+        if plan.soak_s is not None:
+            steps.append(plan.soak_cell(arm.label))
     return steps
 
 

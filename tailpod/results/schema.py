@@ -103,11 +103,15 @@ class Plan(_Model):
     load_workers: int = 1
     saturation_stop: bool = True
     arm_rates: dict[str, list[str]] | None = None
+    soak_s: float | None = Field(default=None, description="`benchmark --soak`: each arm's soak "
+                                 "cell ran this many seconds.")
+    unique_schema: bool = Field(default=False, description="`benchmark --unique-schema`: every "
+                                "structured request's schema was new text (docs/probe.md).")
 
     _SPARSE = frozenset({
         "arm_configs", "requests_per_cell", "extend_k", "max_k", "serve_tax", "request_rates",
         "arrival", "burstiness", "arrival_seed", "slo", "slo_percentile", "trace",
-        "load_workers", "saturation_stop", "arm_rates"})
+        "load_workers", "saturation_stop", "arm_rates", "soak_s", "unique_schema"})
 
 
 class Startup(_Model):
@@ -281,8 +285,13 @@ class RunMeta(_Model):
         default=None, description="The run's acceptance fingerprint (results/fingerprint.py).")
     max_rate_search: dict[str, Any] | None = Field(
         default=None, description="`--find-max-rate`: the bisection and its answer per arm.")
+    preemptions: list[dict[str, Any]] | None = Field(
+        default=None, description="`benchmark --resume-on-preemption`: each spot pod that lost "
+        "its bid mid-sweep (pod, pod_id, at, pod_minutes, pod_usd: its whole time and spend, an "
+        "upper bound on the loss), in order (measure/matrix_run.py preemption_entry).")
 
-    _SPARSE = frozenset({"kind", "run_tag", "gate_reference", "fingerprint", "max_rate_search"})
+    _SPARSE = frozenset({"kind", "run_tag", "gate_reference", "fingerprint", "max_rate_search",
+                         "preemptions"})
 
     @field_validator("created_at", "finished_at")
     @classmethod
@@ -464,9 +473,12 @@ class CellRow(_RowBase):
         default=None, description="p50 of time to first answer over the successful requests, "
         "when any reasoned; null where it would fall on a request that never answered.")
     ttfa_p90_s: float | None = Field(default=None, description="p90, as ttfa_p50_s.")
+    soak_s: float | None = Field(
+        default=None, description="A soak cell (`benchmark --soak`): the closed loop ran for this "
+        "many seconds, not a number of requests; read by the soak section alone (docs/results.md).")
 
     _SPARSE = frozenset({
-        "ttfa_p50_s", "ttfa_p90_s",
+        "ttfa_p50_s", "ttfa_p90_s", "soak_s",
         "acceptance_per_request", "structure", "void_reason", "load_workers", "prompt_length", "lane_counts", "arrival",
         "offered_rate_rps", "achieved_rate_rps", "schedule_lag_p50_s", "schedule_lag_max_s",
         "ttft_sched_mean_s", "ttft_sched_p50_s", "ttft_sched_p90_s", "ttft_sched_p99_s",
