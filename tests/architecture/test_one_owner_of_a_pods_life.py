@@ -67,9 +67,11 @@ MATRIX_STEPS = {"MatrixRun", "take_over", "price_cards", "spent_so_far", "write_
 # A sweep host's arm switch (`eval kl --restore` serving the original arm again, in cli/eval.py
 # until measure/kl_eval.py kl_on_pod took it); `up --relaunch` calls pods/arm_switch.py itself.
 MEASURE_STEPS = {"restart"}
-# How `benchmark` dressed its host and resumed a run (measure/benchmark.py run_benchmark now).
+# How `benchmark` dressed its host, resumed a run and rented a lost spot pod's card again
+# (measure/benchmark.py run_benchmark now).
 BENCHMARK_STEPS = {"ServedLanesHost", "deploying_host", "StopAwareHost", "regate_on_new_pod",
-                   "spot_preemption"}
+                   "spot_preemption", "go_on_after_preemption",
+                   "measure_through_preemptions", "preemption_entry"}
 
 
 def test_no_verb_holds_a_step_of_the_matrix_or_of_a_sweep_host() -> None:
