@@ -248,7 +248,8 @@ sweep() {  # SPEC_K SPEC_METHOD [DRAFT]: the gated sweep, cut at the deadline (r
     [ -n "$MAX_TOKENS" ] && args+=(--max-tokens "$MAX_TOKENS")
     [ -n "$REQUESTS" ] && args+=(--requests-per-cell "$REQUESTS")
     [ -n "$draft" ] && args+=(--draft-model "$draft")
-    [ -n "${DEPLOY_FILE:-}" ] && args+=(--deploy "$DEPLOY_FILE")
+    # the deployment against each static arm at every rate: no rate skipped once one saturated
+    [ -n "${DEPLOY_FILE:-}" ] && args+=(--deploy "$DEPLOY_FILE" --no-saturation-stop)
     if [ "${OPEN_LOOP:-0}" = 1 ]; then
         args+=(--request-rate "$RATES" --arrival "$ARRIVAL" --slo "$SLO")
         say "benchmark $rid: K in $ks ($method), open loop at $RATES req/s ($ARRIVAL), SLO $SLO," \
