@@ -44,6 +44,7 @@ def probe_options(
         "engine": arm.config.engine if arm.config.engine in PROBE_ENGINES else "auto",
         **({"slo": plan.slo, "slo_percentile": plan.slo_percentile} if plan.slo else {}),
         **({"workers": plan.load_workers} if plan.load_workers != 1 else {}),
+        **({"unique_schema": True} if plan.unique_schema else {}),
     }
 
 
@@ -66,6 +67,8 @@ def probe_cells(
             }
             if arrival:
                 row["arrival"] = arrival
+            if cell.soak and plan is not None and plan.soak_s is not None:
+                row["soak_s"] = plan.soak_s
             out.append(row)
     return out
 

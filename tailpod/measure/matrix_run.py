@@ -631,8 +631,8 @@ def spent_so_far(settings: Settings, state: MatrixState) -> tuple[float, str]:
 # -- preflight: price every card, refuse bad input -------------------------------------------
 
 
-# A spot card is rented again after a preemption at most this many times (then it fails as any
-# card whose pod died does; `--run-id` resumes it).
+# A spot pod is rented again after a preemption at most this many times per card or benchmark
+# (then it fails as any sweep whose pod died does; `--run-id` resumes it).
 MAX_PREEMPTIONS = 3
 
 
@@ -656,6 +656,63 @@ def preempted_now(settings: Settings, record: PodRecord) -> bool:
     except TailpodError:
         return False
     return bool(info is not None and info.detail.get("preempted"))
+
+
+def preemption_entry(ledger: Ledger, lost: PodRecord, now: float) -> dict[str, Any]:
+    """What a preemption cost, as matrix.json and a benchmark's run.json keep it: the lost pod,
+    when it was seen lost, and its whole time and spend (an upper bound on the loss: the cut cell
+    and the new pod's setup are the loss, the lost pod's finished cells are kept)."""
+    seen = ledger.get(lost.run_tag) or lost
+    return {"pod": lost.run_tag, "pod_id": lost.pod_id, "at": now,
+            "pod_minutes": round((now - seen.created_at) / 60.0, 2),
+            "pod_usd": round(record_spend(seen, now, seen.price_per_hr), 6)}
+
+
+def go_on_after_preemption(settings: Settings, ledger: Ledger, lost: PodRecord, *,
+                           settle: Callable[[PodRecord], Any], rent: Callable[[], PodRecord],
+                           refuses: Callable[[], str | None], run_dir: RunDirectory,
+                           plan: SweepPlan, what: str, say: Say) -> PodRecord:
+    """A spot pod lost its bid mid-sweep (`matrix --spot`, `benchmark --resume-on-preemption`):
+    `settle` destroys the stopped pod and proves it and its disk gone (raising when it cannot, so
+    nothing is rented beside a pod that may still bill), `refuses` says why renting again would
+    break the budget (None: go ahead), `rent` rents again under the same price cap and bid; the
+    sweep then goes on from its last finished cell (the cut cell's rows are dropped and it is
+    measured again) with the gate taken again on the new pod first (sweep.regate_on_new_pod).
+    Returns the new pod."""
+    say(f"[bold yellow]preempted[/]: {lost.run_tag} lost its bid; destroying it and renting "
+        f"{what} again")
+    settle(lost)
+    refused = refuses()
+    if refused:
+        raise TailpodError(f"preempted, and not rented again: {refused}")
+    record = refresh_price(settings, ledger, rent())
+    regated = regate_on_new_pod(
+        run_dir, plan,
+        f"preempted: {lost.run_tag} lost its bid; the sweep goes on on {record.run_tag} "
+        "from its last finished cell, the cut cell measured again")
+    if regated:
+        say(f"gate taken again on {record.run_tag} for {', '.join(regated)}")
+    return record
+
+
+def measure_through_preemptions(settings: Settings, record: PodRecord,
+                                measure: Callable[[PodRecord], None],
+                                go_on: Callable[[PodRecord], PodRecord], *,
+                                preempted_so_far: Callable[[], int],
+                                stopped: Callable[[], bool] = lambda: False) -> PodRecord:
+    """`measure(record)`, and while it fails because the spot pod lost its bid (the provider
+    says so: `preempted_now`), `go_on(lost)` gives the new pod and it is measured there; at most
+    MAX_PREEMPTIONS times, and never once the run is `stopped`. Any other failure, or a pod the
+    provider cannot be asked about, is raised as it was. Returns the pod the sweep finished on."""
+    while True:
+        try:
+            measure(record)
+            return record
+        except Exception:
+            if stopped() or preempted_so_far() >= MAX_PREEMPTIONS \
+                    or not preempted_now(settings, record):
+                raise
+        record = go_on(record)
 
 
 def card_settings(settings: Settings, card: Card, image: str) -> Settings:
@@ -895,38 +952,25 @@ class MatrixRun:
     def _after_preemption(self, label: str, settings: Settings, cfg: EngineConfig,
                           ledger: Ledger, lost: PodRecord, run_dir: RunDirectory,
                           say: Say) -> PodRecord:
-        """The card's spot pod lost its bid mid-sweep: record the preemption (when, the pod, what
-        it cost), destroy the stopped pod and prove it gone, and rent the card again; the sweep
-        goes on from its last finished cell (the cut cell's rows are dropped and it is measured
-        again) with the gate taken again on the new pod first (sweep.regate_on_new_pod)."""
-        now = time.time()
-        seen = ledger.get(lost.run_tag) or lost
-        spent = record_spend(seen, now, seen.price_per_hr)
-        # the lost pod's whole time and spend (an upper bound on what the preemption cost: the
-        # cut cell and the new pod's setup are the loss; its finished cells are kept)
-        entry = {"pod": lost.run_tag, "pod_id": lost.pod_id, "at": now,
-                 "pod_minutes": round((now - seen.created_at) / 60.0, 2),
-                 "pod_usd": round(spent, 6)}
+        """The card's spot pod lost its bid mid-sweep: the preemption recorded in matrix.json,
+        then the one way on (`go_on_after_preemption`): the stopped pod destroyed and proven gone,
+        the card rented again within the budget, the gate taken again on the new pod."""
         with self.state.lock:
-            self.state.card(label).setdefault("preemptions", []).append(entry)
+            self.state.card(label).setdefault("preemptions", []).append(
+                preemption_entry(ledger, lost, time.time()))
             self.state.save()
-        say(f"[bold yellow]preempted[/]: {lost.run_tag} lost its bid; destroying it and renting "
-            "the card again")
-        self.teardown(label)
-        if lost.run_tag in self.unproven:
-            raise TailpodError(f"{lost.run_tag} was preempted and its teardown is not proven; "
-                               "the card is not rented again")
-        refused = self._budget_refuses(label)
-        if refused:
-            raise TailpodError(f"preempted, and not rented again: {refused}")
-        record = refresh_price(settings, ledger, self.steps.up(settings, cfg, ledger, say))
-        regated = regate_on_new_pod(
-            run_dir, self.sweep.plan(cfg),
-            f"preempted: {lost.run_tag} lost its bid; the sweep goes on on {record.run_tag} "
-            "from its last finished cell, the cut cell measured again")
-        if regated:
-            say(f"gate taken again on {record.run_tag} for {', '.join(regated)}")
-        return record
+
+        def settle(_lost: PodRecord) -> None:
+            self.teardown(label)
+            if lost.run_tag in self.unproven:
+                raise TailpodError(f"{lost.run_tag} was preempted and its teardown is not proven; "
+                                   "the card is not rented again")
+
+        return go_on_after_preemption(
+            settings, ledger, lost, settle=settle,
+            rent=lambda: self.steps.up(settings, cfg, ledger, say),
+            refuses=lambda: self._budget_refuses(label), run_dir=run_dir,
+            plan=self.sweep.plan(cfg), what="the card", say=say)
 
     def card_of(self, label: str) -> Card:
         return next(c for c in self.state.cards if c.label == label)
@@ -972,26 +1016,27 @@ class MatrixRun:
                                         extra=dataclasses.replace(adopted.extra, matrix=mine))
             record = refresh_price(settings, ledger, adopted if adopted is not None
                                    else self.steps.up(settings, cfg, ledger, say))
-            while True:
+
+            def measure(pod: PodRecord) -> None:
                 prices = {**self.state.card(label).get("pod_prices", {}),
-                          record.run_tag: record.price_per_hr}
-                self.state.update(label, status="measuring", gpu=record.gpu, pod_prices=prices)
-                host = self.steps.host(settings, ledger, record, self.sweep.cache)
+                          pod.run_tag: pod.price_per_hr}
+                self.state.update(label, status="measuring", gpu=pod.gpu, pod_prices=prices)
+                host = self.steps.host(settings, ledger, pod, self.sweep.cache)
                 try:
                     run_id = f"{self.state.data['matrix_id']}-{card.slug}"
                     run_sweep(self.sweep.plan(cfg), RunDirectory(run_dir),
                               StopAwareHost(host, self.stop, lambda: self.stop_reason,
-                                            pod_stamp(record)),
-                              RunContext.for_pod(record, run_id, cfg), log=say)
-                    break
-                except Exception:
-                    if self.stop.is_set() or not preempted_now(settings, record) or len(
-                            self.state.card(label).get("preemptions", [])) >= MAX_PREEMPTIONS:
-                        raise
+                                            pod_stamp(pod)),
+                              RunContext.for_pod(pod, run_id, cfg), log=say)
                 finally:
                     host.close()
-                record = self._after_preemption(label, settings, cfg, ledger, record,
-                                                RunDirectory(run_dir), say)
+
+            measure_through_preemptions(
+                settings, record, measure,
+                lambda lost: self._after_preemption(label, settings, cfg, ledger, lost,
+                                                    RunDirectory(run_dir), say),
+                preempted_so_far=lambda: len(self.state.card(label).get("preemptions", [])),
+                stopped=self.stop.is_set)
             self.state.update(label, status="done")
         except Exception as exc:  # one card's failure, whatever it is, never stops the others
             stopped = self.stop.is_set()
