@@ -353,7 +353,8 @@ def register(app: typer.Typer) -> None:
             1.0, "--trace-speed", help="Replay speed: 2 sends the trace twice as fast as logged."
         ),
         trace_format: str = typer.Option(
-            "tailpod", "--trace-format", help="Trace format: tailpod or mooncake."
+            "tailpod", "--trace-format", help="Trace format: tailpod or mooncake (requests at "
+            "their times); session or aiperf-multi-turn (multi-turn sessions, docs/probe.md)."
         ),
         find_max_rate: bool = typer.Option(
             False, "--find-max-rate", help="Per arm, bisect the request rate between the "

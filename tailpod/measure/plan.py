@@ -105,7 +105,8 @@ class SweepPlan:
     slo: dict[str, float] | None = None
     slo_percentile: float = 90.0
     # Trace replay (`--trace`): {"name": its file name on the pod (content-addressed),
-    # "format": "tailpod" | "mooncake", "speed": float, "requests": int (the trace's count)};
+    # "format": "tailpod" | "mooncake" | "session" | "aiperf-multi-turn", "speed": float,
+    # "requests": int (the trace's count; a session trace's turns, with "sessions")};
     # one cell per arm, rep and class, each the whole trace at its own arrival times.
     trace: dict[str, Any] | None = None
     # The rate ladder stops paying once the server cannot keep up: an arm's finite rates above
@@ -190,7 +191,7 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     is refused before any pod wait): the plan's `trace` entry. Bad file: ConfigError (exit 2)."""
     import hashlib
 
-    from tailpod.agent.probes.arrival import TRACE_FORMATS, parse_trace_lines
+    from tailpod.agent.probes.arrival import SESSION_FORMATS, TRACE_FORMATS, parse_trace_lines
     from tailpod.agent.probes.basics import ProbeError
 
     if fmt not in TRACE_FORMATS:
@@ -201,6 +202,8 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"--trace {path}: {exc.strerror or exc}") from None
+    if fmt in SESSION_FORMATS:
+        return _session_trace_spec(path, data, fmt, speed)
     try:
         entries = parse_trace_lines(data.decode("utf-8").splitlines(), fmt, str(path))
     except UnicodeDecodeError:
@@ -219,6 +222,37 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     return {"name": f"trace-{digest}.jsonl", "local_path": str(path), "format": fmt,
             "speed": float(speed), "requests": len(entries), "span_s": span,
             "max_prompt_tokens": max(e[1] for e in entries)}
+
+
+def _session_trace_spec(path: Path, data: bytes, fmt: str, speed: float) -> dict[str, Any]:
+    """`--trace FILE --trace-format session|aiperf-multi-turn`, read with the agent's own reader:
+    its sessions and turns, the least time the replay takes (starts and waits; the answers come
+    on top) and an estimate of its longest context. Bad file: ConfigError (exit 2)."""
+    import hashlib
+
+    from tailpod.agent.probes.basics import ProbeError
+    from tailpod.agent.probes.session_replay import (
+        longest_context_tokens,
+        parse_session_lines,
+        session_span_s,
+    )
+
+    try:
+        sessions = parse_session_lines(data.decode("utf-8").splitlines(), fmt, str(path))
+    except UnicodeDecodeError:
+        raise ConfigError(f"--trace {path}: not UTF-8 text") from None
+    except ProbeError as exc:
+        raise ConfigError(f"--trace {exc}", hint=f"--trace-format (this read it as {fmt})") \
+            from None
+    span = session_span_s(sessions, speed)
+    if not span <= CELL_LIMIT_S:
+        raise ConfigError(f"--trace {path}: its session starts and waits alone take {span:.3g} s "
+                          f"at --trace-speed {speed:g}, past a cell's limit of "
+                          f"{CELL_LIMIT_S:.0f} s", hint="cut the trace, or raise --trace-speed")
+    return {"name": f"trace-{hashlib.sha256(data).hexdigest()[:16]}.jsonl",
+            "local_path": str(path), "format": fmt, "speed": float(speed),
+            "requests": sum(len(s.turns) for s in sessions), "sessions": len(sessions),
+            "span_s": span, "max_prompt_tokens": longest_context_tokens(sessions, 0)}
 
 
 def check_trace_context(trace: dict[str, Any] | None, context_length: int | None) -> None:

@@ -25,6 +25,7 @@ from tailpod.errors import ConfigError, TailpodError
 from tailpod.results.evidence import void_thin_evidence
 from tailpod.results.migrate import migrate_row, migrate_run_json, version_of
 from tailpod.results.schema import ROW_ADAPTER, SCHEMA_VERSION, CellRow, RequestRow, RunMeta
+from tailpod.results.session_gate import apply_session_gate
 from tailpod.results.structure_gate import apply_structure_gate
 
 RUN_FILE = "run.json"
@@ -123,7 +124,7 @@ def load_run(path: str | os.PathLike[str]) -> Run:
     cells, requests = void_thin_evidence(
         [r for r in rows if isinstance(r, CellRow) and r.cell not in soak_ids],
         [r for r in rows if isinstance(r, RequestRow) and r.cell not in soak_ids])
-    meta = apply_structure_gate(meta, requests)
+    meta = apply_session_gate(apply_structure_gate(meta, requests), requests)
     return Run(
         meta=meta,
         cells=cells,

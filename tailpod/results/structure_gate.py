@@ -95,7 +95,13 @@ def structure_verdicts(meta: RunMeta, requests: Sequence[RequestRow]) -> dict[st
 def apply_structure_gate(meta: RunMeta, requests: Sequence[RequestRow]) -> RunMeta:
     """`meta` with every arm that fails the structure gate void, its reason said (an arm the
     token-identity gate already voided keeps its own reason)."""
-    verdicts = structure_verdicts(meta, requests)
+    return void_arms(meta, structure_verdicts(meta, requests))
+
+
+def void_arms(meta: RunMeta, verdicts: dict[str, str]) -> RunMeta:
+    """`meta` with each arm `verdicts` names void for the reason given (a results-side gate:
+    this one, session_gate.py); an arm already void keeps its own reason."""
+    verdicts = dict(verdicts)
     if not verdicts:
         return meta
     arms: list[ArmRecord] = []

@@ -90,6 +90,9 @@ class SyntheticConfig:
     drift_position: int | None = None  # acceptance collapses from this context position on
     reasoning_tokens: int = 0  # chat streams: this many tokens of reasoning before the answer
     reasoning_key: str = "reasoning"  # vLLM's delta key; SGLang and llama.cpp: reasoning_content
+    # A prefix cache: a streamed completion's usage says `prompt_tokens_details.cached_tokens`,
+    # the prompt words of the longest earlier prompt (same cache_salt) that its prompt starts with.
+    prefix_cache: bool = False
 
 
 @dataclass
@@ -221,6 +224,7 @@ class SyntheticServer:
         self._slot_free: list[float] = [0.0] * max(0, self.config.slots or 0)
         self._drifted = False  # drift_position crossed: no draft accepted until restart
         self._grammars: set[str] = set()  # schema texts compiled (the grammar cache)
+        self._prompts_seen: dict[str | None, set[tuple[str, ...]]] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -446,6 +450,7 @@ class SyntheticServer:
             n = int(body.get("max_tokens") or body.get("max_completion_tokens")
                     or sampling.get("max_new_tokens") or 16)
         ids = self.token_sequence(prompt, n)
+        cached = self._prefix_hit(body, prompt) if self.config.prefix_cache else None
         usage = self.config.usage and "[[NOUSAGE]]" not in prompt
         drop = _DROP_RE.search(prompt)
         if body.get("stream") and api == "chat" and _structure_request(body) is not None:
@@ -456,7 +461,18 @@ class SyntheticServer:
             self._finish_counts(engine, ids, loop.time())
             return True
         return await self._stream(api, body, prompt, ids, usage,
-                                  int(drop.group(1)) if drop else None, engine, arrival, writer)
+                                  int(drop.group(1)) if drop else None, engine, arrival, writer,
+                                  cached)
+
+    def _prefix_hit(self, body: dict[str, Any], prompt: str) -> int:
+        """Prompt words already cached: the longest earlier prompt of the same salt that this
+        prompt starts with (whole prompts only, no block rounding: a known count for tests)."""
+        words = tuple(prompt.split())
+        with self._lock:
+            seen = self._prompts_seen.setdefault(body.get("cache_salt"), set())
+            hit = max((len(w) for w in seen if words[:len(w)] == w), default=0)
+            seen.add(words)
+        return hit
 
     def _finish_counts(self, engine: int, ids: list[int], now: float) -> None:
         bounds = self._chunk_bounds(len(ids))
@@ -543,7 +559,7 @@ class SyntheticServer:
 
     async def _stream(self, api: str, body: dict[str, Any], prompt: str, ids: list[int],
                       usage: bool, drop_after: int | None, engine: int, arrival: float,
-                      writer: asyncio.StreamWriter) -> bool:
+                      writer: asyncio.StreamWriter, cached: int | None = None) -> bool:
         """Emit on the absolute schedule from timer callbacks (cheaper than a sleeping
         coroutine per chunk); every chunk already due when a callback runs goes in one write."""
         loop = asyncio.get_running_loop()
@@ -618,6 +634,8 @@ class SyntheticServer:
             p = len(prompt.split())
             counts: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": len(ids),
                                       "total_tokens": p + len(ids)}
+            if cached is not None:
+                counts["prompt_tokens_details"] = {"cached_tokens": cached}
             if self.config.reasoning_tokens and api == "chat":
                 counts["completion_tokens_details"] = {
                     "reasoning_tokens": min(self.config.reasoning_tokens, len(ids))}

@@ -47,6 +47,7 @@ from .metrics import (
 from .procs import round_robin, run_parts, split_counts
 from .prompt_classes import load_prompt_classes, prompt_text
 from .rows import CellPlan, LoopOutcome, RowWriter, cell_row, request_row
+from .session_replay import SESSION_FORMATS, Session, read_sessions, replay_sessions, turn_text
 from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
 from .structure import check_output, is_structured, structure_summary, unique_schema
 from .transport import (
@@ -614,9 +615,15 @@ def run_cell(
     n_requests = opts.requests_per_cell
     trace_extra: list[dict[str, Any]] = []
     specs: list[RequestSpec] = []
+    sessions: list[Session] | None = None
+    speed = 1.0
     if plan.arrival is not None:
         arrival = parse_arrival(plan.arrival)
-        if arrival.process == "trace":
+        if arrival.trace is not None and arrival.trace["format"] in SESSION_FORMATS:
+            sessions = read_sessions(arrival.trace["path"], arrival.trace["format"])
+            speed = float(arrival.trace["speed"])
+            n_requests = sum(len(s.turns) for s in sessions)
+        elif arrival.process == "trace":
             # each request built to the logged input length (approximately: words of the
             # class's own text) and held to the logged output length with ignore-EOS
             traced = trace_requests(arrival)
@@ -651,8 +658,9 @@ def run_cell(
                                        else {})})
         else:
             offsets = schedule(arrival)
-        n_requests = len(offsets)
-    if not specs and plan.soak_s is None:
+        if offsets is not None:
+            n_requests = len(offsets)
+    if not specs and plan.soak_s is None and sessions is None:
         for i in range(n_requests):
             pr = prompts[i % len(prompts)]
             salt = new_salt(run_id) if plan.cache == "cold" else None
@@ -672,6 +680,9 @@ def run_cell(
 
         outcome = run_timed_loop(ep, soak_spec, plan.concurrency, plan.soak_s,
                                  opts.request_timeout, opts.api)
+    elif sessions is not None:
+        outcome, trace_extra = _run_session_cell(opts, ep, model, engine, run_id, plan, pclass,
+                                                 sessions, speed)
     elif offsets is not None:
         outcome = run_open_loop(ep, specs, offsets, plan.concurrency, opts.request_timeout,
                                 opts.api, opts.workers)
@@ -729,10 +740,40 @@ def run_cell(
     if trace_extra and offsets and len(offsets) > 1 and offsets[-1] > 0:
         # a trace offers its own mean rate: requests after the first over the span they arrive in
         cell["offered_rate_rps"] = (len(offsets) - 1) / offsets[-1]
-    if trace_extra:
+    if sessions is not None:
+        cell["sessions"] = {"sessions": len(sessions),
+                            "turns_max": max(len(s.turns) for s in sessions),
+                            "format": (plan.arrival or {}).get("trace", {}).get("format")}
+    elif trace_extra:
         kinds = sorted({str(e["prompt_length"]) for e in trace_extra})
         cell["prompt_length"] = kinds[0] if len(kinds) == 1 else "mixed"
     return rows, cell
+
+
+def _run_session_cell(
+    opts: RunOptions, ep: Endpoint, model: str, engine: str, run_id: str, plan: CellPlan,
+    pclass: dict[str, Any], sessions: list[Session], speed: float,
+) -> tuple[LoopOutcome, list[dict[str, Any]]]:
+    """A session trace's cell (session_replay.py): every turn held to its max_tokens with ignore-EOS,
+    so each arm's context grows by the same number of tokens a turn. A cold cell salts every
+    request with one salt of its own: turns of a session and sessions sharing a prefix hit the
+    prefix cache inside the cell, never another cell's entries; a warm cell sends no salt."""
+    prompts = pclass["prompts"]
+    held = dict(pclass, ignore_eos=True)
+    salt = new_salt(run_id) if plan.cache == "cold" else None
+    texts = [[turn_text(s, k, prompt_text(prompts[n % len(prompts)]["messages"]))
+              for k in range(len(s.turns))] for n, s in enumerate(sessions)]
+
+    def build(messages: list[dict[str, Any]], max_tokens: int | None) -> tuple[str, bytes]:
+        return build_body(opts, model, held, {"messages": messages}, salt,
+                          max_tokens=max_tokens, engine=engine)
+
+    outcome, extra = replay_sessions(ep, sessions, texts, build, plan.cache, plan.concurrency,
+                                     opts.request_timeout, opts.api, LagMonitor(), speed)
+    if opts.temperature != 0:
+        for e in extra:  # sampled answers differ by chance: nothing for the session gate
+            e["answer_digest"] = None
+    return outcome, extra
 
 
 def default_run_id() -> str:
@@ -783,7 +824,12 @@ def run_cells(
         if plan.cache not in ("cold", "warm"):
             raise ProbeError(f"cell {plan.cell}: cache must be cold or warm")
         if plan.arrival is not None:
-            parse_arrival(plan.arrival)  # every cell checked before the first is measured
+            arrival = parse_arrival(plan.arrival)  # every cell checked before the first runs
+            if arrival.trace is not None and arrival.trace["format"] in SESSION_FORMATS:
+                if opts.api != "chat":
+                    raise ProbeError(f"cell {plan.cell}: a session trace needs the chat API (a "
+                                     "conversation of messages)")
+                read_sessions(arrival.trace["path"], arrival.trace["format"])
             if plan.concurrency < 0:
                 raise ProbeError(f"cell {plan.cell}: an in-flight cap must be >= 0")
             if opts.transport != "asyncio":
