@@ -36,6 +36,9 @@ BANDS: tuple[tuple[str, int, float], ...] = (
 # band's. Drafts per step (length - 1), not length: the length's floor of 1 would hide a fall to
 # zero acceptance from a shortest band below length 2.
 COLLAPSE_SHARE = 0.5
+# Why a class's (or band's) lengths are void when its requests carried their figures but none
+# verified a draft: ngram proposed nothing under a tool-call grammar on the CPU engine.
+NO_STEP = "no verify step: the drafter proposed nothing"
 
 
 def _band(prompt_tokens: int | None) -> str | None:
@@ -99,6 +102,7 @@ def _acceptance(items: list[dict[str, Any]], counters: tuple[int, int]) -> dict[
         # the drafts it killed before verification; None where no request said, never 0
         "drafts_trimmed": trimmed,
         "drafts_trimmed_share": trimmed / slots if trimmed is not None and slots else None,
+        "void": None if steps else NO_STEP,
     }
 
 
@@ -204,7 +208,7 @@ def render(rows: list[PerRequestRow] | None, rc: RenderContext) -> list[str]:
         L += table(["arm", "class", "n", "p10", "p50", "p90", "request mean", "token-weighted",
                     "/metrics", "trimmed drafts"],
                    [[arm_label(r["arm"], rc.void), r["prompt_class"], str(a["requests"]),
-                     fmt_num(a["p10"]), fmt_num(a["p50"]), fmt_num(a["p90"]),
+                     _or_no_step(a["p10"], a.get("void")), fmt_num(a["p50"]), fmt_num(a["p90"]),
                      fmt_num(a["request_mean"]), fmt_num(a["token_weighted"]),
                      fmt_num(a["metrics"]), _trimmed(a)]
                     for r in acc if (a := r["acceptance"])], rc.stamp)
@@ -215,7 +219,8 @@ def render(rows: list[PerRequestRow] | None, rc: RenderContext) -> list[str]:
               "usage). **COLLAPSE**: accepted drafts per step below half the shortest band's.", ""]
         L += table(["arm", "class", "prompt tokens", "n", "accepted/step", "length", "flag"],
                    [[arm_label(r["arm"], rc.void), r["prompt_class"], b["band"],
-                     str(b["requests"]), fmt_num(b["accepted_per_step"]),
+                     str(b["requests"]), _or_no_step(b["accepted_per_step"],
+                                                     None if b["steps"] else NO_STEP),
                      fmt_num(b["acceptance_length"]), "**COLLAPSE**" if b["collapse"] else ""]
                     for r in banded for b in r["bands"] or []], rc.stamp)
     st = [r for r in rows if r["structure"]]
@@ -253,6 +258,11 @@ def render(rows: list[PerRequestRow] | None, rc: RenderContext) -> list[str]:
                      fmt_num(t["ttfa_p50_s"]) if t["void"] is None else f"— ({t['void']})"]
                     for r in timed if (t := r["ttfa"])], rc.stamp)
     return L
+
+
+def _or_no_step(value: float | None, void: str | None) -> str:
+    """A figure, or `— (no verify step)` where none of its requests verified a draft."""
+    return "— (no verify step)" if value is None and void == NO_STEP else fmt_num(value)
 
 
 def _trimmed(a: dict[str, Any]) -> str:

@@ -97,3 +97,19 @@ def test_time_to_first_answer_with_reasoning_and_one_that_never_answered(
     (row,) = [r for r in _analysis(tmp_path, rows)["per_request"] if r["arm"] == "plain"]
     assert row["ttfa"]["ttfa_p50_s"] is None
     assert "never answered" in row["ttfa"]["void"]
+
+
+def test_a_class_whose_drafter_proposed_nothing_says_so(tmp_path: Path) -> None:
+    """ngram under a tool-call grammar proposed nothing on the CPU engine (the e2e run): its
+    per-request lengths and its context band are void with that reason, not bare dashes."""
+    nothing = {"source": "vllm_response", "steps": 0, "accepted": 0, "draft_tokens": 0,
+               "drafts_trimmed": 0, "acceptance_length": None}
+    an = _analysis(tmp_path, [_req("mtp-k2", i, spec_acceptance=nothing, ttft_s=0.1,
+                                   prompt_tokens=30) for i in range(2)])
+    (row,) = [r for r in an["per_request"] if r["arm"] == "mtp-k2"]
+    assert row["acceptance"]["void"] == "no verify step: the drafter proposed nothing"
+    md = render_run_markdown(an)
+    per = md.split("## Acceptance per request\n", 1)[1].split("\n## ", 1)[0]
+    assert "| mtp-k2 | structured | 2 | — (no verify step) |" in per
+    bands = md.split("## Acceptance by context length\n", 1)[1].split("\n## ", 1)[0]
+    assert "| mtp-k2 | structured | <1k | 2 | — (no verify step) |" in bands
