@@ -89,7 +89,7 @@ def _acceptance(items: list[dict[str, Any]], counters: tuple[int, int]) -> dict[
     drafts, accepted = counters
     told = [i for i in items if i.get("drafts_trimmed") is not None]
     trimmed = sum(int(i["drafts_trimmed"]) for i in told) if told else None
-    slots = (trimmed + sum(int(i.get("draft_tokens") or 0) for i in told)) if told else 0
+    slots = sum(int(i["drafts_trimmed"]) + int(i.get("draft_tokens") or 0) for i in told)
     return {
         "requests": len(items),
         "p10": percentile(lengths, 10), "p50": percentile(lengths, 50),
@@ -243,9 +243,9 @@ def render(rows: list[PerRequestRow] | None, rc: RenderContext) -> list[str]:
                      fmt_num(s["chunk_gap_max_s"]),
                      *([fmt_num(s.get("grammar_compile_s"))] if compiled else [])]
                     for r in st if (s := r["structure"])], rc.stamp)
-    timed = [r for r in rows if r.get("ttfa")]
+    timed = [(r, t) for r in rows if (t := r.get("ttfa"))]
     if timed:
-        quiet = all(r["ttfa"]["reasoned"] == 0 for r in timed)
+        quiet = all(t["reasoned"] == 0 for _, t in timed)
         L += ["## Time to first answer token", "",
               "p50 of the time to the first answer token (the first `content` or tool call after "
               "any reasoning deltas) beside p50 TTFT (the first token, reasoning included); a "
@@ -256,7 +256,7 @@ def render(rows: list[PerRequestRow] | None, rc: RenderContext) -> list[str]:
                    [[arm_label(r["arm"], rc.void), r["prompt_class"], str(t["requests"]),
                      str(t["reasoned"]), fmt_num(t["ttft_p50_s"]),
                      fmt_num(t["ttfa_p50_s"]) if t["void"] is None else f"— ({t['void']})"]
-                    for r in timed if (t := r["ttfa"])], rc.stamp)
+                    for r, t in timed], rc.stamp)
     return L
 
 
