@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
-import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +22,17 @@ from tailpod.cli.common import (
 )
 from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
-from tailpod.config import Settings
 from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.vllm import check_tool_parser, tool_parser_for
-from tailpod.errors import ConfigError, Preempted, TailpodError
+from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
+from tailpod.measure.benchmark import run_benchmark
 from tailpod.measure.deploy import (
-    ServedLanesHost,
     check_served_lanes_sweep,
-    deploying_host,
     served_lanes,
     served_lanes_arm,
 )
-from tailpod.measure.hosts import sweep_host
-from tailpod.measure.matrix_run import (
-    CloudSteps,
-    StopAwareHost,
-    go_on_after_preemption,
-    measure_through_preemptions,
-    pod_stamp,
-    preemption_entry,
-)
-from tailpod.measure.max_rate import find_max_rates
 from tailpod.measure.plan import (
     ARRIVAL_PROCESSES,
     SweepPlan,
@@ -55,7 +42,7 @@ from tailpod.measure.plan import (
     spec_arms,
     trace_spec,
 )
-from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost, run_sweep
+from tailpod.measure.sweep import RunContext, RunDirectory
 from tailpod.results.io import STAMP
 
 
@@ -189,7 +176,7 @@ def _with_tool_parser(base: EngineConfig, classes: list[str], parser: str | None
     if parser is None:
         parser, why = tool_parser_for(base.model)
         err_console.print(f"tools class: vLLM arms start with --tool-call-parser {parser} ({why})")
-    return dataclasses.replace(base, tool_call_parser=parser)
+    return replace(base, tool_call_parser=parser)
 
 
 def soak_seconds(minutes: float | None) -> float | None:
@@ -278,60 +265,6 @@ def summary_table(run_dir: Path, title: str) -> Table:
     return table
 
 
-def preempted_error(settings: Any, ledger: Any, record: PodRecord, run_id: str
-                    ) -> Preempted | None:
-    """A spot pod its provider says preempted, said plainly: when, that its disk still bills,
-    and how the run resumes on a new pod (docs/providers.md "Spot"); None for any other pod."""
-    from tailpod.provision.reconcile import spot_preemption
-
-    flag = spot_preemption(settings, ledger, record)
-    if flag is None:
-        return None
-    return Preempted(
-        f"{record.run_tag} was {flag}: the spot pod lost its bid and the benchmark cannot go on "
-        "on it; the cell it was measuring is void and not counted (its rows are dropped when the "
-        "run resumes), the finished cells are kept",
-        hint=f"settle it with: tailpod down {record.run_tag}; then tailpod up --spot … and "
-             f"tailpod benchmark --run-id {run_id} (the same flags) resumes from the last "
-             "finished cell on the new pod, its gate taken again first")
-
-
-def pod_stamped(host: SweepHost, record: PodRecord) -> SweepHost:
-    """The host whose rows carry the pod they were measured on (matrix_run.pod_stamp), so a run
-    resumed on a new spot pod says which cells came from which pod."""
-    return StopAwareHost(host, threading.Event(), str, pod_stamp(record))
-
-
-def resume_on_new_pod(run_dir: RunDirectory, plan: SweepPlan, record: PodRecord) -> list[str]:
-    """A run resumed on another pod than the one it began on (a spot pod was preempted): the
-    reference and the gates of the arms still to measure are taken again on this pod first
-    (sweep.regate_on_new_pod). Returns those arms."""
-    from tailpod.measure.sweep import regate_on_new_pod
-
-    run = run_dir.load()
-    if run is None or not run.get("run_tag") or run["run_tag"] == record.run_tag:
-        return []
-    note = f"resumed on {record.run_tag} after {run['run_tag']}: the gate is taken again there"
-    if note in (run.get("notes") or []):  # gated on this pod already
-        return []
-    return regate_on_new_pod(run_dir, plan, note)
-
-
-def replacement_settings(settings: Settings, lost: PodRecord) -> Settings:
-    """What a preempted spot pod's replacement is rented with: the lost pod's provider, its card
-    first and then the rest of the preference list it was rented from, its GPU count, its price
-    cap and the bid `up` was asked for (None: each offer's minimum bid), its pinned image."""
-    preference = [lost.gpu] if lost.gpu else []
-    preference += [g for g in lost.extra.gpu_preference or [] if g not in preference]
-    asked = next((e for e in lost.events if e.get("event") == "intent"), {})
-    image = (lost.extra.image or {}).get("ref") or lost.image or settings.image
-    return dataclasses.replace(
-        settings, provider=lost.provider, gpus=tuple(preference) or settings.gpus,
-        gpu_count=lost.gpu_count, spot=True, bid=asked.get("bid", lost.extra.bid),
-        max_price=lost.extra.max_price if lost.extra.max_price is not None
-        else settings.max_price, image=image)
-
-
 def check_resume_on_preemption(record: PodRecord, lanes: Any, deployment: Any,
                                find_max_rate: bool) -> None:
     """`--resume-on-preemption` rents a new pod when a spot pod loses its bid, so it is refused
@@ -345,15 +278,6 @@ def check_resume_on_preemption(record: PodRecord, lanes: Any, deployment: Any,
         raise ConfigError(f"--resume-on-preemption goes on with the sweep's cells on a new pod; "
                           f"{what} is not resumed that way",
                           hint="drop --resume-on-preemption and resume with --run-id")
-
-
-def record_preemption(run_dir: RunDirectory, entry: dict[str, Any]) -> None:
-    """The preemption in run.json `preemptions`, where the report's section reads it."""
-    run = run_dir.load()
-    known = (run or {}).get("preemptions") or []
-    if run is not None and not any(p.get("pod") == entry["pod"] for p in known):
-        run["preemptions"] = [*known, entry]
-        run_dir.save(run)
 
 
 def preemption_summary(preemptions: list[dict[str, Any]], finished_on: PodRecord) -> str:
@@ -622,87 +546,26 @@ def register(app: typer.Typer) -> None:
         if resume_on_preemption:
             check_resume_on_preemption(record, lanes, deployment, find_max_rate)
         rid = run_id or run_id_for(record, settings.results_dir)
-        preempted = preempted_error(settings, ledger, record, rid)
-        if preempted is not None and not resume_on_preemption:
-            raise preempted  # before the SSH wait on a pod that is stopped
         run_dir = RunDirectory(settings.results_dir / rid)
         ctx = RunContext.for_pod(record, rid, base)
-        resume_on_new_pod(run_dir, plan, record)
         t0 = time.time()
-        preemptions: list[dict[str, Any]] = []
         with startup_progress("benchmark") as spinner:
             # the cell being measured and its time left lead every progress line; the pod's own
             # latest line (SSH connect, engine start, probe) follows (cli/sweep_progress.py)
             progress, on_cell = cell_progress_line(spinner)
-            on_pod = [record]  # the pod measured on now (a new one after a preemption)
-            measured_from = ["pod"]
-
-            def measure(pod: PodRecord) -> None:
-                on_pod[0] = pod
-                host: SweepHost = sweep_host(settings, ledger, pod, progress, cache, from_here)
-                measured_from[0] = host.measured_from
-                if lanes is not None:
-                    host = ServedLanesHost(host, pod, lanes)
-                if deployment is not None and deployment["kind"] == "lanes":
-                    host = deploying_host(settings, ledger, pod, host, deployment)
-                if pod.extra.spot:  # each row names the pod it was measured on
-                    host = pod_stamped(host, pod)
-                try:
-                    if find_max_rate:
-                        find_max_rates(plan, run_dir, host, ctx, max_rate_tol, max_rate_rounds,
-                                       log=lambda msg: console.print(msg), progress=on_cell)
-                    else:
-                        run_sweep(plan, run_dir, host, RunContext.for_pod(pod, rid, base),
-                                  log=lambda msg: console.print(msg), progress=on_cell)
-                finally:
-                    host.close()
-
-            def go_on(lost: PodRecord) -> PodRecord:
-                # the one way a spot sweep goes on (measure/matrix_run.py, as `matrix --spot`)
-                entry = preemption_entry(ledger, lost, time.time())
-                preemptions.append(entry)
-                record_preemption(run_dir, entry)
-                again = replacement_settings(settings, lost)
-                steps = CloudSteps(use_tailnet=bool(lost.tailnet))
-
-                def rent() -> PodRecord:
-                    try:
-                        return steps.up(again, base, ledger,
-                                        lambda line: console.print(line, markup=False))
-                    except TailpodError as exc:  # the lost pod is proven gone by now
-                        raise TailpodError(
-                            f"{lost.run_tag} was preempted and destroyed (billing proven "
-                            f"stopped), and no new pod could be rented: {exc.message}",
-                            hint=f"tailpod up --spot …, then tailpod benchmark --run-id {rid} "
-                                 "(the same flags) resumes from the last finished cell") from exc
-
-                return go_on_after_preemption(
-                    again, ledger, lost, settle=lambda p: steps.down(again, ledger, p),
-                    rent=rent, refuses=lambda: None, run_dir=run_dir, plan=plan,
-                    what="its card", say=console.print)
-
-            try:
-                # a pod already preempted is replaced before anything waits on it
-                first = record if preempted is None else go_on(record)
-                finished_on = measure_through_preemptions(
-                    settings, first, measure, go_on,
-                    preempted_so_far=lambda: len(preemptions),
-                    stopped=lambda: not resume_on_preemption)
-            except Exception as exc:
-                if isinstance(exc, TailpodError) and exc.exit_code == 3:
-                    raise  # a lost pod's destroy not proven: its own words say what may bill
-                # a cell that failed because the spot pod lost its bid says so, not the SSH error
-                preempted = preempted_error(settings, ledger, on_pod[0], rid)
-                if preempted is not None:
-                    raise preempted from exc
-                raise
-            finally:
-                for entry in preemptions:  # a pod replaced before run.json was first written
-                    record_preemption(run_dir, entry)
+            done = run_benchmark(
+                settings, ledger, record, plan, run_dir, ctx, cache=cache, from_here=from_here,
+                lanes=lanes, deployment=deployment,
+                max_rate=(max_rate_tol, max_rate_rounds) if find_max_rate else None,
+                resume_on_preemption=resume_on_preemption,
+                say=lambda msg: console.print(msg),
+                say_plain=lambda line: console.print(line, markup=False),
+                progress=progress, on_cell=on_cell)
+        preemptions, finished_on = done.preemptions, done.finished_on
         if preemptions:
             console.print(preemption_summary(preemptions, finished_on), markup=False)
         if json_out:
-            print_json(benchmark_document(run_dir.path, rid, measured_from[0],
+            print_json(benchmark_document(run_dir.path, rid, done.measured_from,
                                           time.time() - t0))
             return
         if plan.request_rates or plan.trace:
@@ -715,6 +578,6 @@ def register(app: typer.Typer) -> None:
                            console, run_dir.path)
         else:
             console.print(summary_table(run_dir.path, f"benchmark {rid}"))
-        if measured_from[0] != "pod":
+        if done.measured_from != "pod":
             console.print(f"[bold red]{STAMP}[/]: measured off the pod")
         console.print(f"results: {run_dir.path} ({time.time() - t0:.0f} s)")

@@ -345,7 +345,7 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     if json_out:
         print_json(record.to_json())
         return
-    if not kind.engine_here:
+    if record.ssh:  # a pod reached over SSH: its rental and its ssh config entry
         print_cloud_up(settings, record)
     print_lanes_up(record, admission_limit)
 
@@ -552,7 +552,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(record.to_json())
             return
-        if not kind.engine_here:
+        if record.ssh:  # a pod reached over SSH: its rental and its ssh config entry
             print_cloud_up(settings, record)
         facts = (record.extra.startup or {}).get("facts", {})
         console.print(
@@ -648,6 +648,9 @@ def register(app: typer.Typer) -> None:
                           else "nothing is running")
             return
         console.print(pods_table(rows, console))
+        # a run the provider's report holds has its interruption said there (cli/remote.py
+        # print_remote); any other (this machine's, your box's) is said here
+        told = {(r.run_tag, r.provider) for r in cloud.rows} if cloud else set()
         for row in rows:
             for name, lane in ((row.get("lanes") or {}).get("lanes") or {}).items():
                 console.print(
@@ -680,7 +683,7 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[bold red]{row['run_tag']}: no engine[/] " + escape(
                     f"(arm {row['no_engine']['arm']} failed to start; "
                     f"{row['no_engine']['restore']}); settle it with: {row['settle']}"))
-            elif row.get("settle") and (cloud is None or kind_for(row["provider"]).engine_here):
+            elif row.get("settle") and (row["run_tag"], row["provider"]) not in told:
                 owner = row.get("owner") or {}
                 console.print(
                     f"[bold red]{row['run_tag']}: {row['status']}[/] (pid {owner.get('pid')} on "

@@ -80,8 +80,8 @@ class Pods:
         return host
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr("tailpod.cli.benchmark.sweep_host", self.host)
-        monkeypatch.setattr("tailpod.cli.benchmark.CloudSteps", lambda **_k: self.steps,
+        monkeypatch.setattr("tailpod.measure.hosts.sweep_host", self.host)
+        monkeypatch.setattr("tailpod.measure.matrix_run.CloudSteps", lambda **_k: self.steps,
                             raising=False)
 
 

@@ -55,8 +55,8 @@ def reach(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         return f
 
     monkeypatch.setattr(benchmark_cli, "ledger_for", lambda settings: Ledger())
-    monkeypatch.setattr(benchmark_cli, "sweep_host", stop("ssh wait"))
-    monkeypatch.setattr(benchmark_cli, "run_sweep", stop("sweep"))
+    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", stop("ssh wait"))
+    monkeypatch.setattr("tailpod.measure.sweep.run_sweep", stop("sweep"))
     # whether the arms' checkpoints can run is another check's (engines/checkpoint.py)
     monkeypatch.setattr(benchmark_cli, "check_arms", lambda configs, settings: None)
 
