@@ -171,6 +171,9 @@ def _with_tool_parser(base: EngineConfig, classes: list[str], parser: str | None
                       ) -> EngineConfig:
     """`base` with vLLM's tool-call parser when the run measures the tools class (vLLM refuses a
     forced tool_choice without one: docs/engines.md); the choice is said when tailpod made it."""
+    if parser is not None and base.engine != "vllm":
+        raise ConfigError(f"--tool-call-parser names a vLLM parser; this pod serves "
+                          f"{base.engine}", hint="drop --tool-call-parser")
     if "tools" not in classes or base.engine != "vllm":
         return base
     if parser is None:
