@@ -25,6 +25,7 @@ from tests.e2e.sandbox_world import vast_world
 
 pytestmark = [
     pytest.mark.engine,
+    pytest.mark.slow,  # two arms, a one-minute soak each, sessions: about 4 min on 2 loaded cores
     pytest.mark.skipif(not sshd_available(), reason="OpenSSH sshd is not installed"),
 ]
 runner = CliRunner()
