@@ -170,6 +170,24 @@ def soak_row(cell: CellRow, rows: list[RequestRow]) -> SoakRow:
             "bands": _bands([r for r in rows if r.ok])}
 
 
+def verdict(row: SoakRow) -> str:
+    """What the rules found, never "no collapse" where they had nothing to judge: vLLM's CPU build
+    gives a soak's requests no acceptance of their own (only the cell's /metrics counters), and
+    one judged minute leaves the minute rule nothing to compare."""
+    c = row["collapse"]
+    if c is not None:
+        return (f"**COLLAPSE** at minute {c['minute']} ({c['at_s']:.0f} s in, context position "
+                f"{'unknown' if c['position'] is None else c['position']}): {c['detail']}")
+    if not any(m["steps"] for m in row["minutes"]):
+        return ("not judged: no request carried its own acceptance (the engine reported it only "
+                "as the cell's counters), so a collapse would not show")
+    judged = sum(m["judged"] for m in row["minutes"])
+    if judged < 2:
+        return (f"no {FLOOR_RUN} requests in a row at the floor; the minute rule not judged "
+                f"({judged} judged minute{'' if judged == 1 else 's'}, it needs 2)")
+    return "no collapse"
+
+
 def compute(ctx: Context) -> list[SoakRow] | None:
     out: list[SoakRow] = []
     long = [c for c in ctx.run.cells if c.wall_s >= LONG_CELL_S and c.acceptance_per_request]
@@ -182,6 +200,10 @@ def compute(ctx: Context) -> list[SoakRow] | None:
             what = "soak" if cell.soak_s is not None else f"cell {cell.cell}"
             ctx.warnings.append(f"{what}: {cell.arm} acceptance collapsed at minute "
                                 f"{c['minute']} ({c['at_s']:.0f} s in{pos}): {c['detail']}")
+        elif cell.arm != "plain" and not any(m["steps"] for m in row["minutes"]):
+            what = "soak" if cell.soak_s is not None else f"cell {cell.cell}"
+            ctx.warnings.append(f"{what}: {cell.arm} not judged for an acceptance collapse: no "
+                                "request carried its own acceptance")
         out.append(row)
     return out or None
 
@@ -198,10 +220,7 @@ def render(rows: list[SoakRow] | None, rc: RenderContext) -> list[str]:
          f"or {FLOOR_RUN} requests in a row that accepted no draft after requests that did; the "
          "flag names the minute and the furthest context position reached by then.", ""]
     for r in rows:
-        c = r["collapse"]
-        flag = ("no collapse" if c is None else
-                f"**COLLAPSE** at minute {c['minute']} ({c['at_s']:.0f} s in, context position "
-                f"{'unknown' if c['position'] is None else c['position']}): {c['detail']}")
+        flag = verdict(r)
         what = (f"soak of {r['soak_s'] / 60:g} min" if r["soak_s"] is not None
                 else f"a cell of {r['wall_s'] / 60:.1f} min")
         L += [f"**{arm_label(r['arm'], rc.void)}**, {r['prompt_class']}, c={r['concurrency']}, "
