@@ -11,10 +11,11 @@ different checkpoint revision, a drafter that did not load, or a changed engine 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 from typing import Any, Literal, TypedDict, cast
 
 from tailpod.results.io import Run
-from tailpod.results.schema import ArmRecord
+from tailpod.results.schema import ArmRecord, CellRow
 from tailpod.results.stats import spread
 
 FINGERPRINT_VERSION = 1
@@ -112,15 +113,36 @@ def _drafter(facts: dict[str, Any]) -> Drafter:
     )
 
 
+TRACE_KEY = ", "  # "prose, session trace-<digest>"
+
+
+def _workload(cell: CellRow) -> str:
+    """The ladder's key: the prompt class, and for a trace replay its trace as well. A trace sends
+    other prompts than the class's own (built to the logged lengths, or multi-turn with the arm's
+    answers in the history), so its acceptance is another workload's, comparable only with a
+    replay of the same trace (the pod's copy is named by its content: measure/plan.py)."""
+    trace = (cell.arrival or {}).get("trace") if (cell.arrival or {}).get("process") == "trace" \
+        else None
+    if not isinstance(trace, dict):
+        return cell.prompt_class
+    name = PurePosixPath(str(trace.get("path") or "")).stem or "?"
+    return f"{cell.prompt_class}{TRACE_KEY}{trace.get('format') or 'tailpod'} {name}"
+
+
 def _ladder(run: Run, label: str) -> dict[str, LadderStep]:
     """Per prompt class: acceptance length and rate per rep (counters summed over the rep's
-    cells), and their spread across reps."""
+    cells), and their spread across reps. A workload the arm ran without a draft counted is a step
+    of 0 reps (its drafter measured nothing), apart from one the arm never ran (no step)."""
     counters: dict[tuple[str, int], list[int]] = {}
+    ran: set[str] = set()
     for cell in run.cells:
         acc = cell.acceptance
-        if cell.arm != label or acc is None or acc.drafts <= 0:
+        if cell.arm != label:
             continue
-        c = counters.setdefault((cell.prompt_class, cell.rep), [0, 0, 0])
+        ran.add(_workload(cell))
+        if acc is None or acc.drafts <= 0:
+            continue
+        c = counters.setdefault((_workload(cell), cell.rep), [0, 0, 0])
         c[0] += acc.drafts
         c[1] += acc.draft_tokens
         c[2] += acc.accepted
@@ -132,6 +154,8 @@ def _ladder(run: Run, label: str) -> dict[str, LadderStep]:
             acceptance_length=spread(max(1.0, 1 + acc / drafts) for drafts, _, acc in reps),
             acceptance_rate=spread(acc / toks if toks else None for _, toks, acc in reps),
         )
+    for pc in sorted(ran - set(ladder)):
+        ladder[pc] = LadderStep(reps=0, acceptance_length=None, acceptance_rate=None)
     return ladder
 
 
@@ -169,9 +193,14 @@ def run_fingerprint(run: Run) -> Fingerprint:
 def recorded_fingerprint(run: Run) -> Fingerprint:
     """The fingerprint run.json recorded, else (a run written before fingerprints) computed now."""
     recorded = run.meta.fingerprint
-    if isinstance(recorded, dict) and recorded.get("version") == FINGERPRINT_VERSION:
-        return cast(Fingerprint, recorded)  # run_fingerprint wrote it, at this version
-    return run_fingerprint(run)
+    if not (isinstance(recorded, dict) and recorded.get("version") == FINGERPRINT_VERSION):
+        return run_fingerprint(run)
+    fp = cast(Fingerprint, recorded)  # run_fingerprint wrote it, at this version
+    if any(_workload(c) != c.prompt_class for c in run.cells):
+        # a record written before trace cells had a key of their own holds them under their
+        # class: their ladders are read again from the rows, the rest as recorded
+        fp = {**fp, "arms": [{**a, "ladder": _ladder(run, a["arm"])} for a in fp["arms"]]}
+    return fp
 
 
 def _revision(arm: ArmFingerprint, role: str) -> str | None:
@@ -243,8 +272,9 @@ def check_fingerprints(fingerprints: Sequence[Fingerprint]) -> FingerprintChecks
 
     An arm is compared only with the same pair (same target and draft names, method and K).
     Acceptance *differs* when the medians are further apart than the larger rep range of the two,
-    or than 1% of the acceptance length, whichever is larger; a missing ladder on one side differs
-    too. Every differing check carries its likely causes, and one flag line per check says so.
+    or than 1% of the acceptance length, whichever is larger; a workload one side ran and counted no
+    draft in differs too; one only one side ran (a closed loop against a trace) is not compared.
+    Every differing check carries its likely causes, and one flag line per check says so.
     """
     base = fingerprints[0]
     checks: list[FingerprintCheck] = []
@@ -259,6 +289,10 @@ def check_fingerprints(fingerprints: Sequence[Fingerprint]) -> FingerprintChecks
                 lb = step_b["acceptance_length"] if step_b else None
                 ma, mb = (la or {}).get("median"), (lb or {}).get("median")
                 if ma is None and mb is None:
+                    continue
+                if step_a is None or step_b is None:
+                    # a workload only one run ran (a closed loop against a trace replay): nothing
+                    # to compare; one it ran and counted no draft in is a step of 0 reps (differs)
                     continue
                 allowed = gap = None
                 if la and lb and ma is not None and mb is not None:
