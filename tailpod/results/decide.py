@@ -707,10 +707,16 @@ def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[st
             row += f" {compared} | {', '.join(b.get('not_measured', [])) or '-'} |"
         L.append(row)
     L.append("")
-    for c in dec.get("crossover", []):
-        L.append(f"- Crossover {c['arm']} vs {c.get('baseline')}: {c.get('detail')}")
-    for k in dec.get("knee", []):
-        L.append(f"- Knee {k['arm']}: {k.get('detail')}")
+    if any(b["axis"] == "concurrency" for b in dec["bands"]):
+        for c in dec.get("crossover", []):
+            L.append(f"- Crossover {c['arm']} vs {c.get('baseline')}: {c.get('detail')}")
+        for k in dec.get("knee", []):
+            L.append(f"- Knee {k['arm']}: {k.get('detail')}")
+    elif dec.get("crossover") or dec.get("knee"):
+        # both are found over concurrency (sections/crossover.py says the same in the report);
+        # "no measured speedup" here read as "speculation did not pay"
+        L.append("- Crossover and knee: not measured (both are found over --concurrency; these "
+                 "bands offered request rates or replayed a trace)")
     L.append("")
     d = dec["deployment"]
     if d["kind"] == "static":
