@@ -24,7 +24,13 @@ from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
 from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.engines.checkpoint import check_arms
-from tailpod.engines.vllm import check_tool_parser, tool_parser_for
+from tailpod.engines.versions import parse_version
+from tailpod.engines.vllm import (
+    PER_REQUEST_SPEC_FLAG,
+    check_tool_parser,
+    per_request_spec_args,
+    tool_parser_for,
+)
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.measure.benchmark import run_benchmark
@@ -35,6 +41,7 @@ from tailpod.measure.deploy import (
 )
 from tailpod.measure.plan import (
     ARRIVAL_PROCESSES,
+    Arm,
     SweepPlan,
     check_open_loop_spans,
     check_trace_context,
@@ -218,6 +225,26 @@ def check_soak_fits(soak_s: float | None, arms: int, record: PodRecord, now: flo
                           f"{arms * soak_s / 60:g} minutes, but {record.run_tag}'s TTL ends in "
                           f"{max(0.0, left) / 60:.0f} minutes",
                           hint="a shorter --soak or fewer --spec-k arms")
+
+
+def unjudged_soak(soak_s: float | None, arms: list[Arm]) -> str | None:
+    """The line that says which speculative vLLM arms' soak cannot judge a collapse: their
+    release gives no per-request acceptance (the flag's gate, engines/vllm.py
+    per_request_spec_args), so the soak section has nothing to read (docs/probe.md). None when
+    every arm's can be judged, or without --soak."""
+    if soak_s is None:
+        return None
+    blind = [a for a in arms if a.config.engine == "vllm" and not a.config.spec.plain
+             and not any(x.split("=", 1)[0] == PER_REQUEST_SPEC_FLAG
+                         for x in a.config.extra_args)
+             and not per_request_spec_args(parse_version(a.config.version, "vllm"), ())]
+    if not blind:
+        return None
+    version = blind[0].config.version
+    release = f"vLLM {version}" if version else "vLLM (release not known)"
+    return (f"--soak: {release} gives {', '.join(a.label for a in blind)} no per-request "
+            "acceptance (from 0.29, docs/probe.md): their soak cells cannot judge an acceptance "
+            f"collapse, and the soak still takes {len(arms) * soak_s / 60:g} minutes of pod time")
 
 
 def run_id_for(record: PodRecord, results_dir: Path) -> str:
@@ -413,7 +440,8 @@ def register(app: typer.Typer) -> None:
         soak: float = typer.Option(
             None, "--soak", metavar="MINUTES", help="After its cells, each arm runs one closed "
             "loop this long (lowest --concurrency, first prompt class) and the report flags "
-            "where its acceptance collapsed, by minute and context position.",
+            "where its acceptance collapsed, by minute and context position. Adds MINUTES of "
+            "pod time per arm; judged from each request's own acceptance (vLLM 0.29+, SGLang).",
         ),
         tool_call_parser: str = typer.Option(
             None, "--tool-call-parser", metavar="NAME", help="vLLM with the tools class: the "
@@ -546,6 +574,9 @@ def register(app: typer.Typer) -> None:
             # the K extension's arms again before each relaunch: pods/arm_switch.py).
             check_arms([a.config for a in plan.arms], settings)
         check_soak_fits(soak_s, len(plan.arms), record, time.time())
+        blind_soak = unjudged_soak(soak_s, plan.arms)
+        if blind_soak:
+            err_console.print(f"[bold yellow]warning:[/] {blind_soak}", markup=True)
         if resume_on_preemption:
             check_resume_on_preemption(record, lanes, deployment, find_max_rate)
         rid = run_id or run_id_for(record, settings.results_dir)
