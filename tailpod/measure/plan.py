@@ -209,8 +209,7 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError(f"--trace {path}: not UTF-8 text") from None
     except ProbeError as exc:
-        raise ConfigError(f"--trace {exc}", hint=f"--trace-format (this read it as {fmt})") \
-            from None
+        raise ConfigError(f"--trace {exc}", hint=_format_hint(data, fmt)) from None
     digest = hashlib.sha256(data).hexdigest()[:16]
     times = sorted(e[0] for e in entries)
     span = (times[-1] - times[0]) / speed
@@ -222,6 +221,25 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     return {"name": f"trace-{digest}.jsonl", "local_path": str(path), "format": fmt,
             "speed": float(speed), "requests": len(entries), "span_s": span,
             "max_prompt_tokens": max(e[1] for e in entries)}
+
+
+def _format_hint(data: bytes, fmt: str) -> str:
+    """The hint for a request log the reader refused: where its first line holds `turns`, it is
+    a session trace, and the hint names the session format its turns are written in (AIPerf's
+    turns carry `text`; tailpod's `user` or `input_tokens`: docs/probe.md, "Sessions")."""
+    plain = f"--trace-format (this read it as {fmt})"
+    first = next((line for line in data.decode("utf-8", "replace").splitlines() if line.strip()),
+                 "")
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return plain
+    turns = obj.get("turns") if isinstance(obj, dict) else None
+    if not isinstance(turns, list):
+        return plain
+    aiperf = any(isinstance(t, dict) and "text" in t for t in turns)
+    return (f"--trace-format {'aiperf-multi-turn' if aiperf else 'session'} (each line holds "
+            f"turns: a session trace; this read it as {fmt}, one request a line)")
 
 
 def _session_trace_spec(path: Path, data: bytes, fmt: str, speed: float) -> dict[str, Any]:
