@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
+from tailpod.agent.probes.arrival import SESSION_FORMATS
 from tailpod.results.io import Run
 from tailpod.results.stats import spread, usd_per_mtok
 
@@ -203,6 +204,11 @@ def _num(v: float | None, spec: str, scale: float = 1.0) -> str:
     return "inf" if math.isinf(v) else format(v * scale, spec)
 
 
+def _pct(share: float | None) -> str:
+    """An attainment as a percentage; "-" alone where none was measured (no --slo)."""
+    return "-" if share is None else f"{_num(share, '.1f', 100.0)}%"
+
+
 def render(section: SloSection | None, stamp: str | None = None) -> list[str]:
     """Markdown lines for the report; nothing when the run had no open-loop cell."""
     if not section:
@@ -231,7 +237,7 @@ def render(section: SloSection | None, stamp: str | None = None) -> list[str]:
         met = {True: "met", False: "missed", None: "-"}[p["slo_met"]]
         L.append(f"| {arm} | {_num(p['rate'], 'g')} | {p['reps']} | "
                  f"{_num(p['achieved_rate_rps'], '.2f')} | "
-                 f"{_num(p['slo_attainment'], '.1f', 100.0)}% | {_num(p['goodput_rps'], '.2f')} | "
+                 f"{_pct(p['slo_attainment'])} | {_num(p['goodput_rps'], '.2f')} | "
                  f"{_num(p['goodput_tok_s'], '.1f')} | {_num(p['ttft_sched_p90_s'], '.0f', 1e3)} | "
                  f"{_num(p['schedule_lag_max_s'], '.1f', 1e3)} | {met} |")
     L.append("")
@@ -267,10 +273,15 @@ def _render_search(search: dict[str, Any]) -> list[str]:
 
 
 def _render_trace(points: list[TracePoint]) -> list[str]:
-    L = ["### Trace replay", "",
-         "The request log replayed at its own arrival times (over its speed); prompts built to "
-         "the logged input lengths (approximately, in words), outputs held to the logged lengths.",
-         "",
+    sessions = bool(points) and all(p["format"] in SESSION_FORMATS for p in points)
+    what = ("The sessions replayed from their own start times (over its speed); each turn goes "
+            "out after the previous answer ended and its think or tool wait, sending the whole "
+            "conversation so far, its output held to the turn's length (docs/probe.md, "
+            "\"Sessions\")." if sessions else
+            "The request log replayed at its own arrival times (over its speed); prompts built to "
+            "the logged input lengths (approximately, in words), outputs held to the logged "
+            "lengths.")
+    L = ["### Trace replay", "", what, "",
          "| arm | format | speed | reps | offered req/s | achieved req/s | attainment | "
          "goodput req/s | goodput tok/s | TTFT p90 ms (sched) | lag max ms | SLO |",
          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -279,7 +290,7 @@ def _render_trace(points: list[TracePoint]) -> list[str]:
         met = {True: "met", False: "missed", None: "-"}[p["slo_met"]]
         L.append(f"| {arm} | {p['format'] or '-'} | {_num(p['speed'], 'g')} | {p['reps']} | "
                  f"{_num(p['offered_rate_rps'], '.2f')} | {_num(p['achieved_rate_rps'], '.2f')} | "
-                 f"{_num(p['slo_attainment'], '.1f', 100.0)}% | {_num(p['goodput_rps'], '.2f')} | "
+                 f"{_pct(p['slo_attainment'])} | {_num(p['goodput_rps'], '.2f')} | "
                  f"{_num(p['goodput_tok_s'], '.1f')} | {_num(p['ttft_sched_p90_s'], '.0f', 1e3)} | "
                  f"{_num(p['schedule_lag_max_s'], '.1f', 1e3)} | {met} |")
     L.append("")
