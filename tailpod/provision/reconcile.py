@@ -396,13 +396,22 @@ def find_at_providers(settings: Settings, ledger: Ledger, run_tag: str,
     return None
 
 
-def providers_for(settings: Settings, names: Iterable[str], **options: Any) -> dict[str, Provider]:
+def providers_for(settings: Settings, names: Iterable[str], *, errors: list[str] | None = None,
+                  **options: Any) -> dict[str, Provider]:
+    """Every cloud with a key, and each of `names` (the ledger's) that is a cloud. With `errors`,
+    a named cloud that cannot be made (its key not set) is left out and said there as
+    "<name>: <why>", the form a failed listing takes; without, it raises."""
     from tailpod.provision.providers import CLOUD_PROVIDERS, get_provider, remote_providers
 
     out = remote_providers(settings, **options)
     for name in names:
         if name not in out and name in CLOUD_PROVIDERS:
-            out[name] = get_provider(name, settings, **options)
+            try:
+                out[name] = get_provider(name, settings, **options)
+            except TailpodError as exc:
+                if errors is None:
+                    raise
+                errors.append(f"{name}: {exc}")
     return out
 
 
@@ -412,7 +421,7 @@ def status_remote(settings: Settings, ledger: Ledger, **options: Any) -> StatusR
     providers: dict[str, Provider] = {}
     errors: list[str] = []
     try:
-        providers = providers_for(settings, names, **options)
+        providers = providers_for(settings, sorted(names), errors=errors, **options)
     except TailpodError as exc:
         errors.append(str(exc))
     notices = recover_ledger(settings, ledger, providers) if providers else [
