@@ -260,6 +260,7 @@ def summary_table(run_dir: Path, title: str) -> Table:
     from tailpod.results.analysis import analyze
     from tailpod.results.io import load_run
     from tailpod.results.markdown import flag_legend
+    from tailpod.results.sections.soak import verdict as soak_verdict
 
     run = load_run(run_dir)
     analysis = analyze(run)
@@ -290,6 +291,12 @@ def summary_table(run_dir: Path, title: str) -> Table:
         )
     # and what the flags column's words mean
     caption += flag_legend(f for cell in analysis["cells"] for f in cell["flags"])
+    # the soak's verdict (its cells are in no column above): what the soak section found
+    for row in analysis.get("soak") or []:
+        if row["soak_s"] is not None and row["arm"] != "plain":  # plain drafts nothing
+            said = soak_verdict(row).replace("**COLLAPSE**", "[bold red]COLLAPSE[/]")
+            caption.append(f"soak {row['arm']} ({row['prompt_class']}, c={row['concurrency']}, "
+                           f"{row['soak_s'] / 60:g} min): {said}")
     if caption:
         table.caption = "\n".join(caption)
     return table
