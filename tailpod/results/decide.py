@@ -707,16 +707,26 @@ def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[st
             row += f" {compared} | {', '.join(b.get('not_measured', [])) or '-'} |"
         L.append(row)
     L.append("")
-    if any(b["axis"] == "concurrency" for b in dec["bands"]):
-        for c in dec.get("crossover", []):
+    # Both are found over concurrency (sections/crossover.py says the same in the report): an arm
+    # no concurrency band measured gets neither ("no measured speedup" read as "it did not pay").
+    swept = [b for b in dec["bands"] if b["axis"] == "concurrency"]
+    named = all("compared" in b for b in swept)
+    in_sweep = {k for b in swept for k in b.get("compared", [])}
+    unswept: list[str] = []
+    for c in dec.get("crossover", []):
+        if swept and (not named or c["arm"] in in_sweep):
             L.append(f"- Crossover {c['arm']} vs {c.get('baseline')}: {c.get('detail')}")
-        for k in dec.get("knee", []):
+        else:
+            unswept.append(c["arm"])
+    for k in dec.get("knee", []):
+        if swept and (not named or k["arm"] in in_sweep):
             L.append(f"- Knee {k['arm']}: {k.get('detail')}")
-    elif dec.get("crossover") or dec.get("knee"):
-        # both are found over concurrency (sections/crossover.py says the same in the report);
-        # "no measured speedup" here read as "speculation did not pay"
-        L.append("- Crossover and knee: not measured (both are found over --concurrency; these "
-                 "bands offered request rates or replayed a trace)")
+        elif k["arm"] not in unswept:
+            unswept.append(k["arm"])
+    if unswept:
+        whose = "" if not swept else f" of {', '.join(unswept)}"
+        L.append(f"- Crossover and knee{whose}: not measured (both are found over --concurrency; "
+                 "these bands offered request rates or replayed a trace)")
     L.append("")
     d = dec["deployment"]
     if d["kind"] == "static":

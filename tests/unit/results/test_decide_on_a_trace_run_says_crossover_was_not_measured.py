@@ -40,3 +40,15 @@ def test_a_closed_loop_run_still_lists_crossover_and_knee() -> None:
     assert "- Crossover ngram-k2 vs plain: spec ahead at every measured concurrency" in text
     assert "- Knee plain:" in text
     assert "not measured" not in text.split("- Crossover")[1].split("\n")[0]
+
+
+def test_beside_a_closed_loop_run_only_the_trace_runs_arms_are_not_measured() -> None:
+    closed = build_run(SWEEP, run_id="closed")
+    traced = _as(build_run(SWEEP, run_id="traced"),
+                 {"process": "trace", "rate": None,
+                  "trace": {"path": "/p/trace-0123456789abcdef.jsonl", "format": "tailpod"}})
+    text = "\n".join(decide.render(decide.compute(
+        [closed, traced], analyses=[analyze(closed), analyze(traced)])))
+    assert "- Crossover closed/ngram-k2 vs plain: spec ahead" in text
+    assert "traced/ngram-k2 vs plain" not in text and "no measured speedup" not in text
+    assert "- Crossover and knee of traced/ngram-k2, traced/plain: not measured" in text
