@@ -1,9 +1,10 @@
-"""Fixtures for the cloud tests: a fresh sandbox cloud per test and fast provider adapters."""
+"""Fixtures for the cloud tests: each provider of the sandbox cloud (tests/conftest.py's `sandbox`,
+fresh per test) wired to a fast adapter, ledger and policy."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.base import PodSpec, Provider
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import LifecyclePolicy
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 from tailpod.sandbox.faults import Fault
 from tailpod.secrets import Secret
 from tests.helpers.api_timings import fast_timings
@@ -29,15 +30,6 @@ GPUS = {
 }
 SANDBOX_NAME = {"runpod": "runpod", "vastai": "vast"}
 HF_SECRET = "hf_TESTSECRETvalue0123456789abcdef"
-
-
-@pytest.fixture()
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
-    try:
-        yield sb
-    finally:
-        sb.close()
 
 
 def settings_for(sb: Sandbox, home: Path, **env: str) -> Settings:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tailpod.agent_client import build as agent_build
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 from tailpod.sandbox.model import SandboxPod
 
 PROVIDERS = ["runpod", "vastai"]
@@ -75,15 +75,6 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout} s")
-
-
-@pytest.fixture()
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
-    try:
-        yield sb
-    finally:
-        sb.close()
 
 
 @dataclass
