@@ -201,3 +201,19 @@ def daemons(tmp_path: Path) -> Iterator[Daemons]:
 
 def read_state(heartbeat: Path) -> dict[str, Any]:
     return dict(json.loads(Path(str(heartbeat) + ".deadman.json").read_text()))
+
+
+def wait_armed(proc: subprocess.Popen[str], heartbeat: Path, guard_s: float = 120.0) -> None:
+    """Until the daemon records `armed`. It touches the heartbeat file first and writes its state
+    file after (tailpod/agent/bootstrap/deadman.py, `Daemon.run`), so no state file yet means not
+    yet; and how long a Python start takes on a loaded machine is no part of the test: a daemon
+    that exits first fails at once with its output, and `guard_s` only ends a hang."""
+    state_file = Path(str(heartbeat) + ".deadman.json")
+    deadline = time.monotonic() + guard_s
+    while not (state_file.exists() and read_state(heartbeat)["state"] == "armed"):
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise AssertionError(f"the daemon exited {proc.returncode} before arming: {out}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the daemon did not arm within {guard_s} s")
+        time.sleep(0.05)
