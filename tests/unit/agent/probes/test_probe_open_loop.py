@@ -94,7 +94,9 @@ def test_open_loop_rows_carry_schedule_and_slo_figures(synthetic: Any, prompt_di
     # = 20 ms * (i + 1) - 10 ms * i = 10 ms * i + 20 ms (lower bounds only for time).
     for i, r in enumerate(reqs):
         assert r["ttft_sched_s"] >= 0.010 * i + 0.020 - 0.002
-    assert reqs[-1]["ttft_sched_s"] < 0.2
+    # ...and 110 ms for the last, well under 200 ms plus the stalls this run measured of the
+    # probe's loop and of the server's timers (both count in a TTFT from the schedule)
+    assert reqs[-1]["ttft_sched_s"] < 0.2 + cell["loop_lag_max_s"] + server.stats.max_lag_s
     met = sum(1 for r in reqs if r["ttft_sched_s"] * 1000 <= 60)
     assert cell["slo_attainment"] == pytest.approx(met / 10)
     assert cell["slo_met"] is (met / 10 * 100 >= 50)
