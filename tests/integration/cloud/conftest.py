@@ -4,7 +4,7 @@ fresh per test) wired to a fast adapter, ledger and policy."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from tailpod.sandbox.faults import Fault
 from tailpod.secrets import Secret
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
+from tests.helpers.silent_port import silent_port
 
 # Each provider's names for "a GPU that is rarely free" and "a common one" in the sandbox catalog.
 GPUS = {
@@ -36,6 +37,27 @@ def settings_for(sb: Sandbox, home: Path, **env: str) -> Settings:
     base = {**sb.env(), "TAILPOD_HOME": str(home)}
     base.update(env)
     return load_settings(env=base, dotenv_path=home / "absent.env")
+
+
+OTHER_KEY = {"runpod": "VAST_API_KEY", "vastai": "RUNPOD_API_KEY"}
+
+
+def shell_for(sb: Sandbox, home: Path, monkeypatch: pytest.MonkeyPatch,
+              provider: str = "runpod") -> dict[str, str]:
+    """The environment a user's shell has for `tailpod` on one provider of the sandbox: its URL
+    and key (the other provider's key removed), TAILPOD_PROVIDER, results under `home`. Set in
+    this process (for CliRunner) and returned (for `settings_for(sb, home, **env)`)."""
+    env = {**sb.env(), "TAILPOD_PROVIDER": provider, "TAILPOD_RESULTS_DIR": str(home / "results")}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv(OTHER_KEY[provider], raising=False)
+    return env
+
+
+@pytest.fixture()
+def cli_env(sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """`shell_for` the sandbox's RunPod, in the test's home."""
+    return shell_for(sandbox, tailpod_home, monkeypatch)
 
 
 @dataclass
@@ -98,6 +120,13 @@ class Cloud:
         self.provider = get_provider(self.kind, self.settings,
                                      timings=replace(fast_timings(), **timings), sleep=sleep)
         return slept
+
+
+@pytest.fixture()
+def silent_api() -> Iterator[str]:
+    """An HTTP endpoint that accepts every connection and never answers a byte."""
+    with silent_port() as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(params=["runpod", "vastai"])

@@ -30,8 +30,7 @@ from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .test_matrix_faults import A40, IMAGE, VAST4090, SandboxSteps, assert_all_down, matrix, proven
-from .test_matrix_faults import sandbox as sandbox  # noqa: F401 - the fixtures, as there
-from .test_matrix_faults import settings as settings  # noqa: F401
+from .test_matrix_faults import settings as settings  # noqa: F401 - the fixture, as there
 
 HELPER = "tests.integration.cloud.interrupted_matrix"  # run from the repository, as a module
 

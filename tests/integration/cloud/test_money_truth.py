@@ -7,10 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,46 +23,12 @@ from tailpod.sandbox import Sandbox
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
-from .conftest import Cloud, settings_for
-
-
-@pytest.fixture()
-def silent_api() -> Iterator[str]:
-    """An HTTP endpoint that accepts every connection and never answers a byte."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            held.append(conn)  # kept open, never read from or written to
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(2)
-        for conn in held:
-            conn.close()
-        server.close()
+from .conftest import Cloud, settings_for, shell_for
 
 
 def _runpod_pod(sandbox: Sandbox, home: Path, monkeypatch: pytest.MonkeyPatch,
                 tag: str) -> Ledger:
-    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod",
-           "TAILPOD_RESULTS_DIR": str(home / "results")}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("VAST_API_KEY")
+    env = shell_for(sandbox, home, monkeypatch)
     settings = settings_for(sandbox, home, **env)
     ledger = Ledger(settings.state_dir)
     up_remote(settings, ledger, PodSpec(run_tag=tag, gpu_preference=["A40"], image="img",

@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
+from tests.helpers.silent_port import silent_port
 
 CONNECT_S = 10.0  # provision/ssh_box/provider.py: SshBoxProvider's connect deadline
 
@@ -40,30 +40,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture()
 def no_banner() -> Iterator[int]:
     """A loopback port that accepts every connection and never says a byte (no SSH banner)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    server.settimeout(0.2)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield int(server.getsockname()[1])
-    finally:
-        stop.set()
-        thread.join(2)
-        for conn in held:
-            conn.close()
-        server.close()
+    with silent_port() as port:
+        yield port
 
 
 @pytest.fixture()
