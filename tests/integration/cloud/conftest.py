@@ -3,6 +3,8 @@ fresh per test) wired to a fast adapter, ledger and policy."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -53,6 +55,23 @@ def shell_for(sb: Sandbox, home: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.delenv(OTHER_KEY[provider], raising=False)
     return env
 
+
+
+def ssh_box_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                  home: Path | None = None) -> Path:
+    """The environment a user's shell has for `--provider ssh`: a fresh ed25519 key (returned) as
+    TAILPOD_SSH_KEY, TAILPOD_HOME (`tmp_path / "home"` unless given), results under `tmp_path`,
+    no .env file, and no default box or cloud key to ask instead."""
+    key = tmp_path / "k"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True,
+                   capture_output=True, timeout=30)
+    for name, value in {"TAILPOD_HOME": str(home or tmp_path / "home"), "TAILPOD_SSH_KEY": str(key),
+                        "TAILPOD_ENV_FILE": os.devnull,
+                        "TAILPOD_RESULTS_DIR": str(tmp_path / "results")}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("TAILPOD_SSH_HOST", "RUNPOD_API_KEY", "VAST_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return key
 
 @pytest.fixture()
 def cli_env(sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:

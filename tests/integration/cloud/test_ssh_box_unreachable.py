@@ -21,19 +21,14 @@ from tailpod.cli.main import app
 from tailpod.ledger import Ledger
 from tests.helpers.silent_port import silent_port
 
+from .conftest import ssh_box_shell
+
 CONNECT_S = 10.0  # provision/ssh_box/provider.py: SshBoxProvider's connect deadline
 
 
 @pytest.fixture()
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    key = tmp_path / "k"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True,
-                   capture_output=True, timeout=30)
-    for name, value in {"TAILPOD_HOME": str(tmp_path / "home"), "TAILPOD_SSH_KEY": str(key),
-                        "TAILPOD_ENV_FILE": os.devnull,
-                        "TAILPOD_RESULTS_DIR": str(tmp_path / "results")}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("TAILPOD_SSH_HOST", raising=False)
+    ssh_box_shell(tmp_path, monkeypatch)
     return tmp_path
 
 
