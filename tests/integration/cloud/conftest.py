@@ -17,7 +17,7 @@ from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.provision.base import PodSpec, Provider
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import LifecyclePolicy
-from tailpod.sandbox import Sandbox
+from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.faults import Fault
 from tailpod.secrets import Secret
 from tests.helpers.api_timings import fast_timings
@@ -147,6 +147,13 @@ def silent_api() -> Iterator[str]:
     with silent_port() as port:
         yield f"http://127.0.0.1:{port}"
 
+
+@pytest.fixture()
+def retired(tmp_path: Path) -> Iterator[Sandbox]:
+    """The sandbox clouds with RunPod's GraphQL endpoint retired (404), as it will be."""
+    with start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False,
+                       graphql_retired=True) as sb:
+        yield sb
 
 @pytest.fixture(params=["runpod", "vastai"])
 def cloud(request: pytest.FixtureRequest, sandbox: Sandbox, tailpod_home: Path) -> Cloud:
