@@ -3,7 +3,9 @@ fresh per test) wired to a fast adapter, ledger and policy."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +22,7 @@ from tailpod.provision.teardown import LifecyclePolicy
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.faults import Fault
 from tailpod.secrets import Secret
+from tests import paths
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 from tests.helpers.silent_port import silent_port
@@ -72,6 +75,24 @@ def ssh_box_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     for name in ("TAILPOD_SSH_HOST", "RUNPOD_API_KEY", "VAST_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     return key
+
+
+def kill_9_when_ready(argv: list[str], env: dict[str, str], ready: Path) -> int:
+    """Run `argv` from the repository, `env` over this process's, until it writes `ready`, then
+    SIGKILL it as a user's `kill -9` would, and return its pid; one that ends first fails the
+    test with its output. The 120 s bound is against a hang, not a speed claim."""
+    child = subprocess.Popen(argv, cwd=paths.REPO, env={**os.environ, **env},
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), child.communicate(timeout=10)[0]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    return child.pid
 
 @pytest.fixture()
 def cli_env(sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
