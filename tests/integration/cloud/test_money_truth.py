@@ -292,22 +292,14 @@ def test_up_refuses_a_running_pod_that_states_a_price_above_the_cap(
     states the offer's price, under the cap; the running pod states 3x it. (On RunPod the
     create's read-back may already see it running and priced, so the adapter's own check can
     catch it first: the vast case is the one that pins `up`'s.)"""
-    from tailpod.cli.demo_world import demo_ssh_key
     from tailpod.sandbox import start_sandbox
-    from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+    from tests.helpers.up_shell import REGISTRY_STAND_IN, up_shell
 
-    image = "vllm/vllm-openai:v0.11.0"
-    sandbox = start_sandbox(start_delay_s=0.3, workdir=tmp_path / "sandbox", stand_in_config={
-        "registry": {"images": {"vllm/vllm-openai": {"v0.11.0": "sha256:" + "ab" * 32}}}})
+    sandbox = start_sandbox(start_delay_s=0.3, workdir=tmp_path / "sandbox",
+                            stand_in_config=REGISTRY_STAND_IN)
     try:
-        env = {**sandbox.env(), "TAILPOD_HOME": str(tailpod_home),
-               "TAILPOD_RESULTS_DIR": str(tailpod_home / "results"),
-               "TAILSCALE_API_KEY": DEFAULT_API_TOKEN, "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
-               "TAILPOD_SSH_KEY": str(demo_ssh_key(tailpod_home)), "TAILPOD_PROVIDER": provider,
-               "TAILPOD_MODEL": str(tiny_models["target"]), "TAILPOD_IMAGE": image,
-               "TAILPOD_GPUS": gpu, "TAILPOD_MAX_PRICE": "0.60"}
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
+        up_shell(sandbox, tailpod_home, monkeypatch, provider, str(tiny_models["target"]),
+                 TAILPOD_HOME=str(tailpod_home), TAILPOD_GPUS=gpu, TAILPOD_MAX_PRICE="0.60")
         sandbox.add_fault("price_rises_running", provider="runpod" if provider == "runpod"
                           else "vast", factor=3.0)
         up = CliRunner().invoke(app, ["up"])
