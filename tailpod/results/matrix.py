@@ -425,15 +425,12 @@ def _preemption_lines(cards: list[dict[str, Any]]) -> list[str]:
     hit = [c for c in cards if c.get("preemptions")]
     if not hit:
         return []
+    from tailpod.results.sections.preemptions import lost_pods_line
+
     lines = ["## Preemptions (spot)", ""]
     for card in hit:
-        lost = card["preemptions"]
-        minutes = sum(float(p.get("pod_minutes") or 0) for p in lost)
-        usd = sum(float(p.get("pod_usd") or 0) for p in lost)
-        by_pod = ", ".join(f"{tag} {n}" for tag, n in (card.get("cells_by_pod") or {}).items())
-        lines.append(f"- {card['card']}: {len(lost)} preemption(s); the lost pods ran "
-                     f"{minutes:.1f} min for {_usd(usd)} (their finished cells kept, the cut "
-                     f"cell measured again); cells by pod: {by_pod or '—'}")
+        lines.append(f"- {card['card']}: "
+                     + lost_pods_line(card["preemptions"], card.get("cells_by_pod") or {}))
     return [*lines, ""]
 
 

@@ -120,7 +120,11 @@ def compute(ctx: Context) -> list[PerRequestRow] | None:
             reqs[(r.arm, r.prompt_class)].append(r)
     counters: dict[tuple[str, str], tuple[int, int]] = defaultdict(lambda: (0, 0))
     with_spec: set[tuple[str, str]] = set()
+    compile_s: dict[tuple[str, str], list[float]] = defaultdict(list)
     for c in ctx.run.cells:
+        got = ((c.structure or {}).get("grammar_compile") or {}).get("compile_s")
+        if isinstance(got, (int, float)):  # --unique-schema: a new schema's first request
+            compile_s[(c.arm, c.prompt_class)].append(float(got))
         if getattr(c, "acceptance_per_request", None):
             with_spec.add((c.arm, c.prompt_class))
             if c.acceptance is not None:
@@ -134,6 +138,8 @@ def compute(ctx: Context) -> list[PerRequestRow] | None:
         items = [s for r in rows if isinstance(s := getattr(r, "spec_acceptance", None), dict)]
         acc = _acceptance(items, counters[(arm, pclass)]) if (arm, pclass) in with_spec else None
         struct = _structure(rows)
+        if struct is not None and compile_s.get((arm, pclass)):
+            struct["grammar_compile_s"] = percentile(compile_s[(arm, pclass)], 50)
         if acc is None and struct is None:
             continue
         out.append({"arm": arm, "prompt_class": pclass, "void": arm in ctx.void,
@@ -171,18 +177,24 @@ def render(rows: list[PerRequestRow] | None, rc: RenderContext) -> list[str]:
                      fmt_num(b["acceptance_length"]), "**COLLAPSE**" if b["collapse"] else ""]
                     for r in banded for b in r["bands"] or []], rc.stamp)
     st = [r for r in rows if r["structure"]]
+    compiled = any((r["structure"] or {}).get("grammar_compile_s") is not None for r in st)
     if st:
         L += ["## Structured output and tool calls", "",
               "Per request: the output parses as JSON, validates against the class's schema, "
               "makes a whole tool call; how the streams ended; the largest gap between chunks. "
               "A speculative arm below plain on any of them is void (the structure gate).", ""]
+        if compiled:
+            L += ["Grammar compile: with `--unique-schema`, a new schema's first request's TTFT "
+                  "less its repeat's (median over cells); every measured request's schema was "
+                  "new text.", ""]
         L += table(["arm", "class", "n", "parse", "valid", "tool call", "finish reasons",
-                    "max gap (s)"],
+                    "max gap (s)", *(["grammar compile (s)"] if compiled else [])],
                    [[arm_label(r["arm"], rc.void), r["prompt_class"], str(s["requests"]),
                      str(s["json_ok"]), str(s["schema_ok"]),
                      "—" if s["tool_call_ok"] is None else str(s["tool_call_ok"]),
                      ", ".join(f"{k} {v}" for k, v in s["finish_reasons"].items()),
-                     fmt_num(s["chunk_gap_max_s"])]
+                     fmt_num(s["chunk_gap_max_s"]),
+                     *([fmt_num(s.get("grammar_compile_s"))] if compiled else [])]
                     for r in st if (s := r["structure"])], rc.stamp)
     return L
 

@@ -27,9 +27,10 @@ from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.measure.matrix_run import BudgetPolicy, CostModel, MatrixRun, SweepSpec
 from tailpod.measure.plan import Arm, Cell, SweepPlan
 from tailpod.measure.sweep import GateResult
+from tailpod.pods.down import down_many
 from tailpod.provision.base import BillingEvidence, PodSpec
 from tailpod.provision.create import up_remote
-from tailpod.provision.teardown import down_many, down_remote
+from tailpod.provision.teardown import down_remote
 from tailpod.results.matrix import parse_cards
 from tailpod.sandbox import Sandbox
 from tests.helpers.api_timings import fast_timings

@@ -20,7 +20,7 @@ from tailpod.cli.main import app
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.provision.teardown import down_many
+from tailpod.pods.down import down_many
 from tailpod.sandbox import Sandbox
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
