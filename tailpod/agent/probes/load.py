@@ -347,16 +347,7 @@ async def _run_timed_async(ep: Endpoint, make_spec: Callable[[int], RequestSpec]
             while time.perf_counter() < deadline[0]:
                 spec = make_spec(len(results))
                 results.append(None)
-                rec = StreamRecorder(api, structured=spec.structured)
-                rec.start()
-                try:
-                    await conn.exchange(spec, rec, timeout)
-                except asyncio.TimeoutError:
-                    rec.fail(f"timeout after {timeout:.0f} s")
-                except (OSError, ProtocolError, ssl.SSLError) as exc:
-                    rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
-                rec.finish(time.perf_counter())
-                results[spec.index] = result_from_recorder(spec, rec)
+                results[spec.index] = await _exchange(conn, spec, api, timeout)
         finally:
             conn.close()
 
