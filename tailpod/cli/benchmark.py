@@ -5,17 +5,26 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
+from tailpod.cli.common import (
+    console,
+    err_console,
+    handle_errors,
+    ledger_for,
+    print_json,
+    settings_from,
+)
 from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
 from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.engines.checkpoint import check_arms
+from tailpod.engines.vllm import check_tool_parser, tool_parser_for
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.measure.benchmark import run_benchmark
@@ -156,6 +165,21 @@ def open_loop_options(
     if not rates and (arrival != "poisson" or burstiness != 1.0):
         raise ConfigError("--arrival and --burstiness need --request-rate")
     return rates, slo_spec(slo) if slo else None
+
+
+def _with_tool_parser(base: EngineConfig, classes: list[str], parser: str | None
+                      ) -> EngineConfig:
+    """`base` with vLLM's tool-call parser when the run measures the tools class (vLLM refuses a
+    forced tool_choice without one: docs/engines.md); the choice is said when tailpod made it."""
+    if parser is not None and base.engine != "vllm":
+        raise ConfigError(f"--tool-call-parser names a vLLM parser; this pod serves "
+                          f"{base.engine}", hint="drop --tool-call-parser")
+    if "tools" not in classes or base.engine != "vllm":
+        return base
+    if parser is None:
+        parser, why = tool_parser_for(base.model)
+        err_console.print(f"tools class: vLLM arms start with --tool-call-parser {parser} ({why})")
+    return replace(base, tool_call_parser=parser)
 
 
 def soak_seconds(minutes: float | None) -> float | None:
@@ -391,6 +415,10 @@ def register(app: typer.Typer) -> None:
             "loop this long (lowest --concurrency, first prompt class) and the report flags "
             "where its acceptance collapsed, by minute and context position.",
         ),
+        tool_call_parser: str = typer.Option(
+            None, "--tool-call-parser", metavar="NAME", help="vLLM with the tools class: the "
+            "parser every arm starts with (default: the checkpoint family's, else hermes).",
+        ),
     ) -> None:
         """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
 
@@ -438,6 +466,11 @@ def register(app: typer.Typer) -> None:
             raise ConfigError("--unique-schema changes the schemas of the structured and tools "
                               "classes; --prompt-classes has neither",
                               hint="--prompt-classes structured,tools")
+        if tool_call_parser is not None:
+            check_tool_parser(tool_call_parser)
+            if "tools" not in classes:
+                raise ConfigError("--tool-call-parser is for the tools class; --prompt-classes "
+                                  "has none", hint="--prompt-classes tools")
         if not 1 <= max_k <= MAX_SPEC_K:
             raise ConfigError(f"--max-k must be 1 to {MAX_SPEC_K}, got {max_k}")
         if requests_per_cell is not None and requests_per_cell < 1:
@@ -459,6 +492,7 @@ def register(app: typer.Typer) -> None:
             )
         base = EngineConfig.from_json(record.engine)
         check_trace_context(trace_entry, base.context_length)
+        base = _with_tool_parser(base, classes, tool_call_parser)
         if serve_tax and base.engine != "vllm":
             raise ConfigError("--serve-tax measures vLLM only for now (its offline LLM API)")
         if serve_tax and from_here:

@@ -5,6 +5,7 @@ and report: measure/matrix_run.py `run_matrix`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -50,7 +51,8 @@ def register(app: typer.Typer) -> None:
     def matrix(
         card: list[str] = typer.Option(
             None, "--card", help='A card, repeatable: provider:GPU, or provider:GPUxN for N GPUs '
-            '(tensor parallelism), e.g. "runpod:NVIDIA H100 80GB HBM3", "vastai:RTX 4090x2".'),
+            '(tensor parallelism), e.g. "runpod:NVIDIA H100 80GB HBM3", "vastai:RTX 4090x2"; '
+            'append :spot for a spot card beside on-demand ones ("vastai:RTX 4090:spot").'),
         budget: float = typer.Option(
             None, help="Total USD cap for the whole matrix: checked against the projected spend "
             "before renting and against the live spend while it runs."),
@@ -75,10 +77,11 @@ def register(app: typer.Typer) -> None:
         max_price: float = typer.Option(None, help="Refuse any pod above this $/hr."),
         spot: bool = typer.Option(
             None, "--spot/--no-spot", help="Rent every card as a spot (interruptible) pod, priced "
-            "and budgeted at its bid; a card whose provider sells no spot is refused (env "
-            "TAILPOD_SPOT)."),
+            "and budgeted at its bid; a card whose provider sells no spot, or one marked "
+            ":on-demand, is refused (env TAILPOD_SPOT)."),
         bid: float = typer.Option(
-            None, "--bid", metavar="USD/H", help="With --spot: the bid per machine in $/h "
+            None, "--bid", metavar="USD/H", help="With --spot or :spot cards: the bid per "
+            "machine in $/h of every spot card "
             "(default: each offer's minimum bid; env TAILPOD_BID)."),
         setup_minutes: float = typer.Option(
             None, help="Projection: rent, boot, image pull and first engine start per card "
@@ -140,9 +143,11 @@ def register(app: typer.Typer) -> None:
         settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
                                             "max_price": max_price, "spot": spot,
                                             "bid": bid})
-        check_run_settings(settings)  # before the registry, the ledger or any rental
+        cards = parse_cards(card, bool(settings.spot)) if card else None
+        # a `:spot` card (given, or of the matrix resumed) takes the bid as `--spot` does
+        check_run_settings(dataclasses.replace(settings, spot=True)
+                           if matrix_run.marks_spot(settings, cards, run_id) else settings)
         require_cloud_engine(settings.engine)
-        cards = parse_cards(card) if card else None
         ks = int_list(spec_k, "--spec-k", maximum=MAX_SPEC_K)
         if any(ks) and spec_method == "draft_model" and not draft_model:
             raise ConfigError("--spec-method draft_model needs --draft-model DIR")

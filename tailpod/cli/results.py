@@ -73,7 +73,7 @@ def _spot_versus_on_demand(directory: Path, as_json: bool) -> None:
 
     from tailpod.cli.common import console
     from tailpod.cli.markdown_out import print_markdown
-    from tailpod.results.matrix import spot_lines
+    from tailpod.results.matrix import purchase_lines, spot_lines
 
     path = directory / "matrix-report.json"
     try:
@@ -86,11 +86,13 @@ def _spot_versus_on_demand(directory: Path, as_json: bool) -> None:
         raise ConfigError(f"{directory}: no spot card with a recorded on-demand price, so nothing "
                           "to compare", hint="a matrix run with --spot records both")
     if as_json:
-        print_json({"stamp": doc.get("stamp"), "spot_vs_on_demand": rows})
+        print_json({"stamp": doc.get("stamp"), "spot_vs_on_demand": rows,
+                    "purchase": {c["card"]: c.get("purchase") for c in doc.get("cards") or []}})
         return
     stamp = doc.get("stamp")
-    print_markdown("\n".join(([f"**{stamp}**", ""] if stamp else []) + spot_lines(rows)),
-                   console, directory)
+    bought = ["## Purchase per card", "", *purchase_lines(doc.get("cards") or []), ""]
+    print_markdown("\n".join(([f"**{stamp}**", ""] if stamp else []) + bought
+                             + spot_lines(rows)), console, directory)
 
 
 def _print_cost(res: dict[str, Any]) -> None:

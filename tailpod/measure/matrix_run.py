@@ -51,7 +51,9 @@ from tailpod.results.matrix import (
     MATRIX_REPORT,
     Card,
     build_matrix,
+    check_purchases,
     plot_matrix_cost,
+    purchase_text,
     render_matrix_markdown,
 )
 from tailpod.secrets import redact
@@ -724,8 +726,38 @@ def measure_through_preemptions(settings: Settings, record: PodRecord,
 
 
 def card_settings(settings: Settings, card: Card, image: str) -> Settings:
+    """The settings one card rents, prices and tears down with: its provider and GPUs, and its
+    purchase (its own marker, else `--spot`); the bid goes only with a spot card."""
+    spot = card.is_spot(settings.spot)
     return dataclasses.replace(settings, provider=card.provider, gpus=(card.gpu,),
-                               gpu_count=card.count, image=image)
+                               gpu_count=card.count, image=image, spot=spot,
+                               bid=settings.bid if spot else None)
+
+
+def marks_spot(settings: Settings, cards: list[Card] | None, run_id: str | None) -> bool:
+    """Whether a card is marked `:spot`: of `cards`, else of the matrix `run_id` resumes (its
+    matrix.json). Such a card takes `--bid` as `--spot` does (config.py spot_problems)."""
+    if not cards and run_id:
+        cards = MatrixState.load(Path(settings.results_dir) / run_id).cards
+    return any(card.spot for card in cards or [])
+
+
+def check_spot_cards(settings: Settings, cards: list[Card], image: str) -> None:
+    """A spot card (marked `:spot`, or any under `--spot`) whose provider sells no spot: exit 2
+    before any offer query, rental or write (provision/providers.py `check_spot_route`)."""
+    from tailpod.provision.providers import check_spot_route
+
+    check_purchases(cards, settings.spot)
+    for card in cards:
+        if card.spot is None:  # `--spot` made it spot: the flag's own refusal and hint
+            check_spot_route(card_settings(settings, card, image))
+            continue
+        try:
+            check_spot_route(card_settings(settings, card, image))
+        except ConfigError as exc:
+            raise ConfigError(f"card {card.label}: {exc.message}",
+                              hint=f"drop its :spot marker to rent it on-demand, e.g. "
+                                   f"\"{dataclasses.replace(card, spot=None).label}\"") from None
 
 
 def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: CostModel,
@@ -741,17 +773,14 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
     if budget <= 0:
         raise ConfigError(f"--budget must be positive, got {budget}")
     refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the first offer query
-    if settings.spot:  # a card whose provider sells no spot: refused before any offer query
-        from tailpod.provision.providers import check_spot_route
-
-        for card in cards:
-            check_spot_route(card_settings(settings, card, image))
+    check_spot_cards(settings, cards, image)  # a card that cannot be spot: before any offer
     priced: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
     for card in cards:
-        provider = get_provider(card.provider, card_settings(settings, card, image),
-                                timings=PREFLIGHT_TIMINGS)
-        entry: dict[str, Any] = {"price_per_hr": None, "projected_usd": None, "problem": None}
+        bought = card_settings(settings, card, image)  # the card's own purchase and bid
+        provider = get_provider(card.provider, bought, timings=PREFLIGHT_TIMINGS)
+        entry: dict[str, Any] = {"price_per_hr": None, "projected_usd": None, "problem": None,
+                                 "spot": bought.spot, "bid": bought.bid}
         offer = None
         try:
             offer = provider.offers([card.gpu], card.count, settings.max_price)[0]
@@ -772,14 +801,14 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
         if refusal is not None:  # this card's own projection, now that its offer named the GPU
             raise refusal
         price = offer.price_per_hr if offer is not None else None
-        if settings.spot and offer is not None and price is not None:
+        if bought.spot and offer is not None and price is not None:
             # a spot card is priced, and budgeted, at what its bid bills (provision/base.py)
-            price = provider.spot_prices([offer.gpu_type], card.count, settings.bid
+            price = provider.spot_prices([offer.gpu_type], card.count, bought.bid
                                          ).get(offer.gpu_type)
             # the on-demand offer's price, kept for the report's spot-versus-on-demand $/Mtok
-            entry.update(spot=True, on_demand_per_hr=offer.price_per_hr)
+            entry.update(on_demand_per_hr=offer.price_per_hr)
         if offer is not None and price is None:
-            entry["problem"] = (f"no {card.provider} {'spot ' if settings.spot else ''}offer "
+            entry["problem"] = (f"no {card.provider} {'spot ' if bought.spot else ''}offer "
                                 f"for {card.count}x {card.gpu} right now")
         elif offer is not None and price is not None:
             entry["price_per_hr"] = price
@@ -1134,7 +1163,7 @@ def write_matrix_report(state: MatrixState) -> dict[str, Path]:
                                    "run_tag": entry.get("run_tag"), "run_dir": entry["run_dir"],
                                    "preemptions": entry.get("preemptions") or [],
                                    "cells_by_pod": cells_by_pod(Path(entry["run_dir"])),
-                                   "spot": entry.get("spot"),
+                                   "spot": entry.get("spot"), "bid": entry.get("bid"),
                                    "on_demand_per_hr": entry.get("on_demand_per_hr")}
         run_json = Path(entry["run_dir"]) / "run.json"
         if run_json.exists():
@@ -1214,6 +1243,7 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     adopted: dict[str, Any] = {}
     if run_id:
         state = MatrixState.load(results / run_id)
+        check_purchases(state.cards, settings.spot)  # `--spot` again over `:on-demand` cards
         if cards and [c.label for c in cards] != [c.label for c in state.cards]:
             raise ConfigError("--card differs from the matrix being resumed",
                               hint="leave --card out to resume the same cards")
@@ -1242,7 +1272,8 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     prices = price_cards(offer_settings(settings, cuda), todo, sweep, cost,
                          budget - spent_before, pinned)
     for label, entry in prices.items():
-        line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f}"
+        line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f} "
+                f"({purchase_text(entry)})"
                 if entry["price_per_hr"] is not None else f"cannot run: {entry['problem']}")
         say(f"  {label}: {line}")
         say(f"    start: {start_line(entry['start'])}")
@@ -1268,8 +1299,9 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         fields: dict[str, Any] = {"projected_usd": entry["projected_usd"],
                                   "price_per_hr": entry["price_per_hr"],
                                   "projected_start": entry["start"]}
+        fields.update(spot=bool(entry.get("spot")), bid=entry.get("bid"))  # the purchase
         if entry.get("spot"):
-            fields.update(spot=True, on_demand_per_hr=entry.get("on_demand_per_hr"))
+            fields.update(on_demand_per_hr=entry.get("on_demand_per_hr"))
         if entry["problem"]:
             fields.update(status="failed", error=entry["problem"])
         state.update(label, **fields)

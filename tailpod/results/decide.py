@@ -36,11 +36,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from tailpod.agent.probes.arrival import meets_slo
+from tailpod.agent.probes.arrival import SESSION_FORMATS, meets_slo
 from tailpod.results.deployment import checked_decision
 from tailpod.results.io import Run
 from tailpod.results.schema import CellRow, RequestRow
 from tailpod.results.sections.soak import soak_row
+from tailpod.results.session_gate import session_verdicts
 from tailpod.results.stats import spread, usd_per_mtok
 from tailpod.results.structure_gate import structure_verdicts, structure_voids
 
@@ -48,6 +49,7 @@ DECISION_FILE = "decision.json"
 DECISION_VERSION = 1
 OBJECTIVES = ("throughput", "goodput", "cost")
 POOLED = "*"  # the prompt-class key of the pooled view
+SESSION_CLASS = "session"  # the class of session-trace cells (a workload of its own)
 DEFAULT_SLO_PERCENTILE = 90.0  # the probe's default share (agent/probes/rows.py slo_fields)
 NO_ARM_MEETS_SLO = "no arm meets the SLO"
 
@@ -113,6 +115,18 @@ def _goodput(cell: CellRow, requests: Sequence[RequestRow], slo: dict[str, float
     return tokens / cell.wall_s, attainment
 
 
+def is_session_cell(cell: CellRow) -> bool:
+    """A session trace's replay (`benchmark --trace F --trace-format session|aiperf-multi-turn`)."""
+    trace = (cell.arrival or {}).get("trace") or {}
+    return cell.sessions is not None or trace.get("format") in SESSION_FORMATS
+
+
+def _class_of(cell: CellRow) -> str:
+    """The workload class a cell is decided in: its prompt class, except that a session replay is
+    a class of its own (SESSION_CLASS), whichever prompt class its turns were built from."""
+    return SESSION_CLASS if is_session_cell(cell) else cell.prompt_class
+
+
 def _load_of(cell: CellRow) -> tuple[str, float] | None:
     arrival = cell.arrival
     if arrival is None:
@@ -173,7 +187,7 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
         for r in run.requests:
             reqs[(r.arm, r.concurrency, r.rep, r.prompt_class, r.cache)].append(r)
         records = {a.label: a for a in run.meta.arms}
-        class_voids = _structure_only_voids(run)
+        class_voids = _results_gate_voids(run)
         collapsed = _soak_collapses(run)
         # per (arm, axis, load, rep): [(class, value, wall, attainment, requests)]
         per_rep: dict[tuple[str, str, float, int],
@@ -222,8 +236,9 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
             else:
                 v = cell.output_tok_s
             per_rep[(key, load[0], load[1], cell.rep)].append(
-                (cell.prompt_class, v, cell.wall_s, attained, cell.requests))
+                (_class_of(cell), v, cell.wall_s, attained, cell.requests))
         for (key, axis, at, _rep), parts in per_rep.items():
+            parts = _one_part_per_class(parts)
             for pc, v, _, att, _n in parts:
                 if v is not None:
                     values[(axis, at, pc)].setdefault(key, []).append(v)
@@ -262,19 +277,57 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
             "left_out": dict(left_out), "slo": slo, "warnings": warnings}
 
 
-def _structure_only_voids(run: Run) -> dict[str, dict[str, str]]:
-    """The arms void only because the structure gate failed them, with the classes it failed
-    them in ({label: {class: why}}): `decide` keeps them out of those classes (and the pooled
-    view, which holds them) and lets them compete in the rest. An arm whose void has any other
-    cause (the token-identity gate, thin evidence) stays out of every class."""
+Part = tuple[str, float | None, float, float | None, int]  # class, value, wall, attained, n
+
+
+def _one_part_per_class(parts: list[Part]) -> list[Part]:
+    """One rep's cells of an arm at one load, one per class: a session replay ran once per prompt
+    class, and all of them are the one session class, pooled as the pooled view pools (tokens
+    over wall time; attainment weighted by requests). A class with a figure missing stays
+    unknown."""
+    by: dict[str, list[Part]] = defaultdict(list)
+    for p in parts:
+        by[p[0]].append(p)
+    out: list[Part] = []
+    for pc, ps in by.items():
+        if len(ps) == 1:
+            out.append(ps[0])
+            continue
+        wall = sum(p[2] for p in ps)
+        n = sum(p[4] for p in ps)
+        value = (sum(p[1] * p[2] for p in ps if p[1] is not None) / wall
+                 if wall > 0 and all(p[1] is not None for p in ps) else None)
+        att = (sum(p[3] * p[4] for p in ps if p[3] is not None) / n
+               if n and all(p[3] is not None for p in ps) else None)
+        out.append((pc, value, wall, att, n))
+    return out
+
+
+def _results_gate_voids(run: Run) -> dict[str, dict[str, str]]:
+    """The arms void only because a results-side gate failed them, with the classes it failed
+    them in ({label: {class: why}}): the structure gate's prompt classes, and the session class
+    (SESSION_CLASS) where the session gate failed them or the structure gate failed them in a
+    prompt class the session replay was built from (the session class holds those requests).
+    `decide` keeps them out of those classes (and the pooled view, which holds them) and lets
+    them compete in the rest. An arm whose void has any other cause (the token-identity gate,
+    thin evidence) stays out of every class."""
+    structure = structure_voids(run.meta, run.requests)
+    sessions = session_verdicts(run.meta, run.requests)
     verdicts = structure_verdicts(run.meta, run.requests)
+    session_pcs = sorted({c.prompt_class for c in run.cells if is_session_cell(c)})
     out: dict[str, dict[str, str]] = {}
-    for label, by_class in structure_voids(run.meta, run.requests).items():
+    for label in sorted(set(structure) | set(sessions)):
         rec = run.meta.arm(label)
         gate_failed = rec is not None and rec.gate is not None and rec.gate.status == "fail"
-        if rec is not None and rec.void and not gate_failed \
-                and rec.void_reason == verdicts.get(label):
-            out[label] = by_class
+        if rec is None or not rec.void or gate_failed \
+                or rec.void_reason not in (verdicts.get(label), sessions.get(label)):
+            continue
+        by_class = dict(structure.get(label, {}))
+        why = sessions.get(label) or next(
+            (by_class[pc] for pc in session_pcs if pc in by_class), None)
+        if why is not None:
+            by_class[SESSION_CLASS] = why
+        out[label] = by_class
     return out
 
 
@@ -291,7 +344,7 @@ def _soak_collapses(run: Run) -> dict[str, str]:
 
 
 def _void_here(arm: dict[str, Any], pc: str) -> str | None:
-    """Why a structure-voided arm takes no part in prompt class `pc` (None: it does)."""
+    """Why an arm a results-side gate voided takes no part in class `pc` (None: it does)."""
     void_in: dict[str, str] = arm.get("void_in") or {}
     if pc == POOLED and void_in:
         return next(iter(sorted(void_in.items())))[1]
@@ -508,8 +561,7 @@ def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
         every = conc + rate
         won_at: dict[str, list[str]] = defaultdict(list)
         for b in every:
-            won_at[b["arm"]].append(f"{'c' if b['axis'] == 'concurrency' else 'rate'}="
-                                    f"{_fmt_load(b['axis'], b['load'])}")
+            won_at[b["arm"]].append(_band_label(b["axis"], b["load"]))
         top = min(won_at, key=lambda a: (-len(won_at[a]), simplicity(arms[a])))
         others = "; ".join(f"{a} wins {', '.join(won_at[a])}"
                            for a in sorted(won_at, key=lambda a: simplicity(arms[a])) if a != top)
@@ -684,8 +736,8 @@ def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[st
         L.append(f"**No deployment**: {d.get('reason')}.")
     serves = dec.get("by_class") or {}
     if len(serves) > 1 or any(sv.get("excluded") for sv in serves.values()):
-        L += ["", "Per prompt class (each class's own bands; an arm the structure gate voided in "
-                  "a class takes no part there):"]
+        L += ["", "Per prompt class (each class's own bands, a session replay a class of its own; "
+                  "an arm the structure or session gate voided in a class takes no part there):"]
         for pc, sv in serves.items():
             if sv["kind"] == "lanes":
                 who = (f"lanes: {sv['lanes'][0]} up to {sv['admission_limit']} in flight, then "

@@ -608,8 +608,10 @@ class SyntheticServer:
             state.idx = idx
             if parts:
                 data = b"".join(parts)
-                transport.write(b"%x\r\n%s\r\n" % (len(data), data))
+                # stamped before the write: a reader cannot see the bytes before this time, while a
+                # stamp after it can fall milliseconds late when the loop's thread is descheduled
                 state.t_last_write = loop.time()
+                transport.write(b"%x\r\n%s\r\n" % (len(data), data))
                 if state.t_first_write is None:
                     state.t_first_write = state.t_last_write
                 if state.t_answer_write is None and answer:

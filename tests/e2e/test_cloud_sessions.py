@@ -23,6 +23,7 @@ from tests.e2e.sandbox_world import vast_world
 
 pytestmark = [
     pytest.mark.engine,
+    pytest.mark.slow,  # a session trace on the CPU engine: about 3 min on 2 loaded cores
     pytest.mark.skipif(not sshd_available(), reason="OpenSSH sshd is not installed"),
 ]
 runner = CliRunner()

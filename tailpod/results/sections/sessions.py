@@ -51,6 +51,11 @@ def _turn(arm: str, key: tuple[str, str, int], rows: list[Any], failed: int,
     accepted = sum(int(s.get("accepted") or 0) for s in spec)
     prompts = [r.prompt_tokens for r in rows if r.prompt_tokens is not None]
     told = [r for r in rows if r.cached_tokens is not None and r.prompt_tokens]
+    if not spec:
+        void["acceptance_length"] = "no request carried its own speculative figures"
+    elif not steps:
+        void["acceptance_length"] = (f"no verify step: the drafter proposed nothing in "
+                                     f"{len(spec)} request(s)")
     return {
         "arm": arm, "prompt_class": pclass, "cache": cache, "turn": turn, "void": void_arm,
         "requests": len(rows), "failed": failed,
@@ -93,7 +98,8 @@ def render(rows: list[TurnRow] | None, rc: RenderContext) -> list[str]:
     L = ["## Sessions, by turn", "",
          "Each turn of a session trace's replay: its requests (one per session that reached it, "
          "per rep), their acceptance length (1 + accepted drafts / verify steps, token-weighted, "
-         "from the responses), p50 latencies (s; — where too few requests for a p50), the mean "
+         "from the responses; — where none carried them, as on plain), p50 latencies (s; — "
+         "where too few requests for a p50), the mean "
          "prompt and the share of it the server served from its prefix cache "
          "(usage.prompt_tokens_details; — where it did not say). A speculative arm whose answer "
          "to a turn differs from plain's after identical earlier turns is void (the session "
@@ -102,11 +108,19 @@ def render(rows: list[TurnRow] | None, rc: RenderContext) -> list[str]:
         ["arm", "class", "cache", "turn", "n", "failed", "accept len", "TTFT p50", "TPOT p50",
          "e2e p50", "prompt tok", "cached"],
         [[arm_label(r["arm"], rc.void), r["prompt_class"], r["cache"], str(r["turn"]),
-          str(r["requests"]), str(r["failed"]), fmt_num(r["acceptance_length"]),
+          str(r["requests"]), str(r["failed"]), _acceptance(r),
           fmt_num(r["ttft_p50_s"]), fmt_num(r["tpot_p50_s"]), fmt_num(r["e2e_p50_s"]),
           fmt_num(r["prompt_tokens_mean"]),
           "—" if r["cached_share"] is None else f"{100 * r['cached_share']:.0f}%"]
          for r in rows], rc.stamp)
+
+
+def _acceptance(r: TurnRow) -> str:
+    """The turn's acceptance length; where its speculative requests never verified a draft,
+    `— (no verify step)` (void_fields says how many)."""
+    if r["acceptance_length"] is None and r["acceptance_requests"]:
+        return "— (no verify step)"
+    return fmt_num(r["acceptance_length"])
 
 
 SECTION = Section(key="sessions", rank=106, compute=compute, report_rank=96, render=render,

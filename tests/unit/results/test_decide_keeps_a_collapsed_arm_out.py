@@ -4,13 +4,17 @@ overstate what it serves for long. The warning names the minute and the context 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from tailpod.agent.probes.load import RunOptions, run_cells
+from tailpod.agent.probes.rows import CellPlan
 from tailpod.results import decide
 from tailpod.results.analysis import analyze
-from tailpod.results.io import Run
-from tailpod.results.schema import CellRow, RequestRow
+from tailpod.results.io import Run, load_run, write_run
+from tailpod.results.schema import ROW_ADAPTER, CellRow, RequestRow
 from tailpod.results.sections.soak import WINDOW_S
+from tailpod.sandbox.synthetic_server import SyntheticConfig, SyntheticServer
 from tests.helpers.run_builder import build_run
 
 SWEEP = {"plain": {1: [100.0, 101.0, 99.0]}, "mtp-k2": {1: [150.0, 151.0, 149.0]}}
@@ -52,3 +56,27 @@ def test_a_soak_that_held_leaves_the_arm_in() -> None:
     dec = _decide(run)
     assert {b["arm"] for b in dec["bands"]} == {"mtp-k2"}
     assert "soak_collapse" not in dec["arms"]["mtp-k2"]
+
+
+def test_the_stand_ins_planted_drift_keeps_the_arm_out_of_every_class(tmp_path: Path) -> None:
+    """The misbehaviour as the stand-in server plants it (acceptance lost, engine-wide, from a
+    context position on: vllm-project/vllm#52873), measured by the pod's probe as a soak cell,
+    written and read back as `report` and `decide` read it."""
+    server = SyntheticServer(SyntheticConfig(rate=4000.0, ttft_s=0.002, tokens_per_chunk=(3,),
+                                             spec_k=2, per_request_spec="vllm",
+                                             drift_position=40)).start()
+    try:
+        opts = RunOptions(base_url=server.base_url, warmup=0, max_tokens=32)
+        _, raw = run_cells(opts, [CellPlan("mtp-k2", 1, 0, "prose", "cold", soak_s=1.0)])
+    finally:
+        server.stop()
+    rows = [ROW_ADAPTER.validate_python(r) for r in raw]
+    run = build_run(SWEEP)
+    run.soak_cells = [r for r in rows if isinstance(r, CellRow)]
+    run.soak_requests = [r for r in rows if isinstance(r, RequestRow)]
+    dec = _decide(load_run(write_run(run, tmp_path / "run")))
+    assert {b["arm"] for b in dec["bands"]} == {"plain"}  # prose and the pooled view alike
+    assert dec["by_class"]["prose"]["arm"] == "plain"
+    assert dec["arms"]["mtp-k2"]["void"] is True
+    assert any(w.startswith("mtp-k2 takes no part: its acceptance collapsed in its soak "
+                            "(minute 1, context position ") for w in dec["warnings"])
