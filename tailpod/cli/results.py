@@ -140,7 +140,9 @@ def _print_cost(res: dict[str, Any]) -> None:
                     f"  c={r['concurrency']:<4} {r['tok_s']:>9.1f} tok/s  "
                     f"busy {r['busy_s'] / 3600:.3f} h  "
                     f"pod ${r['pod_cost_usd']:.4f} (${r['usd_per_1m']:.3f}/Mtok)  "
-                    f"saves ${r['saving_vs_current_usd']:.4f} vs the current pod"
+                    + (f"saves ${r['saving_vs_current_usd']:.4f} vs the current pod"
+                       if r["saving_vs_current_usd"] > 0 else
+                       f"costs ${-r['saving_vs_current_usd']:.4f} more than the current pod")
                 )
     if res.get("stamp"):
         _out(f"{res['stamp']}: throughput curve measured off-pod")

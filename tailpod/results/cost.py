@@ -359,6 +359,15 @@ def traffic_advice(duty: dict[str, Any], knee: dict[str, Any] | None, curve: dic
         out["summary"] = (f"{ran_txt}: at or past {past} (c={target}, {arm}); "
                           "pushing the client harder buys latency, not tokens")
         return out
+    if saving <= 0:
+        # the log already made its tokens in no more pod time than the knee would: a "saving"
+        # below zero is a cost, never printed as a saving
+        out["status"] = "no_saving"
+        out["summary"] = (
+            f"{ran_txt}; {where} at {tput:,.1f} tok/s: the same {tokens:,} output tokens there "
+            f"take {knee_s / 3600:.3f} h of pod, no less than the log's span: no saving from "
+            "pushing the client harder")
+        return out
     out["status"] = "ok"
     out["summary"] = (
         f"{ran_txt}; {where} at {tput:,.1f} tok/s: the same {tokens:,} output tokens there take "
