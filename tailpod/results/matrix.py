@@ -86,6 +86,10 @@ def _purchase_mark(text: str, rest: str) -> tuple[str, bool | None]:
         return rest, None
     shape, _colon, mark = rest.rpartition(":")
     word = mark.strip().lower()
+    if word.isdigit():  # `up --gpu A40:2` / TAILPOD_GPUS's count form; a card's is `xN`
+        at = text.rfind(":" + mark)
+        raise ConfigError(f"card {text!r}: a card counts its GPUs as xN, not :{word}",
+                          hint=f'"{text[:at]}x{word}{text[at + 1 + len(mark):]}"')
     if word not in _MARKS:
         raise ConfigError(f"card {text!r}: the purchase {mark.strip()!r} is not "
                           f"{SPOT_MARK} or {ON_DEMAND_MARK}",
