@@ -184,6 +184,8 @@ def parse_trace_lines(lines: Any, fmt: str,
             obj = json.loads(line)
         except ValueError:
             raise ProbeError(f"{where}: not valid JSON") from None
+        except RecursionError:  # json's decoder recurses once per nesting level
+            raise ProbeError(f"{where}: JSON nested too deeply") from None
         if not isinstance(obj, dict):
             raise ProbeError(f"{where}: not a JSON object")
         if fmt == "mooncake":

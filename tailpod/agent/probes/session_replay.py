@@ -195,6 +195,8 @@ def parse_session_lines(lines: Any, fmt: str, source: str = "trace") -> list[Ses
             obj = json.loads(line)
         except ValueError:
             raise ProbeError(f"{where}: not valid JSON") from None
+        except RecursionError:  # json's decoder recurses once per nesting level
+            raise ProbeError(f"{where}: JSON nested too deeply") from None
         if not isinstance(obj, dict):
             raise ProbeError(f"{where}: not a JSON object (one session a line)")
         session = (_tailpod_session if fmt == "session" else _aiperf_session)(obj, where, lineno)
