@@ -202,6 +202,11 @@ def run_benchmark(settings: Settings, ledger: Ledger, record: PodRecord, plan: S
         preempted = preempted_error(settings, ledger, on_pod[0], rid)
         if preempted is not None:
             raise preempted from exc
+        now_on = ledger.get(on_pod[0].run_tag)
+        if isinstance(exc, TailpodError) and now_on is not None and now_on.active \
+                and now_on.run_tag != record.run_tag:  # the pod asked for is gone by now
+            exc.message += (f" (on {now_on.run_tag}, rented when {record.run_tag} was "
+                            f"preempted; it is still up: tailpod down {now_on.run_tag})")
         raise
     finally:
         for entry in preemptions:  # a pod replaced before run.json was first written
