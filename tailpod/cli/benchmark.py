@@ -174,6 +174,8 @@ def _with_tool_parser(base: EngineConfig, classes: list[str], parser: str | None
     if parser is not None and base.engine != "vllm":
         raise ConfigError(f"--tool-call-parser names a vLLM parser; this pod serves "
                           f"{base.engine}", hint="drop --tool-call-parser")
+    if parser is not None:  # again, now that the settings registered the secrets by value
+        check_tool_parser(parser)
     if "tools" not in classes or base.engine != "vllm":
         return base
     if parser is None:

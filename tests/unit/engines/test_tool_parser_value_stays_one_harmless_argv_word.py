@@ -52,3 +52,19 @@ def test_cli_refuses_before_the_ledger(value: str, tmp_path: Path,
     assert HF_SHAPED not in result.output
     assert "Traceback" not in result.output
     assert seen == []
+
+
+def test_a_value_equal_to_a_loaded_secret_is_refused_once_the_settings_are_read() -> None:
+    """A secret of no known shape is masked by value only once the settings have registered it,
+    which is after the flags are checked: the parser is checked again where the pod's engine
+    config is built (cli/benchmark.py _with_tool_parser), before anything starts."""
+    from tailpod.cli.benchmark import _with_tool_parser
+    from tailpod.engines.base import EngineConfig
+    from tailpod.secrets import Secret
+
+    value = "plainParserSecret42"  # no credential shape, a valid parser word
+    check_tool_parser(value)  # not known yet: nothing to tell it from a parser name
+    Secret(value)  # what load_settings does with HF_TOKEN and the provider keys
+    with pytest.raises(ConfigError) as caught:
+        _with_tool_parser(EngineConfig(engine="vllm", model="org/tiny"), ["tools"], value)
+    assert value not in f"{caught.value} {caught.value.hint or ''}"
