@@ -42,7 +42,7 @@ from tailpod.measure.plan import (
     spec_arms,
     trace_spec,
 )
-from tailpod.measure.sweep import RunContext, RunDirectory
+from tailpod.measure.sweep import RunContext, RunDirectory, check_resumable
 from tailpod.results.io import STAMP
 
 
@@ -552,6 +552,7 @@ def register(app: typer.Typer) -> None:
             check_resume_on_preemption(record, lanes, deployment, find_max_rate)
         rid = run_id or run_id_for(record, settings.results_dir)
         run_dir = RunDirectory(settings.results_dir / rid)
+        check_resumable(run_dir, base.model, base.engine, plan)
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
         with startup_progress("benchmark") as spinner:
