@@ -129,6 +129,9 @@ class Stats:
     ttfa_s: list[float | None] = field(default_factory=list)
     decode_tok_s: list[float] = field(default_factory=list)  # (n-1)/(last write - first write)
     durations_s: list[float] = field(default_factory=list)  # last write - arrival
+    # service-time mode: how long each request waited for a slot on the queue's own clock
+    # (start - arrival, in arrival order; 0.0 when it found one free), timer jitter excluded
+    queue_waits_s: list[float] = field(default_factory=list)
     salts: list[str | None] = field(default_factory=list)
     grammars_compiled: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
@@ -568,7 +571,11 @@ class SyntheticServer:
         bounds = (self._chunk_bounds(len(ids)) if api == "generate"
                   else self._drifted_bounds(len(ids), len(prompt.split())))
         rate = self.config.rate
-        t_first = self._admit(arrival, len(ids)) + self.config.ttft_s
+        start = self._admit(arrival, len(ids))
+        if self._slot_free:
+            with self._lock:
+                self.stats.queue_waits_s.append(start - arrival)
+        t_first = start + self.config.ttft_s
         sched = [t_first + (b - 1) / rate for (_, b) in bounds]
         transport = writer.transport
         finished: asyncio.Future[bool] = loop.create_future()

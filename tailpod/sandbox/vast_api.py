@@ -14,6 +14,7 @@ import json
 import math
 import re
 import secrets
+import threading
 import time
 from typing import Any
 
@@ -98,6 +99,10 @@ class VastEmulator:
         r.add("GET", "/api/v0/volumes", self.list_volumes)
         r.add("DELETE", "/api/v0/volumes", self.delete_volume)
         self.log_results: dict[str, str] = {}  # token -> log text (vast: a pre-signed S3 URL)
+        # One request plays the spot faults at a time: a second request that arrived while the
+        # first had taken the `outbid` fault but not yet stopped its pod would else be answered
+        # before the stop, seeing a pod still running whose fault was already spent.
+        self._spot_play = threading.Lock()
 
     # -- gates ------------------------------------------------------------------------------------
     def _gate(self, req: Request, op: str) -> Account | Response:
@@ -135,6 +140,10 @@ class VastEmulator:
         and is stopped (processes killed, GPU billing ends, the disk bills on): vast-ai/docs @
         c6246226 guides/reference/faq/rental-types.mdx, guides/pricing.mdx:28. Played on every
         vast request, so a test arms it at the moment it chooses."""
+        with self._spot_play:
+            self._play_outbids()
+
+    def _play_outbids(self) -> None:
         now = time.time()
         with self.cloud.lock:
             lost = [p for p in self.cloud.pods.values() if p.provider == "vast"

@@ -110,6 +110,22 @@ def _slots(specs: list[RequestSpec]) -> list[RequestResult | None]:
     return [None] * (max((s.index for s in specs), default=-1) + 1)
 
 
+async def _exchange(conn: AsyncConnection, spec: RequestSpec, api: str,
+                    timeout: float) -> RequestResult:
+    """One request on `conn`, timed from its send; a timeout or a broken connection is the
+    result's failure (scrubbed of secrets), never raised, so the loop goes on."""
+    rec = StreamRecorder(api, structured=spec.structured)
+    rec.start()
+    try:
+        await conn.exchange(spec, rec, timeout)
+    except asyncio.TimeoutError:
+        rec.fail(f"timeout after {timeout:.0f} s")
+    except (OSError, ProtocolError, ssl.SSLError) as exc:
+        rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
+    rec.finish(time.perf_counter())
+    return result_from_recorder(spec, rec)
+
+
 async def _run_async(
     ep: Endpoint, specs: list[RequestSpec], concurrency: int, timeout: float, api: str,
     start: Start | None = None,
@@ -136,16 +152,7 @@ async def _run_async(
             while cursor[0] < len(specs):
                 spec = specs[cursor[0]]
                 cursor[0] += 1
-                rec = StreamRecorder(api, structured=spec.structured)
-                rec.start()
-                try:
-                    await conn.exchange(spec, rec, timeout)
-                except asyncio.TimeoutError:
-                    rec.fail(f"timeout after {timeout:.0f} s")
-                except (OSError, ProtocolError, ssl.SSLError) as exc:
-                    rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
-                rec.finish(time.perf_counter())
-                results[spec.index] = result_from_recorder(spec, rec)
+                results[spec.index] = await _exchange(conn, spec, api, timeout)
         finally:
             conn.close()
 
@@ -245,19 +252,11 @@ async def _run_open_async(
 
     async def one(spec: RequestSpec, due: float) -> None:
         conn = idle.pop() if idle else AsyncConnection(ep, headers)
-        rec = StreamRecorder(api, structured=spec.structured)
-        rec.start()
         try:
-            await conn.exchange(spec, rec, timeout)
-        except asyncio.TimeoutError:
-            rec.fail(f"timeout after {timeout:.0f} s")
-        except (OSError, ProtocolError, ssl.SSLError) as exc:
-            rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
+            res = await _exchange(conn, spec, api, timeout)
         finally:
             if sem is not None:
                 sem.release()
-        rec.finish(time.perf_counter())
-        res = result_from_recorder(spec, rec)
         res.t_sched_perf = due
         results[spec.index] = res
         idle.append(conn)
@@ -348,16 +347,7 @@ async def _run_timed_async(ep: Endpoint, make_spec: Callable[[int], RequestSpec]
             while time.perf_counter() < deadline[0]:
                 spec = make_spec(len(results))
                 results.append(None)
-                rec = StreamRecorder(api, structured=spec.structured)
-                rec.start()
-                try:
-                    await conn.exchange(spec, rec, timeout)
-                except asyncio.TimeoutError:
-                    rec.fail(f"timeout after {timeout:.0f} s")
-                except (OSError, ProtocolError, ssl.SSLError) as exc:
-                    rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
-                rec.finish(time.perf_counter())
-                results[spec.index] = result_from_recorder(spec, rec)
+                results[spec.index] = await _exchange(conn, spec, api, timeout)
         finally:
             conn.close()
 

@@ -32,7 +32,7 @@ from tailpod.provision.base import BillingEvidence, PodSpec
 from tailpod.provision.create import up_remote
 from tailpod.provision.teardown import down_remote
 from tailpod.results.matrix import parse_cards
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
@@ -142,15 +142,6 @@ class SandboxSteps:
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
         return down_remote(settings, ledger, record, policy=fast_policy(),
                            timings=fast_timings())
-
-
-@pytest.fixture()
-def sandbox(tmp_path: Path) -> Any:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
-    try:
-        yield sb
-    finally:
-        sb.close()
 
 
 @pytest.fixture()

@@ -33,8 +33,7 @@ from tailpod.sandbox.model import SandboxPod
 from tests import paths
 
 from .test_matrix_faults import IMAGE, VAST4090
-from .test_matrix_faults import sandbox as sandbox  # noqa: F401 - the fixtures, as there
-from .test_matrix_faults import settings as settings  # noqa: F401
+from .test_matrix_faults import settings as settings  # noqa: F401 - the fixture, as there
 
 HELPER = "tests.integration.cloud.killed_spot_matrix"  # run from the repository, as a module
 DISK_GB = 20  # test_matrix_faults.SandboxSteps rents this disk
