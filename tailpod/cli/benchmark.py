@@ -22,12 +22,13 @@ from tailpod.cli.common import (
 )
 from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
+from tailpod.config import Settings
 from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.vllm import check_tool_parser, tool_parser_for
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
-from tailpod.measure.benchmark import run_benchmark
+from tailpod.measure.benchmark import replacement_settings, run_benchmark
 from tailpod.measure.deploy import (
     check_served_lanes_sweep,
     served_lanes,
@@ -270,8 +271,8 @@ def summary_table(run_dir: Path, title: str) -> Table:
     return table
 
 
-def check_resume_on_preemption(record: PodRecord, lanes: Any, deployment: Any,
-                               find_max_rate: bool) -> None:
+def check_resume_on_preemption(settings: Settings, record: PodRecord, lanes: Any,
+                               deployment: Any, find_max_rate: bool) -> None:
     """`--resume-on-preemption` rents a new pod when a spot pod loses its bid, so it is refused
     (exit 2, before any wait or rental) where there is no bid to lose or no one way to go on."""
     if not record.extra.spot:
@@ -283,6 +284,13 @@ def check_resume_on_preemption(record: PodRecord, lanes: Any, deployment: Any,
         raise ConfigError(f"--resume-on-preemption goes on with the sweep's cells on a new pod; "
                           f"{what} is not resumed that way",
                           hint="drop --resume-on-preemption and resume with --run-id")
+    again = replacement_settings(settings, record)
+    if again.max_price is None and again.bid is None:  # after a preemption, bids have risen
+        raise ConfigError(f"--resume-on-preemption rents a replacement at the price of the "
+                          f"moment; {record.run_tag} was rented with no price cap and no bid, so "
+                          "nothing would bound what the replacement costs",
+                          hint="set TAILPOD_MAX_PRICE=USD/H for the replacement (or rent with "
+                               "up --spot --max-price or --bid)")
 
 
 def preemption_summary(preemptions: list[dict[str, Any]], finished_on: PodRecord) -> str:
@@ -549,7 +557,7 @@ def register(app: typer.Typer) -> None:
             check_arms([a.config for a in plan.arms], settings)
         check_soak_fits(soak_s, len(plan.arms), record, time.time())
         if resume_on_preemption:
-            check_resume_on_preemption(record, lanes, deployment, find_max_rate)
+            check_resume_on_preemption(settings, record, lanes, deployment, find_max_rate)
         rid = run_id or run_id_for(record, settings.results_dir)
         run_dir = RunDirectory(settings.results_dir / rid)
         check_resumable(run_dir, base.model, base.engine, plan)
