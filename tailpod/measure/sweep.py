@@ -245,6 +245,8 @@ def check_resumable(run_dir: RunDirectory, model: str, engine: str, plan: SweepP
              ("engine", (run.get("engine") or {}).get("name"), engine),
              *((key, was.get(key), now.get(key)) for key in RESUME_KEEPS),
              ("trace", (was.get("trace") or {}).get("name"), (now.get("trace") or {}).get("name"))]
+    if was.get("soak_s") is not None and now.get("soak_s") is not None:  # added later: new cells
+        pairs.append(("soak_s", was["soak_s"], now["soak_s"]))
     differs = [f"{key} {old} -> {new}" for key, old, new in pairs if old != new]
     if differs:
         raise ConfigError(f"run {run_dir.path.name} began with other settings ({'; '.join(differs)}); "

@@ -75,3 +75,26 @@ def test_the_same_flags_resume_it(first_run: Path, monkeypatch: pytest.MonkeyPat
     assert result.exit_code == 0, result.output
     rows = [json.loads(x) for x in (first_run / "rows.jsonl").read_text().splitlines()]
     assert sorted(r["concurrency"] for r in rows if r["kind"] == "cell") == [1, 2]
+
+
+def test_another_soak_length_is_refused_a_soak_added_later_is_not(tmp_path: Path) -> None:
+    """A soak cell's id does not carry its length: arms soaked 1 and 5 minutes in one run."""
+    from dataclasses import replace
+
+    from tailpod.errors import ConfigError
+    from tailpod.measure.plan import SweepPlan, spec_arms
+    from tailpod.measure.sweep import RunContext, RunDirectory, check_resumable, new_run
+
+    base = EngineConfig(engine="vllm", model="/m")
+    plan = SweepPlan(arms=spec_arms(base, [0], "ngram", None), concurrency=[1], reps=1,
+                     soak_s=60.0)
+    run_dir = RunDirectory(tmp_path / "soaked")
+    run_dir.save(new_run(RunContext(run_id="soaked", provider="local", model="/m",
+                                    engine="vllm"), plan, "pod"))
+    check_resumable(run_dir, "/m", "vllm", plan)
+    with pytest.raises(ConfigError, match=r"soak_s 60\.0 -> 300\.0"):
+        check_resumable(run_dir, "/m", "vllm", replace(plan, soak_s=300.0))
+    unsoaked = RunDirectory(tmp_path / "plain")
+    unsoaked.save(new_run(RunContext(run_id="plain", provider="local", model="/m",
+                                     engine="vllm"), replace(plan, soak_s=None), "pod"))
+    check_resumable(unsoaked, "/m", "vllm", plan)
