@@ -24,6 +24,10 @@ ARRIVAL_PROCESSES = ("poisson", "gamma", "constant")
 CELL_LIMIT_S = PROBE_RUN_TIMEOUT_S
 # a trace is read whole, here and again by the agent on the pod: past this it is refused
 TRACE_MAX_BYTES = 64 * 1024 * 1024
+# the agent builds each trace prompt as text on the pod: one past 10M tokens (beyond the longest
+# context an open checkpoint is published with) is refused here even when the pod's context
+# length is not known (check_trace_context needs `up --context-length`)
+TRACE_MAX_PROMPT_TOKENS = 10_000_000
 
 
 def rate_text(rate: float) -> str:
@@ -242,7 +246,16 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
                           f"{CELL_LIMIT_S:.0f} s", hint="cut the trace, or raise --trace-speed")
     return {"name": f"trace-{digest}.jsonl", "local_path": str(path), "format": fmt,
             "speed": float(speed), "requests": len(entries), "span_s": span,
-            "max_prompt_tokens": max(e[1] for e in entries)}
+            "max_prompt_tokens": _servable(path, max(e[1] for e in entries))}
+
+
+def _servable(path: Path, tokens: int) -> int:
+    """`tokens`, the trace's longest prompt, when an engine could take it (exit 2 otherwise)."""
+    if tokens > TRACE_MAX_PROMPT_TOKENS:
+        raise ConfigError(f"--trace {path}: a prompt of {tokens:,} tokens, past the longest "
+                          f"context any engine serves ({TRACE_MAX_PROMPT_TOKENS:,} tokens)",
+                          hint="cut the trace's prompt lengths")
+    return tokens
 
 
 def _session_trace_spec(path: Path, data: bytes, fmt: str, speed: float) -> dict[str, Any]:
@@ -273,7 +286,8 @@ def _session_trace_spec(path: Path, data: bytes, fmt: str, speed: float) -> dict
     return {"name": f"trace-{hashlib.sha256(data).hexdigest()[:16]}.jsonl",
             "local_path": str(path), "format": fmt, "speed": float(speed),
             "requests": sum(len(s.turns) for s in sessions), "sessions": len(sessions),
-            "span_s": span, "max_prompt_tokens": longest_context_tokens(sessions, 0)}
+            "span_s": span,
+            "max_prompt_tokens": _servable(path, longest_context_tokens(sessions, 0))}
 
 
 def check_trace_context(trace: dict[str, Any] | None, context_length: int | None) -> None:

@@ -64,3 +64,27 @@ def test_cli_deep_trace_exits_2_with_one_line_no_traceback(tmp_path: Path) -> No
     assert "Traceback" not in out and "RecursionError" not in out
     assert "nested" in out
     assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*.json"))
+
+
+@pytest.mark.parametrize(("fmt", "line"), [
+    ("session", {"turns": [{"input_tokens": 10**18}]}),
+    ("mooncake", {"timestamp": 0, "input_length": 10**18, "output_length": 4}),
+    ("tailpod", {"t_start": 0.0, "prompt_tokens": 10**18, "completion_tokens": 4}),
+])
+def test_a_prompt_past_any_context_is_refused_even_without_a_known_context_length(
+        tmp_path: Path, fmt: str, line: dict[str, object]) -> None:
+    """The agent builds each prompt as text on the pod (arrival.approx_prompt): 10^18 tokens
+    would exhaust its memory after the pod wait; `check_trace_context` only knew the pod's
+    `up --context-length`, when one was given."""
+    import json
+
+    f = tmp_path / "t.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    with pytest.raises(ConfigError, match=r"1,000,000,000,000,000,000 tokens.*10,000,000"):
+        trace_spec(f, fmt, 1.0)
+
+
+def test_a_long_but_servable_prompt_passes(tmp_path: Path) -> None:
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"turns": [{"input_tokens": 1000000}]}\n')
+    assert trace_spec(f, "session", 1.0)["max_prompt_tokens"] == 1_000_000
