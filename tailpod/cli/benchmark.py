@@ -22,7 +22,7 @@ from tailpod.cli.common import (
 )
 from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
-from tailpod.config import Settings
+from tailpod.config import Settings, spot_problems
 from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.vllm import check_tool_parser, tool_parser_for
@@ -291,6 +291,11 @@ def check_resume_on_preemption(settings: Settings, record: PodRecord, lanes: Any
                           "nothing would bound what the replacement costs",
                           hint="set TAILPOD_MAX_PRICE=USD/H for the replacement (or rent with "
                                "up --spot --max-price or --bid)")
+    problems = spot_problems(again)  # a bid over the cap would rent nothing, found too late
+    if problems:
+        raise ConfigError(f"--resume-on-preemption could not rent {record.run_tag}'s replacement:"
+                          f" {'; '.join(problems)}",
+                          hint="a TAILPOD_MAX_PRICE at or above the pod's bid")
 
 
 def preemption_summary(preemptions: list[dict[str, Any]], finished_on: PodRecord) -> str:

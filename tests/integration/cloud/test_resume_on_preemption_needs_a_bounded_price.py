@@ -70,3 +70,21 @@ def test_a_bid_or_a_cap_for_the_replacement_is_enough(
     assert pods.steps.rented == []
     CliRunner().invoke(app, ["down", first.run_tag])
     assert sandbox.billing_now() == []
+
+
+def test_a_cap_below_the_pods_bid_is_refused_before_anything(
+        sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The replacement is bid as the pod was, under TAILPOD_MAX_PRICE when the pod had no cap of
+    its own: a cap below that bid could rent nothing, found only after the lost pod is gone."""
+    first = _uncapped_spot_pod(sandbox, tailpod_home, monkeypatch, bid=0.3)
+    monkeypatch.setenv("TAILPOD_MAX_PRICE", "0.2")
+    pods = Pods(sandbox, cut_at=1)
+    pods.install(monkeypatch)
+    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
+                             terminal_width=250)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "the bid $0.3/h is above the price cap $0.2/h" in said, said
+    assert pods.hosts == {} and pods.steps.rented == []
+    CliRunner().invoke(app, ["down", first.run_tag])
+    assert sandbox.billing_now() == []
