@@ -232,10 +232,10 @@ def split_count(value: str, what: str = "--gpu") -> tuple[str, int | None]:
     """`A40:2` -> ("A40", 2); `A40` -> ("A40", None). A count below 1 is refused, naming `what`
     (the flag or the setting the value came from)."""
     found = _COUNT_FORM.match(value.strip())
-    if found is None:
-        if ":" in value:  # `A40:-1`, `A40:nan`: no GPU name holds a colon; a count was meant
-            raise ConfigError(f"{what} {value!r}: the count after ':' must be a whole number "
-                              "of GPUs, at least 1")
+    if found is None or ":" in found.group("name"):
+        if ":" in value:  # `A40:-1`, `A40::2`: no GPU name holds a colon; a count was meant
+            raise ConfigError(f"{what} {value!r}: a GPU name holds no ':', and the count "
+                              "after it must be a whole number of GPUs, at least 1")
         return value.strip(), None
     count = int(found.group("count"))
     if count < 1:

@@ -22,6 +22,7 @@ from tailpod.cli.common import (
 )
 from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
+from tailpod.config import Settings, spot_problems
 from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.versions import parse_version
@@ -33,7 +34,7 @@ from tailpod.engines.vllm import (
 )
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
-from tailpod.measure.benchmark import run_benchmark
+from tailpod.measure.benchmark import replacement_settings, run_benchmark
 from tailpod.measure.deploy import (
     check_served_lanes_sweep,
     served_lanes,
@@ -49,7 +50,7 @@ from tailpod.measure.plan import (
     spec_arms,
     trace_spec,
 )
-from tailpod.measure.sweep import RunContext, RunDirectory
+from tailpod.measure.sweep import RunContext, RunDirectory, check_resumable
 from tailpod.results.io import STAMP
 
 
@@ -181,6 +182,8 @@ def _with_tool_parser(base: EngineConfig, classes: list[str], parser: str | None
     if parser is not None and base.engine != "vllm":
         raise ConfigError(f"--tool-call-parser names a vLLM parser; this pod serves "
                           f"{base.engine}", hint="drop --tool-call-parser")
+    if parser is not None:  # again, now that the settings registered the secrets by value
+        check_tool_parser(parser)
     if "tools" not in classes or base.engine != "vllm":
         return base
     if parser is None:
@@ -302,8 +305,8 @@ def summary_table(run_dir: Path, title: str) -> Table:
     return table
 
 
-def check_resume_on_preemption(record: PodRecord, lanes: Any, deployment: Any,
-                               find_max_rate: bool) -> None:
+def check_resume_on_preemption(settings: Settings, record: PodRecord, lanes: Any,
+                               deployment: Any, find_max_rate: bool) -> None:
     """`--resume-on-preemption` rents a new pod when a spot pod loses its bid, so it is refused
     (exit 2, before any wait or rental) where there is no bid to lose or no one way to go on."""
     if not record.extra.spot:
@@ -315,6 +318,18 @@ def check_resume_on_preemption(record: PodRecord, lanes: Any, deployment: Any,
         raise ConfigError(f"--resume-on-preemption goes on with the sweep's cells on a new pod; "
                           f"{what} is not resumed that way",
                           hint="drop --resume-on-preemption and resume with --run-id")
+    again = replacement_settings(settings, record)
+    if again.max_price is None and again.bid is None:  # after a preemption, bids have risen
+        raise ConfigError(f"--resume-on-preemption rents a replacement at the price of the "
+                          f"moment; {record.run_tag} was rented with no price cap and no bid, so "
+                          "nothing would bound what the replacement costs",
+                          hint="set TAILPOD_MAX_PRICE=USD/H for the replacement (or rent with "
+                               "up --spot --max-price or --bid)")
+    problems = spot_problems(again)  # a bid over the cap would rent nothing, found too late
+    if problems:
+        raise ConfigError(f"--resume-on-preemption could not rent {record.run_tag}'s replacement:"
+                          f" {'; '.join(problems)}",
+                          hint="a TAILPOD_MAX_PRICE at or above the pod's bid")
 
 
 def preemption_summary(preemptions: list[dict[str, Any]], finished_on: PodRecord) -> str:
@@ -585,9 +600,10 @@ def register(app: typer.Typer) -> None:
         if blind_soak:
             err_console.print(f"[bold yellow]warning:[/] {blind_soak}", markup=True)
         if resume_on_preemption:
-            check_resume_on_preemption(record, lanes, deployment, find_max_rate)
+            check_resume_on_preemption(settings, record, lanes, deployment, find_max_rate)
         rid = run_id or run_id_for(record, settings.results_dir)
         run_dir = RunDirectory(settings.results_dir / rid)
+        check_resumable(run_dir, base.model, base.engine, plan)
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
         with startup_progress("benchmark") as spinner:

@@ -200,11 +200,17 @@ TOOL_PARSERS_BY_FAMILY: tuple[tuple[str, str], ...] = (
     ("internlm", "internlm"),
 )
 DEFAULT_TOOL_PARSER = "hermes"
-_PARSER_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+# one argv word that vLLM's argparse cannot read as a flag of its own (no leading '-')
+_PARSER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def check_tool_parser(name: str) -> None:
     """A `--tool-call-parser` value as one argv word (exit 2 on anything else)."""
+    from tailpod.secrets import redact
+
+    if redact(name) != name:  # it would sit in the pod's process list and the run's argv
+        raise ConfigError("--tool-call-parser's value is shaped like a credential, not a parser "
+                          "name", hint="e.g. hermes, llama3_json, mistral")
     if not _PARSER_NAME.fullmatch(name):
         raise ConfigError(f"--tool-call-parser {name!r} is not a parser name",
                           hint="e.g. hermes, llama3_json, mistral")

@@ -16,7 +16,7 @@ from typing import Any
 
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
-from tailpod.errors import Preempted, TailpodError
+from tailpod.errors import BillingNotProven, Preempted, TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.plan import SweepPlan
 from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost
@@ -172,6 +172,11 @@ def run_benchmark(settings: Settings, ledger: Ledger, record: PodRecord, plan: S
             try:
                 return steps.up(again, base, ledger, say_plain)
             except TailpodError as exc:  # the lost pod is proven gone by now
+                if exc.exit_code == 3:  # the replacement's own up left something that may bill
+                    raise BillingNotProven(
+                        f"{lost.run_tag} was preempted and destroyed (billing proven stopped), "
+                        f"but its replacement failed and may still bill: {exc.message}",
+                        hint=exc.hint) from exc
                 raise TailpodError(
                     f"{lost.run_tag} was preempted and destroyed (billing proven "
                     f"stopped), and no new pod could be rented: {exc.message}",
@@ -197,6 +202,11 @@ def run_benchmark(settings: Settings, ledger: Ledger, record: PodRecord, plan: S
         preempted = preempted_error(settings, ledger, on_pod[0], rid)
         if preempted is not None:
             raise preempted from exc
+        now_on = ledger.get(on_pod[0].run_tag)
+        if isinstance(exc, TailpodError) and now_on is not None and now_on.active \
+                and now_on.run_tag != record.run_tag:  # the pod asked for is gone by now
+            exc.message += (f" (on {now_on.run_tag}, rented when {record.run_tag} was "
+                            f"preempted; it is still up: tailpod down {now_on.run_tag})")
         raise
     finally:
         for entry in preemptions:  # a pod replaced before run.json was first written

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tailpod.config import Settings
+from tailpod.config import Settings, source_of
 from tailpod.engines.base import EngineConfig, engine_start_s
 from tailpod.errors import BillingNotProven, ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, operation_owner_alive, operation_stamp
@@ -738,8 +738,30 @@ def marks_spot(settings: Settings, cards: list[Card] | None, run_id: str | None)
     """Whether a card is marked `:spot`: of `cards`, else of the matrix `run_id` resumes (its
     matrix.json). Such a card takes `--bid` as `--spot` does (config.py spot_problems)."""
     if not cards and run_id:
-        cards = MatrixState.load(Path(settings.results_dir) / run_id).cards
+        state = MatrixState.load(Path(settings.results_dir) / run_id)
+        return any(card.spot or (card.spot is None and state.card(card.label).get("spot"))
+                   for card in state.cards)  # an unmarked card the resumed run bought spot
     return any(card.spot for card in cards or [])
+
+
+def keep_purchases(settings: Settings, state: MatrixState) -> Settings:
+    """`settings` for resuming `state`: its unmarked cards bought as the first run bought them
+    (under `--spot` or not, kept per card in matrix.json), so a card's rows and $/Mtok read one
+    purchase. `--spot`/`--no-spot` (or TAILPOD_SPOT) that says otherwise is refused (exit 2)."""
+    given = source_of(settings, "spot")
+    for card in state.cards:
+        stored = state.card(card.label).get("spot")
+        if card.spot is not None or stored is None:  # its marker is kept; or never priced
+            continue
+        if given is not None and bool(settings.spot) != stored:
+            bought, asked = ("spot", "on-demand") if stored else ("on-demand", "spot")
+            raise ConfigError(f"card {card.label!r} was rented {bought} by the matrix being "
+                              f"resumed; the spot setting ({given}) would rent it {asked}",
+                              hint="leave --spot/--no-spot out to resume each card as it was "
+                                   "bought")
+        if stored and not settings.spot:
+            settings = dataclasses.replace(settings, spot=True)
+    return settings
 
 
 def check_spot_cards(settings: Settings, cards: list[Card], image: str) -> None:
@@ -1244,6 +1266,7 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     if run_id:
         state = MatrixState.load(results / run_id)
         check_purchases(state.cards, settings.spot)  # `--spot` again over `:on-demand` cards
+        settings = keep_purchases(settings, state)
         if cards and [c.label for c in cards] != [c.label for c in state.cards]:
             raise ConfigError("--card differs from the matrix being resumed",
                               hint="leave --card out to resume the same cards")

@@ -22,6 +22,12 @@ DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32, 64)
 ARRIVAL_PROCESSES = ("poisson", "gamma", "constant")
 # A cell's time limit: one cell is one `probe run` call of the pod agent, stopped after this.
 CELL_LIMIT_S = PROBE_RUN_TIMEOUT_S
+# a trace is read whole, here and again by the agent on the pod: past this it is refused
+TRACE_MAX_BYTES = 64 * 1024 * 1024
+# the agent builds each trace prompt as text on the pod: one past 10M tokens (beyond the longest
+# context an open checkpoint is published with) is refused here even when the pod's context
+# length is not known (check_trace_context needs `up --context-length`)
+TRACE_MAX_PROMPT_TOKENS = 10_000_000
 
 
 def rate_text(rate: float) -> str:
@@ -186,6 +192,28 @@ class SweepPlan:
         }
 
 
+def _trace_bytes(path: Path) -> bytes:
+    """The trace file's bytes, read only from a regular file no larger than TRACE_MAX_BYTES (a
+    FIFO would block the read forever, a link to /dev/zero would fill memory)."""
+    import stat
+
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"--trace {path}: not a regular file")
+        if info.st_size > TRACE_MAX_BYTES:
+            raise ConfigError(f"--trace {path}: {info.st_size:,} bytes, past the trace size "
+                              f"limit of {TRACE_MAX_BYTES:,} bytes", hint="cut the trace")
+        with path.open("rb") as fh:
+            data = fh.read(TRACE_MAX_BYTES + 1)  # the file may have grown since the stat
+    except OSError as exc:
+        raise ConfigError(f"--trace {path}: {exc.strerror or exc}") from None
+    if len(data) > TRACE_MAX_BYTES:
+        raise ConfigError(f"--trace {path}: past the trace size limit of {TRACE_MAX_BYTES:,} "
+                          "bytes", hint="cut the trace")
+    return data
+
+
 def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     """`--trace FILE`, checked here with the agent's own reader (so a file the agent would refuse
     is refused before any pod wait): the plan's `trace` entry. Bad file: ConfigError (exit 2)."""
@@ -198,10 +226,7 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
         raise ConfigError(f"--trace-format must be one of {', '.join(TRACE_FORMATS)}")
     if not math.isfinite(speed) or speed <= 0:
         raise ConfigError("--trace-speed must be > 0 (2 = twice as fast as logged)")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"--trace {path}: {exc.strerror or exc}") from None
+    data = _trace_bytes(path)
     if fmt in SESSION_FORMATS:
         return _session_trace_spec(path, data, fmt, speed)
     try:
@@ -220,7 +245,16 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
                           f"{CELL_LIMIT_S:.0f} s", hint="cut the trace, or raise --trace-speed")
     return {"name": f"trace-{digest}.jsonl", "local_path": str(path), "format": fmt,
             "speed": float(speed), "requests": len(entries), "span_s": span,
-            "max_prompt_tokens": max(e[1] for e in entries)}
+            "max_prompt_tokens": _servable(path, max(e[1] for e in entries))}
+
+
+def _servable(path: Path, tokens: int) -> int:
+    """`tokens`, the trace's longest prompt, when an engine could take it (exit 2 otherwise)."""
+    if tokens > TRACE_MAX_PROMPT_TOKENS:
+        raise ConfigError(f"--trace {path}: a prompt of {tokens:,} tokens, past the longest "
+                          f"context any engine serves ({TRACE_MAX_PROMPT_TOKENS:,} tokens)",
+                          hint="cut the trace's prompt lengths")
+    return tokens
 
 
 def _format_hint(data: bytes, fmt: str) -> str:
@@ -270,7 +304,8 @@ def _session_trace_spec(path: Path, data: bytes, fmt: str, speed: float) -> dict
     return {"name": f"trace-{hashlib.sha256(data).hexdigest()[:16]}.jsonl",
             "local_path": str(path), "format": fmt, "speed": float(speed),
             "requests": sum(len(s.turns) for s in sessions), "sessions": len(sessions),
-            "span_s": span, "max_prompt_tokens": longest_context_tokens(sessions, 0)}
+            "span_s": span,
+            "max_prompt_tokens": _servable(path, longest_context_tokens(sessions, 0))}
 
 
 def check_trace_context(trace: dict[str, Any] | None, context_length: int | None) -> None:

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from tailpod import __version__
 from tailpod.agent_client.driver import ArmStart
 from tailpod.engines.base import EngineConfig, SpecArm
-from tailpod.errors import TailpodError
+from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import PodRecord
 from tailpod.measure.plan import (
     Arm,
@@ -225,6 +225,34 @@ def _checked(build: Callable[[], Any], what: str) -> Any:
     except ValidationError as exc:
         raise TailpodError(f"tailpod wrote a {what} that results format v1 refuses: "
                            f"{validation_summary(exc)}") from None
+
+
+# What a finished cell's numbers depend on beyond its id (arm, concurrency, rep, class): a resume
+# that changes one would keep the old cells beside new ones measured otherwise.
+RESUME_KEEPS = ("max_tokens", "requests_per_cell", "unique_schema", "arrival", "burstiness",
+                "arrival_seed")
+
+
+def check_resumable(run_dir: RunDirectory, model: str, engine: str, plan: SweepPlan) -> None:
+    """A run resumed (`--run-id` of a run with run.json) must be measured as it began: the same
+    model, engine and RESUME_KEEPS of its plan, the same trace. ConfigError (exit 2) naming each
+    difference, before anything waits or writes."""
+    run = run_dir.load()
+    if run is None:
+        return
+    was, now = run.get("plan") or {}, plan.to_json()
+    pairs = [("model", run.get("model"), model),
+             ("engine", (run.get("engine") or {}).get("name"), engine),
+             *((key, was.get(key), now.get(key)) for key in RESUME_KEEPS),
+             ("trace", (was.get("trace") or {}).get("name"), (now.get("trace") or {}).get("name"))]
+    if was.get("soak_s") is not None and now.get("soak_s") is not None:  # added later: new cells
+        pairs.append(("soak_s", was["soak_s"], now["soak_s"]))
+    differs = [f"{key} {old} -> {new}" for key, old, new in pairs if old != new]
+    if differs:
+        raise ConfigError(f"run {run_dir.path.name} began with other settings ({'; '.join(differs)}); "
+                          "resuming it would mix its finished cells with cells measured otherwise",
+                          hint="the same flags and pod model resume it; another --run-id (or none) "
+                               "starts a new run")
 
 
 def new_run(ctx: RunContext, plan: SweepPlan, measured_from: str) -> dict[str, Any]:

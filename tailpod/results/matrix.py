@@ -104,6 +104,7 @@ def _purchase_mark(text: str, rest: str) -> tuple[str, bool | None]:
 def parse_card(text: str) -> Card:
     """`provider:GPU[xN][:spot|:on-demand]`, e.g. `runpod:NVIDIA H100 80GB HBM3`,
     `vastai:"RTX 4090"x2` or `vastai:RTX 4090:spot`."""
+    from tailpod.config import MAX_GPU_COUNT
     from tailpod.provision.providers import CLOUD_PROVIDERS, canonical_name
 
     found = _CARD.match(text or "")
@@ -124,6 +125,8 @@ def parse_card(text: str) -> Card:
         raise ConfigError(f"card {text!r} names no GPU")
     if count < 1:
         raise ConfigError(f"card {text!r}: the GPU count must be at least 1")
+    if count > MAX_GPU_COUNT:  # the bound `up --gpu-count` is held to
+        raise ConfigError(f"card {text!r}: the GPU count must be 1-{MAX_GPU_COUNT}")
     return Card(provider, gpu, count, spot)
 
 

@@ -40,6 +40,9 @@ def test_names_without_a_count_keep_the_count_setting(tmp_path: Path) -> None:
     ({"TAILPOD_GPUS": "A40:2,L40S:1"}, {}, "different counts"),
     ({"TAILPOD_GPUS": "A40:0"}, {}, "TAILPOD_GPUS"),
     ({"TAILPOD_GPUS": "A40:nan"}, {}, "TAILPOD_GPUS"),
+    # no GPU name holds a colon: these would reach the offer query as cards named 'A40:'/'A40:2'
+    ({"TAILPOD_GPUS": "A40::2"}, {}, "TAILPOD_GPUS 'A40::2'"),
+    ({"TAILPOD_GPUS": "A40:2:2"}, {}, "TAILPOD_GPUS 'A40:2:2'"),
 ])
 def test_counts_that_disagree_or_are_not_counts_are_refused_naming_the_setting(
         tmp_path: Path, env: dict[str, str], flags: dict[str, object], said: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -159,10 +160,24 @@ def _parse_trace_arrival(raw: dict[str, Any]) -> Arrival:
     return arrival
 
 
+_WORD = re.compile(r"[A-Za-z0-9_.-]{1,16}")  # a role, a type, a short session id
+
+
+def shown(value: Any) -> str:
+    """A trace file's value as a refusal may show it: a number, a boolean or null as written, a
+    short word (a role, a type) quoted; any other string only by its length, since the file is
+    checked before tailpod can mask the user's secrets by value and it may carry one."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value) if _WORD.fullmatch(value) else f"a string of {len(value)} characters"
+    return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
+
+
 def _int_field(obj: dict[str, Any], key: str, where: str, minimum: int) -> int:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ProbeError(f"{where}: {key} must be an integer >= {minimum}, not {value!r}")
+        raise ProbeError(f"{where}: {key} must be an integer >= {minimum}, not {shown(value)}")
     return value
 
 
@@ -184,6 +199,8 @@ def parse_trace_lines(lines: Any, fmt: str,
             obj = json.loads(line)
         except ValueError:
             raise ProbeError(f"{where}: not valid JSON") from None
+        except RecursionError:  # json's decoder recurses once per nesting level
+            raise ProbeError(f"{where}: JSON nested too deeply") from None
         if not isinstance(obj, dict):
             raise ProbeError(f"{where}: not a JSON object")
         if fmt == "mooncake":

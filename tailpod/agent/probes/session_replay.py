@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .arrival import SESSION_FORMATS, approx_prompt
+from .arrival import SESSION_FORMATS, approx_prompt, shown
 from .basics import ProbeError
 from .rows import LoopOutcome
 from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
@@ -70,7 +70,7 @@ def _num(obj: dict[str, Any], key: str, where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value < 0:
-        raise ProbeError(f"{where}: {key} must be a number >= 0, not {value!r}")
+        raise ProbeError(f"{where}: {key} must be a number >= 0, not {shown(value)}")
     return float(value)
 
 
@@ -79,7 +79,7 @@ def _count(obj: dict[str, Any], key: str, where: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ProbeError(f"{where}: {key} must be an integer >= 1, not {value!r}")
+        raise ProbeError(f"{where}: {key} must be an integer >= 1, not {shown(value)}")
     return value
 
 
@@ -134,7 +134,7 @@ def _tailpod_session(obj: dict[str, Any], where: str, lineno: int) -> Session:
 def _aiperf_session(obj: dict[str, Any], where: str, lineno: int) -> Session:
     _unknown(obj, _AIPERF_LINE_KEYS, where)
     if obj.get("type", "multi_turn") != "multi_turn":
-        raise ProbeError(f"{where}: type must be multi_turn, not {obj.get('type')!r}")
+        raise ProbeError(f"{where}: type must be multi_turn, not {shown(obj.get('type'))}")
     sid = _session_id(obj, where, f"session-{lineno}")
     raw_turns = _turn_list(obj, where)
     prefix: str | None = None
@@ -161,7 +161,7 @@ def _aiperf_session(obj: dict[str, Any], where: str, lineno: int) -> Session:
                              "only)")
         _unknown(raw, _AIPERF_TURN_KEYS, at)
         if raw.get("role") not in (None, "user"):
-            raise ProbeError(f"{at}: role {raw.get('role')!r} not replayed (user turns, and one "
+            raise ProbeError(f"{at}: role {shown(raw.get('role'))} not replayed (user turns, and one "
                              "leading system turn)")
         text = raw.get("text")
         if not isinstance(text, str) or not text.strip():
@@ -195,11 +195,13 @@ def parse_session_lines(lines: Any, fmt: str, source: str = "trace") -> list[Ses
             obj = json.loads(line)
         except ValueError:
             raise ProbeError(f"{where}: not valid JSON") from None
+        except RecursionError:  # json's decoder recurses once per nesting level
+            raise ProbeError(f"{where}: JSON nested too deeply") from None
         if not isinstance(obj, dict):
             raise ProbeError(f"{where}: not a JSON object (one session a line)")
         session = (_tailpod_session if fmt == "session" else _aiperf_session)(obj, where, lineno)
         if session.session_id in seen:
-            raise ProbeError(f"{where}: session_id {session.session_id!r} appears twice")
+            raise ProbeError(f"{where}: session_id {shown(session.session_id)} appears twice")
         seen.add(session.session_id)
         out.append(session)
     if not out:
