@@ -453,8 +453,7 @@ def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
         every = conc + rate
         won_at: dict[str, list[str]] = defaultdict(list)
         for b in every:
-            won_at[b["arm"]].append(f"{'c' if b['axis'] == 'concurrency' else 'rate'}="
-                                    f"{_fmt_load(b['axis'], b['load'])}")
+            won_at[b["arm"]].append(_band_label(b["axis"], b["load"]))  # a trace: "trace"
         top = min(won_at, key=lambda a: (-len(won_at[a]), simplicity(arms[a])))
         others = "; ".join(f"{a} wins {', '.join(won_at[a])}"
                            for a in sorted(won_at, key=lambda a: simplicity(arms[a])) if a != top)
