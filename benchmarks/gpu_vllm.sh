@@ -13,6 +13,13 @@
 #   gpu_vllm.sh draft  WORK            the draft-model arm: up (target) / benchmark (draft_model) / down
 #   gpu_vllm.sh openloop WORK          the same arms under open-loop arrivals (RATES), with SLOs
 #   gpu_vllm.sh peer   WORK            benchmarks/peer_agreement.py against `vllm bench serve`
+#   gpu_vllm.sh deploy WORK [RUN]      the decision deployed (#42 item 3): `decide` on RUN (a run dir,
+#                                      e.g. benchmarks/runs/h100_*/c256; default WORK's last run id),
+#                                      then one `benchmark --spec-k 0,K --deploy decision.json` under
+#                                      open-loop arrivals at rates below, at and above the crossover:
+#                                      plain and the spec arm each alone on the card, then deploy-lanes
+#                                      (both lanes on the one GPU behind HAProxy); the table in
+#                                      deploy-table.md. Resumable: run it again on the same WORK.
 #   gpu_vllm.sh coldwarm WORK          two starts of one checkpoint on one compile cache (cold, then
 #                                      warm), a short sweep and a proven down each (#29);
 #                                      WARM_DROPS="triton flashinfer": a start without each
@@ -37,10 +44,18 @@
 #   BUILD_KINDS ["$MTP_KIND $TARGET_KIND $DRAFT_KIND"]   the kinds `models` builds
 #   RATES [4,16,64,256]  SLO [ttft_ms=200,tpot_ms=20]  ARRIVAL [poisson]   (openloop)
 #   PEER_LEVELS [1,4,16,64]  PEER_REPS [3]  PEER_MAX_TOKENS [128]  PEER_DEADLINE [480]  (peer)
+#   DEPLOY_RATES []  DEPLOY_FACTORS [0.5,1,2]  DEPLOY_REQUESTS []  DEPLOY_SLOTS [256]
+#   DEPLOY_DECISION []  DEPLOY_KIND [$MTP_KIND]                                          (deploy)
+#                                      empty DEPLOY_RATES: the factors x the request rate at the
+#                                      crossover (benchmarks/deploy_step.py rates); empty
+#                                      DEPLOY_REQUESTS: 10 s of the middle rate; DEPLOY_DECISION:
+#                                      measure this decision.json's deployment instead of the one
+#                                      decided on RUN (whose crossover still sets the rates)
 #   MTP_KIND [mimo]  TARGET_KIND [target]  DRAFT_KIND [draft]  CHECKPOINT_ARGS []  (checkpoint build)
 #   DEADLINE [570]  RESERVE [90]       seconds from the start by which the script ends; seconds kept
 #                                      for /metrics, report, down and packing when the sweep is cut
 #   STARTUP_TIMEOUT [240]  PORT [8000]  SITE [/tmp/site]  TAILPOD ["python3 -m tailpod.cli.main"]
+#   HAPROXY_DIR []                     a carried haproxy's folder (gpu_haproxy_carry.sh), put on PATH
 set -euo pipefail
 
 T0=$(date +%s)
@@ -65,6 +80,11 @@ PEER_LEVELS="${PEER_LEVELS:-1,4,16,64}"
 PEER_REPS="${PEER_REPS:-3}"
 PEER_MAX_TOKENS="${PEER_MAX_TOKENS:-128}"
 PEER_DEADLINE="${PEER_DEADLINE:-480}"
+DEPLOY_RATES="${DEPLOY_RATES:-}"
+DEPLOY_FACTORS="${DEPLOY_FACTORS:-0.5,1,2}"
+DEPLOY_REQUESTS="${DEPLOY_REQUESTS:-}"
+DEPLOY_SLOTS="${DEPLOY_SLOTS:-256}"
+DEPLOY_DECISION="${DEPLOY_DECISION:-}"
 MTP_KIND="${MTP_KIND:-mimo}"
 TARGET_KIND="${TARGET_KIND:-target}"
 DRAFT_KIND="${DRAFT_KIND:-draft}"
@@ -80,6 +100,8 @@ read -ra TP <<< "$TAILPOD"
 export PYTHONUNBUFFERED=1
 # The carried wheels, then this checkout (tailpod is not installed there: it runs from the tree).
 [ -d "$SITE" ] && PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+# A carried haproxy (benchmarks/gpu_haproxy_carry.sh) for the deploy-lanes arm, found on PATH.
+[ -n "${HAPROXY_DIR:-}" ] && [ -d "$HAPROXY_DIR" ] && export PATH="$HAPROXY_DIR:$PATH"
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 # The engine is the image's python3 with PYTHONPATH (inherited by the engine's process group).
 TAILPOD_ENGINE_PYTHON="${TAILPOD_ENGINE_PYTHON:-$(command -v python3)}"
@@ -226,6 +248,8 @@ sweep() {  # SPEC_K SPEC_METHOD [DRAFT]: the gated sweep, cut at the deadline (r
     [ -n "$MAX_TOKENS" ] && args+=(--max-tokens "$MAX_TOKENS")
     [ -n "$REQUESTS" ] && args+=(--requests-per-cell "$REQUESTS")
     [ -n "$draft" ] && args+=(--draft-model "$draft")
+    # the deployment against each static arm at every rate: no rate skipped once one saturated
+    [ -n "${DEPLOY_FILE:-}" ] && args+=(--deploy "$DEPLOY_FILE" --no-saturation-stop)
     if [ "${OPEN_LOOP:-0}" = 1 ]; then
         args+=(--request-rate "$RATES" --arrival "$ARRIVAL" --slo "$SLO")
         say "benchmark $rid: K in $ks ($method), open loop at $RATES req/s ($ARRIVAL), SLO $SLO," \
@@ -321,14 +345,90 @@ coldwarm() {  # WORK: cold then warm start on one cache root, as a volume would 
 
 peer() {  # WORK: the probe against `vllm bench serve` on one server (CUDA graphs unless eager)
     setup_work "$1"
-    local graphs=--cuda-graphs
+    local graphs=--cuda-graphs model=()
     [ "$ENFORCE_EAGER" = 1 ] && graphs=
+    # a target built before (`models`) is served as is: a gpu8b build costs 14 GB and minutes
+    [ -f "$(models_dir)/$TARGET_KIND/config.json" ] && model=(--model "$(models_dir)/$TARGET_KIND")
     say "peer agreement: size $SIZE, levels $PEER_LEVELS, $PEER_REPS reps, $PEER_MAX_TOKENS tokens"
     # shellcheck disable=SC2086
     timeout -k 20 -s INT $(( $(left) - 15 )) "${TP[0]}" "$here/peer_agreement.py" \
         --levels "$PEER_LEVELS" --reps "$PEER_REPS" --max-tokens "$PEER_MAX_TOKENS" \
         --size "$SIZE" $graphs --context-length "$CONTEXT_LENGTH" \
-        --deadline-s "$PEER_DEADLINE" --json "$OUT/peer.json" 2>&1 | tee "$OUT/peer_agreement.log"
+        --deadline-s "$PEER_DEADLINE" "${model[@]}" --json "$OUT/peer.json" 2>&1 \
+        | tee "$OUT/peer_agreement.log"
+}
+
+deploy() {  # WORK [RUN]: decide on RUN, then the decision against its static arms, open loop
+    setup_work "$1"
+    local src="${2:-}" dir model dkind k method limit split prev measured rc=0
+    if [ -z "$src" ]; then
+        [ -f "$work/rid" ] || { say "no RUN given and no run id in $work/rid"; exit 2; }
+        src="$TAILPOD_RESULTS_DIR/$(cat "$work/rid")"
+    fi
+    [ -f "$src/rows.jsonl" ] || { say "$src holds no rows.jsonl: not a run directory"; exit 2; }
+    dir="$(models_dir)"
+    model="${DEPLOY_KIND:-$MTP_KIND}"
+    models "$dir" "$model"
+    say "decide $src"
+    "${TP[@]}" decide "$src" --out "$work/decision.json" > "$work/decide.txt"
+    cat "$work/decide.txt" >&2
+    measured="$work/decision.json"
+    if [ -n "$DEPLOY_DECISION" ]; then  # measure another deployment; the rates stay RUN's
+        cp "$DEPLOY_DECISION" "$work/decision-measured.json"
+        measured="$work/decision-measured.json"
+        say "measuring the deployment of $DEPLOY_DECISION (given), not the one decided on $src"
+    fi
+    read -r dkind k method limit < <(python3 - "$measured" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))["deployment"]
+spec = d["lanes"][0] if d["kind"] == "lanes" else d
+print(d["kind"], spec.get("k") or 0, spec.get("method") or "-", d.get("admission_limit") or "-")
+EOF
+)
+    [ "$dkind" = none ] && { say "the decision deploys nothing (kind none): nothing to measure"; exit 2; }
+    [ "$method" = - ] && method="$SPEC_METHOD"
+    if [ "$dkind" = lanes ] && ! command -v haproxy >/dev/null \
+            && [ ! -x /usr/sbin/haproxy ] && [ ! -x /usr/local/sbin/haproxy ]; then
+        say "haproxy is not installed here: the deploy-lanes arm puts both lanes behind it" \
+            "(pods/lanes.py); carry one (benchmarks/gpu_haproxy_carry.sh) and set HAPROXY_DIR"
+        exit 2
+    fi
+    if [ -z "$DEPLOY_RATES" ]; then
+        DEPLOY_RATES="$(python3 "$here/deploy_step.py" rates "$work/decision.json" "$src" \
+            --factors "$DEPLOY_FACTORS")"
+    fi
+    if [ -z "$DEPLOY_REQUESTS" ]; then  # 10 s of arrivals at the middle rate, at least 32
+        DEPLOY_REQUESTS="$(python3 -c 'import sys; r = sorted(float(x) for x in sys.argv[1].split(","))
+print(max(32, round(10 * r[len(r) // 2])))' "$DEPLOY_RATES")"
+    fi
+    split="$("${TP[0]}" -c 'from tailpod.pods.lanes import DEFAULT_LANE_MEM_FRACTION as f; print(f)')"
+    say "deployment: $dkind, spec K=$k ($method), admission limit $limit; rates $DEPLOY_RATES" \
+        "req/s ($ARRIVAL), $DEPLOY_REQUESTS requests a cell, SLO $SLO, $REPS reps, $DEPLOY_SLOTS slots"
+    say "memory: plain and the K=$k arm each alone on the card (vLLM's default share);" \
+        "deploy-lanes: both engines on the one GPU, each --gpu-memory-utilization $split" \
+        "(pods/lanes.py DEFAULT_LANE_MEM_FRACTION; on a CPU each lane's KV is VLLM_CPU_KVCACHE_SPACE)"
+    trap finish EXIT
+    [ -f "$work/deploy-rid" ] && say "resuming run $(cat "$work/deploy-rid")"
+    CONCURRENCY="$DEPLOY_SLOTS" up "$dir/$model"
+    rid="$(cat "$work/deploy-rid" 2>/dev/null || echo "$tag")"
+    echo "$rid" > "$work/deploy-rid"
+    prev="$(cat "$work/rid" 2>/dev/null || true)"
+    OPEN_LOOP=1 RATES="$DEPLOY_RATES" REQUESTS="$DEPLOY_REQUESTS" DEPLOY_FILE="$measured" \
+        sweep "0,$k" "$method" || rc=$?
+    # sweep wrote the deploy run's id to WORK/rid: `resume` and a later `deploy` keep WORK's own
+    if [ -n "$prev" ]; then echo "$prev" > "$work/rid"; else rm -f "$work/rid"; fi
+    if python3 "$here/deploy_step.py" table "$TAILPOD_RESULTS_DIR/$rid" > "$OUT/deploy-table.md"; then
+        cat "$OUT/deploy-table.md" >&2
+    else
+        say "no table yet (no open-loop cell finished)"
+    fi
+    if "${TP[@]}" decide "$TAILPOD_RESULTS_DIR/$rid" --objective goodput \
+            --out "$work/decision-after.json" > "$work/decide-after.txt" 2>&1; then
+        tail -15 "$work/decide-after.txt" >&2
+    else
+        say "decide on the deploy run exited non-zero (decide-after.txt)"
+    fi
+    return "$rc"
 }
 
 cmd="${1:-}"
@@ -341,6 +441,7 @@ case "$cmd" in
     draft) start_out "$1"; machine "$OUT"; draft "$@" ;;
     openloop) start_out "$1"; draft "$1" 1 ;;  # the draft-model arms under open-loop arrivals
     peer) start_out "$1"; machine "$OUT"; peer "$@" ;;
+    deploy) start_out "$1"; machine "$OUT"; deploy "$@" ;;
     coldwarm) start_out "$1"; machine "$OUT"; coldwarm "$@" ;;
     all)
         start_out "$1"

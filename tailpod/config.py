@@ -12,7 +12,7 @@ import math
 import os
 import re
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,6 +223,52 @@ def check_env_file_named(env: Mapping[str, str]) -> None:
         )
 
 
+# The count form of a GPU name, read one way for `--gpu` and TAILPOD_GPUS: SkyPilot's `A40:2`
+# (https://docs.skypilot.co/en/latest/reference/cli.html, `--gpus`).
+_COUNT_FORM = re.compile(r"^(?P<name>.*\S)\s*:\s*(?P<count>\d+)$")
+
+
+def split_count(value: str, what: str = "--gpu") -> tuple[str, int | None]:
+    """`A40:2` -> ("A40", 2); `A40` -> ("A40", None). A count below 1 is refused, naming `what`
+    (the flag or the setting the value came from)."""
+    found = _COUNT_FORM.match(value.strip())
+    if found is None:
+        if ":" in value:  # `A40:-1`, `A40:nan`: no GPU name holds a colon; a count was meant
+            raise ConfigError(f"{what} {value!r}: the count after ':' must be a whole number "
+                              "of GPUs, at least 1")
+        return value.strip(), None
+    count = int(found.group("count"))
+    if count < 1:
+        raise ConfigError(f"{what} {value!r}: the count after ':' must be at least 1")
+    return found.group("name").strip(), count
+
+
+def gpu_flags(values: Iterable[str] | None, gpu_count: int | None, what: str = "--gpu",
+              count_what: str = "--gpu-count") -> tuple[tuple[str, ...] | None, int | None]:
+    """The `--gpu` values with any `:N` taken off, and the GPU count per pod they state (or
+    `gpu_count` when none does). Refused (exit 2) when two counts disagree: one pod has one count."""
+    if not values:
+        return None, gpu_count
+    names: list[str] = []
+    counts: dict[int, str] = {}
+    for value in values:
+        name, count = split_count(value, what)
+        names.append(name)
+        if count is not None:
+            counts.setdefault(count, value)
+    if gpu_count is not None and counts and set(counts) != {gpu_count}:
+        first = next(iter(counts.values()))
+        raise ConfigError(f"{what} {first!r} asks for {next(iter(counts))} GPU(s) but "
+                          f"{count_what} is {gpu_count}",
+                          hint="give the count once: --gpu NAME:N or --gpu-count N")
+    if len(counts) > 1:
+        raise ConfigError(f"the {what} values ask for different counts ("
+                          + ", ".join(repr(v) for v in counts.values()) + "); a pod has one",
+                          hint="use one count for every --gpu (NAME:N), or --gpu-count N")
+    return tuple(names), (next(iter(counts)) if counts else gpu_count)
+
+
+
 def load_settings(
     overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
@@ -251,6 +297,16 @@ def load_settings(
         if value is not None or meta["secret"]:
             kwargs[f.name] = value
             sources[f.name] = source
+    if "gpus" in kwargs and sources["gpus"] != "the command line":
+        # `TAILPOD_GPUS=A40:2` means what `--gpu A40:2` means (the CLI splits its flag itself)
+        count_source = sources.get("gpu_count", "the GPU count")
+        if count_source == "the command line":
+            count_source = "--gpu-count"
+        names, count = gpu_flags(kwargs["gpus"], kwargs.get("gpu_count"), what="TAILPOD_GPUS",
+                                 count_what=count_source)
+        kwargs["gpus"] = names
+        if count is not None and "gpu_count" not in kwargs:
+            kwargs["gpu_count"], sources["gpu_count"] = count, sources["gpus"]
     settings = Settings(**kwargs)
     _SOURCES[id(settings)] = (weakref.ref(settings), sources)
     weakref.finalize(settings, _SOURCES.pop, id(settings), None)

@@ -4,11 +4,14 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.helpers.local_runs import stop_local_runs
+
+if TYPE_CHECKING:
+    from tailpod.sandbox import Sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,6 +65,17 @@ def tailpod_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
     yield home
     stop_local_runs(home)  # whatever the outcome (tests/helpers/local_runs.py)
+
+
+@pytest.fixture()
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    """The sandbox clouds (emulated RunPod and vast.ai) on loopback ports, pods started in 0.05 s,
+    without the stand-in services (hub, registry, tailnet): what the cloud, contract, dead-man and
+    command-line tests rent on. A test that needs the stand-ins or sshd starts its own."""
+    from tailpod.sandbox import start_sandbox
+
+    with start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False) as sb:
+        yield sb
 
 
 # --- the real CPU engine: one per test module, relaunched per arm, never per test ---

@@ -134,7 +134,8 @@ _RUN_OPTIONS = {f.name: f.default for f in dataclasses.fields(RunOptions)}
 # A closed-loop cell needs concurrency; an open-loop one carries `arrival` and then concurrency
 # caps the requests in flight (null or absent: no cap).
 _CELL = {"arm": _REQUIRED, "concurrency": None, "rep": _REQUIRED,
-         "prompt_class": _REQUIRED, "cache": "cold", "cell": None, "arrival": None}
+         "prompt_class": _REQUIRED, "cache": "cold", "cell": None, "arrival": None,
+         "soak_s": None}
 
 
 def _workers(raw: Any) -> int:
@@ -161,6 +162,7 @@ def cmd_probe_run(args: dict[str, Any]) -> dict[str, Any]:
             slo=parse_slo(o["slo"]),
             slo_percentile=None if o["slo_percentile"] is None else float(o["slo_percentile"]),
             workers=_workers(o["workers"]),
+            unique_schema=bool(o["unique_schema"]),
         )
         if opts.slo_percentile is not None and not 0 < opts.slo_percentile <= 100:
             raise UsageError("slo_percentile must be in (0, 100]")
@@ -174,8 +176,14 @@ def cmd_probe_run(args: dict[str, Any]) -> dict[str, Any]:
                 arrival = parse_arrival(c["arrival"]).as_json()
             elif c["concurrency"] is None:
                 raise UsageError("missing key: concurrency (a cell without arrival)")
+            soak = c["soak_s"]
+            if soak is not None and (arrival is not None or isinstance(soak, bool)
+                                     or not isinstance(soak, (int, float))):
+                raise UsageError(f"soak_s must be a number of seconds on a closed-loop cell, "
+                                 f"not {soak!r}")
             cells.append(CellPlan(str(c["arm"]), int(c["concurrency"] or 0), int(c["rep"]),
-                                  str(c["prompt_class"]), str(c["cache"]), c["cell"], arrival))
+                                  str(c["prompt_class"]), str(c["cache"]), c["cell"], arrival,
+                                  None if soak is None else float(soak)))
     except (TypeError, ValueError) as exc:
         raise UsageError(f"bad option or cell: {exc}") from None
     except ProbeError as exc:

@@ -5,28 +5,34 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
+from tailpod.cli.common import (
+    console,
+    err_console,
+    handle_errors,
+    ledger_for,
+    print_json,
+    settings_from,
+)
 from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
 from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
 from tailpod.engines.checkpoint import check_arms
-from tailpod.errors import ConfigError, Preempted
+from tailpod.engines.vllm import check_tool_parser, tool_parser_for
+from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
+from tailpod.measure.benchmark import run_benchmark
 from tailpod.measure.deploy import (
-    ServedLanesHost,
     check_served_lanes_sweep,
-    deploying_host,
     served_lanes,
     served_lanes_arm,
 )
-from tailpod.measure.hosts import sweep_host
-from tailpod.measure.max_rate import find_max_rates
 from tailpod.measure.plan import (
     ARRIVAL_PROCESSES,
     SweepPlan,
@@ -36,7 +42,7 @@ from tailpod.measure.plan import (
     spec_arms,
     trace_spec,
 )
-from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost, run_sweep
+from tailpod.measure.sweep import RunContext, RunDirectory
 from tailpod.results.io import STAMP
 
 
@@ -161,6 +167,59 @@ def open_loop_options(
     return rates, slo_spec(slo) if slo else None
 
 
+def _with_tool_parser(base: EngineConfig, classes: list[str], parser: str | None
+                      ) -> EngineConfig:
+    """`base` with vLLM's tool-call parser when the run measures the tools class (vLLM refuses a
+    forced tool_choice without one: docs/engines.md); the choice is said when tailpod made it."""
+    if parser is not None and base.engine != "vllm":
+        raise ConfigError(f"--tool-call-parser names a vLLM parser; this pod serves "
+                          f"{base.engine}", hint="drop --tool-call-parser")
+    if "tools" not in classes or base.engine != "vllm":
+        return base
+    if parser is None:
+        parser, why = tool_parser_for(base.model)
+        err_console.print(f"tools class: vLLM arms start with --tool-call-parser {parser} ({why})")
+    return replace(base, tool_call_parser=parser)
+
+
+def soak_seconds(minutes: float | None) -> float | None:
+    """`--soak MINUTES` as seconds, checked before anything waits on a pod: a finite number of
+    minutes > 0 that fits one `probe run` call (agent/probes/load.py SOAK_MAX_S)."""
+    from tailpod.agent.probes.load import SOAK_MAX_S
+
+    if minutes is None:
+        return None
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise ConfigError(f"--soak must be a number of minutes > 0, got {minutes:g}")
+    if minutes * 60.0 > SOAK_MAX_S:
+        raise ConfigError(f"--soak {minutes:g} is longer than one soak cell may run "
+                          f"({SOAK_MAX_S / 60:g} minutes)", hint=f"--soak {SOAK_MAX_S / 60:g}")
+    return minutes * 60.0
+
+
+def check_soak_fits(soak_s: float | None, arms: int, record: PodRecord, now: float) -> None:
+    """Every arm's soak cell must end before the pod's TTL does (the dead-man switch would end
+    the pod mid-cell), and each one inside the pod's heartbeat timeout where its dead-man switch
+    has one (no heartbeat reaches the pod while one cell runs): ConfigError (exit 2) before
+    anything waits."""
+    if soak_s is None:
+        return
+    deadman = record.extra.deadman or {}
+    heartbeat_timeout_s = deadman.get("heartbeat_timeout_s")
+    if isinstance(heartbeat_timeout_s, (int, float)) and heartbeat_timeout_s > 0 \
+            and soak_s >= heartbeat_timeout_s:
+        raise ConfigError(f"--soak {soak_s / 60:g} minutes is not shorter than the heartbeat "
+                          f"timeout ({heartbeat_timeout_s / 60:g} minutes): the pod's dead-man "
+                          "switch would stop it mid-cell", hint="a shorter --soak, or raise "
+                          "TAILPOD_HEARTBEAT_TIMEOUT before `up`")
+    left = None if record.ttl_expires_at is None else record.ttl_expires_at - now
+    if left is not None and arms * soak_s >= left:
+        raise ConfigError(f"--soak {soak_s / 60:g} minutes for {arms} arm(s) needs "
+                          f"{arms * soak_s / 60:g} minutes, but {record.run_tag}'s TTL ends in "
+                          f"{max(0.0, left) / 60:.0f} minutes",
+                          hint="a shorter --soak or fewer --spec-k arms")
+
+
 def run_id_for(record: PodRecord, results_dir: Path) -> str:
     """The first benchmark of a pod is named by its run tag; later ones get -2, -3, …"""
     candidate, n = record.run_tag, 1
@@ -209,47 +268,29 @@ def summary_table(run_dir: Path, title: str) -> Table:
     return table
 
 
-def preempted_error(settings: Any, ledger: Any, record: PodRecord, run_id: str
-                    ) -> Preempted | None:
-    """A spot pod its provider says preempted, said plainly: when, that its disk still bills,
-    and how the run resumes on a new pod (docs/providers.md "Spot"); None for any other pod."""
-    from tailpod.provision.reconcile import spot_preemption
-
-    flag = spot_preemption(settings, ledger, record)
-    if flag is None:
-        return None
-    return Preempted(
-        f"{record.run_tag} was {flag}: the spot pod lost its bid and the benchmark cannot go on "
-        "on it; the cell it was measuring is void and not counted (its rows are dropped when the "
-        "run resumes), the finished cells are kept",
-        hint=f"settle it with: tailpod down {record.run_tag}; then tailpod up --spot … and "
-             f"tailpod benchmark --run-id {run_id} (the same flags) resumes from the last "
-             "finished cell on the new pod, its gate taken again first")
+def check_resume_on_preemption(record: PodRecord, lanes: Any, deployment: Any,
+                               find_max_rate: bool) -> None:
+    """`--resume-on-preemption` rents a new pod when a spot pod loses its bid, so it is refused
+    (exit 2, before any wait or rental) where there is no bid to lose or no one way to go on."""
+    if not record.extra.spot:
+        raise ConfigError(f"--resume-on-preemption needs a spot pod; {record.run_tag} is "
+                          "on-demand and is never preempted", hint="tailpod up --spot")
+    if lanes is not None or deployment is not None or find_max_rate:
+        what = "--find-max-rate" if find_max_rate else "--deploy" if deployment is not None \
+            else "an `up --lanes` pod"
+        raise ConfigError(f"--resume-on-preemption goes on with the sweep's cells on a new pod; "
+                          f"{what} is not resumed that way",
+                          hint="drop --resume-on-preemption and resume with --run-id")
 
 
-def pod_stamped(host: SweepHost, record: PodRecord) -> SweepHost:
-    """The host whose rows carry the pod they were measured on (matrix_run.pod_stamp), so a run
-    resumed on a new spot pod says which cells came from which pod."""
-    import threading
-
-    from tailpod.measure.matrix_run import StopAwareHost, pod_stamp
-
-    return StopAwareHost(host, threading.Event(), str, pod_stamp(record))
-
-
-def resume_on_new_pod(run_dir: RunDirectory, plan: SweepPlan, record: PodRecord) -> list[str]:
-    """A run resumed on another pod than the one it began on (a spot pod was preempted): the
-    reference and the gates of the arms still to measure are taken again on this pod first
-    (sweep.regate_on_new_pod). Returns those arms."""
-    from tailpod.measure.sweep import regate_on_new_pod
-
-    run = run_dir.load()
-    if run is None or not run.get("run_tag") or run["run_tag"] == record.run_tag:
-        return []
-    note = f"resumed on {record.run_tag} after {run['run_tag']}: the gate is taken again there"
-    if note in (run.get("notes") or []):  # gated on this pod already
-        return []
-    return regate_on_new_pod(run_dir, plan, note)
+def preemption_summary(preemptions: list[dict[str, Any]], finished_on: PodRecord) -> str:
+    """One line after a sweep that went on on a new pod: how many, what they cost, where it ended."""
+    minutes = sum(p["pod_minutes"] for p in preemptions)
+    usd = sum(p["pod_usd"] for p in preemptions)
+    return (f"preempted {len(preemptions)} time(s) ({', '.join(p['pod'] for p in preemptions)}): "
+            f"the lost pods ran {minutes:.1f} min for ${usd:.4f}, each destroyed with its billing "
+            f"proof; the sweep finished on {finished_on.run_tag}, which is still up: "
+            f"tailpod down {finished_on.run_tag}")
 
 
 def benchmark_document(run_dir: Path, run_id: str, measured_from: str,
@@ -263,7 +304,7 @@ def benchmark_document(run_dir: Path, run_id: str, measured_from: str,
             "measured_from": measured_from, "elapsed_s": round(elapsed_s, 1),
             "stamp": analysis.get("stamp"), "hardware": analysis.get("hardware"),
             "arms": analysis.get("arms"), "cells": analysis.get("cells"),
-            "slo": analysis.get("slo")}
+            "slo": analysis.get("slo"), "preemptions": analysis.get("preemptions")}
 
 
 def register(app: typer.Typer) -> None:
@@ -292,6 +333,12 @@ def register(app: typer.Typer) -> None:
         extend_k: bool = typer.Option(True, help="Extend K past the best until it stops paying."),
         max_k: int = typer.Option(8, help="Upper bound for the K extension."),
         run_id: str = typer.Option(None, help="Resume this run (skips finished cells)."),
+        resume_on_preemption: bool = typer.Option(
+            False, "--resume-on-preemption", help="On a spot pod: when it loses its bid mid-sweep, "
+            "destroy it (proven, disk included), rent its card again (else the next of its "
+            "--gpu list) under its price cap and bid, and go on from the last finished cell, the "
+            "gate taken again first.",
+        ),
         from_here: bool = typer.Option(
             False,
             help="Measure from this machine over the tailnet instead of on the pod "
@@ -330,7 +377,8 @@ def register(app: typer.Typer) -> None:
             1.0, "--trace-speed", help="Replay speed: 2 sends the trace twice as fast as logged."
         ),
         trace_format: str = typer.Option(
-            "tailpod", "--trace-format", help="Trace format: tailpod or mooncake."
+            "tailpod", "--trace-format", help="Trace format: tailpod or mooncake (requests at "
+            "their times); session or aiperf-multi-turn (multi-turn sessions, docs/probe.md)."
         ),
         find_max_rate: bool = typer.Option(
             False, "--find-max-rate", help="Per arm, bisect the request rate between the "
@@ -357,6 +405,20 @@ def register(app: typer.Typer) -> None:
         ),
         json_out: bool = typer.Option(False, "--json", help="Print the run's cells and arms as "
                                       "JSON (progress goes to stderr)."),
+        unique_schema: bool = typer.Option(
+            False, "--unique-schema", help="structured/tools classes: every request's schema is "
+            "new text (no grammar cache hit), and each cell times a new schema's first request "
+            "against its repeat (the grammar compile time).",
+        ),
+        soak: float = typer.Option(
+            None, "--soak", metavar="MINUTES", help="After its cells, each arm runs one closed "
+            "loop this long (lowest --concurrency, first prompt class) and the report flags "
+            "where its acceptance collapsed, by minute and context position.",
+        ),
+        tool_call_parser: str = typer.Option(
+            None, "--tool-call-parser", metavar="NAME", help="vLLM with the tools class: the "
+            "parser every arm starts with (default: the checkpoint family's, else hermes).",
+        ),
     ) -> None:
         """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
 
@@ -365,6 +427,7 @@ def register(app: typer.Typer) -> None:
         """
         if cache not in ("cold", "warm", "both"):
             raise ConfigError("--cache must be cold, warm or both")
+        soak_s = soak_seconds(soak)
         check_spec_method(spec_method)
         rates, slo_targets = open_loop_options(
             request_rate, arrival, burstiness, slo, slo_percentile
@@ -399,6 +462,15 @@ def register(app: typer.Typer) -> None:
         # Every flag is checked here, before the ledger, the SSH wait or the pod.
         levels = int_list(concurrency, "--concurrency", minimum=1)
         classes = prompt_class_list(prompt_classes)
+        if unique_schema and not {"structured", "tools"} & set(classes):
+            raise ConfigError("--unique-schema changes the schemas of the structured and tools "
+                              "classes; --prompt-classes has neither",
+                              hint="--prompt-classes structured,tools")
+        if tool_call_parser is not None:
+            check_tool_parser(tool_call_parser)
+            if "tools" not in classes:
+                raise ConfigError("--tool-call-parser is for the tools class; --prompt-classes "
+                                  "has none", hint="--prompt-classes tools")
         if not 1 <= max_k <= MAX_SPEC_K:
             raise ConfigError(f"--max-k must be 1 to {MAX_SPEC_K}, got {max_k}")
         if requests_per_cell is not None and requests_per_cell < 1:
@@ -420,6 +492,7 @@ def register(app: typer.Typer) -> None:
             )
         base = EngineConfig.from_json(record.engine)
         check_trace_context(trace_entry, base.context_length)
+        base = _with_tool_parser(base, classes, tool_call_parser)
         if serve_tax and base.engine != "vllm":
             raise ConfigError("--serve-tax measures vLLM only for now (its offline LLM API)")
         if serve_tax and from_here:
@@ -447,6 +520,8 @@ def register(app: typer.Typer) -> None:
             trace=trace_entry,
             load_workers=load_workers,
             saturation_stop=saturation_stop,
+            soak_s=soak_s,
+            unique_schema=unique_schema,
         )
         if deployment is not None:
             from tailpod.measure.deploy import deploy_arm
@@ -470,42 +545,30 @@ def register(app: typer.Typer) -> None:
             # An arm that cannot run is refused before the pod is touched (the arm switch checks
             # the K extension's arms again before each relaunch: pods/arm_switch.py).
             check_arms([a.config for a in plan.arms], settings)
+        check_soak_fits(soak_s, len(plan.arms), record, time.time())
+        if resume_on_preemption:
+            check_resume_on_preemption(record, lanes, deployment, find_max_rate)
         rid = run_id or run_id_for(record, settings.results_dir)
-        preempted = preempted_error(settings, ledger, record, rid)
-        if preempted is not None:  # before the SSH wait on a pod that is stopped
-            raise preempted
         run_dir = RunDirectory(settings.results_dir / rid)
         ctx = RunContext.for_pod(record, rid, base)
-        resume_on_new_pod(run_dir, plan, record)
         t0 = time.time()
         with startup_progress("benchmark") as spinner:
             # the cell being measured and its time left lead every progress line; the pod's own
             # latest line (SSH connect, engine start, probe) follows (cli/sweep_progress.py)
             progress, on_cell = cell_progress_line(spinner)
-            host: SweepHost = sweep_host(settings, ledger, record, progress, cache, from_here)
-            if lanes is not None:
-                host = ServedLanesHost(host, record, lanes)
-            if deployment is not None and deployment["kind"] == "lanes":
-                host = deploying_host(settings, ledger, record, host, deployment)
-            if record.extra.spot:  # each row names the pod it was measured on
-                host = pod_stamped(host, record)
-            try:
-                if find_max_rate:
-                    find_max_rates(plan, run_dir, host, ctx, max_rate_tol, max_rate_rounds,
-                                   log=lambda msg: console.print(msg), progress=on_cell)
-                else:
-                    run_sweep(plan, run_dir, host, ctx, log=lambda msg: console.print(msg),
-                              progress=on_cell)
-            except Exception as exc:
-                # a cell that failed because the spot pod lost its bid says so, not the SSH error
-                preempted = preempted_error(settings, ledger, record, rid)
-                if preempted is not None:
-                    raise preempted from exc
-                raise
-            finally:
-                host.close()
+            done = run_benchmark(
+                settings, ledger, record, plan, run_dir, ctx, cache=cache, from_here=from_here,
+                lanes=lanes, deployment=deployment,
+                max_rate=(max_rate_tol, max_rate_rounds) if find_max_rate else None,
+                resume_on_preemption=resume_on_preemption,
+                say=lambda msg: console.print(msg),
+                say_plain=lambda line: console.print(line, markup=False),
+                progress=progress, on_cell=on_cell)
+        preemptions, finished_on = done.preemptions, done.finished_on
+        if preemptions:
+            console.print(preemption_summary(preemptions, finished_on), markup=False)
         if json_out:
-            print_json(benchmark_document(run_dir.path, rid, host.measured_from,
+            print_json(benchmark_document(run_dir.path, rid, done.measured_from,
                                           time.time() - t0))
             return
         if plan.request_rates or plan.trace:
@@ -518,6 +581,6 @@ def register(app: typer.Typer) -> None:
                            console, run_dir.path)
         else:
             console.print(summary_table(run_dir.path, f"benchmark {rid}"))
-        if host.measured_from != "pod":
+        if done.measured_from != "pod":
             console.print(f"[bold red]{STAMP}[/]: measured off the pod")
         console.print(f"results: {run_dir.path} ({time.time() - t0:.0f} s)")

@@ -13,10 +13,9 @@ from rich.text import Text
 
 from tailpod.cli.common import console, handle_errors, print_json
 from tailpod.cli.gpus import DISK_GB, MIN_CUDA, MIN_RELIABILITY
-from tailpod.config import Settings, check_run_settings
+from tailpod.config import Settings, check_run_settings, gpu_flags
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
-from tailpod.provision.gpu_names import gpu_flags
 
 err_console = Console(stderr=True, highlight=False)
 

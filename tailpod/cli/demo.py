@@ -70,10 +70,12 @@ def lifecycle(settings: Settings, ledger: Ledger, cfg: EngineConfig, bench: dict
     warning = remote.fallback_warning(result.info) if result.info else None
     if warning:
         console.print(warning)
-    where = "" if kind.engine_here else (
+    # a pod reached over SSH (rented on the sandbox cloud): its rental, and an endpoint that
+    # listens on the tailnet only
+    where = "" if not record.ssh else (
         f": {record.gpu} at ${record.price_per_hr or 0:.2f}/hr, image {record.image}")
     console.print(f"[green]up[/] {record.run_tag}{where}, engine at {record.endpoint}"
-                  + ("" if kind.engine_here else " (tailnet only)"))
+                  + (" (tailnet only)" if record.ssh else ""))
     stamp = check_pod(record).get("stamp")
     if stamp:
         console.print(f"[bold red]{stamp}[/]")

@@ -14,10 +14,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from tailpod.agent.probes.basics import PROBE_ENGINES
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
 from tailpod.config import Settings
-from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.sweep import RunContext, RunDirectory
@@ -83,23 +81,6 @@ def _down(settings: Settings, ledger: Ledger, run_tag: str, say: Any) -> None:
     # raises (exit 3) unless the engine is proven gone
     kind_for(record.provider).down(settings, ledger, record)
     say(f"[green]down[/] {run_tag}: the engine this evaluation started is gone (proven)")
-
-
-def _context(record: PodRecord, run_id: str, reference: str) -> RunContext:
-    base = EngineConfig.from_json(record.engine)
-    return RunContext(
-        run_id=run_id,
-        run_tag=record.run_tag,
-        provider=record.provider,
-        model=reference,
-        engine=base.engine,
-        engine_version=(record.extra.startup or {}).get("facts", {}).get("engine_version"),
-        gpu=record.gpu,
-        gpu_count=record.gpu_count,
-        price_per_hr=record.price_per_hr,
-        image_ref=record.image,
-        image_digest=(record.extra.image or {}).get("digest"),
-    )
 
 
 def register(app: typer.Typer) -> None:
@@ -190,10 +171,14 @@ def register(app: typer.Typer) -> None:
             else:
                 record = ledger.resolve(None)
             try:
-                doc = _run_on_pod(
-                    settings, ledger, record, reference, candidates, prompt_set, top_k,
-                    max_tokens, run_id, restore and started_here is None, say,
-                )  # fmt: skip
+                from tailpod.cli.pods import startup_progress
+                from tailpod.measure.kl_eval import kl_on_pod
+
+                with startup_progress("KL evaluation") as progress:
+                    doc = kl_on_pod(
+                        settings, ledger, record, reference, candidates, prompt_set, top_k,
+                        max_tokens, run_id, restore and started_here is None, say, progress,
+                    )  # fmt: skip
             finally:
                 if started_here and not keep:
                     _down(settings, ledger, started_here, say)
@@ -206,48 +191,3 @@ def register(app: typer.Typer) -> None:
         console.print(f"results: {settings.results_dir / doc['run_id']} ({time.time() - t0:.0f} s)")
 
     app.add_typer(eval_app, name="eval")
-
-
-def _run_on_pod(
-    settings: Settings,
-    ledger: Ledger,
-    record: PodRecord,
-    reference: str | None,
-    candidates: list[str],
-    prompt_set: list[dict[str, Any]],
-    top_k: int,
-    max_tokens: int,
-    run_id: str | None,
-    restore: bool,
-    say: Any,
-) -> dict[str, Any]:
-    from tailpod.cli.pods import startup_progress
-    from tailpod.measure.hosts import AgentSweepHost, sweep_host
-    from tailpod.measure.kl_eval import PodLogprobSource, kl_run_id, label_arms, run_kl_eval
-    from tailpod.measure.plan import Arm
-
-    if record.status != "running":
-        raise ConfigError(f"{record.run_tag} is {record.status}, not running", hint="tailpod up")
-    original = EngineConfig.from_json(record.engine)
-    if original.engine not in PROBE_ENGINES:
-        raise ConfigError(f"the KL evaluation needs vLLM or SGLang, not {original.engine}")
-    arms = label_arms(reference or original.model, candidates)
-    rid = run_id or kl_run_id(settings.results_dir, record.run_tag)
-    ctx = _context(record, rid, arms[0].model)
-    with startup_progress("KL evaluation") as progress:
-        host = sweep_host(settings, ledger, record, progress, "cold", False)
-        try:
-            assert isinstance(host, AgentSweepHost)
-            source = PodLogprobSource(host, original, top_k)
-            doc = run_kl_eval(
-                source, arms, prompt_set, RunDirectory(settings.results_dir / rid), ctx, top_k,
-                max_tokens, say,
-            )  # fmt: skip
-            if restore and EngineConfig.from_json(
-                (ledger.get(record.run_tag) or record).engine
-            ) != original:
-                say(f"serving {original.model} again (--no-restore skips this)")
-                host.restart(Arm(original.spec.label(), original))
-        finally:
-            host.close()
-    return doc

@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from tailpod.cli.common import console, err_console, handle_errors, print_json, settings_from
-from tailpod.config import Settings, offer_filter_problems
+from tailpod.config import Settings, gpu_flags, offer_filter_problems
 from tailpod.errors import AuthError, ConfigError, TailpodError
 from tailpod.preflight.cloud import image_cuda, offer_settings
 from tailpod.provision.apiclient import call_deadline
@@ -24,7 +24,7 @@ from tailpod.provision.base import (
     filter_words,
     hidden_words,
 )
-from tailpod.provision.gpu_names import family_matches, gpu_flags, near_names
+from tailpod.provision.gpu_names import family_matches, near_names
 from tailpod.provision.providers import (
     CLOUD_PROVIDERS,
     LOCAL,

@@ -26,6 +26,7 @@ from tailpod.cli.common import (
 from tailpod.config import Settings
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import PodRecord
+from tailpod.pods.engine_log import EngineLog
 from tailpod.secrets import redact
 
 FOLLOW_POLL_S = 1.0
@@ -43,86 +44,12 @@ class LogsGroup(TyperGroup):
 # -- the engine log ------------------------------------------------------------------------------
 
 
-def _engine_log_path(status: dict[str, Any]) -> str:
-    state = status.get("state") or {}
-    path = state.get("log") if isinstance(state, dict) else None
-    if not path:
-        raise TailpodError("the pod agent has no engine record: no engine was started there",
-                           hint="tailpod up starts one; --container shows the container log")
-    return str(path)
-
-
-class LocalEngineLog:
-    """The engine of `--provider local`: its log is a file on this machine."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def read_from(self, offset: int) -> tuple[str, int]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(offset)
-                data = fh.read()
-        except OSError as exc:
-            raise TailpodError(f"cannot read the engine log {self.path}: "
-                               f"{exc.__class__.__name__}") from None
-        return data.decode("utf-8", errors="replace"), offset + len(data)
-
-    def size(self) -> int:
-        try:
-            return self.path.stat().st_size
-        except OSError:
-            return 0
-
-    def close(self) -> None:
-        pass
-
-
-class AgentEngineLog:
-    """A pod's engine log through its agent's transport (one SSH session for a cloud pod)."""
-
-    def __init__(self, agent: Any) -> None:
-        self.agent = agent
-        self.path = _engine_log_path(agent.engine_status())
-
-    def _run(self, argv: list[str]) -> str:
-        done = self.agent.transport.execute(argv, b"", None, 60)
-        if done.exit_status != 0:
-            raise TailpodError(f"reading {self.path} on the pod failed (exit {done.exit_status})",
-                               hint="; ".join(done.stderr_tail[-2:]) or None)
-        return str(done.stdout)
-
-    def size(self) -> int:
-        text = self._run(["wc", "-c", self.path]).split()
-        return int(text[0]) if text and text[0].isdigit() else 0
-
-    def read_from(self, offset: int) -> tuple[str, int]:
-        text = self._run(["tail", "-c", f"+{offset + 1}", self.path])
-        return text, offset + len(text.encode("utf-8", errors="replace"))
-
-    def close(self) -> None:
-        self.agent.close()
-
-
-def open_engine_log(settings: Settings, record: PodRecord) -> LocalEngineLog | AgentEngineLog:
+def open_engine_log(settings: Settings, record: PodRecord) -> EngineLog:
+    """The pod's engine log, as its kind reads it (pods/engine_log.py)."""
     from tailpod.pods.kinds import kind_for
 
-    if kind_for(record.provider).engine_here:
-        from tailpod.agent.bootstrap.engine import read_state
-        from tailpod.provision.local.provider import LocalProvider
-
-        state = read_state(LocalProvider(settings.state_dir).state_dir(record.run_tag))
-        return LocalEngineLog(Path(_engine_log_path({"state": state})))
-    from tailpod.cli.ssh import target_for_record
-    from tailpod.pods.cloud import open_pod_agent
-
-    agent = open_pod_agent(settings, target_for_record(settings, record), 30,
-                           say=lambda msg: err_console.print(redact(str(msg))))
-    try:
-        return AgentEngineLog(agent)
-    except BaseException:
-        agent.close()
-        raise
+    return kind_for(record.provider).engine_log(
+        settings, record, say=lambda msg: err_console.print(redact(str(msg))))
 
 
 def last_lines(text: str, n: int) -> list[str]:
@@ -130,7 +57,7 @@ def last_lines(text: str, n: int) -> list[str]:
     return lines[-n:] if n > 0 else lines
 
 
-def engine_lines(log: LocalEngineLog | AgentEngineLog, tail: int, follow: bool,
+def engine_lines(log: EngineLog, tail: int, follow: bool,
                  sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
     """The last `tail` lines of the engine log; with `follow`, then every new line."""
     size = log.size()

@@ -1,5 +1,6 @@
 """`tailpod matrix`: the same gated sweep on several cards in parallel, and one report of which card
-serves the checkpoint cheapest per token at each concurrency (the run itself: cli/matrix_run.py).
+serves the checkpoint cheapest per token at each concurrency (the run itself, its pricing, resume
+and report: measure/matrix_run.py `run_matrix`).
 """
 
 from __future__ import annotations
@@ -7,9 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,115 +16,18 @@ import typer
 from tailpod.cli.common import console, handle_errors, print_json
 from tailpod.config import Settings, check_run_settings, load_settings
 from tailpod.engines.adapters import CLOUD_ENGINES, require_cloud_engine
-from tailpod.engines.base import EngineConfig
 from tailpod.errors import BillingNotProven, ConfigError, TailpodError
+from tailpod.measure import matrix_run
 from tailpod.measure.matrix_run import (
-    BudgetPolicy,
-    CardSteps,
     CloudSteps,
     CostModel,
     MatrixRun,
-    MatrixState,
     SweepSpec,
-    price_cards,
-    refuse_cards_past_ttl,
-    spent_so_far,
-    start_line,
-    take_over,
 )
-from tailpod.preflight.cloud import image_cuda, offer_settings
 from tailpod.results.matrix import (
     MATRIX_OBJECTIVES,
-    MATRIX_PLOT,
-    MATRIX_REPORT,
-    Card,
-    build_matrix,
     parse_cards,
-    plot_matrix_cost,
-    render_matrix_markdown,
 )
-from tailpod.secrets import redact
-
-# -- report ----------------------------------------------------------------------------------
-
-
-def cells_by_pod(run_dir: Path) -> dict[str, int]:
-    """How many finished cells each pod measured (the `pod` every matrix row carries)."""
-    from tailpod.measure.sweep import RunDirectory
-
-    counts: dict[str, int] = {}
-    if not (run_dir / "rows.jsonl").exists():
-        return counts
-    for row in RunDirectory(run_dir).read_rows():
-        if row.get("kind") == "cell" and isinstance(row.get("pod"), dict):
-            tag = str(row["pod"].get("run_tag"))
-            counts[tag] = counts.get(tag, 0) + 1
-    return counts
-
-
-def write_matrix_report(state: MatrixState) -> dict[str, Path]:
-    """matrix-report.json, matrix.md and the $/Mtok plot, next to matrix.json."""
-    from tailpod.results.analysis import analyze
-    from tailpod.results.io import load_run
-
-    outcomes = []
-    for label, entry in state.data["cards"].items():
-        outcome: dict[str, Any] = {"card": label, "status": entry["status"],
-                                   "error": entry.get("error"), "spend_usd": entry.get("spend_usd"),
-                                   "proof": ", ".join(entry.get("proofs", {}).values()) or None,
-                                   "run_tag": entry.get("run_tag"), "run_dir": entry["run_dir"],
-                                   "preemptions": entry.get("preemptions") or [],
-                                   "cells_by_pod": cells_by_pod(Path(entry["run_dir"])),
-                                   "spot": entry.get("spot"),
-                                   "on_demand_per_hr": entry.get("on_demand_per_hr")}
-        run_json = Path(entry["run_dir"]) / "run.json"
-        if run_json.exists():
-            try:
-                outcome["analysis"] = analyze(load_run(entry["run_dir"]))
-                outcome["run"] = json.loads(run_json.read_text())
-            except (TailpodError, ValueError, OSError) as exc:
-                outcome["error"] = "; ".join(filter(None, [outcome["error"],
-                                                           f"results unreadable: {exc}"]))
-        outcomes.append(outcome)
-    # `--objective`/`--slo` as the matrix was started (matrix.json); cost, no SLO before them
-    decision = state.data.get("decision") or {}
-    matrix = build_matrix(outcomes, objective=decision.get("objective", "cost"),
-                          slo=decision.get("slo"))
-    for label, entry in state.data["cards"].items():
-        prices = {p for p in (entry.get("pod_prices") or {}).values() if p is not None}
-        if len(prices) > 1:  # a resumed card measured on a new pod: run.json keeps the first price
-            matrix["warnings"].append(
-                f"{label} was measured on pods at different prices "
-                f"({', '.join(f'${p:.2f}/h' for p in sorted(prices))}); its $/Mtok uses the "
-                "first pod's price")
-    matrix.update(matrix_id=state.data["matrix_id"], budget_usd=state.data["budget_usd"],
-                  stopped=state.data.get("stopped"), image=state.data["image"],
-                  model=state.data["engine_config"].get("model"))
-    directory = state.path.parent
-    paths = {"json": directory / "matrix-report.json", "markdown": directory / MATRIX_REPORT,
-             "plot": directory / MATRIX_PLOT}
-    paths["json"].write_text(redact(json.dumps(matrix, indent=2, default=str)))
-    paths["markdown"].write_text(redact(render_matrix_markdown(
-        matrix, f"Card matrix {state.data['matrix_id']}: {matrix['model']}")))
-    plot_matrix_cost(matrix, paths["plot"])
-    return paths
-
-
-def print_summary(state: MatrixState, paths: dict[str, Path]) -> None:
-    matrix = json.loads(paths["json"].read_text())
-    if matrix.get("stamp"):
-        console.print(f"[bold red]{matrix['stamp']}[/]")
-    for band in matrix["bands"]:
-        span = f"c={band['from']}" + (f"–{band['to']}" if band["to"] != band["from"] else "")
-        console.print(f"  cheapest at {span}: [bold]{band['card']}[/]")
-    for table in matrix["tables"]:
-        console.print(f"  c={table['concurrency']}: " + (" < ".join(table["ranking"]) or "—")
-                      + "  ($/Mtok, lowest first)")
-    for card in matrix["cards"]:
-        console.print(f"  {card['card']}: {card['status']}"
-                      + (f" ({card['error']})" if card.get("error") else "")
-                      + f", spent ${card.get('spend_usd') or 0:.4f}")
-    console.print(f"matrix report: {paths['markdown']} (plot {paths['plot'].name})")
 
 
 def finish(run: MatrixRun) -> None:
@@ -144,17 +45,14 @@ def finish(run: MatrixRun) -> None:
                  "--budget ...`")
 
 
-def new_matrix_id() -> str:
-    return "mx-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(2).hex()
-
-
 def register(app: typer.Typer) -> None:
     @app.command()
     @handle_errors
     def matrix(
         card: list[str] = typer.Option(
             None, "--card", help='A card, repeatable: provider:GPU, or provider:GPUxN for N GPUs '
-            '(tensor parallelism), e.g. "runpod:NVIDIA H100 80GB HBM3", "vastai:RTX 4090x2".'),
+            '(tensor parallelism), e.g. "runpod:NVIDIA H100 80GB HBM3", "vastai:RTX 4090x2"; '
+            'append :spot for a spot card beside on-demand ones ("vastai:RTX 4090:spot").'),
         budget: float = typer.Option(
             None, help="Total USD cap for the whole matrix: checked against the projected spend "
             "before renting and against the live spend while it runs."),
@@ -179,10 +77,11 @@ def register(app: typer.Typer) -> None:
         max_price: float = typer.Option(None, help="Refuse any pod above this $/hr."),
         spot: bool = typer.Option(
             None, "--spot/--no-spot", help="Rent every card as a spot (interruptible) pod, priced "
-            "and budgeted at its bid; a card whose provider sells no spot is refused (env "
-            "TAILPOD_SPOT)."),
+            "and budgeted at its bid; a card whose provider sells no spot, or one marked "
+            ":on-demand, is refused (env TAILPOD_SPOT)."),
         bid: float = typer.Option(
-            None, "--bid", metavar="USD/H", help="With --spot: the bid per machine in $/h "
+            None, "--bid", metavar="USD/H", help="With --spot or :spot cards: the bid per "
+            "machine in $/h of every spot card "
             "(default: each offer's minimum bid; env TAILPOD_BID)."),
         setup_minutes: float = typer.Option(
             None, help="Projection: rent, boot, image pull and first engine start per card "
@@ -244,9 +143,11 @@ def register(app: typer.Typer) -> None:
         settings = load_settings(overrides={"model": model, "engine": engine, "image": image,
                                             "max_price": max_price, "spot": spot,
                                             "bid": bid})
-        check_run_settings(settings)  # before the registry, the ledger or any rental
+        cards = parse_cards(card, bool(settings.spot)) if card else None
+        # a `:spot` card (given, or of the matrix resumed) takes the bid as `--spot` does
+        check_run_settings(dataclasses.replace(settings, spot=True)
+                           if matrix_run.marks_spot(settings, cards, run_id) else settings)
         require_cloud_engine(settings.engine)
-        cards = parse_cards(card) if card else None
         ks = int_list(spec_k, "--spec-k", maximum=MAX_SPEC_K)
         if any(ks) and spec_method == "draft_model" and not draft_model:
             raise ConfigError("--spec-method draft_model needs --draft-model DIR")
@@ -279,96 +180,10 @@ def register(app: typer.Typer) -> None:
             finish(run)
 
 
-def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec,
-               cost: CostModel, budget: float, parallel: int, base: EngineConfig,
-               steps: CardSteps, run_id: str | None = None, dry_run: bool = False,
-               allow_unpinned: bool = False, port_for: Callable[[int], int] | None = None,
-               policy: BudgetPolicy | None = None,
-               report: dict[str, Any] | None = None,
-               decision: dict[str, Any] | None = None) -> MatrixRun | None:
-    """Price, refuse or start (or resume, with `run_id`) a matrix, run it and write its report.
-
-    None after a dry run. A resumed matrix keeps its cards, sweep, image and cost model; the
-    budget covers every pod of the matrix, those of earlier runs included."""
-    from tailpod.pods.cloud import pinned_image
-
-    results = Path(settings.results_dir)
-    state: MatrixState | None = None
-    spent_before = 0.0
-    adopted: dict[str, Any] = {}
-    if run_id:
-        state = MatrixState.load(results / run_id)
-        if cards and [c.label for c in cards] != [c.label for c in state.cards]:
-            raise ConfigError("--card differs from the matrix being resumed",
-                              hint="leave --card out to resume the same cards")
-        sweep = SweepSpec.from_json(state.data["sweep"])
-        cost = CostModel(**state.data["cost_model"])
-        settings = dataclasses.replace(settings, model=state.data["engine_config"]["model"],
-                                       engine=state.data["engine_config"]["engine"])
-        pinned, digest = str(state.data["image"]["ref"]), state.data["image"]["digest"]
-        if not dry_run:  # before anything is priced or rented: what the killed run left
-            adopted = take_over(settings, state, steps, console.print)
-        todo = [c for c in state.cards if state.card(c.label)["status"] != "done"]
-        # every pod of the matrix from the ledger (matrix.json's spend a killed run never wrote)
-        spent_before, source = spent_so_far(settings, state)
-        state.data["spent_before_usd"] = spent_before
-        console.print(f"resuming {run_id}: {len(state.cards) - len(todo)} card(s) done, "
-                      f"${spent_before:.4f} spent so far (every pod of the matrix, from "
-                      f"{source})")
-    else:
-        if not cards:
-            raise ConfigError("no cards given", hint='pass --card "provider:GPU[xN]"')
-        refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the registry is asked
-        pinned, digest = pinned_image(settings, allow_unpinned)
-        todo = cards
-    # priced as `up` rents: hosts must reach the image's CUDA (the one offer query, issue 37)
-    cuda = image_cuda(dataclasses.replace(settings, image=pinned))[0]
-    prices = price_cards(offer_settings(settings, cuda), todo, sweep, cost,
-                         budget - spent_before, pinned)
-    for label, entry in prices.items():
-        line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f}"
-                if entry["price_per_hr"] is not None else f"cannot run: {entry['problem']}")
-        console.print(f"  {label}: {line}")
-        console.print(f"    start: {start_line(entry['start'])}")
-    total = sum(e["projected_usd"] or 0 for e in prices.values())
-    if report is not None:
-        report.update(dry_run=dry_run, budget_usd=budget, prices=prices,
-                      projected_usd=round(total, 4))
-    console.print(f"projected spend ${total:.2f} of ${budget - spent_before:.2f} left in the "
-                  f"budget ({sweep.projected_cells()} cells per card, at most)")
-    if dry_run:
-        return None
-    if state is None:
-        assert cards is not None
-        matrix_id = new_matrix_id()
-        state = MatrixState.create(results / matrix_id, matrix_id, cards, budget=budget,
-                                   parallel=parallel, image=pinned, digest=digest, cfg=base,
-                                   sweep=sweep, cost=cost)
-    else:
-        state.data.update(budget_usd=budget, parallel=parallel, stopped=None)
-    if decision is not None:  # the report's ranking: kept in matrix.json, a resume may change it
-        state.data["decision"] = decision
-    for label, entry in prices.items():
-        fields: dict[str, Any] = {"projected_usd": entry["projected_usd"],
-                                  "price_per_hr": entry["price_per_hr"],
-                                  "projected_start": entry["start"]}
-        if entry.get("spot"):
-            fields.update(spot=True, on_demand_per_hr=entry.get("on_demand_per_hr"))
-        if entry["problem"]:
-            fields.update(status="failed", error=entry["problem"])
-        state.update(label, **fields)
-    console.print(f"matrix {state.data['matrix_id']}: {len(todo)} card(s), {parallel} at a time, "
-                  f"budget ${budget:.2f}")
-    run = MatrixRun(settings, state, steps, say=console.print, policy=policy, port_for=port_for,
-                    adopted=adopted)
-    try:
-        run.run(only={label for label, e in prices.items() if not e["problem"]})
-    finally:
-        paths = write_matrix_report(state)
-        if report is not None:
-            report.update(matrix_id=state.data["matrix_id"], paths=paths)
-        print_summary(state, paths)
-    return run
+def run_matrix(settings: Settings, **options: Any) -> MatrixRun | None:
+    """`matrix`'s run (measure/matrix_run.py `run_matrix`: price, refuse or start or resume, run,
+    write the report) with its lines on this terminal."""
+    return matrix_run.run_matrix(settings, say=console.print, **options)
 
 
 def matrix_document(report: dict[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from tailpod.cli.common import (
     step_say,
 )
 from tailpod.cli.gpus import DISK_GB, MIN_CUDA, MIN_RELIABILITY
-from tailpod.config import Settings, check_run_settings
+from tailpod.config import Settings, check_run_settings, gpu_flags
 from tailpod.engines.base import EngineConfig, SpecArm, check_spec_k, check_spec_method
 from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.llamacpp import SPLIT_MODES
@@ -48,7 +48,6 @@ from tailpod.pods.base import LanesOptions, UpOptions
 from tailpod.pods.journal import last_change
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
-from tailpod.provision.gpu_names import gpu_flags
 from tailpod.provision.providers import canonical_name, check_spot_route
 from tailpod.results.hardware import check_pod, gpu_column
 from tailpod.secrets import redact
@@ -346,7 +345,7 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     if json_out:
         print_json(record.to_json())
         return
-    if not kind.engine_here:
+    if record.ssh:  # a pod reached over SSH: its rental and its ssh config entry
         print_cloud_up(settings, record)
     print_lanes_up(record, admission_limit)
 
@@ -553,7 +552,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(record.to_json())
             return
-        if not kind.engine_here:
+        if record.ssh:  # a pod reached over SSH: its rental and its ssh config entry
             print_cloud_up(settings, record)
         facts = (record.extra.startup or {}).get("facts", {})
         console.print(
@@ -649,6 +648,9 @@ def register(app: typer.Typer) -> None:
                           else "nothing is running")
             return
         console.print(pods_table(rows, console))
+        # a run the provider's report holds has its interruption said there (cli/remote.py
+        # print_remote); any other (this machine's, your box's) is said here
+        told = {(r.run_tag, r.provider) for r in cloud.rows} if cloud else set()
         for row in rows:
             for name, lane in ((row.get("lanes") or {}).get("lanes") or {}).items():
                 console.print(
@@ -663,14 +665,14 @@ def register(app: typer.Typer) -> None:
                 console.print(f"  {row['run_tag']} HAProxy {proxy['endpoint']}: "
                               f"{'alive' if proxy['alive'] else 'DOWN'}, spec lane admits "
                               f"{row['lanes']['admission_limit']}")
+            preempted = next((f for f in row.get("flags") or [] if f.startswith("preempted")),
+                             None)
             change = row.get("last_change")
-            if change:
+            if change and not preempted:  # a stopped spot pod is not "running since" its start
                 console.print(f"  {row['run_tag']}: {change['state']} since "
                               f"{utc_time(change['at'])} ({change['event']})", markup=False)
             if row["hardware"].get("stamp"):
                 console.print(f"  [bold red]{row['run_tag']}: {row['hardware']['stamp']}[/]")
-            preempted = next((f for f in row.get("flags") or [] if f.startswith("preempted")),
-                             None)
             if row.get("gone"):
                 console.print(f"[bold red]{row['run_tag']}: gone at {row['provider']}[/]: "
                               f"{row['gone']}; record it with: {row['settle']}")
@@ -681,7 +683,7 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[bold red]{row['run_tag']}: no engine[/] " + escape(
                     f"(arm {row['no_engine']['arm']} failed to start; "
                     f"{row['no_engine']['restore']}); settle it with: {row['settle']}"))
-            elif row.get("settle") and (cloud is None or kind_for(row["provider"]).engine_here):
+            elif row.get("settle") and (row["run_tag"], row["provider"]) not in told:
                 owner = row.get("owner") or {}
                 console.print(
                     f"[bold red]{row['run_tag']}: {row['status']}[/] (pid {owner.get('pid')} on "

@@ -73,7 +73,7 @@ def _spot_versus_on_demand(directory: Path, as_json: bool) -> None:
 
     from tailpod.cli.common import console
     from tailpod.cli.markdown_out import print_markdown
-    from tailpod.results.matrix import spot_lines
+    from tailpod.results.matrix import purchase_lines, spot_lines
 
     path = directory / "matrix-report.json"
     try:
@@ -86,11 +86,13 @@ def _spot_versus_on_demand(directory: Path, as_json: bool) -> None:
         raise ConfigError(f"{directory}: no spot card with a recorded on-demand price, so nothing "
                           "to compare", hint="a matrix run with --spot records both")
     if as_json:
-        print_json({"stamp": doc.get("stamp"), "spot_vs_on_demand": rows})
+        print_json({"stamp": doc.get("stamp"), "spot_vs_on_demand": rows,
+                    "purchase": {c["card"]: c.get("purchase") for c in doc.get("cards") or []}})
         return
     stamp = doc.get("stamp")
-    print_markdown("\n".join(([f"**{stamp}**", ""] if stamp else []) + spot_lines(rows)),
-                   console, directory)
+    bought = ["## Purchase per card", "", *purchase_lines(doc.get("cards") or []), ""]
+    print_markdown("\n".join(([f"**{stamp}**", ""] if stamp else []) + bought
+                             + spot_lines(rows)), console, directory)
 
 
 def _print_cost(res: dict[str, Any]) -> None:
@@ -161,26 +163,11 @@ def _print_own(res: dict[str, Any]) -> None:
         _out(f"{res['stamp']}: tok/s measured off-pod")
 
 
-def _curve_from_run(
-    run_dir: Path, arm: str | None
-) -> tuple[dict[int, float], str, str | None, Any]:
+def _analysis(run_dir: Path) -> Any:
     from tailpod.results.analysis import analyze
     from tailpod.results.io import load_run
 
-    an = analyze(load_run(run_dir))
-    usable = [a["label"] for a in an["arms"] if not a["void"]]
-    chosen = arm or ("plain" if "plain" in usable else (usable[0] if usable else None))
-    if chosen is None or chosen not in usable:
-        raise ConfigError(
-            f"arm {chosen!r} is not a usable (non-void) arm of {an['run_id']}",
-            hint=f"choose one of {usable}",
-        )
-    curve = {
-        c["concurrency"]: c["output_tok_s"]["median"]
-        for c in an["cells"]
-        if c["arm"] == chosen and c["output_tok_s"]
-    }
-    return curve, chosen, an.get("stamp"), an
+    return analyze(load_run(run_dir))
 
 
 def register(app: typer.Typer) -> None:
@@ -342,6 +329,8 @@ def register(app: typer.Typer) -> None:
             _spot_versus_on_demand(resolve_run(matrix), as_json)
             return
         from tailpod.results.cost import (
+            arm_curve,
+            best_measured_cell,
             concurrency_projection,
             cost_verdict,
             load_request_log,
@@ -368,18 +357,9 @@ def register(app: typer.Typer) -> None:
             if tok_s is None:
                 if run is None:
                     raise ConfigError("--own needs --tok-s or --run")
-                an = _curve_from_run(resolve_run(run), arm)[3]
-                usable = [
-                    c
-                    for c in an["cells"]
-                    if c["output_tok_s"]
-                    and not next(a for a in an["arms"] if a["label"] == c["arm"])["void"]
-                    and (arm is None or c["arm"] == arm)
-                    and (concurrency is None or c["concurrency"] == concurrency)
-                ]
-                if not usable:
-                    raise ConfigError("no usable cell in --run for that --arm/--concurrency")
-                best = max(usable, key=lambda c: c["output_tok_s"]["median"])
+                an = _analysis(resolve_run(run))
+                arm_curve(an, arm)  # a void or unknown --arm is refused naming the usable ones
+                best = best_measured_cell(an, arm, concurrency)
                 tok_s = best["output_tok_s"]["median"]
                 source = f"{an['run_id']} {best['arm']} c={best['concurrency']} median"
                 stamp = an.get("stamp")
@@ -420,7 +400,9 @@ def register(app: typer.Typer) -> None:
         res = cost_verdict(reqs, pod_usd_hr, serverless_usd_hr, cold_start_s, idle_timeout_s)
         run_dir = resolve_run(run) if run else (log if log.is_dir() else None)
         if run_dir is not None:
-            curve, chosen, stamp, an_full = _curve_from_run(run_dir, arm)
+            an_full = _analysis(run_dir)
+            curve, chosen = arm_curve(an_full, arm)
+            stamp = an_full.get("stamp")
             res["concurrency_projection"] = concurrency_projection(
                 res["duty"], curve, pod_usd_hr, serverless_usd_hr
             ) | {"arm": chosen}

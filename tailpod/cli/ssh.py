@@ -10,12 +10,10 @@ import shutil
 import typer
 
 from tailpod.cli.common import console, err_console, handle_errors, ledger_for, settings_from
-from tailpod.config import Settings
 from tailpod.errors import TailpodError
-from tailpod.ledger import PodRecord
+from tailpod.pods.cloud import target_for_record
 from tailpod.provision.ssh import (
     KnownHosts,
-    SshTarget,
     known_hosts_path,
     open_ssh,
     resolve_key_path,
@@ -23,20 +21,6 @@ from tailpod.provision.ssh import (
     ssh_host_alias,
     write_ssh_config_entry,
 )
-from tailpod.provision.tailnet import tailnet_ssh_target
-
-
-def target_for_record(settings: Settings, record: PodRecord) -> SshTarget:
-    """Over the tailnet when the pod joined it, else the provider's SSH endpoint."""
-    user = str(record.ssh.get("user") or "root")
-    if record.tailnet.get("name") or record.tailnet.get("hostname"):
-        return tailnet_ssh_target(settings, record.tailnet, user=user)
-    if record.ssh.get("host"):
-        return SshTarget.from_record(record.ssh)
-    raise TailpodError(
-        f"pod {record.run_tag} has no SSH endpoint or tailnet name recorded yet",
-        hint="wait for `tailpod up` to finish, then check `tailpod status`",
-    )
 
 
 def with_remote_command(argv: list[str], command: list[str]) -> list[str]:

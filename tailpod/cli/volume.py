@@ -20,6 +20,7 @@ from tailpod.cli.remote import STATUS_TIMEOUT_S
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger
+from tailpod.pods.down import down_storage as down_storage  # cli/pods.py's down and status
 from tailpod.provision import volumes as vol
 from tailpod.provision.apiclient import ApiTimings, call_deadline
 from tailpod.provision.base import Provider
@@ -156,42 +157,3 @@ def register(app: typer.Typer) -> None:
             return
         console.print(f"[green]deleted[/] volume {proof['volume']} ({', '.join(proof['volume_ids'])}):"
                       " the provider answers 404 for it and lists no volume of that name")
-
-
-def run_volumes(ledger: Ledger, run_tag: str) -> list[str]:
-    """The volumes a run mounted (their `tp-vol-` names)."""
-    return [v.name for v in ledger.volumes() if run_tag in v.used_by and v.active]
-
-
-def down_storage(settings: Settings, ledger: Ledger, run_tag: str | None, *,
-                 delete_volumes: bool, proof: Any = None) -> vol.VolumeReport | None:
-    """After `down`: delete the run's volumes when asked (`--volumes`), then list the storage
-    that still bills; the run's billing-proof.json gets the same list. Never deletes a volume it
-    was not asked to. None when no configured provider has volumes and the ledger holds none."""
-    import json
-    from pathlib import Path
-
-    deleted: list[dict[str, Any]] = []
-    failed: list[vol.VolumeStillBills] = []  # each printed after the pod's proof, then exit 3
-    if delete_volumes and run_tag:
-        for tag in run_volumes(ledger, run_tag):
-            record = ledger.volume(tag)
-            if record is None:
-                continue
-            try:
-                deleted.append(vol.delete_volume_proven(_provider(settings, record.provider),
-                                                        ledger, tag))
-            except vol.VolumeStillBills as exc:
-                failed.append(exc)
-    providers = remote_providers(settings)
-    if not failed and not ledger.volumes() and not any(isinstance(p, vol.SupportsVolumes)
-                                                       for p in providers.values()):
-        return None
-    report = vol.reconcile_volumes(providers, ledger)
-    report.delete_failed = failed
-    if proof is not None and Path(proof).is_file():
-        path = Path(proof)
-        payload = json.loads(path.read_text())
-        payload["storage"] = {**report.to_json(), "deleted": deleted}
-        path.write_text(json.dumps(payload, indent=2) + "\n")
-    return report

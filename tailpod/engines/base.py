@@ -66,6 +66,9 @@ class EngineConfig:
     version: str | None = None  # engine version the flags are spelled for; None = current
     extra_args: tuple[str, ...] = ()
     enforce_eager: bool = False
+    # vLLM's tool-call parser (`--enable-auto-tool-choice --tool-call-parser NAME`), set when the
+    # run asks for the tools class (cli/benchmark.py); None: no tool parsing.
+    tool_call_parser: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -51,6 +51,12 @@ GATES: dict[str, Gate] = {
         # as having it; an older engine would refuse to start on the unknown flag.
         Gate("vllm", "vllm_per_request_spec_metrics", _d("2026-08-21"), (0, 29, 0),
              "vllm#48915"),
+        # vLLM: `--enable-prompt-tokens-details` makes `usage.prompt_tokens_details.cached_tokens`
+        # say how many prompt tokens the prefix cache served. The flag is older (V0 honoured it:
+        # vllm-project/vllm#16162), but the V1 engine filled the field only from vllm#18149
+        # (merged 2025-05-14, released in 0.9.0); present in 0.32.0
+        # (vllm/entrypoints/launchers/cli_args.py of the CPU build).
+        Gate("vllm", "vllm_prompt_tokens_details", _d("2025-05-14"), (0, 9, 0), "vllm#18149"),
         # SGLang: `--disable-cuda-graph` / `--cuda-graph-max-bs` became per-phase flags; the old
         # spellings stay as deprecated aliases. The snapshot just after v0.5.15 has the new ones.
         Gate(

@@ -109,6 +109,8 @@ class VllmAdapter(EngineAdapter):
             config = speculative_config(cfg, version, architecture)
             argv += ["--speculative-config", json.dumps(config, separators=(",", ":"))]
             argv += per_request_spec_args(version, cfg.extra_args)
+        argv += prompt_tokens_details_args(version, cfg.extra_args)
+        argv += tool_parser_args(cfg.tool_call_parser, cfg.extra_args)
         for flag in cfg.extra_args:
             gate = _GATED_EXTRA_FLAGS.get(flag.split("=", 1)[0])
             if gate and version.has(gate) is False:
@@ -145,6 +147,80 @@ def per_request_spec_args(version: EngineVersion, extra_args: Sequence[str]) -> 
     if version.has("vllm_per_request_spec_metrics") is not True:
         return []
     return [PER_REQUEST_SPEC_FLAG, "summary"]
+
+
+PROMPT_TOKENS_DETAILS_FLAG = "--enable-prompt-tokens-details"
+TOOL_PARSER_FLAG = "--tool-call-parser"
+AUTO_TOOL_CHOICE_FLAG = "--enable-auto-tool-choice"
+
+
+def _given(flag: str, extra_args: Sequence[str]) -> bool:
+    """Whether the user's extra arguments already set `flag` (or its `--no-` form)."""
+    negated = "--no-" + flag.removeprefix("--")
+    return any(a.split("=", 1)[0] in (flag, negated) for a in extra_args)
+
+
+def prompt_tokens_details_args(version: EngineVersion, extra_args: Sequence[str]) -> list[str]:
+    """`--enable-prompt-tokens-details` on every arm where the version certainly fills it
+    (vllm#18149, versions.py): each response's `usage.prompt_tokens_details.cached_tokens` then
+    says how much of the prompt the prefix cache served, which session replay reports per turn
+    (docs/probe.md, "Sessions"). It changes no scheduling, only the usage block. Not added where
+    the version cannot be told, nor when the user's extra arguments set it either way."""
+    if _given(PROMPT_TOKENS_DETAILS_FLAG, extra_args):
+        return []
+    if version.has("vllm_prompt_tokens_details") is not True:
+        return []
+    return [PROMPT_TOKENS_DETAILS_FLAG]
+
+
+def tool_parser_args(parser: str | None, extra_args: Sequence[str]) -> list[str]:
+    """`--enable-auto-tool-choice --tool-call-parser NAME` when the run measures the tools class:
+    vLLM refuses `tool_choice` "required" or a named function without a parser, and "auto"
+    without both (vllm/renderers/online_renderer.py of the 0.32.0 CPU build). The user's own
+    `--tool-call-parser` in the extra arguments wins."""
+    if parser is None or _given(TOOL_PARSER_FLAG, extra_args):
+        return []
+    auto = [] if _given(AUTO_TOOL_CHOICE_FLAG, extra_args) else [AUTO_TOOL_CHOICE_FLAG]
+    return [*auto, TOOL_PARSER_FLAG, parser]
+
+
+# The tool-call parser vLLM's docs name for a checkpoint family (vllm-project/vllm
+# docs/features/tool_calling.md; each name checked in vllm/tool_parsers/__init__.py of the 0.32.0
+# CPU build), matched against the served model's name, first match wins. Qwen2.5 and Qwen3 emit
+# Hermes-style <tool_call> blocks.
+TOOL_PARSERS_BY_FAMILY: tuple[tuple[str, str], ...] = (
+    ("qwen3-coder", "qwen3_coder"),
+    ("qwen", "hermes"),
+    ("hermes", "hermes"),
+    ("llama-3", "llama3_json"),
+    ("llama3", "llama3_json"),
+    ("mistral", "mistral"),
+    ("deepseek-v3", "deepseek_v3"),
+    ("granite", "granite"),
+    ("internlm", "internlm"),
+)
+DEFAULT_TOOL_PARSER = "hermes"
+_PARSER_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def check_tool_parser(name: str) -> None:
+    """A `--tool-call-parser` value as one argv word (exit 2 on anything else)."""
+    if not _PARSER_NAME.fullmatch(name):
+        raise ConfigError(f"--tool-call-parser {name!r} is not a parser name",
+                          hint="e.g. hermes, llama3_json, mistral")
+
+
+def tool_parser_for(model: str) -> tuple[str, str]:
+    """(the parser, why) for a checkpoint: its family's, read from the model's name, else
+    Hermes. For the shipped tools class (`tool_choice: "required"`) vLLM builds the calls from
+    its own guided JSON, not the parser (vllm/entrypoints/openai/chat_completion/serving.py of
+    the 0.32.0 CPU build), so the choice changes no figure there; it matters for "auto"."""
+    name = model.lower()
+    for family, parser in TOOL_PARSERS_BY_FAMILY:
+        if family in name:
+            return parser, f"the {family} family's parser"
+    return DEFAULT_TOOL_PARSER, (f"no family known from {model!r}; Hermes-style calls assumed "
+                                 "(--tool-call-parser picks another)")
 
 
 def speculative_config(

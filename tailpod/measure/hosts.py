@@ -44,6 +44,7 @@ def probe_options(
         "engine": arm.config.engine if arm.config.engine in PROBE_ENGINES else "auto",
         **({"slo": plan.slo, "slo_percentile": plan.slo_percentile} if plan.slo else {}),
         **({"workers": plan.load_workers} if plan.load_workers != 1 else {}),
+        **({"unique_schema": True} if plan.unique_schema else {}),
     }
 
 
@@ -66,6 +67,8 @@ def probe_cells(
             }
             if arrival:
                 row["arrival"] = arrival
+            if cell.soak and plan is not None and plan.soak_s is not None:
+                row["soak_s"] = plan.soak_s
             out.append(row)
     return out
 
@@ -292,15 +295,16 @@ class RemoteSweepHost(AgentSweepHost):
         progress: Callable[[float, str], None] | None = None,
         cache: str = "cold",
         from_here: bool = False,
+        pod: PodAgent | None = None,
     ) -> None:
-        from tailpod.pods.cloud import open_pod_agent
-        from tailpod.provision.ssh.client import SshTarget
+        from tailpod.pods.kinds import kind_for
 
-        target = SshTarget.from_record(record.ssh)
-        say = (lambda line: progress(0.0, line)) if progress is not None else None
-        if say is not None:  # a wait of up to 60 s: say what it waits for
-            say(f"connecting to {target.describe()} over SSH (up to 60 s)")
-        self.pod = open_pod_agent(settings, target, 60, say)
+        if pod is None:  # the session the pod's kind keeps for it (pods/kinds.py pod_session)
+            say = (lambda line: progress(0.0, line)) if progress is not None else None
+            pod = kind_for(record.provider).pod_session(settings, record, 60, say)
+            if pod is None:
+                raise TailpodError(f"{record.run_tag} ({record.provider}) is not reached over SSH")
+        self.pod = pod
         self.pod_session = self.pod  # the relaunch between arms goes over this one session too
         measurer = local_agent(settings) if from_here else self.pod
         super().__init__(settings, ledger, record, measurer, progress, cache)
@@ -377,12 +381,17 @@ def sweep_host(
     cache: str = "cold",
     from_here: bool = False,
 ) -> AgentSweepHost:
-    """Where the sweep for `record` runs: beside its engine, as its pod kind says."""
+    """Where the sweep for `record` runs: beside its engine. The pod's kind is asked for the
+    session it keeps to the pod (pods/kinds.py `pod_session`): through it when it hands one over,
+    else (an engine that is a child of this machine) with the agent as a child process here."""
     from tailpod.pods.kinds import kind_for
 
-    if kind_for(record.provider).engine_here:
+    say = (lambda line: progress(0.0, line)) if progress is not None else None
+    pod = kind_for(record.provider).pod_session(settings, record, 60, say)
+    if pod is None:
         return LocalSweepHost(settings, ledger, record, progress, cache)
-    return RemoteSweepHost(settings, ledger, record, progress, cache, from_here=from_here)
+    return RemoteSweepHost(settings, ledger, record, progress, cache, from_here=from_here,
+                           pod=pod)
 
 
 def _sha16(data: bytes) -> str:

@@ -23,8 +23,10 @@ from typing import Any, Protocol
 from tailpod import __version__
 from tailpod.agent.probes.basics import PROBE_ENGINES
 from tailpod.agent_client.driver import PodAgent
+from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.errors import ConfigError, TailpodError
+from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.hosts import AgentSweepHost
 from tailpod.measure.plan import Arm, SweepPlan
 from tailpod.measure.sweep import RunContext, RunDirectory, new_run
@@ -360,3 +362,68 @@ def describe(result: dict[str, Any]) -> str:
         f"{result['diverged_prompts']}/{result['prompts']} prompts diverge greedily"
     )
 
+
+# -- `eval kl` on a running pod (what the verb calls) ---------------------------------------
+
+
+def pod_context(record: PodRecord, run_id: str, reference: str) -> RunContext:
+    """The run context of a KL evaluation on `record`'s pod (kl.json's provenance)."""
+    base = EngineConfig.from_json(record.engine)
+    return RunContext(
+        run_id=run_id,
+        run_tag=record.run_tag,
+        provider=record.provider,
+        model=reference,
+        engine=base.engine,
+        engine_version=(record.extra.startup or {}).get("facts", {}).get("engine_version"),
+        gpu=record.gpu,
+        gpu_count=record.gpu_count,
+        price_per_hr=record.price_per_hr,
+        image_ref=record.image,
+        image_digest=(record.extra.image or {}).get("digest"),
+    )
+
+
+def kl_on_pod(
+    settings: Settings,
+    ledger: Ledger,
+    record: PodRecord,
+    reference: str | None,
+    candidates: list[str],
+    prompt_set: list[dict[str, Any]],
+    top_k: int,
+    max_tokens: int,
+    run_id: str | None,
+    restore: bool,
+    say: Callable[[str], None],
+    progress: Callable[[float, str], None] | None = None,
+) -> dict[str, Any]:
+    """`eval kl` on a running pod: the reference and each candidate served one after the other
+    beside the pod's agent, kl.json written; with `restore`, the pod serves its original arm
+    again afterwards (a relaunch, as any arm switch)."""
+    from tailpod.measure import hosts
+
+    if record.status != "running":
+        raise ConfigError(f"{record.run_tag} is {record.status}, not running", hint="tailpod up")
+    original = EngineConfig.from_json(record.engine)
+    if original.engine not in PROBE_ENGINES:
+        raise ConfigError(f"the KL evaluation needs vLLM or SGLang, not {original.engine}")
+    arms = label_arms(reference or original.model, candidates)
+    rid = run_id or kl_run_id(settings.results_dir, record.run_tag)
+    ctx = pod_context(record, rid, arms[0].model)
+    host = hosts.sweep_host(settings, ledger, record, progress, "cold", False)
+    try:
+        assert isinstance(host, AgentSweepHost)
+        source = PodLogprobSource(host, original, top_k)
+        doc = run_kl_eval(
+            source, arms, prompt_set, RunDirectory(settings.results_dir / rid), ctx, top_k,
+            max_tokens, say,
+        )  # fmt: skip
+        if restore and EngineConfig.from_json(
+            (ledger.get(record.run_tag) or record).engine
+        ) != original:
+            say(f"serving {original.model} again (--no-restore skips this)")
+            host.restart(Arm(original.spec.label(), original))
+    finally:
+        host.close()
+    return doc

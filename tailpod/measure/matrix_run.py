@@ -45,7 +45,17 @@ from tailpod.measure.sweep import (
     run_sweep,
 )
 from tailpod.provision.base import BillingEvidence
-from tailpod.results.matrix import MATRIX_FILE, Card
+from tailpod.results.matrix import (
+    MATRIX_FILE,
+    MATRIX_PLOT,
+    MATRIX_REPORT,
+    Card,
+    build_matrix,
+    check_purchases,
+    plot_matrix_cost,
+    purchase_text,
+    render_matrix_markdown,
+)
 from tailpod.secrets import redact
 
 Say = Callable[[str], None]
@@ -631,8 +641,8 @@ def spent_so_far(settings: Settings, state: MatrixState) -> tuple[float, str]:
 # -- preflight: price every card, refuse bad input -------------------------------------------
 
 
-# A spot card is rented again after a preemption at most this many times (then it fails as any
-# card whose pod died does; `--run-id` resumes it).
+# A spot pod is rented again after a preemption at most this many times per card or benchmark
+# (then it fails as any sweep whose pod died does; `--run-id` resumes it).
 MAX_PREEMPTIONS = 3
 
 
@@ -658,9 +668,96 @@ def preempted_now(settings: Settings, record: PodRecord) -> bool:
     return bool(info is not None and info.detail.get("preempted"))
 
 
+def preemption_entry(ledger: Ledger, lost: PodRecord, now: float) -> dict[str, Any]:
+    """What a preemption cost, as matrix.json and a benchmark's run.json keep it: the lost pod,
+    when it was seen lost, and its whole time and spend (an upper bound on the loss: the cut cell
+    and the new pod's setup are the loss, the lost pod's finished cells are kept)."""
+    seen = ledger.get(lost.run_tag) or lost
+    return {"pod": lost.run_tag, "pod_id": lost.pod_id, "at": now,
+            "pod_minutes": round((now - seen.created_at) / 60.0, 2),
+            "pod_usd": round(record_spend(seen, now, seen.price_per_hr), 6)}
+
+
+def go_on_after_preemption(settings: Settings, ledger: Ledger, lost: PodRecord, *,
+                           settle: Callable[[PodRecord], Any], rent: Callable[[], PodRecord],
+                           refuses: Callable[[], str | None], run_dir: RunDirectory,
+                           plan: SweepPlan, what: str, say: Say) -> PodRecord:
+    """A spot pod lost its bid mid-sweep (`matrix --spot`, `benchmark --resume-on-preemption`):
+    `settle` destroys the stopped pod and proves it and its disk gone (raising when it cannot, so
+    nothing is rented beside a pod that may still bill), `refuses` says why renting again would
+    break the budget (None: go ahead), `rent` rents again under the same price cap and bid; the
+    sweep then goes on from its last finished cell (the cut cell's rows are dropped and it is
+    measured again) with the gate taken again on the new pod first (sweep.regate_on_new_pod).
+    Returns the new pod."""
+    say(f"[bold yellow]preempted[/]: {lost.run_tag} lost its bid; destroying it and renting "
+        f"{what} again")
+    settle(lost)
+    refused = refuses()
+    if refused:
+        raise TailpodError(f"preempted, and not rented again: {refused}")
+    record = refresh_price(settings, ledger, rent())
+    regated = regate_on_new_pod(
+        run_dir, plan,
+        f"preempted: {lost.run_tag} lost its bid; the sweep goes on on {record.run_tag} "
+        "from its last finished cell, the cut cell measured again")
+    if regated:
+        say(f"gate taken again on {record.run_tag} for {', '.join(regated)}")
+    return record
+
+
+def measure_through_preemptions(settings: Settings, record: PodRecord,
+                                measure: Callable[[PodRecord], None],
+                                go_on: Callable[[PodRecord], PodRecord], *,
+                                preempted_so_far: Callable[[], int],
+                                stopped: Callable[[], bool] = lambda: False) -> PodRecord:
+    """`measure(record)`, and while it fails because the spot pod lost its bid (the provider
+    says so: `preempted_now`), `go_on(lost)` gives the new pod and it is measured there; at most
+    MAX_PREEMPTIONS times, and never once the run is `stopped`. Any other failure, or a pod the
+    provider cannot be asked about, is raised as it was. Returns the pod the sweep finished on."""
+    while True:
+        try:
+            measure(record)
+            return record
+        except Exception:
+            if stopped() or preempted_so_far() >= MAX_PREEMPTIONS \
+                    or not preempted_now(settings, record):
+                raise
+        record = go_on(record)
+
+
 def card_settings(settings: Settings, card: Card, image: str) -> Settings:
+    """The settings one card rents, prices and tears down with: its provider and GPUs, and its
+    purchase (its own marker, else `--spot`); the bid goes only with a spot card."""
+    spot = card.is_spot(settings.spot)
     return dataclasses.replace(settings, provider=card.provider, gpus=(card.gpu,),
-                               gpu_count=card.count, image=image)
+                               gpu_count=card.count, image=image, spot=spot,
+                               bid=settings.bid if spot else None)
+
+
+def marks_spot(settings: Settings, cards: list[Card] | None, run_id: str | None) -> bool:
+    """Whether a card is marked `:spot`: of `cards`, else of the matrix `run_id` resumes (its
+    matrix.json). Such a card takes `--bid` as `--spot` does (config.py spot_problems)."""
+    if not cards and run_id:
+        cards = MatrixState.load(Path(settings.results_dir) / run_id).cards
+    return any(card.spot for card in cards or [])
+
+
+def check_spot_cards(settings: Settings, cards: list[Card], image: str) -> None:
+    """A spot card (marked `:spot`, or any under `--spot`) whose provider sells no spot: exit 2
+    before any offer query, rental or write (provision/providers.py `check_spot_route`)."""
+    from tailpod.provision.providers import check_spot_route
+
+    check_purchases(cards, settings.spot)
+    for card in cards:
+        if card.spot is None:  # `--spot` made it spot: the flag's own refusal and hint
+            check_spot_route(card_settings(settings, card, image))
+            continue
+        try:
+            check_spot_route(card_settings(settings, card, image))
+        except ConfigError as exc:
+            raise ConfigError(f"card {card.label}: {exc.message}",
+                              hint=f"drop its :spot marker to rent it on-demand, e.g. "
+                                   f"\"{dataclasses.replace(card, spot=None).label}\"") from None
 
 
 def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: CostModel,
@@ -676,17 +773,14 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
     if budget <= 0:
         raise ConfigError(f"--budget must be positive, got {budget}")
     refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the first offer query
-    if settings.spot:  # a card whose provider sells no spot: refused before any offer query
-        from tailpod.provision.providers import check_spot_route
-
-        for card in cards:
-            check_spot_route(card_settings(settings, card, image))
+    check_spot_cards(settings, cards, image)  # a card that cannot be spot: before any offer
     priced: dict[str, dict[str, Any]] = {}
     unknown: list[str] = []
     for card in cards:
-        provider = get_provider(card.provider, card_settings(settings, card, image),
-                                timings=PREFLIGHT_TIMINGS)
-        entry: dict[str, Any] = {"price_per_hr": None, "projected_usd": None, "problem": None}
+        bought = card_settings(settings, card, image)  # the card's own purchase and bid
+        provider = get_provider(card.provider, bought, timings=PREFLIGHT_TIMINGS)
+        entry: dict[str, Any] = {"price_per_hr": None, "projected_usd": None, "problem": None,
+                                 "spot": bought.spot, "bid": bought.bid}
         offer = None
         try:
             offer = provider.offers([card.gpu], card.count, settings.max_price)[0]
@@ -707,14 +801,14 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
         if refusal is not None:  # this card's own projection, now that its offer named the GPU
             raise refusal
         price = offer.price_per_hr if offer is not None else None
-        if settings.spot and offer is not None and price is not None:
+        if bought.spot and offer is not None and price is not None:
             # a spot card is priced, and budgeted, at what its bid bills (provision/base.py)
-            price = provider.spot_prices([offer.gpu_type], card.count, settings.bid
+            price = provider.spot_prices([offer.gpu_type], card.count, bought.bid
                                          ).get(offer.gpu_type)
             # the on-demand offer's price, kept for the report's spot-versus-on-demand $/Mtok
-            entry.update(spot=True, on_demand_per_hr=offer.price_per_hr)
+            entry.update(on_demand_per_hr=offer.price_per_hr)
         if offer is not None and price is None:
-            entry["problem"] = (f"no {card.provider} {'spot ' if settings.spot else ''}offer "
+            entry["problem"] = (f"no {card.provider} {'spot ' if bought.spot else ''}offer "
                                 f"for {card.count}x {card.gpu} right now")
         elif offer is not None and price is not None:
             entry["price_per_hr"] = price
@@ -895,38 +989,25 @@ class MatrixRun:
     def _after_preemption(self, label: str, settings: Settings, cfg: EngineConfig,
                           ledger: Ledger, lost: PodRecord, run_dir: RunDirectory,
                           say: Say) -> PodRecord:
-        """The card's spot pod lost its bid mid-sweep: record the preemption (when, the pod, what
-        it cost), destroy the stopped pod and prove it gone, and rent the card again; the sweep
-        goes on from its last finished cell (the cut cell's rows are dropped and it is measured
-        again) with the gate taken again on the new pod first (sweep.regate_on_new_pod)."""
-        now = time.time()
-        seen = ledger.get(lost.run_tag) or lost
-        spent = record_spend(seen, now, seen.price_per_hr)
-        # the lost pod's whole time and spend (an upper bound on what the preemption cost: the
-        # cut cell and the new pod's setup are the loss; its finished cells are kept)
-        entry = {"pod": lost.run_tag, "pod_id": lost.pod_id, "at": now,
-                 "pod_minutes": round((now - seen.created_at) / 60.0, 2),
-                 "pod_usd": round(spent, 6)}
+        """The card's spot pod lost its bid mid-sweep: the preemption recorded in matrix.json,
+        then the one way on (`go_on_after_preemption`): the stopped pod destroyed and proven gone,
+        the card rented again within the budget, the gate taken again on the new pod."""
         with self.state.lock:
-            self.state.card(label).setdefault("preemptions", []).append(entry)
+            self.state.card(label).setdefault("preemptions", []).append(
+                preemption_entry(ledger, lost, time.time()))
             self.state.save()
-        say(f"[bold yellow]preempted[/]: {lost.run_tag} lost its bid; destroying it and renting "
-            "the card again")
-        self.teardown(label)
-        if lost.run_tag in self.unproven:
-            raise TailpodError(f"{lost.run_tag} was preempted and its teardown is not proven; "
-                               "the card is not rented again")
-        refused = self._budget_refuses(label)
-        if refused:
-            raise TailpodError(f"preempted, and not rented again: {refused}")
-        record = refresh_price(settings, ledger, self.steps.up(settings, cfg, ledger, say))
-        regated = regate_on_new_pod(
-            run_dir, self.sweep.plan(cfg),
-            f"preempted: {lost.run_tag} lost its bid; the sweep goes on on {record.run_tag} "
-            "from its last finished cell, the cut cell measured again")
-        if regated:
-            say(f"gate taken again on {record.run_tag} for {', '.join(regated)}")
-        return record
+
+        def settle(_lost: PodRecord) -> None:
+            self.teardown(label)
+            if lost.run_tag in self.unproven:
+                raise TailpodError(f"{lost.run_tag} was preempted and its teardown is not proven; "
+                                   "the card is not rented again")
+
+        return go_on_after_preemption(
+            settings, ledger, lost, settle=settle,
+            rent=lambda: self.steps.up(settings, cfg, ledger, say),
+            refuses=lambda: self._budget_refuses(label), run_dir=run_dir,
+            plan=self.sweep.plan(cfg), what="the card", say=say)
 
     def card_of(self, label: str) -> Card:
         return next(c for c in self.state.cards if c.label == label)
@@ -972,26 +1053,27 @@ class MatrixRun:
                                         extra=dataclasses.replace(adopted.extra, matrix=mine))
             record = refresh_price(settings, ledger, adopted if adopted is not None
                                    else self.steps.up(settings, cfg, ledger, say))
-            while True:
+
+            def measure(pod: PodRecord) -> None:
                 prices = {**self.state.card(label).get("pod_prices", {}),
-                          record.run_tag: record.price_per_hr}
-                self.state.update(label, status="measuring", gpu=record.gpu, pod_prices=prices)
-                host = self.steps.host(settings, ledger, record, self.sweep.cache)
+                          pod.run_tag: pod.price_per_hr}
+                self.state.update(label, status="measuring", gpu=pod.gpu, pod_prices=prices)
+                host = self.steps.host(settings, ledger, pod, self.sweep.cache)
                 try:
                     run_id = f"{self.state.data['matrix_id']}-{card.slug}"
                     run_sweep(self.sweep.plan(cfg), RunDirectory(run_dir),
                               StopAwareHost(host, self.stop, lambda: self.stop_reason,
-                                            pod_stamp(record)),
-                              RunContext.for_pod(record, run_id, cfg), log=say)
-                    break
-                except Exception:
-                    if self.stop.is_set() or not preempted_now(settings, record) or len(
-                            self.state.card(label).get("preemptions", [])) >= MAX_PREEMPTIONS:
-                        raise
+                                            pod_stamp(pod)),
+                              RunContext.for_pod(pod, run_id, cfg), log=say)
                 finally:
                     host.close()
-                record = self._after_preemption(label, settings, cfg, ledger, record,
-                                                RunDirectory(run_dir), say)
+
+            measure_through_preemptions(
+                settings, record, measure,
+                lambda lost: self._after_preemption(label, settings, cfg, ledger, lost,
+                                                    RunDirectory(run_dir), say),
+                preempted_so_far=lambda: len(self.state.card(label).get("preemptions", [])),
+                stopped=self.stop.is_set)
             self.state.update(label, status="done")
         except Exception as exc:  # one card's failure, whatever it is, never stops the others
             stopped = self.stop.is_set()
@@ -1049,3 +1131,190 @@ class MatrixRun:
         while remaining:
             _done, remaining = wait(remaining, timeout=self.policy.poll_s)
             self.teardown_active()
+
+
+# -- the matrix's report and its run (what `tailpod matrix` calls) ---------------------------
+
+
+def cells_by_pod(run_dir: Path) -> dict[str, int]:
+    """How many finished cells each pod measured (the `pod` every matrix row carries)."""
+    from tailpod.measure.sweep import RunDirectory
+
+    counts: dict[str, int] = {}
+    if not (run_dir / "rows.jsonl").exists():
+        return counts
+    for row in RunDirectory(run_dir).read_rows():
+        if row.get("kind") == "cell" and isinstance(row.get("pod"), dict):
+            tag = str(row["pod"].get("run_tag"))
+            counts[tag] = counts.get(tag, 0) + 1
+    return counts
+
+
+def write_matrix_report(state: MatrixState) -> dict[str, Path]:
+    """matrix-report.json, matrix.md and the $/Mtok plot, next to matrix.json."""
+    from tailpod.results.analysis import analyze
+    from tailpod.results.io import load_run
+
+    outcomes = []
+    for label, entry in state.data["cards"].items():
+        outcome: dict[str, Any] = {"card": label, "status": entry["status"],
+                                   "error": entry.get("error"), "spend_usd": entry.get("spend_usd"),
+                                   "proof": ", ".join(entry.get("proofs", {}).values()) or None,
+                                   "run_tag": entry.get("run_tag"), "run_dir": entry["run_dir"],
+                                   "preemptions": entry.get("preemptions") or [],
+                                   "cells_by_pod": cells_by_pod(Path(entry["run_dir"])),
+                                   "spot": entry.get("spot"), "bid": entry.get("bid"),
+                                   "on_demand_per_hr": entry.get("on_demand_per_hr")}
+        run_json = Path(entry["run_dir"]) / "run.json"
+        if run_json.exists():
+            try:
+                outcome["analysis"] = analyze(load_run(entry["run_dir"]))
+                outcome["run"] = json.loads(run_json.read_text())
+            except (TailpodError, ValueError, OSError) as exc:
+                outcome["error"] = "; ".join(filter(None, [outcome["error"],
+                                                           f"results unreadable: {exc}"]))
+        outcomes.append(outcome)
+    # `--objective`/`--slo` as the matrix was started (matrix.json); cost, no SLO before them
+    decision = state.data.get("decision") or {}
+    matrix = build_matrix(outcomes, objective=decision.get("objective", "cost"),
+                          slo=decision.get("slo"))
+    for label, entry in state.data["cards"].items():
+        prices = {p for p in (entry.get("pod_prices") or {}).values() if p is not None}
+        if len(prices) > 1:  # a resumed card measured on a new pod: run.json keeps the first price
+            matrix["warnings"].append(
+                f"{label} was measured on pods at different prices "
+                f"({', '.join(f'${p:.2f}/h' for p in sorted(prices))}); its $/Mtok uses the "
+                "first pod's price")
+    matrix.update(matrix_id=state.data["matrix_id"], budget_usd=state.data["budget_usd"],
+                  stopped=state.data.get("stopped"), image=state.data["image"],
+                  model=state.data["engine_config"].get("model"))
+    directory = state.path.parent
+    paths = {"json": directory / "matrix-report.json", "markdown": directory / MATRIX_REPORT,
+             "plot": directory / MATRIX_PLOT}
+    paths["json"].write_text(redact(json.dumps(matrix, indent=2, default=str)))
+    paths["markdown"].write_text(redact(render_matrix_markdown(
+        matrix, f"Card matrix {state.data['matrix_id']}: {matrix['model']}")))
+    plot_matrix_cost(matrix, paths["plot"])
+    return paths
+
+
+def summary_lines(paths: dict[str, Path]) -> list[str]:
+    """The matrix report's summary, a line each (rich markup): stamp, cheapest card per band,
+    ranking per concurrency, each card's outcome and spend, where the report is."""
+    matrix = json.loads(paths["json"].read_text())
+    lines = [f"[bold red]{matrix['stamp']}[/]"] if matrix.get("stamp") else []
+    for band in matrix["bands"]:
+        span = f"c={band['from']}" + (f"–{band['to']}" if band["to"] != band["from"] else "")
+        lines.append(f"  cheapest at {span}: [bold]{band['card']}[/]")
+    for table in matrix["tables"]:
+        lines.append(f"  c={table['concurrency']}: " + (" < ".join(table["ranking"]) or "—")
+                     + "  ($/Mtok, lowest first)")
+    for card in matrix["cards"]:
+        lines.append(f"  {card['card']}: {card['status']}"
+                     + (f" ({card['error']})" if card.get("error") else "")
+                     + f", spent ${card.get('spend_usd') or 0:.4f}")
+    lines.append(f"matrix report: {paths['markdown']} (plot {paths['plot'].name})")
+    return lines
+
+
+def new_matrix_id() -> str:
+    return "mx-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(2).hex()
+
+
+def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec,
+               cost: CostModel, budget: float, parallel: int, base: EngineConfig,
+               steps: CardSteps, run_id: str | None = None, dry_run: bool = False,
+               allow_unpinned: bool = False, port_for: Callable[[int], int] | None = None,
+               policy: BudgetPolicy | None = None,
+               report: dict[str, Any] | None = None,
+               decision: dict[str, Any] | None = None,
+               say: Callable[[str], None] = print) -> MatrixRun | None:
+    """Price, refuse or start (or resume, with `run_id`) a matrix, run it and write its report.
+
+    None after a dry run. A resumed matrix keeps its cards, sweep, image and cost model; the
+    budget covers every pod of the matrix, those of earlier runs included. `say` gets each line
+    (rich markup)."""
+    from tailpod.pods.cloud import pinned_image
+    from tailpod.preflight.cloud import image_cuda, offer_settings
+
+    results = Path(settings.results_dir)
+    state: MatrixState | None = None
+    spent_before = 0.0
+    adopted: dict[str, Any] = {}
+    if run_id:
+        state = MatrixState.load(results / run_id)
+        check_purchases(state.cards, settings.spot)  # `--spot` again over `:on-demand` cards
+        if cards and [c.label for c in cards] != [c.label for c in state.cards]:
+            raise ConfigError("--card differs from the matrix being resumed",
+                              hint="leave --card out to resume the same cards")
+        sweep = SweepSpec.from_json(state.data["sweep"])
+        cost = CostModel(**state.data["cost_model"])
+        settings = dataclasses.replace(settings, model=state.data["engine_config"]["model"],
+                                       engine=state.data["engine_config"]["engine"])
+        pinned, digest = str(state.data["image"]["ref"]), state.data["image"]["digest"]
+        if not dry_run:  # before anything is priced or rented: what the killed run left
+            adopted = take_over(settings, state, steps, say)
+        todo = [c for c in state.cards if state.card(c.label)["status"] != "done"]
+        # every pod of the matrix from the ledger (matrix.json's spend a killed run never wrote)
+        spent_before, source = spent_so_far(settings, state)
+        state.data["spent_before_usd"] = spent_before
+        say(f"resuming {run_id}: {len(state.cards) - len(todo)} card(s) done, "
+                      f"${spent_before:.4f} spent so far (every pod of the matrix, from "
+                      f"{source})")
+    else:
+        if not cards:
+            raise ConfigError("no cards given", hint='pass --card "provider:GPU[xN]"')
+        refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the registry is asked
+        pinned, digest = pinned_image(settings, allow_unpinned)
+        todo = cards
+    # priced as `up` rents: hosts must reach the image's CUDA (the one offer query, issue 37)
+    cuda = image_cuda(dataclasses.replace(settings, image=pinned))[0]
+    prices = price_cards(offer_settings(settings, cuda), todo, sweep, cost,
+                         budget - spent_before, pinned)
+    for label, entry in prices.items():
+        line = (f"${entry['price_per_hr']:.2f}/h, projected ${entry['projected_usd']:.2f} "
+                f"({purchase_text(entry)})"
+                if entry["price_per_hr"] is not None else f"cannot run: {entry['problem']}")
+        say(f"  {label}: {line}")
+        say(f"    start: {start_line(entry['start'])}")
+    total = sum(e["projected_usd"] or 0 for e in prices.values())
+    if report is not None:
+        report.update(dry_run=dry_run, budget_usd=budget, prices=prices,
+                      projected_usd=round(total, 4))
+    say(f"projected spend ${total:.2f} of ${budget - spent_before:.2f} left in the "
+                  f"budget ({sweep.projected_cells()} cells per card, at most)")
+    if dry_run:
+        return None
+    if state is None:
+        assert cards is not None
+        matrix_id = new_matrix_id()
+        state = MatrixState.create(results / matrix_id, matrix_id, cards, budget=budget,
+                                   parallel=parallel, image=pinned, digest=digest, cfg=base,
+                                   sweep=sweep, cost=cost)
+    else:
+        state.data.update(budget_usd=budget, parallel=parallel, stopped=None)
+    if decision is not None:  # the report's ranking: kept in matrix.json, a resume may change it
+        state.data["decision"] = decision
+    for label, entry in prices.items():
+        fields: dict[str, Any] = {"projected_usd": entry["projected_usd"],
+                                  "price_per_hr": entry["price_per_hr"],
+                                  "projected_start": entry["start"]}
+        fields.update(spot=bool(entry.get("spot")), bid=entry.get("bid"))  # the purchase
+        if entry.get("spot"):
+            fields.update(on_demand_per_hr=entry.get("on_demand_per_hr"))
+        if entry["problem"]:
+            fields.update(status="failed", error=entry["problem"])
+        state.update(label, **fields)
+    say(f"matrix {state.data['matrix_id']}: {len(todo)} card(s), {parallel} at a time, "
+                  f"budget ${budget:.2f}")
+    run = MatrixRun(settings, state, steps, say=say, policy=policy, port_for=port_for,
+                    adopted=adopted)
+    try:
+        run.run(only={label for label, e in prices.items() if not e["problem"]})
+    finally:
+        paths = write_matrix_report(state)
+        if report is not None:
+            report.update(matrix_id=state.data["matrix_id"], paths=paths)
+        for line in summary_lines(paths):
+            say(line)
+    return run

@@ -59,9 +59,13 @@ class Cell:
     rate: float | None = None
     # Trace replay (`--trace`): the cell replays the plan's trace at its own times.
     trace: bool = False
+    # The arm's soak cell (`--soak`): a closed loop for the plan's soak_s, not a request count.
+    soak: bool = False
 
     @property
     def cell_id(self) -> str:
+        if self.soak:
+            return f"{self.arm}|soak|c{self.concurrency}|r{self.rep}|{self.prompt_class}"
         if self.trace:
             return f"{self.arm}|trace|r{self.rep}|{self.prompt_class}"
         if self.rate is not None:
@@ -101,7 +105,8 @@ class SweepPlan:
     slo: dict[str, float] | None = None
     slo_percentile: float = 90.0
     # Trace replay (`--trace`): {"name": its file name on the pod (content-addressed),
-    # "format": "tailpod" | "mooncake", "speed": float, "requests": int (the trace's count)};
+    # "format": "tailpod" | "mooncake" | "session" | "aiperf-multi-turn", "speed": float,
+    # "requests": int (the trace's count; a session trace's turns, with "sessions")};
     # one cell per arm, rep and class, each the whole trace at its own arrival times.
     trace: dict[str, Any] | None = None
     # The rate ladder stops paying once the server cannot keep up: an arm's finite rates above
@@ -114,6 +119,18 @@ class SweepPlan:
     # `--find-max-rate`: the rates probed so far per arm (the search adds to them between
     # sweeps); an arm not named here measures `request_rates`.
     arm_rates: dict[str, list[float]] | None = None
+    # `--soak MINUTES`: after its sweep cells, each arm runs one soak cell of this many seconds
+    # (soak_cell); None = no soak.
+    soak_s: float | None = None
+    # `--unique-schema`: structured and tools requests each carry a schema text never sent
+    # before, and each such cell times a new schema's first request (the agent's unique_schema)
+    unique_schema: bool = False
+
+    def soak_cell(self, arm: str) -> Cell:
+        """The arm's soak cell: a closed loop at the plan's lowest concurrency (where a
+        speculative arm is meant to pay, and one slow request cannot hide behind others) over
+        its first prompt class, for soak_s (docs/results.md, "Soak: acceptance over time")."""
+        return Cell(arm, min(self.concurrency), 0, self.prompt_classes[0], soak=True)
 
     def arrival_for(self, cell: Cell, trace_path: str | None = None) -> dict[str, Any] | None:
         """The agent's `arrival` for an open-loop cell; None for a closed-loop one. A trace
@@ -164,6 +181,8 @@ class SweepPlan:
                else {}),
             **({"arm_rates": {a: [rate_text(r) for r in rs] for a, rs in self.arm_rates.items()}}
                if self.arm_rates else {}),
+            **({"soak_s": self.soak_s} if self.soak_s is not None else {}),
+            **({"unique_schema": True} if self.unique_schema else {}),
         }
 
 
@@ -172,7 +191,7 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     is refused before any pod wait): the plan's `trace` entry. Bad file: ConfigError (exit 2)."""
     import hashlib
 
-    from tailpod.agent.probes.arrival import TRACE_FORMATS, parse_trace_lines
+    from tailpod.agent.probes.arrival import SESSION_FORMATS, TRACE_FORMATS, parse_trace_lines
     from tailpod.agent.probes.basics import ProbeError
 
     if fmt not in TRACE_FORMATS:
@@ -183,6 +202,8 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"--trace {path}: {exc.strerror or exc}") from None
+    if fmt in SESSION_FORMATS:
+        return _session_trace_spec(path, data, fmt, speed)
     try:
         entries = parse_trace_lines(data.decode("utf-8").splitlines(), fmt, str(path))
     except UnicodeDecodeError:
@@ -201,6 +222,37 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     return {"name": f"trace-{digest}.jsonl", "local_path": str(path), "format": fmt,
             "speed": float(speed), "requests": len(entries), "span_s": span,
             "max_prompt_tokens": max(e[1] for e in entries)}
+
+
+def _session_trace_spec(path: Path, data: bytes, fmt: str, speed: float) -> dict[str, Any]:
+    """`--trace FILE --trace-format session|aiperf-multi-turn`, read with the agent's own reader:
+    its sessions and turns, the least time the replay takes (starts and waits; the answers come
+    on top) and an estimate of its longest context. Bad file: ConfigError (exit 2)."""
+    import hashlib
+
+    from tailpod.agent.probes.basics import ProbeError
+    from tailpod.agent.probes.session_replay import (
+        longest_context_tokens,
+        parse_session_lines,
+        session_span_s,
+    )
+
+    try:
+        sessions = parse_session_lines(data.decode("utf-8").splitlines(), fmt, str(path))
+    except UnicodeDecodeError:
+        raise ConfigError(f"--trace {path}: not UTF-8 text") from None
+    except ProbeError as exc:
+        raise ConfigError(f"--trace {exc}", hint=f"--trace-format (this read it as {fmt})") \
+            from None
+    span = session_span_s(sessions, speed)
+    if not span <= CELL_LIMIT_S:
+        raise ConfigError(f"--trace {path}: its session starts and waits alone take {span:.3g} s "
+                          f"at --trace-speed {speed:g}, past a cell's limit of "
+                          f"{CELL_LIMIT_S:.0f} s", hint="cut the trace, or raise --trace-speed")
+    return {"name": f"trace-{hashlib.sha256(data).hexdigest()[:16]}.jsonl",
+            "local_path": str(path), "format": fmt, "speed": float(speed),
+            "requests": sum(len(s.turns) for s in sessions), "sessions": len(sessions),
+            "span_s": span, "max_prompt_tokens": longest_context_tokens(sessions, 0)}
 
 
 def check_trace_context(trace: dict[str, Any] | None, context_length: int | None) -> None:
@@ -278,11 +330,15 @@ def schedule(plan: SweepPlan) -> list[Step]:
             for arm in plan.arms[shift:] + plan.arms[:shift]:
                 steps.append(Restart(arm.label))
                 steps += _rep_cells(plan, arm.label, rep)
+                if plan.soak_s is not None and rep == plan.reps - 1:
+                    steps.append(plan.soak_cell(arm.label))
         return steps
     for arm in plan.arms:
         steps.append(Restart(arm.label))
         for rep in range(plan.reps):
             steps += _rep_cells(plan, arm.label, rep)
+        if plan.soak_s is not None:
+            steps.append(plan.soak_cell(arm.label))
     return steps
 
 

@@ -292,7 +292,8 @@ def single_stream_throughput(rows: list[dict[str, Any]], plan: SweepPlan) -> dic
     lowest = min(plan.concurrency)
     by_k: dict[int, list[float]] = {}
     for row in rows:
-        if row.get("kind") != "cell" or row.get("concurrency") != lowest or row.get("void"):
+        if row.get("kind") != "cell" or row.get("concurrency") != lowest or row.get("void") \
+                or row.get("soak_s") is not None:  # a soak cell is not a rep of its level
             continue
         try:
             arm = plan.arm(row["arm"])
@@ -352,7 +353,7 @@ def cell_progress(cell: Cell, index: int, total: int, elapsed_s: float, measured
     time left at this sweep's pace so far (its elapsed time, engine restarts and gates included,
     over the cells it measured), unknown until one cell has been measured."""
     load = ("trace" if cell.trace else f"rate={rate_text(cell.rate)}" if cell.rate is not None
-            else f"c={cell.concurrency}")
+            else f"soak c={cell.concurrency}" if cell.soak else f"c={cell.concurrency}")
     left = total - index + 1  # this cell and those after it
     eta = (f"~{elapsed_s / measured * left:.0f} s left" if measured
            else "time left known after this cell")

@@ -8,6 +8,8 @@ proves it gone (tailpod/provision/create.py, teardown.py).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -15,11 +17,12 @@ from typing import Any, Protocol
 from tailpod.agent_client.driver import ArmStart, PodAgent
 from tailpod.config import Settings
 from tailpod.engines.base import EngineAdapter, EngineConfig
-from tailpod.errors import ConfigError
+from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.pods.engine_log import EngineLog
 from tailpod.pods.lanes import LaneSpec
 from tailpod.provision.base import BillingEvidence, PodInfo
-from tailpod.provision.teardown import LifecyclePolicy
+from tailpod.provision.teardown import LifecyclePolicy, down_remote
 
 Progress = Callable[[float, str], None]
 
@@ -108,6 +111,19 @@ class PodKind(Protocol):
         (a cloud pod's engine listens on the pod's 127.0.0.1 only)."""
         ...
 
+    def pod_session(self, settings: Settings, record: PodRecord, wait_s: float,
+                    say: Callable[[str], None] | None = None) -> PodAgent | None:
+        """The agent session a caller keeps for its whole work on the pod (the sweep's probes,
+        heartbeats and relaunches go through it), opened within `wait_s`; None when the engine
+        is a child of this machine and needs none (its agent runs here as a child process)."""
+        ...
+
+    def engine_log(self, settings: Settings, record: PodRecord,
+                   say: Callable[[str], None]) -> EngineLog:
+        """The pod's engine log where this kind's engine writes it (pods/engine_log.py); close
+        it when done. `say` hears a connection's progress."""
+        ...
+
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         """The kind's step before any teardown: a lanes run's final counts, its lanes stopped
         (each proven, or left to the teardown with the reason); any other record as it is."""
@@ -118,3 +134,23 @@ class PodKind(Protocol):
         """`settle`, then stop or terminate and prove it (raises unless proven); `policy`: the
         teardown's waits and deadline (default: its own schedule)."""
         ...
+
+
+def settle_then_teardown(kind: PodKind, settings: Settings, ledger: Ledger, record: PodRecord,
+                         policy: LifecyclePolicy | None = None) -> BillingEvidence:
+    """Every kind's `down`, so `down TAG`, `down --all`, `--expired` and every caller that ends a
+    pod end it one way: the kind's settle, then the proven teardown (provision/teardown.py
+    `down_remote`: terminate, wait until gone, the billing proof; raises unless proven).
+
+    A settle that fails (a lane engine that would not stop) is kept in the ledger as
+    `before_teardown_error` and the teardown runs all the same: it stops every process or pod of
+    the tag, and its proof says whether it did."""
+    try:
+        record = kind.settle(settings, ledger, record)
+    except TailpodError as exc:
+        # a record the ledger lost cannot take the note; the teardown writes it back
+        with contextlib.suppress(TailpodError, OSError):
+            record = ledger.update(record.run_tag, event="before-teardown-failed",
+                                   extra=dataclasses.replace(record.extra,
+                                                             before_teardown_error=exc.message))
+    return down_remote(settings, ledger, record, policy=policy)

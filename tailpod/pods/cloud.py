@@ -94,6 +94,31 @@ def open_pod_agent(
         raise
 
 
+def target_for_record(settings: Settings, record: PodRecord) -> SshTarget:
+    """Over the tailnet when the pod joined it, else the provider's SSH endpoint."""
+    from tailpod.provision.tailnet import tailnet_ssh_target
+
+    user = str(record.ssh.get("user") or "root")
+    if record.tailnet.get("name") or record.tailnet.get("hostname"):
+        return tailnet_ssh_target(settings, record.tailnet, user=user)
+    if record.ssh.get("host"):
+        return SshTarget.from_record(record.ssh)
+    raise TailpodError(
+        f"pod {record.run_tag} has no SSH endpoint or tailnet name recorded yet",
+        hint="wait for `tailpod up` to finish, then check `tailpod status`",
+    )
+
+
+def pod_session(settings: Settings, record: PodRecord, wait_s: float,
+                say: Say | None = None) -> PodAgent:
+    """The one agent session a caller keeps for a pod reached over SSH (the sweep: probes,
+    heartbeats and the relaunches between arms), to the SSH address the pod recorded."""
+    target = SshTarget.from_record(record.ssh)
+    if say is not None:  # a wait of up to wait_s: say what it waits for
+        say(f"connecting to {target.describe()} over SSH (up to {wait_s:.0f} s)")
+    return open_pod_agent(settings, target, wait_s, say)
+
+
 def start_arm(
     agent: PodAgent,
     settings: Settings,

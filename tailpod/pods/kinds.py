@@ -3,6 +3,7 @@ under pods/ plus one row here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tailpod.agent_client.driver import ArmStart, PodAgent
@@ -19,10 +20,14 @@ from tailpod.pods.base import (
     UpOptions,
     UpResult,
     refuse_volume,
+    settle_then_teardown,
 )
+from tailpod.pods.engine_log import EngineLog, agent_engine_log, local_engine_log
 from tailpod.pods.ssh_box import SshBoxPods
 from tailpod.provision.base import BillingEvidence
-from tailpod.provision.teardown import LifecyclePolicy, down_remote
+from tailpod.provision.teardown import LifecyclePolicy
+
+Say = Callable[[str], None]
 
 
 class CloudPods:
@@ -86,6 +91,13 @@ class CloudPods:
         except TailpodError as exc:
             return {"error": exc.message}
 
+    def pod_session(self, settings: Settings, record: PodRecord, wait_s: float,
+                    say: Say | None = None) -> PodAgent | None:
+        return cloud.pod_session(settings, record, wait_s, say)
+
+    def engine_log(self, settings: Settings, record: PodRecord, say: Say) -> EngineLog:
+        return agent_engine_log(settings, record, say)
+
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         from tailpod.pods.cloud_lanes import settle_lanes_run
 
@@ -94,7 +106,7 @@ class CloudPods:
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
              policy: LifecyclePolicy | None = None) -> BillingEvidence:
-        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
+        return settle_then_teardown(self, settings, ledger, record, policy)
 
 
 class LocalPods:
@@ -148,6 +160,13 @@ class LocalPods:
     def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
         return None  # no dead-man switch: nothing bills
 
+    def pod_session(self, settings: Settings, record: PodRecord, wait_s: float,
+                    say: Say | None = None) -> PodAgent | None:
+        return None  # the engine and its agent are children of this machine
+
+    def engine_log(self, settings: Settings, record: PodRecord, say: Say) -> EngineLog:
+        return local_engine_log(settings, record)
+
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         from tailpod.pods.lanes import settle_lanes
 
@@ -156,7 +175,7 @@ class LocalPods:
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
              policy: LifecyclePolicy | None = None) -> BillingEvidence:
-        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
+        return settle_then_teardown(self, settings, ledger, record, policy)
 
 
 KINDS: dict[str, PodKind] = {"local": LocalPods(), "ssh": SshBoxPods()}

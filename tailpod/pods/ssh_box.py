@@ -10,6 +10,7 @@ unlike a cloud address, the box is the same machine next time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tailpod.agent_client.driver import ArmStart, PodAgent
@@ -19,11 +20,19 @@ from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
 from tailpod.pods import cloud, journal
-from tailpod.pods.base import LanesOptions, Progress, UpOptions, UpResult, refuse_volume
+from tailpod.pods.base import (
+    LanesOptions,
+    Progress,
+    UpOptions,
+    UpResult,
+    refuse_volume,
+    settle_then_teardown,
+)
+from tailpod.pods.engine_log import EngineLog, agent_engine_log
 from tailpod.provision.base import BillingEvidence
 from tailpod.provision.ssh.errors import SshError, SshUnreachable
 from tailpod.provision.ssh_box.provider import HOST_HINT, BoxAddress, SshBoxProvider
-from tailpod.provision.teardown import LifecyclePolicy, down_remote
+from tailpod.provision.teardown import LifecyclePolicy
 
 
 class SshBoxPods:
@@ -121,6 +130,14 @@ class SshBoxPods:
     def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
         return None  # the engine listens on the box's 127.0.0.1 only
 
+    def pod_session(self, settings: Settings, record: PodRecord, wait_s: float,
+                    say: Callable[[str], None] | None = None) -> PodAgent | None:
+        return cloud.pod_session(settings, record, wait_s, say)  # one session, as to a pod
+
+    def engine_log(self, settings: Settings, record: PodRecord,
+                   say: Callable[[str], None]) -> EngineLog:
+        return agent_engine_log(settings, record, say)
+
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         from tailpod.pods.cloud_lanes import settle_lanes_run
 
@@ -130,4 +147,4 @@ class SshBoxPods:
              policy: LifecyclePolicy | None = None) -> BillingEvidence:
         # the same proven teardown as `down --all`'s (its provider is built with the engine
         # record's state dir; the box keeps its pinned host key: module docstring)
-        return down_remote(settings, ledger, self.settle(settings, ledger, record), policy=policy)
+        return settle_then_teardown(self, settings, ledger, record, policy)

@@ -10,49 +10,7 @@ import difflib
 import re
 from collections.abc import Iterable, Mapping
 
-from tailpod.errors import ConfigError
-
-_COUNT_FORM = re.compile(r"^(?P<name>.*\S)\s*:\s*(?P<count>\d+)$")
 _WORD = re.compile(r"[a-z0-9]+")
-
-
-def split_count(value: str) -> tuple[str, int | None]:
-    """`A40:2` -> ("A40", 2); `A40` -> ("A40", None). A count below 1 is refused."""
-    found = _COUNT_FORM.match(value.strip())
-    if found is None:
-        if ":" in value:  # `A40:-1`, `A40:nan`: no GPU name holds a colon; a count was meant
-            raise ConfigError(f"--gpu {value!r}: the count after ':' must be a whole number "
-                              "of GPUs, at least 1")
-        return value.strip(), None
-    count = int(found.group("count"))
-    if count < 1:
-        raise ConfigError(f"--gpu {value!r}: the count after ':' must be at least 1")
-    return found.group("name").strip(), count
-
-
-def gpu_flags(values: Iterable[str] | None, gpu_count: int | None
-              ) -> tuple[tuple[str, ...] | None, int | None]:
-    """The `--gpu` values with any `:N` taken off, and the GPU count per pod they state (or
-    `gpu_count` when none does). Refused (exit 2) when two counts disagree: one pod has one count."""
-    if not values:
-        return None, gpu_count
-    names: list[str] = []
-    counts: dict[int, str] = {}
-    for value in values:
-        name, count = split_count(value)
-        names.append(name)
-        if count is not None:
-            counts.setdefault(count, value)
-    if gpu_count is not None and counts and set(counts) != {gpu_count}:
-        first = next(iter(counts.values()))
-        raise ConfigError(f"--gpu {first!r} asks for {next(iter(counts))} GPU(s) but "
-                          f"--gpu-count is {gpu_count}",
-                          hint="give the count once: --gpu NAME:N or --gpu-count N")
-    if len(counts) > 1:
-        raise ConfigError("the --gpu values ask for different counts ("
-                          + ", ".join(repr(v) for v in counts.values()) + "); a pod has one",
-                          hint="use one count for every --gpu (NAME:N), or --gpu-count N")
-    return tuple(names), (next(iter(counts)) if counts else gpu_count)
 
 
 def _words(text: str) -> list[str]:

@@ -8,7 +8,6 @@ recovery provision/reconcile.py.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -550,20 +549,21 @@ def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
     return evidence
 
 
-def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
-              policy: LifecyclePolicy | None = None,
-              on_recovery: Callable[[str], None] | None = None,
-              before_local: Callable[[PodRecord], PodRecord] | None = None,
-              all_homes: bool = False, others: list[PodInfo] | None = None,
-              **options: Any) -> list[TeardownOutcome]:
-    """`down --all` (every tailpod-tagged resource of the accounts) or `down --expired`.
+@dataclass
+class DownAllPlan:
+    """What `down --all` / `down --expired` takes down. `held`: the runs no provider account
+    lists (this machine's, with its orphans adopted, and your own boxes'), each downed by its pod
+    kind (pods/down.py); `providers`: the cloud accounts whose tagged pods `down_clouds` takes."""
 
-    `down --all` leaves other homes' pods (their tags carry another home id) alone unless
-    `all_homes`, and lists them in `others`.
+    held: list[PodRecord]
+    providers: dict[str, Provider]
 
-    `on_recovery` gets one line for each piece of ledger damage this run recovered from;
-    `before_local` sees each local record before its teardown (`down TAG`'s own step for a lanes
-    run: the final counts, the lanes stopped)."""
+
+def plan_down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
+                   **options: Any) -> DownAllPlan:
+    """The runs and accounts `down --all` (or `--expired`) takes down; a ConfigError (exit 2)
+    before anything is torn down when there is neither a cloud to ask nor a local run.
+    `options` go to each cloud provider made (the sandbox's timings in tests)."""
     now = time.time()
     names = {r.provider for r in ledger.active()}
     providers = providers_for(settings, names, **options)
@@ -583,11 +583,22 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
 
         raise ConfigError("no cloud provider is configured",
                           hint="set " + " and/or ".join(cloud_key_envs()))
-    outcomes = [_down_one(settings, ledger, rec, policy, before_local, **options)
-                for rec in local]
-    outcomes += [_down_one(settings, ledger, rec, policy) for rec in boxes]
+    return DownAllPlan(local + boxes, providers)
+
+
+def down_clouds(settings: Settings, ledger: Ledger, providers: Mapping[str, Provider], *,
+                expired_only: bool = False, policy: LifecyclePolicy | None = None,
+                on_recovery: Callable[[str], None] | None = None,
+                all_homes: bool = False,
+                others: list[PodInfo] | None = None) -> list[TeardownOutcome]:
+    """The cloud half of `down --all` / `--expired`: the ledger recovered against the accounts,
+    then every tailpod-tagged pod (or every expired record) torn down and proven in one batch.
+
+    `down --all` leaves other homes' pods (their tags carry another home id) alone unless
+    `all_homes`, and lists them in `others`; `on_recovery` gets one line for each piece of ledger
+    damage this run recovered from."""
     if not providers:
-        return outcomes
+        return []
     for line in recover_ledger(settings, ledger, providers):
         if on_recovery is not None:
             on_recovery(line)
@@ -596,12 +607,11 @@ def down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = False,
         return run_dir_for(settings, tag)
 
     if expired_only:
-        return outcomes + teardown_expired(providers, ledger, run_dir, policy=policy)
-    return outcomes + teardown_all(providers, ledger, run_dir, policy=policy,
-                                   extra_proofs_for=lambda rec: _tailnet_proof(settings, rec),
-                                   home=home_id(settings.state_dir, settings.home_id,
-                                                create=False),
-                                   all_homes=all_homes, others=others)
+        return teardown_expired(providers, ledger, run_dir, policy=policy)
+    return teardown_all(providers, ledger, run_dir, policy=policy,
+                        extra_proofs_for=lambda rec: _tailnet_proof(settings, rec),
+                        home=home_id(settings.state_dir, settings.home_id, create=False),
+                        all_homes=all_homes, others=others)
 
 
 def _local_orphans(settings: Settings, ledger: Ledger, held: set[str]) -> list[PodRecord]:
@@ -622,27 +632,3 @@ def _local_orphans(settings: Settings, ledger: Ledger, held: set[str]) -> list[P
                             pod_id=info.pod_id)
         out.append(rec)
     return out
-
-
-def _down_one(settings: Settings, ledger: Ledger, record: PodRecord,
-              policy: LifecyclePolicy | None,
-              before: Callable[[PodRecord], PodRecord] | None = None,
-              **options: Any) -> TeardownOutcome:
-    """`down_remote` of one record as a TeardownOutcome (never raises a TailpodError)."""
-    proof = str(run_dir_for(settings, record.run_tag) / PROOF_FILE)
-    try:
-        # A failed before-step is kept in the ledger (before_teardown_error); the teardown and its
-        # proof still run, and the outcome is the billing proof's.
-        if before is not None:
-            try:
-                record = before(record)
-            except TailpodError as exc:
-                ledger.update(record.run_tag, event="before-teardown-failed",
-                              extra=dataclasses.replace(record.extra, before_teardown_error=exc.message))
-        evidence = down_remote(settings, ledger, record, policy=policy, **options)
-        return TeardownOutcome(record.run_tag, record.provider, evidence, proof_path=proof)
-    except UnprovenTeardown as exc:
-        return TeardownOutcome(record.run_tag, record.provider, exc.evidence, exc.message,
-                               str(exc.proof_path) if exc.proof_path else None)
-    except TailpodError as exc:
-        return TeardownOutcome(record.run_tag, record.provider, None, exc.message)

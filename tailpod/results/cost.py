@@ -375,6 +375,37 @@ def with_traffic_advice(res: dict[str, Any], advice: dict[str, Any]) -> dict[str
     return {**res, "traffic": advice, "reason": f"{res['reason']}. Traffic: {advice['summary']}"}
 
 
+def arm_curve(an: dict[str, Any], arm: str | None) -> tuple[dict[int, float], str]:
+    """`cost --run`: the measured curve {concurrency: median output tok/s} of `arm` in a run's
+    analysis (default: plain, else the first usable arm), and the arm chosen; a ConfigError
+    (exit 2) naming the usable arms when `arm` is void or not in the run."""
+    usable = [a["label"] for a in an["arms"] if not a["void"]]
+    chosen = arm or ("plain" if "plain" in usable else (usable[0] if usable else None))
+    if chosen is None or chosen not in usable:
+        raise ConfigError(
+            f"arm {chosen!r} is not a usable (non-void) arm of {an['run_id']}",
+            hint=f"choose one of {usable}",
+        )
+    curve = {c["concurrency"]: c["output_tok_s"]["median"]
+             for c in an["cells"] if c["arm"] == chosen and c["output_tok_s"]}
+    return curve, chosen
+
+
+def best_measured_cell(an: dict[str, Any], arm: str | None,
+                       concurrency: int | None) -> dict[str, Any]:
+    """`cost --own --run`: the cell of the highest median output tok/s among the run's non-void
+    arms, only `arm`'s and only at `concurrency` when given; a ConfigError when none is left."""
+    void = {a["label"] for a in an["arms"] if a["void"]}
+    usable = [c for c in an["cells"]
+              if c["output_tok_s"] and c["arm"] not in void
+              and (arm is None or c["arm"] == arm)
+              and (concurrency is None or c["concurrency"] == concurrency)]
+    if not usable:
+        raise ConfigError("no usable cell in --run for that --arm/--concurrency")
+    best: dict[str, Any] = max(usable, key=lambda c: c["output_tok_s"]["median"])
+    return best
+
+
 def own_box_cost(
     purchase_usd: float,
     resale_fraction: float,

@@ -36,16 +36,20 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from tailpod.agent.probes.arrival import meets_slo
+from tailpod.agent.probes.arrival import SESSION_FORMATS, meets_slo
 from tailpod.results.deployment import checked_decision
 from tailpod.results.io import Run
 from tailpod.results.schema import CellRow, RequestRow
+from tailpod.results.sections.soak import soak_row
+from tailpod.results.session_gate import session_verdicts
 from tailpod.results.stats import spread, usd_per_mtok
+from tailpod.results.structure_gate import structure_verdicts, structure_voids
 
 DECISION_FILE = "decision.json"
 DECISION_VERSION = 1
 OBJECTIVES = ("throughput", "goodput", "cost")
 POOLED = "*"  # the prompt-class key of the pooled view
+SESSION_CLASS = "session"  # the class of session-trace cells (a workload of its own)
 DEFAULT_SLO_PERCENTILE = 90.0  # the probe's default share (agent/probes/rows.py slo_fields)
 NO_ARM_MEETS_SLO = "no arm meets the SLO"
 
@@ -111,6 +115,18 @@ def _goodput(cell: CellRow, requests: Sequence[RequestRow], slo: dict[str, float
     return tokens / cell.wall_s, attainment
 
 
+def is_session_cell(cell: CellRow) -> bool:
+    """A session trace's replay (`benchmark --trace F --trace-format session|aiperf-multi-turn`)."""
+    trace = (cell.arrival or {}).get("trace") or {}
+    return cell.sessions is not None or trace.get("format") in SESSION_FORMATS
+
+
+def _class_of(cell: CellRow) -> str:
+    """The workload class a cell is decided in: its prompt class, except that a session replay is
+    a class of its own (SESSION_CLASS), whichever prompt class its turns were built from."""
+    return SESSION_CLASS if is_session_cell(cell) else cell.prompt_class
+
+
 def _load_of(cell: CellRow) -> tuple[str, float] | None:
     arrival = cell.arrival
     if arrival is None:
@@ -171,6 +187,8 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
         for r in run.requests:
             reqs[(r.arm, r.concurrency, r.rep, r.prompt_class, r.cache)].append(r)
         records = {a.label: a for a in run.meta.arms}
+        class_voids = _results_gate_voids(run)
+        collapsed = _soak_collapses(run)
         # per (arm, axis, load, rep): [(class, value, wall, attainment, requests)]
         per_rep: dict[tuple[str, str, float, int],
                       list[tuple[str, float | None, float, float | None, int]]] = \
@@ -188,9 +206,16 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
                     "checkpoint": rec.checkpoint if rec else None,
                     "engine": run.meta.engine.name, "engine_version": run.meta.engine.version,
                     "gpu": run.meta.pod.gpu, "price_per_hr": price,
-                    "void": bool(rec and rec.is_void),
+                    "void": bool(rec and rec.is_void) and cell.arm not in class_voids,
                     "deployment": cell.arm.startswith("deploy"),
                 }  # fmt: skip
+                if cell.arm in class_voids:
+                    arms[key]["void_in"] = class_voids[cell.arm]
+                if cell.arm in collapsed:
+                    arms[key]["void"] = True
+                    arms[key]["soak_collapse"] = collapsed[cell.arm]
+                    warnings.append(f"{key} takes no part: its acceptance collapsed in its soak "
+                                    f"({collapsed[cell.arm]})")
             if cold_somewhere and cell.cache != "cold":
                 left_out[load].setdefault(key, "warm-prefix cells only")
                 continue
@@ -211,8 +236,9 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
             else:
                 v = cell.output_tok_s
             per_rep[(key, load[0], load[1], cell.rep)].append(
-                (cell.prompt_class, v, cell.wall_s, attained, cell.requests))
+                (_class_of(cell), v, cell.wall_s, attained, cell.requests))
         for (key, axis, at, _rep), parts in per_rep.items():
+            parts = _one_part_per_class(parts)
             for pc, v, _, att, _n in parts:
                 if v is not None:
                     values[(axis, at, pc)].setdefault(key, []).append(v)
@@ -249,6 +275,80 @@ def collect(runs: Sequence[Run], objective: str = "throughput",
     return {"arms": arms, "values": dict(values),
             "attainment": dict(attainment) if objective == "goodput" else {},
             "left_out": dict(left_out), "slo": slo, "warnings": warnings}
+
+
+Part = tuple[str, float | None, float, float | None, int]  # class, value, wall, attained, n
+
+
+def _one_part_per_class(parts: list[Part]) -> list[Part]:
+    """One rep's cells of an arm at one load, one per class: a session replay ran once per prompt
+    class, and all of them are the one session class, pooled as the pooled view pools (tokens
+    over wall time; attainment weighted by requests). A class with a figure missing stays
+    unknown."""
+    by: dict[str, list[Part]] = defaultdict(list)
+    for p in parts:
+        by[p[0]].append(p)
+    out: list[Part] = []
+    for pc, ps in by.items():
+        if len(ps) == 1:
+            out.append(ps[0])
+            continue
+        wall = sum(p[2] for p in ps)
+        n = sum(p[4] for p in ps)
+        value = (sum(p[1] * p[2] for p in ps if p[1] is not None) / wall
+                 if wall > 0 and all(p[1] is not None for p in ps) else None)
+        att = (sum(p[3] * p[4] for p in ps if p[3] is not None) / n
+               if n and all(p[3] is not None for p in ps) else None)
+        out.append((pc, value, wall, att, n))
+    return out
+
+
+def _results_gate_voids(run: Run) -> dict[str, dict[str, str]]:
+    """The arms void only because a results-side gate failed them, with the classes it failed
+    them in ({label: {class: why}}): the structure gate's prompt classes, and the session class
+    (SESSION_CLASS) where the session gate failed them or the structure gate failed them in a
+    prompt class the session replay was built from (the session class holds those requests).
+    `decide` keeps them out of those classes (and the pooled view, which holds them) and lets
+    them compete in the rest. An arm whose void has any other cause (the token-identity gate,
+    thin evidence) stays out of every class."""
+    structure = structure_voids(run.meta, run.requests)
+    sessions = session_verdicts(run.meta, run.requests)
+    verdicts = structure_verdicts(run.meta, run.requests)
+    session_pcs = sorted({c.prompt_class for c in run.cells if is_session_cell(c)})
+    out: dict[str, dict[str, str]] = {}
+    for label in sorted(set(structure) | set(sessions)):
+        rec = run.meta.arm(label)
+        gate_failed = rec is not None and rec.gate is not None and rec.gate.status == "fail"
+        if rec is None or not rec.void or gate_failed \
+                or rec.void_reason not in (verdicts.get(label), sessions.get(label)):
+            continue
+        by_class = dict(structure.get(label, {}))
+        why = sessions.get(label) or next(
+            (by_class[pc] for pc in session_pcs if pc in by_class), None)
+        if why is not None:
+            by_class[SESSION_CLASS] = why
+        out[label] = by_class
+    return out
+
+
+def _soak_collapses(run: Run) -> dict[str, str]:
+    """The arms whose soak cell (`benchmark --soak`) flagged a collapse of acceptance, with
+    where: their short cells overstate what they serve for long, so they win nothing."""
+    out: dict[str, str] = {}
+    for cell in run.soak_cells:
+        c = soak_row(cell, [r for r in run.soak_requests if r.cell == cell.cell])["collapse"]
+        if c is not None and cell.arm not in out:
+            pos = "unknown" if c["position"] is None else str(c["position"])
+            out[cell.arm] = f"minute {c['minute']}, context position {pos}: {c['detail']}"
+    return out
+
+
+def _void_here(arm: dict[str, Any], pc: str) -> str | None:
+    """Why an arm a results-side gate voided takes no part in class `pc` (None: it does)."""
+    void_in: dict[str, str] = arm.get("void_in") or {}
+    if pc == POOLED and void_in:
+        return next(iter(sorted(void_in.items())))[1]
+    return void_in.get(pc)
 
 
 def _met_slo(attainments: list[float | None] | None, target: float) -> bool:
@@ -327,6 +427,9 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
         spreads = {k: s for k, v in raw.items() if (s := spread(v)) is not None}
         measured = {k: s for k, s in spreads.items()
                     if not arms[k]["void"] and not arms[k]["deployment"]}
+        void_here = {k: why for k in measured if (why := _void_here(arms[k], pc)) is not None}
+        ran = sorted(measured)
+        measured = {k: s for k, s in measured.items() if k not in void_here}
         if not measured:
             continue
         missed = sorted(k for k in measured
@@ -337,10 +440,11 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
         shown: float | str = "inf" if math.isinf(load) else load  # decision.json stays JSON
         head = {"axis": axis, "load": shown, "prompt_class": pc,
                 "compared": sorted(measured),
-                "not_measured": [k for k in eligible if k not in measured],
+                "not_measured": [k for k in eligible if k not in ran],
                 "not_measured_why": {k: left_out.get(k, "not measured at this load")
-                                     for k in eligible if k not in measured},
-                "missed_slo": missed}
+                                     for k in eligible if k not in ran},
+                "missed_slo": missed,
+                **({"void_here": void_here} if void_here else {})}
         won = pick(cands, arms, lower)
         if won is None:
             bands.append({**head, "arm": None, "verdict": NO_ARM_MEETS_SLO, "median": None,
@@ -375,6 +479,9 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
     if deployment["kind"] == "none" and any(b["arm"] is None for b in bands):
         deployment["reason"] = f"{NO_ARM_MEETS_SLO} at any measured load"
     deployment["compared"] = eligible  # the arms the verdict chose among (bands say where)
+    by_class = {pc: _serves(runs, arms, [b for b in bands if b["prompt_class"] == pc],
+                            rests_on)
+                for pc in classes}
     return checked_decision({
         "decision_version": DECISION_VERSION,
         "objective": objective,
@@ -389,6 +496,7 @@ def compute(runs: Sequence[Run], objective: str = "throughput",
         "knee": rests_on["knee"],
         "deployment": deployment,
         "deployment_gap": gaps,
+        "by_class": by_class,
         "warnings": warnings,
         "stamp": next((r.stamp for r in runs if r.stamp), None),
     })
@@ -453,7 +561,7 @@ def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
         every = conc + rate
         won_at: dict[str, list[str]] = defaultdict(list)
         for b in every:
-            won_at[b["arm"]].append(_band_label(b["axis"], b["load"]))  # a trace: "trace"
+            won_at[b["arm"]].append(_band_label(b["axis"], b["load"]))
         top = min(won_at, key=lambda a: (-len(won_at[a]), simplicity(arms[a])))
         others = "; ".join(f"{a} wins {', '.join(won_at[a])}"
                            for a in sorted(won_at, key=lambda a: simplicity(arms[a])) if a != top)
@@ -497,6 +605,27 @@ def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
     sched = _schedule(runs, arms, conc, limit)
     if sched is not None:
         out["schedule"] = sched
+    return out
+
+
+def _serves(runs: Sequence[Run], arms: dict[str, dict[str, Any]], bands: list[dict[str, Any]],
+            rests_on: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Which arm serves one prompt class: the deployment its own bands give (the same rule as
+    the pooled one), with the arms the structure gate kept out of it and why."""
+    won = [b for b in bands if b["arm"] is not None]
+    dep: dict[str, Any] = _deployment(runs, arms, won, rests_on, []) if won else {
+        "kind": "none", "reason": NO_ARM_MEETS_SLO if bands else "no band"}
+    out: dict[str, Any] = {"kind": dep["kind"], "arm": dep.get("key"),
+                           "reason": dep.get("reason")}
+    if dep["kind"] == "lanes":
+        out["lanes"] = [lane["key"] for lane in dep["lanes"]]
+        out["admission_limit"] = dep["admission_limit"]
+    excluded: dict[str, str] = {}
+    for b in bands:
+        for k, why in (b.get("void_here") or {}).items():
+            excluded.setdefault(k, why)
+    if excluded:
+        out["excluded"] = excluded
     return out
 
 
@@ -605,6 +734,19 @@ def render(dec: dict[str, Any] | None, stamp_line: str | None = None) -> list[st
         L.append(f"**Deployment: {d['arm']}, flagged** — {d['reason']}.")
     else:
         L.append(f"**No deployment**: {d.get('reason')}.")
+    serves = dec.get("by_class") or {}
+    if len(serves) > 1 or any(sv.get("excluded") for sv in serves.values()):
+        L += ["", "Per prompt class (each class's own bands, a session replay a class of its own; "
+                  "an arm the structure or session gate voided in a class takes no part there):"]
+        for pc, sv in serves.items():
+            if sv["kind"] == "lanes":
+                who = (f"lanes: {sv['lanes'][0]} up to {sv['admission_limit']} in flight, then "
+                       f"{sv['lanes'][1]}")
+            else:
+                who = sv["arm"] or "no arm"
+            out = "; ".join(f"{k} void here: {why}" for k, why in
+                            (sv.get("excluded") or {}).items())
+            L.append(f"- {pc} → {who}" + (f" ({out})" if out else ""))
     if d.get("compared"):  # (absent from a decision.json written before it was recorded)
         L += ["", f"Arms compared: {', '.join(d['compared'])}; each band above names those it "
                   "compared and those not measured there."]

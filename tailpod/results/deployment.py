@@ -104,6 +104,8 @@ class Decision(_Strict):
     knee: list[dict[str, Any]] | None = None
     deployment: Deployment
     deployment_gap: list[dict[str, Any]] | None = None
+    # prompt class -> the arm (or lanes) that serves it, and the arms void there (results/decide.py)
+    by_class: dict[str, dict[str, Any]] | None = None
     warnings: list[str] | None = None
     stamp: str | None = None
 

@@ -25,6 +25,7 @@ from tailpod.errors import ConfigError, TailpodError
 from tailpod.results.evidence import void_thin_evidence
 from tailpod.results.migrate import migrate_row, migrate_run_json, version_of
 from tailpod.results.schema import ROW_ADAPTER, SCHEMA_VERSION, CellRow, RequestRow, RunMeta
+from tailpod.results.session_gate import apply_session_gate
 from tailpod.results.structure_gate import apply_structure_gate
 
 RUN_FILE = "run.json"
@@ -41,6 +42,10 @@ class Run:
     path: Path | None = None
     migrated_from: int | None = None
     load_warnings: list[str] = field(default_factory=list)
+    # Soak cells (`benchmark --soak`) and their requests: one long closed loop per arm, read by
+    # results/sections/soak.py alone, so no throughput, SLO or decision counts them as a rep.
+    soak_cells: list[CellRow] = field(default_factory=list)
+    soak_requests: list[RequestRow] = field(default_factory=list)
 
     @property
     def off_pod(self) -> bool:
@@ -115,9 +120,11 @@ def load_run(path: str | os.PathLike[str]) -> Run:
             rows, warnings = parse_rows(fh, str(rows_file))
     else:
         warnings.append(f"no {ROWS_FILE} in {run_dir}")
-    cells, requests = void_thin_evidence([r for r in rows if isinstance(r, CellRow)],
-                                         [r for r in rows if isinstance(r, RequestRow)])
-    meta = apply_structure_gate(meta, requests)
+    soak_ids = {r.cell for r in rows if isinstance(r, CellRow) and r.soak_s is not None}
+    cells, requests = void_thin_evidence(
+        [r for r in rows if isinstance(r, CellRow) and r.cell not in soak_ids],
+        [r for r in rows if isinstance(r, RequestRow) and r.cell not in soak_ids])
+    meta = apply_session_gate(apply_structure_gate(meta, requests), requests)
     return Run(
         meta=meta,
         cells=cells,
@@ -125,6 +132,8 @@ def load_run(path: str | os.PathLike[str]) -> Run:
         path=run_dir,
         migrated_from=original if original != meta.schema_version else None,
         load_warnings=warnings,
+        soak_cells=[r for r in rows if isinstance(r, CellRow) and r.cell in soak_ids],
+        soak_requests=[r for r in rows if isinstance(r, RequestRow) and r.cell in soak_ids],
     )
 
 
@@ -144,7 +153,7 @@ def write_run(run: Run, run_dir: str | os.PathLike[str]) -> Path:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     _atomic_write(run_dir / RUN_FILE, run.meta.model_dump_json(indent=2) + "\n")
-    rows = [*run.requests, *run.cells]
+    rows = [*run.requests, *run.cells, *run.soak_requests, *run.soak_cells]
     _atomic_write(run_dir / ROWS_FILE, "".join(r.model_dump_json() + "\n" for r in rows))
     return run_dir
 

@@ -1,6 +1,7 @@
 """The card matrix: which card, at which concurrency, serves this checkpoint cheapest per token.
 
-Pure functions over what the per-card runs already produced: a card is `provider:GPU[xN]`, each
+Pure functions over what the per-card runs already produced: a card is
+`provider:GPU[xN][:spot|:on-demand]`, each
 card's sweep is an ordinary run directory analysed by `analysis.analyze`, and the matrix report puts
 those analyses side by side: tok/s, $/hr and $/Mtok per card and arm at each concurrency, the
 cheapest card per concurrency band, and each card's crossover and knee. A card that failed is named
@@ -26,17 +27,28 @@ _CARD = re.compile(r"^\s*(?P<provider>[A-Za-z.]+)\s*:\s*(?P<rest>.+?)\s*$")
 _COUNT = re.compile(r"^(?P<gpu>.+?)\s*[x×](?P<count>\d+)$")
 
 
+# A card's purchase marker, after its last colon: `vastai:RTX 4090:spot`, `runpod:NVIDIA A40:on-demand`.
+SPOT_MARK = "spot"
+ON_DEMAND_MARK = "on-demand"
+_MARKS = {"spot": True, "on-demand": False, "ondemand": False}
+
+
 @dataclass(frozen=True)
 class Card:
-    """One pod shape of the matrix: N GPUs of one type at one provider."""
+    """One pod shape of the matrix: N GPUs of one type at one provider, and how it is bought:
+    `spot` True (a `:spot` card), False (`:on-demand`) or None (unmarked: spot only under
+    `matrix --spot`, which rents every card spot)."""
 
     provider: str  # canonical: runpod | vastai
     gpu: str
     count: int = 1
+    spot: bool | None = None
 
     @property
     def label(self) -> str:
-        return f"{self.provider}:{self.gpu}" + (f"x{self.count}" if self.count > 1 else "")
+        mark = "" if self.spot is None else f":{SPOT_MARK if self.spot else ON_DEMAND_MARK}"
+        return f"{self.provider}:{self.gpu}" + (f"x{self.count}" if self.count > 1 else "") \
+            + mark
 
     @property
     def slug(self) -> str:
@@ -44,11 +56,19 @@ class Card:
         return re.sub(r"[^a-z0-9]+", "-", self.label.lower()).strip("-")
 
     def key(self) -> tuple[str, str, int]:
+        """The pod shape (provider, GPU, count), whatever the purchase."""
         return (self.provider, " ".join(self.gpu.lower().split()), self.count)
 
+    def is_spot(self, every_card_spot: bool) -> bool:
+        """Whether this card is rented as a spot pod: its marker, else `matrix --spot`."""
+        return every_card_spot if self.spot is None else self.spot
+
     def to_json(self) -> dict[str, Any]:
-        return {"provider": self.provider, "gpu": self.gpu, "count": self.count,
-                "label": self.label}
+        out: dict[str, Any] = {"provider": self.provider, "gpu": self.gpu, "count": self.count,
+                               "label": self.label}
+        if self.spot is not None:
+            out["spot"] = self.spot
+        return out
 
 
 def _unquote(text: str) -> str:
@@ -58,8 +78,28 @@ def _unquote(text: str) -> str:
     return text
 
 
+def _purchase_mark(text: str, rest: str) -> tuple[str, bool | None]:
+    """`rest` without its purchase marker (after its last colon, outside quotes), and the
+    marker's meaning; a marker that is not `spot` or `on-demand` is refused (GPU names carry no
+    colon, so a colon always starts a marker)."""
+    if ":" not in rest or any(q in rest.rpartition(":")[2] for q in "'\""):
+        return rest, None
+    shape, _colon, mark = rest.rpartition(":")
+    word = mark.strip().lower()
+    if word not in _MARKS:
+        raise ConfigError(f"card {text!r}: the purchase {mark.strip()!r} is not "
+                          f"{SPOT_MARK} or {ON_DEMAND_MARK}",
+                          hint='mark a spot card e.g. "vastai:RTX 4090:spot"; an unmarked card is '
+                               "on-demand (spot under --spot)")
+    shape, again = _purchase_mark(text, shape.strip())  # `A:B:spot`: `B` is refused above
+    if again is not None:
+        raise ConfigError(f"card {text!r} has more than one purchase marker")
+    return shape, _MARKS[word]
+
+
 def parse_card(text: str) -> Card:
-    """`provider:GPU[xN]`, e.g. `runpod:NVIDIA H100 80GB HBM3` or `vastai:"RTX 4090"x2`."""
+    """`provider:GPU[xN][:spot|:on-demand]`, e.g. `runpod:NVIDIA H100 80GB HBM3`,
+    `vastai:"RTX 4090"x2` or `vastai:RTX 4090:spot`."""
     from tailpod.provision.providers import CLOUD_PROVIDERS, canonical_name
 
     found = _CARD.match(text or "")
@@ -70,7 +110,7 @@ def parse_card(text: str) -> Card:
     if provider not in CLOUD_PROVIDERS:
         raise ConfigError(f"card {text!r}: {provider} rents nothing; a card is on "
                           + " or ".join(CLOUD_PROVIDERS))
-    rest = found.group("rest")
+    rest, spot = _purchase_mark(text, found.group("rest"))
     count = 1
     counted = _COUNT.match(rest)
     if counted:  # a quoted name keeps an `xN` inside its quotes: "...x2" ends with the quote
@@ -80,22 +120,34 @@ def parse_card(text: str) -> Card:
         raise ConfigError(f"card {text!r} names no GPU")
     if count < 1:
         raise ConfigError(f"card {text!r}: the GPU count must be at least 1")
-    return Card(provider, gpu, count)
+    return Card(provider, gpu, count, spot)
 
 
-def parse_cards(texts: Iterable[str]) -> list[Card]:
-    """The cards in order; a duplicate (same provider, GPU and count) is refused."""
-    cards: list[Card] = []
-    seen: dict[tuple[str, str, int], str] = {}
-    for text in texts:
-        card = parse_card(text)
-        if card.key() in seen:
-            raise ConfigError(f"duplicate card {text!r} (same as {seen[card.key()]!r})",
+def check_purchases(cards: Sequence[Card], every_card_spot: bool) -> None:
+    """`--spot` rents every card spot, so a card marked `:on-demand` beside it is refused rather
+    than guessed; and the same pod shape bought the same way twice is a duplicate (the same GPU
+    as a spot and an on-demand card is a fair comparison, so it is not)."""
+    seen: dict[tuple[tuple[str, str, int], bool], str] = {}
+    for card in cards:
+        if every_card_spot and card.spot is False:
+            raise ConfigError(f"card {card.label!r} is marked on-demand, but --spot rents every "
+                              "card spot; nothing was rented",
+                              hint="drop --spot and mark the spot cards instead, e.g. "
+                                   '"vastai:RTX 4090:spot"')
+        key = (card.key(), card.is_spot(every_card_spot))
+        if key in seen:
+            raise ConfigError(f"duplicate card {card.label!r} (same as {seen[key]!r})",
                               hint="each card is rented and measured once; remove the repeat")
-        seen[card.key()] = text
-        cards.append(card)
+        seen[key] = card.label
+
+
+def parse_cards(texts: Iterable[str], every_card_spot: bool = False) -> list[Card]:
+    """The cards in order; a duplicate (same provider, GPU, count and purchase) or an
+    `:on-demand` card under `--spot` (`every_card_spot`) is refused."""
+    cards = [parse_card(text) for text in texts]
     if not cards:
         raise ConfigError("no cards given", hint='pass --card "provider:GPU[xN]", at least one')
+    check_purchases(cards, every_card_spot)
     return cards
 
 
@@ -244,8 +296,9 @@ def build_matrix(outcomes: Sequence[dict[str, Any]], *,
                                              "run_tag", "run_dir")}
         entry.update(preemptions=list(outcome.get("preemptions") or []),
                      cells_by_pod=dict(outcome.get("cells_by_pod") or {}),
-                     spot=bool(outcome.get("spot")),
+                     spot=bool(outcome.get("spot")), bid=outcome.get("bid"),
                      on_demand_per_hr=outcome.get("on_demand_per_hr"))
+        entry["purchase"] = purchase_text(entry)
         if analysis:
             entry.update(gpu=analysis.get("gpu"), gpu_count=analysis.get("gpu_count"),
                          price_per_hr=analysis.get("price_per_hr"))
@@ -300,6 +353,26 @@ def build_matrix(outcomes: Sequence[dict[str, Any]], *,
         "decision": card_decision(outcomes, objective, slo),
         "spot_vs_on_demand": spot_versus_on_demand(cards, tables),
     }
+
+
+def purchase_text(card: dict[str, Any]) -> str:
+    """How a card is bought, as the plan before renting, the report and `cost --matrix` say it:
+    `on-demand`, or `spot at a bid of $B/h` (`spot at each offer's minimum bid` without --bid),
+    with the card's on-demand price where it was recorded."""
+    if not card.get("spot"):
+        return "on-demand"
+    bid = card.get("bid")
+    text = "spot at " + (f"a bid of ${float(bid):g}/h" if bid is not None
+                         else "each offer's minimum bid") + " (+ storage)"
+    on_demand = card.get("on_demand_per_hr")
+    return text + (f"; on-demand ${float(on_demand):.2f}/h" if on_demand is not None else "")
+
+
+def purchase_lines(cards: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per card: its purchase and its $/h (what it was priced and budgeted at)."""
+    return [f"- {c['card']}: {c.get('purchase') or purchase_text(c)}"
+            + (f", priced ${float(c['price_per_hr']):.2f}/h" if c.get("price_per_hr") is not None
+               else "") for c in cards]
 
 
 NO_PREEMPTION_ASSUMED = "no preemption measured: spot $/Mtok assumes none"
@@ -425,15 +498,12 @@ def _preemption_lines(cards: list[dict[str, Any]]) -> list[str]:
     hit = [c for c in cards if c.get("preemptions")]
     if not hit:
         return []
+    from tailpod.results.sections.preemptions import lost_pods_line
+
     lines = ["## Preemptions (spot)", ""]
     for card in hit:
-        lost = card["preemptions"]
-        minutes = sum(float(p.get("pod_minutes") or 0) for p in lost)
-        usd = sum(float(p.get("pod_usd") or 0) for p in lost)
-        by_pod = ", ".join(f"{tag} {n}" for tag, n in (card.get("cells_by_pod") or {}).items())
-        lines.append(f"- {card['card']}: {len(lost)} preemption(s); the lost pods ran "
-                     f"{minutes:.1f} min for {_usd(usd)} (their finished cells kept, the cut "
-                     f"cell measured again); cells by pod: {by_pod or '—'}")
+        lines.append(f"- {card['card']}: "
+                     + lost_pods_line(card["preemptions"], card.get("cells_by_pod") or {}))
     return [*lines, ""]
 
 
@@ -477,12 +547,13 @@ def render_matrix_markdown(matrix: dict[str, Any], title: str = "Card matrix") -
     for warning in matrix.get("warnings", []):
         lines += [f"> warning: {warning}", ""]
     lines += ["## Cards", "",
-              "| card | status | GPU | hardware check | $/hr | spent | billing proof |",
-              "|---|---|---|---|---|---|---|"]
+              "| card | status | GPU | hardware check | purchase | $/hr | spent | billing proof |",
+              "|---|---|---|---|---|---|---|---|"]
     for card in matrix["cards"]:
         status = card["status"] + (f": {card['error']}" if card.get("error") else "")
         gpu = f"{card.get('gpu_count') or '?'}x {card['gpu']}" if card.get("gpu") else "—"
         lines.append(f"| {card['card']} | {status} | {gpu} | {card.get('hardware') or '—'} | "
+                     f"{card.get('purchase') or purchase_text(card)} | "
                      f"{_usd(card.get('price_per_hr'), 2)} | {_usd(card.get('spend_usd'))} | "
                      f"{card.get('proof') or '—'} |")
     lines.append("")

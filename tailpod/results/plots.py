@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from tailpod.results.sections.soak import SOAK_PLOT_FILE, SoakRow  # noqa: E402
 from tailpod.results.slo import RATE_PLOT_FILE, RatePoint, SloSection  # noqa: E402
 
 VOID_COLOR = "0.55"
@@ -578,6 +579,41 @@ def plot_rate(analysis: dict[str, Any], path: Path) -> Path:
     return _save(fig, path, analysis)
 
 
+def plot_soak(analysis: dict[str, Any], path: Path) -> Path:
+    """Acceptance length per minute of each arm's soak cell (the soak section's figures; minutes
+    with too few verify steps to judge are hollow), a dotted line where a collapse was flagged."""
+    rows = cast("list[SoakRow]", analysis.get("soak") or [])
+    void = _void_map(analysis)
+    colors = _colors(analysis)
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for r in rows:
+        color = VOID_COLOR if r["arm"] in void else colors.get(r["arm"], "C0")
+        pts = [(m["minute"], m["acceptance_length"], m["judged"]) for m in r["minutes"]
+               if m["acceptance_length"] is not None]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color,
+                linestyle="--" if r["arm"] in void else "-",
+                label=_label(f"{r['arm']} ({r['prompt_class']}, c={r['concurrency']})"
+                             if r["arm"] not in void else r["arm"], void))
+        for minute, length, judged in pts:
+            ax.plot([minute], [length], marker="o", color=color,
+                    markerfacecolor=color if judged else "white")
+        c = r["collapse"]
+        if c is not None:
+            ax.axvline(c["minute"], color=color, linestyle=":", linewidth=1.2)
+            ax.text(c["minute"], 1.0, f" collapse, position {c['position'] or '?'}",
+                    rotation=90, va="bottom", fontsize=8, color=color, bbox=_BOX)
+    if not rows:
+        _placeholder(ax, "no soak cell in this run (benchmark --soak MINUTES)")
+    ax.axhline(1.0, color="0.3", linestyle=":", linewidth=1)
+    ax.set_xlabel("minute of the soak")
+    ax.set_ylabel("acceptance length (1 + accepted drafts / step)")
+    ax.set_ylim(bottom=0.9)
+    ax.grid(alpha=0.3)
+    _legend_below(ax)
+    ax.set_title(_title(analysis, "Soak: acceptance per minute"), fontsize=10)
+    return _save(fig, path, analysis)
+
+
 def write_plots(analysis: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     """The closed-loop figures always; the rate figure when the run has open-loop points."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -591,6 +627,8 @@ def write_plots(analysis: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     drawn = {name: fn(analysis, out_dir / PLOT_FILES[name]) for name, fn in makers.items()}
     if _rate_points(analysis):
         drawn["rate"] = plot_rate(analysis, out_dir / RATE_PLOT_FILE)
+    if analysis.get("soak"):
+        drawn["soak"] = plot_soak(analysis, out_dir / SOAK_PLOT_FILE)
     return drawn
 
 

@@ -103,11 +103,15 @@ class Plan(_Model):
     load_workers: int = 1
     saturation_stop: bool = True
     arm_rates: dict[str, list[str]] | None = None
+    soak_s: float | None = Field(default=None, description="`benchmark --soak`: each arm's soak "
+                                 "cell ran this many seconds.")
+    unique_schema: bool = Field(default=False, description="`benchmark --unique-schema`: every "
+                                "structured request's schema was new text (docs/probe.md).")
 
     _SPARSE = frozenset({
         "arm_configs", "requests_per_cell", "extend_k", "max_k", "serve_tax", "request_rates",
         "arrival", "burstiness", "arrival_seed", "slo", "slo_percentile", "trace",
-        "load_workers", "saturation_stop", "arm_rates"})
+        "load_workers", "saturation_stop", "arm_rates", "soak_s", "unique_schema"})
 
 
 class Startup(_Model):
@@ -281,8 +285,13 @@ class RunMeta(_Model):
         default=None, description="The run's acceptance fingerprint (results/fingerprint.py).")
     max_rate_search: dict[str, Any] | None = Field(
         default=None, description="`--find-max-rate`: the bisection and its answer per arm.")
+    preemptions: list[dict[str, Any]] | None = Field(
+        default=None, description="`benchmark --resume-on-preemption`: each spot pod that lost "
+        "its bid mid-sweep (pod, pod_id, at, pod_minutes, pod_usd: its whole time and spend, an "
+        "upper bound on the loss), in order (measure/matrix_run.py preemption_entry).")
 
-    _SPARSE = frozenset({"kind", "run_tag", "gate_reference", "fingerprint", "max_rate_search"})
+    _SPARSE = frozenset({"kind", "run_tag", "gate_reference", "fingerprint", "max_rate_search",
+                         "preemptions"})
 
     @field_validator("created_at", "finished_at")
     @classmethod
@@ -393,9 +402,26 @@ class RequestRow(_RowBase):
     reasoning_tokens: int | None = Field(
         default=None, description="usage.completion_tokens_details.reasoning_tokens, when the "
         "server gave it (part of completion_tokens).")
+    # Session replay (tailpod/agent/probes/session_replay.py; docs/probe.md, "Sessions").
+    session_id: str | None = Field(
+        default=None, description="Session traces: the session this turn belongs to.")
+    turn: int | None = Field(
+        default=None, description="Session traces: the turn's position in its session, 1 first.")
+    turn_wait_s: float | None = Field(
+        default=None, description="Session traces: the think or tool wait replayed before the "
+        "turn, after the previous answer ended (turn 1: after the session's start).")
+    turn_wait_kind: Literal["think", "tool"] | None = Field(
+        default=None, description="Session traces: what the wait stands for; null for none.")
+    cached_tokens: int | None = Field(
+        default=None, description="usage.prompt_tokens_details.cached_tokens: prompt tokens the "
+        "server served from its prefix cache; null when it did not say (never read as 0).")
+    answer_digest: str | None = Field(
+        default=None, description="Session traces: SHA-256 (16 hex digits) of the answer text; "
+        "the session gate compares it with the plain arm's for the same turn.")
     void: bool = Field(default=False, description="Added by the sweep to every row of a void arm.")
 
     _SPARSE = frozenset({
+        "session_id", "turn", "turn_wait_s", "turn_wait_kind", "cached_tokens", "answer_digest",
         "ttfa_s", "reasoning_tokens", "void", "flags", "server_timings", "scheduled_at", "sent_at", "ttft_sched_s",
         "e2e_sched_s", "trace_input_tokens", "trace_output_tokens", "prompt_length",
         "prompt_words", "prompt_tokens_built", "finish_reason", "json_ok", "schema_ok",
@@ -459,14 +485,20 @@ class CellRow(_RowBase):
     structure: dict[str, Any] | None = Field(
         default=None, description="Structured and tools classes: how many outputs parsed, "
         "validated and made whole tool calls, the finish reasons and the largest chunk gap.")
+    sessions: dict[str, Any] | None = Field(
+        default=None, description="Session traces: how many sessions, the most turns of one, "
+        "and the trace's format.")
     # Reasoning models (tailpod/agent/probes/rows.py _reasoning_cell).
     ttfa_p50_s: float | None = Field(
         default=None, description="p50 of time to first answer over the successful requests, "
         "when any reasoned; null where it would fall on a request that never answered.")
     ttfa_p90_s: float | None = Field(default=None, description="p90, as ttfa_p50_s.")
+    soak_s: float | None = Field(
+        default=None, description="A soak cell (`benchmark --soak`): the closed loop ran for this "
+        "many seconds, not a number of requests; read by the soak section alone (docs/results.md).")
 
     _SPARSE = frozenset({
-        "ttfa_p50_s", "ttfa_p90_s",
+        "ttfa_p50_s", "ttfa_p90_s", "soak_s", "sessions",
         "acceptance_per_request", "structure", "void_reason", "load_workers", "prompt_length", "lane_counts", "arrival",
         "offered_rate_rps", "achieved_rate_rps", "schedule_lag_p50_s", "schedule_lag_max_s",
         "ttft_sched_mean_s", "ttft_sched_p50_s", "ttft_sched_p90_s", "ttft_sched_p99_s",

@@ -59,19 +59,20 @@ def structure_failures(plain: Sequence[RequestRow], spec: Sequence[RequestRow]) 
     return why
 
 
-def structure_verdicts(meta: RunMeta, requests: Sequence[RequestRow]) -> dict[str, str]:
-    """Each speculative arm's structure-gate failure, by arm label: the prompt class and why.
+def structure_voids(meta: RunMeta, requests: Sequence[RequestRow]) -> dict[str, dict[str, str]]:
+    """Each speculative arm's structure-gate failures by prompt class: {arm: {class: why}}.
     Arms are compared with the run's plain arm (k = 0) class by class, at the same concurrency,
-    cold and warm apart; nothing is judged without a plain arm or where the probe checked no
-    structure."""
+    cold and warm apart (the first failing cell of a class gives its reason); nothing is judged
+    without a plain arm or where the probe checked no structure. `decide` keeps such an arm out
+    of these classes only (docs/decide.md)."""
     plain_labels = {a.label for a in meta.arms if a.k == 0} or {"plain"}
     by: dict[tuple[str, str, int, str], list[RequestRow]] = defaultdict(list)
     for r in requests:
         if r.ok and r.json_ok is not None:
             by[(r.arm, r.prompt_class, r.concurrency, r.cache)].append(r)
-    verdicts: dict[str, str] = {}
+    voids: dict[str, dict[str, str]] = {}
     for (arm, pclass, conc, cache), rows in sorted(by.items()):
-        if arm in plain_labels or arm in verdicts:
+        if arm in plain_labels or pclass in voids.get(arm, {}):
             continue
         plain = [r for label in sorted(plain_labels)
                  for r in by.get((label, pclass, conc, cache), [])]
@@ -79,14 +80,28 @@ def structure_verdicts(meta: RunMeta, requests: Sequence[RequestRow]) -> dict[st
             continue
         why = structure_failures(plain, rows)
         if why:
-            verdicts[arm] = f"structure gate failed on {pclass}: " + "; ".join(why)
-    return verdicts
+            voids.setdefault(arm, {})[pclass] = (f"structure gate failed on {pclass}: "
+                                                 + "; ".join(why))
+    return voids
+
+
+def structure_verdicts(meta: RunMeta, requests: Sequence[RequestRow]) -> dict[str, str]:
+    """Each speculative arm's structure-gate failure, by arm label: its first failing prompt
+    class (by name) and why (structure_voids)."""
+    return {arm: next(iter(sorted(by_class.items())))[1]
+            for arm, by_class in structure_voids(meta, requests).items()}
 
 
 def apply_structure_gate(meta: RunMeta, requests: Sequence[RequestRow]) -> RunMeta:
     """`meta` with every arm that fails the structure gate void, its reason said (an arm the
     token-identity gate already voided keeps its own reason)."""
-    verdicts = structure_verdicts(meta, requests)
+    return void_arms(meta, structure_verdicts(meta, requests))
+
+
+def void_arms(meta: RunMeta, verdicts: dict[str, str]) -> RunMeta:
+    """`meta` with each arm `verdicts` names void for the reason given (a results-side gate:
+    this one, session_gate.py); an arm already void keeps its own reason."""
+    verdicts = dict(verdicts)
     if not verdicts:
         return meta
     arms: list[ArmRecord] = []

@@ -21,11 +21,18 @@ measures decode rate (n - 1) / (t_last - t_first) == rate exactly. It also offer
   satisfies the schema (a tool call under `tools`), finish_reason `stop` / `tool_calls`; with
   speculation on (`spec_k` > 0) `structure_fault` plants what engines have shipped: `truncate`
   (the JSON cut short, finish_reason `stop`: SGLang #9187) or `stall` (`stall_s` before the
-  closing `}`: vLLM #49002);
+  closing `}`: vLLM #49002); `grammar_compile_s` delays the first chunk of a request whose schema
+  text (response_format or tools) the server has not seen before, as a grammar compiler with a
+  cache does (`stats.grammars_compiled` counts them);
 - per-request speculative figures (`per_request_spec`): vLLM's `metrics.speculative_decoding`
   in the usage chunk, or SGLang's `sglext.spec_tokens_details` when the request asks
   `return_spec_tokens_details`; `per_request_skew` adds accepted drafts to them only (a
   disagreement with /metrics that the probe must flag);
+- acceptance that collapses with position (`drift_position` P, with speculation on): a chat or
+  completions stream's verify steps from context position P on (prompt words + tokens so far)
+  accept no draft (one token per chunk), and so do every later request's, engine-wide until the
+  server restarts, as vLLM #52873 reported past position 32,768; the latch is set when the
+  request that crosses P starts;
 - a reasoning model (`reasoning_tokens` N): a chat stream's first N tokens go out as reasoning
   deltas (`reasoning_key`), the rest as `content` (a chunk across the boundary carries both),
   and usage says `completion_tokens_details.reasoning_tokens`; `/_stats/raw` records when each
@@ -77,10 +84,15 @@ class SyntheticConfig:
     slots: int | None = None
     structure_fault: str | None = None  # truncate | stall (only when spec_k > 0)
     stall_s: float = 0.6
+    grammar_compile_s: float = 0.0  # first sight of a schema text: this long before its output
     per_request_spec: str = "none"  # none | vllm | sglang
     per_request_skew: int = 0
+    drift_position: int | None = None  # acceptance collapses from this context position on
     reasoning_tokens: int = 0  # chat streams: this many tokens of reasoning before the answer
     reasoning_key: str = "reasoning"  # vLLM's delta key; SGLang and llama.cpp: reasoning_content
+    # A prefix cache: a streamed completion's usage says `prompt_tokens_details.cached_tokens`,
+    # the prompt words of the longest earlier prompt (same cache_salt) that its prompt starts with.
+    prefix_cache: bool = False
 
 
 @dataclass
@@ -117,7 +129,11 @@ class Stats:
     ttfa_s: list[float | None] = field(default_factory=list)
     decode_tok_s: list[float] = field(default_factory=list)  # (n-1)/(last write - first write)
     durations_s: list[float] = field(default_factory=list)  # last write - arrival
+    # service-time mode: how long each request waited for a slot on the queue's own clock
+    # (start - arrival, in arrival order; 0.0 when it found one free), timer jitter excluded
+    queue_waits_s: list[float] = field(default_factory=list)
     salts: list[str | None] = field(default_factory=list)
+    grammars_compiled: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -209,6 +225,9 @@ class SyntheticServer:
         self._ready = threading.Event()
         self.control_port: int | None = None
         self._slot_free: list[float] = [0.0] * max(0, self.config.slots or 0)
+        self._drifted = False  # drift_position crossed: no draft accepted until restart
+        self._grammars: set[str] = set()  # schema texts compiled (the grammar cache)
+        self._prompts_seen: dict[str | None, set[tuple[str, ...]]] = {}
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -372,6 +391,24 @@ class SyntheticServer:
             a, j = b, j + 1
         return bounds
 
+    def _drifted_bounds(self, n: int, position: int) -> list[tuple[int, int]]:
+        """_chunk_bounds, with every chunk from context position `drift_position` on (the
+        prompt's `position` tokens + the chunk's start), or after any request crossed it, split
+        into one-token chunks: verify steps that accept no draft."""
+        bounds = self._chunk_bounds(n)
+        drift = self.config.drift_position
+        if drift is None or self.config.spec_k <= 0:
+            return bounds
+        out: list[tuple[int, int]] = []
+        with self._lock:
+            for a, b in bounds:
+                if a > 0 and (self._drifted or position + a >= drift):
+                    self._drifted = True
+                    out.extend((j, j + 1) for j in range(a, b))
+                else:
+                    out.append((a, b))
+        return out
+
     def _record_arrival(self, body: dict[str, Any], now: float) -> int:
         with self._lock:
             st = self.stats
@@ -416,6 +453,7 @@ class SyntheticServer:
             n = int(body.get("max_tokens") or body.get("max_completion_tokens")
                     or sampling.get("max_new_tokens") or 16)
         ids = self.token_sequence(prompt, n)
+        cached = self._prefix_hit(body, prompt) if self.config.prefix_cache else None
         usage = self.config.usage and "[[NOUSAGE]]" not in prompt
         drop = _DROP_RE.search(prompt)
         if body.get("stream") and api == "chat" and _structure_request(body) is not None:
@@ -426,7 +464,18 @@ class SyntheticServer:
             self._finish_counts(engine, ids, loop.time())
             return True
         return await self._stream(api, body, prompt, ids, usage,
-                                  int(drop.group(1)) if drop else None, engine, arrival, writer)
+                                  int(drop.group(1)) if drop else None, engine, arrival, writer,
+                                  cached)
+
+    def _prefix_hit(self, body: dict[str, Any], prompt: str) -> int:
+        """Prompt words already cached: the longest earlier prompt of the same salt that this
+        prompt starts with (whole prompts only, no block rounding: a known count for tests)."""
+        words = tuple(prompt.split())
+        with self._lock:
+            seen = self._prompts_seen.setdefault(body.get("cache_salt"), set())
+            hit = max((len(w) for w in seen if words[:len(w)] == w), default=0)
+            seen.add(words)
+        return hit
 
     def _finish_counts(self, engine: int, ids: list[int], now: float) -> None:
         bounds = self._chunk_bounds(len(ids))
@@ -513,15 +562,20 @@ class SyntheticServer:
 
     async def _stream(self, api: str, body: dict[str, Any], prompt: str, ids: list[int],
                       usage: bool, drop_after: int | None, engine: int, arrival: float,
-                      writer: asyncio.StreamWriter) -> bool:
+                      writer: asyncio.StreamWriter, cached: int | None = None) -> bool:
         """Emit on the absolute schedule from timer callbacks (cheaper than a sleeping
         coroutine per chunk); every chunk already due when a callback runs goes in one write."""
         loop = asyncio.get_running_loop()
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
                      b"transfer-encoding: chunked\r\n\r\n")
-        bounds = self._chunk_bounds(len(ids))
+        bounds = (self._chunk_bounds(len(ids)) if api == "generate"
+                  else self._drifted_bounds(len(ids), len(prompt.split())))
         rate = self.config.rate
-        t_first = self._admit(arrival, len(ids)) + self.config.ttft_s
+        start = self._admit(arrival, len(ids))
+        if self._slot_free:
+            with self._lock:
+                self.stats.queue_waits_s.append(start - arrival)
+        t_first = start + self.config.ttft_s
         sched = [t_first + (b - 1) / rate for (_, b) in bounds]
         transport = writer.transport
         finished: asyncio.Future[bool] = loop.create_future()
@@ -554,8 +608,10 @@ class SyntheticServer:
             state.idx = idx
             if parts:
                 data = b"".join(parts)
-                transport.write(b"%x\r\n%s\r\n" % (len(data), data))
+                # stamped before the write: a reader cannot see the bytes before this time, while a
+                # stamp after it can fall milliseconds late when the loop's thread is descheduled
                 state.t_last_write = loop.time()
+                transport.write(b"%x\r\n%s\r\n" % (len(data), data))
                 if state.t_first_write is None:
                     state.t_first_write = state.t_last_write
                 if state.t_answer_write is None and answer:
@@ -587,6 +643,8 @@ class SyntheticServer:
             p = len(prompt.split())
             counts: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": len(ids),
                                       "total_tokens": p + len(ids)}
+            if cached is not None:
+                counts["prompt_tokens_details"] = {"cached_tokens": cached}
             if self.config.reasoning_tokens and api == "chat":
                 counts["completion_tokens_details"] = {
                     "reasoning_tokens": min(self.config.reasoning_tokens, len(ids))}
@@ -677,7 +735,12 @@ class SyntheticServer:
                     "model": self.config.model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-        await asyncio.sleep(self.config.ttft_s)
+        grammar = json.dumps([body.get("response_format"), body.get("tools")], sort_keys=True)
+        with self._lock:
+            new = grammar not in self._grammars
+            self._grammars.add(grammar)
+            self.stats.grammars_compiled += new
+        await asyncio.sleep(self.config.ttft_s + (self.config.grammar_compile_s if new else 0.0))
         for j, (a, b) in enumerate(bounds):
             piece = "".join(tokens[a:b])
             if fault == "stall" and "}" in piece and b == len(tokens):

@@ -18,13 +18,14 @@ SANDBOX_IMAGE = "vllm/vllm-openai:v0.11.0"
 
 
 @contextlib.contextmanager
-def vast_world(home: Path, model: str, hub_repos: dict[str, Path] | None = None
-               ) -> Iterator[tuple[Sandbox, dict[str, str]]]:
+def vast_world(home: Path, model: str, hub_repos: dict[str, Path] | None = None,
+               image: str = SANDBOX_IMAGE) -> Iterator[tuple[Sandbox, dict[str, str]]]:
     """A sandbox cloud with real sshd pods, the registry stand-in holding SANDBOX_IMAGE and the
-    Hub stand-in holding `hub_repos`, and this process's environment set as a user's .env would
+    Hub stand-in holding `hub_repos` (`image`: another vllm/vllm-openai tag, whose release the
+    launch is spelled for), and this process's environment set as a user's .env would
     be for `tailpod up` on vast.ai (RTX 4090, $1/h cap) serving `model`; closed on exit."""
     stand_ins: dict[str, Any] = {
-        "registry": {"images": {"vllm/vllm-openai": {"v0.11.0": "sha256:" + "ab" * 32}}},
+        "registry": {"images": {"vllm/vllm-openai": {image.rsplit(":", 1)[1]: "sha256:" + "ab" * 32}}},
     }
     if hub_repos:
         stand_ins["hub"] = {"repos": hub_repos}
@@ -36,7 +37,7 @@ def vast_world(home: Path, model: str, hub_repos: dict[str, Path] | None = None
         "TAILPOD_SSH_KEY": str(demo_ssh_key(home)),
         "TAILPOD_PROVIDER": "vastai",
         "TAILPOD_MODEL": model,
-        "TAILPOD_IMAGE": SANDBOX_IMAGE,
+        "TAILPOD_IMAGE": image,
         "TAILPOD_GPUS": "RTX 4090",
         "TAILPOD_MAX_PRICE": "1.0",
         "TAILPOD_PORT": str(free_port()),

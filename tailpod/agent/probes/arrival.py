@@ -22,7 +22,9 @@ PROCESSES = ("poisson", "gamma", "constant", "trace")
 ARRIVAL_KEYS = ("process", "rate", "burstiness", "seed", "requests", "duration_s", "trace")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2el_ms")
 TRACE_KEYS = ("path", "format", "speed")
-TRACE_FORMATS = ("tailpod", "mooncake")
+# Session traces (session_replay.py): multi-turn conversations replayed closed per session.
+SESSION_FORMATS = ("session", "aiperf-multi-turn")
+TRACE_FORMATS = ("tailpod", "mooncake", *SESSION_FORMATS)
 # Without the engine's tokenizer a prompt of N tokens is built as N / TOKENS_PER_WORD words of
 # the prompt class's own text: English prose runs near 1.3 tokens a word in BPE vocabularies,
 # so the length is approximate and every such row says so (`prompt_length: "approx_words"`).
@@ -148,6 +150,11 @@ def _parse_trace_arrival(raw: dict[str, Any]) -> Arrival:
             raise ProbeError("arrival duration_s must be > 0")
     arrival = Arrival("trace", None, 1.0, 0, requests, duration,
                       {"path": path, "format": fmt, "speed": speed})
+    if fmt in SESSION_FORMATS:
+        # read and checked by session_replay.read_sessions (load.run_cells, before any request)
+        if requests is not None or duration is not None:
+            raise ProbeError("a session trace is replayed whole (no requests or duration_s)")
+        return arrival
     trace_requests(arrival)  # the file is read and checked here, before any request is sent
     return arrival
 

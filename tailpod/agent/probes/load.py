@@ -47,8 +47,9 @@ from .metrics import (
 from .procs import round_robin, run_parts, split_counts
 from .prompt_classes import load_prompt_classes, prompt_text
 from .rows import CellPlan, LoopOutcome, RowWriter, cell_row, request_row
+from .session_replay import SESSION_FORMATS, Session, read_sessions, replay_sessions, turn_text
 from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
-from .structure import check_output, is_structured, structure_summary
+from .structure import check_output, is_structured, structure_summary, unique_schema
 from .transport import (
     AsyncConnection,
     Endpoint,
@@ -109,6 +110,22 @@ def _slots(specs: list[RequestSpec]) -> list[RequestResult | None]:
     return [None] * (max((s.index for s in specs), default=-1) + 1)
 
 
+async def _exchange(conn: AsyncConnection, spec: RequestSpec, api: str,
+                    timeout: float) -> RequestResult:
+    """One request on `conn`, timed from its send; a timeout or a broken connection is the
+    result's failure (scrubbed of secrets), never raised, so the loop goes on."""
+    rec = StreamRecorder(api, structured=spec.structured)
+    rec.start()
+    try:
+        await conn.exchange(spec, rec, timeout)
+    except asyncio.TimeoutError:
+        rec.fail(f"timeout after {timeout:.0f} s")
+    except (OSError, ProtocolError, ssl.SSLError) as exc:
+        rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
+    rec.finish(time.perf_counter())
+    return result_from_recorder(spec, rec)
+
+
 async def _run_async(
     ep: Endpoint, specs: list[RequestSpec], concurrency: int, timeout: float, api: str,
     start: Start | None = None,
@@ -135,16 +152,7 @@ async def _run_async(
             while cursor[0] < len(specs):
                 spec = specs[cursor[0]]
                 cursor[0] += 1
-                rec = StreamRecorder(api, structured=spec.structured)
-                rec.start()
-                try:
-                    await conn.exchange(spec, rec, timeout)
-                except asyncio.TimeoutError:
-                    rec.fail(f"timeout after {timeout:.0f} s")
-                except (OSError, ProtocolError, ssl.SSLError) as exc:
-                    rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
-                rec.finish(time.perf_counter())
-                results[spec.index] = result_from_recorder(spec, rec)
+                results[spec.index] = await _exchange(conn, spec, api, timeout)
         finally:
             conn.close()
 
@@ -244,19 +252,11 @@ async def _run_open_async(
 
     async def one(spec: RequestSpec, due: float) -> None:
         conn = idle.pop() if idle else AsyncConnection(ep, headers)
-        rec = StreamRecorder(api, structured=spec.structured)
-        rec.start()
         try:
-            await conn.exchange(spec, rec, timeout)
-        except asyncio.TimeoutError:
-            rec.fail(f"timeout after {timeout:.0f} s")
-        except (OSError, ProtocolError, ssl.SSLError) as exc:
-            rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
+            res = await _exchange(conn, spec, api, timeout)
         finally:
             if sem is not None:
                 sem.release()
-        rec.finish(time.perf_counter())
-        res = result_from_recorder(spec, rec)
         res.t_sched_perf = due
         results[spec.index] = res
         idle.append(conn)
@@ -325,6 +325,53 @@ def run_closed_loop(
         for share, c in zip(round_robin(len(specs), n), split_counts(concurrency, n))])
 
 
+async def _run_timed_async(ep: Endpoint, make_spec: Callable[[int], RequestSpec],
+                           concurrency: int, duration_s: float, timeout: float,
+                           api: str) -> LoopOutcome:
+    results: list[RequestResult | None] = []
+    headers = _auth_headers()
+    n_workers = max(1, concurrency)
+    connected = [0]
+    all_connected = asyncio.Event()
+    deadline = [0.0]
+
+    async def worker() -> None:
+        conn = AsyncConnection(ep, headers)
+        try:
+            await conn.open(timeout)  # connect first, then start together (as _run_async)
+            connected[0] += 1
+            if connected[0] == n_workers:
+                deadline[0] = time.perf_counter() + duration_s
+                all_connected.set()
+            await all_connected.wait()
+            while time.perf_counter() < deadline[0]:
+                spec = make_spec(len(results))
+                results.append(None)
+                results[spec.index] = await _exchange(conn, spec, api, timeout)
+        finally:
+            conn.close()
+
+    monitor = LagMonitor()
+    mon_task = asyncio.ensure_future(monitor.run_async())
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(n_workers)))
+    t1, cpu1 = time.perf_counter(), time.process_time()
+    monitor.stop()
+    mon_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await mon_task
+    return _outcome(results, t0, t1, cpu1 - cpu0, monitor.max_lag)
+
+
+def run_timed_loop(ep: Endpoint, make_spec: Callable[[int], RequestSpec], concurrency: int,
+                   duration_s: float, timeout: float, api: str) -> LoopOutcome:
+    """The soak cell's closed loop (docs/probe.md, "Soak"): `concurrency` workers each send the
+    next request as soon as their last one ended, until `duration_s` has passed since they
+    started together; a request in flight then runs to its end and counts. Requests are built
+    on demand (`make_spec(i)`), so an hour's soak never holds an hour of request bodies."""
+    return asyncio.run(_run_timed_async(ep, make_spec, concurrency, duration_s, timeout, api))
+
+
 # The concurrent warm-up of an open-loop cell (after its `warmup` requests one at a time; none
 # when warmup is 0). On the H200 (vLLM 0.26, draft_model K=2, docs/benchmarks.md) the first
 # open-loop cell after an engine start, warmed by one request, kept requests 2-9 waiting
@@ -337,6 +384,9 @@ TRANSPORTS: dict[str, Callable[..., LoopOutcome]] = {
     "threads": run_loop_threads,
 }
 DEFAULT_TRANSPORT = "asyncio"
+# The longest soak cell: it is one `probe run` call, which the laptop stops after an hour
+# (agent_client/driver.py PROBE_RUN_TIMEOUT_S), less room for its warm-up and last requests.
+SOAK_MAX_S = 3300.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -366,6 +416,9 @@ class RunOptions:
     slo: dict[str, float] | None = None  # any of ttft_ms, tpot_ms, e2el_ms
     slo_percentile: float | None = None  # share of requests (%) that must meet it; default 90
     workers: int = 1  # load-generating processes per cell (procs.py); asyncio transport only
+    # structured and tools classes: every measured request's schema is new text, and each cell
+    # first times a new schema's first request against its repeat (grammar_compile)
+    unique_schema: bool = False
 
 
 def new_salt(run_id: str) -> str:
@@ -380,6 +433,7 @@ def build_body(
     salt: str | None,
     max_tokens: int | None = None,
     engine: str | None = None,
+    nonce: str | None = None,
 ) -> tuple[str, bytes]:
     """Path and JSON body of one streamed request. On SGLang's OpenAI routes it asks for the
     request's own speculative figures (`return_spec_tokens_details`, sgl-project/sglang PR
@@ -421,6 +475,8 @@ def build_body(
     if opts.api == "chat" and pclass.get("tools"):
         body["tools"] = pclass["tools"]
         body["tool_choice"] = pclass.get("tool_choice", "required")
+    if nonce is not None:  # unique_schema: this request's schemas are text no one sent before
+        body = unique_schema(body, nonce)
     if engine == "sglang":
         body["return_spec_tokens_details"] = True
     if salt:
@@ -481,6 +537,25 @@ def _settled_after(
     return after
 
 
+def grammar_compile(opts: RunOptions, ep: Endpoint, model: str, engine: str, run_id: str,
+                    pclass: dict[str, Any]) -> dict[str, Any]:
+    """The first request's grammar compile time (unique_schema; docs/probe.md): one request with
+    a schema no one sent before, then the same schema again, one at a time, each salted (so
+    neither hits the prefix cache): compile_s = the first's TTFT - the repeat's. The engine
+    compiled, or fetched from its cache, the same grammar for both; only the first compiled."""
+    nonce = uuid.uuid4().hex
+    ttft: list[float | None] = []
+    for _ in range(2):
+        path, body = build_body(opts, model, pclass, pclass["prompts"][0], new_salt(run_id),
+                                engine=engine, nonce=nonce)
+        got = run_loop_asyncio(ep, [RequestSpec(0, path, body, "cold", opts.api, True)], 1,
+                               opts.request_timeout, opts.api).results
+        ttft.append(got[0].ttft_s if got and got[0].ok else None)
+    first, again = ttft
+    return {"first_ttft_s": first, "repeat_ttft_s": again,
+            "compile_s": None if first is None or again is None else first - again}
+
+
 def run_cell(
     opts: RunOptions,
     ep: Endpoint,
@@ -523,14 +598,22 @@ def run_cell(
                 bad += [r for r in together.results if not r.ok]
         if bad:
             log(f"warning: {len(bad)} warm-up request(s) failed in {plan.cell}: {bad[0].error}")
+    unique = opts.unique_schema and structured and opts.api != "generate"
+    compiled = grammar_compile(opts, ep, model, engine, run_id, pclass) if unique else None
 
     offsets: list[float] | None = None
     n_requests = opts.requests_per_cell
     trace_extra: list[dict[str, Any]] = []
     specs: list[RequestSpec] = []
+    sessions: list[Session] | None = None
+    speed = 1.0
     if plan.arrival is not None:
         arrival = parse_arrival(plan.arrival)
-        if arrival.process == "trace":
+        if arrival.trace is not None and arrival.trace["format"] in SESSION_FORMATS:
+            sessions = read_sessions(arrival.trace["path"], arrival.trace["format"])
+            speed = float(arrival.trace["speed"])
+            n_requests = sum(len(s.turns) for s in sessions)
+        elif arrival.process == "trace":
             # each request built to the logged input length (approximately: words of the
             # class's own text) and held to the logged output length with ignore-EOS
             traced = trace_requests(arrival)
@@ -565,18 +648,32 @@ def run_cell(
                                        else {})})
         else:
             offsets = schedule(arrival)
-        n_requests = len(offsets)
-    if not specs:
+        if offsets is not None:
+            n_requests = len(offsets)
+    if not specs and plan.soak_s is None and sessions is None:
         for i in range(n_requests):
             pr = prompts[i % len(prompts)]
             salt = new_salt(run_id) if plan.cache == "cold" else None
-            path, body = build_body(opts, model, pclass, pr, salt, engine=engine)
+            path, body = build_body(opts, model, pclass, pr, salt, engine=engine,
+                                    nonce=uuid.uuid4().hex if unique else None)
             specs.append(RequestSpec(i, path, body, plan.cache, opts.api, structured))
 
     before: dict[str, Any] = {}
     if engine in PROBE_ENGINES:
         before = _quiet_snapshot(ep, engine)
-    if offsets is not None:
+    if plan.soak_s is not None:
+        def soak_spec(i: int) -> RequestSpec:
+            salt = new_salt(run_id) if plan.cache == "cold" else None
+            path, body = build_body(opts, model, pclass, prompts[i % len(prompts)], salt,
+                                    engine=engine, nonce=uuid.uuid4().hex if unique else None)
+            return RequestSpec(i, path, body, plan.cache, opts.api, structured)
+
+        outcome = run_timed_loop(ep, soak_spec, plan.concurrency, plan.soak_s,
+                                 opts.request_timeout, opts.api)
+    elif sessions is not None:
+        outcome, trace_extra = _run_session_cell(opts, ep, model, engine, run_id, plan, pclass,
+                                                 sessions, speed)
+    elif offsets is not None:
         outcome = run_open_loop(ep, specs, offsets, plan.concurrency, opts.request_timeout,
                                 opts.api, opts.workers)
     elif opts.workers > 1:
@@ -628,13 +725,45 @@ def run_cell(
         cell["acceptance_per_request"] = summary
     if structured:
         cell["structure"] = structure_summary(rows)
+        if compiled is not None and cell["structure"] is not None:
+            cell["structure"]["grammar_compile"] = compiled
     if trace_extra and offsets and len(offsets) > 1 and offsets[-1] > 0:
         # a trace offers its own mean rate: requests after the first over the span they arrive in
         cell["offered_rate_rps"] = (len(offsets) - 1) / offsets[-1]
-    if trace_extra:
+    if sessions is not None:
+        cell["sessions"] = {"sessions": len(sessions),
+                            "turns_max": max(len(s.turns) for s in sessions),
+                            "format": (plan.arrival or {}).get("trace", {}).get("format")}
+    elif trace_extra:
         kinds = sorted({str(e["prompt_length"]) for e in trace_extra})
         cell["prompt_length"] = kinds[0] if len(kinds) == 1 else "mixed"
     return rows, cell
+
+
+def _run_session_cell(
+    opts: RunOptions, ep: Endpoint, model: str, engine: str, run_id: str, plan: CellPlan,
+    pclass: dict[str, Any], sessions: list[Session], speed: float,
+) -> tuple[LoopOutcome, list[dict[str, Any]]]:
+    """A session trace's cell (session_replay.py): every turn held to its max_tokens with ignore-EOS,
+    so each arm's context grows by the same number of tokens a turn. A cold cell salts every
+    request with one salt of its own: turns of a session and sessions sharing a prefix hit the
+    prefix cache inside the cell, never another cell's entries; a warm cell sends no salt."""
+    prompts = pclass["prompts"]
+    held = dict(pclass, ignore_eos=True)
+    salt = new_salt(run_id) if plan.cache == "cold" else None
+    texts = [[turn_text(s, k, prompt_text(prompts[n % len(prompts)]["messages"]))
+              for k in range(len(s.turns))] for n, s in enumerate(sessions)]
+
+    def build(messages: list[dict[str, Any]], max_tokens: int | None) -> tuple[str, bytes]:
+        return build_body(opts, model, held, {"messages": messages}, salt,
+                          max_tokens=max_tokens, engine=engine)
+
+    outcome, extra = replay_sessions(ep, sessions, texts, build, plan.cache, plan.concurrency,
+                                     opts.request_timeout, opts.api, LagMonitor(), speed)
+    if opts.temperature != 0:
+        for e in extra:  # sampled answers differ by chance: nothing for the session gate
+            e["answer_digest"] = None
+    return outcome, extra
 
 
 def default_run_id() -> str:
@@ -685,11 +814,19 @@ def run_cells(
         if plan.cache not in ("cold", "warm"):
             raise ProbeError(f"cell {plan.cell}: cache must be cold or warm")
         if plan.arrival is not None:
-            parse_arrival(plan.arrival)  # every cell checked before the first is measured
+            arrival = parse_arrival(plan.arrival)  # every cell checked before the first runs
+            if arrival.trace is not None and arrival.trace["format"] in SESSION_FORMATS:
+                if opts.api != "chat":
+                    raise ProbeError(f"cell {plan.cell}: a session trace needs the chat API (a "
+                                     "conversation of messages)")
+                read_sessions(arrival.trace["path"], arrival.trace["format"])
             if plan.concurrency < 0:
                 raise ProbeError(f"cell {plan.cell}: an in-flight cap must be >= 0")
             if opts.transport != "asyncio":
                 raise ProbeError(f"cell {plan.cell}: an open-loop cell needs transport asyncio")
+        elif plan.soak_s is not None and not 0 < plan.soak_s <= SOAK_MAX_S:
+            raise ProbeError(f"cell {plan.cell}: soak_s must be > 0 and at most "
+                             f"{SOAK_MAX_S:.0f} s, got {plan.soak_s}")
         elif plan.concurrency < 1:
             raise ProbeError(f"cell {plan.cell}: concurrency must be >= 1")
     if opts.requests_per_cell < 1:

@@ -41,9 +41,15 @@ class CellPlan:
     # Open loop: the cell's `arrival` (arrival.Arrival.as_json()); concurrency is then the cap
     # on requests in flight, 0 for none. None = the closed loop of `concurrency` workers.
     arrival: dict[str, Any] | None = None
+    # A soak cell (`benchmark --soak`): the closed loop runs for this many seconds instead of
+    # a number of requests (load.run_timed_loop). None = an ordinary cell.
+    soak_s: float | None = None
 
     @property
     def cell(self) -> str:
+        if self.cell_id is None and self.soak_s is not None:
+            return (f"{self.arm}|soak|c{self.concurrency}|r{self.rep}|{self.prompt_class}"
+                    + ("|warm" if self.cache == "warm" else ""))
         if self.cell_id is None and self.arrival is not None:
             cap = f"|c{self.concurrency}" if self.concurrency else ""
             base = (f"{self.arm}|rate{self.arrival.get('rate')}{cap}|r{self.rep}|"
@@ -293,4 +299,5 @@ def cell_row(
         "measured_from": where,
         **open_loop,
         **slo_fields(results, wall, slo, slo_percentile),
+        **({"soak_s": plan.soak_s} if plan.soak_s is not None else {}),
     }

@@ -574,6 +574,9 @@ class RequestResult:
     ttfa_s: float | None = None
     reasoned: bool = False
     reasoning_tokens: int | None = None  # usage.completion_tokens_details, when the server says
+    # usage.prompt_tokens_details.cached_tokens: prompt tokens served from the prefix cache; None
+    # when the server did not say (vLLM sends it only with --enable-prompt-tokens-details), never 0
+    cached_tokens: int | None = None
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -612,6 +615,9 @@ def result_from_recorder(spec: RequestSpec, rec: StreamRecorder) -> RequestResul
     details = usage.get("completion_tokens_details")
     reasoning_tokens = (_int_or_none(details.get("reasoning_tokens"))
                         if isinstance(details, dict) else None)
+    prompt_details = usage.get("prompt_tokens_details")
+    cached = (_int_or_none(prompt_details.get("cached_tokens"))
+              if isinstance(prompt_details, dict) else None)
     ttft = e2e = decode = tpot = None
     if rec.t_first is not None:
         ttft = rec.t_first - rec.t_send
@@ -651,4 +657,5 @@ def result_from_recorder(spec: RequestSpec, rec: StreamRecorder) -> RequestResul
         ttfa_s=None if rec.t_answer is None else rec.t_answer - rec.t_send,
         reasoned=rec.reasoned,
         reasoning_tokens=reasoning_tokens,
+        cached_tokens=cached,
     )

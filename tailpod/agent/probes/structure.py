@@ -248,6 +248,32 @@ def check_output(pclass: dict[str, Any], content: str | None,
     return {"json_ok": True, "schema_ok": valid, "schema_error": error}
 
 
+def unique_schema(body: dict[str, Any], nonce: str) -> dict[str, Any]:
+    """`body` with its schemas made new text (`probe run` option unique_schema): a `title`
+    naming `nonce` on the response_format schema and on each tool's parameters. A title
+    annotates and never constrains (JSON Schema 2020-12, the meta-data vocabulary), so the output
+    and its checks are unchanged, but a grammar compiler that caches compiled schemas by their
+    text (xgrammar's GrammarCompiler, vLLM's default backend: vllm/v1/structured_output/
+    backend_xgrammar.py passes the schema text to `compile_json_schema`) compiles it anew."""
+    out = dict(body)
+    rf = out.get("response_format")
+    if isinstance(rf, dict) and isinstance(rf.get("json_schema"), dict) \
+            and isinstance(rf["json_schema"].get("schema"), dict):
+        js = dict(rf["json_schema"])
+        js["schema"] = {**js["schema"], "title": f"tailpod-{nonce}"}
+        out["response_format"] = {**rf, "json_schema": js}
+    if isinstance(out.get("tools"), list):
+        tools = []
+        for t in out["tools"]:
+            fn = t.get("function") if isinstance(t, dict) else None
+            if isinstance(fn, dict) and isinstance(fn.get("parameters"), dict):
+                fn = {**fn, "parameters": {**fn["parameters"], "title": f"tailpod-{nonce}"}}
+                t = {**t, "function": fn}
+            tools.append(t)
+        out["tools"] = tools
+    return out
+
+
 def structure_summary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A cell's count of the structure fields over its requests that finished (ok rows)."""
     checked = [r for r in rows if r.get("ok") and "json_ok" in r]

@@ -84,6 +84,15 @@ def find_crossover(points: Sequence[dict[str, Any]], interpolation: str = "log2"
                 "recrossings": later,
                 "detail": detail,
             }
+    noisy = [p["concurrency"] for p in pts if p.get("overlap")]
+    if noisy:
+        # decide gives a lead inside the rep spread to plain: say so here too
+        return base | {
+            "status": "none_in_range",
+            "detail": "spec ahead in median at every measured concurrency up to "
+            f"c={pts[-1]['concurrency']}; the rep spreads overlap at c="
+            + ", ".join(str(c) for c in noisy) + ", so it leads there within noise",
+        }
     return base | {
         "status": "none_in_range",
         "detail": f"spec ahead at every measured concurrency up to c={pts[-1]['concurrency']}",

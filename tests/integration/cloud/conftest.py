@@ -1,7 +1,12 @@
-"""Fixtures for the cloud tests: a fresh sandbox cloud per test and fast provider adapters."""
+"""Fixtures for the cloud tests: each provider of the sandbox cloud (tests/conftest.py's `sandbox`,
+fresh per test) wired to a fast adapter, ledger and policy."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -17,8 +22,10 @@ from tailpod.provision.teardown import LifecyclePolicy
 from tailpod.sandbox import Sandbox, start_sandbox
 from tailpod.sandbox.faults import Fault
 from tailpod.secrets import Secret
+from tests import paths
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
+from tests.helpers.silent_port import silent_port
 
 # Each provider's names for "a GPU that is rarely free" and "a common one" in the sandbox catalog.
 GPUS = {
@@ -31,19 +38,66 @@ SANDBOX_NAME = {"runpod": "runpod", "vastai": "vast"}
 HF_SECRET = "hf_TESTSECRETvalue0123456789abcdef"
 
 
-@pytest.fixture()
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
-    try:
-        yield sb
-    finally:
-        sb.close()
-
-
 def settings_for(sb: Sandbox, home: Path, **env: str) -> Settings:
     base = {**sb.env(), "TAILPOD_HOME": str(home)}
     base.update(env)
     return load_settings(env=base, dotenv_path=home / "absent.env")
+
+
+OTHER_KEY = {"runpod": "VAST_API_KEY", "vastai": "RUNPOD_API_KEY"}
+
+
+def shell_for(sb: Sandbox, home: Path, monkeypatch: pytest.MonkeyPatch,
+              provider: str = "runpod") -> dict[str, str]:
+    """The environment a user's shell has for `tailpod` on one provider of the sandbox: its URL
+    and key (the other provider's key removed), TAILPOD_PROVIDER, results under `home`. Set in
+    this process (for CliRunner) and returned (for `settings_for(sb, home, **env)`)."""
+    env = {**sb.env(), "TAILPOD_PROVIDER": provider, "TAILPOD_RESULTS_DIR": str(home / "results")}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv(OTHER_KEY[provider], raising=False)
+    return env
+
+
+
+def ssh_box_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                  home: Path | None = None) -> Path:
+    """The environment a user's shell has for `--provider ssh`: a fresh ed25519 key (returned) as
+    TAILPOD_SSH_KEY, TAILPOD_HOME (`tmp_path / "home"` unless given), results under `tmp_path`,
+    no .env file, and no default box or cloud key to ask instead."""
+    key = tmp_path / "k"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True,
+                   capture_output=True, timeout=30)
+    for name, value in {"TAILPOD_HOME": str(home or tmp_path / "home"), "TAILPOD_SSH_KEY": str(key),
+                        "TAILPOD_ENV_FILE": os.devnull,
+                        "TAILPOD_RESULTS_DIR": str(tmp_path / "results")}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("TAILPOD_SSH_HOST", "RUNPOD_API_KEY", "VAST_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return key
+
+
+def kill_9_when_ready(argv: list[str], env: dict[str, str], ready: Path) -> int:
+    """Run `argv` from the repository, `env` over this process's, until it writes `ready`, then
+    SIGKILL it as a user's `kill -9` would, and return its pid; one that ends first fails the
+    test with its output. The 120 s bound is against a hang, not a speed claim."""
+    child = subprocess.Popen(argv, cwd=paths.REPO, env={**os.environ, **env},
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), child.communicate(timeout=10)[0]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    return child.pid
+
+@pytest.fixture()
+def cli_env(sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """`shell_for` the sandbox's RunPod, in the test's home."""
+    return shell_for(sandbox, tailpod_home, monkeypatch)
 
 
 @dataclass
@@ -107,6 +161,20 @@ class Cloud:
                                      timings=replace(fast_timings(), **timings), sleep=sleep)
         return slept
 
+
+@pytest.fixture()
+def silent_api() -> Iterator[str]:
+    """An HTTP endpoint that accepts every connection and never answers a byte."""
+    with silent_port() as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture()
+def retired(tmp_path: Path) -> Iterator[Sandbox]:
+    """The sandbox clouds with RunPod's GraphQL endpoint retired (404), as it will be."""
+    with start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False,
+                       graphql_retired=True) as sb:
+        yield sb
 
 @pytest.fixture(params=["runpod", "vastai"])
 def cloud(request: pytest.FixtureRequest, sandbox: Sandbox, tailpod_home: Path) -> Cloud:

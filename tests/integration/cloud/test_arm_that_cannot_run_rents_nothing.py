@@ -10,16 +10,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.cli.demo_world import demo_ssh_key
 from tailpod.cli.main import app
 from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger
 from tailpod.provision.base import PodSpec
 from tailpod.provision.create import up_remote
 from tailpod.sandbox import Sandbox, start_sandbox
-from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
+from tests.helpers.up_shell import REGISTRY_STAND_IN, up_shell
 
 from .conftest import settings_for
 
@@ -27,29 +26,15 @@ from .conftest import settings_for
 @pytest.fixture()
 def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
     """With the registry and Tailscale stand-ins, so `up`'s preflight passes as on an account."""
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_in_config={
-        "registry": {"images": {"vllm/vllm-openai": {"v0.11.0": "sha256:" + "ab" * 32}}}})
-    try:
+    with start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox",
+                       stand_in_config=REGISTRY_STAND_IN) as sb:
         yield sb
-    finally:
-        sb.close()
 
 
 @pytest.fixture()
 def runpod_env(sandbox: Sandbox, tailpod_home: Path, tiny_models: dict[str, Path],
                monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    env = {
-        **sandbox.env(),
-        "TAILPOD_RESULTS_DIR": str(tailpod_home / "results"),
-        "TAILSCALE_API_KEY": DEFAULT_API_TOKEN,
-        "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
-        "TAILPOD_SSH_KEY": str(demo_ssh_key(tailpod_home)),
-        "TAILPOD_PROVIDER": "runpod",
-        "TAILPOD_MODEL": str(tiny_models["target"]),
-        "TAILPOD_IMAGE": "vllm/vllm-openai:v0.11.0",
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
+    env = up_shell(sandbox, tailpod_home, monkeypatch, "runpod", str(tiny_models["target"]))
     monkeypatch.delenv("VAST_API_KEY")
     return env
 

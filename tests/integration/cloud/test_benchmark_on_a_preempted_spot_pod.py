@@ -48,7 +48,7 @@ def test_benchmark_on_a_pod_already_preempted_says_so_before_any_wait(
     def no_host(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("the stopped pod was connected to")
 
-    monkeypatch.setattr("tailpod.cli.benchmark.sweep_host", no_host)
+    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", no_host)
     sandbox.add_fault("outbid", provider="vast", times=1)
     res = CliRunner().invoke(app, ["benchmark", "tp-spot-b1", *BENCH], env={"COLUMNS": "250"})
     assert res.exit_code == 3, res.output
@@ -74,8 +74,8 @@ def test_a_preemption_mid_sweep_is_said_as_one_not_as_the_ssh_error(
                   headers={"Authorization": f"Bearer {sandbox.vast_key}"})
         raise TailpodError("the pod stopped answering over SSH (connection reset)")
 
-    monkeypatch.setattr("tailpod.cli.benchmark.sweep_host", lambda *a, **k: Host())
-    monkeypatch.setattr("tailpod.cli.benchmark.run_sweep", cut_sweep)
+    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", lambda *a, **k: Host())
+    monkeypatch.setattr("tailpod.measure.sweep.run_sweep", cut_sweep)
     res = CliRunner().invoke(app, ["benchmark", "tp-spot-b2", *BENCH], env={"COLUMNS": "250"})
     assert res.exit_code == 3, res.output
     _says_preempted(res.output, "tp-spot-b2", storage)
@@ -95,8 +95,8 @@ def test_an_on_demand_pod_s_failure_is_left_as_it_was(
     def failing(*_a: Any, **_k: Any) -> Any:  # the pod still runs: not a preemption
         raise TailpodError("the pod stopped answering over SSH (connection reset)")
 
-    monkeypatch.setattr("tailpod.cli.benchmark.sweep_host", lambda *a, **k: Host())
-    monkeypatch.setattr("tailpod.cli.benchmark.run_sweep", failing)
+    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", lambda *a, **k: Host())
+    monkeypatch.setattr("tailpod.measure.sweep.run_sweep", failing)
     res = CliRunner().invoke(app, ["benchmark", "tp-spot-b3", *BENCH], env={"COLUMNS": "250"})
     assert res.exit_code == 1, res.output
     assert "connection reset" in res.output and "preempted" not in res.output

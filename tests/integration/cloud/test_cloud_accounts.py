@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
 from tailpod.provision.runpod.provider import GraphQLUnavailable
 from tailpod.provision.teardown import teardown
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 from tailpod.sandbox.model import SandboxPod
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
@@ -95,16 +94,6 @@ def test_runpod_proof_counts_a_neighbour_that_is_still_provisioning(make_cloud) 
 
 
 # -- RunPod: GraphQL retired ---------------------------------------------------------------------
-@pytest.fixture()
-def retired(tmp_path: Path) -> Iterator[Sandbox]:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False,
-                       graphql_retired=True)
-    try:
-        yield sb
-    finally:
-        sb.close()
-
-
 def test_sandbox_switch_retires_graphql(retired: Sandbox) -> None:
     answer = httpx.post(retired.runpod_url + "/graphql", timeout=5,
                         json={"query": "query { myself { clientBalance } }"},

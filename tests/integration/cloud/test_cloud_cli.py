@@ -18,16 +18,12 @@ from tailpod.sandbox import Sandbox
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
-from .conftest import settings_for
+from .conftest import settings_for, shell_for
 
 
 def test_status_and_down_for_cloud_pods(sandbox: Sandbox, tailpod_home: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod",
-           "TAILPOD_RESULTS_DIR": str(tailpod_home / "results")}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("VAST_API_KEY")
+    env = shell_for(sandbox, tailpod_home, monkeypatch)
     settings = settings_for(sandbox, tailpod_home, **env)
     ledger = Ledger(settings.state_dir)
     sandbox.add_fault("capacity", provider="runpod", gpu="NVIDIA H100 80GB HBM3")
@@ -60,11 +56,7 @@ def test_status_and_down_for_cloud_pods(sandbox: Sandbox, tailpod_home: Path,
 def test_down_expired_through_the_cli_ends_only_runs_past_their_ttl(
     sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod",
-           "TAILPOD_RESULTS_DIR": str(tailpod_home / "results")}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("VAST_API_KEY")
+    env = shell_for(sandbox, tailpod_home, monkeypatch)
     settings = settings_for(sandbox, tailpod_home, **env)
     ledger = Ledger(settings.state_dir)
     for tag in ("tp-old-1", "tp-young-1"):

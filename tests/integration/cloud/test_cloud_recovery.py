@@ -5,11 +5,7 @@ one command docs/providers.md ("When things break") names for it."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from contextlib import nullcontext
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,11 +25,10 @@ from tailpod.provision.base import PodSpec
 from tailpod.provision.create import up_remote
 from tailpod.provision.ssh.client import SshTarget
 from tailpod.sandbox import Sandbox
-from tests import paths
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
-from .conftest import settings_for
+from .conftest import kill_9_when_ready, settings_for
 
 runner = CliRunner()
 TRUNCATED = b'{"generation": 1, "pods": {"tp-x": {"run_tag": "tp-x", "provider": "run'
@@ -169,17 +164,7 @@ def test_kill_9_during_up_status_says_interrupted_and_down_tag_settles_it(
         sandbox: Sandbox, tailpod_home: Path, env: dict[str, str], tmp_path: Path,
         step: str) -> None:
     ready = tmp_path / "ready"
-    child = subprocess.Popen([sys.executable, "-m", HELPER, step, str(ready)], cwd=paths.REPO,
-                             env={**os.environ, **env}, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120  # a bound against a hang, not a speed claim
-        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ready.exists(), child.communicate(timeout=10)[0]
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+    pid = kill_9_when_ready([sys.executable, "-m", HELPER, step, str(ready)], env, ready)
     [record] = Ledger(tailpod_home).active()
 
     status = runner.invoke(app, ["status", "--no-beat"], terminal_width=200)
@@ -187,7 +172,7 @@ def test_kill_9_during_up_status_says_interrupted_and_down_tag_settles_it(
     out = " ".join(status.output.split())
     assert f"interrupted during {step}" in out
     assert f"settle it with: tailpod down {record.run_tag}" in out
-    assert f"pid {child.pid} on" in out
+    assert f"pid {pid} on" in out
 
     down = runner.invoke(app, ["down", record.run_tag])
     assert down.exit_code == 0, down.output

@@ -126,10 +126,11 @@ def test_teardown_of_a_record_without_pod_id_sweeps_by_tag(cloud: Cloud) -> None
 
 def test_settings_level_entry_points(sandbox, tailpod_home) -> None:  # type: ignore[no-untyped-def]
     from tailpod.ledger import Ledger
+    from tailpod.pods.down import down_many
     from tailpod.provision.base import PodSpec
     from tailpod.provision.create import up_remote
     from tailpod.provision.reconcile import status_remote
-    from tailpod.provision.teardown import down_many, down_remote, run_dir_for
+    from tailpod.provision.teardown import down_remote, run_dir_for
 
     from .conftest import settings_for
 

@@ -24,7 +24,7 @@ from tailpod.sandbox import Sandbox
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
-from .conftest import settings_for
+from .conftest import settings_for, shell_for
 
 TAG = "tp-noengine-1"
 
@@ -32,11 +32,7 @@ TAG = "tp-noengine-1"
 def test_a_pod_left_with_no_engine_says_so_and_how_to_settle_it(
         sandbox: Sandbox, tailpod_home: Path, tiny_models: dict[str, Path],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod",
-           "TAILPOD_RESULTS_DIR": str(tailpod_home / "results")}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("VAST_API_KEY")
+    env = shell_for(sandbox, tailpod_home, monkeypatch)
     settings = settings_for(sandbox, tailpod_home, **env)
     ledger = Ledger(settings.state_dir)
     up_remote(settings, ledger, PodSpec(run_tag=TAG, gpu_preference=["NVIDIA A40"], image="img",

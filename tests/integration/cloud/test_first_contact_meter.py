@@ -7,7 +7,6 @@ billing whatever the delay."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -15,22 +14,12 @@ import pytest
 
 from tailpod.provision import proof
 from tailpod.provision.runpod import first_contact as fc
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 
 from .conftest import Cloud, settings_for
 from .test_cloud_accounts import rent_without_graphql, vanish_but_bill
 
 HOUR = 3600.0
-
-
-@pytest.fixture
-def retired(tmp_path: Path) -> Iterator[Sandbox]:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False,
-                       graphql_retired=True)
-    try:
-        yield sb
-    finally:
-        sb.close()
 
 
 def _lag(sb: Sandbox, seconds: float) -> None:

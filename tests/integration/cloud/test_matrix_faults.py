@@ -27,11 +27,12 @@ from tailpod.ledger import Ledger, PodRecord, new_run_tag
 from tailpod.measure.matrix_run import BudgetPolicy, CostModel, MatrixRun, SweepSpec
 from tailpod.measure.plan import Arm, Cell, SweepPlan
 from tailpod.measure.sweep import GateResult
+from tailpod.pods.down import down_many
 from tailpod.provision.base import BillingEvidence, PodSpec
 from tailpod.provision.create import up_remote
-from tailpod.provision.teardown import down_many, down_remote
+from tailpod.provision.teardown import down_remote
 from tailpod.results.matrix import parse_cards
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
@@ -141,15 +142,6 @@ class SandboxSteps:
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
         return down_remote(settings, ledger, record, policy=fast_policy(),
                            timings=fast_timings())
-
-
-@pytest.fixture()
-def sandbox(tmp_path: Path) -> Any:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
-    try:
-        yield sb
-    finally:
-        sb.close()
 
 
 @pytest.fixture()

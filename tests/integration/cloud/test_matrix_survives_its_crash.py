@@ -6,11 +6,8 @@ matrix.json's, so the ledger's record names its matrix and card itself."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,15 +20,14 @@ from tailpod.cli.main import app
 from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.provision.teardown import down_many
+from tailpod.pods.down import down_many
 from tailpod.sandbox import Sandbox
-from tests import paths
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
+from .conftest import kill_9_when_ready
 from .test_matrix_faults import A40, IMAGE, VAST4090, SandboxSteps, assert_all_down, matrix, proven
-from .test_matrix_faults import sandbox as sandbox  # noqa: F401 - the fixtures, as there
-from .test_matrix_faults import settings as settings  # noqa: F401
+from .test_matrix_faults import settings as settings  # noqa: F401 - the fixture, as there
 
 HELPER = "tests.integration.cloud.interrupted_matrix"  # run from the repository, as a module
 
@@ -65,25 +61,14 @@ def _kill_matrix_after_its_first_pod(settings: Settings, tmp_path: Path) -> tupl
            "VAST_API_KEY": settings.vast_api_key.reveal(),  # type: ignore[union-attr]
            "TAILPOD_TAILSCALE_URL": settings.tailscale_url}
     ready = tmp_path / "ready"
-    child = subprocess.Popen([sys.executable, "-m", HELPER, str(ready)], cwd=paths.REPO,
-                             env={**os.environ, **env}, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120  # a bound against a hang, not a speed claim
-        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ready.exists(), child.communicate(timeout=10)[0]
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+    pid = kill_9_when_ready([sys.executable, "-m", HELPER, str(ready)], env, ready)
     tag = ready.read_text()
     [directory] = Path(settings.results_dir).glob("mx-*")
     state = directory / "matrix.json"
     data = json.loads(state.read_text())
     data["cards"][A40].update(pods=[], run_tag=None)
     state.write_text(json.dumps(data))
-    return directory.name, tag, child.pid
+    return directory.name, tag, pid
 
 
 def _spent(record: PodRecord) -> float:

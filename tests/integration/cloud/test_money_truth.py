@@ -7,10 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,46 +23,12 @@ from tailpod.sandbox import Sandbox
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
-from .conftest import Cloud, settings_for
-
-
-@pytest.fixture()
-def silent_api() -> Iterator[str]:
-    """An HTTP endpoint that accepts every connection and never answers a byte."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            held.append(conn)  # kept open, never read from or written to
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(2)
-        for conn in held:
-            conn.close()
-        server.close()
+from .conftest import Cloud, settings_for, shell_for
 
 
 def _runpod_pod(sandbox: Sandbox, home: Path, monkeypatch: pytest.MonkeyPatch,
                 tag: str) -> Ledger:
-    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod",
-           "TAILPOD_RESULTS_DIR": str(home / "results")}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("VAST_API_KEY")
+    env = shell_for(sandbox, home, monkeypatch)
     settings = settings_for(sandbox, home, **env)
     ledger = Ledger(settings.state_dir)
     up_remote(settings, ledger, PodSpec(run_tag=tag, gpu_preference=["A40"], image="img",
@@ -329,22 +292,14 @@ def test_up_refuses_a_running_pod_that_states_a_price_above_the_cap(
     states the offer's price, under the cap; the running pod states 3x it. (On RunPod the
     create's read-back may already see it running and priced, so the adapter's own check can
     catch it first: the vast case is the one that pins `up`'s.)"""
-    from tailpod.cli.demo_world import demo_ssh_key
     from tailpod.sandbox import start_sandbox
-    from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+    from tests.helpers.up_shell import REGISTRY_STAND_IN, up_shell
 
-    image = "vllm/vllm-openai:v0.11.0"
-    sandbox = start_sandbox(start_delay_s=0.3, workdir=tmp_path / "sandbox", stand_in_config={
-        "registry": {"images": {"vllm/vllm-openai": {"v0.11.0": "sha256:" + "ab" * 32}}}})
+    sandbox = start_sandbox(start_delay_s=0.3, workdir=tmp_path / "sandbox",
+                            stand_in_config=REGISTRY_STAND_IN)
     try:
-        env = {**sandbox.env(), "TAILPOD_HOME": str(tailpod_home),
-               "TAILPOD_RESULTS_DIR": str(tailpod_home / "results"),
-               "TAILSCALE_API_KEY": DEFAULT_API_TOKEN, "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
-               "TAILPOD_SSH_KEY": str(demo_ssh_key(tailpod_home)), "TAILPOD_PROVIDER": provider,
-               "TAILPOD_MODEL": str(tiny_models["target"]), "TAILPOD_IMAGE": image,
-               "TAILPOD_GPUS": gpu, "TAILPOD_MAX_PRICE": "0.60"}
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
+        up_shell(sandbox, tailpod_home, monkeypatch, provider, str(tiny_models["target"]),
+                 TAILPOD_HOME=str(tailpod_home), TAILPOD_GPUS=gpu, TAILPOD_MAX_PRICE="0.60")
         sandbox.add_fault("price_rises_running", provider="runpod" if provider == "runpod"
                           else "vast", factor=3.0)
         up = CliRunner().invoke(app, ["up"])

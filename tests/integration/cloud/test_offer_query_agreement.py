@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,35 +170,6 @@ def test_an_unknown_gpu_is_a_usage_error_on_every_provider(world: Sandbox) -> No
     result = CliRunner().invoke(app, ["gpus", "--gpu", "H1OO"])
     assert result.exit_code == 2, result.output
     assert "H1OO" in result.output and "H100" in result.output  # named, and the near match
-
-
-@pytest.fixture()
-def silent_api() -> Iterator[str]:
-    """An HTTP endpoint that accepts every connection and never answers a byte."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(2)
-        for conn in held:
-            conn.close()
-        server.close()
 
 
 def test_gpus_against_a_silent_api_ends_at_its_timeout_and_exits_3(

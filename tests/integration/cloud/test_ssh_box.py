@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,8 @@ from tailpod.cli.main import app
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.provision.ssh_box import BoxAddress
+
+from .conftest import ssh_box_shell
 
 runner = CliRunner()
 
@@ -51,13 +52,7 @@ def test_down_of_an_unreachable_box_is_not_proven_and_says_how_to_stop_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Port 1 on loopback refuses SSH: nothing can be asked, so nothing is called stopped."""
-    key = tmp_path / "k"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True,
-                   capture_output=True, timeout=30)
-    for name, value in {"TAILPOD_HOME": str(tmp_path), "TAILPOD_SSH_KEY": str(key),
-                        "TAILPOD_ENV_FILE": os.devnull,
-                        "TAILPOD_RESULTS_DIR": str(tmp_path / "results")}.items():
-        monkeypatch.setenv(name, value)
+    ssh_box_shell(tmp_path, monkeypatch, home=tmp_path)
     pod_id = "ssh://root@127.0.0.1:1/tp-box"
     Ledger(tmp_path).put(PodRecord(run_tag="tp-box", provider="ssh", status="running",
                                    pod_id=pod_id, ssh={"host": "127.0.0.1", "port": 1}))

@@ -5,8 +5,6 @@ engine a box serves (it said "nothing tailpod-tagged is left" while the engine s
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -18,25 +16,14 @@ from tailpod.ledger import Ledger, PodExtra, PodRecord
 from tailpod.provision.ssh_box import BoxAddress
 from tailpod.provision.ssh_box.provider import RUN_MARKER
 
+from .conftest import ssh_box_shell
 from .test_ssh_box_port_open import POD_ID, TAG, _box_state, _local_agents, bound  # noqa: F401 - bound: a fixture
 from .test_ssh_box_unreachable import no_banner  # noqa: F401 - a fixture, used by name
 
 
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    key = tmp_path / "k"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True,
-                   capture_output=True, timeout=30)
-    for name, value in {"TAILPOD_HOME": str(tmp_path / "home"), "TAILPOD_SSH_KEY": str(key),
-                        "TAILPOD_ENV_FILE": os.devnull,
-                        "TAILPOD_RESULTS_DIR": str(tmp_path / "results")}.items():
-        monkeypatch.setenv(name, value)
-    for name in ("TAILPOD_SSH_HOST", "RUNPOD_API_KEY", "VAST_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def test_down_timeout_holds_over_ssh_and_the_manual_stop_names_the_recorded_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_banner: int) -> None:  # noqa: F811
-    _env(tmp_path, monkeypatch)
+    ssh_box_shell(tmp_path, monkeypatch)
     box = BoxAddress("root", "127.0.0.1", no_banner)
     state_dir = "/srv/pods/alice/.tailpod"  # where the agent lived on the box ($TAILPOD_POD_HOME)
     Ledger(tmp_path / "home").put(PodRecord(
@@ -55,7 +42,7 @@ def test_down_timeout_holds_over_ssh_and_the_manual_stop_names_the_recorded_dire
 
 def test_down_all_stops_and_proves_the_engine_a_box_serves(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
-    _env(tmp_path, monkeypatch)
+    ssh_box_shell(tmp_path, monkeypatch)
     state_dir = tmp_path / "box-state"
     _box_state(state_dir, bound.getsockname()[1])  # a box whose run marker names TAG
     _local_agents(monkeypatch, state_dir)
@@ -73,7 +60,7 @@ def test_down_all_stops_and_proves_the_engine_a_box_serves(
 
 def test_up_on_a_box_another_running_run_holds_is_refused_before_any_record(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
-    _env(tmp_path, monkeypatch)
+    ssh_box_shell(tmp_path, monkeypatch)
     state_dir = tmp_path / "box-state"
     _box_state(state_dir, bound.getsockname()[1])
     _local_agents(monkeypatch, state_dir)

@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,50 +19,24 @@ from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
+from tests.helpers.silent_port import silent_port
+
+from .conftest import ssh_box_shell
 
 CONNECT_S = 10.0  # provision/ssh_box/provider.py: SshBoxProvider's connect deadline
 
 
 @pytest.fixture()
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    key = tmp_path / "k"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True,
-                   capture_output=True, timeout=30)
-    for name, value in {"TAILPOD_HOME": str(tmp_path / "home"), "TAILPOD_SSH_KEY": str(key),
-                        "TAILPOD_ENV_FILE": os.devnull,
-                        "TAILPOD_RESULTS_DIR": str(tmp_path / "results")}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("TAILPOD_SSH_HOST", raising=False)
+    ssh_box_shell(tmp_path, monkeypatch)
     return tmp_path
 
 
 @pytest.fixture()
 def no_banner() -> Iterator[int]:
     """A loopback port that accepts every connection and never says a byte (no SSH banner)."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    server.settimeout(0.2)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                held.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield int(server.getsockname()[1])
-    finally:
-        stop.set()
-        thread.join(2)
-        for conn in held:
-            conn.close()
-        server.close()
+    with silent_port() as port:
+        yield port
 
 
 @pytest.fixture()

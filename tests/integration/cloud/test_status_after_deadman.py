@@ -21,16 +21,12 @@ from tailpod.sandbox import Sandbox
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
-from .conftest import settings_for
+from .conftest import settings_for, shell_for
 
 
 def _pod_the_deadman_ends(sandbox: Sandbox, home: Path, monkeypatch: pytest.MonkeyPatch,
                           tag: str, deadman: dict[str, object] | None) -> Ledger:
-    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod",
-           "TAILPOD_RESULTS_DIR": str(home / "results")}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("VAST_API_KEY")
+    env = shell_for(sandbox, home, monkeypatch)
     ledger = Ledger(settings_for(sandbox, home, **env).state_dir)
     up_remote(settings_for(sandbox, home, **env), ledger,
               PodSpec(run_tag=tag, gpu_preference=["A40"], image="img",

@@ -24,8 +24,7 @@ from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import settings_for
-from .test_money_truth import silent_api  # noqa: F401 - a fixture, used by name
-from .test_volumes import cli_env, live_volumes  # noqa: F401 - cli_env is a fixture
+from .test_volumes import live_volumes
 
 
 def _mounted(sandbox: Sandbox, home: Path, env: dict[str, str], name: str,
@@ -54,7 +53,7 @@ def _says_it_still_bills(output: str, sandbox: Sandbox, volume_id: str) -> None:
 
 
 def test_rm_of_a_mounted_volume_says_it_bills_and_names_the_pod_that_mounts_it(
-        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str]) -> None:  # noqa: F811
+        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str]) -> None:
     volume_id, pod_id = _mounted(sandbox, tailpod_home, cli_env, "held", "tp-vol-held-1")
     rm = CliRunner().invoke(app, ["volume", "rm", "held"])
     assert rm.exit_code == 3, rm.output
@@ -67,7 +66,7 @@ def test_rm_of_a_mounted_volume_says_it_bills_and_names_the_pod_that_mounts_it(
 
 
 def test_rm_answered_503_says_the_volume_still_bills_and_exits_3(
-        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str]) -> None:  # noqa: F811
+        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str]) -> None:
     made = CliRunner().invoke(app, ["volume", "create", "busy", "--size-gb", "10",
                                     "--datacenter", "EU-RO-1"])
     assert made.exit_code == 0, made.output
@@ -85,7 +84,7 @@ def test_rm_answered_503_says_the_volume_still_bills_and_exits_3(
 
 
 def test_down_volumes_with_a_failing_delete_shows_the_pods_proof_and_the_volume_and_exits_3(
-        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str]) -> None:  # noqa: F811
+        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str]) -> None:
     volume_id, pod_id = _mounted(sandbox, tailpod_home, cli_env, "dv1", "tp-vol-dv-1")
     sandbox.add_fault("server_error", provider="runpod", op="volume_delete", status=503)
     down = CliRunner().invoke(app, ["down", "tp-vol-dv-1", "--volumes"])
@@ -101,7 +100,7 @@ def test_down_volumes_with_a_failing_delete_shows_the_pods_proof_and_the_volume_
 
 
 def test_down_all_with_volumes_is_refused_before_anything_is_stopped(
-        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str]) -> None:  # noqa: F811
+        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str]) -> None:
     _mounted(sandbox, tailpod_home, cli_env, "all1", "tp-vol-all-1")
     for flag in ("--all", "--expired"):
         down = CliRunner().invoke(app, ["down", flag, "--volumes"])
@@ -112,8 +111,8 @@ def test_down_all_with_volumes_is_refused_before_anything_is_stopped(
 
 
 def test_volume_ls_against_a_silent_api_holds_its_timeout_and_never_says_no_volumes(
-        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str],  # noqa: F811
-        monkeypatch: pytest.MonkeyPatch, silent_api: str) -> None:  # noqa: F811
+        sandbox: Sandbox, tailpod_home: Path, cli_env: dict[str, str],
+        monkeypatch: pytest.MonkeyPatch, silent_api: str) -> None:
     monkeypatch.setenv("TAILPOD_RUNPOD_URL", silent_api)
     started = time.monotonic()
     ls = CliRunner().invoke(app, ["volume", "ls", "--timeout", "2"])

@@ -27,16 +27,6 @@ from tests.helpers.api_timings import fast_timings
 from .conftest import settings_for
 
 
-@pytest.fixture()
-def cli_env(sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod",
-           "TAILPOD_RESULTS_DIR": str(tailpod_home / "results")}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("VAST_API_KEY", raising=False)
-    return env
-
-
 def _create(name: str = "cache1") -> None:
     made = CliRunner().invoke(app, ["volume", "create", name, "--size-gb", "20", "--gpu", "A40"])
     assert made.exit_code == 0, made.output

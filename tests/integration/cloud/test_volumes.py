@@ -35,16 +35,6 @@ STANDARD_GB_MONTH = 0.07
 SANDBOX_HOURS_PER_MONTH = 720.0
 
 
-@pytest.fixture()
-def cli_env(sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    env = {**sandbox.env(), "TAILPOD_PROVIDER": "runpod",
-           "TAILPOD_RESULTS_DIR": str(tailpod_home / "results")}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("VAST_API_KEY", raising=False)
-    return env
-
-
 def live_volumes(sandbox: Sandbox) -> list[str]:
     return [v.name for v in sandbox.cloud.volumes.values() if v.deleted_at is None]
 

@@ -35,7 +35,7 @@ from tests.helpers.container_log import wait_for_log
 from tests.helpers.lifecycle_policy import fast_policy
 from tests.integration.contracts.contract import Recorder, contract_problems
 
-from .conftest import settings_for
+from .conftest import settings_for, shell_for
 
 MACHINE = "41001"  # RTX 4090, Sweden, $0.42/h, storage $0.10/GB/month
 CHEAPER_4090_MACHINE = 41000  # RTX 4090, $0.35/h: where an unfiltered rent would go
@@ -46,12 +46,7 @@ ROOM_GB = 400
 
 @pytest.fixture()
 def cli_env(sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    env = {**sandbox.env(), "TAILPOD_PROVIDER": "vastai",
-           "TAILPOD_RESULTS_DIR": str(tailpod_home / "results")}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
-    return env
+    return shell_for(sandbox, tailpod_home, monkeypatch, "vastai")
 
 
 def provider_for(sandbox: Sandbox, home: Path):  # type: ignore[no-untyped-def]

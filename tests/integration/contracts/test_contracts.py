@@ -6,7 +6,6 @@ refuses."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,7 @@ from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import teardown
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 from tailpod.secrets import Secret
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
@@ -27,15 +26,6 @@ from .contract import Recorder, contract_for, contract_problems, contracts
 
 VENDOR = {"runpod": "runpod", "vastai": "vast"}
 GPU = {"runpod": "NVIDIA A40", "vastai": "RTX 4090"}
-
-
-@pytest.fixture()
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
-    try:
-        yield sb
-    finally:
-        sb.close()
 
 
 def test_every_contract_names_its_source() -> None:

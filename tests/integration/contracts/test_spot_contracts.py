@@ -5,7 +5,6 @@ here, derived from vast-ai/docs @ c6246226), and a lifecycle with a bid stays in
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,20 +15,11 @@ from tailpod.provision.base import PodSpec
 from tailpod.provision.create import create_pod_safely
 from tailpod.provision.providers import get_provider
 from tailpod.provision.teardown import teardown
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .contract import Recorder, contract_for, contract_problems
-
-
-@pytest.fixture()
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
-    try:
-        yield sb
-    finally:
-        sb.close()
 
 
 def test_a_spot_lifecycle_matches_vasts_contracts(sandbox: Sandbox, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tailpod.agent_client import build as agent_build
-from tailpod.sandbox import Sandbox, start_sandbox
+from tailpod.sandbox import Sandbox
 from tailpod.sandbox.model import SandboxPod
 
 PROVIDERS = ["runpod", "vastai"]
@@ -75,15 +75,6 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout} s")
-
-
-@pytest.fixture()
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
-    try:
-        yield sb
-    finally:
-        sb.close()
 
 
 @dataclass
@@ -210,3 +201,19 @@ def daemons(tmp_path: Path) -> Iterator[Daemons]:
 
 def read_state(heartbeat: Path) -> dict[str, Any]:
     return dict(json.loads(Path(str(heartbeat) + ".deadman.json").read_text()))
+
+
+def wait_armed(proc: subprocess.Popen[str], heartbeat: Path, guard_s: float = 120.0) -> None:
+    """Until the daemon records `armed`. It touches the heartbeat file first and writes its state
+    file after (tailpod/agent/bootstrap/deadman.py, `Daemon.run`), so no state file yet means not
+    yet; and how long a Python start takes on a loaded machine is no part of the test: a daemon
+    that exits first fails at once with its output, and `guard_s` only ends a hang."""
+    state_file = Path(str(heartbeat) + ".deadman.json")
+    deadline = time.monotonic() + guard_s
+    while not (state_file.exists() and read_state(heartbeat)["state"] == "armed"):
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise AssertionError(f"the daemon exited {proc.returncode} before arming: {out}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the daemon did not arm within {guard_s} s")
+        time.sleep(0.05)

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.cli.demo_world import demo_ssh_key
 from tailpod.cli.main import app
 from tailpod.ledger import Ledger
 from tailpod.pods import deadman_control
 from tailpod.sandbox import start_sandbox
 from tailpod.sandbox.sshd import sshd_available
-from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+from tests.helpers.up_shell import REGISTRY_STAND_IN, up_shell
 
 from .conftest import wait_for
 
@@ -38,28 +37,13 @@ def test_up_arms_a_switch_that_status_feeds_and_silence_fires(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(deadman_control, "heartbeat_timeout_for", lambda _settings: TIMEOUT_S)
-    sandbox = start_sandbox(
-        sshd=True, workdir=tmp_path / "sandbox",
-        stand_in_config={"registry": {"images": {"vllm/vllm-openai": {"v0.11.0": "sha256:"
-                                                                      + "ab" * 32}}}},
-    )
+    sandbox = start_sandbox(sshd=True, workdir=tmp_path / "sandbox",
+                            stand_in_config=REGISTRY_STAND_IN)
     try:
-        env = {
-            **sandbox.env(),
-            "TAILPOD_RESULTS_DIR": str(tailpod_home / "results"),
-            "TAILSCALE_API_KEY": DEFAULT_API_TOKEN,
-            "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
-            "TAILPOD_SSH_KEY": str(demo_ssh_key(tailpod_home)),
-            "TAILPOD_PROVIDER": "runpod",
-            "TAILPOD_MODEL": str(tiny_models["target"]),
-            "TAILPOD_IMAGE": "vllm/vllm-openai:v0.11.0",
-            "TAILPOD_GPUS": "NVIDIA A40",
-            "TAILPOD_MAX_PRICE": "1.0",
-            # a Python without vLLM: the engine cannot start, the pod is kept
-            "TAILPOD_ENGINE_PYTHON": shutil.which("python3") or "/usr/bin/python3",
-        }
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
+        up_shell(sandbox, tailpod_home, monkeypatch, "runpod", str(tiny_models["target"]),
+                 TAILPOD_GPUS="NVIDIA A40", TAILPOD_MAX_PRICE="1.0",
+                 # a Python without vLLM: the engine cannot start, the pod is kept
+                 TAILPOD_ENGINE_PYTHON=shutil.which("python3") or "/usr/bin/python3")
         monkeypatch.delenv("VAST_API_KEY")
         runner = CliRunner()
 

@@ -14,7 +14,8 @@ from tailpod.agent.probes.load import RunOptions
 # What the laptop sends (measure/hosts.py) and the probe measures with, spelt out here.
 OPTIONS = {"base_url", "model", "run_id", "requests_per_cell", "max_tokens", "ignore_eos",
            "temperature", "prompts_dir", "warmup", "engine", "api", "transport",
-           "request_timeout", "client_bound_threshold", "slo", "slo_percentile", "workers"}
+           "request_timeout", "client_bound_threshold", "slo", "slo_percentile", "workers",
+           "unique_schema"}
 
 
 def test_every_run_option_is_one_the_laptop_may_set() -> None:

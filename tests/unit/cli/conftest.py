@@ -1,4 +1,5 @@
-"""Fixtures for the command-line tests: a sandbox cloud and the environment that points at it."""
+"""Fixtures for the command-line tests: a sandbox cloud with a stand-in registry (the plain one,
+`sandbox`, is tests/conftest.py's) and the environment that points at it."""
 
 from __future__ import annotations
 
@@ -9,16 +10,6 @@ from pathlib import Path
 import pytest
 
 from tailpod.sandbox import Sandbox, start_sandbox
-
-
-@pytest.fixture()
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    sb = start_sandbox(start_delay_s=0.05, workdir=tmp_path / "sandbox", stand_ins=False)
-    try:
-        yield sb
-    finally:
-        sb.close()
-
 
 # An image the sandbox's stand-in registry pins, for the commands that resolve `--image` to a
 # digest before anything else (matrix)

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.cli import benchmark as benchmark_cli
 from tailpod.cli.main import app
 from tailpod.config import load_settings
 from tailpod.engines.base import EngineConfig, SpecArm
@@ -62,7 +61,7 @@ def lanes_pod(tailpod_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_a_benchmark_of_a_lanes_pod_is_recorded_as_the_lanes(
         lanes_pod: None, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     host = WholeRows({0: 10.0, 2: 15.0})
-    monkeypatch.setattr(benchmark_cli, "sweep_host", lambda *_a, **_k: host)
+    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", lambda *_a, **_k: host)
     result = CliRunner().invoke(app, ["benchmark", TAG, "--concurrency", "1", "--reps", "1",
                                       "--run-id", "lanes-run"])
     assert result.exit_code == 0, result.output
@@ -86,7 +85,7 @@ def test_a_sweep_of_other_arms_on_a_lanes_pod_is_refused_before_the_ssh_wait(
         reached.append("ssh")
         raise AssertionError("the SSH wait was reached")
 
-    monkeypatch.setattr(benchmark_cli, "sweep_host", ssh_wait)
+    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", ssh_wait)
     result = CliRunner().invoke(app, ["benchmark", TAG, "--spec-k", "0,2"])
     assert result.exit_code == 2, result.output
     assert "serves two lanes" in result.output and reached == []

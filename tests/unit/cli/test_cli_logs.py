@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tailpod.agent_client.driver import PodAgent, SubprocessTransport
-from tailpod.cli.logs import AgentEngineLog, LocalEngineLog, _new_lines, engine_lines
+from tailpod.cli.logs import _new_lines, engine_lines
 from tailpod.cli.main import app
 from tailpod.config import load_settings
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.pods.engine_log import AgentEngineLog, LocalEngineLog
 from tailpod.provision.base import PodSpec
 from tailpod.provision.providers import get_provider
 

@@ -17,22 +17,14 @@ from tailpod.ledger import PodRecord
 def test_failed_up_without_a_terminal_names_what_it_rented(
         tmp_path: Path, tailpod_home: Path, tiny_models: dict[str, Path],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from tailpod.cli.demo_world import demo_ssh_key
     from tailpod.sandbox import start_sandbox
-    from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
+    from tests.helpers.up_shell import REGISTRY_STAND_IN, up_shell
 
-    image = "vllm/vllm-openai:v0.11.0"
-    sandbox = start_sandbox(start_delay_s=0.3, workdir=tmp_path / "sandbox", stand_in_config={
-        "registry": {"images": {"vllm/vllm-openai": {"v0.11.0": "sha256:" + "ab" * 32}}}})
+    sandbox = start_sandbox(start_delay_s=0.3, workdir=tmp_path / "sandbox",
+                            stand_in_config=REGISTRY_STAND_IN)
     try:
-        env = {**sandbox.env(), "TAILPOD_HOME": str(tailpod_home),
-               "TAILPOD_RESULTS_DIR": str(tailpod_home / "results"),
-               "TAILSCALE_API_KEY": DEFAULT_API_TOKEN, "TAILSCALE_AUTH_KEY": DEFAULT_AUTH_KEY,
-               "TAILPOD_SSH_KEY": str(demo_ssh_key(tailpod_home)), "TAILPOD_PROVIDER": "vastai",
-               "TAILPOD_MODEL": str(tiny_models["target"]), "TAILPOD_IMAGE": image,
-               "TAILPOD_GPUS": "RTX 4090", "TAILPOD_MAX_PRICE": "0.60"}
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
+        up_shell(sandbox, tailpod_home, monkeypatch, "vastai", str(tiny_models["target"]),
+                 TAILPOD_HOME=str(tailpod_home), TAILPOD_GPUS="RTX 4090", TAILPOD_MAX_PRICE="0.60")
         # the running pod states 3x the offer's price: up refuses it and tears it down
         sandbox.add_fault("price_rises_running", provider="vast", factor=3.0)
         up = CliRunner().invoke(app, ["up"])

@@ -79,8 +79,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]
 
     monkeypatch.setattr(cloud_pods, "up_cloud", stop("up", "rental"))
     monkeypatch.setattr(benchmark_cli, "ledger_for", stop("benchmark", "ledger"))
-    monkeypatch.setattr(benchmark_cli, "sweep_host", stop("benchmark", "ssh wait"))
-    monkeypatch.setattr(benchmark_cli, "run_sweep", stop("benchmark", "sweep"))
+    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", stop("benchmark", "ssh wait"))
+    monkeypatch.setattr("tailpod.measure.sweep.run_sweep", stop("benchmark", "sweep"))
     return reached
 
 

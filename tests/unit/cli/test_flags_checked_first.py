@@ -31,8 +31,8 @@ def no_pod_contact(monkeypatch: pytest.MonkeyPatch, tailpod_home: Path) -> list[
         return f
 
     monkeypatch.setattr(benchmark_cli, "ledger_for", stop("ledger"))
-    monkeypatch.setattr(benchmark_cli, "sweep_host", stop("ssh wait"))
-    monkeypatch.setattr(benchmark_cli, "run_sweep", stop("sweep"))
+    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", stop("ssh wait"))
+    monkeypatch.setattr("tailpod.measure.sweep.run_sweep", stop("sweep"))
     return reached
 
 

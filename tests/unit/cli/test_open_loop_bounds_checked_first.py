@@ -53,8 +53,8 @@ def reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return f
 
     monkeypatch.setattr(benchmark_cli, "ledger_for", lambda settings: Ledger())
-    monkeypatch.setattr(benchmark_cli, "sweep_host", stop("ssh wait"))
-    monkeypatch.setattr(benchmark_cli, "run_sweep", stop("sweep"))
+    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", stop("ssh wait"))
+    monkeypatch.setattr("tailpod.measure.sweep.run_sweep", stop("sweep"))
     return seen
 
 

@@ -17,6 +17,7 @@ import pytest
 from rich.console import Console
 
 import tailpod.cli.common as common
+import tailpod.pods.base as pods_base
 import tailpod.pods.lanes as lanes
 import tailpod.provision.teardown as teardown_mod
 from tailpod.cli import remote
@@ -25,7 +26,12 @@ from tailpod.errors import BillingNotProven, ConfigError, ProviderError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.provision.base import BillingEvidence, PodInfo, PodState, ProofCheck
 from tailpod.provision.reconcile import StatusReport, StatusRow
-from tailpod.provision.teardown import LifecyclePolicy, TeardownOutcome, UnprovenTeardown
+from tailpod.provision.teardown import (
+    DownAllPlan,
+    LifecyclePolicy,
+    TeardownOutcome,
+    UnprovenTeardown,
+)
 from tailpod.secrets import Secret
 
 WIDE = 400  # no line of these tests folds at this width
@@ -446,26 +452,40 @@ def test_an_unproven_down_with_no_proof_file_still_shows_what_bills(
 # -- down_many_cli --------------------------------------------------------------------------------
 @dataclass
 class ManyScript:
+    """The provider-level halves of `down --all` under pods/down.py: the plan holds `local` (a
+    run downed through its kind, whose teardown is scripted to prove it) and no cloud; the cloud
+    batch answers `outcomes` after passing each of `recovered` on."""
+
     outcomes: list[TeardownOutcome]
     recovered: tuple[str, ...] = ()
-    local: PodRecord | None = None  # handed to before_local, as down_many does for a local run
+    local: PodRecord | None = None  # downed through its kind, as down_many does for a local run
     calls: list[dict[str, Any]] | None = None
-    before_gave: list[PodRecord] | None = None
+    before_gave: list[PodRecord] | None = None  # what the local run's teardown was handed
 
-    def __call__(self, settings: Settings, ledger: Ledger, **kw: Any) -> list[TeardownOutcome]:
+    def plan(self, _settings: Settings, _ledger: Ledger, *, expired_only: bool) -> DownAllPlan:
+        return DownAllPlan([self.local] if self.local is not None else [], {})
+
+    def teardown(self, _settings: Settings, _ledger: Ledger, record: PodRecord, *,
+                 policy: LifecyclePolicy | None = None) -> BillingEvidence:
+        self.before_gave = [*(self.before_gave or []), record]
+        return _evidence(("gone", True, f"{record.run_tag} not listed"))
+
+    def __call__(self, settings: Settings, ledger: Ledger, _providers: Any,
+                 **kw: Any) -> list[TeardownOutcome]:
         assert self.calls is not None
         self.calls.append({"settings": settings, "ledger": ledger, **kw})
         for line in self.recovered:
             kw["on_recovery"](line)
-        if self.local is not None:
-            self.before_gave = [kw["before_local"](self.local)]
         return self.outcomes
 
 
 def _many(monkeypatch: pytest.MonkeyPatch, script: ManyScript) -> ManyScript:
     script.calls = []
-    # the provider-level down_many under the pods' (pods/down.py), which settles local runs
-    monkeypatch.setattr(teardown_mod, "down_many", script)
+    # the provider-level halves under the pods' down_many (pods/down.py), which downs each local
+    # run through its kind (pods/base.py settle_then_teardown)
+    monkeypatch.setattr(teardown_mod, "plan_down_many", script.plan)
+    monkeypatch.setattr(teardown_mod, "down_clouds", script)
+    monkeypatch.setattr(pods_base, "down_remote", script.teardown)
     return script
 
 

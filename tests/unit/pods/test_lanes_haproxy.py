@@ -234,20 +234,26 @@ def test_up_lanes_refuses_what_it_cannot_deploy(tailpod_home: Path, tmp_path: Pa
     assert not (tailpod_home / "lanes").exists()  # nothing was started
 
 
-def _open_loop(base: str, interval_s: float, count: int) -> None:
-    """Requests sent on a fixed schedule (every interval_s, whatever is in flight)."""
+def _open_loop(base: str, interval_s: float, count: int, cap: int | None = None) -> None:
+    """Requests sent on a fixed schedule (every interval_s, whatever is in flight); with `cap`,
+    a due request waits while `cap` are in flight, so no more ever are, however late the
+    sender runs (a stalled sender catches up by sending its overdue requests at once)."""
     errors: list[BaseException] = []
+    slots = threading.BoundedSemaphore(cap or count)
 
     def one() -> None:
         try:
             _stream(base)
         except BaseException as exc:  # noqa: BLE001 - surfaced below
             errors.append(exc)
+        finally:
+            slots.release()
 
     threads = []
     t0 = time.monotonic()
     for i in range(count):
         time.sleep(max(0.0, t0 + i * interval_s - time.monotonic()))
+        slots.acquire()
         threads.append(threading.Thread(target=one))
         threads[-1].start()
     for t in threads:
@@ -257,8 +263,8 @@ def _open_loop(base: str, interval_s: float, count: int) -> None:
 
 def test_open_loop_schedule_overflows_only_when_the_spec_lane_is_full(tailpod_home: Path) -> None:
     # each request holds a lane ~0.2 s (12 tokens at 60 tok/s). Every 0.15 s: at most 2 in
-    # flight, under N = 3, so all on spec. Every 0.02 s: ~10 in flight, so spec fills to 3 and
-    # the rest overflow.
+    # flight (the schedule's, held by a cap of 2 on a loaded machine), under N = 3, so all on
+    # spec. Every 0.02 s: ~10 in flight, so spec fills to 3 and the rest overflow.
     n = 3
     front, spec_port, plain_port = _free_ports(3)
     settings = load_settings()
@@ -268,7 +274,7 @@ def test_open_loop_schedule_overflows_only_when_the_spec_lane_is_full(tailpod_ho
                             admission_limit=n, front_port=front, startup_timeout_s=60)
     try:
         c0 = lanes.lane_counts(record)
-        _open_loop(record.endpoint or "", 0.15, 12)
+        _open_loop(record.endpoint or "", 0.15, 12, cap=2)
         c1 = lanes.lane_counts(record)
         _open_loop(record.endpoint or "", 0.02, 30)
         c2 = lanes.lane_counts(record)

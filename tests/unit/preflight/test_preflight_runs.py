@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from tailpod.cli.main import app
 from tailpod.config import load_settings
 from tailpod.preflight import CHECKS, Check, Outcome, Plan, Status, run_preflight
 from tailpod.preflight.base import Context, Fact
+from tests.helpers.silent_port import silent_port
 
 from .conftest import HF_TOKEN, RUNPOD_KEY, VAST_KEY, World
 from .test_preflight_checks import SECRETS, write_env
@@ -79,30 +79,8 @@ def test_every_key_wrong_lists_every_failure_creates_nothing_and_never_waits(
 @pytest.fixture()
 def silent_api() -> Iterator[str]:
     """A TCP port that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def hold() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=hold, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(timeout=2)
-        for conn in accepted:
-            conn.close()
-        server.close()
+    with silent_port() as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_a_dead_api_times_out_its_checks_only(world: World, silent_api: str) -> None:

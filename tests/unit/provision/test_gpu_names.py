@@ -1,5 +1,6 @@
 """The GPU names users type, read one way by `up`, `gpus` and `check-requirements`
-(tailpod/provision/gpu_names.py): SkyPilot's `NAME:N`, families, near names, the CUDA floor."""
+(tailpod/provision/gpu_names.py; the `NAME:N` form in tailpod/config.py, which TAILPOD_GPUS shares):
+SkyPilot's `NAME:N`, families, near names, the CUDA floor."""
 
 from __future__ import annotations
 
@@ -7,14 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tailpod.config import load_settings
+from tailpod.config import gpu_flags, load_settings, split_count
 from tailpod.errors import ConfigError
 from tailpod.provision.gpu_names import (
     cuda_floor,
     family_matches,
-    gpu_flags,
     near_names,
-    split_count,
 )
 from tailpod.provision.runpod.provider import RunPodProvider
 

@@ -11,22 +11,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tailpod.cli import results as results_cli
 from tailpod.results.io import table_columns, write_run
 from tests.unit.results.conftest import build_run
 from tests.unit.results.test_cost import sequential_log
-
-
-@pytest.fixture()
-def app(tailpod_home: Path) -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    results_cli.register(app)
-    return app
 
 
 def small_run(tmp_path: Path, name: str = "r1", **kw: object) -> Path:

@@ -11,7 +11,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tailpod.cli import results as results_cli
 from tailpod.results.cost import LoggedRequest, duty_cycle, traffic_advice, with_traffic_advice
 from tailpod.results.io import write_run
 from tests.helpers.run_builder import build_run
@@ -70,14 +69,7 @@ def test_without_tokens_or_curve_the_saving_is_not_guessed() -> None:
     assert res["reason"] == "pod wins. Traffic: x" and res["traffic"] == {"summary": "x"}
 
 
-def test_cost_cli_puts_the_advice_in_its_verdict(tailpod_home: Path, tmp_path: Path) -> None:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    results_cli.register(app)
+def test_cost_cli_puts_the_advice_in_its_verdict(app: typer.Typer, tmp_path: Path) -> None:
     # plain: 100, 190, 360, 380 tok/s at c=1,2,4,8, e2e p50 = c s (the builder's default).
     # 4 -> 8: throughput +5.6% (< 10%) while latency +100% (> 25%): the knee is c=4, 360 tok/s.
     run_dir = write_run(build_run({"plain": {1: [100.0], 2: [190.0], 4: [360.0], 8: [380.0]}},

@@ -14,7 +14,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tailpod.cli import results as results_cli
 from tailpod.results.io import STAMP, load_run, write_run
 from tailpod.results.llmd_report import llmd_reports
 from tests import paths
@@ -30,14 +29,6 @@ COMMITTED = sorted(p for p in (paths.REPO / "benchmarks/runs").iterdir()
 def _valid(report: dict[str, Any]) -> None:
     errors = [f"{'/'.join(map(str, e.path))}: {e.message}" for e in VALIDATOR.iter_errors(report)]
     assert errors == []
-
-
-@pytest.fixture()
-def app(tailpod_home: Path) -> typer.Typer:
-    app = typer.Typer()
-    app.callback()(lambda: None)
-    results_cli.register(app)
-    return app
 
 
 @pytest.mark.parametrize("run", COMMITTED, ids=lambda p: p.name)

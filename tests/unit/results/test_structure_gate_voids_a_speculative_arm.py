@@ -1,7 +1,8 @@
 """The structure gate (issue 39 item 2): a speculative arm whose structured or tool-call outputs
 parse or validate less often than plain, end for another finish_reason, or stall before the
-closing `}` is void with that reason when the run is read, and cannot win in `decide`. The rows
-come from the pod's probe against stand-in servers that misbehave only with speculation on."""
+closing `}` is void with that reason when the run is read, and cannot win those classes in
+`decide`. The rows come from the pod's probe against stand-in servers that misbehave only with
+speculation on."""
 
 from __future__ import annotations
 
@@ -38,8 +39,12 @@ def _rows(arm: str, **config: Any) -> list[RequestRow]:
 
 
 def _run_dir(tmp_path: Path, plain: list[RequestRow], spec: list[RequestRow]) -> Path:
-    # the speculative arm is 50 % faster in every cell, so only the gate can keep it out
+    # the speculative arm is 50 % faster in every cell, so only the gate can keep it out; the
+    # sweep's prose cells are copied into each structured class, so each class has its bands
     run = build_run({"plain": {1: [100.0, 101.0, 99.0]}, "mtp-k2": {1: [150.0, 151.0, 149.0]}})
+    run.cells += [c.model_copy(update={"prompt_class": pc, "cell": c.cell.replace("|prose",
+                                                                                  f"|{pc}")})
+                  for pc in CLASSES for c in run.cells]
     run.requests = [*plain, *spec]
     return write_run(run, tmp_path / "run")
 
@@ -74,7 +79,21 @@ def test_a_misbehaving_speculative_arm_is_void_with_its_reason_and_never_wins(
     assert expected in arm.void_text()
     assert run.meta.arm("plain") is not None and not run.meta.arm("plain").is_void
     dec = compute([run], analyses=[analyze(run)])
-    assert dec["bands"] and {b["arm"] for b in dec["bands"]} == {"plain"}
+    # the sweep's cells are prose, where the gate judged nothing: the arm cannot win the pooled
+    # view (it holds the structured requests it failed), only the prose class of its own
+    # (tests/unit/results/test_decide_serves_each_prompt_class.py)
+    pooled = [b for b in dec["bands"] if b["prompt_class"] == "*"]
+    assert pooled and {b["arm"] for b in pooled} == {"plain"}
+    assert all(b["void_here"]["mtp-k2"] == arm.void_text() for b in pooled)
+    # and each class where it misbehaved is plain's, the arm named with its reason there
+    for pc in CLASSES:
+        (band,) = [b for b in dec["bands"] if b["prompt_class"] == pc]
+        assert band["arm"] == "plain" and band["compared"] == ["plain"]
+        why = band["void_here"]["mtp-k2"]
+        assert why.startswith(f"structure gate failed on {pc}: ") and expected in why
+        assert dec["by_class"][pc]["arm"] == "plain"
+        assert dec["by_class"][pc]["excluded"] == {"mtp-k2": why}
+    assert dec["by_class"]["prose"]["arm"] == "mtp-k2"  # it behaved there
 
 
 def test_the_stall_bound_is_the_floor_over_a_fast_plain_arm(plain_rows: list[RequestRow]) -> None:

@@ -12,7 +12,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tailpod.cli import results as results_cli
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.measure.plan import Arm, SweepPlan
@@ -25,18 +24,6 @@ REPO = paths.REPO
 COMMITTED = sorted({p.parent for p in [*REPO.glob("benchmarks/runs/**/run.json"),
                                        *REPO.glob("tests/fixtures/**/run.json")]})
 MTP = REPO / "benchmarks" / "runs" / "h200_vllm_0.26.0_mtp_2026-12-02"
-
-
-@pytest.fixture()
-def app(tailpod_home: Path) -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    results_cli.register(app)
-    return app
 
 
 def _copy_with(tmp_path: Path, name: str, run_edit: dict[str, object] | None = None,

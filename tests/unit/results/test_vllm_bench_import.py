@@ -13,7 +13,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tailpod.cli import results as results_cli
 from tailpod.results.analysis import analyze
 from tailpod.results.io import STAMP, load_run
 
@@ -26,14 +25,6 @@ def _result(conc: int | None, duration: float, out_tokens: int, **extra: Any) ->
             "output_throughput": out_tokens / duration, "mean_ttft_ms": 22.0,
             "median_ttft_ms": 20.0, "p99_ttft_ms": 60.0, "median_tpot_ms": 5.0,
             "median_e2el_ms": 700.0, "p90_e2el_ms": 800.0, **extra}
-
-
-@pytest.fixture()
-def app(tailpod_home: Path) -> typer.Typer:
-    app = typer.Typer()
-    app.callback()(lambda: None)
-    results_cli.register(app)
-    return app
 
 
 def _files(tmp_path: Path, results: list[dict[str, Any]]) -> list[str]:

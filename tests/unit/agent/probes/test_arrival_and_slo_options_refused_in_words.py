@@ -76,7 +76,7 @@ def test_an_open_loop_arrival_takes_its_defaults() -> None:
      "unknown trace key(s): bogus, extra"),
     ({"process": "trace", "trace": {"path": ""}}, "trace path must be a non-empty string"),
     ({"process": "trace", "trace": {"path": "t", "format": "csv"}},
-     "trace format must be one of tailpod, mooncake"),
+     "trace format must be one of tailpod, mooncake, session, aiperf-multi-turn"),
     ({"process": "trace", "trace": {"path": "t", "speed": "fast"}},
      "arrival trace speed must be a number, not 'fast'"),
     ({"process": "trace", "trace": {"path": "t", "speed": 0}}, "trace speed must be > 0"),

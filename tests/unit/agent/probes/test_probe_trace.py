@@ -105,11 +105,14 @@ def test_replay_follows_the_trace_and_holds_the_lengths(synthetic: Any, prompt_d
     cell = rows[-1]
     assert len(reqs) == 4 and all(r["ok"] for r in reqs)
     logged = sorted(MOONCAKE, key=lambda m: m["timestamp"])
-    # sent times follow the trace: scheduled gaps equal the logged gaps; sends lag little
+    # sent times follow the trace: scheduled gaps equal the logged gaps; sends lag little (50 ms,
+    # plus the worst stall the probe measured of its own loop: a loaded machine delays a send's
+    # timer as it delays the probe's 10 ms lag timer, so the verdict stays the same under load)
     t0 = reqs[0]["scheduled_at"]
+    late_ok = 0.05 + cell["loop_lag_max_s"]
     for r, m in zip(reqs, logged, strict=True):
         assert r["scheduled_at"] - t0 == pytest.approx((m["timestamp"] - 1000) / 1000, abs=2e-3)
-        assert 0 <= r["sent_at"] - r["scheduled_at"] < 0.05
+        assert 0 <= r["sent_at"] - r["scheduled_at"] < late_ok
         # output held to the logged length (the server answers max_tokens tokens)
         assert r["completion_tokens"] == m["output_length"]
         assert r["trace_output_tokens"] == m["output_length"]

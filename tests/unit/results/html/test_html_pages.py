@@ -14,7 +14,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tailpod.cli import results as results_cli
 from tailpod.results.analysis import analyze
 from tailpod.results.html import write_run_html
 from tailpod.results.html.page import NOISE, cell_differences
@@ -66,14 +65,6 @@ def test_the_page_fetches_nothing_and_quotes_no_markup_or_secret(tmp_path: Path)
     assert "<link" not in text and "@import" not in text
     data = json.loads(re.search(r'id="tailpod-data">(.*?)</script>', text, re.S)[1])  # type: ignore[index]
     assert [c["id"] for c in data["charts"]][:2] == ["throughput", "speedup"]
-
-
-@pytest.fixture()
-def app(tailpod_home: Path) -> typer.Typer:
-    app = typer.Typer()
-    app.callback()(lambda: None)
-    results_cli.register(app)
-    return app
 
 
 @pytest.mark.parametrize("args", [

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tailpod.cli.benchmark import resume_on_new_pod
 from tailpod.engines.base import EngineConfig
 from tailpod.ledger import PodRecord
+from tailpod.measure.benchmark import resume_on_new_pod
 from tailpod.measure.plan import SweepPlan, spec_arms
 from tailpod.measure.sweep import GateResult, RunContext, RunDirectory, _arm_entry, new_run
 
@@ -68,8 +68,8 @@ def test_a_sweep_cut_by_a_preemption_resumes_on_the_new_pod_with_no_cell_mixing_
     """Four cells (plain c=1,2; ngram-k1 c=1,2); the pod is preempted during the fourth, after one
     of its requests was written. The resume on the new pod drops that request, takes the gate
     again, measures the cut cell there, and every cell's rows name one pod."""
-    from tailpod.cli.benchmark import pod_stamped
     from tailpod.errors import TailpodError
+    from tailpod.measure.benchmark import pod_stamped
     from tailpod.measure.sweep import run_sweep
     from tests.helpers.probe_rows import request_row
     from tests.unit.measure.test_sweep import ScriptedHost, ctx, make_plan
