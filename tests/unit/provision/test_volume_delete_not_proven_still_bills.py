@@ -22,6 +22,7 @@ from tailpod.ledger import Ledger, PodRecord, VolumeRecord
 from tailpod.provision import volumes as volumes_mod
 from tailpod.provision.apiclient import ApiTimings
 from tailpod.provision.runpod.provider import RunPodProvider
+from tailpod.provision.vastai.provider import VastProvider
 from tailpod.provision.volumes import VolumeStillBills, delete_volume_proven, mounting_pods
 
 KEY = "rp_VOLUMEstillBILLSkey_0123456789"
@@ -43,7 +44,7 @@ class FakeVolumes:
     delete_status: int = 204
     list_status: int = 200
     keep_after_delete: bool = False  # the delete answers 204 but the volume stays listed
-    billed: Any = 1.25
+    billed: dict[str, Any] = field(default_factory=lambda: {"v1": 1.25, "v2": 0.5})
     deleted: list[str] = field(default_factory=list)
     seen: list[str] = field(default_factory=list)
 
@@ -59,7 +60,8 @@ class FakeVolumes:
                 return httpx.Response(self.list_status, json={"error": "listing broke"})
             return httpx.Response(200, json={"networkVolumes": list(self.volumes.values())})
         if path == "/v2/billing/network-volumes":
-            return httpx.Response(200, json={"metadata": {"totals": {"totalAmount": self.billed}}})
+            amount = self.billed.get(request.url.params.get("networkVolumeId", ""))
+            return httpx.Response(200, json={"metadata": {"totals": {"totalAmount": amount}}})
         volume_id = path.removeprefix("/v2/network-volumes/")
         if request.method == "DELETE":
             self.deleted.append(volume_id)
@@ -171,7 +173,8 @@ def test_a_delete_proven_gone_returns_the_proof_and_settles_the_ledger(tmp_path:
     before = time.time()
     proof = delete_volume_proven(runpod(fake, tmp_path), ledger, "cache1", wait_s=1.0)
     at = proof.pop("at")
-    assert before <= at <= time.time()
+    after = time.time()
+    assert before <= at <= after
     assert proof == {"volume": "cache1", "provider": "runpod", "volume_ids": ["v1"],
                      "direct_lookup_gone": {"v1": True}, "listed_by_name": 0,
                      "billed_usd": {"v1": 1.25}, "proven": True}
@@ -179,6 +182,7 @@ def test_a_delete_proven_gone_returns_the_proof_and_settles_the_ledger(tmp_path:
     assert "v9" in fake.volumes
     record = ledger.volume(TAG)
     assert record is not None and record.status == "deleted"
+    assert before <= record.updated_at <= after
     assert events(ledger) == [{"event": "deleting"},
                               {"event": "deleted-proven", "volume_ids": ["v1"]}]
 
@@ -205,7 +209,7 @@ def test_the_ledger_id_and_a_listed_twin_are_both_deleted(tmp_path: Path) -> Non
     proof = delete_volume_proven(runpod(fake, tmp_path), ledger, "cache1", wait_s=1.0)
     assert fake.deleted == ["v2", "v1"]
     assert proof["direct_lookup_gone"] == {"v2": True, "v1": True}
-    assert proof["billed_usd"] == {"v2": 1.25, "v1": 1.25}
+    assert proof["billed_usd"] == {"v2": 0.5, "v1": 1.25}  # each id's own billing history
 
 
 def test_a_name_neither_the_ledger_nor_the_provider_knows_is_refused(tmp_path: Path) -> None:
@@ -324,3 +328,46 @@ def test_a_listing_that_fails_for_a_volume_not_in_the_ledger_is_the_providers_er
     with pytest.raises(ProviderError) as caught:
         delete_volume_proven(runpod(fake, tmp_path), ledger, "cache1", wait_s=1.0)
     assert not isinstance(caught.value, VolumeStillBills)
+
+
+def test_the_default_wait_is_ten_seconds_of_looks_every_fifth_of_a_second(tmp_path: Path) -> None:
+    """wait_s left out: looks at 0 (the deadline 0 + 10), 10.0 (not past it), 10.5 (past it)."""
+    fake = FakeVolumes(keep_after_delete=True)
+    fake.add("v1")
+    ledger = ledger_with(tmp_path, volume_id="v1")
+    provider = runpod(fake, tmp_path)
+    clock = iter([0.0, 10.0, 10.5])
+    slept: list[float] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(volumes_mod, "time", SimpleNamespace(monotonic=lambda: next(clock),
+                                                        sleep=slept.append, time=time.time))
+        with pytest.raises(VolumeStillBills) as caught:
+            delete_volume_proven(provider, ledger, "cache1")
+    assert caught.value.failure["error"] == "runpod still lists it 10 s after the delete"
+    assert slept == [0.2]
+
+
+def test_a_provider_without_billing_history_proves_the_delete_with_the_bill_unknown(
+        tmp_path: Path) -> None:
+    """vast.ai has no per-volume billing read: the proof says unknown (None), not $0."""
+    listed = [{"id": 41, "label": "tp_vol_cache1", "disk_space": 50, "machine_id": 7}]
+    deleted: list[str] = []
+
+    def vast(request: httpx.Request) -> httpx.Response:
+        if request.method == "DELETE":
+            deleted.append(request.url.params["id"])
+            listed.clear()
+            return httpx.Response(200, json={"success": True})
+        return httpx.Response(200, json={"volumes": listed})
+
+    settings = load_settings(env={"VAST_API_KEY": "vast_VOLUMEkey_0123456789abcdef",
+                                  "TAILPOD_HOME": str(tmp_path),
+                                  "TAILPOD_VAST_URL": "http://vast.invalid"},
+                             dotenv_path=tmp_path / "absent.env")
+    provider = VastProvider(settings, timings=TIMINGS, transport=httpx.MockTransport(vast),
+                            sleep=lambda _s: None)
+    ledger = ledger_with(tmp_path, volume_id="41")
+    proof = delete_volume_proven(provider, ledger, "cache1", wait_s=1.0)
+    assert deleted == ["41"]
+    assert (proof["provider"], proof["billed_usd"], proof["proven"]) == ("vastai", {"41": None},
+                                                                         True)
