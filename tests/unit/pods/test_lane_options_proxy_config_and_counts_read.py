@@ -355,3 +355,114 @@ def test_a_decision_that_is_not_two_lanes_is_refused(monkeypatch: pytest.MonkeyP
         lanes.limit_from_decision(Path("d.json"))
     assert caught.value.message == "d.json: the deployment is 'static', not two lanes"
     assert caught.value.hint == "a static deployment needs no proxy: `tailpod up --spec-k K`"
+
+
+# -- lanes.json at `down`: final counts, or the old ones said not final ---------------------------
+
+def down_settings(tmp_path: Path) -> Any:
+    return SimpleNamespace(home=tmp_path / "home", results_dir=tmp_path / "results")
+
+
+def lanes_record(sock: Path | None = None) -> PodRecord:
+    haproxy = {"stats_socket": str(sock)} if sock else {"pid": 5}
+    return PodRecord(run_tag=TAG, provider="local", endpoint="http://127.0.0.1:9000",
+                     extra={"lanes": {"admission_limit": 2, "haproxy": haproxy,
+                                      "lanes": {"spec": {"port": 9001}, "plain": {"port": 9002}}}})
+
+
+def test_counts_given_at_down_are_written_final(tmp_path: Path) -> None:
+    settings = down_settings(tmp_path)
+    path = tmp_path / "results" / TAG / "lanes.json"
+    out = lanes.record_final_counts(settings, lanes_record(),
+                                    counts={"spec": {"stot": 9, "smax": 2}}, read=False)
+    assert out == {"counts_final": True, "lanes_json": str(path)}
+    doc = json.loads(path.read_text())
+    assert (doc["counts_final"], doc["lanes"]["spec"]["requests"],
+            doc["lanes"]["spec"]["max_in_flight"], doc["lanes"]["plain"]["requests"]) == \
+        (True, 9, 2, None)
+
+
+def test_counts_are_read_at_down_from_the_records_socket(tmp_path: Path,
+                                                         stats_read: list[str]) -> None:
+    sock = tmp_path / "h.sock"
+    sock.write_text("")
+    out = lanes.record_final_counts(down_settings(tmp_path), lanes_record(sock))
+    assert out["counts_final"] is True and stats_read == [str(sock)]
+    doc = json.loads((tmp_path / "results" / TAG / "lanes.json").read_text())
+    assert doc["lanes"]["spec"]["requests"] == 1
+
+
+def test_counts_not_read_when_told_not_to(tmp_path: Path, stats_read: list[str]) -> None:
+    sock = tmp_path / "h.sock"
+    sock.write_text("")
+    path = tmp_path / "results" / TAG / "lanes.json"
+    out = lanes.record_final_counts(down_settings(tmp_path), lanes_record(sock), read=False)
+    # no lanes.json yet: the record's facts, no counts, not final
+    assert out == {"counts_final": False, "lanes_json": str(path)}
+    assert stats_read == []
+    doc = json.loads(path.read_text())
+    assert (doc["counts_final"], doc["counts_source"], doc["lanes"]["spec"]["requests"]) == \
+        (False, None, None)
+    assert doc["admission_limit"] == 2
+
+
+@pytest.mark.parametrize("written", [None, "{not json"])
+def test_no_record_lanes_and_no_readable_lanes_json_writes_nothing(tmp_path: Path,
+                                                                   written: str | None) -> None:
+    path = tmp_path / "results" / TAG / "lanes.json"
+    if written is not None:
+        path.parent.mkdir(parents=True)
+        path.write_text(written)
+    out = lanes.record_final_counts(down_settings(tmp_path), PodRecord(run_tag=TAG,
+                                                                       provider="local"))
+    assert out == {"counts_final": False, "lanes_json": None}
+    assert (path.read_text() if written is not None else path.exists()) == (written or False)
+
+
+def test_unread_counts_leave_the_old_ones_said_not_final(tmp_path: Path) -> None:
+    path = tmp_path / "results" / TAG / "lanes.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"lanes": {"spec": {"requests": 4}}, "counts_final": True,
+                                "run_tag": TAG}))
+    before = path.read_text()
+    record = PodRecord(run_tag=TAG, provider="local")  # lost extra.lanes: no socket to read
+    # final already (a second down): left as it is
+    assert lanes.record_final_counts(down_settings(tmp_path), record) == \
+        {"counts_final": True, "lanes_json": str(path)}
+    assert path.read_text() == before
+    # not final: said so, the old counts kept
+    path.write_text(json.dumps({"lanes": {"spec": {"requests": 4}}, "run_tag": TAG}))
+    assert lanes.record_final_counts(down_settings(tmp_path), record) == \
+        {"counts_final": False, "lanes_json": str(path)}
+    assert path.read_text() == ('{\n  "counts_final": false,\n  "lanes": {\n    "spec": {\n'
+                                '      "requests": 4\n    }\n  },\n  "run_tag": "' + TAG
+                                + '"\n}\n')
+
+
+def test_a_lost_record_updates_the_lanes_json_written_at_up(tmp_path: Path,
+                                                            stats_read: list[str]) -> None:
+    """`down --all` adopted the proxy without extra.lanes: the socket from the lanes directory's
+    haproxy.cfg, the counts into the lanes.json that `up` wrote."""
+    settings = down_settings(tmp_path)
+    sock = tmp_path / "cfg.sock"
+    sock.write_text("")
+    cfg = tmp_path / "home" / "lanes" / TAG / "haproxy.cfg"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text(f"global\n    stats socket {sock} mode 600 level user\n")
+    path = tmp_path / "results" / TAG / "lanes.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"lanes": {"spec": {"requests": None, "port": 9001},
+                                          "plain": {"requests": 3, "max_in_flight": 1}},
+                                "counts_final": False, "counts_source": None}))
+    before = time.time()
+    out = lanes.record_final_counts(settings, PodRecord(run_tag=TAG, provider="local"))
+    assert out == {"counts_final": True, "lanes_json": str(path)}
+    assert stats_read == [str(sock)]
+    text = path.read_text()
+    assert text.startswith('{\n  "counted_at": ') and text.endswith("}\n")
+    doc = json.loads(text)
+    assert before <= doc.pop("counted_at") <= time.time()
+    assert doc == {"lanes": {"spec": {"requests": 1, "max_in_flight": 1, "port": 9001},
+                             "plain": {"requests": None, "max_in_flight": None}},
+                   "counts_final": True,
+                   "counts_source": "haproxy stats socket (show stat: stot, smax)"}
