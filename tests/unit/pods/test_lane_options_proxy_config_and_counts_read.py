@@ -466,3 +466,108 @@ def test_a_lost_record_updates_the_lanes_json_written_at_up(tmp_path: Path,
                              "plain": {"requests": None, "max_in_flight": None}},
                    "counts_final": True,
                    "counts_source": "haproxy stats socket (show stat: stot, smax)"}
+
+
+# -- status: each lane alive, healthy, counted; the proxy alive -----------------------------------
+
+@pytest.fixture
+def engines(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Each lane's engine state by its state_dir's name (None: no state), which pids run, which
+    ports answer health (and at what path), and the proxy's state."""
+    world: dict[str, Any] = {"states": {}, "running": set(), "healthy": set(), "asked": [],
+                             "proxy": None, "homes": []}
+
+    def read_state(path: Path) -> dict[str, Any] | None:
+        state: dict[str, Any] | None = world["states"].get(path.name)
+        return state
+
+    def is_running(state: dict[str, Any]) -> bool:
+        return state["pid"] in world["running"]
+
+    def healthy(host: str, port: int, path: str) -> bool:
+        world["asked"].append((host, port, path))
+        return (port, path) in world["healthy"]
+
+    class Local:
+        def __init__(self, home: Path) -> None:
+            world["homes"].append(home)
+
+        def engine_state(self, run_tag: str) -> dict[str, Any] | None:
+            return world["proxy"] if run_tag == TAG else None
+
+    monkeypatch.setattr(lanes.engine, "read_state", read_state)
+    monkeypatch.setattr(lanes.engine, "is_running", is_running)
+    monkeypatch.setattr(lanes.engine, "healthy", healthy)
+    monkeypatch.setattr(lanes, "LocalProvider", Local)
+    return world
+
+
+def test_status_of_a_run_without_lanes_is_none(tmp_path: Path, engines: dict[str, Any]) -> None:
+    assert lanes.lanes_status(down_settings(tmp_path), PodRecord(run_tag=TAG,
+                                                                 provider="local")) is None
+
+
+def test_status_reads_each_lane_and_the_proxy(tmp_path: Path, engines: dict[str, Any],
+                                              stats_read: list[str]) -> None:
+    sock = tmp_path / "h.sock"
+    sock.write_text("")
+    engines["states"] = {"spec-dir": {"pid": 11, "health_path": "/ready"},
+                         "plain-dir": {"pid": 12}, "gone-dir": {"pid": 13}}
+    engines["running"] = {11, 12, 20}
+    engines["healthy"] = {(9001, "/ready")}  # plain runs but its /health does not answer
+    engines["proxy"] = {"pid": 20}
+    record = PodRecord(run_tag=TAG, provider="local", endpoint="http://127.0.0.1:9000",
+                       extra={"lanes": {"admission_limit": 2,
+                                        "haproxy": {"stats_socket": str(sock)},
+                                        "lanes": {"spec": {"port": 9001, "state_dir": "/x/spec-dir"},
+                                                  "plain": {"port": "9002",
+                                                            "state_dir": "/x/plain-dir"},
+                                                  "old": {"port": 9003,
+                                                          "state_dir": "/x/gone-dir"},
+                                                  "lost": {"port": 9004,
+                                                           "state_dir": "/x/none"}}}})
+    settings = down_settings(tmp_path)
+    assert lanes.lanes_status(settings, record) == {
+        "admission_limit": 2,
+        "proxy": {"endpoint": "http://127.0.0.1:9000", "alive": True},
+        "lanes": {
+            "spec": {"port": 9001, "alive": True, "healthy": True, "requests": 1,
+                     "in_flight": None, "proxy_status": None},
+            "plain": {"port": "9002", "alive": True, "healthy": False, "requests": None,
+                      "in_flight": None, "proxy_status": None},
+            "old": {"port": 9003, "alive": False, "healthy": False, "requests": None,
+                    "in_flight": None, "proxy_status": None},
+            "lost": {"port": 9004, "alive": False, "healthy": False, "requests": None,
+                     "in_flight": None, "proxy_status": None},
+        },
+    }
+    # health asked only of the running lanes, on the loopback, at each one's own path
+    assert engines["asked"] == [("127.0.0.1", 9001, "/ready"), ("127.0.0.1", 9002, "/health")]
+    assert engines["homes"] == [settings.home]
+
+
+def test_status_gives_the_proxys_counts_per_lane(tmp_path: Path, engines: dict[str, Any],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lanes, "lane_counts", lambda record: {
+        "spec": {"stot": 30, "scur": 2, "status": "UP"}})
+    engines["states"] = {"spec-dir": {"pid": 11}}
+    record = PodRecord(run_tag=TAG, provider="local",
+                       extra={"lanes": {"lanes": {"spec": {"port": 9001,
+                                                           "state_dir": "/x/spec-dir"}}}})
+    status = lanes.lanes_status(down_settings(tmp_path), record)
+    assert status is not None
+    assert status["lanes"]["spec"] == {"port": 9001, "alive": False, "healthy": False,
+                                       "requests": 30, "in_flight": 2, "proxy_status": "UP"}
+    assert status["proxy"] == {"endpoint": None, "alive": False}
+    assert status["admission_limit"] is None
+
+
+def test_status_with_no_counts_says_none(tmp_path: Path, engines: dict[str, Any],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lanes, "lane_counts", lambda record: None)
+    engines["proxy"] = {"pid": 20}  # a state, but its process is gone
+    record = PodRecord(run_tag=TAG, provider="local",
+                       extra={"lanes": {"lanes": {"spec": {"port": 9001, "state_dir": "/x/n"}}}})
+    status = lanes.lanes_status(down_settings(tmp_path), record)
+    assert status is not None and status["proxy"]["alive"] is False
+    assert status["lanes"]["spec"]["requests"] is None
