@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tailpod.errors import ConfigError, TailpodError
-from tailpod.ledger import PodRecord
+from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import lanes
 from tailpod.pods.lanes import LaneSpec
 
@@ -475,7 +475,8 @@ def engines(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Each lane's engine state by its state_dir's name (None: no state), which pids run, which
     ports answer health (and at what path), and the proxy's state."""
     world: dict[str, Any] = {"states": {}, "running": set(), "healthy": set(), "asked": [],
-                             "proxy": None, "homes": []}
+                             "proxy": None, "homes": [], "stopped": [], "stays": set(),
+                             "open": set(), "ports_asked": []}
 
     def read_state(path: Path) -> dict[str, Any] | None:
         state: dict[str, Any] | None = world["states"].get(path.name)
@@ -495,6 +496,16 @@ def engines(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         def engine_state(self, run_tag: str) -> dict[str, Any] | None:
             return world["proxy"] if run_tag == TAG else None
 
+    def stop(state: dict[str, Any]) -> bool:
+        world["stopped"].append(state["pgid"])
+        return state["pgid"] not in world["stays"]
+
+    def port_open(host: str, port: int) -> bool:
+        world["ports_asked"].append((host, port))
+        return port in world["open"]
+
+    monkeypatch.setattr(lanes.engine, "stop", stop)
+    monkeypatch.setattr(lanes.engine, "port_open", port_open)
     monkeypatch.setattr(lanes.engine, "read_state", read_state)
     monkeypatch.setattr(lanes.engine, "is_running", is_running)
     monkeypatch.setattr(lanes.engine, "healthy", healthy)
@@ -571,3 +582,103 @@ def test_status_with_no_counts_says_none(tmp_path: Path, engines: dict[str, Any]
     status = lanes.lanes_status(down_settings(tmp_path), record)
     assert status is not None and status["proxy"]["alive"] is False
     assert status["lanes"]["spec"]["requests"] is None
+
+
+# -- stopping the lanes at `down`: each proven gone, or the run is not settled -------------------
+
+def lanes_to_stop() -> PodRecord:
+    return PodRecord(run_tag=TAG, provider="local",
+                     extra={"lanes": {"lanes": {
+                         "never": {"state_dir": "/x/none"},  # first: the others still stopped
+                         "spec": {"state_dir": "/x/spec-dir"},
+                         "plain": {"state_dir": "/x/plain-dir"}}}})
+
+
+def test_every_lane_is_stopped_and_proven_gone(tmp_path: Path, engines: dict[str, Any]) -> None:
+    engines["states"] = {"spec-dir": {"pgid": 101, "port": 9001},
+                         "plain-dir": {"pgid": 102, "port": "9002"}}
+    engines["open"] = {9002}  # plain's group is gone but its port still answers
+    assert lanes.stop_lanes(down_settings(tmp_path), lanes_to_stop()) == [
+        {"lane": "never", "gone": True, "detail": "never started"},
+        {"lane": "spec", "gone": True, "pgid": 101, "port_closed": True},
+        {"lane": "plain", "gone": True, "pgid": 102, "port_closed": False},
+    ]
+    assert engines["stopped"] == [101, 102]
+    assert engines["ports_asked"] == [("127.0.0.1", 9001), ("127.0.0.1", 9002)]
+
+
+def test_a_lane_that_outlives_its_stop_is_named_with_its_kill(tmp_path: Path,
+                                                              engines: dict[str, Any]) -> None:
+    engines["states"] = {"spec-dir": {"pgid": 101, "port": 9001},
+                         "plain-dir": {"pgid": 102, "port": 9002}}
+    engines["stays"] = {101, 102}
+    with pytest.raises(TailpodError) as caught:
+        lanes.stop_lanes(down_settings(tmp_path), lanes_to_stop())
+    assert caught.value.message == ("lane engines still alive: lane spec: kill -9 -101; "
+                                    "lane plain: kill -9 -102")
+    assert engines["stopped"] == [101, 102]  # the second is still tried after the first
+
+
+def test_a_run_without_lanes_stops_nothing(tmp_path: Path, engines: dict[str, Any]) -> None:
+    assert lanes.stop_lanes(down_settings(tmp_path), PodRecord(run_tag=TAG,
+                                                               provider="local")) == []
+    assert lanes.stop_lanes(down_settings(tmp_path), PodRecord(
+        run_tag=TAG, provider="local", extra={"lanes": {"admission_limit": 2}})) == []
+
+
+# -- settle_lanes: the one path of every `down` of a lanes run ------------------------------------
+
+@pytest.fixture
+def settle_steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    steps: list[str] = []
+    # each step logs the run and the settings' home it was given
+    monkeypatch.setattr(lanes, "record_final_counts", lambda settings, record: steps.append(
+        f"count {record.run_tag} {settings.home.name}")
+        or {"counts_final": True, "lanes_json": "/r/lanes.json"})
+    monkeypatch.setattr(lanes, "stop_lanes", lambda settings, record: steps.append(
+        f"stop {record.run_tag} {settings.home.name}") or [{"lane": "spec", "gone": True}])
+    return steps
+
+
+def settle_ledger(tmp_path: Path, record: PodRecord) -> Ledger:
+    home = tmp_path / "state"
+    home.mkdir(mode=0o700)
+    ledger = Ledger(home)
+    ledger.put(record)
+    return ledger
+
+
+def test_a_lanes_run_is_counted_then_stopped_and_the_ledger_told(
+        tmp_path: Path, settle_steps: list[str]) -> None:
+    record = PodRecord(run_tag=TAG, provider="local", status="running",
+                       extra={"lanes": {"admission_limit": 2}})
+    ledger = settle_ledger(tmp_path, record)
+    settled = lanes.settle_lanes(down_settings(tmp_path), ledger, record)
+    assert settle_steps == [f"count {TAG} home", f"stop {TAG} home"]
+    assert settled.extra.lanes_down == [{"lane": "spec", "gone": True}]
+    assert settled.extra.lanes_counts == {"counts_final": True, "lanes_json": "/r/lanes.json"}
+    assert settled.extra.lanes == {"admission_limit": 2}
+    stored = ledger.get(TAG)
+    assert stored is not None and stored.events[-1]["event"] == "lanes-stopped"
+    assert stored.extra.lanes_down == [{"lane": "spec", "gone": True}]
+
+
+def test_a_lost_record_with_a_lanes_directory_is_settled_too(tmp_path: Path,
+                                                             settle_steps: list[str]) -> None:
+    (tmp_path / "home" / "lanes" / TAG).mkdir(parents=True)
+    record = PodRecord(run_tag=TAG, provider="local", status="running")
+    settled = lanes.settle_lanes(down_settings(tmp_path), settle_ledger(tmp_path, record), record)
+    assert settle_steps == [f"count {TAG} home", f"stop {TAG} home"]
+    assert settled.extra.lanes_down == [{"lane": "spec", "gone": True}]
+
+
+@pytest.mark.parametrize(("provider", "lanes_extra"), [("local", None), ("runpod", {"a": 1})])
+def test_a_run_that_is_no_local_lanes_run_is_returned_as_it_is(
+        tmp_path: Path, settle_steps: list[str], provider: str,
+        lanes_extra: dict[str, Any] | None) -> None:
+    extra = {"lanes": lanes_extra} if lanes_extra else {}
+    record = PodRecord(run_tag=TAG, provider=provider, status="running", extra=extra)
+    (tmp_path / "home" / "lanes").mkdir(parents=True)  # another run's lanes: not this one's
+    ledger = settle_ledger(tmp_path, record)
+    assert lanes.settle_lanes(down_settings(tmp_path), ledger, record) is record
+    assert settle_steps == []
