@@ -235,7 +235,7 @@ def register(app: typer.Typer) -> None:
             None, "--gpu", help="Only these GPU types, repeatable: a name `up` takes, a family "
                                 "(H100: every variant), or NAME:N for N GPUs (A40:2)."),
         gpu_count: int = typer.Option(None, min=1, help="GPUs per pod (prices are per pod; "
-                                                        "default 1)."),
+                                                        "default TAILPOD_GPU_COUNT, or 1)."),
         max_price: float = typer.Option(None, help="Only offers at or below this price per pod."),
         available: bool = typer.Option(False, "--available", help="Only types in stock now."),
         spot: bool = typer.Option(
@@ -268,7 +268,7 @@ def register(app: typer.Typer) -> None:
             problems.append(f"--disk-gb must be positive, got {settings.disk_gb}")
         if problems:
             raise ConfigError("; ".join(problems))
-        gpu_count = count or 1
+        gpu_count = count or settings.gpu_count  # TAILPOD_GPUS=A40:2 / TAILPOD_GPU_COUNT, as `up`
         names = _providers(settings, list(provider or []))
         cuda: str | None = None
         cuda_note = ""

@@ -28,6 +28,9 @@ TRACE_MAX_BYTES = 64 * 1024 * 1024
 # context an open checkpoint is published with) is refused here even when the pod's context
 # length is not known (check_trace_context needs `up --context-length`)
 TRACE_MAX_PROMPT_TOKENS = 10_000_000
+# a trace is one cell, and the agent writes and holds a row per request: past this many it is
+# refused (the Mooncake conversation trace holds 12,031 requests in an hour)
+TRACE_MAX_REQUESTS = 100_000
 
 
 def rate_text(rate: float) -> str:
@@ -243,9 +246,17 @@ def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
         raise ConfigError(f"--trace {path}: its requests span {span:.3g} s (largest gap "
                           f"{gap:.3g} s) at --trace-speed {speed:g}, past a cell's limit of "
                           f"{CELL_LIMIT_S:.0f} s", hint="cut the trace, or raise --trace-speed")
+    _countable(path, len(entries))
     return {"name": f"trace-{digest}.jsonl", "local_path": str(path), "format": fmt,
             "speed": float(speed), "requests": len(entries), "span_s": span,
             "max_prompt_tokens": _servable(path, max(e[1] for e in entries))}
+
+
+def _countable(path: Path, requests: int) -> None:
+    """A trace of more than TRACE_MAX_REQUESTS requests (turns, in a session trace): exit 2."""
+    if requests > TRACE_MAX_REQUESTS:
+        raise ConfigError(f"--trace {path}: {requests:,} requests, past a trace's limit of "
+                          f"{TRACE_MAX_REQUESTS:,} (one cell)", hint="cut the trace")
 
 
 def _servable(path: Path, tokens: int) -> int:
@@ -266,7 +277,7 @@ def _format_hint(data: bytes, fmt: str) -> str:
                  "")
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):  # the line the reader refused may be nested too deep
         return plain
     turns = obj.get("turns") if isinstance(obj, dict) else None
     if not isinstance(turns, list):
@@ -301,6 +312,7 @@ def _session_trace_spec(path: Path, data: bytes, fmt: str, speed: float) -> dict
         raise ConfigError(f"--trace {path}: its session starts and waits alone take {span:.3g} s "
                           f"at --trace-speed {speed:g}, past a cell's limit of "
                           f"{CELL_LIMIT_S:.0f} s", hint="cut the trace, or raise --trace-speed")
+    _countable(path, sum(len(s.turns) for s in sessions))
     return {"name": f"trace-{hashlib.sha256(data).hexdigest()[:16]}.jsonl",
             "local_path": str(path), "format": fmt, "speed": float(speed),
             "requests": sum(len(s.turns) for s in sessions), "sessions": len(sessions),

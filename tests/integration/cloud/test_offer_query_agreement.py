@@ -166,6 +166,22 @@ def test_the_count_form_is_the_gpu_and_its_count(world: Sandbox) -> None:
     assert conflict.exit_code == 2, conflict.output
 
 
+def test_the_environments_count_prices_pods_as_up_rents_them(
+        world: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TAILPOD_GPUS=A40:2 (or TAILPOD_GPU_COUNT=2) is the pod `up` rents: `gpus` prices that pod,
+    not a one-GPU one (a newcomer saw "(1 GPU per pod)" prices beside an `up` that rents two)."""
+    a40 = next(g for g in default_runpod_catalog() if g.name == "A40")
+    monkeypatch.setenv("TAILPOD_GPUS", "A40:2")
+    code, doc = _gpus("--provider", "runpod", "--gpu", "A40")
+    assert code == 0, doc
+    assert doc["gpu_count"] == 2
+    assert doc["offers"][0]["price_per_hr"] == pytest.approx(2 * a40.secure_price)
+    monkeypatch.delenv("TAILPOD_GPUS")
+    monkeypatch.setenv("TAILPOD_GPU_COUNT", "3")
+    code, doc = _gpus("--provider", "runpod", "--gpu", "A40")
+    assert code == 0 and doc["gpu_count"] == 3, doc
+
+
 def test_an_unknown_gpu_is_a_usage_error_on_every_provider(world: Sandbox) -> None:
     result = CliRunner().invoke(app, ["gpus", "--gpu", "H1OO"])
     assert result.exit_code == 2, result.output
