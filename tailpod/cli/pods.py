@@ -246,15 +246,9 @@ def relaunch_arm(
 
 
 def print_cloud_up(settings: Settings, record: PodRecord) -> None:
-    from tailpod.provision.ssh.client import SshTarget
-    from tailpod.provision.ssh.keys import resolve_key_path
-    from tailpod.provision.ssh.user_config import write_ssh_config_entry
+    from tailpod.provision.tailnet.steps import remember_pod_ssh
 
-    target = SshTarget.from_record(record.ssh)
-    path, include = write_ssh_config_entry(
-        settings.home, record.run_tag, target.host, target.port, target.user, resolve_key_path(settings.ssh_key),
-        host_key_alias=target.pin_name,
-    )  # fmt: skip
+    path, include = remember_pod_ssh(settings, record.run_tag, record.ssh)
     console.print(
         f"[green]up[/] {record.run_tag} on {record.provider}: {record.gpu} at "
         f"${record.price_per_hr or 0:.3f}/hr, image {record.image}"

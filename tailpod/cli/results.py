@@ -95,6 +95,12 @@ def _spot_versus_on_demand(directory: Path, as_json: bool) -> None:
                              + spot_lines(rows)), console, directory)
 
 
+def _price_source(res: dict[str, Any]) -> str:
+    """Where the pod's $/hr came from, when not the flag (cost --log RUN reads the run's)."""
+    source = res.get("pod_usd_hr_source")
+    return f" (from {source})" if source and source != "--pod-usd-hr" else ""
+
+
 def _print_cost(res: dict[str, Any]) -> None:
     d = res["duty"]
     g = d["gap_stats"]
@@ -105,7 +111,7 @@ def _print_cost(res: dict[str, Any]) -> None:
         f"busy               {d['busy_s']:.0f} s  → duty cycle {d['duty']:.1%}",
         f"gaps               n={g['n']} min {_fmt_s(g['min'])} p50 {_fmt_s(g['p50'])} "
         f"mean {_fmt_s(g['mean'])} p90 {_fmt_s(g['p90'])} max {_fmt_s(g['max'])}",
-        f"rates              pod ${res['pod_usd_hr']:g}/hr, "
+        f"rates              pod ${res['pod_usd_hr']:g}/hr{_price_source(res)}, "
         f"serverless ${res['serverless_usd_hr']:g}/hr, "
         f"cold start {res['cold_start_s']:g} s, idle timeout "
         + (
@@ -337,6 +343,7 @@ def register(app: typer.Typer) -> None:
             cost_verdict,
             load_request_log,
             own_box_cost,
+            recorded_pod_price,
             traffic_advice,
             with_traffic_advice,
         )
@@ -384,6 +391,10 @@ def register(app: typer.Typer) -> None:
             print_json(res) if as_json else _print_own(res)
             return
 
+        pod_source, no_price = "--pod-usd-hr", ""
+        if pod_usd_hr is None and log is not None:  # the run's own $/hr, said where it came from
+            pod_usd_hr, pod_source = recorded_pod_price(log)
+            no_price = f" ({pod_source})" if pod_usd_hr is None else ""
         missing = [
             n
             for n, v in (
@@ -395,11 +406,13 @@ def register(app: typer.Typer) -> None:
             if v is None
         ]
         if missing:
-            raise ConfigError(f"cost needs {', '.join(missing)}", hint="or --own for buy vs rent")
+            raise ConfigError(f"cost needs {', '.join(missing)}{no_price}",
+                              hint="or --own for buy vs rent")
         assert log is not None and pod_usd_hr is not None
         assert serverless_usd_hr is not None and cold_start_s is not None
         reqs = load_request_log(log)
         res = cost_verdict(reqs, pod_usd_hr, serverless_usd_hr, cold_start_s, idle_timeout_s)
+        res["pod_usd_hr_source"] = pod_source
         run_dir = resolve_run(run) if run else (log if log.is_dir() else None)
         if run_dir is not None:
             an_full = _analysis(run_dir)

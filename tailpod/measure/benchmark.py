@@ -183,10 +183,19 @@ def run_benchmark(settings: Settings, ledger: Ledger, record: PodRecord, plan: S
                     hint=f"tailpod up --spot …, then tailpod benchmark --run-id {rid} "
                          "(the same flags) resumes from the last finished cell") from exc
 
-        return matrix_run.go_on_after_preemption(
+        new = matrix_run.go_on_after_preemption(
             again, ledger, lost, settle=lambda p: steps.down(again, ledger, p),
             rent=rent, refuses=lambda: None, run_dir=run_dir, plan=plan,
             what="its card", say=say)
+        if new.ssh.get("host"):  # `ssh tailpod-<new>` as after `up` (the lost one's went)
+            from tailpod.provision.tailnet.steps import remember_pod_ssh
+
+            try:  # a convenience: never what stops a sweep on a pod that bills
+                path, _include = remember_pod_ssh(settings, new.run_tag, new.ssh)
+                say(f"ssh config entry written to {path} (tailpod-{new.run_tag})")
+            except (TailpodError, OSError) as exc:
+                say(f"no ssh config entry for {new.run_tag}: {exc}")
+        return new
 
     try:
         # a pod already preempted is replaced before anything waits on it

@@ -89,6 +89,21 @@ def load_request_log(path: str | os.PathLike[str]) -> list[LoggedRequest]:
     return reqs
 
 
+def recorded_pod_price(log: Path) -> tuple[float | None, str]:
+    """For `cost --log RUN` without --pod-usd-hr: the $/hr the run recorded for its pod (run.json
+    `pod.price_per_hr`) and where it came from; (None, why not) for a plain request log or a run
+    that recorded no price."""
+    from tailpod.results.io import RUN_FILE, load_run
+
+    if not (Path(log) / RUN_FILE).is_file():
+        return None, f"{log} is a request log, not a run directory"
+    meta = load_run(log).meta
+    price = meta.pod.price_per_hr
+    if price is None:
+        return None, f"run {meta.run_id} records no pod price"
+    return price, f"{RUN_FILE} of {meta.run_id}"
+
+
 def busy_intervals(reqs: Sequence[LoggedRequest]) -> list[tuple[float, float]]:
     """Union of the requests' [start, end] intervals: when at least one request was in flight."""
     merged: list[list[float]] = []

@@ -540,6 +540,13 @@ def _lane_budget(run: Run, label: str) -> dict[str, Any]:
     return out
 
 
+def _deploys(arm: dict[str, Any]) -> tuple[Any, ...]:
+    """What one deployment is: the same arm of two runs (a closed-loop sweep and a session
+    replay, say) is one deployment when it runs the same engine, checkpoint, method and K on the
+    same card; on another card it is another deployment (a matrix picks the card per band)."""
+    return tuple(arm.get(k) for k in ("arm", "k", "method", "checkpoint", "engine", "gpu"))
+
+
 def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
                 bands: list[dict[str, Any]], rests_on: dict[str, list[dict[str, Any]]],
                 warnings: list[str]) -> dict[str, Any]:
@@ -553,6 +560,12 @@ def _deployment(runs: Sequence[Run], arms: dict[str, dict[str, Any]],
         (only,) = winners
         return {"kind": "static", "arm": arms[only]["arm"], "key": only, "k": arms[only]["k"],
                 "method": arms[only]["method"], "reason": "wins every band"}
+    if len({_deploys(arms[w]) for w in winners}) == 1:  # one arm, keyed once per run it won in
+        only = min(winners)
+        runs_won = sorted({arms[w]["run_id"] for w in winners})
+        return {"kind": "static", "arm": arms[only]["arm"], "key": only, "k": arms[only]["k"],
+                "method": arms[only]["method"],
+                "reason": f"wins every band (in {', '.join(runs_won)})"}
     seq = [b["arm"] for b in conc] or [b["arm"] for b in rate]
     ks = [arms[a]["k"] for a in seq]
     n_spec = next((i for i, k in enumerate(ks) if k == 0), len(ks))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tailpod import __version__
+from tailpod.agent.probes.arrival import SESSION_FORMATS
 from tailpod.agent.probes.metrics import percentile
 from tailpod.results.analysis import analyze
 from tailpod.results.io import STAMP, Run
@@ -173,8 +174,8 @@ def _report(run: Run, an: dict[str, Any], arm: str, load: tuple[str, float | Non
     if prompts:  # the format needs the input length; without request rows it is not known
         scenario["load"] = {
             "metadata": {"schema_version": "0.0.1",
-                         "description": f"tailpod {kind} load, {cache} prefix cache, prompt "
-                                        f"classes {', '.join(tailpod_facts['prompt_classes'])}"},
+                         "description": _load_description(kind, cache, cells,
+                                                          tailpod_facts["prompt_classes"])},
             "standardized": _omit_none({
                 "tool": "tailpod", "tool_version": __version__, "source": "unknown",
                 "input_seq_len": _seq(prompts),
@@ -182,7 +183,7 @@ def _report(run: Run, an: dict[str, Any], arm: str, load: tuple[str, float | Non
                 "concurrency": int(value) if kind == "concurrency" and value else None,
                 "rate_qps": value if kind == "rate" and value and math.isfinite(value) else None,
             }),
-            "native": {"config": {"plan": meta.plan.model_dump()}},
+            "native": {"config": {"plan": _plan_as_run(meta.plan.model_dump(), kind, reqs)}},
         }
     per_rep = _per_rep(cells, reqs)
     return {
@@ -216,6 +217,49 @@ def _report(run: Run, an: dict[str, Any], arm: str, load: tuple[str, float | Non
             }) or None,
         }}},
     }
+
+
+def _session_format(cells: Sequence[CellRow]) -> str | None:
+    """The session trace format the cells replayed (`session`, `aiperf-multi-turn`), else None."""
+    for c in cells:
+        fmt = ((c.arrival or {}).get("trace") or {}).get("format")
+        if fmt in SESSION_FORMATS:
+            return str(fmt)
+    return None
+
+
+def _load_description(kind: str, cache: str, cells: Sequence[CellRow],
+                      classes: Sequence[str]) -> str:
+    """What load the cells ran: a session replay named as one (its turns are built from the
+    prompt classes), any other load by its kind."""
+    fmt = _session_format(cells) if kind == "trace" else None
+    if fmt is not None:
+        return (f"tailpod session trace replay (format {fmt}), {cache} prefix cache, turns "
+                f"built from prompt classes {', '.join(classes)}")
+    return f"tailpod {kind} load, {cache} prefix cache, prompt classes {', '.join(classes)}"
+
+
+def _peak_in_flight(reqs: Sequence[RequestRow]) -> int | None:
+    """The most requests in flight at once (from each request's start and end-to-end time)."""
+    edges = sorted((t, step) for r in reqs if r.t_start is not None and r.e2e_s is not None
+                   for t, step in ((r.t_start, 1), (r.t_start + r.e2e_s, -1)))
+    if not edges:
+        return None
+    peak = now = 0
+    for _t, step in edges:  # an end sorts before a start at the same instant
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def _plan_as_run(plan: dict[str, Any], kind: str, reqs: Sequence[RequestRow]) -> dict[str, Any]:
+    """The run's plan, with a trace replay's concurrency the one it ran: a trace sets its own
+    arrivals, so the sweep's concurrency list was never used by it."""
+    if kind != "trace":
+        return plan
+    peak = _peak_in_flight(reqs)
+    return {**plan, "concurrency": [peak] if peak is not None else [],
+            "concurrency_source": "most requests in flight during the replay"}
 
 
 def _parallelism(engine_config: dict[str, Any]) -> dict[str, int]:

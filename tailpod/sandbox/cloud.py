@@ -25,7 +25,7 @@ from tailpod.sandbox.model import (
     default_runpod_catalog,
     default_vast_offers,
 )
-from tailpod.sandbox.podhost import PodHost, ProcessPodHost
+from tailpod.sandbox.podhost import PodHost, ProcessPodHost, container_argv
 
 DEFAULT_RUNPOD_KEY = "rp_sandbox_key_0001"
 # The sandbox's own figures for RunPod network volumes: standard is the documented $0.07/GB/month
@@ -382,6 +382,10 @@ class SandboxCloud:
             self._timers.pop(key, None)
             if pod is None or pod.status != "running" or self.closed:
                 return
+            # whether the entrypoint will reject its arguments is known before the container is
+            # said to be up: a status read between the two would else call a crash-looping
+            # container RUNNING (seen under load); the host composes the same argv again
+            container_argv(pod)
             pod.started_at = time.time()
             rises = self.faults.take("price_rises_running", pod.provider, "create")
             if rises:

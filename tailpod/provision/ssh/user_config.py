@@ -16,7 +16,8 @@ from pathlib import Path
 from tailpod.provision.ssh.known_hosts import host_key_entry, known_hosts_path
 
 CONFIG_NAME = "ssh_config"
-_HEADER = "# Written by tailpod: entries are added by `up` and removed by `down`. Do not edit.\n"
+_HEADER = ("# Written by tailpod: entries are added by `up` (and by `benchmark --resume-on-preemption`\n"
+           "# for the pod it rents) and removed by `down`. Do not edit.\n")
 _BLOCK = re.compile(r"# tailpod:begin (?P<tag>\S+)\n.*?# tailpod:end (?P=tag)\n", re.S)
 
 

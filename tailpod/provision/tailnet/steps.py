@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tailpod.config import Settings
@@ -11,7 +12,7 @@ from tailpod.provision.base import ProofCheck
 from tailpod.provision.ssh.client import SshTarget
 from tailpod.provision.ssh.client_config import ssh_endpoint
 from tailpod.provision.ssh.known_hosts import KnownHosts, known_hosts_path
-from tailpod.provision.ssh.user_config import remove_ssh_config_entry
+from tailpod.provision.ssh.user_config import remove_ssh_config_entry, write_ssh_config_entry
 from tailpod.provision.tailnet.api import TailscaleAPI
 from tailpod.provision.tailnet.devices import (
     PROOF_NAME,
@@ -117,6 +118,19 @@ def tailnet_down_proof(settings: Settings, run_tag: str) -> ProofCheck:
         )
     with api_from_settings(settings) as api:
         return remove_devices(api, hostname)
+
+
+def remember_pod_ssh(settings: Settings, run_tag: str,
+                     ssh_record: dict[str, Any]) -> tuple[Path, str]:
+    """After a pod is up (`up`, or the replacement `benchmark --resume-on-preemption` rents): its
+    `Host tailpod-<run_tag>` entry in tailpod's ssh_config, pinned to the host key `up` pinned.
+    Returns the file and the `Include` line for ~/.ssh/config."""
+    from tailpod.provision.ssh.keys import resolve_key_path
+
+    target = SshTarget.from_record(ssh_record)
+    return write_ssh_config_entry(
+        settings.home, run_tag, target.host, target.port, target.user,
+        resolve_key_path(settings.ssh_key), host_key_alias=target.pin_name)
 
 
 def forget_pod_ssh(settings: Settings, run_tag: str, ssh_record: dict[str, Any] | None) -> None:

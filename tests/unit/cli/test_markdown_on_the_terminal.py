@@ -134,3 +134,22 @@ def test_compare_writes_what_it_links_and_keeps_the_emulated_stamp(
     cmp = json.loads(res.stdout)
     assert cmp["hardware_stamps"]["b"].startswith("emulated provider")
     assert any(w.startswith("b: emulated provider") for w in cmp["warnings"])
+
+
+def test_cost_matrix_renders_its_comparison_on_a_terminal(
+    app: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tailpod.cli import common
+    from tailpod.results.matrix import build_matrix
+    from tests.unit.results.test_matrix_spot_versus_on_demand import _spot_card
+
+    card = _spot_card(build_run, spend=3.0, preemptions=[{"pod_usd": 0.6}])
+    (tmp_path / "matrix-report.json").write_text(json.dumps(build_matrix([card]), default=str))
+    console, buf = _terminal()
+    monkeypatch.setattr(common, "console", console)
+    res = CliRunner().invoke(app, ["cost", "--matrix", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    out = buf.getvalue()
+    _assert_rendered(out)
+    assert "Spot versus on-demand" in out
+    assert re.search(r"vastai:RTX 4090\s+c=1\s+plain\s+\$0\.347\s+\$0\.556", out), out
