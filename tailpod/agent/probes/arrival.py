@@ -13,7 +13,7 @@ import json
 import math
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,16 +181,11 @@ def _int_field(obj: dict[str, Any], key: str, where: str, minimum: int) -> int:
     return value
 
 
-def parse_trace_lines(lines: Any, fmt: str,
-                      source: str = "trace") -> list[tuple[float, int, int, tuple[int, ...]]]:
-    """(arrival time in s, input tokens, output tokens, hash_ids) per request, in file order
-    (hash_ids empty but for Mooncake's).
-
-    tailpod: the request log `tailpod cost --log` reads (rows.jsonl included): `t_start`
-    (or `ts`/`timestamp`, epoch s), `prompt_tokens`, `completion_tokens`; lines whose `kind` is
-    not "request", and failed requests (`ok` false or no completion_tokens), are skipped.
-    mooncake: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`."""
-    out: list[tuple[float, int, int, tuple[int, ...]]] = []
+def json_object_lines(lines: Any, source: str, one: str = ""
+                      ) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """The JSON objects of a JSON-lines trace, blank lines skipped: (line number, "FILE:LINE",
+    object). A line that is not JSON, nested past the decoder's recursion, or not an object is
+    refused naming FILE:LINE; `one` says what a line holds, for that last message."""
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -202,7 +197,21 @@ def parse_trace_lines(lines: Any, fmt: str,
         except RecursionError:  # json's decoder recurses once per nesting level
             raise ProbeError(f"{where}: JSON nested too deeply") from None
         if not isinstance(obj, dict):
-            raise ProbeError(f"{where}: not a JSON object")
+            raise ProbeError(f"{where}: not a JSON object" + (f" ({one})" if one else ""))
+        yield lineno, where, obj
+
+
+def parse_trace_lines(lines: Any, fmt: str,
+                      source: str = "trace") -> list[tuple[float, int, int, tuple[int, ...]]]:
+    """(arrival time in s, input tokens, output tokens, hash_ids) per request, in file order
+    (hash_ids empty but for Mooncake's).
+
+    tailpod: the request log `tailpod cost --log` reads (rows.jsonl included): `t_start`
+    (or `ts`/`timestamp`, epoch s), `prompt_tokens`, `completion_tokens`; lines whose `kind` is
+    not "request", and failed requests (`ok` false or no completion_tokens), are skipped.
+    mooncake: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`."""
+    out: list[tuple[float, int, int, tuple[int, ...]]] = []
+    for _lineno, where, obj in json_object_lines(lines, source):
         if fmt == "mooncake":
             ts = obj.get("timestamp")
             if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):

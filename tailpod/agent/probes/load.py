@@ -8,7 +8,6 @@ import contextlib
 import functools
 import http.client
 import json
-import ssl
 import threading
 import time
 import uuid
@@ -59,6 +58,7 @@ from .transport import (
     _thread_exchange,
     detect_engine,
     discover_model,
+    exchange_recorded,
     http_request,
     measured_from,
     scrape_metrics,
@@ -110,20 +110,22 @@ def _slots(specs: list[RequestSpec]) -> list[RequestResult | None]:
     return [None] * (max((s.index for s in specs), default=-1) + 1)
 
 
-async def _exchange(conn: AsyncConnection, spec: RequestSpec, api: str,
-                    timeout: float) -> RequestResult:
-    """One request on `conn`, timed from its send; a timeout or a broken connection is the
-    result's failure (scrubbed of secrets), never raised, so the loop goes on."""
-    rec = StreamRecorder(api, structured=spec.structured)
-    rec.start()
-    try:
-        await conn.exchange(spec, rec, timeout)
-    except asyncio.TimeoutError:
-        rec.fail(f"timeout after {timeout:.0f} s")
-    except (OSError, ProtocolError, ssl.SSLError) as exc:
-        rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
-    rec.finish(time.perf_counter())
-    return result_from_recorder(spec, rec)
+
+
+async def _run_workers(worker: Callable[[], Any], n_workers: int,
+                       results: list[RequestResult | None]) -> LoopOutcome:
+    """Run `n_workers` copies of `worker` to the end under the event-loop lag monitor: the
+    cell's wall clock, CPU time and largest lag around them (closed and timed loops alike)."""
+    monitor = LagMonitor()
+    mon_task = asyncio.ensure_future(monitor.run_async())
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(n_workers)))
+    t1, cpu1 = time.perf_counter(), time.process_time()
+    monitor.stop()
+    mon_task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await mon_task
+    return _outcome(results, t0, t1, cpu1 - cpu0, monitor.max_lag)
 
 
 async def _run_async(
@@ -152,20 +154,11 @@ async def _run_async(
             while cursor[0] < len(specs):
                 spec = specs[cursor[0]]
                 cursor[0] += 1
-                results[spec.index] = await _exchange(conn, spec, api, timeout)
+                results[spec.index] = await exchange_recorded(conn, spec, api, timeout)
         finally:
             conn.close()
 
-    monitor = LagMonitor()
-    mon_task = asyncio.ensure_future(monitor.run_async())
-    cpu0, t0 = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(n_workers)))
-    t1, cpu1 = time.perf_counter(), time.process_time()
-    monitor.stop()
-    mon_task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await mon_task
-    return _outcome(results, t0, t1, cpu1 - cpu0, monitor.max_lag)
+    return await _run_workers(worker, n_workers, results)
 
 
 def run_loop_asyncio(
@@ -253,7 +246,7 @@ async def _run_open_async(
     async def one(spec: RequestSpec, due: float) -> None:
         conn = idle.pop() if idle else AsyncConnection(ep, headers)
         try:
-            res = await _exchange(conn, spec, api, timeout)
+            res = await exchange_recorded(conn, spec, api, timeout)
         finally:
             if sem is not None:
                 sem.release()
@@ -347,20 +340,11 @@ async def _run_timed_async(ep: Endpoint, make_spec: Callable[[int], RequestSpec]
             while time.perf_counter() < deadline[0]:
                 spec = make_spec(len(results))
                 results.append(None)
-                results[spec.index] = await _exchange(conn, spec, api, timeout)
+                results[spec.index] = await exchange_recorded(conn, spec, api, timeout)
         finally:
             conn.close()
 
-    monitor = LagMonitor()
-    mon_task = asyncio.ensure_future(monitor.run_async())
-    cpu0, t0 = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(n_workers)))
-    t1, cpu1 = time.perf_counter(), time.process_time()
-    monitor.stop()
-    mon_task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await mon_task
-    return _outcome(results, t0, t1, cpu1 - cpu0, monitor.max_lag)
+    return await _run_workers(worker, n_workers, results)
 
 
 def run_timed_loop(ep: Endpoint, make_spec: Callable[[int], RequestSpec], concurrency: int,

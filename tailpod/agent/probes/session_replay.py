@@ -21,20 +21,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import math
-import ssl
 import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .arrival import SESSION_FORMATS, approx_prompt, shown
+from .arrival import SESSION_FORMATS, approx_prompt, json_object_lines, shown
 from .basics import ProbeError
 from .rows import LoopOutcome
-from .stream import ProtocolError, RequestResult, RequestSpec, StreamRecorder, result_from_recorder
-from .transport import AsyncConnection, Endpoint, _auth_headers, _scrub
+from .stream import RequestResult, RequestSpec
+from .transport import AsyncConnection, Endpoint, _auth_headers, exchange_recorded
 
 _SESSION_KEYS = ("session_id", "start_s", "shared_prefix", "turns")
 _TURN_KEYS = ("user", "input_tokens", "think_s", "tool_wait_s", "max_tokens")
@@ -187,18 +185,7 @@ def parse_session_lines(lines: Any, fmt: str, source: str = "trace") -> list[Ses
         raise ProbeError(f"session format must be one of {', '.join(SESSION_FORMATS)}")
     out: list[Session] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{source}:{lineno}"
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            raise ProbeError(f"{where}: not valid JSON") from None
-        except RecursionError:  # json's decoder recurses once per nesting level
-            raise ProbeError(f"{where}: JSON nested too deeply") from None
-        if not isinstance(obj, dict):
-            raise ProbeError(f"{where}: not a JSON object (one session a line)")
+    for lineno, where, obj in json_object_lines(lines, source, "one session a line"):
         session = (_tailpod_session if fmt == "session" else _aiperf_session)(obj, where, lineno)
         if session.session_id in seen:
             raise ProbeError(f"{where}: session_id {shown(session.session_id)} appears twice")
@@ -314,17 +301,8 @@ async def _replay(ep: Endpoint, sessions: list[Session], texts: list[list[str]],
                 messages = [*history, {"role": "user", "content": texts[n][k]}]
                 path, body = build(messages, turn.max_tokens)
                 spec = RequestSpec(index, path, body, cache, api, True)
-                rec = StreamRecorder(api, structured=True)
-                rec.start()
-                try:
-                    await conn.exchange(spec, rec, timeout)
-                except asyncio.TimeoutError:
-                    rec.fail(f"timeout after {timeout:.0f} s")
-                except (OSError, ProtocolError, ssl.SSLError) as exc:
-                    rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
-                now = time.perf_counter()
-                rec.finish(now)
-                res = result_from_recorder(spec, rec)
+                res = await exchange_recorded(conn, spec, api, timeout)
+                now = res.t_end_perf  # the answer's end: the next turn's wait starts here
                 res.t_sched_perf = due
                 results[index] = res
                 extra[index]["cached_tokens"] = res.cached_tokens

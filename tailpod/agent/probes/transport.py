@@ -20,7 +20,14 @@ from urllib.parse import urlsplit
 
 from .basics import API_KEY_ENV, USER_AGENT, ProbeError
 from .metrics import Sample, parse_prometheus
-from .stream import HTTPResponseParser, ProtocolError, RequestSpec, StreamRecorder
+from .stream import (
+    HTTPResponseParser,
+    ProtocolError,
+    RequestResult,
+    RequestSpec,
+    StreamRecorder,
+    result_from_recorder,
+)
 
 # --------------------------------------------------------------------------------------------
 # Endpoints
@@ -328,3 +335,19 @@ def _thread_exchange(
     if resp.will_close:
         conn.close()
         conn_box[0] = None
+
+
+async def exchange_recorded(conn: AsyncConnection, spec: RequestSpec, api: str,
+                    timeout: float) -> RequestResult:
+    """One request on `conn`, timed from its send; a timeout or a broken connection is the
+    result's failure (scrubbed of secrets), never raised, so the loop goes on."""
+    rec = StreamRecorder(api, structured=spec.structured)
+    rec.start()
+    try:
+        await conn.exchange(spec, rec, timeout)
+    except asyncio.TimeoutError:
+        rec.fail(f"timeout after {timeout:.0f} s")
+    except (OSError, ProtocolError, ssl.SSLError) as exc:
+        rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
+    rec.finish(time.perf_counter())
+    return result_from_recorder(spec, rec)
