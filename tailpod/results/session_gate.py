@@ -20,11 +20,11 @@ Key = tuple[str, str, str, int]  # prompt class, cache, session id, turn
 
 
 def session_verdicts(meta: RunMeta, requests: Sequence[RequestRow]) -> dict[str, str]:
-    """Each speculative arm's session-gate failure, by arm label: the first turn (by session,
-    then rep) whose answer differs from the plain arm's. The reference for a turn is the set of
-    plain's answers to it over its reps; a turn plain answered differently in two reps (batch
-    nondeterminism) is not a reference, and that session is not judged past it; nor past a turn
-    either arm did not answer. Nothing is judged without a plain arm."""
+    """Each speculative arm's session-gate failure, by arm label: the first turn (by prompt
+    class, cache, rep, then session) whose answer differs from the plain arm's. The reference for
+    a turn is the set of plain's answers to it over its reps; a turn plain answered differently in
+    two reps (batch nondeterminism) is not a reference, and that session is not judged past it;
+    nor past a turn either arm did not answer. Nothing is judged without a plain arm."""
     plain_labels = {a.label for a in meta.arms if a.k == 0} or {"plain"}
     ref: dict[Key, set[str]] = defaultdict(set)
     runs: dict[tuple[str, str, str, int, str], dict[int, str | None]] = defaultdict(dict)
