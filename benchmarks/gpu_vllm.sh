@@ -68,6 +68,7 @@ T0=$(date +%s)
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 ENGINE="${ENGINE:-vllm}"
+[ "${1:-}" = sglang ] && ENGINE=sglang
 case "$ENGINE" in vllm | sglang) ;; *) echo "ENGINE=$ENGINE: vllm or sglang" >&2; exit 2 ;; esac
 SPEC_K="${SPEC_K:-0,1,2,3}"
 SPEC_METHOD="${SPEC_METHOD:-mtp}"
@@ -114,6 +115,9 @@ export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 # The engine is the image's python3 with PYTHONPATH (inherited by the engine's process group).
 TAILPOD_ENGINE_PYTHON="${TAILPOD_ENGINE_PYTHON:-$(command -v python3)}"
 export TAILPOD_ENGINE_PYTHON TAILPOD_STARTUP_TIMEOUT="$STARTUP_TIMEOUT"
+# SGLang's FA3 from sgl_kernel: by default it first asks the HF Hub for kernels-community/sgl-flash-attn3
+# (sglang/kernels/ops/attention/flash_attention_v3.py), which the device cannot reach.
+[ "$ENGINE" = sglang ] && export SGLANG_USE_SGL_FA3_KERNEL=1
 # Never NVLink multicast (device README); one GPU here, but keep it off regardless.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
@@ -451,8 +455,7 @@ case "$cmd" in
     peer) start_out "$1"; machine "$OUT"; peer "$@" ;;
     deploy) start_out "$1"; machine "$OUT"; deploy "$@" ;;
     coldwarm) start_out "$1"; machine "$OUT"; coldwarm "$@" ;;
-    sglang | all)
-        [ "$cmd" = sglang ] && ENGINE=sglang
+    sglang | all)  # ENGINE=sglang was set at the top for `sglang`
         start_out "$1"
         machine "$OUT"
         work="$1"
