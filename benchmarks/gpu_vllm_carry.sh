@@ -182,17 +182,7 @@ for k in range(1, n + 1):
     p = f"{k:02d}"
     copy = (f"cp {cdir}/parts/p{p}/* /tmp/carry/; cd /tmp/carry; "
             f"grep ' wheels.tar.part{p}$' MANIFEST.sha256 | sha256sum -c -; ")
-    if k == 1:
-        cmd = ("set -e; " + probe + "rm -rf /tmp/carry /tmp/site; mkdir -p /tmp/carry; " + copy
-               + "df -h /tmp | tail -1")
-    elif k < n:
-        have = " ".join(f"{i:02d}" for i in range(1, k))
-        cmd = (f"set -e; {gone}; for i in {have}; do test -f /tmp/carry/wheels.tar.part$i "
-               f"|| {{ echo \"part $i is missing: start again at call 1\"; exit 3; }}; done; "
-               + copy + "ls /tmp/carry")
-    else:
-        cmd = (f"set -e; R=$PWD; {gone}; " + copy
-               + "grep ' wheels.tar.part' MANIFEST.sha256 | sha256sum -c -; "
+    install = ("grep ' wheels.tar.part' MANIFEST.sha256 | sha256sum -c -; "
                "cat wheels.tar.part?? > wheels.tar; rm wheels.tar.part??; "
                "grep ' wheels.tar$' MANIFEST.sha256 | sha256sum -c -; "
                "tar -xf wheels.tar; rm wheels.tar; "
@@ -204,6 +194,18 @@ for k in range(1, n + 1):
                f"PYTHONPATH=/tmp/site:$PWD python3 -c 'import {keys['imports']}, "
                "tailpod.cli.main; print(\"imports ok\")'; "
                f"python3 -m pip check 2>&1 | grep -viE 'requires ({skipped}),' | head -40 || true")
+    # call 1 starts afresh; a later call checks the parts before it; the last one installs
+    # (a list that fits one part does both in its one call)
+    if k == 1:
+        cmd = ("set -e; R=$PWD; " + probe + "rm -rf /tmp/carry /tmp/site; mkdir -p /tmp/carry; "
+               + copy + ("df -h /tmp | tail -1" if k < n else install))
+    elif k < n:
+        have = " ".join(f"{i:02d}" for i in range(1, k))
+        cmd = (f"set -e; {gone}; for i in {have}; do test -f /tmp/carry/wheels.tar.part$i "
+               f"|| {{ echo \"part $i is missing: start again at call 1\"; exit 3; }}; done; "
+               + copy + "ls /tmp/carry")
+    else:
+        cmd = f"set -e; R=$PWD; {gone}; " + copy + install
     lines.append({"call": k, "carry": [f"{cdir}/parts/p{p}"], "command": cmd,
                   "timeout_s": 300 if k == n else 120,
                   "note": f"part {k} of {n}" + ("; reassemble, check, install into /tmp/site"
