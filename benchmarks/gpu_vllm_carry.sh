@@ -241,5 +241,5 @@ case "$cmd" in
         split_parts
         plan
         ;;
-    *) sed -n '2,37p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,35p' "$0" >&2; exit 2 ;;
 esac
