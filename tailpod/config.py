@@ -326,6 +326,19 @@ def source_of(settings: Settings, name: str) -> str | None:
     return entry[1].get(name)
 
 
+def replace_settings(settings: Settings, **changes: Any) -> Settings:
+    """`dataclasses.replace(settings, **changes)` that keeps where each unchanged value came from,
+    so a check of the copy names the flag or variable the user set (a bad `--bid` under a
+    `:spot` matrix card was blamed on TAILPOD_BID when the copy had lost its origins)."""
+    copy = dataclasses.replace(settings, **changes)
+    entry = _SOURCES.get(id(settings))
+    if entry is not None and entry[0]() is settings:
+        kept = {k: v for k, v in entry[1].items() if k not in changes}
+        _SOURCES[id(copy)] = (weakref.ref(copy), kept)
+        weakref.finalize(copy, _SOURCES.pop, id(copy), None)
+    return copy
+
+
 # Bounds for the settings that only bite once a pod bills: `up` checks them before preflight.
 MAX_TTL_HOURS = 168.0  # a week; a longer rental is a decision, not a default
 MAX_GPU_COUNT = 16
