@@ -163,8 +163,8 @@ def register(app: typer.Typer) -> None:
             started_here = None
             if run_tag:
                 record = ledger.resolve(run_tag)
-            elif provider and kind_for(settings.provider).engine_here and not [
-                    r for r in ledger.active() if r.provider == settings.provider]:
+            elif provider and kind_for(settings.provider).starts_engine_when_none_held(
+                    settings, ledger):
                 if not reference:
                     raise ConfigError("--reference is needed to start a local engine")
                 record = _up_here(settings, ledger, reference, context_length, top_k)
