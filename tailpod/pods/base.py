@@ -64,9 +64,6 @@ class UpResult:
 
 class PodKind(Protocol):
     name: str
-    # True: the engine is a child of this machine, and so is the agent that measures it. False:
-    # the pod agent runs on the pod and is reached over SSH.
-    engine_here: bool
     # What stands when an arm switch leaves no engine (pods/arm_switch.py), in the error's words.
     no_engine_left: str
 

@@ -34,7 +34,6 @@ class CloudPods:
     """A rented pod (RunPod, vast.ai): the engine and the agent on the pod, reached over SSH."""
 
     name = "cloud"
-    engine_here = False
     no_engine_left = "the pod bills with no engine (its TTL and dead-man switch still cover it)"
 
     def refuse(self, options: UpOptions) -> None:
@@ -119,7 +118,6 @@ class LocalPods:
     """This machine: the engine is a child process; nothing bills."""
 
     name = "local"
-    engine_here = True
     no_engine_left = "this machine serves no engine"
 
     def refuse(self, options: UpOptions) -> None:

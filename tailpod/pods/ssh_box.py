@@ -37,7 +37,6 @@ from tailpod.provision.teardown import LifecyclePolicy
 
 class SshBoxPods:
     name = "ssh"
-    engine_here = False
     no_engine_left = "your box serves no engine; it bills nothing through tailpod"
 
     def refuse(self, options: UpOptions) -> None:

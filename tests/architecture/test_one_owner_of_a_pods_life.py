@@ -88,7 +88,8 @@ def test_no_verb_holds_a_step_of_the_matrix_or_of_a_sweep_host() -> None:
 
 
 def test_no_caller_outside_pods_branches_on_where_the_engine_runs() -> None:
-    """`engine_here` is the kinds' own fact (pods/base.py): the sweep asks the kind for the
+    """No caller chooses by where the engine runs (the kinds' `engine_here` flag, deleted once
+    nothing read it): the sweep asks the kind for the
     session it keeps (`pod_session`), `logs` for its engine log (`engine_log`), `up`, `status`
     and the demo read what the record holds (its SSH address) instead of choosing by kind;
     `eval` asks whether it may start an engine itself (`starts_engine_when_none_held`) and
