@@ -378,7 +378,9 @@ def register(app: typer.Typer) -> None:
         reps: int = typer.Option(5, min=1, help="Repetitions of every cell (medians over these)."),
         max_tokens: int = typer.Option(256, min=2, help="Output tokens per request."),
         requests_per_cell: int = typer.Option(
-            None, help="Measured requests per cell (default: max(4, concurrency))."
+            None, "--requests-per-cell", "--num-prompts",
+            help="Measured requests per cell (default: max(4, concurrency)); vllm bench serve's "
+            "--num-prompts, the requests of one load point, names the same.",
         ),
         prompt_classes: str = typer.Option(
             "prose", help="Prompt classes: prose, code, structured, tools."
