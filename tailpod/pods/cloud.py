@@ -614,8 +614,8 @@ def _up_cloud_once(
         spec.env.update(pod_env(pod_key))
     offered = "each offer's minimum" if spec.bid is None else f"${spec.bid:g}/h"
     bid = f", spot, bid {offered}" if spec.spot else ""
-    say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} "
-        f"(cap {spec.max_price}{bid})")
+    cap = "no price cap" if spec.max_price is None else f"cap ${spec.max_price:g}/h"
+    say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} ({cap}{bid})")
     tailnet = {"enabled": use_tailnet, **({"auth_key_id": pod_key_id} if pod_key_id else {})}
     try:
         record, info = up_remote(settings, ledger, spec, tailnet=tailnet)
