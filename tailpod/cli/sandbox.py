@@ -107,8 +107,7 @@ def serve(
             for name, url in sandbox.urls().items():
                 console.print(f"  {name:<10} {url}")
             console.print("\nPoint tailpod (and the vendors' clients) at it:")
-            for key, value in env.items():
-                console.print(f"  export {key}={value}", highlight=False, markup=False)
+            print_exports(env)
             if env_file is not None:
                 console.print(f"(also in {env_file}: set -a; . {env_file}; set +a)")
             console.print(f"\nBilling meter: curl {sandbox.admin_url}/admin/meter")
@@ -122,6 +121,14 @@ def serve(
         if not as_json:
             console.print(f"stopped; {meter['billing_count']} resource(s) were billing, "
                           f"${meter['total_accrued_usd']:.4f} accrued in total")
+
+
+def print_exports(env: dict[str, str]) -> None:
+    """One `export` line a variable, never folded at the terminal's width: a pasted block
+    with a folded line leaves its variable unexported (newcomer 2.1: `TAILSCALE_AUTH_KEY`
+    at 80 columns)."""
+    for key, value in env.items():
+        console.print(f"  export {key}={value}", highlight=False, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
