@@ -289,7 +289,11 @@ def summary_table(run_dir: Path, title: str) -> Table:
         spread = cell.get(key)
         return "-" if not spread else format(spread["median"] * scale, fmt)
 
-    for cell in sorted(analysis["cells"], key=lambda c: (c["arm"], c["concurrency"])):
+    # the arms in the order the sweep ran them (plain first, then K ascending), not by name,
+    # which put plain, the baseline, last (newcomer 2.10)
+    measured = {arm.label: i for i, arm in enumerate(run.meta.arms)}
+    for cell in sorted(analysis["cells"], key=lambda c: (measured.get(c["arm"], len(measured)),
+                                                         c["arm"], c["concurrency"])):
         label = cell["arm"] if cell["arm"] not in void else f"[strike]{cell['arm']}[/] VOID"
         table.add_row(
             label,
