@@ -723,6 +723,9 @@ def _up_cloud_once(
             ) from None
         if isinstance(exc, KeyboardInterrupt):
             raise Interrupted(f"{run_tag} was torn down, billing proven stopped") from None
+        # an error tailpod did not expect (a full disk, a bug), which the CLI says in one line:
+        # what became of the pod is said here (adversary-2026-12, `up` with 12 KB free)
+        say(f"{run_tag} was torn down, billing proven stopped")
         raise
 
 
