@@ -378,7 +378,9 @@ def register(app: typer.Typer) -> None:
             "mtp", help=f"Speculation method: {', '.join(SPEC_METHODS)}."
         ),
         draft_model: str = typer.Option(None, help="Draft checkpoint for draft_model arms."),
-        concurrency: str = typer.Option("1,2,4,8,16,32,64", help="Concurrency levels."),
+        concurrency: str = typer.Option(
+            "1,2,4,8,16,32,64", "--concurrency", "--max-concurrency",
+            help="Concurrency levels (vllm bench serve's --max-concurrency N is one of them)."),
         reps: int = typer.Option(5, min=1, help="Repetitions of every cell (medians over these)."),
         max_tokens: int = typer.Option(256, min=2, help="Output tokens per request."),
         requests_per_cell: int = typer.Option(

@@ -1,7 +1,8 @@
 """`vllm bench serve`'s `--num-prompts N` (the requests sent at one load point) is tailpod's
-`--requests-per-cell N` (a cell is one arm at one load point, one rep). At e816682 click answered
-`No such option: --num-prompts (Possible options: --prompt-classes)`, the wrong flag (newcomer
-4.7)."""
+`--requests-per-cell N` (a cell is one arm at one load point, one rep), and its
+`--max-concurrency N` is `--concurrency N`. At e816682 click answered `No such option:
+--num-prompts (Possible options: --prompt-classes)`, the wrong flag (newcomer 4.7), and `No such
+option: --max-concurrency` (4.5)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,17 @@ def test_num_prompts_is_the_requests_of_a_cell(home: None, requests: int) -> Non
             in said), said
 
 
+def test_max_concurrency_is_a_concurrency_level(home: None) -> None:
+    # --concurrency's own check answers for it: the value reached --concurrency
+    result = CliRunner().invoke(app, ["benchmark", "tp-x", "--max-concurrency", "0"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "No such option" not in said
+    assert "--concurrency values must be at least 1, got 0" in said, said
+
+
 def test_the_help_names_both_spellings(home: None) -> None:
     result = CliRunner().invoke(app, ["benchmark", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    assert "--requests-per-cell" in result.output and "--num-prompts" in result.output
+    for flag in ("--requests-per-cell", "--num-prompts", "--concurrency", "--max-concurrency"):
+        assert flag in result.output, flag
