@@ -150,7 +150,8 @@ def status_cell(row: dict[str, Any]) -> str:
 
 FLAG_MEANINGS = {
     "ghost": "the ledger holds the pod as live but its provider no longer has it: it ended "
-             "outside tailpod (its dead-man switch, its TTL, or a delete by hand); nothing "
+             "outside tailpod (its dead-man switch, its TTL, or a delete by hand), or by a "
+             "teardown of tailpod's whose proof did not finish (its reason says which); nothing "
              "bills for it; `tailpod down TAG` proves and records that",
     "orphan": "the provider holds a tailpod-tagged pod the ledger does not: it bills outside "
               "the ledger (another machine's run, an old crash); `tailpod down --all` stops it",
