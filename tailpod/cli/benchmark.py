@@ -281,9 +281,21 @@ def summary_table(run_dir: Path, title: str) -> Table:
     caption: list[str] = []
     if hardware_stamp:  # the claimed GPU is not what ran: said under the numbers, in red
         caption.append(f"[bold red]{hardware_stamp}[/]")
-    for col in ("arm", "c", "reps", "output tok/s (median)", "TTFT p50 ms", "accept len", "flags"):
+    for col in ("arm", "c", "reps", "output tok/s (median)", "× plain", "TTFT p50 ms",
+                "accept len", "flags"):
         table.add_column(col)
     void = {a["label"]: a["void_reason"] for a in analysis["arms"] if a["void"]}
+    # each arm's throughput against plain's at the same c, as report.md's Speedup section reads
+    # it (results/analysis.py `speedup`; newcomer 2.10: the terminal's table had none)
+    speedups = {(s["arm"], s["concurrency"]): s for s in analysis.get("speedup") or []}
+
+    def vs_plain(cell: dict[str, Any]) -> str:
+        found = speedups.get((cell["arm"], cell["concurrency"]))
+        if found is None:
+            return "-"
+        if found["void"] or not found.get("throughput"):
+            return "void"
+        return f"{found['throughput']['speedup']:.2f}×"
 
     def med(cell: dict[str, Any], key: str, scale: float = 1.0, fmt: str = ".1f") -> str:
         spread = cell.get(key)
@@ -300,6 +312,7 @@ def summary_table(run_dir: Path, title: str) -> Table:
             str(cell["concurrency"]),
             str(cell["reps"]),
             med(cell, "output_tok_s"),
+            vs_plain(cell),
             med(cell, "ttft_p50_s", 1000.0, ".0f"),
             med(cell, "acceptance_length", 1.0, ".2f"),
             ",".join(cell["flags"]) or "",
