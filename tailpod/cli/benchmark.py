@@ -22,7 +22,7 @@ from tailpod.cli.common import (
 )
 from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
-from tailpod.config import Settings, spot_problems
+from tailpod.config import Settings, check_run_id, run_path, spot_problems
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import (
     MAX_SPEC_K,
@@ -507,6 +507,8 @@ def register(app: typer.Typer) -> None:
         """
         if cache not in ("cold", "warm", "both"):
             raise ConfigError("--cache must be cold, warm or both")
+        if run_id is not None:  # before the pod is looked up or waited on
+            check_run_id(run_id)
         soak_s = soak_seconds(soak)
         check_spec_method(spec_method)
         rates, slo_targets = open_loop_options(
@@ -632,7 +634,7 @@ def register(app: typer.Typer) -> None:
         if resume_on_preemption:
             check_resume_on_preemption(settings, record, lanes, deployment, find_max_rate)
         rid = run_id or run_id_for(record, settings.results_dir)
-        run_dir = RunDirectory(settings.results_dir / rid)
+        run_dir = RunDirectory(run_path(settings.results_dir, rid))
         check_resumable(run_dir, base.model, base.engine, plan)
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
