@@ -267,6 +267,17 @@ def run_id_for(record: PodRecord, results_dir: Path) -> str:
     return candidate
 
 
+def gate_line(arm: dict[str, Any]) -> str:
+    """`gate mtp-k2 against plain (token_ids, 6 prompts): pass`, with the first mismatch when
+    it failed."""
+    gate = arm["gate"]
+    missed = gate.get("first_mismatch") or {}
+    where = (f" at prompt {missed.get('prompt')}, position {missed.get('position')}"
+             if missed else "")
+    return (f"gate {arm['label']} against {arm.get('baseline') or 'plain'} ({gate.get('method')}, "
+            f"{gate.get('prompts')} prompts): {gate.get('status')}{where}")
+
+
 def summary_table(run_dir: Path, title: str) -> Table:
     from tailpod.results.analysis import analyze
     from tailpod.results.io import load_run
@@ -317,6 +328,9 @@ def summary_table(run_dir: Path, title: str) -> Table:
             med(cell, "acceptance_length", 1.0, ".2f"),
             ",".join(cell["flags"]) or "",
         )
+    # each spec arm's gate against its baseline, as report.md's Arms section gives it
+    # (newcomer 2.10: no line of the terminal said the gate passed)
+    caption += [gate_line(a) for a in analysis["arms"] if a.get("gate")]
     # and what the flags column's words mean
     caption += flag_legend(f for cell in analysis["cells"] for f in cell["flags"])
     # the soak's verdict (its cells are in no column above): what the soak section found

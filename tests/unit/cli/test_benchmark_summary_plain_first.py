@@ -50,5 +50,21 @@ def test_a_void_arm_has_no_speedup_printed(tmp_path: Path) -> None:
     buf = io.StringIO()
     Console(file=buf, width=200, color_system=None).print(
         summary_table(write_run(run, tmp_path / "r"), "benchmark r"))
-    (spec,) = [line for line in buf.getvalue().splitlines() if "mtp-k2" in line]
+    (spec,) = [line for line in buf.getvalue().splitlines()
+               if "mtp-k2" in line and line.startswith("│")]
     assert "void" in spec.split("│")[5] and "1.50" not in spec
+
+
+def test_the_table_says_each_arms_gate(tmp_path: Path) -> None:
+    run = build_run({"plain": {1: [100.0]}, "mtp-k2": {1: [150.0]}, "mtp-k3": {1: [160.0]}},
+                    void={"mtp-k3": "token mismatch"})
+    buf = io.StringIO()
+    Console(file=buf, width=200, color_system=None).print(
+        summary_table(write_run(run, tmp_path / "r"), "benchmark r"))
+    said = " ".join(buf.getvalue().split())
+    # the run builder gates each spec arm on 6 prompts by token ids; a void arm failed at
+    # prompt 1, position 17
+    assert "gate mtp-k2 against plain (token_ids, 6 prompts): pass" in said, said
+    assert ("gate mtp-k3 against plain (token_ids, 6 prompts): fail at prompt 1, position 17"
+            in said), said
+    assert "gate plain" not in said
