@@ -22,16 +22,18 @@ from tailpod.cli.common import (
 )
 from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
-from tailpod.config import Settings, spot_problems
-from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
+from tailpod.config import Settings, check_run_id, run_path, spot_problems
+from tailpod.engines.adapters import get_adapter
+from tailpod.engines.base import (
+    MAX_SPEC_K,
+    SPEC_METHODS,
+    EngineConfig,
+    check_spec_method,
+    check_tool_parser,
+)
 from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.versions import parse_version
-from tailpod.engines.vllm import (
-    PER_REQUEST_SPEC_FLAG,
-    check_tool_parser,
-    per_request_spec_args,
-    tool_parser_for,
-)
+from tailpod.engines.vllm import PER_REQUEST_SPEC_FLAG, per_request_spec_args
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.measure.benchmark import replacement_settings, run_benchmark
@@ -177,18 +179,24 @@ def open_loop_options(
 
 def _with_tool_parser(base: EngineConfig, classes: list[str], parser: str | None
                       ) -> EngineConfig:
-    """`base` with vLLM's tool-call parser when the run measures the tools class (vLLM refuses a
-    forced tool_choice without one: docs/engines.md); the choice is said when tailpod made it."""
-    if parser is not None and base.engine != "vllm":
-        raise ConfigError(f"--tool-call-parser names a vLLM parser; this pod serves "
+    """`base` with the engine's tool-call parser when the run measures the tools class (vLLM
+    refuses a forced tool_choice without one, SGLang reads no tool call: docs/engines.md); the
+    choice is said when tailpod made it."""
+    adapter = get_adapter(base.engine)
+    if parser is not None and adapter.tool_parser_for(base.model) is None:
+        raise ConfigError(f"--tool-call-parser names a vLLM or SGLang parser; this pod serves "
                           f"{base.engine}", hint="drop --tool-call-parser")
     if parser is not None:  # again, now that the settings registered the secrets by value
         check_tool_parser(parser)
-    if "tools" not in classes or base.engine != "vllm":
+    if "tools" not in classes:
         return base
     if parser is None:
-        parser, why = tool_parser_for(base.model)
-        err_console.print(f"tools class: vLLM arms start with --tool-call-parser {parser} ({why})")
+        picked = adapter.tool_parser_for(base.model)
+        if picked is None:
+            return base
+        parser, why = picked
+        err_console.print(f"tools class: {base.engine} arms start with --tool-call-parser "
+                          f"{parser} ({why})")
     return replace(base, tool_call_parser=parser)
 
 
@@ -259,6 +267,17 @@ def run_id_for(record: PodRecord, results_dir: Path) -> str:
     return candidate
 
 
+def gate_line(arm: dict[str, Any]) -> str:
+    """`gate mtp-k2 against plain (token_ids, 6 prompts): pass`, with the first mismatch when
+    it failed."""
+    gate = arm["gate"]
+    missed = gate.get("first_mismatch") or {}
+    where = (f" at prompt {missed.get('prompt')}, position {missed.get('position')}"
+             if missed else "")
+    return (f"gate {arm['label']} against {arm.get('baseline') or 'plain'} ({gate.get('method')}, "
+            f"{gate.get('prompts')} prompts): {gate.get('status')}{where}")
+
+
 def summary_table(run_dir: Path, title: str) -> Table:
     from tailpod.results.analysis import analyze
     from tailpod.results.io import load_run
@@ -273,25 +292,45 @@ def summary_table(run_dir: Path, title: str) -> Table:
     caption: list[str] = []
     if hardware_stamp:  # the claimed GPU is not what ran: said under the numbers, in red
         caption.append(f"[bold red]{hardware_stamp}[/]")
-    for col in ("arm", "c", "reps", "output tok/s (median)", "TTFT p50 ms", "accept len", "flags"):
+    for col in ("arm", "c", "reps", "output tok/s (median)", "× plain", "TTFT p50 ms",
+                "accept len", "flags"):
         table.add_column(col)
     void = {a["label"]: a["void_reason"] for a in analysis["arms"] if a["void"]}
+    # each arm's throughput against plain's at the same c, as report.md's Speedup section reads
+    # it (results/analysis.py `speedup`; newcomer 2.10: the terminal's table had none)
+    speedups = {(s["arm"], s["concurrency"]): s for s in analysis.get("speedup") or []}
+
+    def vs_plain(cell: dict[str, Any]) -> str:
+        found = speedups.get((cell["arm"], cell["concurrency"]))
+        if found is None:
+            return "-"
+        if found["void"] or not found.get("throughput"):
+            return "void"
+        return f"{found['throughput']['speedup']:.2f}×"
 
     def med(cell: dict[str, Any], key: str, scale: float = 1.0, fmt: str = ".1f") -> str:
         spread = cell.get(key)
         return "-" if not spread else format(spread["median"] * scale, fmt)
 
-    for cell in sorted(analysis["cells"], key=lambda c: (c["arm"], c["concurrency"])):
+    # the arms in the order the sweep ran them (plain first, then K ascending), not by name,
+    # which put plain, the baseline, last (newcomer 2.10)
+    measured = {arm.label: i for i, arm in enumerate(run.meta.arms)}
+    for cell in sorted(analysis["cells"], key=lambda c: (measured.get(c["arm"], len(measured)),
+                                                         c["arm"], c["concurrency"])):
         label = cell["arm"] if cell["arm"] not in void else f"[strike]{cell['arm']}[/] VOID"
         table.add_row(
             label,
             str(cell["concurrency"]),
             str(cell["reps"]),
             med(cell, "output_tok_s"),
+            vs_plain(cell),
             med(cell, "ttft_p50_s", 1000.0, ".0f"),
             med(cell, "acceptance_length", 1.0, ".2f"),
             ",".join(cell["flags"]) or "",
         )
+    # each spec arm's gate against its baseline, as report.md's Arms section gives it
+    # (newcomer 2.10: no line of the terminal said the gate passed)
+    caption += [gate_line(a) for a in analysis["arms"] if a.get("gate")]
     # and what the flags column's words mean
     caption += flag_legend(f for cell in analysis["cells"] for f in cell["flags"])
     # the soak's verdict (its cells are in no column above): what the soak section found
@@ -366,11 +405,15 @@ def register(app: typer.Typer) -> None:
             "mtp", help=f"Speculation method: {', '.join(SPEC_METHODS)}."
         ),
         draft_model: str = typer.Option(None, help="Draft checkpoint for draft_model arms."),
-        concurrency: str = typer.Option("1,2,4,8,16,32,64", help="Concurrency levels."),
+        concurrency: str = typer.Option(
+            "1,2,4,8,16,32,64", "--concurrency", "--max-concurrency",
+            help="Concurrency levels (vllm bench serve's --max-concurrency N is one of them)."),
         reps: int = typer.Option(5, min=1, help="Repetitions of every cell (medians over these)."),
         max_tokens: int = typer.Option(256, min=2, help="Output tokens per request."),
         requests_per_cell: int = typer.Option(
-            None, help="Measured requests per cell (default: max(4, concurrency))."
+            None, "--requests-per-cell", "--num-prompts",
+            help="Measured requests per cell (default: max(4, concurrency)); vllm bench serve's "
+            "--num-prompts, the requests of one load point, names the same.",
         ),
         prompt_classes: str = typer.Option(
             "prose", help="Prompt classes: prose, code, structured, tools."
@@ -466,8 +509,9 @@ def register(app: typer.Typer) -> None:
             "pod time per arm; judged from each request's own acceptance (vLLM 0.29+, SGLang).",
         ),
         tool_call_parser: str = typer.Option(
-            None, "--tool-call-parser", metavar="NAME", help="vLLM with the tools class: the "
-            "parser every arm starts with (default: the checkpoint family's, else hermes).",
+            None, "--tool-call-parser", metavar="NAME", help="vLLM or SGLang with the tools "
+            "class: the parser every arm starts with (default: the engine's for the checkpoint's "
+            "family, else hermes).",
         ),
     ) -> None:
         """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
@@ -477,6 +521,8 @@ def register(app: typer.Typer) -> None:
         """
         if cache not in ("cold", "warm", "both"):
             raise ConfigError("--cache must be cold, warm or both")
+        if run_id is not None:  # before the pod is looked up or waited on
+            check_run_id(run_id)
         soak_s = soak_seconds(soak)
         check_spec_method(spec_method)
         rates, slo_targets = open_loop_options(
@@ -602,7 +648,7 @@ def register(app: typer.Typer) -> None:
         if resume_on_preemption:
             check_resume_on_preemption(settings, record, lanes, deployment, find_max_rate)
         rid = run_id or run_id_for(record, settings.results_dir)
-        run_dir = RunDirectory(settings.results_dir / rid)
+        run_dir = RunDirectory(run_path(settings.results_dir, rid))
         check_resumable(run_dir, base.model, base.engine, plan)
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()
