@@ -102,7 +102,7 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
             "pod": row.get("pod_id") or "-",
             "status": status_cell(row) + (f" (matrix {row['matrix']['id']})" if row.get("matrix")
                                           and not row["matrix"]["interrupted"] else ""),
-            "engine": row["engine"] or "-",
+            "engine": row["engine"] or row.get("purpose") or "-",
             "arm": row["arm"] or "-",
             "endpoint": row["endpoint"] or "-",
             "GPU": gpu_column(row["gpu"], row["hardware"]),
@@ -290,6 +290,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         else (settle_command(record.run_tag) if no_engine else None),
         "no_engine": no_engine,
         "engine": engine.get("engine"),
+        "purpose": record.extra.purpose,  # a pod rented for a check, not to serve
         "model": engine.get("model"),
         "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,
         "endpoint": record.endpoint,
