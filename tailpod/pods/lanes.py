@@ -627,5 +627,15 @@ def limit_from_decision(path: Path) -> tuple[int, int]:
     dep = read_decision(path)
     if dep["kind"] != "lanes":
         raise ConfigError(f"{path}: the deployment is {dep['kind']!r}, not two lanes",
-                          hint="a static deployment needs no proxy: `tailpod up --spec-k K`")
+                          hint=f"a static deployment needs no proxy: `{_static_up(dep)}`")
     return int(dep["lanes"][0]["k"]), int(dep["admission_limit"])
+
+
+def _static_up(dep: dict[str, Any]) -> str:
+    """The `up` that deploys a static decision: its own K and method (newcomer 3.2); the
+    generic form where the decision names no K (a mixed or empty deployment)."""
+    k = dep.get("k") if dep["kind"] == "static" else None
+    if not isinstance(k, int):
+        return "tailpod up --spec-k K"
+    method = dep.get("method")
+    return f"tailpod up --spec-k {k}" + (f" --spec-method {method}" if k and method else "")
