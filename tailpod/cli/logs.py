@@ -112,6 +112,25 @@ def _new_lines(before: list[str], now: list[str]) -> list[str]:
     return now
 
 
+def kept_lines(settings: Settings, record: PodRecord, tail: int) -> list[str]:
+    """What this machine kept of a rented pod the ledger holds as ended: the container log
+    `up` saved in the run directory (provision/bootlog.py). The pod, and its engine log with it,
+    is gone, so no SSH is tried (adversary #31: 35.6 s on SSH to a pod `down` had proven gone)."""
+    from tailpod.provision.bootlog import LOG_FILE
+    from tailpod.provision.teardown import run_dir_for
+
+    path = run_dir_for(settings, record.run_tag) / LOG_FILE
+    gone = (f"{record.run_tag} has ended (billing proven stopped): the pod is gone, and its "
+            "engine log with it")
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        raise TailpodError(f"{gone}; no container log was kept in {path.parent}") from None
+    err_console.print(f"{gone}; the container log kept in {path}:", markup=False,
+                      soft_wrap=True)
+    return last_lines(text, tail)
+
+
 # -- the commands --------------------------------------------------------------------------------
 
 
@@ -147,6 +166,12 @@ def register(app: typer.Typer) -> None:
             for line in lines:
                 sys.stdout.write(redact(line) + "\n")
                 sys.stdout.flush()
+            return
+        from tailpod.pods.kinds import kind_for
+
+        if record.status == "terminated" and kind_for(record.provider).name == "cloud":
+            for line in kept_lines(settings, record, tail):  # a rented pod, proven gone
+                sys.stdout.write(redact(line) + "\n")
             return
         log = open_engine_log(settings, record)
         try:
