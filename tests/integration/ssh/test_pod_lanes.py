@@ -7,7 +7,6 @@ refused with nothing left listening. The lanes are synthetic servers (each reque
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,10 @@ from tailpod.pods import cloud_lanes, lanes
 from tailpod.provision.ssh import SshTarget, open_ssh
 from tailpod.provision.teardown import run_dir_for
 from tailpod.sandbox.sshd import SshdHost, start_sshd_host
-from tests import paths
-from tests.unit.pods.test_lanes_haproxy import _free_ports, _stream, _synthetic
+from tests.unit.pods.test_lanes_haproxy import _free_ports, _listening, _pod_lane, _stream
 
 pytestmark = [pytest.mark.sshd,
               pytest.mark.skipif(haproxy.find_haproxy() is None, reason="haproxy not installed")]
-REPO = paths.REPO
 
 
 @pytest.fixture()
@@ -54,28 +51,12 @@ def _agent(settings: Settings, host: SshdHost) -> PodAgent:
     return PodAgent(SshTransport(session))
 
 
-def _lane(name: str, port: int, *extra: str) -> lanes.LaneLaunch:
-    launch = _synthetic(name, port)
-    launch.argv += list(extra)
-    launch.env = {"PYTHONPATH": str(REPO)}  # the pod's processes run this checkout's server
-    return launch
-
-
-def _listening(*ports: int) -> list[int]:
-    out = []
-    for port in ports:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                out.append(port)
-    return out
-
-
 def test_lanes_on_a_pod_gate_serve_count_and_stop(pod: SshdHost, settings: Settings) -> None:
     front, spec_port, plain_port = _free_ports(3)
     cfg = EngineConfig(engine="vllm", model="m", port=front)
     with _agent(settings, pod) as agent:
         started = cloud_lanes.start_lanes_on_pod(
-            agent, settings, cfg, [_lane("spec", spec_port), _lane("plain", plain_port)], 1)
+            agent, settings, cfg, [_pod_lane("spec", spec_port), _pod_lane("plain", plain_port)], 1)
     info = started.record["lanes"]
     ledger = Ledger(settings.state_dir)
     record = PodRecord(run_tag="tp-pod-lanes", provider="runpod", status="running",
@@ -116,8 +97,8 @@ def test_a_diverging_spec_lane_on_a_pod_is_refused_with_nothing_listening(
     cfg = EngineConfig(engine="vllm", model="m", port=front)
     with _agent(settings, pod) as agent, pytest.raises(lanes.LaneGateFailed) as caught:
         cloud_lanes.start_lanes_on_pod(
-            agent, settings, cfg, [_lane("spec", spec_port, "--diverge-position", "5"),
-                                   _lane("plain", plain_port)], 1)
+            agent, settings, cfg, [_pod_lane("spec", spec_port, "--diverge-position", "5"),
+                                   _pod_lane("plain", plain_port)], 1)
     assert "prompt 0 differs from the plain lane at token 5" in caught.value.message
     assert _listening(front, spec_port, plain_port) == []
 
