@@ -44,7 +44,7 @@ from tailpod.ledger import (
     matrix_status,
 )
 from tailpod.pods.arm_switch import settle_command, switch_arm
-from tailpod.pods.base import LanesOptions, UpOptions
+from tailpod.pods.base import LanesOptions, UpOptions, UpResult
 from tailpod.pods.journal import last_change
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
@@ -337,16 +337,21 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update, \
             requirements_on_refusal(settings.provider):
         result = kind.up_lanes(settings, cfg, ledger, shape, update, options or UpOptions())
-    record = result.record
-    warning = remote.fallback_warning(result.info) if result.info else None
-    if warning:
-        console.print(warning)
+    if not print_up_start(settings, result, json_out):
+        print_lanes_up(result.record, admission_limit)
+
+
+def print_up_start(settings: Settings, result: UpResult, json_out: bool) -> bool:
+    """What `up` says first of what it started: the loud line when capacity fallback rented
+    another card, then either the record as JSON (True: nothing more to say) or, for a pod
+    reached over SSH, its rental and its ssh config entry (False: the caller goes on)."""
+    remote.print_fallback_warning(result.info)
     if json_out:
-        print_json(record.to_json())
-        return
-    if record.ssh:  # a pod reached over SSH: its rental and its ssh config entry
-        print_cloud_up(settings, record)
-    print_lanes_up(record, admission_limit)
+        print_json(result.record.to_json())
+        return True
+    if result.record.ssh:
+        print_cloud_up(settings, result.record)
+    return False
 
 
 def print_lanes_up(record: PodRecord, admission_limit: int) -> None:
@@ -541,18 +546,12 @@ def register(app: typer.Typer) -> None:
             up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,
                          lane_kv_gib, lane_mem_fraction, json_out, options)
             return
-        with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
-            with requirements_on_refusal(settings.provider):
-                result = kind.up(settings, cfg, ledger, update, options)
-            record = result.record
-            warning = remote.fallback_warning(result.info) if result.info else None
-            if warning:
-                console.print(warning)
-        if json_out:
-            print_json(record.to_json())
+        with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update, \
+                requirements_on_refusal(settings.provider):
+            result = kind.up(settings, cfg, ledger, update, options)
+        if print_up_start(settings, result, json_out):
             return
-        if record.ssh:  # a pod reached over SSH: its rental and its ssh config entry
-            print_cloud_up(settings, record)
+        record = result.record
         facts = (record.extra.startup or {}).get("facts", {})
         console.print(
             f"[green]up[/] {record.run_tag}: {cfg.engine} serving {cfg.model} "

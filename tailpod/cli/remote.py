@@ -255,6 +255,13 @@ def print_remote(report: StatusReport, rows: list[StatusRow] | None = None) -> N
         console.print("[bold red]TTL expired:[/] `tailpod down --expired`")
 
 
+def print_fallback_warning(info: PodInfo | None) -> None:
+    """Print fallback_warning's line when there is one (`info` None: no provider was asked)."""
+    warning = fallback_warning(info) if info else None
+    if warning:
+        console.print(warning)
+
+
 def fallback_warning(info: PodInfo) -> str | None:
     """The loud line `up` prints when capacity fallback rented a different card."""
     wanted = info.detail.get("fallback_from")
