@@ -91,14 +91,7 @@ class SglangAdapter(EngineAdapter):
     def launch_plan(self, cfg: EngineConfig, python: str = "python3") -> LaunchPlan:
         version = parse_version(cfg.version, self.name)
         argv = [python, "-m", "sglang.launch_server", "--model-path", cfg.model]
-        argv += [
-            "--served-model-name",
-            cfg.served_name,
-            "--host",
-            cfg.host,
-            "--port",
-            str(cfg.port),
-        ]
+        argv += cfg.serve_address_args()
         argv += tensor_parallel_args(cfg.tensor_parallel)
         if cfg.context_length:
             argv += ["--context-length", str(cfg.context_length)]
