@@ -26,3 +26,7 @@ def test_a_collapse_without_token_counts_names_its_position_unknown() -> None:
     (warning,) = [w for w in dec["warnings"] if w.startswith("mtp-k2 takes no part")]
     assert warning.startswith("mtp-k2 takes no part: its acceptance collapsed in its soak "
                               "(minute 4, context position unknown: ")
+    # decision.json's arm entry records the same words
+    where = dec["arms"]["mtp-k2"]["soak_collapse"]
+    assert where.startswith("minute 4, context position unknown: ")
+    assert warning == f"mtp-k2 takes no part: its acceptance collapsed in its soak ({where})"
