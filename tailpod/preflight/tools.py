@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 
+from tailpod.engines.adapters import get_adapter
 from tailpod.engines.local_install import (
     check_engine_installed,
     check_llama_server,
@@ -24,8 +25,6 @@ ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
 
 
 def _is_llamacpp(engine: str) -> bool:
-    from tailpod.engines.adapters import get_adapter
-
     try:
         return get_adapter(engine).name == "llamacpp"
     except ConfigError:
