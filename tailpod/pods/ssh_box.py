@@ -19,7 +19,7 @@ from tailpod.engines.adapters import require_cloud_engine
 from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
-from tailpod.pods import cloud, journal
+from tailpod.pods import cloud, cloud_lanes, journal
 from tailpod.pods.base import (
     LanesOptions,
     Progress,
@@ -145,9 +145,8 @@ class SshBoxPods:
         return agent_engine_log(settings, record, say)
 
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
-        from tailpod.pods.cloud_lanes import settle_lanes_run
-
-        return settle_lanes_run(settings, ledger, record)  # lanes on the box, as on a pod
+        # lanes on the box, as on a pod
+        return cloud_lanes.settle_lanes_run(settings, ledger, record)
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
              policy: LifecyclePolicy | None = None) -> BillingEvidence:
