@@ -18,10 +18,9 @@ from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import BillingNotProven, Preempted, TailpodError
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.measure import hosts, matrix_run, sweep
+from tailpod.measure import matrix_run, sweep
 from tailpod.measure.deploy import ServedLanesHost, deploying_host
 from tailpod.measure.matrix_run import StopAwareHost, pod_stamp
-from tailpod.measure.max_rate import find_max_rates
 from tailpod.measure.plan import SweepPlan
 from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost, regate_on_new_pod
 from tailpod.provision.reconcile import spot_preemption
@@ -70,6 +69,9 @@ def benchmark_host(settings: Settings, ledger: Ledger, record: PodRecord,
     """The sweep host for `record` (its kind's: measure/hosts.py), measured as the lanes it
     serves, serving a lanes deployment, and stamping each row with a spot pod's identity.
     `measured_from` gets where the kind's host measures from."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.measure import hosts
+
     host: SweepHost = hosts.sweep_host(settings, ledger, record, progress, cache, from_here)
     if measured_from is not None:
         measured_from[:] = [host.measured_from]
@@ -141,6 +143,9 @@ def run_benchmark(settings: Settings, ledger: Ledger, record: PodRecord, plan: S
     measured_from = ["pod"]
 
     def measure(pod: PodRecord) -> None:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.measure.max_rate import find_max_rates
+
         on_pod[0] = pod
         host = benchmark_host(settings, ledger, pod, progress, cache, from_here, lanes,
                               deployment, measured_from)

@@ -24,7 +24,7 @@ from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodExtra, PodRecord
 from tailpod.measure.plan import DEPLOY_PREFIX, Arm, Cell, SweepPlan
 from tailpod.measure.sweep import GateResult, SweepHost
-from tailpod.pods import cloud_lanes, kinds
+from tailpod.pods import kinds
 from tailpod.pods import lanes as lanes_mod
 from tailpod.provision.local import provider as local_provider
 
@@ -227,6 +227,9 @@ class PodDeployingHost(DeployingHost):
         super().__init__(inner, settings, ledger, record, deployment, launches_for, stop_engine)
 
     def _lanes_up(self, arm: Arm) -> dict[str, Any]:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
+
         started = cloud_lanes.start_lanes_on_pod(
             self.inner.pod, self.settings, arm.config,  # type: ignore[attr-defined]
             self.launches_for(arm, self.deployment), int(self.deployment["admission_limit"]))
@@ -237,6 +240,9 @@ class PodDeployingHost(DeployingHost):
         return info
 
     def _lanes_down(self) -> None:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
+
         current = self.ledger.get(self.record.run_tag) or self.record
         settled = cloud_lanes.settle_with(self.inner.pod,  # type: ignore[attr-defined]
                                           self.settings, self.ledger, current)
@@ -246,6 +252,9 @@ class PodDeployingHost(DeployingHost):
                                              deploy_lanes=settled.extra.lanes or None))
 
     def lane_counts(self) -> dict[str, Any] | None:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
+
         if self.lanes_info is None:
             return None
         probe = PodRecord(run_tag=self.record.run_tag, provider=self.record.provider,
@@ -302,6 +311,9 @@ class ServedLanesHost:
         return lanes_arm_start(self.lanes, self.record.run_tag)
 
     def lane_counts(self) -> dict[str, Any] | None:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
+
         if self.record.provider == "local":
             return lanes_mod.lane_counts(self.record)
 
@@ -349,6 +361,9 @@ def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
 def pod_deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
                        deployment: dict[str, Any]) -> Any:
     """`deploy-lanes` on a rented pod, through the sweep host's agent."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.pods import cloud_lanes
+
     on_cpu = cloud_lanes.pod_on_cpu(record)
 
     def launches_for(arm: Any, dep: dict[str, Any]) -> Any:

@@ -22,7 +22,6 @@ from typing import Any, Protocol
 
 from tailpod import __version__
 from tailpod.agent.probes.basics import PROBE_ENGINES
-from tailpod.agent.probes.transport import measured_from
 from tailpod.agent_client.driver import PodAgent, SubprocessTransport
 from tailpod.config import Settings, run_path
 from tailpod.engines.base import EngineConfig, SpecArm
@@ -191,6 +190,9 @@ class EndpointLogprobSource:
         return EngineConfig(engine=self.engine, model=arm.model)
 
     def serve(self, arm: KlArm) -> dict[str, Any]:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.agent.probes.transport import measured_from
+
         if arm.url is None:
             raise ConfigError(f"arm {arm.label} has no URL")
         if measured_from(arm.url) != "pod":

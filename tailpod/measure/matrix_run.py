@@ -34,7 +34,6 @@ from tailpod.config import Settings, run_path, source_of
 from tailpod.engines.base import EngineConfig, engine_start_s
 from tailpod.errors import BillingNotProven, ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, operation_owner_alive, operation_stamp
-from tailpod.measure import hosts
 from tailpod.measure.plan import Arm, Cell, SweepPlan, spec_arms
 from tailpod.measure.sweep import (
     ArmStart,
@@ -429,6 +428,9 @@ class CloudSteps:
 
     def host(self, settings: Settings, ledger: Ledger, record: PodRecord,
              cache: str) -> SweepHost:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.measure import hosts
+
         return hosts.sweep_host(settings, ledger, record, None, cache)
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:

@@ -16,19 +16,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tailpod.agent.probes.arrival import (
-    SESSION_FORMATS,
-    TRACE_FORMATS,
-    parse_arrival,
-    parse_trace_lines,
-)
-from tailpod.agent.probes.arrival import schedule as arrival_offsets
-from tailpod.agent.probes.basics import ProbeError
-from tailpod.agent.probes.session_replay import (
-    longest_context_tokens,
-    parse_session_lines,
-    session_span_s,
-)
 from tailpod.agent_client.driver import PROBE_RUN_TIMEOUT_S
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.errors import ConfigError
@@ -233,6 +220,10 @@ def _trace_bytes(path: Path) -> bytes:
 def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     """`--trace FILE`, checked here with the agent's own reader (so a file the agent would refuse
     is refused before any pod wait): the plan's `trace` entry. Bad file: ConfigError (exit 2)."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.agent.probes.arrival import SESSION_FORMATS, TRACE_FORMATS, parse_trace_lines
+    from tailpod.agent.probes.basics import ProbeError
+
     if fmt not in TRACE_FORMATS:
         raise ConfigError(f"--trace-format must be one of {', '.join(TRACE_FORMATS)}")
     if not math.isfinite(speed) or speed <= 0:
@@ -299,6 +290,14 @@ def _session_trace_spec(path: Path, data: bytes, fmt: str, speed: float) -> dict
     """`--trace FILE --trace-format session|aiperf-multi-turn`, read with the agent's own reader:
     its sessions and turns, the least time the replay takes (starts and waits; the answers come
     on top) and an estimate of its longest context. Bad file: ConfigError (exit 2)."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.agent.probes.basics import ProbeError
+    from tailpod.agent.probes.session_replay import (
+        longest_context_tokens,
+        parse_session_lines,
+        session_span_s,
+    )
+
     try:
         sessions = parse_session_lines(data.decode("utf-8").splitlines(), fmt, str(path))
     except UnicodeDecodeError:
@@ -335,6 +334,10 @@ def check_open_loop_spans(plan: SweepPlan, limit_s: float = CELL_LIMIT_S) -> Non
     """Every open-loop cell's schedule, drawn exactly as the agent draws it (its seed, its
     requests), must send its last request within a cell's time limit; a rate of 1e-9 req/s
     would otherwise wait decades while the pod bills. The computed span is named."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.agent.probes.arrival import parse_arrival
+    from tailpod.agent.probes.arrival import schedule as arrival_offsets
+
     for rate in plan.request_rates:
         if math.isinf(rate):
             continue
