@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tailpod.agent_client.driver import ArmStart, EngineStarted, PodAgent, SshTransport
 from tailpod.config import Settings, check_run_settings, ttl_deadline, ttl_warnings
@@ -37,17 +37,13 @@ from tailpod.errors import (
     TransientError,
 )
 from tailpod.ledger import Ledger, PodRecord, home_id, new_run_tag, operation_stamp
-from tailpod.pods import deadman_control as dm
 from tailpod.pods import journal
-from tailpod.pods.first_contact import ensure_first_contact
 from tailpod.pods.start_command import start_command
 from tailpod.preflight import PreflightReport
 from tailpod.preflight.base import Plan, Status
 from tailpod.preflight.runner import run_preflight
 from tailpod.provision import providers as providers_mod
 from tailpod.provision.base import PodInfo, PodSpec, PodState
-from tailpod.provision.bootlog import BootDiagnosis, BootFailed, BootWatch, diagnose, explain
-from tailpod.provision.create import up_remote
 from tailpod.provision.gpu_names import cuda_floor
 from tailpod.provision.runpod.facts import run_stamp
 from tailpod.provision.runpod.provider import start_form
@@ -72,6 +68,9 @@ from tailpod.provision.volumes import (
 )
 from tailpod.secrets import Secret
 
+if TYPE_CHECKING:  # bootlog loads only when a pod boots: keeps it off `tailpod --help`
+    from tailpod.provision.bootlog import BootDiagnosis
+
 Say = Callable[[str], None]
 BOOT_WATCH_S = 2.0  # how often a booting pod's container log is read (provision/bootlog.py)
 TRANSIENT_RETRY_S = 60.0  # the least a refusal for a rate limit or outage tells the user to wait
@@ -81,6 +80,9 @@ def non_vendor_api_endpoint(settings: Settings) -> str | None:
     """The provider API URL when it is not the vendor's public default (a proxy, a mirror, an
     emulator), else None. Then nothing the vendor said backs the pod's claimed GPU and price, and
     the report says so next to the numbers (tailpod/results/hardware.py)."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.pods import deadman_control as dm
+
     used = dm.api_url_for(settings, settings.provider)
     vendor = dm.api_url_for(Settings(), settings.provider)  # the field defaults: the public APIs
     return None if used.rstrip("/") == vendor.rstrip("/") else used
@@ -181,6 +183,9 @@ def start_arm(
 def arm_deadman(agent: PodAgent, settings: Settings, provider: str, ttl_at: float) -> dict[str, Any]:
     """Arm the pod's dead-man switch (idempotent; also a heartbeat). No credential travels: the
     switch reads the pod-scoped key from the pod's own environment."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.pods import deadman_control as dm
+
     status = agent.deadman_arm(dm.arm_request(
         settings, provider, ttl_at, agent.deadman_layout, environ_from=f"{agent.state_dir}/pod.env"
     ))  # fmt: skip
@@ -215,6 +220,9 @@ def watching_boot(settings: Settings, record: PodRecord, wait: Callable[[], T]) 
     every BOOT_WATCH_S: a cause that cannot heal (bootlog.FATAL_EARLY, an ENTRYPOINT that
     swallowed the start command) stops `up` within seconds instead of at the wait's timeout.
     The wait runs in a daemon thread (a read-only poll) left to end on its own when abandoned."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.provision.bootlog import BootFailed, BootWatch
+
     watch = BootWatch(providers_mod.get_provider(record.provider, settings),
                       record.pod_id or "", every_s=BOOT_WATCH_S)
     box: dict[str, Any] = {}
@@ -247,6 +255,9 @@ def await_running(settings: Settings, record: PodRecord, timeout_s: float, say: 
     RunPod walks PROVISIONING -> STARTING -> RUNNING (v2 PodStatus; some pods answer RUNNING at
     once, which is handled the same way). ERROR, or a container that stopped, is a failed boot.
     """
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.provision.bootlog import BootFailed, BootWatch
+
     provider = providers_mod.get_provider(record.provider, settings)
     deadline = time.time() + timeout_s
     last = ""
@@ -374,6 +385,9 @@ def _spec(
 ) -> PodSpec:
     """The pod's spec; its tailnet key is the configured TAILSCALE_AUTH_KEY, replaced by the
     pod's own single-use key once `up` has minted one (after every refusal, `_up_cloud_once`)."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.pods import deadman_control as dm
+
     env: dict[str, str | Secret] = {
         "TAILPOD_RUN_TAG": run_tag,
         "TAILPOD_TAILSCALE_TAGS": ",".join(settings.tailscale_tags),
@@ -554,6 +568,11 @@ def _up_cloud_once(
     volume: str | None = None,
     start: Callable[[PodAgent, Settings, EngineConfig, Say], EngineStarted] | None = None,
 ) -> tuple[PodRecord, PodInfo]:
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.pods.first_contact import ensure_first_contact
+    from tailpod.provision.bootlog import explain
+    from tailpod.provision.create import up_remote
+
     if not cfg.model:
         raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
     if cfg.host != "127.0.0.1":
@@ -693,6 +712,9 @@ def _up_cloud_once(
 
 def _diagnose_boot(settings: Settings, record: PodRecord, say: Say) -> BootDiagnosis:
     """The pod's container log, kept in the run directory, its last lines shown."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.provision.bootlog import diagnose
+
     provider = providers_mod.get_provider(record.provider, settings)
     diagnosis = diagnose(provider, record.pod_id, run_dir_for(settings, record.run_tag))
     if diagnosis.path is not None:

@@ -14,7 +14,7 @@ from tailpod.engines.adapters import get_adapter, require_cloud_engine
 from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
-from tailpod.pods import cloud, cloud_lanes, local
+from tailpod.pods import cloud, local
 from tailpod.pods import lanes as lanes_mod
 from tailpod.pods.base import (
     LanesOptions,
@@ -71,6 +71,9 @@ class CloudPods:
 
     def up_lanes(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: LanesOptions,
                  progress: Progress, options: UpOptions) -> UpResult:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
+
         record, info = cloud_lanes.up_pod_lanes(settings, cfg, ledger, lanes.specs,
                                                 lanes.admission_limit, lanes.mem_fraction,
                                                 lanes.kv_gib, lambda line: progress(0.0, line),
@@ -108,6 +111,9 @@ class CloudPods:
 
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         # A lanes run on the pod: its final counts into lanes.json, the lane engines stopped.
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
+
         return cloud_lanes.settle_lanes_run(settings, ledger, record)
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord,

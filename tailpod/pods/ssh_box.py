@@ -19,7 +19,7 @@ from tailpod.engines.adapters import require_cloud_engine
 from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
-from tailpod.pods import cloud, cloud_lanes, journal
+from tailpod.pods import cloud, journal
 from tailpod.pods.base import (
     LanesOptions,
     Progress,
@@ -146,6 +146,9 @@ class SshBoxPods:
 
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
         # lanes on the box, as on a pod
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
+
         return cloud_lanes.settle_lanes_run(settings, ledger, record)
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
