@@ -150,7 +150,8 @@ def status_cell(row: dict[str, Any]) -> str:
 
 FLAG_MEANINGS = {
     "ghost": "the ledger holds the pod as live but its provider no longer has it: it ended "
-             "outside tailpod (its dead-man switch, its TTL, or a delete by hand); nothing "
+             "outside tailpod (its dead-man switch, its TTL, or a delete by hand), or by a "
+             "teardown of tailpod's whose proof did not finish (its reason says which); nothing "
              "bills for it; `tailpod down TAG` proves and records that",
     "orphan": "the provider holds a tailpod-tagged pod the ledger does not: it bills outside "
               "the ledger (another machine's run, an old crash); `tailpod down --all` stops it",
@@ -249,12 +250,15 @@ def print_cloud_up(settings: Settings, record: PodRecord) -> None:
     from tailpod.provision.tailnet.steps import remember_pod_ssh
 
     path, include = remember_pod_ssh(settings, record.run_tag, record.ssh)
+    # soft-wrapped: the terminal folds a long line, so the image digest and the Include line
+    # stay whole for a reader to copy (newcomer 2.4: rich broke them onto lines of their own)
     console.print(
         f"[green]up[/] {record.run_tag} on {record.provider}: {record.gpu} at "
-        f"${record.price_per_hr or 0:.3f}/hr, image {record.image}"
+        f"${record.price_per_hr or 0:.3f}/hr, image {record.image}", soft_wrap=True
     )
-    console.print(f"  ssh: tailpod ssh {record.run_tag}   (or add to ~/.ssh/config: {include})")
-    console.print(f"  ssh config entry written to {path}")
+    console.print(f"  ssh: tailpod ssh {record.run_tag}   (or add to ~/.ssh/config: {include})",
+                  soft_wrap=True)
+    console.print(f"  ssh config entry written to {path}", soft_wrap=True)
 
 
 def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
@@ -358,7 +362,7 @@ def print_lanes_up(record: PodRecord, admission_limit: int) -> None:
                       f"{facts.get('kv_tokens')} tokens, max concurrency "
                       f"{facts.get('max_concurrency')}, healthy in "
                       f"{float(row.get('startup_s') or 0):.0f} s")
-    console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
+    console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1", soft_wrap=True)
 
 
 def vol_only_rows(report: Any) -> Any:
@@ -558,7 +562,7 @@ def register(app: typer.Typer) -> None:
             f"  KV cache: {facts.get('kv_tokens')} tokens; "
             f"max concurrency: {facts.get('max_concurrency')}"
         )
-        console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
+        console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1", soft_wrap=True)
         stamp = check_pod(record).get("stamp")
         if stamp:
             console.print(f"  [bold red]{stamp}[/]")

@@ -347,7 +347,7 @@ def up_local_lanes(settings: Settings, cfg: Any, ledger: Ledger, specs: Sequence
     )
 
     check_model(cfg.model)
-    check_engine_installed(engine_python(settings))
+    check_engine_installed(engine_python(settings), cfg.engine)
     gpus = check_local_gpus(cfg)["gpus"]  # both lanes share this machine's GPU(s), if any
     gpu, gpu_count = (str(gpus[0]["name"]), max(1, cfg.tensor_parallel)) if gpus else \
         ("local CPU", 0)
