@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from tailpod.engines.base import EngineAdapter
+from tailpod.engines.llamacpp import LlamaCppAdapter
+from tailpod.engines.vllm import VllmAdapter
 from tailpod.errors import ConfigError
 
 
 def _adapters() -> dict[str, type[EngineAdapter]]:
-    from tailpod.engines.llamacpp import LlamaCppAdapter
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
     from tailpod.engines.sglang import SglangAdapter
-    from tailpod.engines.vllm import VllmAdapter
 
     return {"vllm": VllmAdapter, "sglang": SglangAdapter, "llamacpp": LlamaCppAdapter}
 

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 from tailpod.errors import ConfigError
+from tailpod.secrets import redact
 
 # The speculation methods tailpod names, engine-neutral; each adapter maps the ones it serves to its
 # own flags (vllm.py, sglang.py, llamacpp.py) and the CLI offers exactly these.
@@ -213,8 +214,6 @@ def family_tool_parser(model: str, by_family: Sequence[tuple[str, str]]) -> tupl
 
 def check_tool_parser(name: str) -> None:
     """A `--tool-call-parser` value as one argv word (exit 2 on anything else)."""
-    from tailpod.secrets import redact
-
     if redact(name) != name:  # it would sit in the pod's process list and the run's argv
         raise ConfigError("--tool-call-parser's value is shaped like a credential, not a parser "
                           "name", hint="e.g. hermes, llama3_json, mistral")

@@ -23,7 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tailpod.agent.bootstrap.overlay import build_overlay
 from tailpod.config import Settings
+from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import AuthError, ConfigError, ProviderError
 
@@ -220,6 +222,7 @@ class HubSource:
         revision: str | None = None,
         timeout: float = 20.0,
     ) -> None:
+        # huggingface_hub stays lazy: a heavy import only a Hub read needs, not `tailpod --help`.
         from huggingface_hub import HfApi
         from huggingface_hub.utils import disable_progress_bars
 
@@ -270,6 +273,7 @@ class HubSource:
     @contextlib.contextmanager
     def _errors(self, name: str | None = None) -> Iterator[None]:
         """huggingface_hub errors → one clear tailpod error; never echoes the token."""
+        # lazy: only a Hub read gets here (huggingface_hub is heavy; see __init__).
         from huggingface_hub import errors as hf_errors
 
         what = f"{self.repo_id}/{name}" if name else self.repo_id
@@ -628,8 +632,6 @@ def fix_mtp_ignore_list(ckpt_dir: str | Path, out_dir: str | Path) -> list[str]:
     entries; when there is nothing to add, returns [] and writes nothing. The writer is the one the
     pod agent uses for a Hub checkpoint (tailpod/agent/bootstrap/overlay.py).
     """
-    from tailpod.agent.bootstrap.overlay import build_overlay
-
     source = Path(ckpt_dir).expanduser().resolve()
     target = Path(out_dir).expanduser()
     if not source.is_dir():
@@ -682,8 +684,6 @@ def arm_refusal(cfg: EngineConfig, report: CheckpointReport | None) -> ConfigErr
     """Why `cfg`'s arm cannot run on this checkpoint with this engine and version, naming the arm
     and the arm that would; None when nothing known stops it. `report` None: the checkpoint was
     not read (plain and n-gram arms need nothing from it; llama.cpp serves a GGUF file)."""
-    from tailpod.engines.adapters import get_adapter
-
     label = cfg.spec.label()
     if report is not None and arm_needs_checkpoint(cfg) and not report.mtp.present:
         why = (f"config.json declares {report.mtp.declared_layers} MTP layer(s) but the weights "

@@ -122,6 +122,7 @@ def training_corpus(max_files: int = 160, max_bytes: int = 40_000) -> list[str]:
 
 def build_tokenizer(out_dir: Path, vocab_size: int = 4096) -> int:
     """Train and save a byte-level BPE tokenizer with a ChatML template; returns the vocab size."""
+    # tokenizers stays lazy: a native library only `checkpoint build` needs, not `tailpod --help`.
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())

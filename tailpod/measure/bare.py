@@ -31,6 +31,7 @@ _SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 def engine_args_from_serve_argv(argv: list[str]) -> tuple[Any, list[str]]:
     """vLLM EngineArgs from the API server's argv, and the server-only flags left over."""
+    # vllm stays lazy: heavy, and only the engine's Python (which runs this script) has it.
     from vllm.engine.arg_utils import EngineArgs
 
     try:
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                 if sep and key and key.replace("_", "").isalnum():
                     os.environ[key] = value
     sys.path.insert(0, opts.agent)  # the same prompt classes and engine settings the served cells used
+    # agent.* and vllm are imported below, not at the top: the agent is importable only from the
+    # line above, and vllm is heavy and the engine's own.
     if shutil.which("nvidia-smi") is None:
         from agent.bootstrap.engine import CPU_ENGINE_ENV  # type: ignore[import-not-found]
 

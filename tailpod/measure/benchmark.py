@@ -18,16 +18,19 @@ from tailpod.config import Settings
 from tailpod.engines.base import EngineConfig
 from tailpod.errors import BillingNotProven, Preempted, TailpodError
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.measure import matrix_run, sweep
+from tailpod.measure.deploy import ServedLanesHost, deploying_host
+from tailpod.measure.matrix_run import StopAwareHost, pod_stamp
 from tailpod.measure.plan import SweepPlan
-from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost
+from tailpod.measure.sweep import RunContext, RunDirectory, SweepHost, regate_on_new_pod
+from tailpod.provision.reconcile import spot_preemption
+from tailpod.provision.tailnet.steps import remember_pod_ssh
 
 
 def preempted_error(settings: Settings, ledger: Ledger, record: PodRecord, run_id: str
                     ) -> Preempted | None:
     """A spot pod its provider says preempted, said plainly: when, that its disk still bills,
     and how the run resumes on a new pod (docs/providers.md "Spot"); None for any other pod."""
-    from tailpod.provision.reconcile import spot_preemption
-
     flag = spot_preemption(settings, ledger, record)
     if flag is None:
         return None
@@ -43,8 +46,6 @@ def preempted_error(settings: Settings, ledger: Ledger, record: PodRecord, run_i
 def pod_stamped(host: SweepHost, record: PodRecord) -> SweepHost:
     """The host whose rows carry the pod they were measured on (matrix_run.pod_stamp), so a run
     resumed on a new spot pod says which cells came from which pod."""
-    from tailpod.measure.matrix_run import StopAwareHost, pod_stamp
-
     return StopAwareHost(host, threading.Event(), str, pod_stamp(record))
 
 
@@ -52,8 +53,6 @@ def resume_on_new_pod(run_dir: RunDirectory, plan: SweepPlan, record: PodRecord)
     """A run resumed on another pod than the one it began on (a spot pod was preempted): the
     reference and the gates of the arms still to measure are taken again on this pod first
     (sweep.regate_on_new_pod). Returns those arms."""
-    from tailpod.measure.sweep import regate_on_new_pod
-
     run = run_dir.load()
     if run is None or not run.get("run_tag") or run["run_tag"] == record.run_tag:
         return []
@@ -70,8 +69,8 @@ def benchmark_host(settings: Settings, ledger: Ledger, record: PodRecord,
     """The sweep host for `record` (its kind's: measure/hosts.py), measured as the lanes it
     serves, serving a lanes deployment, and stamping each row with a spot pod's identity.
     `measured_from` gets where the kind's host measures from."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
     from tailpod.measure import hosts
-    from tailpod.measure.deploy import ServedLanesHost, deploying_host
 
     host: SweepHost = hosts.sweep_host(settings, ledger, record, progress, cache, from_here)
     if measured_from is not None:
@@ -133,10 +132,6 @@ def run_benchmark(settings: Settings, ledger: Ledger, record: PodRecord, plan: S
     and its card rented again, the one way a spot sweep goes on (measure/matrix_run.py, as
     `matrix --spot`). A failure on a preempted spot pod raises Preempted (exit 3) instead of the
     transport's error; a lost pod whose destroy is not proven raises its own exit 3."""
-    from tailpod.measure import matrix_run
-    from tailpod.measure.max_rate import find_max_rates
-    from tailpod.measure.sweep import run_sweep
-
     rid = ctx.run_id
     base = EngineConfig.from_json(record.engine)
     preempted = preempted_error(settings, ledger, record, rid)
@@ -148,6 +143,9 @@ def run_benchmark(settings: Settings, ledger: Ledger, record: PodRecord, plan: S
     measured_from = ["pod"]
 
     def measure(pod: PodRecord) -> None:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.measure.max_rate import find_max_rates
+
         on_pod[0] = pod
         host = benchmark_host(settings, ledger, pod, progress, cache, from_here, lanes,
                               deployment, measured_from)
@@ -156,8 +154,8 @@ def run_benchmark(settings: Settings, ledger: Ledger, record: PodRecord, plan: S
                 find_max_rates(plan, run_dir, host, ctx, max_rate[0], max_rate[1], log=say,
                                progress=on_cell)
             else:
-                run_sweep(plan, run_dir, host, RunContext.for_pod(pod, rid, base), log=say,
-                          progress=on_cell)
+                sweep.run_sweep(plan, run_dir, host, RunContext.for_pod(pod, rid, base),
+                                log=say, progress=on_cell)
         finally:
             host.close()
 
@@ -188,7 +186,6 @@ def run_benchmark(settings: Settings, ledger: Ledger, record: PodRecord, plan: S
             rent=rent, refuses=lambda: None, run_dir=run_dir, plan=plan,
             what="its card", say=say)
         if new.ssh.get("host"):  # `ssh tailpod-<new>` as after `up` (the lost one's went)
-            from tailpod.provision.tailnet.steps import remember_pod_ssh
 
             try:  # a convenience: never what stops a sweep on a pod that bills
                 path, _include = remember_pod_ssh(settings, new.run_tag, new.ssh)

@@ -24,7 +24,9 @@ from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodExtra, PodRecord
 from tailpod.measure.plan import DEPLOY_PREFIX, Arm, Cell, SweepPlan
 from tailpod.measure.sweep import GateResult, SweepHost
+from tailpod.pods import kinds
 from tailpod.pods import lanes as lanes_mod
+from tailpod.provision.local import provider as local_provider
 
 LaunchesFor = Callable[[Arm, dict[str, Any]], Sequence[lanes_mod.LaneLaunch]]
 
@@ -32,6 +34,8 @@ LaunchesFor = Callable[[Arm, dict[str, Any]], Sequence[lanes_mod.LaneLaunch]]
 def read_deployment(path: Path) -> dict[str, Any]:
     """The decision's deployment, checked against its model (results/deployment.py) before the
     sweep waits on the pod or stops its engine."""
+    # lazy: the decision's model loads for `benchmark --deploy` only, not at every `tailpod`
+    # start (docs/architecture.md, function-level imports)
     from tailpod.results.deployment import read_decision
 
     dep = read_decision(path)
@@ -155,11 +159,9 @@ class DeployingHost:
         return dict(self.lanes_record.extra.lanes)
 
     def _lanes_down(self) -> None:
-        from tailpod.pods.kinds import kind_for
-
         assert self.lanes_record is not None
         current = self.ledger.get(self.lanes_record.run_tag) or self.lanes_record
-        kind_for("local").down(self.settings, self.ledger, current)  # final counts; proven
+        kinds.kind_for("local").down(self.settings, self.ledger, current)  # final counts; proven
         self.lanes_record = None
 
     def lane_counts(self) -> dict[str, Any] | None:
@@ -225,6 +227,7 @@ class PodDeployingHost(DeployingHost):
         super().__init__(inner, settings, ledger, record, deployment, launches_for, stop_engine)
 
     def _lanes_up(self, arm: Arm) -> dict[str, Any]:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
         from tailpod.pods import cloud_lanes
 
         started = cloud_lanes.start_lanes_on_pod(
@@ -237,6 +240,7 @@ class PodDeployingHost(DeployingHost):
         return info
 
     def _lanes_down(self) -> None:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
         from tailpod.pods import cloud_lanes
 
         current = self.ledger.get(self.record.run_tag) or self.record
@@ -248,6 +252,7 @@ class PodDeployingHost(DeployingHost):
                                              deploy_lanes=settled.extra.lanes or None))
 
     def lane_counts(self) -> dict[str, Any] | None:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
         from tailpod.pods import cloud_lanes
 
         if self.lanes_info is None:
@@ -306,9 +311,11 @@ class ServedLanesHost:
         return lanes_arm_start(self.lanes, self.record.run_tag)
 
     def lane_counts(self) -> dict[str, Any] | None:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
+
         if self.record.provider == "local":
             return lanes_mod.lane_counts(self.record)
-        from tailpod.pods import cloud_lanes
 
         return cloud_lanes.pod_counts(self.inner.pod, self.record)  # type: ignore[attr-defined]
 
@@ -334,10 +341,7 @@ def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
                    deployment: dict[str, Any]) -> Any:
     """The sweep host that serves `deploy-lanes` as two lanes behind HAProxy, on this machine or
     (pod_deploying_host) a rented pod."""
-    from tailpod.pods.kinds import kind_for
-    from tailpod.provision.local.provider import LocalProvider
-
-    kind = kind_for(record.provider)
+    kind = kinds.kind_for(record.provider)
     if kind.deploy_lanes_where() == "pod":  # the kind refuses one whose lanes serve nowhere
         return pod_deploying_host(settings, ledger, record, host, deployment)
 
@@ -348,7 +352,7 @@ def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
 
     def stop_engine() -> None:
         if record.pod_id:
-            LocalProvider(settings.home).terminate(record.pod_id)
+            local_provider.LocalProvider(settings.home).terminate(record.pod_id)
         host.engine_stopped = True
 
     return DeployingHost(host, settings, ledger, record, deployment, launches_for, stop_engine)
@@ -357,6 +361,7 @@ def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
 def pod_deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
                        deployment: dict[str, Any]) -> Any:
     """`deploy-lanes` on a rented pod, through the sweep host's agent."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
     from tailpod.pods import cloud_lanes
 
     on_cpu = cloud_lanes.pod_on_cpu(record)

@@ -22,11 +22,12 @@ from typing import Any, Protocol
 
 from tailpod import __version__
 from tailpod.agent.probes.basics import PROBE_ENGINES
-from tailpod.agent_client.driver import PodAgent
+from tailpod.agent_client.driver import PodAgent, SubprocessTransport
 from tailpod.config import Settings, run_path
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.measure import hosts
 from tailpod.measure.hosts import AgentSweepHost
 from tailpod.measure.plan import Arm, SweepPlan
 from tailpod.measure.sweep import RunContext, RunDirectory, new_run
@@ -180,8 +181,6 @@ class EndpointLogprobSource:
     the probe runs on this machine (the agent as a child process)."""
 
     def __init__(self, engine: str = "auto") -> None:
-        from tailpod.agent_client.driver import SubprocessTransport
-
         self.engine = engine
         self._tmp = tempfile.TemporaryDirectory(prefix="tailpod-kl-")
         self.agent = PodAgent(SubprocessTransport(Path(self._tmp.name)))
@@ -191,6 +190,7 @@ class EndpointLogprobSource:
         return EngineConfig(engine=self.engine, model=arm.model)
 
     def serve(self, arm: KlArm) -> dict[str, Any]:
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
         from tailpod.agent.probes.transport import measured_from
 
         if arm.url is None:
@@ -401,8 +401,6 @@ def kl_on_pod(
     """`eval kl` on a running pod: the reference and each candidate served one after the other
     beside the pod's agent, kl.json written; with `restore`, the pod serves its original arm
     again afterwards (a relaunch, as any arm switch)."""
-    from tailpod.measure import hosts
-
     if record.status != "running":
         raise ConfigError(f"{record.run_tag} is {record.status}, not running", hint="tailpod up")
     original = EngineConfig.from_json(record.engine)

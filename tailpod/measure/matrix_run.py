@@ -44,7 +44,15 @@ from tailpod.measure.sweep import (
     regate_on_new_pod,
     run_sweep,
 )
+from tailpod.pods import cloud as cloud_pods
+from tailpod.pods import kinds
+from tailpod.pods.base import UpOptions
+from tailpod.preflight.cloud import PREFLIGHT_TIMINGS, image_cuda, offer_settings
+from tailpod.provision import providers as providers_mod
 from tailpod.provision.base import BillingEvidence
+from tailpod.provision.providers import check_spot_route
+from tailpod.provision.teardown import PROOF_FILE, run_dir_for
+from tailpod.results.io import load_run
 from tailpod.results.matrix import (
     MATRIX_FILE,
     MATRIX_PLOT,
@@ -412,33 +420,27 @@ class CloudSteps:
     allow_nonephemeral: bool = False
 
     def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, say: Say) -> PodRecord:
-        from tailpod.pods.base import UpOptions
-        from tailpod.pods.kinds import kind_for
-
         options = UpOptions(use_tailnet=self.use_tailnet, allow_unpinned=self.allow_unpinned,
                             allow_nonephemeral=self.allow_nonephemeral)
-        result = kind_for(settings.provider).up(settings, cfg, ledger,
-                                                lambda _f, line: say(line), options)
+        result = kinds.kind_for(settings.provider).up(settings, cfg, ledger,
+                                                      lambda _f, line: say(line), options)
         return result.record
 
     def host(self, settings: Settings, ledger: Ledger, record: PodRecord,
              cache: str) -> SweepHost:
-        from tailpod.measure.hosts import sweep_host
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.measure import hosts
 
-        return sweep_host(settings, ledger, record, None, cache)
+        return hosts.sweep_host(settings, ledger, record, None, cache)
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord) -> BillingEvidence:
-        from tailpod.pods.kinds import kind_for
-
-        return kind_for(record.provider).down(settings, ledger, record)
+        return kinds.kind_for(record.provider).down(settings, ledger, record)
 
     def healthy(self, settings: Settings, ledger: Ledger, record: PodRecord) -> bool:
         """A killed run's pod is adopted only while its engine answers (the sweep restarts it
         for each arm anyway, so the arm it served does not matter)."""
-        from tailpod.pods.kinds import kind_for
-
         return record.status == "running" and bool(
-            kind_for(record.provider).engine_healthy(settings, record))
+            kinds.kind_for(record.provider).engine_healthy(settings, record))
 
 
 class MatrixStopped(TailpodError):
@@ -527,9 +529,8 @@ def refresh_price(settings: Settings, ledger: Ledger, record: PodRecord) -> PodR
     reports a cost only for a RUNNING pod): $/Mtok needs the price this pod bills at."""
     if record.price_per_hr is not None or not record.pod_id:
         return record
-    from tailpod.provision.providers import get_provider
 
-    info = get_provider(record.provider, settings).get(record.pod_id)
+    info = providers_mod.get_provider(record.provider, settings).get(record.pod_id)
     if info is None or info.price_per_hr is None:
         return record
     return ledger.update(record.run_tag, event="price-read", price_per_hr=info.price_per_hr)
@@ -613,8 +614,6 @@ def spent_so_far(settings: Settings, state: MatrixState) -> tuple[float, str]:
     """USD every pod of the matrix has cost, earlier runs' included, and where it comes from:
     per pod the larger of the ledger's (its $/h times its billed time) and, where the provider
     measures it (RunPod's billing history, which lags), the provider's own figure."""
-    from tailpod.provision.providers import get_provider
-
     ledger, now = Ledger(settings.state_dir), time.time()
     total, measured = 0.0, 0
     for entry in state.data["cards"].values():
@@ -626,7 +625,7 @@ def spent_so_far(settings: Settings, state: MatrixState) -> tuple[float, str]:
             billed = None
             if record.pod_id:
                 try:
-                    provider = get_provider(record.provider, settings)
+                    provider = providers_mod.get_provider(record.provider, settings)
                     reader = getattr(provider, "billed_so_far", None)
                     billed = reader(record.pod_id) if reader is not None else None
                 except TailpodError:
@@ -657,12 +656,10 @@ def pod_stamp(record: PodRecord) -> dict[str, Any]:
 def preempted_now(settings: Settings, record: PodRecord) -> bool:
     """Whether the provider says `record`'s spot pod lost its bid (PodInfo.detail["preempted"]);
     False when it cannot be asked: the card then fails as any card whose pod died."""
-    from tailpod.provision.providers import get_provider
-
     if not record.extra.spot or not record.pod_id:
         return False
     try:
-        info = get_provider(record.provider, settings).get(record.pod_id)
+        info = providers_mod.get_provider(record.provider, settings).get(record.pod_id)
     except TailpodError:
         return False
     return bool(info is not None and info.detail.get("preempted"))
@@ -767,8 +764,6 @@ def keep_purchases(settings: Settings, state: MatrixState) -> Settings:
 def check_spot_cards(settings: Settings, cards: list[Card], image: str) -> None:
     """A spot card (marked `:spot`, or any under `--spot`) whose provider sells no spot: exit 2
     before any offer query, rental or write (provision/providers.py `check_spot_route`)."""
-    from tailpod.provision.providers import check_spot_route
-
     check_purchases(cards, settings.spot)
     for card in cards:
         if card.spot is None:  # `--spot` made it spot: the flag's own refusal and hint
@@ -789,9 +784,6 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
     Refuses (ConfigError) a card's projected hours past the pods' TTL, an unknown card, a budget
     below one cell of the cheapest card, and a projected total above the budget. A card whose
     provider cannot be asked fails alone."""
-    from tailpod.preflight.cloud import PREFLIGHT_TIMINGS
-    from tailpod.provision.providers import get_provider
-
     if budget <= 0:
         raise ConfigError(f"--budget must be positive, got {budget}")
     refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the first offer query
@@ -800,7 +792,7 @@ def price_cards(settings: Settings, cards: list[Card], sweep: SweepSpec, cost: C
     unknown: list[str] = []
     for card in cards:
         bought = card_settings(settings, card, image)  # the card's own purchase and bid
-        provider = get_provider(card.provider, bought, timings=PREFLIGHT_TIMINGS)
+        provider = providers_mod.get_provider(card.provider, bought, timings=PREFLIGHT_TIMINGS)
         entry: dict[str, Any] = {"price_per_hr": None, "projected_usd": None, "problem": None,
                                  "spot": bought.spot, "bid": bought.bid}
         offer = None
@@ -979,8 +971,6 @@ class MatrixRun:
     def teardown(self, label: str, wait: bool = True) -> None:
         """Tear down every pod of this card that lacks a billing proof; idempotent. With
         `wait=False` it leaves a card alone whose teardown is already under way."""
-        from tailpod.provision.teardown import PROOF_FILE, run_dir_for
-
         lock = self._card_locks[label]
         if not lock.acquire(blocking=wait):
             return
@@ -1160,8 +1150,6 @@ class MatrixRun:
 
 def cells_by_pod(run_dir: Path) -> dict[str, int]:
     """How many finished cells each pod measured (the `pod` every matrix row carries)."""
-    from tailpod.measure.sweep import RunDirectory
-
     counts: dict[str, int] = {}
     if not (run_dir / "rows.jsonl").exists():
         return counts
@@ -1174,9 +1162,6 @@ def cells_by_pod(run_dir: Path) -> dict[str, int]:
 
 def write_matrix_report(state: MatrixState) -> dict[str, Path]:
     """matrix-report.json, matrix.md and the $/Mtok plot, next to matrix.json."""
-    from tailpod.results.analysis import analyze
-    from tailpod.results.io import load_run
-
     outcomes = []
     for label, entry in state.data["cards"].items():
         outcome: dict[str, Any] = {"card": label, "status": entry["status"],
@@ -1189,6 +1174,10 @@ def write_matrix_report(state: MatrixState) -> dict[str, Path]:
                                    "on_demand_per_hr": entry.get("on_demand_per_hr")}
         run_json = Path(entry["run_dir"]) / "run.json"
         if run_json.exists():
+            # lazy: the analysis and its sections load only when a report is written, not at
+            # every `tailpod` start (docs/architecture.md, function-level imports)
+            from tailpod.results.analysis import analyze
+
             try:
                 outcome["analysis"] = analyze(load_run(entry["run_dir"]))
                 outcome["run"] = json.loads(run_json.read_text())
@@ -1256,9 +1245,6 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     None after a dry run. A resumed matrix keeps its cards, sweep, image and cost model; the
     budget covers every pod of the matrix, those of earlier runs included. `say` gets each line
     (rich markup)."""
-    from tailpod.pods.cloud import pinned_image
-    from tailpod.preflight.cloud import image_cuda, offer_settings
-
     results = Path(settings.results_dir)
     state: MatrixState | None = None
     spent_before = 0.0
@@ -1288,7 +1274,7 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
         if not cards:
             raise ConfigError("no cards given", hint='pass --card "provider:GPU[xN]"')
         refuse_cards_past_ttl(settings, cards, sweep, cost)  # before the registry is asked
-        pinned, digest = pinned_image(settings, allow_unpinned)
+        pinned, digest = cloud_pods.pinned_image(settings, allow_unpinned)
         todo = cards
     # priced as `up` rents: hosts must reach the image's CUDA (the one offer query, issue 37)
     cuda = image_cuda(dataclasses.replace(settings, image=pinned))[0]

@@ -8,8 +8,10 @@ slow drift (thermals, a noisy neighbour) lands on every arm alike.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -198,8 +200,6 @@ class SweepPlan:
 def _trace_bytes(path: Path) -> bytes:
     """The trace file's bytes, read only from a regular file no larger than TRACE_MAX_BYTES (a
     FIFO would block the read forever, a link to /dev/zero would fill memory)."""
-    import stat
-
     try:
         info = path.stat()
         if not stat.S_ISREG(info.st_mode):
@@ -220,8 +220,7 @@ def _trace_bytes(path: Path) -> bytes:
 def trace_spec(path: Path, fmt: str, speed: float) -> dict[str, Any]:
     """`--trace FILE`, checked here with the agent's own reader (so a file the agent would refuse
     is refused before any pod wait): the plan's `trace` entry. Bad file: ConfigError (exit 2)."""
-    import hashlib
-
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
     from tailpod.agent.probes.arrival import SESSION_FORMATS, TRACE_FORMATS, parse_trace_lines
     from tailpod.agent.probes.basics import ProbeError
 
@@ -291,8 +290,7 @@ def _session_trace_spec(path: Path, data: bytes, fmt: str, speed: float) -> dict
     """`--trace FILE --trace-format session|aiperf-multi-turn`, read with the agent's own reader:
     its sessions and turns, the least time the replay takes (starts and waits; the answers come
     on top) and an estimate of its longest context. Bad file: ConfigError (exit 2)."""
-    import hashlib
-
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
     from tailpod.agent.probes.basics import ProbeError
     from tailpod.agent.probes.session_replay import (
         longest_context_tokens,
@@ -336,14 +334,16 @@ def check_open_loop_spans(plan: SweepPlan, limit_s: float = CELL_LIMIT_S) -> Non
     """Every open-loop cell's schedule, drawn exactly as the agent draws it (its seed, its
     requests), must send its last request within a cell's time limit; a rate of 1e-9 req/s
     would otherwise wait decades while the pod bills. The computed span is named."""
-    from tailpod.agent.probes.arrival import parse_arrival, schedule
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.agent.probes.arrival import parse_arrival
+    from tailpod.agent.probes.arrival import schedule as arrival_offsets
 
     for rate in plan.request_rates:
         if math.isinf(rate):
             continue
         for rep in range(plan.reps):
             cell = Cell(arm="", concurrency=0, rep=rep, prompt_class="", rate=rate)
-            offsets = schedule(parse_arrival(plan.arrival_for(cell)))
+            offsets = arrival_offsets(parse_arrival(plan.arrival_for(cell)))
             if not offsets[-1] <= limit_s:
                 raise ConfigError(
                     f"--request-rate {rate:g}: a cell's {len(offsets)} requests are scheduled "

@@ -37,6 +37,7 @@ from tailpod.measure.plan import (
 )
 from tailpod.provision.volumes import to_first_token
 from tailpod.results.hardware import hardware_check
+from tailpod.results.io import load_run, validation_summary
 from tailpod.results.schema import (
     ROW_ADAPTER,
     ArmRecord,
@@ -218,8 +219,6 @@ class RunDirectory:
 
 def _checked(build: Callable[[], Any], what: str) -> Any:
     """`build()`, with a model's refusal said in one line: a writer's bug, never a traceback."""
-    from tailpod.results.io import validation_summary
-
     try:
         return build()
     except ValidationError as exc:
@@ -547,8 +546,9 @@ def _past_saturation(plan: SweepPlan, step: Cell, run: dict[str, Any], run_dir: 
 def _record_fingerprint(run: dict[str, Any], run_dir: RunDirectory) -> None:
     """The run's acceptance fingerprint (results/fingerprint.py), from the files just written.
     The measurements are saved already; a fingerprint that cannot be built is a note, not a loss."""
+    # lazy: the fingerprint's reader loads at a run's end, not at every `tailpod` start
+    # (docs/architecture.md, function-level imports)
     from tailpod.results.fingerprint import run_fingerprint
-    from tailpod.results.io import load_run
 
     try:
         run["fingerprint"] = run_fingerprint(load_run(run_dir.path))

@@ -15,16 +15,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tailpod.agent_client.driver import ArmStart, EngineStarted, PodAgent, SshTransport
 from tailpod.config import Settings, check_run_settings, ttl_deadline, ttl_warnings
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
+from tailpod.engines.checkpoint import HubSource, hub_overlay_patch
+from tailpod.engines.image import pin_image, read_image_facts
 from tailpod.engines.vllm import spelled_for_image
 from tailpod.errors import (
     BillingNotProven,
+    CapacityError,
     ConfigError,
     Interrupted,
     TailpodError,
@@ -33,13 +39,36 @@ from tailpod.errors import (
 from tailpod.ledger import Ledger, LifeState, PodRecord, home_id, new_run_tag, operation_stamp
 from tailpod.pods import journal
 from tailpod.pods.start_command import start_command
-from tailpod.provision.base import PodInfo, PodSpec
+from tailpod.preflight import PreflightReport
+from tailpod.preflight.base import Plan, Status
+from tailpod.preflight.runner import run_preflight
+from tailpod.provision import providers as providers_mod
+from tailpod.provision.base import PodInfo, PodSpec, PodState
+from tailpod.provision.gpu_names import cuda_floor
+from tailpod.provision.runpod.facts import run_stamp
+from tailpod.provision.runpod.provider import start_form
 from tailpod.provision.ssh.client import SshTarget, boot_wait_seconds, open_ssh
+from tailpod.provision.ssh.keys import load_private_key, resolve_key_path
+from tailpod.provision.tailnet.api import TailnetError
+from tailpod.provision.tailnet.join import pod_env
+from tailpod.provision.tailnet.steps import (
+    check_tailnet_requirements,
+    mint_pod_auth_key,
+    revoke_pod_auth_key,
+    tailnet_ssh_target,
+    wait_for_pod_device,
+)
+from tailpod.provision.teardown import down_remote, run_dir_for
+from tailpod.provision.volumes import (
+    cache_env,
+    cold_start,
+    compile_cache_key,
+    note_use,
+    prepare_mount,
+)
 from tailpod.secrets import Secret
 
-if TYPE_CHECKING:
-    from tailpod.agent_client.driver import ArmStart, EngineStarted, PodAgent
-    from tailpod.preflight import PreflightReport
+if TYPE_CHECKING:  # bootlog loads only when a pod boots: keeps it off `tailpod --help`
     from tailpod.provision.bootlog import BootDiagnosis
 
 Say = Callable[[str], None]
@@ -51,10 +80,11 @@ def non_vendor_api_endpoint(settings: Settings) -> str | None:
     """The provider API URL when it is not the vendor's public default (a proxy, a mirror, an
     emulator), else None. Then nothing the vendor said backs the pod's claimed GPU and price, and
     the report says so next to the numbers (tailpod/results/hardware.py)."""
-    from tailpod.pods.deadman_control import api_url_for
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.pods import deadman_control as dm
 
-    used = api_url_for(settings, settings.provider)
-    vendor = api_url_for(Settings(), settings.provider)  # the field defaults: the public APIs
+    used = dm.api_url_for(settings, settings.provider)
+    vendor = dm.api_url_for(Settings(), settings.provider)  # the field defaults: the public APIs
     return None if used.rstrip("/") == vendor.rstrip("/") else used
 
 
@@ -64,8 +94,6 @@ def pod_python(settings: Settings) -> str:
 
 
 def ssh_public_key(settings: Settings) -> str:
-    from tailpod.provision.ssh.keys import load_private_key, resolve_key_path
-
     key = load_private_key(resolve_key_path(settings.ssh_key), settings.ssh_key_passphrase)
     return f"{key.get_name()} {key.get_base64()} tailpod"
 
@@ -73,7 +101,6 @@ def ssh_public_key(settings: Settings) -> str:
 def pinned_image(settings: Settings, allow_unpinned: bool) -> tuple[str, str | None]:
     if not settings.image:
         raise ConfigError("no engine image given", hint="pass --image or set TAILPOD_IMAGE")
-    from tailpod.engines.image import pin_image
 
     pinned = pin_image(settings.image, settings, allow_unpinned=allow_unpinned)
     return pinned.pinned_ref, pinned.digest
@@ -84,8 +111,6 @@ def open_pod_agent(
 ) -> PodAgent:
     """The pod's agent over ONE SSH session: every call of this pod (arm, start, relaunch,
     probe, heartbeat) goes through it; close it when done with the pod."""
-    from tailpod.agent_client.driver import PodAgent, SshTransport
-
     session = open_ssh(settings, target, wait_s=wait_s, on_event=say)
     try:
         return PodAgent(SshTransport(session))
@@ -96,8 +121,6 @@ def open_pod_agent(
 
 def target_for_record(settings: Settings, record: PodRecord) -> SshTarget:
     """Over the tailnet when the pod joined it, else the provider's SSH endpoint."""
-    from tailpod.provision.tailnet import tailnet_ssh_target
-
     user = str(record.ssh.get("user") or "root")
     if record.tailnet.get("name") or record.tailnet.get("hostname"):
         return tailnet_ssh_target(settings, record.tailnet, user=user)
@@ -128,8 +151,6 @@ def start_arm(
     relaunch: bool = False,
 ) -> EngineStarted:
     """Start (or relaunch) the engine on the pod with this arm; its start facts, returned."""
-    from tailpod.engines.checkpoint import hub_overlay_patch
-
     label = cfg.spec.label()
     # A Hub checkpoint with the MTP ignore-list trap: the patch is worked out here from the
     # Hub (no weights), the pod builds the overlay (tailpod/agent/bootstrap/overlay.py) and
@@ -162,6 +183,7 @@ def start_arm(
 def arm_deadman(agent: PodAgent, settings: Settings, provider: str, ttl_at: float) -> dict[str, Any]:
     """Arm the pod's dead-man switch (idempotent; also a heartbeat). No credential travels: the
     switch reads the pod-scoped key from the pod's own environment."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
     from tailpod.pods import deadman_control as dm
 
     status = agent.deadman_arm(dm.arm_request(
@@ -176,9 +198,7 @@ def _wait_ssh_endpoint(
     settings: Settings, record: PodRecord, timeout_s: float, say: Say
 ) -> SshTarget:
     """The provider's SSH endpoint, once the pod publishes it (RUNNING alone does not mean ready)."""
-    from tailpod.provision.providers import get_provider
-
-    provider = get_provider(record.provider, settings)
+    provider = providers_mod.get_provider(record.provider, settings)
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         info = provider.get(record.pod_id or "")
@@ -212,13 +232,11 @@ def watching_boot(settings: Settings, record: PodRecord, wait: Callable[[], T]) 
     every BOOT_WATCH_S: a cause that cannot heal (bootlog.FATAL_EARLY, an ENTRYPOINT that
     swallowed the start command) stops `up` within seconds instead of at the wait's timeout.
     The wait runs in a daemon thread (a read-only poll) left to end on its own when abandoned."""
-    import threading
-
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
     from tailpod.provision.bootlog import BootFailed, BootWatch
-    from tailpod.provision.providers import get_provider
 
-    watch = BootWatch(get_provider(record.provider, settings), record.pod_id or "",
-                      every_s=BOOT_WATCH_S)
+    watch = BootWatch(providers_mod.get_provider(record.provider, settings),
+                      record.pod_id or "", every_s=BOOT_WATCH_S)
     box: dict[str, Any] = {}
 
     def run() -> None:
@@ -253,11 +271,10 @@ def await_running(settings: Settings, record: PodRecord, timeout_s: float, say: 
     RunPod walks PROVISIONING -> STARTING -> RUNNING (v2 PodStatus; some pods answer RUNNING at
     once, which is handled the same way). ERROR, or a container that stopped, is a failed boot.
     """
-    from tailpod.provision.base import PodState
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
     from tailpod.provision.bootlog import BootFailed, BootWatch
-    from tailpod.provision.providers import get_provider
 
-    provider = get_provider(record.provider, settings)
+    provider = providers_mod.get_provider(record.provider, settings)
     deadline = time.time() + timeout_s
     last = ""
     # The container log is read while the pod boots: an ENTRYPOINT that swallowed the start
@@ -298,11 +315,6 @@ def follow_image(settings: Settings, spec: PodSpec, say: Say
     """The spec with what the pinned image's config says (its ENTRYPOINT picks the start form,
     its CUDA the hosts it may land on), and the facts each run records: those, and what first
     contact verified on this account. An unreadable config leaves the JSON form, no CUDA bound."""
-    from tailpod.engines.image import read_image_facts
-    from tailpod.provision.gpu_names import cuda_floor
-    from tailpod.provision.runpod.facts import run_stamp
-    from tailpod.provision.runpod.provider import start_form
-
     facts: dict[str, Any] = {}
     try:
         image = read_image_facts(spec.image, settings)
@@ -324,8 +336,6 @@ def follow_image(settings: Settings, spec: PodSpec, say: Say
 
 def check_stated_price(record: PodRecord, info: PodInfo, max_price: float | None) -> None:
     """The price cap, applied to the price the provider states for the running pod."""
-    from tailpod.errors import CapacityError
-
     if max_price is not None and info.price_per_hr is not None \
             and info.price_per_hr > max_price + 1e-9:
         raise CapacityError(
@@ -341,7 +351,6 @@ def _mint_pod_key(settings: Settings, run_tag: str,
     configured TAILSCALE_AUTH_KEY, said (it then sits in the pod's environment for its life)."""
     if not settings.tailscale_api_key:
         return None, None
-    from tailpod.provision.tailnet.steps import mint_pod_auth_key
 
     try:
         key_id, key = mint_pod_auth_key(settings, run_tag)
@@ -358,7 +367,6 @@ def _revoke_unused_key(settings: Settings, run_tag: str, key_id: str | None, say
     key's id is in the ledger record, and it expires in 30 minutes)."""
     if not key_id:
         return
-    from tailpod.provision.tailnet.steps import revoke_pod_auth_key
 
     try:
         revoke_pod_auth_key(settings, key_id)
@@ -371,12 +379,6 @@ def _revoke_unused_key(settings: Settings, run_tag: str, key_id: str | None, say
 
 def reach_pod(settings: Settings, record: PodRecord, say: Say, timeout_s: float) -> SshTarget:
     if record.tailnet.get("enabled", True) and settings.tailscale_auth_key:
-        from tailpod.provision.tailnet.steps import (
-            revoke_pod_auth_key,
-            tailnet_ssh_target,
-            wait_for_pod_device,
-        )
-
         device = wait_for_pod_device(settings, record.run_tag, timeout_s=timeout_s, on_event=say)
         key_id = record.tailnet.get("auth_key_id")
         if key_id:  # joined: the pod's key is spent; delete it so nothing can reuse it
@@ -399,8 +401,8 @@ def _spec(
 ) -> PodSpec:
     """The pod's spec; its tailnet key is the configured TAILSCALE_AUTH_KEY, replaced by the
     pod's own single-use key once `up` has minted one (after every refusal, `_up_cloud_once`)."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
     from tailpod.pods import deadman_control as dm
-    from tailpod.provision.tailnet.join import pod_env
 
     env: dict[str, str | Secret] = {
         "TAILPOD_RUN_TAG": run_tag,
@@ -461,10 +463,7 @@ def _mount_volume(settings: Settings, ledger: Ledger, cfg: EngineConfig, spec: P
     """`up --volume`: the pod goes to the volume's data center with the GPU list filtered to it,
     mounts the volume, and keeps the engine's caches there (compile caches under a key of engine
     image, checkpoint and argv). Refused before anything is rented when the volume cannot serve."""
-    from tailpod.provision.providers import get_provider
-    from tailpod.provision.volumes import cache_env, compile_cache_key, prepare_mount
-
-    mount = prepare_mount(get_provider(settings.provider, settings), ledger, name,
+    mount = prepare_mount(providers_mod.get_provider(settings.provider, settings), ledger, name,
                           spec.gpu_preference)
     if mount.dropped:
         say(f"volume {name} is in {mount.place} {mount.data_center}, which has none of "
@@ -486,11 +485,8 @@ def _mount_volume(settings: Settings, ledger: Ledger, cfg: EngineConfig, spec: P
 def _hub_revision(settings: Settings, model: str, say: Say) -> str | None:
     """The commit a Hub id resolves to now (one metadata call), for the compile-cache key; None
     for a local directory or when the Hub cannot be asked (said)."""
-    from pathlib import Path
-
     if Path(model).expanduser().exists() or model.count("/") != 1 or model.startswith((".", "/")):
         return None
-    from tailpod.engines.checkpoint import HubSource
 
     token = settings.hf_token.reveal() if settings.hf_token else None
     try:
@@ -540,9 +536,6 @@ def run_preflight_or_refuse(
     say: Say,
 ) -> None:
     """check-requirements, before anything bills; any failed check refuses the rent."""
-    from tailpod.preflight.base import Plan, Status
-    from tailpod.preflight.runner import run_preflight
-
     plan = Plan(
         context_length=cfg.context_length or 4096,
         allow_unpinned=allow_unpinned,
@@ -591,8 +584,10 @@ def _up_cloud_once(
     volume: str | None = None,
     start: Callable[[PodAgent, Settings, EngineConfig, Say], EngineStarted] | None = None,
 ) -> tuple[PodRecord, PodInfo]:
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+    from tailpod.pods.first_contact import ensure_first_contact
+    from tailpod.provision.bootlog import explain
     from tailpod.provision.create import up_remote
-    from tailpod.provision.teardown import down_remote
 
     if not cfg.model:
         raise ConfigError("no model given", hint="pass --model or set TAILPOD_MODEL")
@@ -605,12 +600,9 @@ def _up_cloud_once(
         run_preflight_or_refuse(settings, cfg, allow_unpinned, allow_nonephemeral, use_tailnet, say)
     image, digest = pinned_image(settings, allow_unpinned)
     if preflight:  # a RunPod account's first meeting with this start form: checked on a CPU pod
-        from tailpod.pods.first_contact import ensure_first_contact
 
         ensure_first_contact(settings, image, say)
     if use_tailnet:
-        from tailpod.provision.tailnet.steps import check_tailnet_requirements
-
         check_tailnet_requirements(settings, allow_nonephemeral=allow_nonephemeral)
     # The home's id in the tag: a team's shared account tells whose pod it is (proof.py).
     run_tag = new_run_tag(home_id(settings.state_dir, settings.home_id))
@@ -625,8 +617,6 @@ def _up_cloud_once(
     pod_key_id, pod_key = (_mint_pod_key(settings, run_tag, say) if use_tailnet
                            else (None, None))
     if pod_key is not None:
-        from tailpod.provision.tailnet.join import pod_env
-
         spec.env.update(pod_env(pod_key))
     offered = "each offer's minimum" if spec.bid is None else f"${spec.bid:g}/h"
     bid = f", spot, bid {offered}" if spec.spot else ""
@@ -641,8 +631,6 @@ def _up_cloud_once(
         _revoke_unused_key(settings, run_tag, pod_key_id, say)
         raise
     if mount is not None:
-        from tailpod.provision.volumes import note_use
-
         note_use(ledger, mount.tag, run_tag)
         record = ledger.update(run_tag, event="volume-mounted",
                                extra=dataclasses.replace(record.extra, volume=mount.to_json()))
@@ -685,7 +673,6 @@ def _up_cloud_once(
             started = (start or start_arm)(agent, settings, cfg, say)
         name = target.pin_name
         result = started.record
-        from tailpod.provision.volumes import cold_start
 
         cold = cold_start(current.events, current.price_per_hr, time.time(),
                           started.facts.facts, current.extra.volume)
@@ -728,9 +715,6 @@ def _up_cloud_once(
         if isinstance(exc, TailpodError):
             message, hint = exc.message, exc.hint
             if diagnosis is not None:
-                from tailpod.provision.bootlog import explain
-                from tailpod.provision.tailnet.api import TailnetError
-
                 message, hint = explain(message, hint, diagnosis,
                                         tailnet_wait=isinstance(exc, TailnetError))
             failed = NeverRunning if isinstance(exc, NeverRunning) else TailpodError
@@ -747,11 +731,10 @@ def _up_cloud_once(
 
 def _diagnose_boot(settings: Settings, record: PodRecord, say: Say) -> BootDiagnosis:
     """The pod's container log, kept in the run directory, its last lines shown."""
+    # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
     from tailpod.provision.bootlog import diagnose
-    from tailpod.provision.providers import get_provider
-    from tailpod.provision.teardown import run_dir_for
 
-    provider = get_provider(record.provider, settings)
+    provider = providers_mod.get_provider(record.provider, settings)
     diagnosis = diagnose(provider, record.pod_id, run_dir_for(settings, record.run_tag))
     if diagnosis.path is not None:
         say(f"container log kept in {diagnosis.path}")

@@ -17,22 +17,27 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from tailpod.agent_client.driver import EngineStarted, PodAgent
 from tailpod.config import Settings
+from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig
+from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.vllm import spelled_for_image
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
+from tailpod.pods import cloud as cloud_pods
 from tailpod.pods import lanes as lanes_mod
 from tailpod.pods.base import UpOptions
 from tailpod.pods.lanes import LaneLaunch, LaneSpec
 from tailpod.provision.apiclient import time_left
 from tailpod.provision.base import PodInfo
-from tailpod.provision.teardown import LifecyclePolicy
+from tailpod.provision.ssh.client import SshTarget
+from tailpod.provision.teardown import LifecyclePolicy, run_dir_for
 
 PROXY = "proxy"
 
@@ -48,9 +53,6 @@ def pod_launches(settings: Settings, cfg: EngineConfig, specs: Sequence[LaneSpec
     budget each (`--gpu-memory-utilization`), or on a pod without GPUs (`cpu_kv_gib`, the
     sandbox's CPU engine) a KV cache of that many GiB each (`VLLM_CPU_KVCACHE_SPACE`); ports
     after the proxy's."""
-    from tailpod.engines.adapters import get_adapter
-    from tailpod.pods.cloud import pod_python
-
     adapter = get_adapter(cfg.engine)
     cfg = spelled_for_image(cfg, settings.image)  # flags the image's vLLM release knows
     frac = mem_fraction if mem_fraction is not None else lanes_mod.DEFAULT_LANE_MEM_FRACTION
@@ -59,7 +61,7 @@ def pod_launches(settings: Settings, cfg: EngineConfig, specs: Sequence[LaneSpec
         spec = replace(cfg.spec, k=lane.k, method=(cfg.spec.method or "ngram") if lane.k else None,
                        draft_model=cfg.spec.draft_model if lane.k else None)
         lane_cfg = replace(cfg, port=cfg.port + 1 + i, spec=spec, mem_fraction=frac)
-        plan = adapter.launch_plan(lane_cfg, python=pod_python(settings))
+        plan = adapter.launch_plan(lane_cfg, python=cloud_pods.pod_python(settings))
         env, budget = dict(plan.env), {"mem_fraction": frac}
         if cpu_kv_gib is not None:
             env["VLLM_CPU_KVCACHE_SPACE"] = f"{cpu_kv_gib:g}"
@@ -79,7 +81,6 @@ def pod_socket_path(proxy_dir: str) -> str:
     sock = f"{proxy_dir}/haproxy.sock"
     if len(sock) <= lanes_mod.SOCKET_PATH_MAX:
         return sock
-    import hashlib
 
     return f"/tmp/tailpod-lanes-{hashlib.sha256(proxy_dir.encode()).hexdigest()[:16]}.sock"
 
@@ -107,10 +108,6 @@ def up_pod_lanes(settings: Settings, cfg: EngineConfig, ledger: Ledger,
     """`up --provider runpod|vastai --lanes` (pods/kinds.py CloudPods.up_lanes): the pod rented
     as for one engine, then both lanes, the gate and HAProxy started on it by its agent; each
     lane's arm checked before the rental, lanes.json begun with no counts."""
-    from tailpod.engines.checkpoint import check_arms
-    from tailpod.pods import cloud as cloud_pods
-    from tailpod.provision.teardown import run_dir_for
-
     # --lane-kv-gib: a pod without GPUs (the sandbox's CPU engine) takes a CPU KV budget instead
     launches = pod_launches(settings, cfg, specs, mem_fraction, kv_gib)
     check_arms([EngineConfig.from_json(lane.engine_config) for lane in launches], settings)
@@ -185,7 +182,6 @@ def start_lanes_on_pod(agent: PodAgent, settings: Settings, cfg: EngineConfig,
                     "startup_s": proxy_rec.get("startup_s")},
         "lanes": rows, "on_pod": True,
     }  # fmt: skip
-    from tailpod.engines.adapters import get_adapter
 
     facts = get_adapter(cfg.engine).parse_startup(str(spec_rec.get("log_text") or ""))
     return EngineStarted(record={**spec_rec, "lanes": lanes_extra}, facts=facts,
@@ -211,10 +207,7 @@ def pod_counts(agent: PodAgent, record: PodRecord,
 
 
 def _agent(settings: Settings, record: PodRecord, wait_s: float = 15) -> PodAgent:
-    from tailpod.pods.cloud import open_pod_agent
-    from tailpod.provision.ssh.client import SshTarget
-
-    return open_pod_agent(settings, SshTarget.from_record(record.ssh), wait_s)
+    return cloud_pods.open_pod_agent(settings, SshTarget.from_record(record.ssh), wait_s)
 
 
 # `down`'s settle step comes before the pod's terminate, so under a --timeout deadline

@@ -21,6 +21,7 @@ from tailpod.agent_client.build import guard_code
 from tailpod.agent_client.layout import DeadmanLayout
 from tailpod.config import Settings
 from tailpod.errors import ConfigError
+from tailpod.provision import providers as providers_mod
 
 DEFAULT_POLL_S = 30.0
 DEFAULT_PYTHON = "python3"
@@ -52,9 +53,7 @@ def heartbeat_timeout_for(settings: Settings) -> float:
 
 def api_url_for(settings: Settings, provider: str) -> str:
     """The provider API the pod should call: the one tailpod uses (the sandbox's in tests)."""
-    from tailpod.provision.providers import api_url
-
-    return api_url(settings, provider_name(provider))
+    return providers_mod.api_url(settings, provider_name(provider))
 
 
 def arm_request(

@@ -20,9 +20,11 @@ from tailpod.config import Settings
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods.kinds import kind_for
+from tailpod.provision import providers as providers_mod
 from tailpod.provision import teardown
 from tailpod.provision import volumes as vol
 from tailpod.provision.base import BillingEvidence, PodInfo, SupportsVolumes
+from tailpod.provision.providers import provider_class
 from tailpod.provision.teardown import (
     PROOF_FILE,
     LifecyclePolicy,
@@ -80,8 +82,6 @@ def down_storage(settings: Settings, ledger: Ledger, run_tag: str | None, *,
     gone, then list the storage that still bills; the run's billing-proof.json gets the same
     list. Never deletes a volume it was not asked to. None when no configured provider has
     volumes and the ledger holds none (`status` and `down --all` list storage through it too)."""
-    from tailpod.provision.providers import get_provider, provider_class, remote_providers
-
     deleted: list[dict[str, Any]] = []
     failed: list[vol.VolumeStillBills] = []  # each printed after the pod's proof, then exit 3
     if delete_volumes and run_tag:
@@ -92,10 +92,10 @@ def down_storage(settings: Settings, ledger: Ledger, run_tag: str | None, *,
             vol.require_volumes(provider_class(record.provider), record.provider)
             try:
                 deleted.append(vol.delete_volume_proven(
-                    get_provider(record.provider, settings), ledger, tag))
+                    providers_mod.get_provider(record.provider, settings), ledger, tag))
             except vol.VolumeStillBills as exc:
                 failed.append(exc)
-    providers = remote_providers(settings)
+    providers = providers_mod.remote_providers(settings)
     if not failed and not ledger.volumes() and not any(isinstance(p, SupportsVolumes)
                                                        for p in providers.values()):
         return None

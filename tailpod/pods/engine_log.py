@@ -10,10 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from tailpod.agent.bootstrap import engine
 from tailpod.agent_client.driver import PodAgent
 from tailpod.config import Settings
 from tailpod.errors import TailpodError
 from tailpod.ledger import PodRecord
+from tailpod.pods import cloud
+from tailpod.provision.local import provider as local_provider
 
 Say = Callable[[str], None]  # one progress line (the SSH connect's events)
 
@@ -92,18 +95,14 @@ class AgentEngineLog:
 
 def local_engine_log(settings: Settings, record: PodRecord) -> LocalEngineLog:
     """This machine's engine log: the file its engine record names."""
-    from tailpod.agent.bootstrap.engine import read_state
-    from tailpod.provision.local.provider import LocalProvider
-
-    state = read_state(LocalProvider(settings.state_dir).state_dir(record.run_tag))
+    home = local_provider.LocalProvider(settings.state_dir)
+    state = engine.read_state(home.state_dir(record.run_tag))
     return LocalEngineLog(Path(engine_log_path({"state": state})))
 
 
 def agent_engine_log(settings: Settings, record: PodRecord, say: Say) -> AgentEngineLog:
     """A pod's engine log through its agent, over SSH to the pod's recorded address (the tailnet
     when it joined); the session is closed with the reader."""
-    from tailpod.pods import cloud
-
     agent = cloud.open_pod_agent(settings, cloud.target_for_record(settings, record), 30, say=say)
     try:
         return AgentEngineLog(agent)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+from tailpod.agent.bootstrap import engine as agent_engine
+from tailpod.agent.bootstrap import host_facts
 from tailpod.agent_client.driver import ArmStart, PodAgent
 from tailpod.config import Settings
 from tailpod.engines.adapters import get_adapter, require_cloud_engine
@@ -13,6 +15,7 @@ from tailpod.engines.base import EngineAdapter, EngineConfig
 from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import cloud, local
+from tailpod.pods import lanes as lanes_mod
 from tailpod.pods.base import (
     LanesOptions,
     PodKind,
@@ -25,6 +28,8 @@ from tailpod.pods.base import (
 from tailpod.pods.engine_log import EngineLog, agent_engine_log, local_engine_log
 from tailpod.pods.ssh_box import SshBoxPods
 from tailpod.provision.base import BillingEvidence
+from tailpod.provision.local import provider as local_provider
+from tailpod.provision.ssh.client import SshTarget
 from tailpod.provision.teardown import LifecyclePolicy
 
 Say = Callable[[str], None]
@@ -66,11 +71,13 @@ class CloudPods:
 
     def up_lanes(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: LanesOptions,
                  progress: Progress, options: UpOptions) -> UpResult:
-        from tailpod.pods.cloud_lanes import up_pod_lanes
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
 
-        record, info = up_pod_lanes(settings, cfg, ledger, lanes.specs, lanes.admission_limit,
-                                    lanes.mem_fraction, lanes.kv_gib,
-                                    lambda line: progress(0.0, line), options)
+        record, info = cloud_lanes.up_pod_lanes(settings, cfg, ledger, lanes.specs,
+                                                lanes.admission_limit, lanes.mem_fraction,
+                                                lanes.kv_gib, lambda line: progress(0.0, line),
+                                                options)
         return UpResult(record, info)
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
@@ -80,7 +87,6 @@ class CloudPods:
     def heartbeat(self, settings: Settings, record: PodRecord) -> dict[str, Any] | None:
         if record.status != "running" or not record.ssh:
             return None
-        from tailpod.provision.ssh.client import SshTarget
 
         try:
             with cloud.open_pod_agent(settings, SshTarget.from_record(record.ssh), 15) as agent:
@@ -104,10 +110,11 @@ class CloudPods:
         return agent_engine_log(settings, record, say)
 
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
-        from tailpod.pods.cloud_lanes import settle_lanes_run
-
         # A lanes run on the pod: its final counts into lanes.json, the lane engines stopped.
-        return settle_lanes_run(settings, ledger, record)
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
+
+        return cloud_lanes.settle_lanes_run(settings, ledger, record)
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
              policy: LifecyclePolicy | None = None) -> BillingEvidence:
@@ -136,18 +143,13 @@ class LocalPods:
     def serves_on_cpu(self, adapter: EngineAdapter) -> bool:
         """The CPU build of vLLM here, unless this machine has GPUs (then any engine serves like
         on a rented GPU); llama.cpp is always served like a rented GPU."""
-        from tailpod.agent.bootstrap import host_facts
-
         return adapter.name != "llamacpp" and not host_facts.gpu_facts()[0]
 
     def engine_healthy(self, settings: Settings, record: PodRecord) -> bool | None:
-        from tailpod.agent.bootstrap import engine
-        from tailpod.provision.local.provider import LocalProvider
-
-        state = LocalProvider(settings.home).engine_state(record.run_tag)
-        if state is None or not engine.is_running(state):
+        state = local_provider.LocalProvider(settings.home).engine_state(record.run_tag)
+        if state is None or not agent_engine.is_running(state):
             return False
-        return engine.healthy(state["host"], int(state["port"]), state["health_path"])
+        return agent_engine.healthy(state["host"], int(state["port"]), state["health_path"])
 
     def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, progress: Progress,
            options: UpOptions) -> UpResult:
@@ -155,10 +157,9 @@ class LocalPods:
 
     def up_lanes(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: LanesOptions,
                  progress: Progress, options: UpOptions) -> UpResult:
-        from tailpod.pods.lanes import up_local_lanes
-
-        return UpResult(up_local_lanes(settings, cfg, ledger, lanes.specs, lanes.admission_limit,
-                                       lanes.on_cpu, lanes.kv_gib, lanes.mem_fraction, progress))
+        return UpResult(lanes_mod.up_local_lanes(settings, cfg, ledger, lanes.specs,
+                                                 lanes.admission_limit, lanes.on_cpu, lanes.kv_gib,
+                                                 lanes.mem_fraction, progress))
 
     def relaunch(self, settings: Settings, record: PodRecord, cfg: EngineConfig, ledger: Ledger,
                  progress: Progress, agent: PodAgent | None = None) -> ArmStart:
@@ -179,10 +180,8 @@ class LocalPods:
         return local_engine_log(settings, record)
 
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
-        from tailpod.pods.lanes import settle_lanes
-
         # A lanes run: final counts, the lane engines first, each proven gone; then the proxy.
-        return settle_lanes(settings, ledger, record)
+        return lanes_mod.settle_lanes(settings, ledger, record)
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
              policy: LifecyclePolicy | None = None) -> BillingEvidence:

@@ -7,6 +7,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from tailpod.agent.bootstrap import engine, host_facts
@@ -15,6 +16,7 @@ from tailpod.agent_client.driver import ArmStart
 from tailpod.config import Settings, ttl_deadline
 from tailpod.engines.adapters import get_adapter
 from tailpod.engines.base import EngineConfig, LaunchPlan
+from tailpod.engines.checkpoint import fix_mtp_ignore_list
 from tailpod.engines.compile_cache import apply_cache_source
 from tailpod.engines.llamacpp import LlamaCppAdapter
 from tailpod.engines.local_install import (
@@ -51,10 +53,6 @@ def work_around_mtp_trap(
     """A quantized checkpoint whose MTP tensors are stored unquantized but missing from the
     quantization ignore list makes the loader die; serve a patched copy of its config instead
     (weights symlinked) and say what was added."""
-    from dataclasses import replace
-
-    from tailpod.engines.checkpoint import fix_mtp_ignore_list
-
     patched = settings.home / "patched" / run_tag / cfg.spec.label()
     shutil.rmtree(patched, ignore_errors=True)
     added = fix_mtp_ignore_list(cfg.model, patched)

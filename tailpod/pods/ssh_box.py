@@ -145,9 +145,11 @@ class SshBoxPods:
         return agent_engine_log(settings, record, say)
 
     def settle(self, settings: Settings, ledger: Ledger, record: PodRecord) -> PodRecord:
-        from tailpod.pods.cloud_lanes import settle_lanes_run
+        # lanes on the box, as on a pod
+        # lazy: kept off what `tailpod --help` imports (docs/architecture.md)
+        from tailpod.pods import cloud_lanes
 
-        return settle_lanes_run(settings, ledger, record)  # lanes on the box, as on a pod
+        return cloud_lanes.settle_lanes_run(settings, ledger, record)
 
     def down(self, settings: Settings, ledger: Ledger, record: PodRecord,
              policy: LifecyclePolicy | None = None) -> BillingEvidence:

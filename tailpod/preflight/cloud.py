@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tailpod.config import Settings
+from tailpod.engines.image import read_image_facts
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.preflight.base import (
     CheckSkipped,
@@ -97,8 +98,6 @@ def image_cuda(settings: Settings, timeout: float = 10.0) -> tuple[str | None, s
     """The CUDA version the configured image states (what `up` asks hosts to reach,
     pods/cloud.py follow_image), and where that came from; None when there is no image or its
     config could not be read, as `up` then asks for none."""
-    from tailpod.engines.image import read_image_facts
-
     ref = settings.image.strip()
     if not ref:
         return None, "no image set (--image or TAILPOD_IMAGE), so no CUDA bound from one"

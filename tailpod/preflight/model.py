@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tailpod.engines.adapters import get_adapter
 from tailpod.engines.checkpoint import (
     CONFIG,
     CheckpointReport,
@@ -51,8 +52,6 @@ def _is_local_provider(ctx: Context) -> bool:
 
 def _local_gguf(ctx: Context) -> bool:
     """llama.cpp on this machine serves a GGUF file: no Hub, no safetensors to inspect."""
-    from tailpod.engines.adapters import get_adapter
-
     try:
         return _is_local_provider(ctx) and get_adapter(ctx.settings.engine).name == "llamacpp"
     except ConfigError:
@@ -65,6 +64,7 @@ def _hf_user(ctx: Context) -> dict[str, Any] | None:
     token = ctx.settings.hf_token
     if not token:
         return None
+    # huggingface_hub stays lazy: a heavy import only this check with an HF token needs.
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
 

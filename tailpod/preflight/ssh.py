@@ -5,6 +5,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import paramiko
+
 from tailpod.preflight.base import Context, Findings, Outcome
 from tailpod.preflight.cloud import remote_provider
 from tailpod.provision.providers import SSH_BOX, canonical_name
@@ -30,8 +32,6 @@ def check_ssh(ctx: Context) -> Outcome:
 
 def _encrypted(path: Path) -> bool:
     """Whether loading needed the passphrase (load_private_key already succeeded)."""
-    import paramiko
-
     try:
         paramiko.PKey.from_path(str(path), None)
     except (TypeError, paramiko.PasswordRequiredException):

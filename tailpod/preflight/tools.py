@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 
+from tailpod.engines.adapters import get_adapter
 from tailpod.engines.local_install import (
     ENGINE_MODULES,
     check_engine_installed,
@@ -22,8 +23,6 @@ from tailpod.provision.providers import canonical_name
 
 
 def _is_llamacpp(engine: str) -> bool:
-    from tailpod.engines.adapters import get_adapter
-
     try:
         return get_adapter(engine).name == "llamacpp"
     except ConfigError:

@@ -27,12 +27,14 @@ from tailpod.errors import (
     TailpodError,
 )
 from tailpod.ledger import Ledger, PodRecord, operation_stamp
+from tailpod.provision import providers as providers_mod
 from tailpod.provision.base import (
     PodInfo,
     PodSpec,
     PodState,
     Provider,
 )
+from tailpod.provision.providers import CLOUD_PROVIDERS, canonical_name
 from tailpod.provision.teardown import (
     LifecyclePolicy,
     note_event,
@@ -184,8 +186,6 @@ def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
     """Rent one pod on `settings.provider` with the ledger, TTL and price cap rules applied.
     `tailnet` is in the record from its first write (the pod's device and minted key), so a
     crash during the create leaves a record whose `down` deletes the device."""
-    from tailpod.provision.providers import CLOUD_PROVIDERS, canonical_name, get_provider
-
     name = canonical_name(settings.provider)
     if name not in CLOUD_PROVIDERS:
         raise ConfigError(f"{settings.provider!r} is not a cloud provider")
@@ -195,7 +195,7 @@ def up_remote(settings: Settings, ledger: Ledger, spec: PodSpec, *,
         spec.spot, spec.bid = True, settings.bid
     if spec.ttl_at is None:  # a spec built without one (up_cloud's has it): the settings' TTL
         spec.ttl_at = ttl_deadline(settings.ttl_hours, time.time())
-    provider = get_provider(name, settings, **options)
+    provider = providers_mod.get_provider(name, settings, **options)
     record = PodRecord(run_tag=spec.run_tag, provider=name, tailnet=dict(tailnet or {}))
     info = create_pod_safely(provider, spec, ledger, record, policy=policy)
     return ledger.get(spec.run_tag) or record, info

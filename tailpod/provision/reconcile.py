@@ -27,11 +27,15 @@ from tailpod.ledger import (
     matrix_status,
     tag_home,
 )
+from tailpod.provision import providers as providers_mod
 from tailpod.provision.base import (
     PodInfo,
     PodState,
     Provider,
 )
+from tailpod.provision.providers import CLOUD_PROVIDERS
+from tailpod.provision.tailnet import devices, steps
+from tailpod.provision.tailnet.devices import tailnet_hostname
 
 
 def now_iso(t: float | None = None) -> str:
@@ -119,12 +123,10 @@ def spot_preemption(settings: Settings, ledger: Ledger, record: PodRecord) -> st
     """note_preemption's flag for `record` when it is a spot pod its provider says preempted
     ("preempted at … (first seen), storage still bills $…/h"); None for any other pod, or when
     the provider cannot be asked (the caller's own error then stands)."""
-    from tailpod.provision.providers import get_provider
-
     if not record.extra.spot or not record.pod_id:
         return None
     try:
-        info = get_provider(record.provider, settings).get(record.pod_id)
+        info = providers_mod.get_provider(record.provider, settings).get(record.pod_id)
     except TailpodError:
         return None
     if info is None or not info.detail.get("preempted"):
@@ -328,13 +330,11 @@ def adopt_from_providers(providers: Mapping[str, Provider], ledger: Ledger,
 def _tailnet_lister(settings: Settings) -> Callable[[str], bool] | None:
     if not settings.tailscale_api_key:
         return None
-    from tailpod.provision.tailnet.devices import find_devices, tailnet_hostname
-    from tailpod.provision.tailnet.steps import api_from_settings
 
     def lists(tag: str) -> bool:
         try:
-            with api_from_settings(settings) as api:
-                return bool(find_devices(api, tailnet_hostname(tag)))
+            with steps.api_from_settings(settings) as api:
+                return bool(devices.find_devices(api, tailnet_hostname(tag)))
         except TailpodError:
             return True  # cannot tell: let `down` try to delete it and say what it found
     return lists
@@ -407,13 +407,11 @@ def providers_for(settings: Settings, names: Iterable[str], *, errors: list[str]
     """Every cloud with a key, and each of `names` (the ledger's) that is a cloud. With `errors`,
     a named cloud that cannot be made (its key not set) is left out and said there as
     "<name>: <why>", the form a failed listing takes; without, it raises."""
-    from tailpod.provision.providers import CLOUD_PROVIDERS, get_provider, remote_providers
-
-    out = remote_providers(settings, **options)
+    out = providers_mod.remote_providers(settings, **options)
     for name in names:
         if name not in out and name in CLOUD_PROVIDERS:
             try:
-                out[name] = get_provider(name, settings, **options)
+                out[name] = providers_mod.get_provider(name, settings, **options)
             except TailpodError as exc:
                 if errors is None:
                     raise

@@ -22,13 +22,19 @@ from tailpod.errors import (
     TailpodError,
 )
 from tailpod.ledger import Ledger, PodRecord, another_homes, ended_at, home_id, operation_stamp
+from tailpod.provision import providers as providers_mod
 from tailpod.provision.base import (
     BillingEvidence,
     PodInfo,
     ProofCheck,
     Provider,
 )
+from tailpod.provision.local import provider as local_provider
+from tailpod.provision.providers import PROVIDERS, SSH_BOX, cloud_key_envs, provider_class
 from tailpod.provision.reconcile import now_iso, providers_for, recover_ledger
+from tailpod.provision.tailnet import steps
+from tailpod.provision.tailnet.devices import tailnet_hostname
+from tailpod.provision.tailnet.steps import tailnet_down_proof
 from tailpod.secrets import redact
 
 PROOF_FILE = "billing-proof.json"
@@ -76,8 +82,6 @@ def manual_stop(provider: Provider, pod_id: str) -> str:
 
 
 def _console_url(provider_name: str) -> str | None:
-    from tailpod.provision.providers import PROVIDERS, provider_class
-
     return provider_class(provider_name).console_url if provider_name in PROVIDERS else None
 
 
@@ -511,9 +515,6 @@ def _tailnet_proof(settings: Settings,
         # The ledger never saw this pod join, so its device (tailpod-<tag>) is looked for and
         # deleted when the tailnet API can be asked, and the proof says so when it cannot.
         def orphan() -> list[ProofCheck]:
-            from tailpod.provision.tailnet.devices import tailnet_hostname
-            from tailpod.provision.tailnet.steps import tailnet_down_proof
-
             if not settings.tailscale_api_key:
                 return [ProofCheck(ORPHAN_DEVICE_CHECK, True, (
                     f"not checked: TAILSCALE_API_KEY is unset, so a device "
@@ -526,8 +527,6 @@ def _tailnet_proof(settings: Settings,
 
     def extra() -> list[ProofCheck]:
         # Ephemeral nodes vanish on no fixed schedule: delete the device, then list again.
-        from tailpod.provision.tailnet.steps import tailnet_down_proof
-
         return [tailnet_down_proof(settings, record.run_tag)]
     return extra
 
@@ -535,17 +534,14 @@ def _tailnet_proof(settings: Settings,
 def down_remote(settings: Settings, ledger: Ledger, record: PodRecord, *,
                 policy: LifecyclePolicy | None = None, **options: Any) -> BillingEvidence:
     """`down RUN_TAG` for a cloud pod; raises UnprovenTeardown (exit 3) when not proven."""
-    from tailpod.provision.providers import SSH_BOX, get_provider
-
     if record.provider == SSH_BOX:  # its manual stop names the engine record where up found it
         options = {"state_dir": record.extra.pod_state_dir}
-    provider = get_provider(record.provider, settings, **options)
+    provider = providers_mod.get_provider(record.provider, settings, **options)
     evidence = teardown(provider, ledger, record, run_dir_for(settings, record.run_tag),
                         policy=policy, extra_proofs=_tailnet_proof(settings, record))
     if record.ssh and record.provider != SSH_BOX:  # your own box keeps its pinned host key
-        from tailpod.provision.tailnet.steps import forget_pod_ssh
 
-        forget_pod_ssh(settings, record.run_tag, record.ssh)
+        steps.forget_pod_ssh(settings, record.run_tag, record.ssh)
     return evidence
 
 
@@ -574,13 +570,9 @@ def plan_down_many(settings: Settings, ledger: Ledger, *, expired_only: bool = F
         local += _local_orphans(settings, ledger, {r.run_tag for r in local})
     # Your own boxes (no TTL, so not --expired): each engine the ledger holds is stopped and
     # proven, as `down TAG` does; no provider lists them (issue 38 item 7).
-    from tailpod.provision.providers import SSH_BOX
-
     boxes = [] if expired_only else [r for r in ledger.active() if r.provider == SSH_BOX]
     if not providers and not local and not boxes and not any(
             r.provider == "local" for r in ledger.active()):
-        from tailpod.provision.providers import cloud_key_envs
-
         raise ConfigError("no cloud provider is configured",
                           hint="set " + " and/or ".join(cloud_key_envs()))
     return DownAllPlan(local + boxes, providers)
@@ -618,10 +610,8 @@ def _local_orphans(settings: Settings, ledger: Ledger, held: set[str]) -> list[P
     """Run tags the local provider still runs (an engine, a lanes run's proxy or any of its lane
     engines) that no active ledger record holds: adopted so `down --all` stops and proves them.
     (Not marked "orphan-adopted": a local process never joins the tailnet.)"""
-    from tailpod.provision.local.provider import LocalProvider
-
     out = []
-    for info in LocalProvider(settings.home).list_by_tag(None):
+    for info in local_provider.LocalProvider(settings.home).list_by_tag(None):
         tag = info.run_tag
         if not tag or tag in held:
             continue

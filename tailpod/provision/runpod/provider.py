@@ -54,6 +54,7 @@ from tailpod.provision.proof import (
     meter_window_s,
     others_check,
 )
+from tailpod.provision.runpod.facts import facts_for
 from tailpod.provision.runpod.volumes import RunPodVolumes
 from tailpod.secrets import redact, reveal_env
 
@@ -234,8 +235,6 @@ class RunPodProvider(ApiProvider, SupportsAccount, SupportsSpendRate, SupportsCo
         """(seconds, source) of this account's billing-history update delay: what first contact
         measured (pod created -> spend first shown), else unknown: runpod/docs @ a900806e states
         none (pods/pricing.mdx says only "billed by the second")."""
-        from tailpod.provision.runpod.facts import facts_for
-
         for facts in facts_for(self.settings):
             if facts.meter_delay_s is not None:
                 return facts.meter_delay_s, "measured by first contact"

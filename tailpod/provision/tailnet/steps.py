@@ -11,6 +11,7 @@ from tailpod.errors import ConfigError
 from tailpod.provision.base import ProofCheck
 from tailpod.provision.ssh.client import SshTarget
 from tailpod.provision.ssh.client_config import ssh_endpoint
+from tailpod.provision.ssh.keys import resolve_key_path
 from tailpod.provision.ssh.known_hosts import KnownHosts, known_hosts_path
 from tailpod.provision.ssh.user_config import remove_ssh_config_entry, write_ssh_config_entry
 from tailpod.provision.tailnet.api import TailscaleAPI
@@ -125,8 +126,6 @@ def remember_pod_ssh(settings: Settings, run_tag: str,
     """After a pod is up (`up`, or the replacement `benchmark --resume-on-preemption` rents): its
     `Host tailpod-<run_tag>` entry in tailpod's ssh_config, pinned to the host key `up` pinned.
     Returns the file and the `Include` line for ~/.ssh/config."""
-    from tailpod.provision.ssh.keys import resolve_key_path
-
     target = SshTarget.from_record(ssh_record)
     return write_ssh_config_entry(
         settings.home, run_tag, target.host, target.port, target.user,

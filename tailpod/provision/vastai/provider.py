@@ -42,6 +42,7 @@ from tailpod.provision.base import (
     filter_words,
     hidden_words,
 )
+from tailpod.provision.gpu_names import family_matches, near_names
 from tailpod.provision.proof import (
     is_tailpod_tag,
     listed_check,
@@ -561,8 +562,6 @@ class VastProvider(ApiProvider, SupportsAccount, SupportsContainerLog,
         return f" ({'; '.join(parts)})" if parts else ""
 
     def _none_hint(self, prefs: list[str], gpu_count: int) -> str:
-        from tailpod.provision.gpu_names import family_matches, near_names
-
         try:
             market = {n: () for n in self.gpu_names(gpu_count)}
         except ProviderError:
