@@ -251,7 +251,9 @@ def test_budget_crossed_mid_run_stops_rentals_and_tears_down(sandbox: Sandbox,
 
 def test_ctrl_c_during_parallel_creation_leaves_nothing_billing(sandbox: Sandbox,
                                                                 settings: Settings) -> None:
-    holds = [sandbox.add_fault("hold_create", provider=p, op="create", seconds=1.0)
+    # held until the interrupt (at most 30 s): a hold that lapsed on its own let the first create
+    # finish before a loaded host brought the second one to the provider
+    holds = [sandbox.add_fault("hold_create", provider=p, op="create", seconds=30.0)
              for p in ("runpod", "vast")]
 
     in_ledger_while_held: list[tuple[str, str]] = []
@@ -264,6 +266,8 @@ def test_ctrl_c_during_parallel_creation_leaves_nothing_billing(sandbox: Sandbox
                 (r.run_tag, r.status) for r in Ledger(settings.state_dir).all())
             assert sandbox.cloud.pods_public() == []
             _thread.interrupt_main()
+        for hold in holds:  # the creates go on now, as a provider's would after a Ctrl-C
+            sandbox.cloud.faults.release(hold)
 
     threading.Thread(target=interrupt_once_both_creates_are_held, daemon=True).start()
     steps = SandboxSteps()
