@@ -53,6 +53,8 @@ class VolumeCloud(ScriptedCloud, SupportsVolumes):
         self.dc_reads = 0
         self.price_asked: list[tuple[int, str | None]] = []
         self.created: list[tuple[str, int, str, str | None]] = []
+        self.ledger: Ledger | None = None  # read at the create call: what the ledger holds then
+        self.at_create: list[dict[str, Any]] = []
 
     def data_centers(self) -> list[DataCenterInfo]:
         self.dc_reads += 1
@@ -65,6 +67,8 @@ class VolumeCloud(ScriptedCloud, SupportsVolumes):
     def volume_create(self, name: str, size_gb: int, data_center: str,
                       volume_type: str | None = None) -> VolumeInfo:
         self.created.append((name, size_gb, data_center, volume_type))
+        if self.ledger is not None:
+            self.at_create.append({v.name: v.to_json() for v in self.ledger.volumes()})
         info = VolumeInfo(f"vol-{len(self.created)}", name, size_gb, data_center, volume_type, 7.0)
         if self.create_error is None or self.create_leaves:
             self.vols[info.volume_id] = info
@@ -184,6 +188,13 @@ def test_gpus_are_kept_by_id_or_short_name_when_stocked_in_preference_order() ->
     assert kept == ["NVIDIA L4", "NVIDIA A40", "NVIDIA A100"]
     assert dropped == ["H100 SXM", "B200", "A4"]
     assert vol.filter_gpus(place, []) == ([], [])
+    # a GPU the catalog gives no short name is matched by its id alone, never a crash
+    unnamed = dc("X-2", ("STANDARD",), {"NVIDIA RTX 9999": "HIGH", "NVIDIA A40": "HIGH"})
+    assert vol.filter_gpus(unnamed, ["A40", "nvidia rtx 9999"]) == (
+        ["NVIDIA A40", "NVIDIA RTX 9999"], [])
+    # a blank preference (`--gpu ""`) names no GPU: it is dropped, never matched to one the
+    # catalog gives no short name
+    assert vol.filter_gpus(unnamed, ["", "  "]) == ([], ["", "  "])
 
 
 def test_the_shrink_note_names_what_the_place_lacks_and_what_is_left() -> None:
@@ -272,6 +283,14 @@ def test_the_data_center_with_the_earliest_preferred_gpu_wins() -> None:
         "CA-MTL-1", None, ["NVIDIA H200"], ["B200"])
 
 
+def test_a_gpu_without_a_short_name_ranks_by_its_id() -> None:
+    cloud = VolumeCloud([dc("X-3", ("STANDARD",), {"NVIDIA RTX 9999": "HIGH"}), KS])
+    assert vol.choose_data_center(cloud, data_center=None,
+                                  gpu_preference=["NVIDIA RTX 9999", "L4"],
+                                  volume_type=None) == Placement(
+        "X-3", None, ["NVIDIA RTX 9999"], ["L4"])
+
+
 def test_a_tie_goes_to_more_gpus_kept_then_to_the_first_listed() -> None:
     cloud = VolumeCloud(CLOUD_DCS)
     assert vol.choose_data_center(cloud, data_center=None, gpu_preference=["A40", "L4"],
@@ -327,11 +346,21 @@ def test_a_create_writes_intent_then_creating_then_the_providers_facts(
         tmp_path: Path, clock: None) -> None:
     cloud = VolumeCloud(price=3.5)
     ledger = new_ledger(tmp_path)
+    cloud.ledger = ledger
     got = vol.create_volume_safely(cloud, ledger, "cache1", 50,
                                    Placement("EU-RO-1", "STANDARD", ["NVIDIA A40"],
                                              gb_month=0.1))
     assert cloud.created == [("tp-vol-cache1", 50, "EU-RO-1", "STANDARD")]
     assert cloud.price_asked == [(50, "STANDARD")]
+    # while the create is in flight the ledger already holds the volume, with its price
+    (held,) = cloud.at_create
+    assert list(held) == ["tp-vol-cache1"]
+    assert {k: held["tp-vol-cache1"][k] for k in (
+        "name", "provider", "size_gb", "data_center", "volume_type", "status", "volume_id",
+        "price_per_month", "updated_at")} == {
+        "name": "tp-vol-cache1", "provider": "voltest", "size_gb": 50, "data_center": "EU-RO-1",
+        "volume_type": "STANDARD", "status": "creating", "volume_id": None,
+        "price_per_month": 3.5, "updated_at": NOW}
     saved = ledger.volume("tp-vol-cache1")
     assert saved is not None and got.to_json() == saved.to_json()
     assert (saved.provider, saved.status, saved.volume_id, saved.size_gb, saved.data_center,
@@ -429,9 +458,9 @@ def test_adopting_a_volume_the_ledger_lacks_records_it_under_its_provider(
                "found-at-provider")
     found, lost = ledger.volume("tp-vol-found"), ledger.volume("tp-vol-lost")
     assert found is not None and lost is not None
-    assert (found.provider, found.status, found.volume_id, found.size_gb, found.data_center,
-            found.volume_type, found.price_per_month, found.updated_at) == (
-        "voltest", "kept", "vol-9", 30, "US-KS-2", "STANDARD", 2.1, NOW)
+    assert (found.name, found.provider, found.status, found.volume_id, found.size_gb,
+            found.data_center, found.volume_type, found.price_per_month, found.updated_at) == (
+        "tp-vol-found", "voltest", "kept", "vol-9", 30, "US-KS-2", "STANDARD", 2.1, NOW)
     assert (lost.provider, lost.size_gb, lost.data_center, lost.price_per_month) == (
         "unknown", 40, "EU-RO-1", None)
     assert events(ledger, "tp-vol-found") == [{"event": "found-at-provider",
@@ -507,15 +536,18 @@ def test_reconcile_joins_the_listing_with_the_ledger_and_settles_it(
         record("tp-vol-c", volume_id="v-old", created_at=3.0),  # listed under another id
         record("tp-vol-d", volume_id="v-d", created_at=4.0),  # gone from the provider
         record("tp-vol-e", status="intent", created_at=5.0, updated_at=NOW - 119.0),
+        record("tp-vol-k", status="creating", volume_id="v-k", volume_type="STANDARD",
+               created_at=5.5, updated_at=NOW - 10.0),  # a create in flight elsewhere
         record("tp-vol-f", status="creating", created_at=6.0, updated_at=NOW - 120.0),
         record("tp-vol-g", status="deleted", volume_id="v-g", created_at=7.0),
-        record("tp-vol-h", provider="other", volume_id="v-h", used_by=[RUN_B], created_at=8.0),
+        record("tp-vol-h", provider="other", volume_id="v-h", volume_type="STANDARD",
+               used_by=[RUN_B], created_at=8.0),
         record("tp-vol-i", provider="other", status="deleted", created_at=9.0),
         record("tp-vol-j", provider="other", status="deleted", created_at=10.0))
     listed = [VolumeInfo("v-a", "tp-vol-a", 20, "EU-RO-1", None, 1.4),
               VolumeInfo("v-b", "tp-vol-b", 25, "US-KS-2", "STANDARD", 1.75),
               VolumeInfo("v-c", "tp-vol-c", 20, "EU-RO-1", None, 1.4),
-              VolumeInfo("v-x", "tp-vol-x", 30, "EU-RO-1", None, 2.1),
+              VolumeInfo("v-x", "tp-vol-x", 30, "EU-RO-1", "STANDARD", 2.1),
               VolumeInfo("v-y", "scratch", 10, "EU-RO-1", None, 0.7),  # not tailpod's
               VolumeInfo("v-j", "tp-vol-j", 20, "EU-RO-1", None, 1.4)]  # the ledger's is other's
     cloud = VolumeCloud(volumes=listed)
@@ -524,15 +556,18 @@ def test_reconcile_joins_the_listing_with_the_ledger_and_settles_it(
         VolumeRow("tp-vol-a", "voltest", "kept", 20, "EU-RO-1", None, 1.4, "v-a", [RUN_A]),
         VolumeRow("tp-vol-b", "voltest", "kept", 25, "US-KS-2", "STANDARD", 1.75, "v-b", []),
         VolumeRow("tp-vol-c", "voltest", "kept", 20, "EU-RO-1", None, 1.4, "v-c", []),
-        VolumeRow("tp-vol-x", "voltest", "orphan", 30, "EU-RO-1", None, 2.1, "v-x"),
+        VolumeRow("tp-vol-x", "voltest", "orphan", 30, "EU-RO-1", "STANDARD", 2.1, "v-x"),
         VolumeRow("tp-vol-j", "voltest", "orphan", 20, "EU-RO-1", None, 1.4, "v-j"),
         VolumeRow("tp-vol-e", "voltest", "creating", 20, "EU-RO-1", None, 1.4, None),
-        VolumeRow("tp-vol-h", "other", "unknown", 20, "EU-RO-1", None, 1.4, "v-h", [RUN_B])]
+        VolumeRow("tp-vol-k", "voltest", "creating", 20, "EU-RO-1", "STANDARD", 1.4, "v-k"),
+        VolumeRow("tp-vol-h", "other", "unknown", 20, "EU-RO-1", "STANDARD", 1.4, "v-h",
+                  [RUN_B])]
     assert report.errors == {}
     status = {v.name: (v.status, v.volume_id) for v in ledger.volumes()}
     assert status == {"tp-vol-a": ("kept", "v-a"), "tp-vol-b": ("kept", "v-b"),
                       "tp-vol-c": ("kept", "v-c"), "tp-vol-d": ("deleted", "v-d"),
                       "tp-vol-e": ("intent", None), "tp-vol-f": ("deleted", None),
+                      "tp-vol-k": ("creating", "v-k"),
                       "tp-vol-g": ("deleted", "v-g"), "tp-vol-h": ("kept", "v-h"),
                       "tp-vol-i": ("deleted", None), "tp-vol-j": ("deleted", None)}
     assert events(ledger, "tp-vol-a") == []
@@ -550,9 +585,11 @@ def test_a_listing_that_fails_leaves_the_ledgers_volumes_unknown_and_unsettled(
                         record("tp-vol-b", status="intent", created_at=2.0, updated_at=1.0),
                         record("tp-vol-c", status="deleted", created_at=3.0))
     cloud = VolumeCloud(list_error=ProviderError("voltest API down"))
-    report = vol.reconcile_volumes({"voltest": cloud}, ledger)
+    other = VolumeCloud(volumes=[VolumeInfo("v-o", "tp-vol-o", 10, "EU-RO-1", None, 0.7)])
+    report = vol.reconcile_volumes({"voltest": cloud, "other": other}, ledger)
     assert report.errors == {"voltest": "voltest API down"}
     assert report.rows == [
+        VolumeRow("tp-vol-o", "other", "orphan", 10, "EU-RO-1", None, 0.7, "v-o"),
         VolumeRow("tp-vol-a", "voltest", "unknown", 20, "EU-RO-1", None, 1.4, "v-a", [RUN_A]),
         VolumeRow("tp-vol-b", "voltest", "unknown", 20, "EU-RO-1", None, 1.4, None, [])]
     assert [(v.name, v.status) for v in ledger.volumes()] == [
@@ -636,6 +673,8 @@ def test_the_caches_live_under_the_mount_with_compile_caches_under_the_key() -> 
                 "SGLANG_CACHE_DIR": f"{root}/compile/k1/sglang"}
     assert vol.cache_env("/workspace/", "k1") == expected
     assert vol.cache_env("/workspace", "k1") == expected
+    # only slashes are stripped from the mount's end
+    assert vol.cache_env("/mnt/volX/", "k1")["HF_HOME"] == "/mnt/volX/tailpod/hf"
 
 
 # -- what the cold start cost -------------------------------------------------------------------
@@ -669,17 +708,17 @@ def test_the_first_token_is_placed_on_this_machines_clock_and_billed_from_the_cr
     cold = {"create_at": 1000.0, "price_per_hr": 3.6, "volume": "cache1"}
     rows = [
         {"kind": "request", "ok": True, "t_start": 10.0, "ttft_s": 0.5, "e2e_s": 2.0},
-        {"kind": "request", "ok": True, "sent_at": 11.0, "ttft_s": 0.25},  # open loop's stamp
+        {"kind": "request", "ok": True, "sent_at": 9.0, "ttft_s": 0.25},  # open loop's stamp
         {"kind": "request", "ok": False, "t_start": 5.0, "ttft_s": 0.1, "e2e_s": 0.2},
         {"kind": "cell", "ok": True, "t_start": 1.0, "ttft_s": 0.1, "e2e_s": 0.2},
         {"kind": "request", "ok": True, "t_start": "x", "ttft_s": 0.1},
         {"kind": "request", "ok": True, "t_start": 9.0, "ttft_s": None, "e2e_s": 0.2},
         {"kind": "request", "ok": True, "t_start": 20.0, "ttft_s": 1.0, "e2e_s": 5.0}]
-    # first token 10.5, last end 25.0: the pod spent 14.5 s after it, so it came at
-    # 1100.12345 - 14.5 = 1085.62345; billed 85.62345 s x $3.6/h = $0.08562345
+    # first token 9.25 (the open loop's row), last end 25.0: the pod spent 15.75 s after it, so
+    # it came at 1100.12345 - 15.75 = 1084.37345; billed 84.37345 s x $3.6/h = $0.08437345
     assert vol.to_first_token(cold, rows, 1100.12345) == {
-        **cold, "first_token_at": 1085.623, "billed_s_to_first_token": 85.623,
-        "usd_to_first_token": 0.085623}
+        **cold, "first_token_at": 1084.373, "billed_s_to_first_token": 84.373,
+        "usd_to_first_token": 0.084373}
 
 
 def test_a_first_token_without_rows_a_create_or_a_price_is_unknown_or_void() -> None:
