@@ -326,6 +326,42 @@ def source_of(settings: Settings, name: str) -> str | None:
     return entry[1].get(name)
 
 
+def replace_settings(settings: Settings, **changes: Any) -> Settings:
+    """`dataclasses.replace(settings, **changes)` that keeps where each unchanged value came from,
+    so a check of the copy names the flag or variable the user set (a bad `--bid` under a
+    `:spot` matrix card was blamed on TAILPOD_BID when the copy had lost its origins)."""
+    copy = dataclasses.replace(settings, **changes)
+    entry = _SOURCES.get(id(settings))
+    if entry is not None and entry[0]() is settings:
+        kept = {k: v for k, v in entry[1].items() if k not in changes}
+        _SOURCES[id(copy)] = (weakref.ref(copy), kept)
+        weakref.finalize(copy, _SOURCES.pop, id(copy), None)
+    return copy
+
+
+# A run id names one directory directly under the results dir (`<results dir>/<run id>`), so it
+# holds no separator, no `..`, no NUL and nothing a shell or a file system reads otherwise; run
+# tags (ledger.py new_run_tag) and every id tailpod makes itself fit it.
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+RUN_ID_RULE = ("one directory name under the results dir: letters, digits, '.', '_' and '-', "
+               "not starting with '.' or '-', at most 200 characters")
+
+
+def check_run_id(run_id: str, what: str = "--run-id") -> str:
+    """`run_id` when it names one directory directly under the results dir; else a ConfigError
+    (exit 2) naming it, raised before anything waits, rents or writes."""
+    if not RUN_ID_PATTERN.fullmatch(run_id):
+        raise ConfigError(f"{what} {run_id!r} is not a run id ({RUN_ID_RULE}); nothing was "
+                          "written", hint="e.g. sweep-2, whose directory is <results dir>/sweep-2")
+    return run_id
+
+
+def run_path(results_dir: Path, run_id: str, what: str = "--run-id") -> Path:
+    """The one place a run id becomes a path: `<results dir>/<run id>`, the id checked first
+    (`check_run_id`), so no id reaches outside the results dir."""
+    return Path(results_dir) / check_run_id(run_id, what)
+
+
 # Bounds for the settings that only bite once a pod bills: `up` checks them before preflight.
 MAX_TTL_HOURS = 168.0  # a week; a longer rental is a decision, not a default
 MAX_GPU_COUNT = 16

@@ -22,16 +22,18 @@ from tailpod.cli.common import (
 )
 from tailpod.cli.pods import startup_progress
 from tailpod.cli.sweep_progress import cell_progress_line
-from tailpod.config import Settings, spot_problems
-from tailpod.engines.base import MAX_SPEC_K, SPEC_METHODS, EngineConfig, check_spec_method
+from tailpod.config import Settings, check_run_id, run_path, spot_problems
+from tailpod.engines.adapters import get_adapter
+from tailpod.engines.base import (
+    MAX_SPEC_K,
+    SPEC_METHODS,
+    EngineConfig,
+    check_spec_method,
+    check_tool_parser,
+)
 from tailpod.engines.checkpoint import check_arms
 from tailpod.engines.versions import parse_version
-from tailpod.engines.vllm import (
-    PER_REQUEST_SPEC_FLAG,
-    check_tool_parser,
-    per_request_spec_args,
-    tool_parser_for,
-)
+from tailpod.engines.vllm import PER_REQUEST_SPEC_FLAG, per_request_spec_args
 from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.measure.benchmark import replacement_settings, run_benchmark
@@ -177,18 +179,24 @@ def open_loop_options(
 
 def _with_tool_parser(base: EngineConfig, classes: list[str], parser: str | None
                       ) -> EngineConfig:
-    """`base` with vLLM's tool-call parser when the run measures the tools class (vLLM refuses a
-    forced tool_choice without one: docs/engines.md); the choice is said when tailpod made it."""
-    if parser is not None and base.engine != "vllm":
-        raise ConfigError(f"--tool-call-parser names a vLLM parser; this pod serves "
+    """`base` with the engine's tool-call parser when the run measures the tools class (vLLM
+    refuses a forced tool_choice without one, SGLang reads no tool call: docs/engines.md); the
+    choice is said when tailpod made it."""
+    adapter = get_adapter(base.engine)
+    if parser is not None and adapter.tool_parser_for(base.model) is None:
+        raise ConfigError(f"--tool-call-parser names a vLLM or SGLang parser; this pod serves "
                           f"{base.engine}", hint="drop --tool-call-parser")
     if parser is not None:  # again, now that the settings registered the secrets by value
         check_tool_parser(parser)
-    if "tools" not in classes or base.engine != "vllm":
+    if "tools" not in classes:
         return base
     if parser is None:
-        parser, why = tool_parser_for(base.model)
-        err_console.print(f"tools class: vLLM arms start with --tool-call-parser {parser} ({why})")
+        picked = adapter.tool_parser_for(base.model)
+        if picked is None:
+            return base
+        parser, why = picked
+        err_console.print(f"tools class: {base.engine} arms start with --tool-call-parser "
+                          f"{parser} ({why})")
     return replace(base, tool_call_parser=parser)
 
 
@@ -466,8 +474,9 @@ def register(app: typer.Typer) -> None:
             "pod time per arm; judged from each request's own acceptance (vLLM 0.29+, SGLang).",
         ),
         tool_call_parser: str = typer.Option(
-            None, "--tool-call-parser", metavar="NAME", help="vLLM with the tools class: the "
-            "parser every arm starts with (default: the checkpoint family's, else hermes).",
+            None, "--tool-call-parser", metavar="NAME", help="vLLM or SGLang with the tools "
+            "class: the parser every arm starts with (default: the engine's for the checkpoint's "
+            "family, else hermes).",
         ),
     ) -> None:
         """Run the sweep on the pod: plain vs speculative arms × concurrency levels × reps.
@@ -477,6 +486,8 @@ def register(app: typer.Typer) -> None:
         """
         if cache not in ("cold", "warm", "both"):
             raise ConfigError("--cache must be cold, warm or both")
+        if run_id is not None:  # before the pod is looked up or waited on
+            check_run_id(run_id)
         soak_s = soak_seconds(soak)
         check_spec_method(spec_method)
         rates, slo_targets = open_loop_options(
@@ -602,7 +613,7 @@ def register(app: typer.Typer) -> None:
         if resume_on_preemption:
             check_resume_on_preemption(settings, record, lanes, deployment, find_max_rate)
         rid = run_id or run_id_for(record, settings.results_dir)
-        run_dir = RunDirectory(settings.results_dir / rid)
+        run_dir = RunDirectory(run_path(settings.results_dir, rid))
         check_resumable(run_dir, base.model, base.engine, plan)
         ctx = RunContext.for_pod(record, rid, base)
         t0 = time.time()

@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from tailpod.cli.common import console, handle_errors, ledger_for, print_json, settings_from
-from tailpod.config import Settings
+from tailpod.config import Settings, check_run_id, run_path
 from tailpod.errors import ConfigError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.sweep import RunContext, RunDirectory
@@ -130,6 +130,8 @@ def register(app: typer.Typer) -> None:
             run_kl_eval,
         )
 
+        if run_id is not None:  # before an engine is started, a pod waited on or a file written
+            check_run_id(run_id)
         if tag and run_tag and tag != run_tag:
             raise ConfigError(f"two pods named: {tag} and --run-tag {run_tag}",
                               hint="give the pod once, as TAG")
@@ -151,7 +153,7 @@ def register(app: typer.Typer) -> None:
             ctx = RunContext(run_id=rid, provider="endpoints", model=arms[0].model, engine=engine)
             doc = run_kl_eval(
                 EndpointLogprobSource(engine), arms, prompt_set,
-                RunDirectory(settings.results_dir / rid), ctx, top_k, max_tokens, say,
+                RunDirectory(run_path(settings.results_dir, rid)), ctx, top_k, max_tokens, say,
             )  # fmt: skip
         else:
             if not candidates:
@@ -161,8 +163,8 @@ def register(app: typer.Typer) -> None:
             started_here = None
             if run_tag:
                 record = ledger.resolve(run_tag)
-            elif provider and kind_for(settings.provider).engine_here and not [
-                    r for r in ledger.active() if r.provider == settings.provider]:
+            elif provider and kind_for(settings.provider).starts_engine_when_none_held(
+                    settings, ledger):
                 if not reference:
                     raise ConfigError("--reference is needed to start a local engine")
                 record = _up_here(settings, ledger, reference, context_length, top_k)

@@ -5,7 +5,6 @@ and report: measure/matrix_run.py `run_matrix`).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -14,7 +13,13 @@ from typing import Any
 import typer
 
 from tailpod.cli.common import console, handle_errors, print_json
-from tailpod.config import Settings, check_run_settings, load_settings
+from tailpod.config import (
+    Settings,
+    check_run_id,
+    check_run_settings,
+    load_settings,
+    replace_settings,
+)
 from tailpod.engines.adapters import CLOUD_ENGINES, require_cloud_engine
 from tailpod.errors import BillingNotProven, ConfigError, TailpodError
 from tailpod.measure import matrix_run
@@ -119,6 +124,8 @@ def register(app: typer.Typer) -> None:
         from tailpod.engines.base import MAX_SPEC_K, check_spec_method
         from tailpod.engines.checkpoint import check_arms
 
+        if run_id is not None:  # before the matrix it names is read, priced or resumed
+            check_run_id(run_id)
         if budget is None:
             raise ConfigError("--budget is required: the total USD the matrix may spend")
         if not math.isfinite(budget) or budget <= 0:
@@ -145,7 +152,7 @@ def register(app: typer.Typer) -> None:
                                             "bid": bid})
         cards = parse_cards(card, bool(settings.spot)) if card else None
         # a `:spot` card (given, or of the matrix resumed) takes the bid as `--spot` does
-        check_run_settings(dataclasses.replace(settings, spot=True)
+        check_run_settings(replace_settings(settings, spot=True)
                            if matrix_run.marks_spot(settings, cards, run_id) else settings)
         require_cloud_engine(settings.engine)
         ks = int_list(spec_k, "--spec-k", maximum=MAX_SPEC_K)

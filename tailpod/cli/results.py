@@ -9,15 +9,22 @@ from typing import Any
 import typer
 
 from tailpod.cli.common import err_console, handle_errors, print_json, settings_from
+from tailpod.config import run_path
 from tailpod.errors import ConfigError, TailpodError
 
 
 def resolve_run(ref: str) -> Path:
-    """A run directory by path, or by run id under the results directory."""
+    """A run directory by path, or by run id under the results directory (config.py `run_path`:
+    an id that would reach outside it, an empty one or one with a NUL exits 2)."""
     path = Path(ref).expanduser()
-    if path.exists():
+    if ref and "\x00" not in ref and path.exists():  # Path("") is the working directory
         return path
-    candidate = settings_from().results_dir / ref
+    try:
+        candidate = run_path(settings_from().results_dir, ref, what="RUN")
+    except ConfigError as exc:
+        raise ConfigError(f"no run directory {ref!r}, and {exc.message}",
+                          hint="pass the path of a run directory, or a run id under the results "
+                               "dir") from None
     if candidate.exists():
         return candidate
     raise TailpodError(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -179,8 +180,51 @@ def float_or_none(text: str | None) -> float | None:
         return None
 
 
+def extra_args_set(flag: str, extra_args: Sequence[str]) -> bool:
+    """Whether the user's extra arguments already set `flag` (or its `--no-` form)."""
+    negated = "--no-" + flag.removeprefix("--")
+    return any(a.split("=", 1)[0] in (flag, negated) for a in extra_args)
+
+
+# The parser assumed where a checkpoint's family is not known: both engines read Hermes-style
+# <tool_call> blocks under this name (vllm/tool_parsers/__init__.py of the 0.32.0 CPU build;
+# sgl-project/sglang python/sglang/srt/function_call/function_call_parser.py @ 00828e5).
+DEFAULT_TOOL_PARSER = "hermes"
+# one argv word that an engine's argparse cannot read as a flag of its own (no leading '-')
+_PARSER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def family_tool_parser(model: str, by_family: Sequence[tuple[str, str]]) -> tuple[str, str]:
+    """(the parser, why) for a checkpoint from an engine's (family, parser) table, matched
+    against the model's name, first match wins; else Hermes, said as an assumption."""
+    name = model.lower()
+    for family, parser in by_family:
+        if family in name:
+            return parser, f"the {family} family's parser"
+    return DEFAULT_TOOL_PARSER, (f"no family known from {model!r}; Hermes-style calls assumed "
+                                 "(--tool-call-parser picks another)")
+
+
+def check_tool_parser(name: str) -> None:
+    """A `--tool-call-parser` value as one argv word (exit 2 on anything else)."""
+    from tailpod.secrets import redact
+
+    if redact(name) != name:  # it would sit in the pod's process list and the run's argv
+        raise ConfigError("--tool-call-parser's value is shaped like a credential, not a parser "
+                          "name", hint="e.g. hermes, llama3_json, mistral")
+    if not _PARSER_NAME.fullmatch(name):
+        raise ConfigError(f"--tool-call-parser {name!r} is not a parser name",
+                          hint="e.g. hermes, llama3_json, mistral")
+
+
 class EngineAdapter(abc.ABC):
     name: ClassVar[str]
+
+    def tool_parser_for(self, model: str) -> tuple[str, str] | None:
+        """(the tool-call parser, why) that this engine is started with for a checkpoint when a
+        run measures the tools class; None where tailpod sets none (the engine takes no such
+        flag)."""
+        return None
 
     @abc.abstractmethod
     def launch_plan(self, cfg: EngineConfig, python: str = "python3") -> LaunchPlan:

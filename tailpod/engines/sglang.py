@@ -18,6 +18,8 @@ from tailpod.engines.base import (
     LaunchPlan,
     StartupFacts,
     empty_phases,
+    extra_args_set,
+    family_tool_parser,
     float_or_none,
     parse_never_raising,
 )
@@ -55,8 +57,36 @@ def tensor_parallel_args(size: int) -> list[str]:
     return ["--tp-size", str(size)] if size > 1 else []
 
 
+# The tool-call parser SGLang names for a checkpoint family (its tool parser guide,
+# docs/advanced_features/tool_parser.md; each name a key of FunctionCallParser.ToolCallParserEnum
+# in python/sglang/srt/function_call/function_call_parser.py @ 00828e5), matched against the
+# served model's name, first match wins. SGLang handles tool calls, and constrains a forced
+# tool_choice, only when started with one (python/sglang/srt/entrypoints/openai/serving_chat.py
+# @ 0c078e6: `request.tools and self.tool_call_parser`).
+TOOL_PARSERS_BY_FAMILY: tuple[tuple[str, str], ...] = (
+    ("qwen3-coder", "qwen3_coder"),
+    ("qwen", "qwen25"),
+    ("hermes", "hermes"),
+    ("llama-3", "llama3"),
+    ("llama3", "llama3"),
+    ("mistral", "mistral"),
+    ("deepseek-v3.2", "deepseekv32"),
+    ("deepseek-v3.1", "deepseekv31"),
+    ("deepseek-v3", "deepseekv3"),
+    ("glm-4.7", "glm47"),
+    ("glm", "glm45"),
+    ("kimi-k2", "kimi_k2"),
+    ("gpt-oss", "gpt-oss"),
+    ("mimo", "mimo"),
+)
+TOOL_PARSER_FLAG = "--tool-call-parser"
+
+
 class SglangAdapter(EngineAdapter):
     name = "sglang"
+
+    def tool_parser_for(self, model: str) -> tuple[str, str] | None:
+        return family_tool_parser(model, TOOL_PARSERS_BY_FAMILY)
 
     def launch_plan(self, cfg: EngineConfig, python: str = "python3") -> LaunchPlan:
         version = parse_version(cfg.version, self.name)
@@ -100,6 +130,8 @@ class SglangAdapter(EngineAdapter):
                     "default (sglang#21062, 2026-04-30), speculation turns the overlap scheduler "
                     "off, so this arm also differs from plain decode in scheduling"
                 )
+        if cfg.tool_call_parser and not extra_args_set(TOOL_PARSER_FLAG, cfg.extra_args):
+            argv += [TOOL_PARSER_FLAG, cfg.tool_call_parser]
         argv += list(cfg.extra_args)
         warnings += version.warnings
         return LaunchPlan(argv=argv, warnings=warnings)

@@ -21,6 +21,8 @@ from tailpod.engines.base import (
     LaunchPlan,
     StartupFacts,
     empty_phases,
+    extra_args_set,
+    family_tool_parser,
     float_or_none,
     parse_never_raising,
 )
@@ -79,6 +81,9 @@ def tensor_parallel_args(size: int) -> list[str]:
 
 class VllmAdapter(EngineAdapter):
     name = "vllm"
+
+    def tool_parser_for(self, model: str) -> tuple[str, str] | None:
+        return tool_parser_for(model)
 
     def launch_plan(
         self, cfg: EngineConfig, python: str = "python3", *, architecture: str | None = None
@@ -154,19 +159,13 @@ TOOL_PARSER_FLAG = "--tool-call-parser"
 AUTO_TOOL_CHOICE_FLAG = "--enable-auto-tool-choice"
 
 
-def _given(flag: str, extra_args: Sequence[str]) -> bool:
-    """Whether the user's extra arguments already set `flag` (or its `--no-` form)."""
-    negated = "--no-" + flag.removeprefix("--")
-    return any(a.split("=", 1)[0] in (flag, negated) for a in extra_args)
-
-
 def prompt_tokens_details_args(version: EngineVersion, extra_args: Sequence[str]) -> list[str]:
     """`--enable-prompt-tokens-details` on every arm where the version certainly fills it
     (vllm#18149, versions.py): each response's `usage.prompt_tokens_details.cached_tokens` then
     says how much of the prompt the prefix cache served, which session replay reports per turn
     (docs/probe.md, "Sessions"). It changes no scheduling, only the usage block. Not added where
     the version cannot be told, nor when the user's extra arguments set it either way."""
-    if _given(PROMPT_TOKENS_DETAILS_FLAG, extra_args):
+    if extra_args_set(PROMPT_TOKENS_DETAILS_FLAG, extra_args):
         return []
     if version.has("vllm_prompt_tokens_details") is not True:
         return []
@@ -178,9 +177,9 @@ def tool_parser_args(parser: str | None, extra_args: Sequence[str]) -> list[str]
     vLLM refuses `tool_choice` "required" or a named function without a parser, and "auto"
     without both (vllm/renderers/online_renderer.py of the 0.32.0 CPU build). The user's own
     `--tool-call-parser` in the extra arguments wins."""
-    if parser is None or _given(TOOL_PARSER_FLAG, extra_args):
+    if parser is None or extra_args_set(TOOL_PARSER_FLAG, extra_args):
         return []
-    auto = [] if _given(AUTO_TOOL_CHOICE_FLAG, extra_args) else [AUTO_TOOL_CHOICE_FLAG]
+    auto = [] if extra_args_set(AUTO_TOOL_CHOICE_FLAG, extra_args) else [AUTO_TOOL_CHOICE_FLAG]
     return [*auto, TOOL_PARSER_FLAG, parser]
 
 
@@ -199,21 +198,6 @@ TOOL_PARSERS_BY_FAMILY: tuple[tuple[str, str], ...] = (
     ("granite", "granite"),
     ("internlm", "internlm"),
 )
-DEFAULT_TOOL_PARSER = "hermes"
-# one argv word that vLLM's argparse cannot read as a flag of its own (no leading '-')
-_PARSER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-
-def check_tool_parser(name: str) -> None:
-    """A `--tool-call-parser` value as one argv word (exit 2 on anything else)."""
-    from tailpod.secrets import redact
-
-    if redact(name) != name:  # it would sit in the pod's process list and the run's argv
-        raise ConfigError("--tool-call-parser's value is shaped like a credential, not a parser "
-                          "name", hint="e.g. hermes, llama3_json, mistral")
-    if not _PARSER_NAME.fullmatch(name):
-        raise ConfigError(f"--tool-call-parser {name!r} is not a parser name",
-                          hint="e.g. hermes, llama3_json, mistral")
 
 
 def tool_parser_for(model: str) -> tuple[str, str]:
@@ -221,12 +205,7 @@ def tool_parser_for(model: str) -> tuple[str, str]:
     Hermes. For the shipped tools class (`tool_choice: "required"`) vLLM builds the calls from
     its own guided JSON, not the parser (vllm/entrypoints/openai/chat_completion/serving.py of
     the 0.32.0 CPU build), so the choice changes no figure there; it matters for "auto"."""
-    name = model.lower()
-    for family, parser in TOOL_PARSERS_BY_FAMILY:
-        if family in name:
-            return parser, f"the {family} family's parser"
-    return DEFAULT_TOOL_PARSER, (f"no family known from {model!r}; Hermes-style calls assumed "
-                                 "(--tool-call-parser picks another)")
+    return family_tool_parser(model, TOOL_PARSERS_BY_FAMILY)
 
 
 def speculative_config(

@@ -338,11 +338,8 @@ def deploying_host(settings: Any, ledger: Any, record: PodRecord, host: Any,
     from tailpod.provision.local.provider import LocalProvider
 
     kind = kind_for(record.provider)
-    if kind.name == "cloud":
+    if kind.deploy_lanes_where() == "pod":  # the kind refuses one whose lanes serve nowhere
         return pod_deploying_host(settings, ledger, record, host, deployment)
-    if not kind.engine_here:
-        raise ConfigError(f"--deploy of a lanes deployment runs on this machine or a rented "
-                          f"pod, not on a {kind.name} pod")
 
     def launches_for(arm: Any, dep: dict[str, Any]) -> Any:
         on_cpu = kind.serves_on_cpu(kind.engine_adapter(arm.config.engine))

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from tailpod import __version__
 from tailpod.agent.probes.basics import PROBE_ENGINES
 from tailpod.agent_client.driver import PodAgent
-from tailpod.config import Settings
+from tailpod.config import Settings, run_path
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.errors import ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord
@@ -416,7 +416,7 @@ def kl_on_pod(
         assert isinstance(host, AgentSweepHost)
         source = PodLogprobSource(host, original, top_k)
         doc = run_kl_eval(
-            source, arms, prompt_set, RunDirectory(settings.results_dir / rid), ctx, top_k,
+            source, arms, prompt_set, RunDirectory(run_path(settings.results_dir, rid)), ctx, top_k,
             max_tokens, say,
         )  # fmt: skip
         if restore and EngineConfig.from_json(

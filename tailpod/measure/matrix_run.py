@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tailpod.config import Settings, source_of
+from tailpod.config import Settings, run_path, source_of
 from tailpod.engines.base import EngineConfig, engine_start_s
 from tailpod.errors import BillingNotProven, ConfigError, TailpodError
 from tailpod.ledger import Ledger, PodRecord, operation_owner_alive, operation_stamp
@@ -738,7 +738,7 @@ def marks_spot(settings: Settings, cards: list[Card] | None, run_id: str | None)
     """Whether a card is marked `:spot`: of `cards`, else of the matrix `run_id` resumes (its
     matrix.json). Such a card takes `--bid` as `--spot` does (config.py spot_problems)."""
     if not cards and run_id:
-        state = MatrixState.load(Path(settings.results_dir) / run_id)
+        state = MatrixState.load(run_path(settings.results_dir, run_id))
         return any(card.spot or (card.spot is None and state.card(card.label).get("spot"))
                    for card in state.cards)  # an unmarked card the resumed run bought spot
     return any(card.spot for card in cards or [])
@@ -1264,7 +1264,7 @@ def run_matrix(settings: Settings, *, cards: list[Card] | None, sweep: SweepSpec
     spent_before = 0.0
     adopted: dict[str, Any] = {}
     if run_id:
-        state = MatrixState.load(results / run_id)
+        state = MatrixState.load(run_path(results, run_id))
         check_purchases(state.cards, settings.spot)  # `--spot` again over `:on-demand` cards
         settings = keep_purchases(settings, state)
         if cards and [c.label for c in cards] != [c.label for c in state.cards]:

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from tailpod.agent_client.driver import ArmStart, PodAgent
 from tailpod.config import Settings
@@ -64,9 +64,6 @@ class UpResult:
 
 class PodKind(Protocol):
     name: str
-    # True: the engine is a child of this machine, and so is the agent that measures it. False:
-    # the pod agent runs on the pod and is reached over SSH.
-    engine_here: bool
     # What stands when an arm switch leaves no engine (pods/arm_switch.py), in the error's words.
     no_engine_left: str
 
@@ -81,6 +78,18 @@ class PodKind(Protocol):
     def refuse(self, options: UpOptions) -> None:
         """A ConfigError (exit 2) for an option this kind cannot honour, before the ledger, a
         connection or a rental."""
+        ...
+
+    def starts_engine_when_none_held(self, settings: Settings, ledger: Ledger) -> bool:
+        """Whether a verb that needs an engine and names no pod (`eval kl --provider local`)
+        may start one of this kind itself: only where the engine would be a child of this
+        machine (nothing rents) and the ledger holds no active run of `settings.provider`."""
+        ...
+
+    def deploy_lanes_where(self) -> Literal["here", "pod"]:
+        """Where `benchmark --deploy` serves a lanes deployment: "here" (this machine's lanes,
+        pods/lanes.py) or "pod" (a rented pod's, through the sweep's agent: pods/cloud_lanes.py);
+        a ConfigError (exit 2) for a kind that serves neither."""
         ...
 
     def up(self, settings: Settings, cfg: EngineConfig, ledger: Ledger, progress: Progress,

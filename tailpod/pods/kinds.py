@@ -4,7 +4,7 @@ under pods/ plus one row here."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from tailpod.agent_client.driver import ArmStart, PodAgent
 from tailpod.config import Settings
@@ -34,11 +34,16 @@ class CloudPods:
     """A rented pod (RunPod, vast.ai): the engine and the agent on the pod, reached over SSH."""
 
     name = "cloud"
-    engine_here = False
     no_engine_left = "the pod bills with no engine (its TTL and dead-man switch still cover it)"
 
     def refuse(self, options: UpOptions) -> None:
         return None  # a rented pod honours every option
+
+    def starts_engine_when_none_held(self, settings: Settings, ledger: Ledger) -> bool:
+        return False  # a rented pod is rented by `up`, never as a side effect
+
+    def deploy_lanes_where(self) -> Literal["here", "pod"]:
+        return "pod"
 
     def engine_adapter(self, engine: str) -> EngineAdapter:
         return require_cloud_engine(engine)
@@ -113,11 +118,17 @@ class LocalPods:
     """This machine: the engine is a child process; nothing bills."""
 
     name = "local"
-    engine_here = True
     no_engine_left = "this machine serves no engine"
 
     def refuse(self, options: UpOptions) -> None:
         refuse_volume(options)
+
+    def starts_engine_when_none_held(self, settings: Settings, ledger: Ledger) -> bool:
+        # the engine is a child of this machine: nothing rents, and the caller downs it after
+        return not any(r.provider == settings.provider for r in ledger.active())
+
+    def deploy_lanes_where(self) -> Literal["here", "pod"]:
+        return "here"
 
     def engine_adapter(self, engine: str) -> EngineAdapter:
         return get_adapter(engine)

@@ -11,7 +11,7 @@ unlike a cloud address, the box is the same machine next time.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from tailpod.agent_client.driver import ArmStart, PodAgent
 from tailpod.config import Settings
@@ -37,11 +37,17 @@ from tailpod.provision.teardown import LifecyclePolicy
 
 class SshBoxPods:
     name = "ssh"
-    engine_here = False
     no_engine_left = "your box serves no engine; it bills nothing through tailpod"
 
     def refuse(self, options: UpOptions) -> None:
         refuse_volume(options)  # a provider's network volume; the box has its own disks
+
+    def starts_engine_when_none_held(self, settings: Settings, ledger: Ledger) -> bool:
+        return False  # the box is claimed by `up --provider ssh --host`, never as a side effect
+
+    def deploy_lanes_where(self) -> Literal["here", "pod"]:
+        raise ConfigError(f"--deploy of a lanes deployment runs on this machine or a rented "
+                          f"pod, not on a {self.name} pod")
 
     def engine_adapter(self, engine: str) -> EngineAdapter:
         return require_cloud_engine(engine)  # the engines a pod bootstrap serves: vllm, sglang

@@ -87,20 +87,17 @@ def test_no_verb_holds_a_step_of_the_matrix_or_of_a_sweep_host() -> None:
     assert calls == []
 
 
-# Two branches are left, each a choice of what the verb may do on this machine rather than how
-# the kind is reached: `eval` starts an engine here when none serves (cli/eval.py), and
-# `benchmark --deploy` serves lanes here or on a rented pod and refuses your own box
-# (measure/deploy.py). Nothing may join them.
-LEFT = {"tailpod/cli/eval.py", "tailpod/measure/deploy.py"}
-
-
 def test_no_caller_outside_pods_branches_on_where_the_engine_runs() -> None:
-    """`engine_here` is the kinds' own fact (pods/base.py): the sweep asks the kind for the
+    """No caller chooses by where the engine runs (the kinds' `engine_here` flag, deleted once
+    nothing read it): the sweep asks the kind for the
     session it keeps (`pod_session`), `logs` for its engine log (`engine_log`), `up`, `status`
-    and the demo read what the record holds (its SSH address) instead of choosing by kind."""
+    and the demo read what the record holds (its SSH address) instead of choosing by kind;
+    `eval` asks whether it may start an engine itself (`starts_engine_when_none_held`) and
+    `benchmark --deploy` where the lanes serve (`deploy_lanes_where`), where each branched on
+    `engine_here` (cli/eval.py, measure/deploy.py)."""
     pods = PACKAGE / "pods"
     outside = {str(path.relative_to(REPO))
                for path in _files() if pods not in path.parents
                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                if isinstance(node, ast.Attribute) and node.attr == "engine_here"}
-    assert outside <= LEFT, sorted(outside - LEFT)
+    assert outside == set(), sorted(outside)

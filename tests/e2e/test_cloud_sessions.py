@@ -28,8 +28,14 @@ pytestmark = [
 ]
 runner = CliRunner()
 MAX_TOKENS = 8
+# vLLM's CPU build caches the prefix in whole KV blocks of 128 tokens (its default block size,
+# vllm/platforms/cpu.py in 0.32.0): session a's prefix fills at least one block, session b's
+# conversation never does, so a's later turns must read cached tokens and b's none.
+CPU_BLOCK_TOKENS = 128
+LONG_PREFIX = "You answer in one short sentence. Context: " + " ".join(
+    f"fact{i}" for i in range(60))
 SESSIONS = [
-    {"session_id": "a", "shared_prefix": "You answer in one short sentence.", "turns": [
+    {"session_id": "a", "shared_prefix": LONG_PREFIX, "turns": [
         {"user": "Name a colour."}, {"user": "Name another one.", "think_s": 0.2},
         {"input_tokens": 20, "tool_wait_s": 0.1}]},
     {"session_id": "b", "start_s": 0.1, "shared_prefix": "You answer in one short sentence.",
@@ -78,7 +84,15 @@ def test_a_session_trace_reports_acceptance_by_turn(cloud: dict[str, Any], tmp_p
         for sid, turn in TURNS - {("a", 1), ("b", 1)}:
             prev, cur = reqs[(sid, turn - 1)], reqs[(sid, turn)]
             assert cur["prompt_tokens"] >= prev["prompt_tokens"] + prev["completion_tokens"]
-            assert "cached_tokens" in cur  # null unless vLLM runs --enable-prompt-tokens-details
+        # tailpod starts vLLM with --enable-prompt-tokens-details: every turn says what the prefix
+        # cache served, in whole blocks
+        for (sid, turn), r in reqs.items():
+            cached = r["cached_tokens"]
+            assert isinstance(cached, int) and cached % CPU_BLOCK_TOKENS == 0, r
+            if sid == "b":
+                assert r["prompt_tokens"] < CPU_BLOCK_TOKENS and cached == 0, r
+            elif turn > 1:
+                assert cached >= CPU_BLOCK_TOKENS, r
         (cell,) = [c for c in rows if c["kind"] == "cell" and c["arm"] == arm]
         assert cell["sessions"] == {"sessions": 2, "turns_max": 3, "format": "session"}
 

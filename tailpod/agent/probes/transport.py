@@ -331,7 +331,7 @@ def _thread_exchange(
             break
         rec.feed(data, time.perf_counter())
         if time.perf_counter() > deadline:
-            raise TimeoutError(f"timeout after {timeout:.0f} s")
+            raise TimeoutError(f"timeout after {timeout:g} s")
     if resp.will_close:
         conn.close()
         conn_box[0] = None
@@ -346,7 +346,7 @@ async def exchange_recorded(conn: AsyncConnection, spec: RequestSpec, api: str,
     try:
         await conn.exchange(spec, rec, timeout)
     except asyncio.TimeoutError:
-        rec.fail(f"timeout after {timeout:.0f} s")
+        rec.fail(f"timeout after {timeout:g} s")
     except (OSError, ProtocolError, ssl.SSLError) as exc:
         rec.fail(_scrub(f"{type(exc).__name__}: {exc}"))
     rec.finish(time.perf_counter())

@@ -32,7 +32,6 @@ class _Kind:
     """A cloud kind whose heartbeat answers as the pod agent does, with the engine's health."""
 
     name = "runpod"
-    engine_here = False
 
     def engine_healthy(self, settings: Any, record: Any) -> None:
         return None

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from tailpod.cli import benchmark as benchmark_cli
 from tailpod.cli.main import app
-from tailpod.engines.vllm import check_tool_parser
+from tailpod.engines.base import check_tool_parser
 from tailpod.errors import ConfigError
 
 HF_SHAPED = "hf_" + "Zq7" * 10  # the Hub's token shape: hf_ and 20+ letters or digits

@@ -17,7 +17,6 @@ from tailpod.cli import benchmark as benchmark_cli
 from tailpod.cli.main import app
 from tailpod.engines.base import EngineConfig, SpecArm
 from tailpod.engines.vllm import VllmAdapter, tool_parser_for
-from tailpod.errors import ConfigError
 
 DETAILS = "--enable-prompt-tokens-details"
 
@@ -92,9 +91,4 @@ def test_the_sweeps_arms_carry_the_parser_only_with_the_tools_class() -> None:
     assert benchmark_cli._with_tool_parser(base, ["tools"], None).tool_call_parser == "hermes"
     assert benchmark_cli._with_tool_parser(base, ["tools"], "mistral").tool_call_parser \
         == "mistral"
-    sglang = EngineConfig(engine="sglang", model="Qwen/Qwen3-0.6B")
-    assert benchmark_cli._with_tool_parser(sglang, ["tools"], None) == sglang
-    with pytest.raises(ConfigError, match="--tool-call-parser names a vLLM parser; this pod "
-                                          "serves sglang") as err:
-        benchmark_cli._with_tool_parser(sglang, ["tools"], "hermes")
-    assert err.value.exit_code == 2
+    # SGLang's and llama.cpp's: tests/unit/engines/test_sglang_tool_parser_flag.py

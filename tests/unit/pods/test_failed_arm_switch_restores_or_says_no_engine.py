@@ -30,7 +30,6 @@ class FlakyKind:
     arm only once it serves, as pods/cloud.py relaunch_cloud does."""
 
     name = "cloud"
-    engine_here = False
     no_engine_left = "the pod bills with no engine (its TTL and dead-man switch still cover it)"
 
     def __init__(self, dies: set[str]) -> None:

@@ -54,8 +54,9 @@ def test_report_writes_files_and_resolves_run_ids(
 
 
 def test_report_errors_are_one_line(app: typer.Typer, tmp_path: Path) -> None:
+    # no such directory, and no run id either (a path): bad input, before anything is read
     res = CliRunner().invoke(app, ["report", str(tmp_path / "nope")])
-    assert res.exit_code == 1 and "no run directory" in res.output
+    assert res.exit_code == 2 and "no run directory" in res.output
     res = CliRunner().invoke(app, ["report", str(small_run(tmp_path)), "--interpolation", "cubic"])
     assert res.exit_code == 2
 
