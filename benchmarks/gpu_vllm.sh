@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The GPU benchmark for vLLM: vLLM 0.26.0 on a lent H200, through tailpod itself
 # (`up --provider local --engine vllm`, the pod agent, the gated sweep, `report`, a proven `down`).
+# ENGINE=sglang runs the same steps on SGLang 0.5.17 (`up --engine sglang`; MTP is its NEXTN
+# path, --speculative-num-steps K, num-draft-tokens K + 1); `gpu_vllm.sh sglang WORK` is `all`
+# with it.
 #
-# vLLM and what it imports come as wheels first: benchmarks/gpu_vllm_carry.sh prints the device
-# calls that carry and install them into /tmp/site (SITE). Then, in one call of at most 600 s:
+# The engine and what it imports come as wheels first: benchmarks/gpu_vllm_carry.sh prints the device
+# calls that carry and install them into /tmp/site (SITE); WHEELS=benchmarks/gpu_sglang_wheels.txt
+# for SGLang. Then, in one call of at most 600 s:
 #
 #   gpu_vllm.sh env    OUT             machine stamp (GPU, driver, CUDA, torch, vLLM) in OUT/machine.txt
 #   gpu_vllm.sh models MODELS          checkpoints of SIZE: mimo (target with its own MTP layer), target,
@@ -25,6 +29,7 @@
 #                                      WARM_DROPS="triton flashinfer": a start without each
 #   gpu_vllm.sh all    WORK            env, models (the mimo kind only, in WORK/models or
 #                                      WORK/models-SIZE), run
+#   gpu_vllm.sh sglang WORK            all, with ENGINE=sglang
 #
 # Everything that comes back is written under $OUT as it happens (at most 8 files come back):
 # gpu_vllm.log (this script's output, live), machine.txt, metrics-up.txt (/metrics after `up`),
@@ -32,6 +37,7 @@
 # (every engine log of the run), results.tgz (results dir, up/down JSON, benchmark and report text).
 #
 # Settings (environment, defaults in brackets):
+#   ENGINE [vllm]                      vllm or sglang (`up --engine`)
 #   SPEC_K [0,1,2,3]  SPEC_METHOD [mtp]  CONCURRENCY [1,2,4,8,16,32,64]  REPS [3]
 #   MAX_TOKENS []  REQUESTS []         empty: tailpod's defaults (256 tokens; max(4, c) requests)
 #   EXTEND_K [0]  MAX_K [8]            1: extend K past the best (one engine start per extra K)
@@ -61,6 +67,9 @@ set -euo pipefail
 T0=$(date +%s)
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
+ENGINE="${ENGINE:-vllm}"
+[ "${1:-}" = sglang ] && ENGINE=sglang
+case "$ENGINE" in vllm | sglang) ;; *) echo "ENGINE=$ENGINE: vllm or sglang" >&2; exit 2 ;; esac
 SPEC_K="${SPEC_K:-0,1,2,3}"
 SPEC_METHOD="${SPEC_METHOD:-mtp}"
 CONCURRENCY="${CONCURRENCY:-1,2,4,8,16,32,64}"
@@ -106,6 +115,9 @@ export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 # The engine is the image's python3 with PYTHONPATH (inherited by the engine's process group).
 TAILPOD_ENGINE_PYTHON="${TAILPOD_ENGINE_PYTHON:-$(command -v python3)}"
 export TAILPOD_ENGINE_PYTHON TAILPOD_STARTUP_TIMEOUT="$STARTUP_TIMEOUT"
+# SGLang's FA3 from sgl_kernel: by default it first asks the HF Hub for kernels-community/sgl-flash-attn3
+# (sglang/kernels/ops/attention/flash_attention_v3.py), which the device cannot reach.
+[ "$ENGINE" = sglang ] && export SGLANG_USE_SGL_FA3_KERNEL=1
 # Never NVLink multicast (device README); one GPU here, but keep it off regardless.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
@@ -134,7 +146,7 @@ import importlib.metadata as md, platform, sys
 print("python", platform.python_version(), sys.executable)
 import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())
-for name in ("vllm", "flashinfer-python", "xgrammar", "transformers", "tokenizers", "triton",
+for name in ("vllm", "sglang", "sglang-kernel", "flashinfer-python", "xgrammar", "transformers", "tokenizers", "triton",
              "numpy", "numba", "pydantic", "fastapi", "openai", "typer", "click", "rich"):
     try:
         print(name, md.version(name))
@@ -232,8 +244,8 @@ up() {  # MODEL: start the plain arm; sets tag
     [ "$ENFORCE_EAGER" = 1 ] && eager=--enforce-eager
     budget=$(( $(left) - RESERVE ))
     [ "$budget" -gt 30 ] || { say "no time left to start the engine ($budget s)"; return 1; }
-    say "up: $model (plain, $eager, context $CONTEXT_LENGTH, $slots slots)"
-    timeout "$budget" "${TP[@]}" up --provider local --engine vllm --model "$model" \
+    say "up: $model ($ENGINE, plain, $eager, context $CONTEXT_LENGTH, $slots slots)"
+    timeout "$budget" "${TP[@]}" up --provider local --engine "$ENGINE" --model "$model" \
         --port "$PORT" --context-length "$CONTEXT_LENGTH" --max-running-requests "$slots" \
         "$eager" --spec-k 0 --json > "$work/up.json"
     tag="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run_tag"])' "$work/up.json")"
@@ -443,12 +455,12 @@ case "$cmd" in
     peer) start_out "$1"; machine "$OUT"; peer "$@" ;;
     deploy) start_out "$1"; machine "$OUT"; deploy "$@" ;;
     coldwarm) start_out "$1"; machine "$OUT"; coldwarm "$@" ;;
-    all)
+    sglang | all)  # ENGINE=sglang was set at the top for `sglang`
         start_out "$1"
         machine "$OUT"
         work="$1"
         models "$(models_dir)" "$MTP_KIND"
         run "$(models_dir)" "$1"
         ;;
-    *) sed -n '2,40p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,46p' "$0" >&2; exit 2 ;;
 esac

@@ -236,6 +236,9 @@ class PodExtra:
     emulated: bool | None = None
     api_endpoint: str | None = None
     box: str | None = None  # your own box's address as given (--host)
+    # what a pod no `up` asked for was rented for ("first-contact check": the CPU probe of
+    # provision/runpod/first_contact.py), shown by `status` in place of an engine
+    purpose: str | None = None
     # lanes (pods/lanes.py): the proxy's record holds both lanes
     lanes: dict[str, Any] = field(default_factory=dict)  # {}: not a lanes run
     lanes_down: Any = None

@@ -267,6 +267,17 @@ def run_id_for(record: PodRecord, results_dir: Path) -> str:
     return candidate
 
 
+def gate_line(arm: dict[str, Any]) -> str:
+    """`gate mtp-k2 against plain (token_ids, 6 prompts): pass`, with the first mismatch when
+    it failed."""
+    gate = arm["gate"]
+    missed = gate.get("first_mismatch") or {}
+    where = (f" at prompt {missed.get('prompt')}, position {missed.get('position')}"
+             if missed else "")
+    return (f"gate {arm['label']} against {arm.get('baseline') or 'plain'} ({gate.get('method')}, "
+            f"{gate.get('prompts')} prompts): {gate.get('status')}{where}")
+
+
 def summary_table(run_dir: Path, title: str) -> Table:
     from tailpod.results.analysis import analyze
     from tailpod.results.io import load_run
@@ -281,25 +292,45 @@ def summary_table(run_dir: Path, title: str) -> Table:
     caption: list[str] = []
     if hardware_stamp:  # the claimed GPU is not what ran: said under the numbers, in red
         caption.append(f"[bold red]{hardware_stamp}[/]")
-    for col in ("arm", "c", "reps", "output tok/s (median)", "TTFT p50 ms", "accept len", "flags"):
+    for col in ("arm", "c", "reps", "output tok/s (median)", "× plain", "TTFT p50 ms",
+                "accept len", "flags"):
         table.add_column(col)
     void = {a["label"]: a["void_reason"] for a in analysis["arms"] if a["void"]}
+    # each arm's throughput against plain's at the same c, as report.md's Speedup section reads
+    # it (results/analysis.py `speedup`; newcomer 2.10: the terminal's table had none)
+    speedups = {(s["arm"], s["concurrency"]): s for s in analysis.get("speedup") or []}
+
+    def vs_plain(cell: dict[str, Any]) -> str:
+        found = speedups.get((cell["arm"], cell["concurrency"]))
+        if found is None:
+            return "-"
+        if found["void"] or not found.get("throughput"):
+            return "void"
+        return f"{found['throughput']['speedup']:.2f}×"
 
     def med(cell: dict[str, Any], key: str, scale: float = 1.0, fmt: str = ".1f") -> str:
         spread = cell.get(key)
         return "-" if not spread else format(spread["median"] * scale, fmt)
 
-    for cell in sorted(analysis["cells"], key=lambda c: (c["arm"], c["concurrency"])):
+    # the arms in the order the sweep ran them (plain first, then K ascending), not by name,
+    # which put plain, the baseline, last (newcomer 2.10)
+    measured = {arm.label: i for i, arm in enumerate(run.meta.arms)}
+    for cell in sorted(analysis["cells"], key=lambda c: (measured.get(c["arm"], len(measured)),
+                                                         c["arm"], c["concurrency"])):
         label = cell["arm"] if cell["arm"] not in void else f"[strike]{cell['arm']}[/] VOID"
         table.add_row(
             label,
             str(cell["concurrency"]),
             str(cell["reps"]),
             med(cell, "output_tok_s"),
+            vs_plain(cell),
             med(cell, "ttft_p50_s", 1000.0, ".0f"),
             med(cell, "acceptance_length", 1.0, ".2f"),
             ",".join(cell["flags"]) or "",
         )
+    # each spec arm's gate against its baseline, as report.md's Arms section gives it
+    # (newcomer 2.10: no line of the terminal said the gate passed)
+    caption += [gate_line(a) for a in analysis["arms"] if a.get("gate")]
     # and what the flags column's words mean
     caption += flag_legend(f for cell in analysis["cells"] for f in cell["flags"])
     # the soak's verdict (its cells are in no column above): what the soak section found
@@ -374,11 +405,15 @@ def register(app: typer.Typer) -> None:
             "mtp", help=f"Speculation method: {', '.join(SPEC_METHODS)}."
         ),
         draft_model: str = typer.Option(None, help="Draft checkpoint for draft_model arms."),
-        concurrency: str = typer.Option("1,2,4,8,16,32,64", help="Concurrency levels."),
+        concurrency: str = typer.Option(
+            "1,2,4,8,16,32,64", "--concurrency", "--max-concurrency",
+            help="Concurrency levels (vllm bench serve's --max-concurrency N is one of them)."),
         reps: int = typer.Option(5, min=1, help="Repetitions of every cell (medians over these)."),
         max_tokens: int = typer.Option(256, min=2, help="Output tokens per request."),
         requests_per_cell: int = typer.Option(
-            None, help="Measured requests per cell (default: max(4, concurrency))."
+            None, "--requests-per-cell", "--num-prompts",
+            help="Measured requests per cell (default: max(4, concurrency)); vllm bench serve's "
+            "--num-prompts, the requests of one load point, names the same.",
         ),
         prompt_classes: str = typer.Option(
             "prose", help="Prompt classes: prose, code, structured, tools."

@@ -67,9 +67,7 @@ def lifecycle(settings: Settings, ledger: Ledger, cfg: EngineConfig, bench: dict
     with startup_progress(f"up: {what}") as update, requirements_on_refusal(settings.provider):
         result = kind.up(settings, cfg, ledger, update, UpOptions())
     record = result.record
-    warning = remote.fallback_warning(result.info) if result.info else None
-    if warning:
-        console.print(warning)
+    remote.print_fallback_warning(result.info)
     # a pod reached over SSH (rented on the sandbox cloud): its rental, and an endpoint that
     # listens on the tailnet only
     where = "" if not record.ssh else (

@@ -126,6 +126,18 @@ def _price(row: dict[str, Any]) -> float:
     return float(value) if isinstance(value, (int, float)) else math.inf
 
 
+def select_rows(rows: list[dict[str, Any]], max_price: float | None, available_only: bool
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the rows `gpus` lists, in stock first, then cheapest; the rows above `max_price`). The
+    cap is inclusive, as `up`'s is: a row priced exactly at it is listed; an unpriced row is
+    above any cap. A top-level function, not the command's body, so `make mutate` reaches it
+    (mutmut skips decorated functions)."""
+    above = [r for r in rows if max_price is not None and _price(r) > max_price]
+    listed = [r for r in rows if r not in above and (r["available"] or not available_only)]
+    listed.sort(key=lambda r: (not r["available"], _price(r), r["provider"], r["gpu"]))
+    return listed, above
+
+
 def _dollars(price: float) -> str:
     """Cents, or the 4 decimals an offer states: a price shown is one `--max-price` admits."""
     text = f"{price:.4f}".rstrip("0")
@@ -288,9 +300,7 @@ def register(app: typer.Typer) -> None:
                     + ", ".join(map(repr, nowhere)),
                     hint=("did you mean " + ", ".join(map(repr, hints))) if hints
                     else "tailpod gpus lists every name `up --gpu` takes")
-        above = [r for r in rows if max_price is not None and _price(r) > max_price]
-        rows = [r for r in rows if r not in above and (r["available"] or not available)]
-        rows.sort(key=lambda r: (not r["available"], _price(r), r["provider"], r["gpu"]))
+        rows, above = select_rows(rows, max_price, available)
         if json_out:
             print_json({"gpu_count": gpu_count, "max_price": max_price, "offers": rows,
                         "above_max_price": len(above), "hidden": hidden, "filters": filters,

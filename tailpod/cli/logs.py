@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import typer
 from typer.core import TyperGroup
@@ -61,8 +61,9 @@ def engine_lines(log: EngineLog, tail: int, follow: bool,
                  sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
     """The last `tail` lines of the engine log; with `follow`, then every new line."""
     size = log.size()
-    # read a generous window, not the whole log: ~400 bytes a line is plenty for engine logs
-    start = max(0, size - max(tail, 1) * 400)
+    # read a generous window, not the whole log: ~400 bytes a line is plenty for engine logs;
+    # `--tail 0` is the whole log (it read a 400-byte window before)
+    start = max(0, size - tail * 400) if tail > 0 else 0
     text, offset = log.read_from(start)
     if start > 0:
         text = text.split("\n", 1)[-1]  # the first line of a window is partial
@@ -99,7 +100,9 @@ def container_lines(settings: Settings, record: PodRecord, tail: int, follow: bo
     seen = list(lines)
     while follow:
         sleep(FOLLOW_POLL_S * 2)
-        now = provider.container_log(record.pod_id, 1000) or []
+        now = provider.container_log(record.pod_id, 1000)
+        if not now:  # no answer this time: keep what was shown, or it is all shown again
+            continue
         yield from _new_lines(seen, now)
         seen = now
 
@@ -110,6 +113,43 @@ def _new_lines(before: list[str], now: list[str]) -> list[str]:
         if before[-k:] == now[:k]:
             return now[k:]
     return now
+
+
+def pod_gone(record: PodRecord) -> bool:
+    """A rented pod the ledger holds as ended (proven down): its engine log went with it. A
+    local run's log file and your own box stay, so their logs are still read."""
+    from tailpod.pods.kinds import kind_for
+
+    return record.status == "terminated" and kind_for(record.provider).name == "cloud"
+
+
+def kept_lines(settings: Settings, record: PodRecord, tail: int) -> list[str]:
+    """What this machine kept of a rented pod the ledger holds as ended: the container log
+    `up` saved in the run directory (provision/bootlog.py). The pod, and its engine log with it,
+    is gone, so no SSH is tried (adversary #31: 35.6 s on SSH to a pod `down` had proven gone)."""
+    from tailpod.provision.bootlog import LOG_FILE
+    from tailpod.provision.teardown import run_dir_for
+
+    path = run_dir_for(settings, record.run_tag) / LOG_FILE
+    gone = (f"{record.run_tag} has ended (billing proven stopped): the pod is gone, and its "
+            "engine log with it")
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        raise TailpodError(f"{gone}; no container log was kept in {path.parent}") from None
+    err_console.print(f"{gone}; the container log kept in {path}:", markup=False,
+                      soft_wrap=True)
+    return last_lines(text, tail)
+
+
+def write_lines(lines: Iterable[str], out: TextIO | None = None) -> None:
+    """Print each line as it comes, every secret masked (a known secret's value wherever it
+    shows, credentials by name and shape: tailpod/secrets.py `redact`). A top-level function,
+    not the command's body, so `make mutate` reaches it (mutmut skips decorated functions)."""
+    out = out or sys.stdout
+    for line in lines:
+        out.write(redact(line) + "\n")
+        out.flush()
 
 
 # -- the commands --------------------------------------------------------------------------------
@@ -143,16 +183,14 @@ def register(app: typer.Typer) -> None:
         settings = settings_from()
         record = ledger_for(settings).resolve(run_tag)
         if container:
-            lines = container_lines(settings, record, tail, follow)
-            for line in lines:
-                sys.stdout.write(redact(line) + "\n")
-                sys.stdout.flush()
+            write_lines(container_lines(settings, record, tail, follow))
+            return
+        if pod_gone(record):
+            write_lines(kept_lines(settings, record, tail))  # a rented pod, proven gone
             return
         log = open_engine_log(settings, record)
         try:
-            for line in engine_lines(log, tail, follow):
-                sys.stdout.write(redact(line) + "\n")
-                sys.stdout.flush()
+            write_lines(engine_lines(log, tail, follow))
         finally:
             log.close()
 

@@ -44,7 +44,7 @@ from tailpod.ledger import (
     matrix_status,
 )
 from tailpod.pods.arm_switch import settle_command, switch_arm
-from tailpod.pods.base import LanesOptions, UpOptions
+from tailpod.pods.base import LanesOptions, UpOptions, UpResult
 from tailpod.pods.journal import last_change
 from tailpod.pods.kinds import kind_for
 from tailpod.provision.apiclient import call_deadline, fail_fast_unreachable
@@ -102,7 +102,7 @@ def pods_table(rows: list[dict[str, Any]], out: Console) -> Table | Group:
             "pod": row.get("pod_id") or "-",
             "status": status_cell(row) + (f" (matrix {row['matrix']['id']})" if row.get("matrix")
                                           and not row["matrix"]["interrupted"] else ""),
-            "engine": row["engine"] or "-",
+            "engine": row["engine"] or row.get("purpose") or "-",
             "arm": row["arm"] or "-",
             "endpoint": row["endpoint"] or "-",
             "GPU": gpu_column(row["gpu"], row["hardware"]),
@@ -150,7 +150,8 @@ def status_cell(row: dict[str, Any]) -> str:
 
 FLAG_MEANINGS = {
     "ghost": "the ledger holds the pod as live but its provider no longer has it: it ended "
-             "outside tailpod (its dead-man switch, its TTL, or a delete by hand); nothing "
+             "outside tailpod (its dead-man switch, its TTL, or a delete by hand), or by a "
+             "teardown of tailpod's whose proof did not finish (its reason says which); nothing "
              "bills for it; `tailpod down TAG` proves and records that",
     "orphan": "the provider holds a tailpod-tagged pod the ledger does not: it bills outside "
               "the ledger (another machine's run, an old crash); `tailpod down --all` stops it",
@@ -249,12 +250,15 @@ def print_cloud_up(settings: Settings, record: PodRecord) -> None:
     from tailpod.provision.tailnet.steps import remember_pod_ssh
 
     path, include = remember_pod_ssh(settings, record.run_tag, record.ssh)
+    # soft-wrapped: the terminal folds a long line, so the image digest and the Include line
+    # stay whole for a reader to copy (newcomer 2.4: rich broke them onto lines of their own)
     console.print(
         f"[green]up[/] {record.run_tag} on {record.provider}: {record.gpu} at "
-        f"${record.price_per_hr or 0:.3f}/hr, image {record.image}"
+        f"${record.price_per_hr or 0:.3f}/hr, image {record.image}", soft_wrap=True
     )
-    console.print(f"  ssh: tailpod ssh {record.run_tag}   (or add to ~/.ssh/config: {include})")
-    console.print(f"  ssh config entry written to {path}")
+    console.print(f"  ssh: tailpod ssh {record.run_tag}   (or add to ~/.ssh/config: {include})",
+                  soft_wrap=True)
+    console.print(f"  ssh config entry written to {path}", soft_wrap=True)
 
 
 def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
@@ -286,6 +290,7 @@ def pod_status(settings: Settings, record: PodRecord) -> dict[str, Any]:
         else (settle_command(record.run_tag) if no_engine else None),
         "no_engine": no_engine,
         "engine": engine.get("engine"),
+        "purpose": record.extra.purpose,  # a pod rented for a check, not to serve
         "model": engine.get("model"),
         "arm": SpecArm(**engine["spec"]).label() if engine.get("spec") else None,
         "endpoint": record.endpoint,
@@ -332,16 +337,21 @@ def up_lanes_cli(settings: Settings, cfg: EngineConfig, ledger: Ledger, lanes: s
     with startup_progress(f"starting two {cfg.engine} lanes and HAProxy") as update, \
             requirements_on_refusal(settings.provider):
         result = kind.up_lanes(settings, cfg, ledger, shape, update, options or UpOptions())
-    record = result.record
-    warning = remote.fallback_warning(result.info) if result.info else None
-    if warning:
-        console.print(warning)
+    if not print_up_start(settings, result, json_out):
+        print_lanes_up(result.record, admission_limit)
+
+
+def print_up_start(settings: Settings, result: UpResult, json_out: bool) -> bool:
+    """What `up` says first of what it started: the loud line when capacity fallback rented
+    another card, then either the record as JSON (True: nothing more to say) or, for a pod
+    reached over SSH, its rental and its ssh config entry (False: the caller goes on)."""
+    remote.print_fallback_warning(result.info)
     if json_out:
-        print_json(record.to_json())
-        return
-    if record.ssh:  # a pod reached over SSH: its rental and its ssh config entry
-        print_cloud_up(settings, record)
-    print_lanes_up(record, admission_limit)
+        print_json(result.record.to_json())
+        return True
+    if result.record.ssh:
+        print_cloud_up(settings, result.record)
+    return False
 
 
 def print_lanes_up(record: PodRecord, admission_limit: int) -> None:
@@ -358,7 +368,7 @@ def print_lanes_up(record: PodRecord, admission_limit: int) -> None:
                       f"{facts.get('kv_tokens')} tokens, max concurrency "
                       f"{facts.get('max_concurrency')}, healthy in "
                       f"{float(row.get('startup_s') or 0):.0f} s")
-    console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
+    console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1", soft_wrap=True)
 
 
 def vol_only_rows(report: Any) -> Any:
@@ -536,18 +546,12 @@ def register(app: typer.Typer) -> None:
             up_lanes_cli(settings, cfg, ledger, lanes, admission_limit, decision, cpu_engine,
                          lane_kv_gib, lane_mem_fraction, json_out, options)
             return
-        with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update:
-            with requirements_on_refusal(settings.provider):
-                result = kind.up(settings, cfg, ledger, update, options)
-            record = result.record
-            warning = remote.fallback_warning(result.info) if result.info else None
-            if warning:
-                console.print(warning)
-        if json_out:
-            print_json(record.to_json())
+        with startup_progress(f"starting {cfg.engine} ({cfg.spec.label()})") as update, \
+                requirements_on_refusal(settings.provider):
+            result = kind.up(settings, cfg, ledger, update, options)
+        if print_up_start(settings, result, json_out):
             return
-        if record.ssh:  # a pod reached over SSH: its rental and its ssh config entry
-            print_cloud_up(settings, record)
+        record = result.record
         facts = (record.extra.startup or {}).get("facts", {})
         console.print(
             f"[green]up[/] {record.run_tag}: {cfg.engine} serving {cfg.model} "
@@ -558,7 +562,7 @@ def register(app: typer.Typer) -> None:
             f"  KV cache: {facts.get('kv_tokens')} tokens; "
             f"max concurrency: {facts.get('max_concurrency')}"
         )
-        console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1")
+        console.print(f"  OPENAI_BASE_URL={record.endpoint}/v1", soft_wrap=True)
         stamp = check_pod(record).get("stamp")
         if stamp:
             console.print(f"  [bold red]{stamp}[/]")

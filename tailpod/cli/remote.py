@@ -153,7 +153,10 @@ def down_many_cli(settings: Settings, ledger: Ledger, *, expired_only: bool,
                                                       " is left at any provider"))
         for o in outcomes:
             if o.evidence is not None:
-                console.print(evidence_table(o.evidence, f"down {o.run_tag} ({o.provider})"))
+                held = ledger.get(o.run_tag)  # a pod rented for a check says so (newcomer 2.25)
+                purpose = f", {held.extra.purpose}" if held and held.extra.purpose else ""
+                console.print(evidence_table(o.evidence,
+                                             f"down {o.run_tag} ({o.provider}{purpose})"))
                 _print_unproven(o.evidence)
             elif o.error:
                 console.print(f"[red]{o.provider} {o.run_tag}:[/] {o.error}")
@@ -250,6 +253,13 @@ def print_remote(report: StatusReport, rows: list[StatusRow] | None = None) -> N
                       "`tailpod down --all`")
     if report.expired:
         console.print("[bold red]TTL expired:[/] `tailpod down --expired`")
+
+
+def print_fallback_warning(info: PodInfo | None) -> None:
+    """Print fallback_warning's line when there is one (`info` None: no provider was asked)."""
+    warning = fallback_warning(info) if info else None
+    if warning:
+        console.print(warning)
 
 
 def fallback_warning(info: PodInfo) -> str | None:

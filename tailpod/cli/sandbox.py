@@ -39,6 +39,9 @@ def serve(
         help="Give every pod a real sshd (default: on when OpenSSH's sshd is installed)."),
     no_stand_ins: bool = typer.Option(
         False, "--no-stand-ins", help="Do not mount the registry/hub/tailscale stand-ins."),
+    stand_in_port: list[str] = typer.Option(
+        [], "--stand-in-port", help="NAME=PORT: pin a stand-in's port (registry, hub, "
+        "tailscale; repeatable; default: a free one)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON line with the URLs."),
     env_file: Path | None = typer.Option(
         None, "--env-file", help="Also write the environment to this file (mode 600), to load in "
@@ -65,12 +68,18 @@ def serve(
 
     if host not in LOOPBACK_HOSTS:
         raise ConfigError(f"the sandbox binds loopback addresses only, not {host!r}")
+    pinned = stand_in_ports(stand_in_port)
+    if pinned and no_stand_ins:
+        raise ConfigError("--stand-in-port pins a stand-in that --no-stand-ins leaves out")
     for key in [*runpod_key, *vast_key]:
         if len(key) < 8:
             raise ConfigError("sandbox API keys must be at least 8 characters")
     # The world's files (the tiny checkpoint, the pods' SSH key) are kept between runs.
     world_dir = load_settings().home / "sandbox"
     use_sshd = sshd if sshd is not None else Path(SSHD).exists()
+    config = stand_in_config(world_dir)
+    for name, port in pinned.items():
+        config.setdefault(name, {})["port"] = port
     sandbox = start_sandbox(
         host,
         runpod_port=runpod_port,
@@ -82,7 +91,7 @@ def serve(
         workdir=workdir,
         run_commands=not no_run,
         stand_ins=not no_stand_ins,
-        stand_in_config=None if no_stand_ins else stand_in_config(world_dir),
+        stand_in_config=None if no_stand_ins else config,
         sshd=use_sshd,
         graphql_retired=graphql_retired,
     )
@@ -107,8 +116,7 @@ def serve(
             for name, url in sandbox.urls().items():
                 console.print(f"  {name:<10} {url}")
             console.print("\nPoint tailpod (and the vendors' clients) at it:")
-            for key, value in env.items():
-                console.print(f"  export {key}={value}", highlight=False, markup=False)
+            print_exports(env)
             if env_file is not None:
                 console.print(f"(also in {env_file}: set -a; . {env_file}; set +a)")
             console.print(f"\nBilling meter: curl {sandbox.admin_url}/admin/meter")
@@ -122,6 +130,31 @@ def serve(
         if not as_json:
             console.print(f"stopped; {meter['billing_count']} resource(s) were billing, "
                           f"${meter['total_accrued_usd']:.4f} accrued in total")
+
+
+def stand_in_ports(values: list[str]) -> dict[str, int]:
+    """`--stand-in-port NAME=PORT` values, each checked (exit 2 before anything starts): a user
+    with a port policy pins the stand-ins as the emulators' own ports (newcomer 2.1)."""
+    from tailpod.sandbox.server import STAND_INS
+
+    ports: dict[str, int] = {}
+    for value in values:
+        name, _, port = value.partition("=")
+        if name not in STAND_INS or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ConfigError(f"--stand-in-port takes NAME=PORT, NAME one of "
+                              f"{', '.join(STAND_INS)} and PORT 1-65535; got {value!r}")
+        if name in ports:
+            raise ConfigError(f"--stand-in-port names {name} twice")
+        ports[name] = int(port)
+    return ports
+
+
+def print_exports(env: dict[str, str]) -> None:
+    """One `export` line a variable, never folded at the terminal's width: a pasted block
+    with a folded line leaves its variable unexported (newcomer 2.1: `TAILSCALE_AUTH_KEY`
+    at 80 columns)."""
+    for key, value in env.items():
+        console.print(f"  export {key}={value}", highlight=False, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -79,6 +79,12 @@ class EngineConfig:
         GPU the pod bills for serves."""
         return replace(self, tensor_parallel=gpu_count)
 
+    def serve_address_args(self) -> list[str]:
+        """The name, host and port the OpenAI-compatible server answers at, as vLLM and SGLang
+        both spell them (vllm.py and sglang.py launch_plan)."""
+        return ["--served-model-name", self.served_name, "--host", self.host,
+                "--port", str(self.port)]
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EngineConfig:
         data = dict(data)

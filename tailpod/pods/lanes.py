@@ -37,7 +37,7 @@ from tailpod.agent_client.driver import GATE_MAX_TOKENS
 from tailpod.config import Settings, ttl_deadline
 from tailpod.engines.base import MAX_SPEC_K
 from tailpod.errors import ConfigError, TailpodError
-from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag
+from tailpod.ledger import Ledger, PodExtra, PodRecord, new_run_tag, operation_stamp
 from tailpod.provision.base import PodSpec
 from tailpod.provision.local.provider import LocalProvider
 
@@ -214,6 +214,8 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
         gpu_count=gpu_count, price_per_hr=0.0,
         ttl_expires_at=ttl_deadline(settings.ttl_hours, time.time()),
         extra=PodExtra(lanes={"admission_limit": admission_limit, "lanes": {}}),
+        # who runs this `up`: a killed one reads `interrupted` in `status` (adversary #13)
+        operation=operation_stamp("lanes-start"),
     ))  # fmt: skip
     home = lanes_home(settings, run_tag)
     lane_provider = LocalProvider(home)
@@ -284,7 +286,7 @@ def up_lanes(settings: Settings, ledger: Ledger, launches: Sequence[LaneLaunch],
     }  # fmt: skip
     spec_facts = (lane_rows["spec"].get("startup") or {})
     ledger.update(run_tag, event="lanes-up", status="running", pod_id=info.pod_id,
-                  endpoint=info.endpoint,
+                  endpoint=info.endpoint, operation={},
                   extra={"lanes": lanes_extra, "startup": spec_facts, "startup_s": took,
                          "arms": {name: {"startup": row["startup"], "startup_s": row["startup_s"],
                                          "argv": row["argv"]}
@@ -347,7 +349,7 @@ def up_local_lanes(settings: Settings, cfg: Any, ledger: Ledger, specs: Sequence
     )
 
     check_model(cfg.model)
-    check_engine_installed(engine_python(settings))
+    check_engine_installed(engine_python(settings), cfg.engine)
     gpus = check_local_gpus(cfg)["gpus"]  # both lanes share this machine's GPU(s), if any
     gpu, gpu_count = (str(gpus[0]["name"]), max(1, cfg.tensor_parallel)) if gpus else \
         ("local CPU", 0)
@@ -376,7 +378,7 @@ def _settle_failed(ledger: Ledger, run_tag: str, lane_provider: LocalProvider, s
     alive = [tag for tag in started if (st := lane_provider.engine_state(tag)) is not None
              and engine.group_alive(int(st["pgid"]))]
     record = ledger.update(run_tag, event="lanes-failed",
-                           status="failed" if alive else "terminated")
+                           status="failed" if alive else "terminated", operation={})
     if (record.extra.lanes or {}).get("gate"):
         write_lanes_json(record, run_dir, counts={})
 
@@ -627,5 +629,15 @@ def limit_from_decision(path: Path) -> tuple[int, int]:
     dep = read_decision(path)
     if dep["kind"] != "lanes":
         raise ConfigError(f"{path}: the deployment is {dep['kind']!r}, not two lanes",
-                          hint="a static deployment needs no proxy: `tailpod up --spec-k K`")
+                          hint=f"a static deployment needs no proxy: `{_static_up(dep)}`")
     return int(dep["lanes"][0]["k"]), int(dep["admission_limit"])
+
+
+def _static_up(dep: dict[str, Any]) -> str:
+    """The `up` that deploys a static decision: its own K and method (newcomer 3.2); the
+    generic form where the decision names no K (a mixed or empty deployment)."""
+    k = dep.get("k") if dep["kind"] == "static" else None
+    if not isinstance(k, int):
+        return "tailpod up --spec-k K"
+    method = dep.get("method")
+    return f"tailpod up --spec-k {k}" + (f" --spec-method {method}" if k and method else "")

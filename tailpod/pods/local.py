@@ -146,7 +146,7 @@ def up_local(
         extra = PodExtra(llama_server=binary, llama_server_version=version)
     else:
         check_model(cfg.model)
-        check_engine_installed(engine_python(settings))
+        check_engine_installed(engine_python(settings), cfg.engine)
     gpus = check_local_gpus(cfg)["gpus"]
     if gpus:  # the engine serves from this machine's GPUs (any engine): the record names them
         gpu, gpu_count = str(gpus[0]["name"]), max(1, cfg.tensor_parallel)

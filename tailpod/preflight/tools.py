@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 
 from tailpod.engines.local_install import (
+    ENGINE_MODULES,
     check_engine_installed,
     check_llama_server,
     engine_python,
@@ -18,9 +19,6 @@ from tailpod.engines.local_install import (
 from tailpod.errors import ConfigError
 from tailpod.preflight.base import CheckSkipped, Context, Findings, Outcome
 from tailpod.provision.providers import canonical_name
-
-# engine name -> the Python module its local install provides
-ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
 
 
 def _is_llamacpp(engine: str) -> bool:
@@ -48,7 +46,7 @@ def check_tools(ctx: Context) -> Outcome:
         module = ENGINE_MODULES.get(settings.engine)
         if module is None:
             raise CheckSkipped(f"no local install check for engine {settings.engine!r}")
-        check_engine_installed(python, module)
+        check_engine_installed(python, settings.engine)
         found.ok(f"{python} finds the {module} module")
         return found.outcome({"engine_python": python, "engine": settings.engine})
     ssh = shutil.which("ssh")

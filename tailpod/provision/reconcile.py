@@ -18,6 +18,7 @@ from tailpod.errors import (
 )
 from tailpod.ledger import (
     Ledger,
+    LifeState,
     PodRecord,
     another_homes,
     home_id,
@@ -134,7 +135,12 @@ def spot_preemption(settings: Settings, ledger: Ledger, record: PodRecord) -> st
 def gone_reason(record: PodRecord, now: float) -> str:
     """Why a pod the ledger holds as live is no longer at its provider, as far as tailpod knows:
     its dead-man switch (armed by `up`) ends it at its TTL or after the heartbeat timeout; a pod
-    with no switch was deleted by hand or by the provider."""
+    with no switch was deleted by hand or by the provider. A pod in `terminating` was ended by
+    tailpod's own teardown, whose proof did not finish (adversary-2026-12 #5: such a pod read
+    "ended outside tailpod")."""
+    if record.status == LifeState.TERMINATING:
+        return (f"ended by tailpod's own teardown, whose proof did not finish: "
+                f"`tailpod down {record.run_tag}` settles it")
     deadman = record.extra.deadman
     if not isinstance(deadman, dict):
         return "ended outside tailpod (deleted by hand or by the provider)"

@@ -35,16 +35,9 @@ def _rate(arrival: Any) -> float | None:
     return float(raw) if isinstance(raw, (int, float)) else None
 
 
-TRACE_FIGURES = ("offered_rate_rps", *FIGURES)
+class _Figures(TypedDict):
+    """The medians over reps of FIGURES and whether the SLO held: the tail of every point."""
 
-
-class RatePoint(TypedDict):
-    """One (arm, rate): the median over reps of each of FIGURES, and whether the SLO held."""
-
-    arm: str
-    rate: float
-    reps: int
-    void: bool
     slo_attainment: float | None
     goodput_rps: float | None
     goodput_tok_s: float | None
@@ -55,9 +48,18 @@ class RatePoint(TypedDict):
     slo_met: bool | None
 
 
-class TracePoint(TypedDict):
-    """One arm's trace replay (`--trace`): the medians of TRACE_FIGURES over reps."""
+class _RateKey(TypedDict):
+    arm: str
+    rate: float
+    reps: int
+    void: bool
 
+
+class RatePoint(_RateKey, _Figures):
+    """One (arm, rate): the median over reps of each of FIGURES, and whether the SLO held."""
+
+
+class _TraceKey(TypedDict):
     arm: str
     reps: int
     void: bool
@@ -65,14 +67,10 @@ class TracePoint(TypedDict):
     speed: float | None
     requests: int | None
     offered_rate_rps: float | None
-    slo_attainment: float | None
-    goodput_rps: float | None
-    goodput_tok_s: float | None
-    achieved_rate_rps: float | None
-    output_tok_s: float | None
-    ttft_sched_p90_s: float | None
-    schedule_lag_max_s: float | None
-    slo_met: bool | None
+
+
+class TracePoint(_TraceKey, _Figures):
+    """One arm's trace replay (`--trace`): the medians over reps of its offered rate and FIGURES."""
 
 
 class SloArm(TypedDict):
@@ -124,17 +122,24 @@ def _trace_points(rows_by_arm: dict[str, list[dict[str, Any]]], target: float | 
     out = []
     for arm, rows in sorted(rows_by_arm.items()):
         trace = rows[0]["arrival"].get("trace") or {}
-        m = _medians(rows, TRACE_FIGURES)
         out.append(TracePoint(
             arm=arm, reps=len(rows), void=arm in void, format=trace.get("format"),
             speed=trace.get("speed"), requests=rows[0].get("requests"),
-            offered_rate_rps=m["offered_rate_rps"], slo_attainment=m["slo_attainment"],
-            goodput_rps=m["goodput_rps"], goodput_tok_s=m["goodput_tok_s"],
-            achieved_rate_rps=m["achieved_rate_rps"], output_tok_s=m["output_tok_s"],
-            ttft_sched_p90_s=m["ttft_sched_p90_s"], schedule_lag_max_s=m["schedule_lag_max_s"],
-            slo_met=_met(m["slo_attainment"], target),
+            offered_rate_rps=_medians(rows, ("offered_rate_rps",))["offered_rate_rps"],
+            **_figures(rows, target),
         ))  # fmt: skip
     return out
+
+
+def _figures(rows: list[dict[str, Any]], target: float | None) -> _Figures:
+    """The medians over one point's reps (`rows`) of FIGURES, and whether the SLO held."""
+    m = _medians(rows, FIGURES)
+    return _Figures(
+        slo_attainment=m["slo_attainment"], goodput_rps=m["goodput_rps"],
+        goodput_tok_s=m["goodput_tok_s"], achieved_rate_rps=m["achieved_rate_rps"],
+        output_tok_s=m["output_tok_s"], ttft_sched_p90_s=m["ttft_sched_p90_s"],
+        schedule_lag_max_s=m["schedule_lag_max_s"], slo_met=_met(m["slo_attainment"], target),
+    )  # fmt: skip
 
 
 def compute(run: Run, void: dict[str, str] | None = None) -> SloSection | None:
@@ -161,15 +166,8 @@ def compute(run: Run, void: dict[str, str] | None = None) -> SloSection | None:
     price = run.meta.pod.price_per_hr
     points = []
     for (arm, rate), rows in sorted(groups.items()):
-        m = _medians(rows, FIGURES)
-        points.append(RatePoint(
-            arm=arm, rate=rate, reps=len(rows), void=arm in void,
-            slo_attainment=m["slo_attainment"], goodput_rps=m["goodput_rps"],
-            goodput_tok_s=m["goodput_tok_s"], achieved_rate_rps=m["achieved_rate_rps"],
-            output_tok_s=m["output_tok_s"], ttft_sched_p90_s=m["ttft_sched_p90_s"],
-            schedule_lag_max_s=m["schedule_lag_max_s"],
-            slo_met=_met(m["slo_attainment"], target),
-        ))  # fmt: skip
+        points.append(RatePoint(arm=arm, rate=rate, reps=len(rows), void=arm in void,
+                                **_figures(rows, target)))
     arms: list[SloArm] = []
     for arm in sorted({p["arm"] for p in points}):
         mine = sorted((p for p in points if p["arm"] == arm), key=lambda p: p["rate"])

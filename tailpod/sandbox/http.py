@@ -14,6 +14,23 @@ from urllib.parse import parse_qs, unquote, urlsplit
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
+class GetHeadHandler(BaseHTTPRequestHandler):
+    """A stand-in that answers GET and HEAD through one `_dispatch(head)`, logging no request so
+    that test output stays clean (hub.py, image_registry.py)."""
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch(head=False)
+
+    def do_HEAD(self) -> None:
+        self._dispatch(head=True)
+
+    def _dispatch(self, head: bool) -> None:
+        raise NotImplementedError
+
+
 @dataclass
 class Request:
     method: str

@@ -17,12 +17,12 @@ import hashlib
 import json
 import threading
 from collections.abc import Iterable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tailpod.sandbox.http import start_loopback_server, stop_server
+from tailpod.sandbox.http import GetHeadHandler, start_loopback_server, stop_server
 
 
 class HubState:
@@ -63,18 +63,9 @@ def _repos_under(root: Path) -> dict[str, Path]:
     return found
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GetHeadHandler):
     server_version = "tailpod-hub-standin/1"
     state: HubState  # set on the subclass made per server
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass  # keep test output clean
-
-    def do_GET(self) -> None:
-        self._dispatch(head=False)
-
-    def do_HEAD(self) -> None:
-        self._dispatch(head=True)
 
     # -- helpers ----------------------------------------------------------------------------
 

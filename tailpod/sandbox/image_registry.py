@@ -21,11 +21,11 @@ import json
 import secrets
 import threading
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tailpod.sandbox.http import start_loopback_server, stop_server
+from tailpod.sandbox.http import GetHeadHandler, start_loopback_server, stop_server
 from tailpod.sandbox.images import image_config
 
 SERVICE = "registry.docker.io"
@@ -60,18 +60,9 @@ class RegistryState:
         self.lock = threading.Lock()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GetHeadHandler):
     server_version = "tailpod-registry-standin/1"
     state: RegistryState
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass
-
-    def do_GET(self) -> None:
-        self._dispatch(head=False)
-
-    def do_HEAD(self) -> None:
-        self._dispatch(head=True)
 
     def _send(
         self,

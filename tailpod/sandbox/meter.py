@@ -93,15 +93,7 @@ class BillingMeter:
         resource_id: str | None = None,
         account: str | None = None,
     ) -> float:
-        now = self._clock()
-        with self._lock:
-            return sum(
-                r.accrued(now)
-                for r in self._resources.values()
-                if (provider is None or r.provider == provider)
-                and (resource_id is None or r.resource_id == resource_id)
-                and (account is None or r.account == account)
-            )
+        return self._accrued_at(self._clock(), provider, resource_id, account)
 
     def reported(
         self,
@@ -113,6 +105,11 @@ class BillingMeter:
         now = self._clock()
         if self.lag_s > 0:
             now = (now // self.lag_s) * self.lag_s
+        return self._accrued_at(now, provider, resource_id, account)
+
+    def _accrued_at(self, now: float, provider: str | None, resource_id: str | None,
+                    account: str | None) -> float:
+        """The accrual as of `now` of the resources that match each filter given (None: any)."""
         with self._lock:
             return sum(
                 r.accrued(now)

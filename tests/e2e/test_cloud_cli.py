@@ -21,7 +21,7 @@ from tailpod.cli.main import app
 from tailpod.sandbox.server import Sandbox
 from tailpod.sandbox.sshd import sshd_available
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
-from tests.e2e.sandbox_world import vast_world
+from tests.e2e.sandbox_world import tiny_vast_cloud
 
 pytestmark = [
     pytest.mark.engine,
@@ -32,9 +32,8 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def cloud(engine_env: dict[str, str], tiny_models: dict[str, Path]) -> Iterator[dict[str, Any]]:
-    home = Path(engine_env["TAILPOD_HOME"])
-    with vast_world(home, str(tiny_models["target"])) as (sandbox, env):
-        yield {"sandbox": sandbox, "home": home, "env": env}
+    with tiny_vast_cloud(engine_env, tiny_models) as world:
+        yield world
 
 
 def test_up_status_benchmark_down(cloud: dict[str, Any], leftover_engines: Any) -> None:

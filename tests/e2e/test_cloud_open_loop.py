@@ -16,9 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from tailpod.cli.main import app
-from tailpod.sandbox.server import Sandbox
 from tailpod.sandbox.sshd import sshd_available
-from tests.e2e.sandbox_world import vast_world
+from tests.e2e.sandbox_world import rented_pod, tiny_vast_cloud
 
 pytestmark = [
     pytest.mark.engine,
@@ -34,9 +33,8 @@ TRACE = [{"timestamp": 1000 + 200 * i, "input_length": 12, "output_length": 4, "
 
 @pytest.fixture(scope="module")
 def cloud(engine_env: dict[str, str], tiny_models: dict[str, Path]) -> Iterator[dict[str, Any]]:
-    home = Path(engine_env["TAILPOD_HOME"])
-    with vast_world(home, str(tiny_models["target"])) as (sandbox, env):
-        yield {"sandbox": sandbox, "home": home, "env": env}
+    with tiny_vast_cloud(engine_env, tiny_models) as world:
+        yield world
 
 
 def _rows(run_dir: Path) -> list[dict[str, Any]]:
@@ -52,11 +50,7 @@ def _attained(requests: list[dict[str, Any]]) -> float:
 
 def test_rate_ladder_and_trace_on_a_sandbox_pod(cloud: dict[str, Any], tmp_path: Path,
                                                 leftover_engines: Any) -> None:
-    sandbox: Sandbox = cloud["sandbox"]
-    up = runner.invoke(app, ["up", "--context-length", "1024", "--enforce-eager", "--json"])
-    assert up.exit_code == 0, up.output
-    tag = json.loads(up.stdout)["run_tag"]
-    try:
+    with rented_pod(cloud, leftover_engines, context_length=1024):
         common = ["--spec-k", "0", "--reps", "1", "--max-tokens", "8",
                   "--slo", f"ttft_ms={TTFT_MS:g}"]
         ladder = runner.invoke(app, ["benchmark", *common, "--request-rate",
@@ -68,11 +62,6 @@ def test_rate_ladder_and_trace_on_a_sandbox_pod(cloud: dict[str, Any], tmp_path:
         traced = runner.invoke(app, ["benchmark", *common, "--trace", str(trace),
                                      "--trace-format", "mooncake", "--run-id", "traced"])
         assert traced.exit_code == 0, traced.output
-    finally:
-        down = runner.invoke(app, ["down", tag, "--json"])
-    assert down.exit_code == 0, down.output
-    assert json.loads(down.stdout)["proven"] is True and sandbox.billing_now() == []
-    assert leftover_engines(str(Path(cloud["env"]["TAILPOD_MODEL"]).parent)) == set()
 
     # The ladder: one cell per rate, measured on the pod by two load processes.
     results = cloud["home"] / "results"

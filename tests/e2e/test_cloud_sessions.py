@@ -17,9 +17,8 @@ from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.results.io import load_run
-from tailpod.sandbox.server import Sandbox
 from tailpod.sandbox.sshd import sshd_available
-from tests.e2e.sandbox_world import vast_world
+from tests.e2e.sandbox_world import rented_pod, tiny_vast_cloud
 
 pytestmark = [
     pytest.mark.engine,
@@ -46,32 +45,21 @@ TURNS = {("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2)}
 
 @pytest.fixture(scope="module")
 def cloud(engine_env: dict[str, str], tiny_models: dict[str, Path]) -> Iterator[dict[str, Any]]:
-    home = Path(engine_env["TAILPOD_HOME"])
     # a release with per-request speculative metrics (engines/versions.py), as the CPU build is
-    with vast_world(home, str(tiny_models["target"]), image="vllm/vllm-openai:v0.32.0") as (
-            sandbox, env):
-        yield {"sandbox": sandbox, "home": home, "env": env}
+    with tiny_vast_cloud(engine_env, tiny_models, image="vllm/vllm-openai:v0.32.0") as world:
+        yield world
 
 
 def test_a_session_trace_reports_acceptance_by_turn(cloud: dict[str, Any], tmp_path: Path,
                                                     leftover_engines: Any) -> None:
-    sandbox: Sandbox = cloud["sandbox"]
     trace = tmp_path / "sessions.jsonl"
     trace.write_text("".join(json.dumps(s) + "\n" for s in SESSIONS))
-    up = runner.invoke(app, ["up", "--context-length", "1024", "--enforce-eager", "--json"])
-    assert up.exit_code == 0, up.output
-    tag = json.loads(up.stdout)["run_tag"]
-    try:
+    with rented_pod(cloud, leftover_engines, context_length=1024):
         bench = runner.invoke(app, [
             "benchmark", "--spec-k", "0,2", "--spec-method", "ngram", "--no-extend-k",
             "--reps", "1", "--max-tokens", str(MAX_TOKENS), "--trace", str(trace),
             "--trace-format", "session", "--run-id", "sessions"])
         assert bench.exit_code == 0, bench.output
-    finally:
-        down = runner.invoke(app, ["down", tag, "--json"])
-    assert down.exit_code == 0, down.output
-    assert json.loads(down.stdout)["proven"] is True and sandbox.billing_now() == []
-    assert leftover_engines(str(Path(cloud["env"]["TAILPOD_MODEL"]).parent)) == set()
 
     run_dir = cloud["home"] / "results" / "sessions"
     rows = [json.loads(line) for line in (run_dir / "rows.jsonl").read_text().splitlines()]

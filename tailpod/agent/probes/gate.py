@@ -192,6 +192,22 @@ def _gate_result(
     }
 
 
+def _prompts(prompts: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The gate's prompts: those given, else the stock gate_prompts(); GateError when none."""
+    prompts = prompts if prompts is not None else gate_prompts()
+    if not prompts:
+        raise GateError("no gate prompts")
+    return prompts
+
+
+def _served_name(ep: Endpoint, model: str | None, methods: tuple[str, ...]) -> str:
+    """The model name the gate's requests carry: `model`, else the endpoint's own (/v1/models);
+    none where every method is SGLang /generate's output_ids, whose request names no model."""
+    if model:
+        return model
+    return discover_model(ep) if any(m != "output_ids" for m in methods) else ""
+
+
 def run_gate(
     reference: str,
     candidate: str,
@@ -209,13 +225,10 @@ def run_gate(
     logprobs with `return_tokens_as_token_ids`, then SGLang /generate `output_ids`, and only
     as a last resort the text (method "text"). Raises GateError when an endpoint fails.
     """
-    prompts = prompts if prompts is not None else gate_prompts()
-    if not prompts:
-        raise GateError("no gate prompts")
+    prompts = _prompts(prompts)
     ref_ep, cand_ep = Endpoint.parse(reference), Endpoint.parse(candidate)
-    need_model = any(m != "output_ids" for m in methods)
-    ref_model = reference_model or (discover_model(ref_ep) if need_model else "")
-    cand_model = candidate_model or (discover_model(cand_ep) if need_model else "")
+    ref_model = _served_name(ref_ep, reference_model, methods)
+    cand_model = _served_name(cand_ep, candidate_model, methods)
     common = next(
         m for m in (*methods, "text")
         if _supports(ref_ep, ref_model, prompts[0], max_tokens, seed, m, timeout)
@@ -238,11 +251,9 @@ def save_gate_reference(
     methods: tuple[str, ...] = GATE_METHODS,
 ) -> dict[str, Any]:
     """Record one endpoint's greedy gate outputs, for arms that cannot run at the same time."""
-    prompts = prompts if prompts is not None else gate_prompts()
-    if not prompts:
-        raise GateError("no gate prompts")
+    prompts = _prompts(prompts)
     ep = Endpoint.parse(endpoint)
-    name = model or (discover_model(ep) if any(m != "output_ids" for m in methods) else "")
+    name = _served_name(ep, model, methods)
     got = collect_gate_outputs(ep, name, prompts, max_tokens, seed, timeout, methods)
     ref = {"schema_version": GATE_REFERENCE_SCHEMA, "kind": "gate_reference", "model": name,
            "max_tokens": max_tokens, "seed": seed, "prompts": prompts, **got}
@@ -266,7 +277,7 @@ def run_gate_against_reference(
     max_tokens, seed = int(reference["max_tokens"]), int(reference.get("seed", 0))
     source = str(reference["token_source"])
     ep = Endpoint.parse(candidate)
-    name = candidate_model or (discover_model(ep) if source != "output_ids" else "")
+    name = _served_name(ep, candidate_model, (source,))
     methods = (source,) if source == "text" else (source, "text")
     cand = collect_gate_outputs(ep, name, prompts, max_tokens, seed, timeout, methods)
     used = cand["token_source"]

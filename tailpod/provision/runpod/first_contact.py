@@ -50,6 +50,7 @@ from tailpod.provision.runpod.provider import RunPodProvider, start_form
 from tailpod.secrets import redact
 
 MARKER = "tailpod-first-contact"
+PURPOSE = "first-contact check"  # the probe pod's label in the ledger (newcomer 2.25)
 # The pod-side REST routes of the dead-man's table; GraphQL is left out on purpose: the fact in
 # doubt is whether REST v2 takes the pod key (GraphQL retires in early 2027).
 SELF_KILL_ROUTES = [(m, p, b) for m, p, b in TERMINATE_ROUTES["runpod"] if "graphql" not in p]
@@ -238,6 +239,7 @@ def run_first_contact(
                    image_entrypoint=known_entry, ttl_at=ttl_deadline(1.0, time.time()))
     ledger = Ledger(Path(settings.home))
     record = PodRecord(run_tag=run_tag, provider=provider.name)
+    record.extra.purpose = PURPOSE  # `status` names it: the user never asked for this pod
     started = clock()
     info: PodInfo | None = None
     try:

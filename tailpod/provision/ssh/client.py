@@ -274,6 +274,14 @@ class SshSession:
             out.flush()
             err.flush()
             status = chan.recv_exit_status()
+            if status == -1 and not transport.is_active():
+                # paramiko's -1: the channel closed with no exit status, here because the whole
+                # connection went (the pod, its sshd or the network): say so, not "exit -1"
+                # (adversary-2026-12 #28). A command killed by a signal also reads -1, but over
+                # a connection that is still up.
+                raise SshError(
+                    f"connection to {self.target.describe()} was lost while running a command"
+                )
         finally:
             chan.close()
         return CommandResult(command, status, time.monotonic() - started, list(tail))

@@ -19,7 +19,11 @@ from tailpod.errors import TailpodError
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.sandbox import Sandbox
 
-from .test_benchmark_resumes_on_a_new_spot_pod import BENCH, Pods, _proven, _rent_spot_pod
+from .test_benchmark_resumes_on_a_new_spot_pod import (
+    Pods,
+    _rent_spot_pod,
+    _replacement_left_up,
+)
 
 
 class BrokenReplacement(Pods):
@@ -48,19 +52,13 @@ def test_a_failure_on_the_replacement_names_it_and_its_down(
         sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = _rent_spot_pod(sandbox, tailpod_home, monkeypatch)
     pods = BrokenReplacement(sandbox, cut_at=2)
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
-    [new_tag] = pods.steps.rented
-    said = " ".join(res.output.split())
+    res = pods.benchmark(monkeypatch, first.run_tag)
     assert res.exit_code == 1, res.output
+    new = _replacement_left_up(sandbox, tailpod_home, first.run_tag, pods)
+    said = " ".join(res.output.split())
     assert "probe run failed (no-envelope)" in said
-    assert f"tailpod down {new_tag}" in said, said
+    assert f"tailpod down {new.run_tag}" in said, said
     assert "Traceback" not in res.output
-    assert _proven(tailpod_home, first.run_tag)
-    new = Ledger(tailpod_home).get(new_tag)
-    assert new is not None and new.active
-    assert [r["id"] for r in sandbox.billing_now()] == [new.pod_id]
-    down = CliRunner().invoke(app, ["down", new_tag])
+    down = CliRunner().invoke(app, ["down", new.run_tag])
     assert down.exit_code == 0, down.output
     assert sandbox.billing_now() == []

@@ -14,7 +14,7 @@ from tailpod.ledger import Ledger
 from tailpod.provision.ssh.user_config import ssh_host_alias, write_ssh_config_entry
 from tailpod.sandbox import Sandbox
 
-from .test_benchmark_resumes_on_a_new_spot_pod import BENCH, Pods, _rent_spot_pod
+from .test_benchmark_resumes_on_a_new_spot_pod import Pods, _rent_spot_pod
 
 
 def _hosts(home: Path) -> list[str]:
@@ -36,9 +36,7 @@ def test_the_replacement_pod_is_written_to_ssh_config_and_the_lost_one_removed(
                            int(first.ssh["port"]), "root", tailpod_home / "key")
     assert _hosts(tailpod_home) == [f"tailpod-{first.run_tag}"]
     pods = Pods(sandbox, cut_at=2)
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
+    res = pods.benchmark(monkeypatch, first.run_tag)
     assert res.exit_code == 0, res.output
     [new_tag] = pods.steps.rented
     new = Ledger(tailpod_home).get(new_tag)

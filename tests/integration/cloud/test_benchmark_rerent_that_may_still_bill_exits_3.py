@@ -14,10 +14,14 @@ from typer.testing import CliRunner
 
 from tailpod.cli.main import app
 from tailpod.errors import BillingNotProven
-from tailpod.ledger import Ledger, PodRecord
+from tailpod.ledger import PodRecord
 from tailpod.sandbox import Sandbox
 
-from .test_benchmark_resumes_on_a_new_spot_pod import BENCH, Pods, _proven, _rent_spot_pod
+from .test_benchmark_resumes_on_a_new_spot_pod import (
+    Pods,
+    _rent_spot_pod,
+    _replacement_left_up,
+)
 
 
 class UnprovenReplacement(Pods):
@@ -41,17 +45,13 @@ def test_a_replacement_that_may_still_bill_exits_3_naming_it(
         sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = _rent_spot_pod(sandbox, tailpod_home, monkeypatch)
     pods = UnprovenReplacement(sandbox, cut_at=2)
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
-    [new_tag] = pods.steps.rented
-    said = " ".join(res.output.split())
+    res = pods.benchmark(monkeypatch, first.run_tag)
     assert res.exit_code == 3, res.output
-    assert f"{new_tag} may still bill" in said and f"tailpod down {new_tag}" in said, said
+    # the lost pod destroyed with its proof; the ledger knows what may bill
+    new = _replacement_left_up(sandbox, tailpod_home, first.run_tag, pods)
+    said = " ".join(res.output.split())
+    assert f"{new.run_tag} may still bill" in said and f"tailpod down {new.run_tag}" in said, said
     assert "Traceback" not in res.output
-    assert _proven(tailpod_home, first.run_tag)  # the lost pod, destroyed with its proof
-    new = Ledger(tailpod_home).get(new_tag)
-    assert new is not None and new.active  # the ledger knows what may bill
     down = CliRunner().invoke(app, ["down", "--all"])
     assert down.exit_code == 0, down.output
     assert sandbox.billing_now() == []

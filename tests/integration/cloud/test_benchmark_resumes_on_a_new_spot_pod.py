@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from tailpod.cli.main import app
 from tailpod.config import Settings
@@ -84,6 +84,15 @@ class Pods:
         monkeypatch.setattr("tailpod.measure.matrix_run.CloudSteps", lambda **_k: self.steps,
                             raising=False)
 
+    def benchmark(self, monkeypatch: pytest.MonkeyPatch, run_tag: str, *more: str,
+                  resume: bool = True) -> Result:
+        """`benchmark RUN_TAG [--resume-on-preemption] BENCH... MORE...` through these seams,
+        installed first; wide enough that no message wraps."""
+        self.install(monkeypatch)
+        flag = ["--resume-on-preemption"] if resume else []
+        return CliRunner().invoke(app, ["benchmark", run_tag, *flag, *BENCH, *more],
+                                  terminal_width=250)
+
 
 def _creating(record: PodRecord) -> float:
     return next(e["t"] for e in record.events if e["event"] == "creating")
@@ -94,13 +103,22 @@ def _proven(home: Path, tag: str) -> bool:
     return proof.exists() and json.loads(proof.read_text())["proven"] is True
 
 
+def _replacement_left_up(sandbox: Sandbox, home: Path, lost: str, pods: Pods) -> PodRecord:
+    """The one pod a resume rented, as a resume that failed on it must leave it: the lost pod
+    `lost` destroyed with its proof, the replacement in the ledger, active, and alone billing."""
+    [new_tag] = pods.steps.rented
+    assert _proven(home, lost)
+    new = Ledger(home).get(new_tag)
+    assert new is not None and new.active
+    assert [r["id"] for r in sandbox.billing_now()] == [new.pod_id]
+    return new
+
+
 def test_a_preempted_benchmark_goes_on_on_a_new_pod_of_the_same_card(
         sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = _rent_spot_pod(sandbox, tailpod_home, monkeypatch)
     pods = Pods(sandbox, cut_at=3)  # cells 1 and 2 finish on the first pod; the third is cut
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
+    res = pods.benchmark(monkeypatch, first.run_tag)
     assert res.exit_code == 0, res.output
     [new_tag] = pods.steps.rented
     ledger = Ledger(tailpod_home)
@@ -164,9 +182,7 @@ def test_a_card_with_no_capacity_left_is_replaced_by_the_next_of_the_preference_
     assert first.gpu == "RTX 4090"
     sandbox.add_fault("capacity", provider="vast", gpu="RTX 4090")
     pods = Pods(sandbox, cut_at=2)
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH,
-                                   "--json"], terminal_width=250)
+    res = pods.benchmark(monkeypatch, first.run_tag, "--json")
     assert res.exit_code == 0, res.output
     [new_tag] = pods.steps.rented
     new = Ledger(tailpod_home).get(new_tag)
@@ -186,8 +202,7 @@ def test_without_the_flag_a_preemption_still_stops_with_exit_3_and_rents_nothing
         sandbox: Sandbox, tailpod_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = _rent_spot_pod(sandbox, tailpod_home, monkeypatch)
     pods = Pods(sandbox, cut_at=2)
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, *BENCH], terminal_width=250)
+    res = pods.benchmark(monkeypatch, first.run_tag, resume=False)
     assert res.exit_code == 3, res.output
     assert f"{first.run_tag} was preempted at" in " ".join(res.output.split())
     assert pods.steps.rented == []
@@ -199,9 +214,7 @@ def test_the_flag_on_an_on_demand_pod_is_refused_before_anything(
     ledger = Ledger(tailpod_home)
     ledger.update(first.run_tag, extra={**first.extra.to_json(), "spot": None})
     pods = Pods(sandbox, cut_at=1)
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
+    res = pods.benchmark(monkeypatch, first.run_tag)
     assert res.exit_code == 2, res.output
     assert "--resume-on-preemption needs a spot pod" in res.output
     assert pods.hosts == {} and pods.steps.rented == []
@@ -216,10 +229,8 @@ def test_a_pod_preempted_before_the_benchmark_is_replaced_before_anything_waits_
     while lost_pod.started_at is None and time.monotonic() < deadline:
         time.sleep(0.02)
     pods = Pods(sandbox, cut_at=0)  # no cell is cut: the bid is lost before the benchmark
-    pods.install(monkeypatch)
     sandbox.add_fault("outbid", provider="vast", times=1)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
+    res = pods.benchmark(monkeypatch, first.run_tag)
     assert res.exit_code == 0, res.output
     [new_tag] = pods.steps.rented
     assert list(pods.hosts) == [new_tag]  # the stopped pod was never connected to
@@ -239,9 +250,7 @@ def test_when_the_lost_pod_cannot_be_proven_gone_nothing_new_is_rented_and_it_ex
     first = _rent_spot_pod(sandbox, tailpod_home, monkeypatch)
     sandbox.add_fault("terminate_fail", provider="vast", status=500)  # every destroy, 5xx
     pods = Pods(sandbox, cut_at=2)
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
+    res = pods.benchmark(monkeypatch, first.run_tag)
     assert res.exit_code == 3, res.output
     assert pods.steps.rented == []  # never a new pod beside one that may still bill
     lost = Ledger(tailpod_home).get(first.run_tag)

@@ -8,7 +8,6 @@ synthetic servers (the CPU engine's run of the same path is the demo's e2e test)
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -26,29 +25,12 @@ from tailpod.pods import cloud_lanes, lanes
 from tailpod.provision.teardown import PROOF_FILE, run_dir_for
 from tailpod.sandbox.sshd import sshd_available
 from tailpod.sandbox.tailscale import DEFAULT_API_TOKEN, DEFAULT_AUTH_KEY
-from tests import paths
-from tests.unit.pods.test_lanes_haproxy import _free_ports, _stream, _synthetic
+from tests.unit.pods.test_lanes_haproxy import _free_ports, _listening, _pod_lane, _stream
 
 pytestmark = [
     pytest.mark.skipif(not sshd_available(), reason="OpenSSH sshd is not installed"),
     pytest.mark.skipif(haproxy.find_haproxy() is None, reason="haproxy is not installed"),
 ]
-REPO = paths.REPO
-
-
-def _lane(name: str, port: int) -> lanes.LaneLaunch:
-    launch = _synthetic(name, port)
-    launch.env = {"PYTHONPATH": str(REPO)}
-    return launch
-
-
-def _listening(*ports: int) -> list[int]:
-    out = []
-    for port in ports:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                out.append(port)
-    return out
 
 
 def test_lanes_on_a_sandbox_pod_up_status_down(tailpod_home: Path, tmp_path: Path,
@@ -68,7 +50,7 @@ def test_lanes_on_a_sandbox_pod_up_status_down(tailpod_home: Path, tmp_path: Pat
             monkeypatch.setenv(key, value)
         # The CLI's own path, with synthetic servers where the CPU engine's lanes would start
         # (their argv, budgets and ports are pod_launches's; the engine's run is the demo's test).
-        launches = [_lane("spec", spec_port), _lane("plain", plain_port)]
+        launches = [_pod_lane("spec", spec_port), _pod_lane("plain", plain_port)]
         for launch in launches:  # what each lane serves, checked before the rental (check_arms)
             launch.engine_config = EngineConfig(engine="vllm", model=str(
                 demo_model(tailpod_home)), port=launch.port).to_json()
@@ -127,14 +109,13 @@ def test_a_refused_spec_lane_tears_the_pod_down_with_its_proof(
                                     "port": front})
     with sandbox_settings(base) as (settings, sandbox):
         ledger = Ledger(settings.state_dir)
-        spec = _lane("spec", spec_port)
-        spec.argv += ["--diverge-position", "2"]
+        spec = _pod_lane("spec", spec_port, "--diverge-position", "2")
         with pytest.raises(TailpodError) as caught:
             cloud_pods.up_cloud(
                 settings, EngineConfig(engine="vllm", model="org/m", port=front), ledger,
                 lambda _line: None, preflight=False,
                 start=lambda agent, s, c, say: cloud_lanes.start_lanes_on_pod(
-                    agent, s, c, [spec, _lane("plain", plain_port)], 1, say))
+                    agent, s, c, [spec, _pod_lane("plain", plain_port)], 1, say))
         text = caught.value.message
         assert "the spec lane is refused" in text and "at token 2" in text
         assert "billing proven stopped" in text

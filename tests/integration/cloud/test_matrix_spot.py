@@ -38,14 +38,20 @@ def settings(sandbox: Sandbox, tailpod_home: Path) -> Settings:
     return load_settings(env=env, dotenv_path=tailpod_home / "absent.env")
 
 
+def small_matrix(settings: Settings, steps: SandboxSteps, cards: list[str], *,
+                 dry_run: bool = False, report: dict[str, Any] | None = None) -> Any:
+    """The tiny sweep on `cards` under a $5 budget, two pods at a time, through `steps`."""
+    return run_matrix(settings, cards=parse_cards(cards), sweep=SWEEP, cost=TINY, budget=5.0,
+                      parallel=2, base=EngineConfig(engine="vllm", model="org/tiny"),
+                      steps=steps, dry_run=dry_run, report=report,
+                      policy=BudgetPolicy(poll_s=0.05, margin_s=0.0))
+
+
 def spot_matrix(settings: Settings, steps: SandboxSteps, cards: list[str], *,
                 bid: float | None = None, dry_run: bool = False,
                 report: dict[str, Any] | None = None) -> Any:
-    return run_matrix(dataclasses.replace(settings, spot=True, bid=bid),
-                      cards=parse_cards(cards), sweep=SWEEP, cost=TINY, budget=5.0, parallel=2,
-                      base=EngineConfig(engine="vllm", model="org/tiny"), steps=steps,
-                      dry_run=dry_run, report=report,
-                      policy=BudgetPolicy(poll_s=0.05, margin_s=0.0))
+    return small_matrix(dataclasses.replace(settings, spot=True, bid=bid), steps, cards,
+                        dry_run=dry_run, report=report)
 
 
 def test_a_spot_card_is_priced_at_its_bid_and_rented_as_spot(

@@ -27,12 +27,11 @@ from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.matrix_run import BudgetPolicy
 from tailpod.measure.sweep import RunDirectory
-from tailpod.results.matrix import parse_cards
 from tailpod.sandbox import Sandbox
 from tailpod.sandbox.model import default_vast_offers
 
 from .test_matrix_faults import A40, IMAGE, SWEEP, TINY, SandboxSteps, assert_all_down
-from .test_matrix_spot import PreemptedHost
+from .test_matrix_spot import PreemptedHost, small_matrix
 
 VAST_SPOT = "vastai:RTX 4090:spot"
 
@@ -74,11 +73,7 @@ class OutbidOnVast(SandboxSteps):
 
 def mixed(settings: Settings, steps: SandboxSteps, *, dry_run: bool = False,
           report: dict[str, Any] | None = None) -> Any:
-    return run_matrix(settings, cards=parse_cards([A40, VAST_SPOT]), sweep=SWEEP, cost=TINY,
-                      budget=5.0, parallel=2,
-                      base=EngineConfig(engine="vllm", model="org/tiny"), steps=steps,
-                      dry_run=dry_run, report=report,
-                      policy=BudgetPolicy(poll_s=0.05, margin_s=0.0))
+    return small_matrix(settings, steps, [A40, VAST_SPOT], dry_run=dry_run, report=report)
 
 
 def test_each_card_is_priced_and_budgeted_at_its_own_purchase(

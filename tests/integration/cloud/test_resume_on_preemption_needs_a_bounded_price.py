@@ -21,7 +21,7 @@ from tests.helpers.api_timings import fast_timings
 from tests.helpers.lifecycle_policy import fast_policy
 
 from .conftest import settings_for
-from .test_benchmark_resumes_on_a_new_spot_pod import BENCH, PREFERENCE, Pods, _env
+from .test_benchmark_resumes_on_a_new_spot_pod import PREFERENCE, Pods, _env
 
 
 def _uncapped_spot_pod(sandbox: Sandbox, home: Path, monkeypatch: pytest.MonkeyPatch,
@@ -43,9 +43,7 @@ def test_an_uncapped_unbid_spot_pod_is_refused_before_anything(
     first = _uncapped_spot_pod(sandbox, tailpod_home, monkeypatch, bid=None)
     monkeypatch.delenv("TAILPOD_MAX_PRICE", raising=False)
     pods = Pods(sandbox, cut_at=1)
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
+    res = pods.benchmark(monkeypatch, first.run_tag)
     said = " ".join(res.output.split())
     assert res.exit_code == 2, res.output
     assert "no price cap" in said and "TAILPOD_MAX_PRICE" in said, said
@@ -63,9 +61,7 @@ def test_a_bid_or_a_cap_for_the_replacement_is_enough(
     if cap is not None:
         monkeypatch.setenv("TAILPOD_MAX_PRICE", cap)
     pods = Pods(sandbox, cut_at=0)  # nothing is cut: the sweep runs whole on the pod
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
+    res = pods.benchmark(monkeypatch, first.run_tag)
     assert res.exit_code == 0, res.output
     assert pods.steps.rented == []
     CliRunner().invoke(app, ["down", first.run_tag])
@@ -79,9 +75,7 @@ def test_a_cap_below_the_pods_bid_is_refused_before_anything(
     first = _uncapped_spot_pod(sandbox, tailpod_home, monkeypatch, bid=0.3)
     monkeypatch.setenv("TAILPOD_MAX_PRICE", "0.2")
     pods = Pods(sandbox, cut_at=1)
-    pods.install(monkeypatch)
-    res = CliRunner().invoke(app, ["benchmark", first.run_tag, "--resume-on-preemption", *BENCH],
-                             terminal_width=250)
+    res = pods.benchmark(monkeypatch, first.run_tag)
     said = " ".join(res.output.split())
     assert res.exit_code == 2, res.output
     assert "the bid $0.3/h is above the price cap $0.2/h" in said, said

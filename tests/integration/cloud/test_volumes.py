@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from tailpod.cli.main import app
 from tailpod.config import ttl_deadline
@@ -41,6 +41,32 @@ def live_volumes(sandbox: Sandbox) -> list[str]:
 
 def volume_meter_rows(sandbox: Sandbox) -> list[dict[str, object]]:
     return [r for r in sandbox.billing_now() if str(r["name"]).startswith("tp-vol-")]
+
+
+def down_keeps_cache1(sandbox: Sandbox, home: Path, tag: str, kept: str, billed: str) -> Result:
+    """`down TAG` of a pod that mounted the volume cache1: it succeeds and says `kept` ("kept on
+    purpose: ..."), the proof names cache1 as kept and nothing billing by mistake, and the only
+    thing left billing is the volume, `billed` being its name at the provider."""
+    down = CliRunner().invoke(app, ["down", tag])
+    assert down.exit_code == 0, down.output
+    assert kept in down.output
+    proof = json.loads((home / "results" / tag / "billing-proof.json").read_text())
+    assert [k["name"] for k in proof["storage"]["kept_on_purpose"]] == ["cache1"]
+    assert proof["storage"]["billing_by_mistake"] == []
+    assert [r["name"] for r in sandbox.billing_now()] == [billed]  # no pod bills
+    return down
+
+
+def rm_proves_cache1_gone(sandbox: Sandbox, home: Path, volume_id: str | None) -> Result:
+    """`volume rm cache1 --json`: the direct lookup of `volume_id` finds it gone, nothing bills
+    and no volume is left at the provider, and the ledger records it deleted."""
+    gone = CliRunner().invoke(app, ["volume", "rm", "cache1", "--json"])
+    assert gone.exit_code == 0, gone.output
+    assert json.loads(gone.stdout)["direct_lookup_gone"] == {volume_id: True}
+    assert sandbox.meter()["billing_count"] == 0
+    assert [v for v in sandbox.cloud.volumes.values() if v.deleted_at is None] == []
+    assert Ledger(home).volume("tp-vol-cache1").status == "deleted"  # type: ignore[union-attr]
+    return gone
 
 
 def test_volume_create_ls_status_down_rm_through_the_cli(
@@ -77,14 +103,8 @@ def test_volume_create_ls_status_down_rm_through_the_cli(
                    volume_mount_path="/workspace", data_center_ids=[record.data_center])
     up_remote(settings, ledger, spec, policy=fast_policy(), timings=fast_timings())
     vol.note_use(ledger, "tp-vol-cache1", "tp-vol-run-1")
-    down = runner.invoke(app, ["down", "tp-vol-run-1"])
-    assert down.exit_code == 0, down.output
-    assert "kept on purpose: 50 GB at $3.50/month" in down.output
-    proof = json.loads((tailpod_home / "results" / "tp-vol-run-1" / "billing-proof.json")
-                       .read_text())
-    assert [k["name"] for k in proof["storage"]["kept_on_purpose"]] == ["cache1"]
-    assert proof["storage"]["billing_by_mistake"] == []
-    assert [r["name"] for r in sandbox.billing_now()] == ["tp-vol-cache1"]  # no pod bills
+    down = down_keeps_cache1(sandbox, tailpod_home, "tp-vol-run-1",
+                             "kept on purpose: 50 GB at $3.50/month", "tp-vol-cache1")
 
     # down --all never deletes a volume it was not asked to
     down_all = runner.invoke(app, ["down", "--all"])
@@ -92,11 +112,7 @@ def test_volume_create_ls_status_down_rm_through_the_cli(
     assert live_volumes(sandbox) == ["tp-vol-cache1"]
     assert "kept on purpose" in down_all.output
 
-    gone = runner.invoke(app, ["volume", "rm", "cache1", "--json"])
-    assert gone.exit_code == 0, gone.output
-    assert json.loads(gone.stdout)["direct_lookup_gone"] == {record.volume_id: True}
-    assert sandbox.meter()["billing_count"] == 0 and live_volumes(sandbox) == []
-    assert Ledger(tailpod_home).volume("tp-vol-cache1").status == "deleted"  # type: ignore[union-attr]
+    gone = rm_proves_cache1_gone(sandbox, tailpod_home, record.volume_id)
     assert sandbox.runpod_key not in made.output + listing.output + down.output + gone.output
 
 

@@ -36,6 +36,7 @@ from tests.helpers.lifecycle_policy import fast_policy
 from tests.integration.contracts.contract import Recorder, contract_problems
 
 from .conftest import settings_for, shell_for
+from .test_volumes import down_keeps_cache1, rm_proves_cache1_gone
 
 MACHINE = "41001"  # RTX 4090, Sweden, $0.42/h, storage $0.10/GB/month
 CHEAPER_4090_MACHINE = 41000  # RTX 4090, $0.35/h: where an unfiltered rent would go
@@ -115,24 +116,14 @@ def test_create_ls_status_up_down_rm_on_vast_through_the_cli(
     assert pod.meta["volume_id"] == record.volume_id and pod.meta["volume_path"] == "/data"
     vol.note_use(ledger, "tp-vol-cache1", "tp-vast-vol-run-1")
 
-    down = runner.invoke(app, ["down", "tp-vast-vol-run-1"])
-    assert down.exit_code == 0, down.output
-    assert "kept on purpose: 50 GB at $5.00/month" in down.output
-    proof = json.loads((tailpod_home / "results" / "tp-vast-vol-run-1" / "billing-proof.json")
-                       .read_text())
-    assert [k["name"] for k in proof["storage"]["kept_on_purpose"]] == ["cache1"]
-    assert proof["storage"]["billing_by_mistake"] == []
-    assert [r["name"] for r in sandbox.billing_now()] == ["tp_vol_cache1"]  # no pod bills
+    down = down_keeps_cache1(sandbox, tailpod_home, "tp-vast-vol-run-1",
+                             "kept on purpose: 50 GB at $5.00/month", "tp_vol_cache1")
 
     down_all = runner.invoke(app, ["down", "--all"])
     assert down_all.exit_code == 0, down_all.output
     assert "kept on purpose" in down_all.output and live(sandbox) == {"tp_vol_cache1": 41001}
 
-    gone = runner.invoke(app, ["volume", "rm", "cache1", "--json"])
-    assert gone.exit_code == 0, gone.output
-    assert json.loads(gone.stdout)["direct_lookup_gone"] == {record.volume_id: True}
-    assert sandbox.meter()["billing_count"] == 0 and live(sandbox) == {}
-    assert Ledger(tailpod_home).volume("tp-vol-cache1").status == "deleted"  # type: ignore[union-attr]
+    gone = rm_proves_cache1_gone(sandbox, tailpod_home, record.volume_id)
     outputs = made.output + listing.output + down.output + gone.output + down_all.output
     assert sandbox.vast_key not in outputs
 

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tailpod.agent_client.driver import PodAgent, SshTransport
+from tailpod.config import Settings
+from tailpod.provision.ssh import SshTarget, open_ssh
 from tailpod.sandbox.sshd import SshdHost, sshd_available, start_sshd_host
 from tailpod.sandbox.tailscale import serve
 
@@ -48,6 +51,26 @@ def sshd_host(need_sshd: None, tmp_path: Path, user_key: Path) -> Iterator[SshdH
         yield host
     finally:
         host.stop()
+
+
+@pytest.fixture()
+def agent_pod(need_sshd: None, tmp_path: Path, user_key: Path) -> Iterator[tuple[SshdHost, Path]]:
+    """A pod for the agent: sshd whose sessions keep their tailpod state under the test's
+    directory, with that state directory (TAILPOD_POD_HOME/.tailpod)."""
+    pub = (user_key.parent / (user_key.name + ".pub")).read_text()
+    home = tmp_path / "pod-home"
+    home.mkdir()
+    host = start_sshd_host(tmp_path / "pod", pub, session_env={"TAILPOD_POD_HOME": str(home)})
+    try:
+        yield host, home / ".tailpod"
+    finally:
+        host.stop()
+
+
+def open_agent(settings: Settings, host: SshdHost) -> PodAgent:
+    """The pod agent on `host`, through one SSH session opened as `settings` say."""
+    session = open_ssh(settings, SshTarget(host.host, host.port, host.user), wait_s=10)
+    return PodAgent(SshTransport(session))
 
 
 @pytest.fixture()

@@ -15,15 +15,16 @@ from typing import Any
 import pytest
 
 from tailpod.agent_client.build import build_agent
-from tailpod.agent_client.driver import AgentError, PodAgent, SshTransport
+from tailpod.agent_client.driver import AgentError
 from tailpod.config import Settings, load_settings
 from tailpod.engines.base import EngineConfig, LaunchPlan
 from tailpod.engines.vllm import VllmAdapter
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.measure.hosts import RemoteSweepHost
 from tailpod.measure.plan import Arm, Cell, SweepPlan
-from tailpod.provision.ssh import SshTarget, open_ssh
-from tailpod.sandbox.sshd import SshdHost, free_port, start_sshd_host
+from tailpod.sandbox.sshd import SshdHost, free_port
+
+from .conftest import open_agent
 
 pytestmark = pytest.mark.sshd
 RUN_TAG = "tp-agent-driver"
@@ -34,50 +35,33 @@ def logins(host: SshdHost) -> int:
 
 
 @pytest.fixture()
-def pod(need_sshd: None, tmp_path: Path, user_key: Path) -> Any:
-    """A pod: sshd whose sessions keep their tailpod state under the test's directory."""
-    pub = (user_key.parent / (user_key.name + ".pub")).read_text()
-    home = tmp_path / "pod-home"
-    home.mkdir()
-    host = start_sshd_host(tmp_path / "pod", pub, session_env={"TAILPOD_POD_HOME": str(home)})
-    try:
-        yield host, home / ".tailpod"
-    finally:
-        host.stop()
-
-
-@pytest.fixture()
 def settings(tmp_path: Path, user_key: Path) -> Settings:
     env = {"TAILPOD_HOME": str(tmp_path / "home"), "TAILPOD_SSH_KEY": str(user_key)}
     return load_settings(env=env, dotenv_path=tmp_path / "absent.env")
 
 
-def _agent(settings: Settings, host: SshdHost) -> PodAgent:
-    session = open_ssh(settings, SshTarget(host.host, host.port, host.user), wait_s=10)
-    return PodAgent(SshTransport(session))
-
-
 def test_the_agent_is_uploaded_once_per_pod_under_its_content_hash(
-    pod: Any, settings: Settings
+    agent_pod: tuple[SshdHost, Path], settings: Settings
 ) -> None:
-    host, state = pod
+    host, state = agent_pod
     built = build_agent()
-    with _agent(settings, host) as agent:
+    with open_agent(settings, host) as agent:
         assert agent.version()["schema_version"] == 1
         assert agent.engine_status() == {"running": False, "healthy": False, "state": None}
         uploads = list(agent.transport.uploads)  # type: ignore[attr-defined]
     assert uploads == [f"{state}/{built.name}"]
     assert (state / built.name).read_bytes() == built.path.read_bytes()
     assert logins(host) == 1  # three calls, one session
-    with _agent(settings, host) as again:  # a later session: the pod holds it already
+    with open_agent(settings, host) as again:  # a later session: the pod holds it already
         again.version()
         assert again.transport.uploads == []  # type: ignore[attr-defined]
     assert logins(host) == 2
 
 
-def test_a_failed_verb_raises_its_kind_and_message(pod: Any, settings: Settings) -> None:
-    host, _state = pod
-    with _agent(settings, host) as agent, pytest.raises(AgentError) as info:
+def test_a_failed_verb_raises_its_kind_and_message(agent_pod: tuple[SshdHost, Path],
+                                                   settings: Settings) -> None:
+    host, _state = agent_pod
+    with open_agent(settings, host) as agent, pytest.raises(AgentError) as info:
         agent.call("engine status", payload={"state_dir": "/x", "no_such_key": 1})
     assert info.value.kind == "usage" and info.value.exit_status == 2
     assert "no_such_key" in info.value.message
@@ -107,12 +91,12 @@ class ForgetfulLedger(Ledger):
 
 
 def test_a_cloud_benchmark_cell_uploads_nothing_and_uses_one_session(
-    pod: Any, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    agent_pod: tuple[SshdHost, Path], settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    host, state = pod
+    host, state = agent_pod
     port = free_port()
     monkeypatch.setattr("tailpod.pods.cloud.get_adapter", lambda _e: SyntheticAdapter(port))
-    with _agent(settings, host) as agent:  # `up` left the agent on the pod
+    with open_agent(settings, host) as agent:  # `up` left the agent on the pod
         agent.version()
     before = logins(host)
 

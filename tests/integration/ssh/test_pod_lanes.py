@@ -7,39 +7,24 @@ refused with nothing left listening. The lanes are synthetic servers (each reque
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tailpod.agent.bootstrap import haproxy
-from tailpod.agent_client.driver import PodAgent, SshTransport
 from tailpod.config import Settings, load_settings
 from tailpod.engines.base import EngineConfig
 from tailpod.ledger import Ledger, PodRecord
 from tailpod.pods import cloud_lanes, lanes
-from tailpod.provision.ssh import SshTarget, open_ssh
+from tailpod.provision.ssh import SshTarget
 from tailpod.provision.teardown import run_dir_for
-from tailpod.sandbox.sshd import SshdHost, start_sshd_host
-from tests import paths
-from tests.unit.pods.test_lanes_haproxy import _free_ports, _stream, _synthetic
+from tailpod.sandbox.sshd import SshdHost
+from tests.unit.pods.test_lanes_haproxy import _free_ports, _listening, _pod_lane, _stream
+
+from .conftest import open_agent
 
 pytestmark = [pytest.mark.sshd,
               pytest.mark.skipif(haproxy.find_haproxy() is None, reason="haproxy not installed")]
-REPO = paths.REPO
-
-
-@pytest.fixture()
-def pod(need_sshd: None, tmp_path: Path, user_key: Path) -> Any:
-    pub = (user_key.parent / (user_key.name + ".pub")).read_text()
-    home = tmp_path / "pod-home"
-    home.mkdir()
-    host = start_sshd_host(tmp_path / "pod", pub, session_env={"TAILPOD_POD_HOME": str(home)})
-    try:
-        yield host
-    finally:
-        host.stop()
 
 
 @pytest.fixture()
@@ -49,33 +34,14 @@ def settings(tmp_path: Path, user_key: Path, monkeypatch: pytest.MonkeyPatch) ->
     return load_settings(env=env, dotenv_path=tmp_path / "absent.env")
 
 
-def _agent(settings: Settings, host: SshdHost) -> PodAgent:
-    session = open_ssh(settings, SshTarget(host.host, host.port, host.user), wait_s=10)
-    return PodAgent(SshTransport(session))
-
-
-def _lane(name: str, port: int, *extra: str) -> lanes.LaneLaunch:
-    launch = _synthetic(name, port)
-    launch.argv += list(extra)
-    launch.env = {"PYTHONPATH": str(REPO)}  # the pod's processes run this checkout's server
-    return launch
-
-
-def _listening(*ports: int) -> list[int]:
-    out = []
-    for port in ports:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                out.append(port)
-    return out
-
-
-def test_lanes_on_a_pod_gate_serve_count_and_stop(pod: SshdHost, settings: Settings) -> None:
+def test_lanes_on_a_pod_gate_serve_count_and_stop(agent_pod: tuple[SshdHost, Path],
+                                                  settings: Settings) -> None:
+    pod, _state = agent_pod
     front, spec_port, plain_port = _free_ports(3)
     cfg = EngineConfig(engine="vllm", model="m", port=front)
-    with _agent(settings, pod) as agent:
+    with open_agent(settings, pod) as agent:
         started = cloud_lanes.start_lanes_on_pod(
-            agent, settings, cfg, [_lane("spec", spec_port), _lane("plain", plain_port)], 1)
+            agent, settings, cfg, [_pod_lane("spec", spec_port), _pod_lane("plain", plain_port)], 1)
     info = started.record["lanes"]
     ledger = Ledger(settings.state_dir)
     record = PodRecord(run_tag="tp-pod-lanes", provider="runpod", status="running",
@@ -98,7 +64,7 @@ def test_lanes_on_a_pod_gate_serve_count_and_stop(pod: SshdHost, settings: Setti
     finally:
         left = _listening(front, spec_port, plain_port)
         if left:  # the test's own cleanup through the agent, whatever the code under test did
-            with _agent(settings, pod) as agent:
+            with open_agent(settings, pod) as agent:
                 for name in ("spec", "plain", "proxy"):
                     agent.call("engine stop", payload={
                         "state_dir": cloud_lanes.lane_dir(agent.state_dir, name)})
@@ -111,13 +77,14 @@ def test_lanes_on_a_pod_gate_serve_count_and_stop(pod: SshdHost, settings: Setti
 
 
 def test_a_diverging_spec_lane_on_a_pod_is_refused_with_nothing_listening(
-        pod: SshdHost, settings: Settings) -> None:
+        agent_pod: tuple[SshdHost, Path], settings: Settings) -> None:
+    pod, _state = agent_pod
     front, spec_port, plain_port = _free_ports(3)
     cfg = EngineConfig(engine="vllm", model="m", port=front)
-    with _agent(settings, pod) as agent, pytest.raises(lanes.LaneGateFailed) as caught:
+    with open_agent(settings, pod) as agent, pytest.raises(lanes.LaneGateFailed) as caught:
         cloud_lanes.start_lanes_on_pod(
-            agent, settings, cfg, [_lane("spec", spec_port, "--diverge-position", "5"),
-                                   _lane("plain", plain_port)], 1)
+            agent, settings, cfg, [_pod_lane("spec", spec_port, "--diverge-position", "5"),
+                                   _pod_lane("plain", plain_port)], 1)
     assert "prompt 0 differs from the plain lane at token 5" in caught.value.message
     assert _listening(front, spec_port, plain_port) == []
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,27 @@ def _connect(host: SshdHost, key_path: Path, known: Path, **kw: object) -> SshSe
     return SshSession.connect(_target(host), load_private_key(key_path), known, **kw)  # type: ignore[arg-type]
 
 
+@contextlib.contextmanager
+def _pod(tmp_path: Path, name: str, port: int | None = None) -> Iterator[SshdHost]:
+    """A pod's sshd under tmp_path/name (on `port` when given) that takes the user's key,
+    tmp_path/id_user.pub; stopped on exit."""
+    host = start_sshd_host(tmp_path / name, (tmp_path / "id_user.pub").read_text(), port=port)
+    try:
+        yield host
+    finally:
+        host.stop()
+
+
+def _system_ssh(host: SshdHost, key_path: Path, known: Path) -> list[str]:
+    """The system ssh's argv to `host` (ssh_command: `known` as its known_hosts), in batch mode
+    with no user config, once one contact through the SSH layer has pinned the host's key."""
+    with _connect(host, key_path, known):
+        pass
+    argv = ssh_command(host.host, host.port, host.user, key_path, known)
+    argv[1:1] = ["-o", "BatchMode=yes", "-F", "/dev/null"]
+    return argv
+
+
 def test_first_contact_pins_the_host_key_and_later_contacts_reuse_it(
     sshd_host: SshdHost, user_key: Path, tmp_path: Path
 ) -> None:
@@ -60,21 +82,13 @@ def test_first_contact_pins_the_host_key_and_later_contacts_reuse_it(
 def test_a_changed_host_key_on_the_same_address_is_refused(
     need_sshd: None, user_key: Path, tmp_path: Path
 ) -> None:
-    pub = (tmp_path / "id_user.pub").read_text()
     known = tmp_path / "known_hosts"
-    first = start_sshd_host(tmp_path / "pod-1", pub)
-    try:
-        with _connect(first, user_key, known):
-            pass
-    finally:
-        first.stop()
-    replaced = start_sshd_host(tmp_path / "pod-2", pub, port=first.port)
-    try:
+    with _pod(tmp_path, "pod-1") as first, _connect(first, user_key, known):
+        pass
+    with _pod(tmp_path, "pod-2", port=first.port) as replaced:
         assert replaced.host_key_fingerprint != first.host_key_fingerprint
         with pytest.raises(HostKeyChanged) as caught:
             _connect(replaced, user_key, known, wait_s=5)
-    finally:
-        replaced.stop()
     message = str(caught.value)
     assert "changed" in message and first.host_key_fingerprint in message
     assert replaced.host_key_fingerprint in message
@@ -200,26 +214,15 @@ def test_waits_for_a_pod_whose_sshd_starts_late(
 def test_system_ssh_accepts_the_pin_and_refuses_a_replaced_pod(
     need_sshd: None, user_key: Path, tmp_path: Path
 ) -> None:
-    pub = (tmp_path / "id_user.pub").read_text()
-    known = tmp_path / "known_hosts"
-    first = start_sshd_host(tmp_path / "pod-1", pub)
-    try:
-        with _connect(first, user_key, known):
-            pass
-        argv = ssh_command(first.host, first.port, first.user, user_key, known)
-        argv[1:1] = ["-o", "BatchMode=yes", "-F", "/dev/null"]
+    with _pod(tmp_path, "pod-1") as first:
+        argv = _system_ssh(first, user_key, tmp_path / "known_hosts")
         ok = subprocess.run([*argv, "echo", "via-openssh"], capture_output=True, timeout=30)
         assert ok.returncode == 0, ok.stderr
         assert ok.stdout.strip() == b"via-openssh"
-    finally:
-        first.stop()
-    second = start_sshd_host(tmp_path / "pod-2", pub, port=first.port)
-    try:
+    with _pod(tmp_path, "pod-2", port=first.port):
         bad = subprocess.run([*argv, "true"], capture_output=True, timeout=30)
         assert bad.returncode != 0
         assert b"HOST IDENTIFICATION HAS CHANGED" in bad.stderr
-    finally:
-        second.stop()
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="no ssh client")
@@ -230,14 +233,8 @@ def test_tailpod_ssh_tag_cmd_runs_the_command_on_the_pod_with_its_own_options(
     as `ssh host CMD` joins them, and a word like `-n` is the command's, not ssh's option."""
     from tailpod.cli.ssh import with_remote_command
 
-    pub = (tmp_path / "id_user.pub").read_text()
-    known = tmp_path / "known_hosts"
-    pod = start_sshd_host(tmp_path / "pod", pub)
-    try:
-        with _connect(pod, user_key, known):
-            pass
-        argv = ssh_command(pod.host, pod.port, pod.user, user_key, known)
-        argv[1:1] = ["-o", "BatchMode=yes", "-F", "/dev/null"]
+    with _pod(tmp_path, "pod") as pod:
+        argv = _system_ssh(pod, user_key, tmp_path / "known_hosts")
         run = subprocess.run(
             with_remote_command(argv, ["echo", "-n", "one;", "echo", "two"]),
             capture_output=True,
@@ -246,5 +243,3 @@ def test_tailpod_ssh_tag_cmd_runs_the_command_on_the_pod_with_its_own_options(
         assert run.returncode == 0, run.stderr
         # The remote shell got `echo -n one; echo two`: `-n` reached echo, `;` split the commands.
         assert run.stdout == b"onetwo\n"
-    finally:
-        pod.stop()

@@ -32,7 +32,9 @@ def test_failed_up_without_a_terminal_names_what_it_rented(
         err = up.stderr
         pods = sandbox.meter()
         assert re.search(r"^\[\s*\d+ s\] starting vllm", err, re.M), err
-        assert re.search(r"^\[\s*\d+ s\] renting on vastai", err, re.M), err
+        # the cap with its unit, as --max-price takes it (newcomer 2.4: it read "(cap 0.6)")
+        assert re.search(r"^\[\s*\d+ s\] renting on vastai: RTX 4090 \(cap \$0\.6/h\)$",
+                         err, re.M), err
         match = re.search(r"^(tp-\S+): pod id (\S+) \(vastai\)$", err, re.M)
         assert match, err
         assert re.search(rf"^{re.escape(match.group(1))}: GPU RTX 4090 \(vastai\)$", err, re.M)

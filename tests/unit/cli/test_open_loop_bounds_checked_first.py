@@ -15,18 +15,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tailpod.cli import benchmark as benchmark_cli
 from tailpod.cli import matrix as matrix_cli
 from tailpod.cli.main import app
 from tailpod.engines.base import EngineConfig
-from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
+from tests.helpers.benchmark_stops import stop_at_the_pod
 
 LIMIT_S = 3600  # the probe run's timeout: agent_client/driver.py PROBE_RUN_TIMEOUT_S
-
-
-class Reached(ConfigError):
-    pass
 
 
 @pytest.fixture()
@@ -34,28 +29,10 @@ def reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The ledger, the SSH wait and the sweep, each recorded and stopped there. The ledger
     answers with a running pod whose engine has a 512-token context (for the trace checks
     that need the pod's engine)."""
-    monkeypatch.setenv("TAILPOD_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
-    seen: list[str] = []
     record = PodRecord(run_tag="tp-x", status="running", provider="runpod",
                        engine=EngineConfig(engine="vllm", model="org/m",
                                            context_length=512).to_json())
-
-    class Ledger:
-        def resolve(self, tag: str) -> Any:
-            seen.append("ledger")
-            return record
-
-    def stop(what: str):  # type: ignore[no-untyped-def]
-        def f(*_a: object, **_k: object) -> None:
-            seen.append(what)
-            raise Reached(f"{what} reached")
-        return f
-
-    monkeypatch.setattr(benchmark_cli, "ledger_for", lambda settings: Ledger())
-    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", stop("ssh wait"))
-    monkeypatch.setattr("tailpod.measure.sweep.run_sweep", stop("sweep"))
-    return seen
+    return stop_at_the_pod(monkeypatch, tmp_path / "home", lambda: record)
 
 
 def _said(output: str) -> str:

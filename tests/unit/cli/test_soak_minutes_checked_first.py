@@ -5,7 +5,6 @@ value is one line, exit 2, with neither the SSH wait nor the sweep reached."""
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,10 @@ from typer.testing import CliRunner
 from tailpod.cli import benchmark as benchmark_cli
 from tailpod.cli.main import app
 from tailpod.engines.base import EngineConfig
-from tailpod.errors import ConfigError
 from tailpod.ledger import PodRecord
 from tailpod.measure.hosts import probe_cells
 from tailpod.measure.plan import Cell, SweepPlan, schedule
-
-
-class Reached(ConfigError):
-    pass
+from tests.helpers.benchmark_stops import stop_at_the_pod
 
 
 def _pod(ttl_in_s: float | None = None, heartbeat_s: float | None = None) -> PodRecord:
@@ -38,25 +33,8 @@ def _pod(ttl_in_s: float | None = None, heartbeat_s: float | None = None) -> Pod
 @pytest.fixture()
 def reach(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """Point the ledger at `record`; the SSH wait and the sweep are recorded and stopped."""
-    monkeypatch.setenv("TAILPOD_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
-    seen: list[str] = []
     pod = [_pod()]
-
-    class Ledger:
-        def resolve(self, tag: str) -> Any:
-            seen.append("ledger")
-            return pod[0]
-
-    def stop(what: str):  # type: ignore[no-untyped-def]
-        def f(*_a: object, **_k: object) -> None:
-            seen.append(what)
-            raise Reached(f"{what} reached")
-        return f
-
-    monkeypatch.setattr(benchmark_cli, "ledger_for", lambda settings: Ledger())
-    monkeypatch.setattr("tailpod.measure.hosts.sweep_host", stop("ssh wait"))
-    monkeypatch.setattr("tailpod.measure.sweep.run_sweep", stop("sweep"))
+    seen = stop_at_the_pod(monkeypatch, tmp_path / "home", lambda: pod[0])
     # whether the arms' checkpoints can run is another check's (engines/checkpoint.py)
     monkeypatch.setattr(benchmark_cli, "check_arms", lambda configs, settings: None)
 

@@ -7,28 +7,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tailpod.agent_client.driver import PodAgent, SubprocessTransport
 from tailpod.engines.base import EngineConfig
-from tailpod.measure.hosts import AgentSweepHost
-from tailpod.measure.plan import Cell, SweepPlan, schedule, spec_arms, trace_spec
+from tailpod.measure.plan import SweepPlan, spec_arms, trace_spec
 from tailpod.results.io import parse_rows
 from tailpod.results.schema import RequestRow
-from tailpod.sandbox.synthetic_server import SyntheticConfig, SyntheticServer
+from tailpod.sandbox.synthetic_server import SyntheticConfig
+from tests.unit.measure.test_trace_plan import run_beside_a_local_agent
 
 SESSIONS = [
     {"session_id": "a", "shared_prefix": "Be brief.",
      "turns": [{"user": "one"}, {"user": "two", "think_s": 0.02}]},
     {"session_id": "b", "turns": [{"input_tokens": 8, "max_tokens": 3}]},
 ]
-
-
-class _Host(AgentSweepHost):
-    def __init__(self, measurer: PodAgent, url: str) -> None:  # no ledger: cells only
-        self.measurer, self.cache, self.progress, self._url = measurer, "cold", None, url
-
-    @property
-    def base_url(self) -> str:
-        return self._url
 
 
 def test_a_session_trace_replays_beside_the_agent(tmp_path: Path) -> None:
@@ -38,10 +28,8 @@ def test_a_session_trace_replays_beside_the_agent(tmp_path: Path) -> None:
     plan = SweepPlan(arms=arms, reps=1, max_tokens=5, trace=trace_spec(f, "session", 1.0))
     assert plan.to_json()["trace"]["requests"] == 3
     state = tmp_path / "agent-state"
-    with SyntheticServer(SyntheticConfig(rate=4000.0, ttft_s=0.002, prefix_cache=True)) as server:
-        host = _Host(PodAgent(SubprocessTransport(state)), server.base_url)
-        cells = [s for s in schedule(plan) if isinstance(s, Cell)]
-        rows = host.run_cells(arms[0], cells, plan, "rid")
+    rows = run_beside_a_local_agent(
+        plan, state, SyntheticConfig(rate=4000.0, ttft_s=0.002, prefix_cache=True))
     assert (state / plan.trace["name"]).read_bytes() == f.read_bytes()  # type: ignore[index]
     parsed, warnings = parse_rows([json.dumps(r) for r in rows])
     assert not warnings

@@ -103,18 +103,22 @@ class _Host(AgentSweepHost):
         return self._url
 
 
+def run_beside_a_local_agent(plan: SweepPlan, state: Path,
+                             config: SyntheticConfig) -> list[dict[str, Any]]:
+    """Every cell of `plan`'s first arm, run by an agent started here as a local pod's is (its
+    state under `state`) against a synthetic server of `config`: the rows the agent answers."""
+    with SyntheticServer(config) as server:
+        host = _Host(PodAgent(SubprocessTransport(state)), server.base_url)
+        cells = [s for s in schedule(plan) if isinstance(s, Cell)]
+        return host.run_cells(plan.arms[0], cells, plan, "rid")
+
+
 def test_a_trace_cell_replays_beside_the_agent(tmp_path: Path) -> None:
     f = _write(tmp_path / "m.jsonl", MOONCAKE)
     arms = spec_arms(EngineConfig(engine="vllm", model="m"), [0], "mtp", None)
     plan = SweepPlan(arms=arms, reps=1, trace=trace_spec(f, "mooncake", 2.0), max_tokens=99)
     state = tmp_path / "agent-state"
-    server = SyntheticServer(SyntheticConfig(rate=4000.0, ttft_s=0.002)).start()
-    try:
-        host = _Host(PodAgent(SubprocessTransport(state)), server.base_url)
-        cells = [s for s in schedule(plan) if isinstance(s, Cell)]
-        rows = host.run_cells(arms[0], cells, plan, "rid")
-    finally:
-        server.stop()
+    rows = run_beside_a_local_agent(plan, state, SyntheticConfig(rate=4000.0, ttft_s=0.002))
     copied = state / plan.trace["name"]  # type: ignore[index]
     assert copied.read_bytes() == f.read_bytes()
     reqs = sorted((r for r in rows if r["kind"] == "request"), key=lambda r: r["index"])

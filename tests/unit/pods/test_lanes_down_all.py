@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,11 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _up(settings: Any, ledger: Ledger) -> tuple[PodRecord, dict[str, int], dict[str, int]]:
+@contextlib.contextmanager
+def _lanes_up(settings: Any, ledger: Ledger
+              ) -> Iterator[tuple[PodRecord, dict[str, int], dict[str, int]]]:
+    """Two synthetic lanes behind HAProxy, one request streamed through them: the record, and
+    the process groups and ports of the proxy and each lane, all killed on exit (_kill)."""
     front, spec_port, plain_port = _free_ports(3)
     record = lanes.up_lanes(settings, ledger, [_synthetic("spec", spec_port),
                                                _synthetic("plain", plain_port)],
@@ -64,8 +69,11 @@ def _up(settings: Any, ledger: Ledger) -> tuple[PodRecord, dict[str, int], dict[
         assert state is not None
         pgids[name] = int(state["pgid"])
     ports = {"proxy": front, "spec": spec_port, "plain": plain_port}
-    assert len(_left(pgids, ports)) == 6  # all three really up before the teardown under test
-    return record, pgids, ports
+    try:
+        assert len(_left(pgids, ports)) == 6  # all three really up before the teardown under test
+        yield record, pgids, ports
+    finally:
+        _kill(pgids)
 
 
 def _left(pgids: dict[str, int], ports: dict[str, int]) -> list[str]:
@@ -102,14 +110,11 @@ def _lane_checks(settings: Any, tag: str) -> dict[str, bool]:
 def test_down_all_and_expired_stop_both_lanes_and_the_proxy(tailpod_home: Path, verb: str) -> None:
     settings = load_settings()
     ledger = Ledger(settings.state_dir)
-    record, pgids, ports = _up(settings, ledger)
-    try:
+    with _lanes_up(settings, ledger) as (record, pgids, ports):
         if verb == "--expired":
             ledger.update(record.run_tag, ttl_expires_at=time.time() - 1)
         res = CliRunner().invoke(app, ["down", verb, "--json"])
         left = _left(pgids, ports)
-    finally:
-        _kill(pgids)
     assert res.exit_code == 0, res.output
     assert left == []
     final = Ledger(settings.state_dir).get(record.run_tag)
@@ -123,12 +128,9 @@ def test_down_all_and_expired_stop_both_lanes_and_the_proxy(tailpod_home: Path, 
 def test_expired_spares_a_lanes_run_within_its_ttl(tailpod_home: Path) -> None:
     settings = load_settings()
     ledger = Ledger(settings.state_dir)
-    record, pgids, ports = _up(settings, ledger)
-    try:
+    with _lanes_up(settings, ledger) as (_record, pgids, ports):
         res = CliRunner().invoke(app, ["down", "--expired", "--json"])
         left = _left(pgids, ports)
-    finally:
-        _kill(pgids)
     assert res.exit_code == 0, res.output
     assert len(left) == 6, f"stopped though its TTL has not passed; left only {left}"
 
@@ -138,8 +140,7 @@ def test_down_all_sweeps_lanes_whose_ledger_record_is_lost(tailpod_home: Path,
                                                            proxy_dead: bool) -> None:
     settings = load_settings()
     ledger = Ledger(settings.state_dir)
-    record, pgids, ports = _up(settings, ledger)
-    try:
+    with _lanes_up(settings, ledger) as (record, pgids, ports):
         with ledger.transaction() as pods:  # the record is lost: only the lanes directory knows
             pods.pop(record.run_tag)
         assert ledger.get(record.run_tag) is None
@@ -150,8 +151,6 @@ def test_down_all_sweeps_lanes_whose_ledger_record_is_lost(tailpod_home: Path,
         assert listed == [record.run_tag]
         res = CliRunner().invoke(app, ["down", "--all", "--json"])
         left = _left(pgids, ports)
-    finally:
-        _kill(pgids)
     assert res.exit_code == 0, res.output
     assert left == []
     final = Ledger(settings.state_dir).get(record.run_tag)

@@ -19,6 +19,7 @@ import pytest
 from tailpod.config import load_settings
 from tailpod.ledger import Ledger
 from tailpod.pods import lanes
+from tests import paths
 
 pytestmark = pytest.mark.skipif(lanes.shutil.which("haproxy") is None
                                 and not Path("/usr/sbin/haproxy").exists(),
@@ -47,6 +48,25 @@ def _synthetic(name: str, port: int) -> lanes.LaneLaunch:
         # the shape an engine adapter parses (engines/base.py StartupFacts.to_json)
         parse_startup=lambda text: {"engine": "synthetic", "facts": {}, "lines": text.splitlines()},
     )
+
+
+def _pod_lane(name: str, port: int, *extra: str) -> lanes.LaneLaunch:
+    """_synthetic with `extra` flags, started on a pod (its agent over SSH): the pod's processes
+    run this checkout's server, so it goes on their PYTHONPATH."""
+    launch = _synthetic(name, port)
+    launch.argv += list(extra)
+    launch.env = {"PYTHONPATH": str(paths.REPO)}
+    return launch
+
+
+def _listening(*ports: int) -> list[int]:
+    """Those of `ports` that something on this machine still accepts connections on."""
+    out = []
+    for port in ports:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                out.append(port)
+    return out
 
 
 def _stream(base: str) -> str:

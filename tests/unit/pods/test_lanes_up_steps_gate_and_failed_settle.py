@@ -48,6 +48,8 @@ class World:
         self.ports_asked: list[int] = []
         self.checked: list[tuple[str, Path]] = []
         self.terminate_error: set[str] = set()
+        self.ledger: Ledger | None = None  # read at each create: the record's operation then
+        self.operations: list[str | None] = []
 
 
 @pytest.fixture
@@ -75,6 +77,9 @@ def world(monkeypatch: pytest.MonkeyPatch) -> World:
                               "env": spec.env, "ports": spec.ports, "image": spec.image,
                               "gpus": spec.gpu_preference})
             w.states[spec.run_tag] = {"log": str(log), "pgid": port * 10, "port": port}
+            if w.ledger is not None:
+                held = w.ledger.get(TAG)
+                w.operations.append(held.operation.get("step") if held else None)
             return SimpleNamespace(endpoint=f"http://127.0.0.1:{port}",
                                    pod_id=f"local:{spec.run_tag}")
 
@@ -148,6 +153,7 @@ def lane_row(settings: Any, name: str, port: int) -> dict[str, Any]:
 def test_lanes_start_one_after_the_other_then_the_proxy_and_the_ledger_holds_each(
         world: World, settings: Any, tmp_path: Path) -> None:
     ledger = new_ledger(settings)
+    world.ledger = ledger
     progress = object()
     record = lanes.up_lanes(settings, ledger, launches(), 2, FRONT, progress,  # type: ignore[arg-type]
                             engine_cfg={"model": "m"}, run_dir=tmp_path / "run",
@@ -198,6 +204,8 @@ def test_lanes_start_one_after_the_other_then_the_proxy_and_the_ledger_holds_eac
     assert [e["event"] for e in record.events] == ["lane-spec-healthy", "lane-plain-healthy",
                                                    "lanes-up"]
     assert ledger.get(TAG) == record
+    # who runs the `up` is stamped while it starts things, and cleared once it is up
+    assert world.operations == ["lanes-start"] * 3 and record.operation == {}
     doc = json.loads((tmp_path / "run" / "lanes.json").read_text())
     assert (doc["run_tag"], doc["admission_limit"], sorted(doc["lanes"])) == (
         TAG, 2, ["plain", "spec"])
@@ -274,7 +282,7 @@ def test_a_lane_that_never_gets_healthy_stops_what_started_and_names_its_log(
     assert [e["event"] for e in record.events] == ["lane-spec-healthy", "lanes-failed"]
     assert record.extra.lanes == {"admission_limit": 2,
                                   "lanes": {"spec": lane_row(settings, "spec", SPEC_PORT)}}
-    assert record.ttl_expires_at == NOW + 1800.0
+    assert record.ttl_expires_at == NOW + 1800.0 and record.operation == {}
     assert not (tmp_path / "run" / "lanes.json").exists()  # no gate verdict to keep
 
 
@@ -594,7 +602,7 @@ def test_up_local_lanes_checks_everything_then_starts_both_lanes_gated(
 
     steps: list[Any] = []
     settings = lane_settings(tmp_path)
-    cfg = SimpleNamespace(model="m", port=8000, tensor_parallel=2,
+    cfg = SimpleNamespace(model="m", engine="vllm", port=8000, tensor_parallel=2,
                           to_json=lambda: {"model": "m"})
     gpus: list[dict[str, Any]] = [{"name": "NVIDIA L4"}, {"name": "NVIDIA A10"}]
     built = [LaneLaunch("spec", ["a"], 8001, engine_config={"engine": "vllm", "model": "m"}),
@@ -603,7 +611,7 @@ def test_up_local_lanes_checks_everything_then_starts_both_lanes_gated(
     monkeypatch.setattr(local_install, "check_model", lambda m: steps.append(("model", m)))
     monkeypatch.setattr(local_install, "engine_python", lambda s: f"{s.home}/py")
     monkeypatch.setattr(local_install, "check_engine_installed",
-                        lambda p: steps.append(("engine", p)))
+                        lambda p, e: steps.append(("engine", p, e)))
     monkeypatch.setattr(local_install, "check_local_gpus",
                         lambda c: steps.append(("gpus", c)) or {"gpus": gpus})
     monkeypatch.setattr(lanes, "engine_lanes", lambda *a: steps.append(("launches", a)) or built)
@@ -617,7 +625,7 @@ def test_up_local_lanes_checks_everything_then_starts_both_lanes_gated(
     assert lanes.up_local_lanes(settings, cfg, ledger, specs, 4, True, 0.5, None,  # type: ignore[arg-type]
                                 progress) == "rec"  # type: ignore[arg-type]
     assert steps == [
-        ("model", "m"), ("engine", f"{settings.home}/py"), ("gpus", cfg),
+        ("model", "m"), ("engine", f"{settings.home}/py", "vllm"), ("gpus", cfg),
         ("launches", (settings, cfg, specs, True, 0.5, None)),
         ("arms", ["m", "m2"], settings),
         ("up", (settings, ledger, built, 4, 8000, progress),

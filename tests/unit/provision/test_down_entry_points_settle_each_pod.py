@@ -148,6 +148,16 @@ def _put(ledger: Ledger, tag: str, provider: str, pod_id: str | None, **fields: 
     return record
 
 
+def _refusing_runpod(tmp_path: Path, world: World) -> tuple[Settings, RunPodFake, Ledger]:
+    """Settings with a RunPod key; RunPod's pod p1 (tagged TAG), every terminate of it refused;
+    the ledger, empty."""
+    settings = _settings(tmp_path, runpod=True)
+    cloud = world.providers["runpod"] = RunPodFake()
+    cloud.add("p1", tag=TAG)
+    cloud.terminate_fails = 10_000
+    return settings, cloud, Ledger(settings.state_dir)
+
+
 def _proof(settings: Settings, tag: str = TAG) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((Path(settings.results_dir) / tag / PROOF).read_text())
     return data
@@ -280,11 +290,7 @@ def test_down_remote_forgets_a_cloud_pods_ssh_but_not_your_own_boxs(
 
 def test_down_remote_that_cannot_prove_raises_with_the_proof_in_the_run_dir_and_keeps_the_ssh(
         tmp_path: Path, world: World) -> None:
-    settings = _settings(tmp_path, runpod=True)
-    cloud = world.providers["runpod"] = RunPodFake()
-    cloud.add("p1", tag=TAG)
-    cloud.terminate_fails = 10_000
-    ledger = Ledger(settings.state_dir)
+    settings, _cloud, ledger = _refusing_runpod(tmp_path, world)
     record = _put(ledger, TAG, "runpod", "p1", ssh={"host": "100.64.0.9"})
     with pytest.raises(UnprovenTeardown) as caught:
         down_remote(settings, ledger, record, policy=FAST)
@@ -342,11 +348,7 @@ def test_down_remote_of_a_joined_pod_without_the_tailscale_key_is_unproven(
 
 def test_down_remote_hands_its_policy_and_deadline_to_the_teardown(
         tmp_path: Path, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = _settings(tmp_path, runpod=True)
-    cloud = world.providers["runpod"] = RunPodFake()
-    cloud.add("p1", tag=TAG)
-    cloud.terminate_fails = 10_000
-    ledger = Ledger(settings.state_dir)
+    settings, cloud, ledger = _refusing_runpod(tmp_path, world)
     said: list[str] = []
     _no_sleep(monkeypatch)
     with pytest.raises(UnprovenTeardown) as caught:
@@ -386,11 +388,7 @@ def test_local_runs_no_active_record_holds_are_adopted(tmp_path: Path, world: Wo
 
 def test_an_unproven_teardown_whose_proof_is_refused_notes_that_there_is_no_file(
         tmp_path: Path, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = _settings(tmp_path, runpod=True)
-    cloud = world.providers["runpod"] = RunPodFake()
-    cloud.add("p1", tag=TAG)
-    cloud.terminate_fails = 10_000
-    ledger = Ledger(settings.state_dir)
+    settings, _cloud, ledger = _refusing_runpod(tmp_path, world)
 
     def refuse(*_args: object) -> None:
         raise OSError(errno.EROFS, "Read-only file system")

@@ -128,10 +128,9 @@ def test_evidence_that_cannot_be_read_says_why_in_its_check(tmp_path: Path) -> N
     assert _proof(tmp_path / "run")["still_billing"] == caught.value.evidence.still_billing
 
 
-# -- what a user reads when billing is not proven ---------------------------------------------------
-
-def test_an_unproven_teardown_says_what_may_still_bill_and_where_the_proof_is(
-        tmp_path: Path) -> None:
+def _refused_teardown(tmp_path: Path) -> tuple[Ledger, Path, UnprovenTeardown]:
+    """The teardown of pod p1 whose every terminate the provider refuses: the ledger, the run
+    directory its proof went to, and the UnprovenTeardown it raised."""
     fake = Fake()
     fake.add("p1")
     fake.terminate_fails = 10_000
@@ -139,15 +138,23 @@ def test_an_unproven_teardown_says_what_may_still_bill_and_where_the_proof_is(
     run_dir = tmp_path / "run"
     with pytest.raises(UnprovenTeardown) as caught:
         teardown(fake, ledger, rec, run_dir, policy=FAST)
+    return ledger, run_dir, caught.value
+
+
+# -- what a user reads when billing is not proven ---------------------------------------------------
+
+def test_an_unproven_teardown_says_what_may_still_bill_and_where_the_proof_is(
+        tmp_path: Path) -> None:
+    ledger, run_dir, unproven = _refused_teardown(tmp_path)
     still = [f"fakecloud: {TAG} (p1) is not proven gone — retry: tailpod down {TAG}",
              "fakecloud pod p1: stop it by hand — the fakecloud console"]
-    assert caught.value.exit_code == 3
-    terminate = caught.value.evidence.checks[0]
+    assert unproven.exit_code == 3
+    terminate = unproven.evidence.checks[0]
     assert (terminate.name, terminate.passed, terminate.detail) == (
         "terminate p1", False, "terminate p1 refused")  # the provider's own answer
-    assert caught.value.message == f"billing is NOT proven stopped for {TAG}: " + " | ".join(still)
-    assert caught.value.hint == (f"kill it with `tailpod down {TAG}` or by hand as above "
-                                 f"(proof: {run_dir / 'billing-proof.json'})")
+    assert unproven.message == f"billing is NOT proven stopped for {TAG}: " + " | ".join(still)
+    assert unproven.hint == (f"kill it with `tailpod down {TAG}` or by hand as above "
+                             f"(proof: {run_dir / 'billing-proof.json'})")
     assert _proof(run_dir)["still_billing"] == still
 
 
@@ -187,18 +194,12 @@ def test_a_proven_teardown_records_each_step_and_where_its_proof_is(tmp_path: Pa
 
 def test_an_unproven_teardown_records_what_still_bills_and_stays_terminating(
         tmp_path: Path) -> None:
-    fake = Fake()
-    fake.add("p1")
-    fake.terminate_fails = 10_000
-    ledger, rec = _ledger(tmp_path, pod_id="p1")
-    run_dir = tmp_path / "run"
-    with pytest.raises(UnprovenTeardown) as caught:
-        teardown(fake, ledger, rec, run_dir, policy=FAST)
+    ledger, run_dir, unproven = _refused_teardown(tmp_path)
     assert _events(ledger) == [
         ("down", {"status": "terminating"}),
         ("billing-not-proven", {"status": "terminating"}),
         ("proof", {"path": str(run_dir / "billing-proof.json"),
-                   "still_billing": caught.value.evidence.still_billing})]
+                   "still_billing": unproven.evidence.still_billing})]
     stored = ledger.get(TAG)
     assert stored is not None and stored.status == "terminating" and stored.operation == {}
     assert stored.extra.ended_at is None and "ended_at" not in _proof(run_dir)

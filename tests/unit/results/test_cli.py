@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from tailpod.results.io import table_columns, write_run
 from tests.unit.results.conftest import build_run
@@ -148,24 +148,15 @@ def _write_log(path: Path, n: int, duration: float, gap: float) -> Path:
     return path
 
 
+def _pod_or_serverless(app: typer.Typer, log: Path, *more: str) -> Result:
+    """`cost --log LOG` of a $2/h pod against $4/h serverless with 30 s cold starts."""
+    return CliRunner().invoke(app, ["cost", "--log", str(log), "--pod-usd-hr", "2",
+                                    "--serverless-usd-hr", "4", "--cold-start-s", "30", *more])
+
+
 def test_cost_cli_short_gaps_verdict_pod(app: typer.Typer, tmp_path: Path) -> None:
     log = _write_log(tmp_path / "log.jsonl", 976, 2.198, 4.1)
-    res = CliRunner().invoke(
-        app,
-        [
-            "cost",
-            "--log",
-            str(log),
-            "--pod-usd-hr",
-            "2",
-            "--serverless-usd-hr",
-            "4",
-            "--cold-start-s",
-            "30",
-            "--idle-timeout-s",
-            "5",
-        ],
-    )
+    res = _pod_or_serverless(app, log, "--idle-timeout-s", "5")
     assert res.exit_code == 0, res.output
     assert "duty cycle 34.9%" in res.output
     assert "VERDICT            POD" in res.output and "nothing scales to zero" in res.output
@@ -175,23 +166,7 @@ def test_cost_cli_short_gaps_verdict_pod(app: typer.Typer, tmp_path: Path) -> No
 def test_cost_cli_json_with_concurrency_projection(app: typer.Typer, tmp_path: Path) -> None:
     log = _write_log(tmp_path / "log.jsonl", 20, 10.0, 600.0)
     run_dir = small_run(tmp_path)
-    res = CliRunner().invoke(
-        app,
-        [
-            "cost",
-            "--log",
-            str(log),
-            "--pod-usd-hr",
-            "2",
-            "--serverless-usd-hr",
-            "4",
-            "--cold-start-s",
-            "30",
-            "--run",
-            str(run_dir),
-            "--json",
-        ],
-    )
+    res = _pod_or_serverless(app, log, "--run", str(run_dir), "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["verdict"] == "serverless"

@@ -149,3 +149,18 @@ def test_bad_reference_is_an_error(synthetic: Callable[..., SyntheticServer]) ->
     code, envelope = call_agent("probe gate", {"candidate": "http://127.0.0.1:1", "save": True,
                                                "reference_url": "http://127.0.0.1:2"})
     assert code == 2 and envelope["error"]["kind"] == "usage"
+
+
+def test_the_served_name_is_asked_of_an_endpoint_only_where_a_method_needs_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SGLang /generate's output_ids request names no model: a gate, a saved reference or a
+    comparison with one that uses only that method asks no endpoint for its model's name."""
+    asked: list[object] = []
+    monkeypatch.setattr(gate, "discover_model", lambda ep: asked.append(ep) or "served")
+    ep = gate.Endpoint.parse("http://127.0.0.1:9")
+    assert gate._served_name(ep, "given", ("return_token_ids", "text")) == "given"
+    assert gate._served_name(ep, None, ("output_ids",)) == ""
+    assert asked == []
+    assert gate._served_name(ep, None, ("output_ids", "text")) == "served"
+    assert asked == [ep]

@@ -1,0 +1,54 @@
+"""`up --decision` of a static decision says the `up` that deploys it, with the decision's own K
+and method (newcomer 3.2: the hint said `tailpod up --spec-k K` though the file holds both;
+pods/lanes.py `limit_from_decision`). Refused with exit 2 before anything rents."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tailpod.cli.main import app
+from tailpod.errors import ConfigError
+
+UP = ["up", "--provider", "runpod", "--gpu", "NVIDIA A40", "--max-price", "1", "--model",
+      "org/m", "--image", "vllm/vllm-openai:v0.11.0", "--no-first-contact"]
+
+
+@pytest.fixture()
+def rented(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    import tailpod.pods.cloud as cloud_pods
+
+    monkeypatch.setenv("TAILPOD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TAILPOD_ENV_FILE", os.devnull)
+    reached: list[str] = []
+
+    def rent(*_a: object, **_k: object) -> None:
+        reached.append("rental")
+        raise ConfigError("rental reached")
+
+    monkeypatch.setattr(cloud_pods, "up_cloud", rent)
+    return reached
+
+
+@pytest.mark.parametrize(("deployment", "command"), [
+    ({"kind": "static", "k": 2, "method": "ngram", "arm": "ngram-k2"},
+     "tailpod up --spec-k 2 --spec-method ngram"),
+    ({"kind": "static", "k": 3, "method": "mtp"}, "tailpod up --spec-k 3 --spec-method mtp"),
+    ({"kind": "static", "k": 0, "arm": "plain"}, "tailpod up --spec-k 0"),
+])
+def test_a_static_decision_names_the_up_that_deploys_it(
+        tmp_path: Path, rented: list[str], deployment: dict[str, Any], command: str) -> None:
+    path = tmp_path / "decision.json"
+    path.write_text(json.dumps({"deployment": deployment}))
+    result = CliRunner().invoke(app, [*UP, "--decision", str(path)])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert f"{path}: the deployment is 'static', not two lanes" in said
+    assert f"`{command}`" in said
+    assert "--spec-k K" not in said
+    assert rented == []
