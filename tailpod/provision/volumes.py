@@ -56,8 +56,9 @@ def volume_capable(provider: Provider) -> SupportsVolumes:
 
 
 def _gpu_matches(pref: str, gpu_id: str, name: str) -> bool:
+    """A blank preference names no GPU (a GPU the catalog gives no short name has name "")."""
     want = pref.strip().lower()
-    return want in (gpu_id.lower(), name.lower())
+    return bool(want) and want in (gpu_id.lower(), name.lower())
 
 
 @dataclass
