@@ -246,6 +246,9 @@ class VolumeRow:
     price_per_month: float | None
     volume_id: str | None
     used_by: list[str] = field(default_factory=list)
+    # kept from a `volume create` that was interrupted after the provider made the volume
+    # (adopted from the listing): asked for, so kept, but never confirmed by its create
+    create_interrupted: bool = False
 
     @property
     def on_purpose(self) -> bool:
@@ -255,6 +258,10 @@ class VolumeRow:
         price = (f"${self.price_per_month:.2f}/month" if self.price_per_month is not None
                  else "price unknown")
         where = f"{self.provider} {self.data_center or '?'}"
+        if self.state == "kept" and self.create_interrupted:
+            return (f"kept, though its create was interrupted: {self.size_gb} GB at {price} — "
+                    f"volume {short_name(self.name)} ({where}, {self.volume_id}); it bills until "
+                    f"deleted with: tailpod volume rm {short_name(self.name)}")
         if self.state == "kept":
             return (f"kept on purpose: {self.size_gb} GB at {price} — volume "
                     f"{short_name(self.name)} ({where}, {self.volume_id}); delete with: "
@@ -274,7 +281,7 @@ class VolumeRow:
                 "state": self.state, "size_gb": self.size_gb, "data_center": self.data_center,
                 "type": self.volume_type, "price_per_month": self.price_per_month,
                 "volume_id": self.volume_id, "used_by": self.used_by,
-                "on_purpose": self.on_purpose}
+                "on_purpose": self.on_purpose, "create_interrupted": self.create_interrupted}
 
 
 @dataclass
@@ -303,6 +310,11 @@ class VolumeReport:
                 "delete_failed": [f.failure for f in self.delete_failed]}
 
 
+# The ledger event of a record still `intent`/`creating` whose volume the provider lists: its
+# create was interrupted after the provider made it (adversary #17), and its rows say so.
+CREATE_INTERRUPTED_FOUND = "create-interrupted-found"
+
+
 def reconcile_volumes(providers: Mapping[str, Provider], ledger: Ledger) -> VolumeReport:
     """Every volume that may bill: the ledger's, and every `tp-vol-` one each provider lists.
 
@@ -324,11 +336,15 @@ def reconcile_volumes(providers: Mapping[str, Provider], ledger: Ledger) -> Volu
         for info in listed:
             record = records.get(info.name)
             if record is not None and record.provider == pname:
-                if record.status != "kept" or record.volume_id != info.volume_id:
+                if record.status in ("intent", "creating"):
+                    record = _adopt(ledger, info.name, info, CREATE_INTERRUPTED_FOUND)
+                elif record.status != "kept" or record.volume_id != info.volume_id:
                     record = _adopt(ledger, info.name, info, "found-at-provider")
+                interrupted = any(e.get("event") == CREATE_INTERRUPTED_FOUND
+                                  for e in record.events)
                 rows.append(VolumeRow(info.name, pname, "kept", info.size_gb, info.data_center,
                                       info.volume_type, info.price_per_month, info.volume_id,
-                                      list(record.used_by)))
+                                      list(record.used_by), interrupted))
             else:
                 rows.append(VolumeRow(info.name, pname, "orphan", info.size_gb, info.data_center,
                                       info.volume_type, info.price_per_month, info.volume_id))

@@ -507,7 +507,8 @@ def test_a_rows_json_carries_every_fact_and_whether_it_is_on_purpose() -> None:
     assert row.to_json() == {"name": "cache1", "tag": "tp-vol-cache1", "provider": "voltest",
                              "state": "kept", "size_gb": 20, "data_center": "EU-RO-1",
                              "type": "STANDARD", "price_per_month": 1.4, "volume_id": "vol-1",
-                             "used_by": [RUN_A], "on_purpose": True}
+                             "used_by": [RUN_A], "on_purpose": True,
+                             "create_interrupted": False}
 
 
 def test_the_report_splits_kept_from_by_mistake_and_sums_the_month() -> None:
@@ -554,7 +555,8 @@ def test_reconcile_joins_the_listing_with_the_ledger_and_settles_it(
     report = vol.reconcile_volumes({"scripted": ScriptedCloud(), "voltest": cloud}, ledger)
     assert report.rows == [
         VolumeRow("tp-vol-a", "voltest", "kept", 20, "EU-RO-1", None, 1.4, "v-a", [RUN_A]),
-        VolumeRow("tp-vol-b", "voltest", "kept", 25, "US-KS-2", "STANDARD", 1.75, "v-b", []),
+        VolumeRow("tp-vol-b", "voltest", "kept", 25, "US-KS-2", "STANDARD", 1.75, "v-b", [],
+                  create_interrupted=True),
         VolumeRow("tp-vol-c", "voltest", "kept", 20, "EU-RO-1", None, 1.4, "v-c", []),
         VolumeRow("tp-vol-x", "voltest", "orphan", 30, "EU-RO-1", "STANDARD", 2.1, "v-x"),
         VolumeRow("tp-vol-j", "voltest", "orphan", 20, "EU-RO-1", None, 1.4, "v-j"),
@@ -571,7 +573,8 @@ def test_reconcile_joins_the_listing_with_the_ledger_and_settles_it(
                       "tp-vol-g": ("deleted", "v-g"), "tp-vol-h": ("kept", "v-h"),
                       "tp-vol-i": ("deleted", None), "tp-vol-j": ("deleted", None)}
     assert events(ledger, "tp-vol-a") == []
-    assert events(ledger, "tp-vol-b") == [{"event": "found-at-provider", "volume_id": "v-b"}]
+    assert events(ledger, "tp-vol-b") == [{"event": "create-interrupted-found",
+                                          "volume_id": "v-b"}]
     assert events(ledger, "tp-vol-c") == [{"event": "found-at-provider", "volume_id": "v-c"}]
     assert events(ledger, "tp-vol-d") == [{"event": "not-listed-by-provider"}]
     assert events(ledger, "tp-vol-f") == [{"event": "not-listed-by-provider"}]
@@ -734,3 +737,21 @@ def test_a_first_token_without_rows_a_create_or_a_price_is_unknown_or_void() -> 
     assert vol.to_first_token({"create_at": 1200.0, "price_per_hr": 3.6}, [row], 1100.0) == {
         "create_at": 1200.0, "price_per_hr": 3.6, "first_token_at": 1100.0,
         "billed_s_to_first_token": 0.0, "usd_to_first_token": 0.0}
+
+
+def test_a_volume_whose_create_was_interrupted_is_kept_and_said_so(
+        tmp_path: Path, clock: None) -> None:
+    """Adversary #17: `volume create` killed while the provider made the volume left the record
+    `creating`; every later `volume ls`, `status` and `down --all` called it "kept on purpose".
+    It bills and is kept (the volume was asked for), and its words say the create never finished,
+    on that listing and every one after."""
+    ledger = new_ledger(tmp_path, record("tp-vol-b", status="creating", created_at=2.0))
+    cloud = VolumeCloud(volumes=[VolumeInfo("v-b", "tp-vol-b", 25, "US-KS-2", None, 1.75)])
+    for _ in range(2):  # the first listing adopts it, the second reads the ledger's kept record
+        (row,) = vol.reconcile_volumes({"voltest": cloud}, ledger).rows
+        assert row.line() == ("kept, though its create was interrupted: 25 GB at $1.75/month — "
+                              "volume b (voltest US-KS-2, v-b); it bills until deleted with: "
+                              "tailpod volume rm b")
+        assert row.on_purpose and row.to_json()["create_interrupted"] is True
+    assert events(ledger, "tp-vol-b") == [{"event": "create-interrupted-found",
+                                          "volume_id": "v-b"}]
