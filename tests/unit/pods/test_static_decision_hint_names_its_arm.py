@@ -52,3 +52,22 @@ def test_a_static_decision_names_the_up_that_deploys_it(
     assert f"`{command}`" in said
     assert "--spec-k K" not in said
     assert rented == []
+
+
+@pytest.mark.parametrize(("deployment", "command"), [
+    # a mixed deployment serves several arms: no one K to name, whatever K it carries
+    ({"kind": "mixed", "k": 2, "method": "ngram"}, "tailpod up --spec-k K"),
+    ({"kind": "static", "arm": "plain"}, "tailpod up --spec-k K"),  # no K in the file
+    # plain needs no method, even where the file names one
+    ({"kind": "static", "k": 0, "method": "mtp"}, "tailpod up --spec-k 0"),
+])
+def test_a_decision_without_one_k_keeps_the_generic_hint(
+        tmp_path: Path, rented: list[str], deployment: dict[str, Any], command: str) -> None:
+    path = tmp_path / "decision.json"
+    path.write_text(json.dumps({"deployment": deployment}))
+    result = CliRunner().invoke(app, [*UP, "--decision", str(path)])
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert f"`{command}`" in said, said
+    assert "--spec-method" not in said
+    assert rented == []
