@@ -182,18 +182,15 @@ def _with_tool_parser(base: EngineConfig, classes: list[str], parser: str | None
     """`base` with the engine's tool-call parser when the run measures the tools class (vLLM
     refuses a forced tool_choice without one, SGLang reads no tool call: docs/engines.md); the
     choice is said when tailpod made it."""
-    adapter = get_adapter(base.engine)
-    if parser is not None and adapter.tool_parser_for(base.model) is None:
+    picked = get_adapter(base.engine).tool_parser_for(base.model)  # None: the engine takes none
+    if parser is not None and picked is None:
         raise ConfigError(f"--tool-call-parser names a vLLM or SGLang parser; this pod serves "
                           f"{base.engine}", hint="drop --tool-call-parser")
     if parser is not None:  # again, now that the settings registered the secrets by value
         check_tool_parser(parser)
-    if "tools" not in classes:
+    if "tools" not in classes or picked is None:
         return base
     if parser is None:
-        picked = adapter.tool_parser_for(base.model)
-        if picked is None:
-            return base
         parser, why = picked
         err_console.print(f"tools class: {base.engine} arms start with --tool-call-parser "
                           f"{parser} ({why})")
