@@ -35,6 +35,16 @@ def rented(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return reached
 
 
+def _up_refused(tmp_path: Path, deployment: dict[str, Any]) -> tuple[Path, str]:
+    """`up --decision` of a decision.json holding `deployment`: its path and what it said, once
+    refused with exit 2."""
+    path = tmp_path / "decision.json"
+    path.write_text(json.dumps({"deployment": deployment}))
+    result = CliRunner().invoke(app, [*UP, "--decision", str(path)])
+    assert result.exit_code == 2, result.output
+    return path, " ".join(result.output.split())
+
+
 @pytest.mark.parametrize(("deployment", "command"), [
     ({"kind": "static", "k": 2, "method": "ngram", "arm": "ngram-k2"},
      "tailpod up --spec-k 2 --spec-method ngram"),
@@ -43,11 +53,7 @@ def rented(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 ])
 def test_a_static_decision_names_the_up_that_deploys_it(
         tmp_path: Path, rented: list[str], deployment: dict[str, Any], command: str) -> None:
-    path = tmp_path / "decision.json"
-    path.write_text(json.dumps({"deployment": deployment}))
-    result = CliRunner().invoke(app, [*UP, "--decision", str(path)])
-    assert result.exit_code == 2, result.output
-    said = " ".join(result.output.split())
+    path, said = _up_refused(tmp_path, deployment)
     assert f"{path}: the deployment is 'static', not two lanes" in said
     assert f"`{command}`" in said
     assert "--spec-k K" not in said
@@ -63,11 +69,7 @@ def test_a_static_decision_names_the_up_that_deploys_it(
 ])
 def test_a_decision_without_one_k_keeps_the_generic_hint(
         tmp_path: Path, rented: list[str], deployment: dict[str, Any], command: str) -> None:
-    path = tmp_path / "decision.json"
-    path.write_text(json.dumps({"deployment": deployment}))
-    result = CliRunner().invoke(app, [*UP, "--decision", str(path)])
-    assert result.exit_code == 2, result.output
-    said = " ".join(result.output.split())
+    _, said = _up_refused(tmp_path, deployment)
     assert f"`{command}`" in said, said
     assert "--spec-method" not in said
     assert rented == []
