@@ -98,12 +98,20 @@ def home_id(home: Path, override: str = "", *, create: bool = True) -> str | Non
         return None
     Path(home).mkdir(parents=True, exist_ok=True, mode=0o700)
     made = secrets.token_hex(3)
-    try:  # O_EXCL: two first commands at once keep the one written first
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        return home_id(home, create=False)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(made + "\n")
+    # Written whole under a name of its own, then linked in: the link fails if the file exists
+    # (two first commands at once keep the one linked first), and no reader ever sees it empty
+    # (an O_EXCL create then a write let a parallel matrix card read '' between the two).
+    tmp = path.with_name(f".{HOME_ID_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(made + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return home_id(home, create=False)
+    finally:
+        tmp.unlink(missing_ok=True)
     return made
 
 

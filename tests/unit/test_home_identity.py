@@ -65,3 +65,26 @@ def test_a_bad_tailpod_home_id_is_a_run_settings_problem_before_anything_rents(
     assert any("TAILPOD_HOME_ID" in p and "'Bad-Id'" in p for p in bad)
     assert not any("TAILPOD_HOME_ID" in p
                    for p in run_settings_problems(Settings(home=tmp_path, home_id="ci7")))
+
+
+def test_a_home_id_is_never_seen_empty_while_it_is_made(tmp_path, monkeypatch) -> None:
+    """Clean-clone run at 843788f: two matrix cards made the home id at once, and one read the
+    file between the other's create and its write: "home-id does not hold a home id ('')". The
+    file now appears whole or not at all: a reader running at the moment it appears reads the
+    id that is finally kept."""
+    import os as _os
+
+    import tailpod.ledger as ledger_mod
+
+    home = tmp_path / "home"
+    seen: list[str | None] = []
+    real_link = _os.link
+
+    def link_then_read(src: str, dst: str) -> None:
+        real_link(src, dst)
+        seen.append(ledger_mod.home_id(home, create=False))  # a second command, right then
+
+    monkeypatch.setattr(ledger_mod.os, "link", link_then_read)
+    made = ledger_mod.home_id(home)
+    assert seen == [made]
+    assert sorted(p.name for p in home.iterdir()) == ["home-id"]  # no temporary file left
